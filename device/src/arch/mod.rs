@@ -1,0 +1,61 @@
+//! The primitives the device API is built from. Everything above this module is one generic
+//! implementation shared by the GPU and CPU backends; only these primitives differ:
+//! - `nvptx`: special registers, `bar.sync`, PTX atomics and fences at system scope, 16-byte copies;
+//! - `host`: the CPU backend, where a "kernel" is run by host threads of each PE process (their
+//!   coordinates and block barriers come from hooks the runtime installs) and memory is shared memory.
+
+#[cfg(target_arch = "nvptx64")]
+mod nvptx;
+#[cfg(target_arch = "nvptx64")]
+pub use nvptx::*;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod host;
+#[cfg(not(target_arch = "nvptx64"))]
+pub use host::*;
+
+/// What went wrong in a device call, for the message printed before the PE is stopped.
+#[derive(Clone, Copy)]
+pub enum Problem {
+    NotInitialized,
+    PeOutOfRange,
+    NotInHeap,
+    NoTransport,
+    BadCmp,
+    BadSignalOp,
+    WaitTimeout,
+}
+
+impl Problem {
+    pub const fn text(self) -> &'static str {
+        match self {
+            Problem::NotInitialized => "called before rshmem init completed (or with no device state in this module)\0",
+            Problem::PeOutOfRange => "PE number out of range\0",
+            Problem::NotInHeap => "address range is not inside the symmetric heap\0",
+            Problem::NoTransport => "no transport reaches this PE (not mapped: another node?)\0",
+            Problem::BadCmp => "invalid comparison operator (use CMP_EQ..CMP_GE)\0",
+            Problem::BadSignalOp => "invalid signal operator (use SIGNAL_SET or SIGNAL_ADD)\0",
+            Problem::WaitTimeout => "wait timed out (RSHMEM_WAIT_TIMEOUT)\0",
+        }
+    }
+}
+
+/// Describes a failed call: the call's name (NUL-terminated), the problem, the PE and address involved.
+#[derive(Clone, Copy)]
+pub struct Failure {
+    pub call: &'static str,
+    pub problem: Problem,
+    pub pe: i32,
+    pub addr: u64,
+    pub len: u64,
+}
+
+/// The read-modify-write operations of the AMO API.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Rmw {
+    Add,
+    And,
+    Or,
+    Xor,
+    Swap,
+}

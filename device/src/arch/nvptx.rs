@@ -1,0 +1,269 @@
+//! GPU primitives (nvptx64). All cross-PE atomics, loads and stores that synchronize use system scope:
+//! peers are other GPUs, for which GPU scope is not enough.
+
+use super::{Failure, Rmw};
+use crate::state::DeviceState;
+use core::arch::asm;
+use core::arch::nvptx;
+
+/// The device state of the module this code is linked into. The runtime writes it after init and after
+/// heap growth: through `cuModuleGetGlobal` for modules it loads, and for nvcc-linked programs through
+/// the address that the header's init hook reports.
+#[no_mangle]
+pub static mut rshmemi_device_state: DeviceState = DeviceState::ZERO;
+
+#[inline(always)]
+pub fn state() -> &'static DeviceState {
+    // SAFETY: the state is written by the host only between kernels (before launch), never while a
+    // kernel runs, so shared reads here cannot race with a write.
+    unsafe { &*core::ptr::addr_of!(rshmemi_device_state) }
+}
+
+#[inline(always)]
+fn tid_linear() -> u32 {
+    // SAFETY: reading special registers has no preconditions.
+    unsafe {
+        let (x, y, z) = (nvptx::_thread_idx_x() as u32, nvptx::_thread_idx_y() as u32, nvptx::_thread_idx_z() as u32);
+        let (nx, ny) = (nvptx::_block_dim_x() as u32, nvptx::_block_dim_y() as u32);
+        x + nx * (y + ny * z)
+    }
+}
+
+/// Linear index of this thread in its block, and the block's thread count.
+#[inline(always)]
+pub fn block_rank() -> u32 {
+    tid_linear()
+}
+#[inline(always)]
+pub fn block_size() -> u32 {
+    // SAFETY: special registers.
+    unsafe { (nvptx::_block_dim_x() * nvptx::_block_dim_y() * nvptx::_block_dim_z()) as u32 }
+}
+/// Block index (x) and block count (x) of the grid.
+#[inline(always)]
+pub fn block_index() -> u32 {
+    // SAFETY: special register.
+    unsafe { nvptx::_block_idx_x() as u32 }
+}
+#[inline(always)]
+pub fn grid_size() -> u32 {
+    // SAFETY: special register.
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+/// Lane in the warp and the number of threads of this warp (the last warp of a block may be partial).
+#[inline(always)]
+pub fn warp_rank() -> u32 {
+    tid_linear() & 31
+}
+#[inline(always)]
+pub fn warp_size() -> u32 {
+    let start = tid_linear() & !31;
+    core::cmp::min(32, block_size() - start)
+}
+#[inline(always)]
+pub fn sync_block() {
+    // SAFETY: bar.sync is called by every thread of the block (block-scoped API contract).
+    unsafe { nvptx::_syncthreads() }
+}
+#[inline(always)]
+pub fn sync_warp() {
+    let n = warp_size();
+    let mask: u32 = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    // SAFETY: every thread of the warp calls the warp-scoped API, so all threads in `mask` arrive.
+    unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask) }
+}
+
+/// Completes and orders all earlier memory operations of this thread at system scope.
+#[inline(always)]
+pub fn fence_sc() {
+    // SAFETY: a fence has no memory-safety preconditions.
+    unsafe { asm!("fence.sc.sys;") }
+}
+/// Orders earlier stores before later stores (release/acquire fence at system scope).
+#[inline(always)]
+pub fn fence_acq_rel() {
+    // SAFETY: as above.
+    unsafe { asm!("fence.acq_rel.sys;") }
+}
+
+macro_rules! width_ops {
+    ($t:ty, $reg:ident, $b:literal, $load_acq:ident, $load_rlx:ident, $store_rel:ident, $store_rlx:ident, $rmw:ident, $cas:ident) => {
+        #[inline(always)]
+        pub unsafe fn $load_acq(p: *const $t) -> $t {
+            let v: $t;
+            asm!(concat!("ld.acquire.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p);
+            v
+        }
+        #[inline(always)]
+        pub unsafe fn $load_rlx(p: *const $t) -> $t {
+            let v: $t;
+            asm!(concat!("ld.relaxed.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p);
+            v
+        }
+        #[inline(always)]
+        pub unsafe fn $store_rel(p: *mut $t, v: $t) {
+            asm!(concat!("st.release.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p);
+        }
+        #[inline(always)]
+        pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
+            asm!(concat!("st.relaxed.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p);
+        }
+        /// Atomic read-modify-write at system scope; returns the old value.
+        #[inline(always)]
+        pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
+            let old: $t;
+            match op {
+                Rmw::Add => asm!(concat!("atom.relaxed.sys.add.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                Rmw::And => asm!(concat!("atom.relaxed.sys.and.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                Rmw::Or => asm!(concat!("atom.relaxed.sys.or.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                Rmw::Xor => asm!(concat!("atom.relaxed.sys.xor.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                Rmw::Swap => asm!(concat!("atom.relaxed.sys.exch.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+            }
+            old
+        }
+        /// Atomic compare-and-swap at system scope; returns the old value.
+        #[inline(always)]
+        pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
+            let old: $t;
+            asm!(concat!("atom.relaxed.sys.cas.b", $b, " {o}, [{p}], {c}, {v};"), o = out($reg) old, p = in(reg64) p, c = in($reg) cond, v = in($reg) v);
+            old
+        }
+    };
+}
+width_ops!(u32, reg32, "32", load_acquire_u32, load_relaxed_u32, store_release_u32, store_relaxed_u32, rmw_u32, cas_u32);
+width_ops!(u64, reg64, "64", load_acquire_u64, load_relaxed_u64, store_release_u64, store_relaxed_u64, rmw_u64, cas_u64);
+
+/// Acquire load of a 16-bit value (wait_until on short types).
+#[inline(always)]
+pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
+    let v: u16;
+    asm!("ld.acquire.sys.b16 {v}, [{p}];", v = out(reg16) v, p = in(reg64) p);
+    v
+}
+
+/// Called in every spin of a wait loop. On the GPU a short sleep keeps polling traffic low.
+#[inline(always)]
+pub fn idle(_spins: &mut u64, _call: &'static str) {
+    // SAFETY: nanosleep has no preconditions.
+    unsafe { asm!("nanosleep.u32 20;") }
+}
+
+/// Copies `n` bytes from `src` to `dst` as member `rank` of a group of `size` threads (each thread
+/// copies a strided share). 16-byte accesses where both pointers allow it, several in flight.
+#[inline(always)]
+pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32) {
+    let (rank, size) = (rank as usize, size as usize);
+    let (d, s) = (dst as usize, src as usize);
+    // Largest access width both pointers can share after a common head.
+    let w = if (d ^ s) & 15 == 0 { 16 } else if (d ^ s) & 7 == 0 { 8 } else if (d ^ s) & 3 == 0 { 4 } else { 1 };
+    let head = core::cmp::min(n, (w - (d & (w - 1))) & (w - 1));
+    let mut i = rank;
+    while i < head {
+        *dst.add(i) = *src.add(i);
+        i += size;
+    }
+    let body = (n - head) / w * w;
+    let (bd, bs) = (dst.add(head), src.add(head));
+    match w {
+        16 => copy16(bd, bs, body / 16, rank, size),
+        8 => {
+            let mut k = rank;
+            while k < body / 8 {
+                *(bd as *mut u64).add(k) = *(bs as *const u64).add(k);
+                k += size;
+            }
+        }
+        4 => {
+            let mut k = rank;
+            while k < body / 4 {
+                *(bd as *mut u32).add(k) = *(bs as *const u32).add(k);
+                k += size;
+            }
+        }
+        _ => {
+            let mut k = rank;
+            while k < body {
+                *bd.add(k) = *bs.add(k);
+                k += size;
+            }
+        }
+    }
+    let tail0 = head + body;
+    let mut i = tail0 + rank;
+    while i < n {
+        *dst.add(i) = *src.add(i);
+        i += size;
+    }
+}
+
+#[inline(always)]
+unsafe fn ld16(p: *const u8) -> (u64, u64) {
+    let (a, b): (u64, u64);
+    asm!("ld.v2.u64 {{{a}, {b}}}, [{p}];", a = out(reg64) a, b = out(reg64) b, p = in(reg64) p);
+    (a, b)
+}
+#[inline(always)]
+unsafe fn st16(p: *mut u8, v: (u64, u64)) {
+    asm!("st.v2.u64 [{p}], {{{a}, {b}}};", a = in(reg64) v.0, b = in(reg64) v.1, p = in(reg64) p);
+}
+
+/// Copies `units` 16-byte units, four loads in flight per thread before the stores.
+#[inline(always)]
+unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
+    let mut k = rank;
+    while k + 3 * size < units {
+        let a = ld16(src.add(16 * k));
+        let b = ld16(src.add(16 * (k + size)));
+        let c = ld16(src.add(16 * (k + 2 * size)));
+        let d = ld16(src.add(16 * (k + 3 * size)));
+        st16(dst.add(16 * k), a);
+        st16(dst.add(16 * (k + size)), b);
+        st16(dst.add(16 * (k + 2 * size)), c);
+        st16(dst.add(16 * (k + 3 * size)), d);
+        k += 4 * size;
+    }
+    while k < units {
+        st16(dst.add(16 * k), ld16(src.add(16 * k)));
+        k += size;
+    }
+}
+
+/// Prints what went wrong (device printf) and stops the kernel with a trap, so the host sees
+/// `CUDA_ERROR_ILLEGAL_INSTRUCTION` / launch failure instead of memory written elsewhere.
+#[cold]
+#[inline(never)]
+pub fn fail(f: Failure) -> ! {
+    let args = FailArgs {
+        my_pe: state().my_pe,
+        call: f.call.as_ptr(),
+        what: f.problem.text().as_ptr(),
+        pe: f.pe,
+        addr: f.addr,
+        len: f.len,
+        block: block_index(),
+        thread: block_rank(),
+    };
+    // SAFETY: the format string is NUL-terminated and its conversions match FailArgs' fields in order
+    // and alignment (int, two pointers, int, two 64-bit ints, two unsigned ints); trap never returns.
+    unsafe {
+        nvptx::vprintf(
+            "rshmem: PE %d: %s: %s (target PE %d, address 0x%llx, %llu bytes; block %u thread %u)\n\0".as_ptr(),
+            &args as *const FailArgs as *const core::ffi::c_void,
+        );
+        nvptx::trap()
+    }
+}
+
+/// The argument block in the order of the format string (vprintf reads it field by field, each at its
+/// natural alignment).
+#[repr(C)]
+struct FailArgs {
+    my_pe: i32,
+    call: *const u8,
+    what: *const u8,
+    pe: i32,
+    addr: u64,
+    len: u64,
+    block: u32,
+    thread: u32,
+}

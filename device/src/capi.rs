@@ -1,0 +1,193 @@
+//! C ABI of the device library (GPU only): the `rshmem_*` device functions that `rshmem.h` declares and
+//! that nvcc-compiled kernels link against (`-rdc=true`). Typed C entry points (`nvshmem_int_p`,
+//! `nvshmem_float_put`, ...) are inline wrappers in the headers over these sized ones, so each
+//! operation exists once here.
+
+use crate::ops::{self, Scope};
+use core::ffi::c_void;
+
+// ---------------------------------------------------------------- queries
+#[no_mangle]
+pub extern "C" fn rshmem_my_pe() -> i32 {
+    ops::my_pe()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_n_pes() -> i32 {
+    ops::n_pes()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_team_my_pe(team: i32) -> i32 {
+    ops::team_my_pe(team)
+}
+#[no_mangle]
+pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
+    ops::team_n_pes(team)
+}
+#[no_mangle]
+pub extern "C" fn rshmem_ptr(dest: *const c_void, pe: i32) -> *mut c_void {
+    ops::ptr(dest, pe) as *mut c_void
+}
+
+// ---------------------------------------------------------------- p / g by size
+macro_rules! pg {
+    ($($p:ident, $g:ident, $t:ty;)*) => {$(
+        /// # Safety
+        /// `dst` symmetric; checked.
+        #[no_mangle]
+        pub unsafe extern "C" fn $p(dst: *mut c_void, value: $t, pe: i32) {
+            ops::p(dst as *mut $t, value, pe)
+        }
+        /// # Safety
+        /// `src` symmetric; checked.
+        #[no_mangle]
+        pub unsafe extern "C" fn $g(src: *const c_void, pe: i32) -> $t {
+            ops::g(src as *const $t, pe)
+        }
+    )*};
+}
+pg! {
+    rshmem_p8, rshmem_g8, u8;
+    rshmem_p16, rshmem_g16, u16;
+    rshmem_p32, rshmem_g32, u32;
+    rshmem_p64, rshmem_g64, u64;
+}
+
+// ---------------------------------------------------------------- put / get
+macro_rules! rma {
+    ($($name:ident => $f:ident;)*) => {$(
+        /// # Safety
+        /// See `ops::putmem_scoped` / `ops::getmem_scoped`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
+            ops::$f(dst as *mut u8, src as *const u8, bytes, pe)
+        }
+    )*};
+}
+rma! {
+    rshmem_putmem => putmem; rshmem_putmem_nbi => putmem_nbi;
+    rshmem_putmem_warp => putmem_warp; rshmem_putmem_nbi_warp => putmem_nbi_warp;
+    rshmem_putmem_block => putmem_block; rshmem_putmem_nbi_block => putmem_nbi_block;
+    rshmem_getmem => getmem; rshmem_getmem_nbi => getmem_nbi;
+    rshmem_getmem_warp => getmem_warp; rshmem_getmem_nbi_warp => getmem_nbi_warp;
+    rshmem_getmem_block => getmem_block; rshmem_getmem_nbi_block => getmem_nbi_block;
+}
+
+// ---------------------------------------------------------------- atomics by size
+macro_rules! amo {
+    ($($t:ty: $fadd:ident $add:ident $fand:ident $and:ident $for:ident $or:ident $fxor:ident $xor:ident
+        $finc:ident $inc:ident $swap:ident $cswap:ident $fetch:ident $set:ident;)*) => {$(
+        /// # Safety
+        /// `dst` symmetric and aligned (all AMOs below).
+        #[no_mangle] pub unsafe extern "C" fn $fadd(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_add(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $add(d: *mut c_void, v: $t, pe: i32) { ops::atomic_add(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $fand(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_and(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $and(d: *mut c_void, v: $t, pe: i32) { ops::atomic_and(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $for(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_or(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $or(d: *mut c_void, v: $t, pe: i32) { ops::atomic_or(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $fxor(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_xor(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $xor(d: *mut c_void, v: $t, pe: i32) { ops::atomic_xor(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $finc(d: *mut c_void, pe: i32) -> $t { ops::atomic_fetch_inc(d as *mut $t, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $inc(d: *mut c_void, pe: i32) { ops::atomic_inc(d as *mut $t, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $swap(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_swap(d as *mut $t, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $cswap(d: *mut c_void, c: $t, v: $t, pe: i32) -> $t { ops::atomic_compare_swap(d as *mut $t, c, v, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $fetch(d: *const c_void, pe: i32) -> $t { ops::atomic_fetch(d as *const $t, pe) }
+        #[no_mangle] pub unsafe extern "C" fn $set(d: *mut c_void, v: $t, pe: i32) { ops::atomic_set(d as *mut $t, v, pe) }
+    )*};
+}
+amo! {
+    u32: rshmem_atomic_fetch_add32 rshmem_atomic_add32 rshmem_atomic_fetch_and32 rshmem_atomic_and32
+         rshmem_atomic_fetch_or32 rshmem_atomic_or32 rshmem_atomic_fetch_xor32 rshmem_atomic_xor32
+         rshmem_atomic_fetch_inc32 rshmem_atomic_inc32 rshmem_atomic_swap32 rshmem_atomic_compare_swap32
+         rshmem_atomic_fetch32 rshmem_atomic_set32;
+    u64: rshmem_atomic_fetch_add64 rshmem_atomic_add64 rshmem_atomic_fetch_and64 rshmem_atomic_and64
+         rshmem_atomic_fetch_or64 rshmem_atomic_or64 rshmem_atomic_fetch_xor64 rshmem_atomic_xor64
+         rshmem_atomic_fetch_inc64 rshmem_atomic_inc64 rshmem_atomic_swap64 rshmem_atomic_compare_swap64
+         rshmem_atomic_fetch64 rshmem_atomic_set64;
+}
+
+// ---------------------------------------------------------------- wait / test (signedness matters)
+macro_rules! wait {
+    ($($t:ty: $w:ident $tst:ident;)*) => {$(
+        /// # Safety
+        /// `ivar` a symmetric variable of this PE.
+        #[no_mangle] pub unsafe extern "C" fn $w(ivar: *const c_void, cmp: i32, v: $t) { ops::wait_until(ivar as *const $t, cmp, v) }
+        #[no_mangle] pub unsafe extern "C" fn $tst(ivar: *const c_void, cmp: i32, v: $t) -> i32 { ops::test(ivar as *const $t, cmp, v) as i32 }
+    )*};
+}
+wait! {
+    i16: rshmem_wait_until_i16 rshmem_test_i16;
+    u16: rshmem_wait_until_u16 rshmem_test_u16;
+    i32: rshmem_wait_until_i32 rshmem_test_i32;
+    u32: rshmem_wait_until_u32 rshmem_test_u32;
+    i64: rshmem_wait_until_i64 rshmem_test_i64;
+    u64: rshmem_wait_until_u64 rshmem_test_u64;
+}
+
+// ---------------------------------------------------------------- signals
+macro_rules! put_signal {
+    ($($name:ident => $scope:expr;)*) => {$(
+        /// # Safety
+        /// See `ops::putmem_signal_scoped`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dst: *mut c_void, src: *const c_void, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
+            ops::putmem_signal_scoped($scope, dst as *mut u8, src as *const u8, bytes, sig, value, op, pe, concat!(stringify!($name), "\0"))
+        }
+    )*};
+}
+put_signal! {
+    rshmem_putmem_signal => Scope::Thread; rshmem_putmem_signal_nbi => Scope::Thread;
+    rshmem_putmem_signal_warp => Scope::Warp; rshmem_putmem_signal_nbi_warp => Scope::Warp;
+    rshmem_putmem_signal_block => Scope::Block; rshmem_putmem_signal_nbi_block => Scope::Block;
+}
+/// # Safety
+/// `sig` a symmetric u64.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
+    ops::signal_op(sig, value, op, pe)
+}
+/// # Safety
+/// `sig` a symmetric u64 of this PE.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
+    ops::signal_wait_until(sig, cmp, value)
+}
+/// # Safety
+/// `sig` a symmetric u64 of this PE.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_signal_fetch(sig: *const u64) -> u64 {
+    ops::signal_fetch(sig)
+}
+
+// ---------------------------------------------------------------- ordering and barriers
+#[no_mangle]
+pub extern "C" fn rshmem_fence() {
+    ops::fence()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_quiet() {
+    ops::quiet()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_barrier_all() {
+    ops::barrier_all()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_sync_all() {
+    ops::sync_all()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_barrier_all_block() {
+    ops::barrier_all_block()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_barrier_all_warp() {
+    ops::barrier_all_warp()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_sync_all_block() {
+    ops::sync_all_block()
+}
+#[no_mangle]
+pub extern "C" fn rshmem_sync_all_warp() {
+    ops::sync_all_warp()
+}

@@ -1,0 +1,612 @@
+//! The device API, written once for both backends on top of `arch`'s primitives.
+//!
+//! Ordering rules (design.md, "Memory ordering"): peers are other GPUs (or other processes), so every
+//! store that publishes data (signals, barrier flags, `p`) is a system-scope strong store, every wait is
+//! a system-scope acquire load, and `fence`/`quiet` are `fence.sc.sys`. Bulk data moves with plain
+//! (weak) vector accesses, published by a fence before the flag.
+
+use crate::arch::{self, Failure, Problem, Rmw};
+use crate::state::*;
+use core::ptr;
+
+/// Which threads cooperate in a call: the calling thread alone, its warp, or its block. Warp- and
+/// block-scoped calls must be made by every thread of the warp/block with the same arguments.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Thread,
+    Warp,
+    Block,
+}
+
+impl Scope {
+    #[inline(always)]
+    pub fn rank(self) -> u32 {
+        match self {
+            Scope::Thread => 0,
+            Scope::Warp => arch::warp_rank(),
+            Scope::Block => arch::block_rank(),
+        }
+    }
+    #[inline(always)]
+    pub fn size(self) -> u32 {
+        match self {
+            Scope::Thread => 1,
+            Scope::Warp => arch::warp_size(),
+            Scope::Block => arch::block_size(),
+        }
+    }
+    #[inline(always)]
+    pub fn sync(self) {
+        match self {
+            Scope::Thread => {}
+            Scope::Warp => arch::sync_warp(),
+            Scope::Block => arch::sync_block(),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
+    arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
+}
+
+/// The initialized device state, or a failure naming `call`.
+#[inline(always)]
+fn state(call: &'static str) -> &'static DeviceState {
+    let s = arch::state();
+    if s.magic != STATE_MAGIC {
+        fail(call, Problem::NotInitialized, -1, 0, 0);
+    }
+    s
+}
+
+/// Address in this process of the symmetric object at `local` (an address in my heap) on PE `pe`,
+/// after checking the PE number and that `[local, local+len)` lies in the heap.
+#[inline(always)]
+pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize {
+    let s = state(call);
+    let off = local.wrapping_sub(s.heap_base as usize);
+    if s.checks != 0 {
+        if pe < 0 || pe >= s.n_pes {
+            fail(call, Problem::PeOutOfRange, pe, local, len);
+        }
+        if off > s.heap_size as usize || len > s.heap_size as usize - off {
+            fail(call, Problem::NotInHeap, pe, local, len);
+        }
+    }
+    let base = s.peer_base[pe as usize & (MAX_PES - 1)] as usize;
+    if base == 0 {
+        fail(call, Problem::NoTransport, pe, local, len);
+    }
+    base + off
+}
+
+/// Checks that a local symmetric address (one that is waited on) lies in my heap.
+#[inline(always)]
+fn check_local(call: &'static str, local: usize, len: usize) {
+    let s = state(call);
+    if s.checks != 0 {
+        let off = local.wrapping_sub(s.heap_base as usize);
+        if off > s.heap_size as usize || len > s.heap_size as usize - off {
+            fail(call, Problem::NotInHeap, s.my_pe, local, len);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- PE queries
+
+pub fn my_pe() -> i32 {
+    state("rshmem_my_pe\0").my_pe
+}
+pub fn n_pes() -> i32 {
+    state("rshmem_n_pes\0").n_pes
+}
+/// PE number in `team` (TEAM_WORLD, TEAM_NODE/TEAM_SHARED), -1 for an unknown team.
+pub fn team_my_pe(team: i32) -> i32 {
+    let s = state("rshmem_team_my_pe\0");
+    match team {
+        TEAM_WORLD => s.my_pe,
+        TEAM_NODE | TEAM_SHARED => s.node_my_pe,
+        _ => -1,
+    }
+}
+pub fn team_n_pes(team: i32) -> i32 {
+    let s = state("rshmem_team_n_pes\0");
+    match team {
+        TEAM_WORLD => s.n_pes,
+        TEAM_NODE | TEAM_SHARED => s.node_n_pes,
+        _ => -1,
+    }
+}
+/// Direct pointer to `dest` on `pe` when loads/stores reach it (same node), else null.
+pub fn ptr<T>(dest: *const T, pe: i32) -> *mut T {
+    let s = state("rshmem_ptr\0");
+    let off = (dest as usize).wrapping_sub(s.heap_base as usize);
+    if pe < 0 || pe >= s.n_pes || off >= s.heap_size as usize {
+        return ptr::null_mut();
+    }
+    let base = s.peer_base[pe as usize] as usize;
+    if base == 0 { ptr::null_mut() } else { (base + off) as *mut T }
+}
+
+// ---------------------------------------------------------------- RMA
+
+/// Stores one element into `dst` on `pe`.
+///
+/// # Safety
+/// `dst` must be a symmetric address of a `T` (checked unless checks are off).
+#[inline(always)]
+pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
+    let r = translate("rshmem_p\0", dst as usize, core::mem::size_of::<T>(), pe);
+    // SAFETY: `r` is `dst`'s mapping on `pe` (checked above); a volatile store is a strong
+    // (relaxed, system-scope) store on the GPU, so a later fence orders it.
+    ptr::write_volatile(r as *mut T, value)
+}
+
+/// Loads one element from `src` on `pe`.
+///
+/// # Safety
+/// `src` must be a symmetric address of a `T`.
+#[inline(always)]
+pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
+    let r = translate("rshmem_g\0", src as usize, core::mem::size_of::<T>(), pe);
+    // SAFETY: as in `p`; volatile keeps repeated remote reads from being merged.
+    ptr::read_volatile(r as *const T)
+}
+
+/// Copies `bytes` from local `src` to symmetric `dst` on `pe`, the work split over `scope`'s threads.
+///
+/// # Safety
+/// `dst` symmetric, `src` readable for `bytes`; with Warp/Block scope every thread of the group calls.
+#[inline(always)]
+pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
+    let r = translate(call, dst as usize, bytes, pe);
+    arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
+    scope.sync();
+}
+
+/// Copies `bytes` from symmetric `src` on `pe` to local `dst`.
+///
+/// # Safety
+/// As `putmem_scoped`, with the roles of the buffers swapped.
+#[inline(always)]
+pub unsafe fn getmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
+    let r = translate(call, src as usize, bytes, pe);
+    arch::copy(dst, r as *const u8, bytes, scope.rank(), scope.size());
+    scope.sync();
+}
+
+macro_rules! rma_fns {
+    ($($name:ident, $scope:expr, $dir:ident, $call:literal;)*) => {$(
+        /// # Safety
+        /// See `putmem_scoped` / `getmem_scoped`.
+        #[inline(always)]
+        pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) {
+            $dir($scope, dst, src, bytes, pe, concat!($call, "\0"))
+        }
+    )*};
+}
+rma_fns! {
+    putmem, Scope::Thread, putmem_scoped, "rshmem_putmem";
+    putmem_nbi, Scope::Thread, putmem_scoped, "rshmem_putmem_nbi";
+    putmem_warp, Scope::Warp, putmem_scoped, "rshmem_putmem_warp";
+    putmem_nbi_warp, Scope::Warp, putmem_scoped, "rshmem_putmem_nbi_warp";
+    putmem_block, Scope::Block, putmem_scoped, "rshmem_putmem_block";
+    putmem_nbi_block, Scope::Block, putmem_scoped, "rshmem_putmem_nbi_block";
+    getmem, Scope::Thread, getmem_scoped, "rshmem_getmem";
+    getmem_nbi, Scope::Thread, getmem_scoped, "rshmem_getmem_nbi";
+    getmem_warp, Scope::Warp, getmem_scoped, "rshmem_getmem_warp";
+    getmem_nbi_warp, Scope::Warp, getmem_scoped, "rshmem_getmem_nbi_warp";
+    getmem_block, Scope::Block, getmem_scoped, "rshmem_getmem_block";
+    getmem_nbi_block, Scope::Block, getmem_scoped, "rshmem_getmem_nbi_block";
+}
+
+/// Typed put of `nelems` elements.
+///
+/// # Safety
+/// See `putmem_scoped`.
+#[inline(always)]
+pub unsafe fn put<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
+    putmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_put\0")
+}
+/// Typed get of `nelems` elements.
+///
+/// # Safety
+/// See `getmem_scoped`.
+#[inline(always)]
+pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
+    getmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_get\0")
+}
+
+// ---------------------------------------------------------------- ordering
+
+/// Orders this thread's earlier puts/AMOs to each PE before its later ones to the same PE.
+#[inline(always)]
+pub fn fence() {
+    arch::fence_sc()
+}
+/// Completes all of this thread's outstanding puts, gets and AMOs (P2P stores: visible system-wide).
+#[inline(always)]
+pub fn quiet() {
+    arch::fence_sc()
+}
+
+// ---------------------------------------------------------------- atomics
+
+/// Bit patterns the hardware operates on atomically.
+pub trait AmoBits: Copy {
+    unsafe fn rmw(op: Rmw, p: *mut Self, v: Self) -> Self;
+    unsafe fn cas(p: *mut Self, cond: Self, v: Self) -> Self;
+    unsafe fn load(p: *const Self) -> Self;
+    unsafe fn store(p: *mut Self, v: Self);
+    fn one() -> Self;
+}
+impl AmoBits for u32 {
+    unsafe fn rmw(op: Rmw, p: *mut u32, v: u32) -> u32 { arch::rmw_u32(op, p, v) }
+    unsafe fn cas(p: *mut u32, c: u32, v: u32) -> u32 { arch::cas_u32(p, c, v) }
+    unsafe fn load(p: *const u32) -> u32 { arch::load_relaxed_u32(p) }
+    unsafe fn store(p: *mut u32, v: u32) { arch::store_relaxed_u32(p, v) }
+    fn one() -> u32 { 1 }
+}
+impl AmoBits for u64 {
+    unsafe fn rmw(op: Rmw, p: *mut u64, v: u64) -> u64 { arch::rmw_u64(op, p, v) }
+    unsafe fn cas(p: *mut u64, c: u64, v: u64) -> u64 { arch::cas_u64(p, c, v) }
+    unsafe fn load(p: *const u64) -> u64 { arch::load_relaxed_u64(p) }
+    unsafe fn store(p: *mut u64, v: u64) { arch::store_relaxed_u64(p, v) }
+    fn one() -> u64 { 1 }
+}
+
+/// Types usable with swap/set/fetch/compare_swap (NVSHMEM's extended AMO types).
+pub trait Amo: Copy {
+    type Bits: AmoBits;
+    fn to_bits(self) -> Self::Bits;
+    fn from_bits(b: Self::Bits) -> Self;
+}
+/// Integer types usable with every AMO (add, inc, and, or, xor too).
+pub trait AmoInt: Amo {}
+
+macro_rules! amo_types {
+    ($($t:ty => $b:ty, $int:tt;)*) => {$(
+        impl Amo for $t {
+            type Bits = $b;
+            #[inline(always)] fn to_bits(self) -> $b { amo_types!(@to $int, self, $b) }
+            #[inline(always)] fn from_bits(b: $b) -> $t { amo_types!(@from $int, b, $t) }
+        }
+        amo_types!(@int $int, $t);
+    )*};
+    (@to int, $v:expr, $b:ty) => { $v as $b };
+    (@to float, $v:expr, $b:ty) => { $v.to_bits() };
+    (@from int, $v:expr, $t:ty) => { $v as $t };
+    (@from float, $v:expr, $t:ty) => { <$t>::from_bits($v) };
+    (@int int, $t:ty) => { impl AmoInt for $t {} };
+    (@int float, $t:ty) => {};
+}
+amo_types! {
+    i32 => u32, int; u32 => u32, int; i64 => u64, int; u64 => u64, int;
+    isize => u64, int; usize => u64, int; f32 => u32, float; f64 => u64, float;
+}
+
+#[inline(always)]
+unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> *mut T {
+    translate(call, dst as usize, core::mem::size_of::<T>(), pe) as *mut T
+}
+
+macro_rules! amo_rmw {
+    ($($fetch:ident, $plain:ident, $op:expr, $call:literal;)*) => {$(
+        /// Atomic read-modify-write on `dst` at `pe`; returns the old value.
+        ///
+        /// # Safety
+        /// `dst` must be a symmetric, naturally aligned `T`.
+        #[inline(always)]
+        pub unsafe fn $fetch<T: AmoInt>(dst: *mut T, value: T, pe: i32) -> T {
+            let r = amo_target(concat!("rshmem_atomic_", $call, "\0"), dst, pe);
+            T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
+        }
+        /// Same without returning the old value.
+        ///
+        /// # Safety
+        /// As the fetching form.
+        #[inline(always)]
+        pub unsafe fn $plain<T: AmoInt>(dst: *mut T, value: T, pe: i32) {
+            let r = amo_target(concat!("rshmem_atomic_", $call, "\0"), dst, pe);
+            T::Bits::rmw($op, r as *mut T::Bits, value.to_bits());
+        }
+    )*};
+}
+amo_rmw! {
+    atomic_fetch_add, atomic_add, Rmw::Add, "add";
+    atomic_fetch_and, atomic_and, Rmw::And, "and";
+    atomic_fetch_or, atomic_or, Rmw::Or, "or";
+    atomic_fetch_xor, atomic_xor, Rmw::Xor, "xor";
+}
+
+/// # Safety
+/// `dst` must be a symmetric, naturally aligned `T`.
+#[inline(always)]
+pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
+    let r = amo_target("rshmem_atomic_inc\0", dst, pe);
+    T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
+}
+/// # Safety
+/// As `atomic_fetch_inc`.
+#[inline(always)]
+pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
+    atomic_fetch_inc(dst, pe);
+}
+/// # Safety
+/// `dst` must be a symmetric, naturally aligned `T`.
+#[inline(always)]
+pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
+    let r = amo_target("rshmem_atomic_swap\0", dst, pe);
+    T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
+}
+/// # Safety
+/// As `atomic_swap`.
+#[inline(always)]
+pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i32) -> T {
+    let r = amo_target("rshmem_atomic_compare_swap\0", dst, pe);
+    T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
+}
+/// # Safety
+/// As `atomic_swap`.
+#[inline(always)]
+pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
+    let r = amo_target("rshmem_atomic_fetch\0", src, pe);
+    T::from_bits(T::Bits::load(r as *const T::Bits))
+}
+/// # Safety
+/// As `atomic_swap`.
+#[inline(always)]
+pub unsafe fn atomic_set<T: Amo>(dst: *mut T, value: T, pe: i32) {
+    let r = amo_target("rshmem_atomic_set\0", dst, pe);
+    T::Bits::store(r as *mut T::Bits, value.to_bits())
+}
+
+// ---------------------------------------------------------------- point-to-point synchronization
+
+/// Types that can be waited on (wait_until / test): loaded with acquire, compared in their own type.
+pub trait Wait: Copy + PartialOrd {
+    unsafe fn load_acquire(p: *const Self) -> Self;
+}
+macro_rules! wait_types {
+    ($($t:ty => $u:ty, $ld:ident;)*) => {$(
+        impl Wait for $t {
+            #[inline(always)]
+            unsafe fn load_acquire(p: *const $t) -> $t { arch::$ld(p as *const $u) as $t }
+        }
+    )*};
+}
+wait_types! {
+    i16 => u16, load_acquire_u16; u16 => u16, load_acquire_u16;
+    i32 => u32, load_acquire_u32; u32 => u32, load_acquire_u32;
+    i64 => u64, load_acquire_u64; u64 => u64, load_acquire_u64;
+    isize => u64, load_acquire_u64; usize => u64, load_acquire_u64;
+}
+
+#[inline(always)]
+fn check_cmp(call: &'static str, cmp: i32) {
+    if !(CMP_EQ..=CMP_GE).contains(&cmp) {
+        fail(call, Problem::BadCmp, cmp, 0, 0);
+    }
+}
+
+#[inline(always)]
+fn compare<T: PartialOrd>(cmp: i32, a: T, b: T) -> bool {
+    match cmp {
+        CMP_EQ => a == b,
+        CMP_NE => a != b,
+        CMP_GT => a > b,
+        CMP_LE => a <= b,
+        CMP_LT => a < b,
+        _ => a >= b,
+    }
+}
+
+#[inline(always)]
+unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, value: T) -> T {
+    check_cmp(call, cmp);
+    check_local(call, ivar as usize, core::mem::size_of::<T>());
+    let mut spins = 0u64;
+    loop {
+        let v = T::load_acquire(ivar);
+        if compare(cmp, v, value) {
+            return v;
+        }
+        arch::idle(&mut spins, call);
+    }
+}
+
+/// Waits until the local symmetric `ivar` compares true against `value` (`cmp` is one of CMP_*).
+///
+/// # Safety
+/// `ivar` must be a symmetric, naturally aligned `T` of this PE.
+#[inline(always)]
+pub unsafe fn wait_until<T: Wait>(ivar: *const T, cmp: i32, value: T) {
+    spin_until("rshmem_wait_until\0", ivar, cmp, value);
+}
+/// Tests once whether `ivar` compares true against `value`.
+///
+/// # Safety
+/// As `wait_until`.
+#[inline(always)]
+pub unsafe fn test<T: Wait>(ivar: *const T, cmp: i32, value: T) -> bool {
+    let call = "rshmem_test\0";
+    check_cmp(call, cmp);
+    check_local(call, ivar as usize, core::mem::size_of::<T>());
+    compare(cmp, T::load_acquire(ivar), value)
+}
+
+// ---------------------------------------------------------------- signals
+
+#[inline(always)]
+unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, pe: i32) {
+    let r = translate(call, sig as usize, 8, pe) as *mut u64;
+    // Release: everything this thread (and, after a group sync, its group) wrote before is visible
+    // to whoever observes the signal.
+    arch::fence_acq_rel();
+    match op {
+        SIGNAL_SET => arch::store_relaxed_u64(r, value),
+        SIGNAL_ADD => {
+            arch::rmw_u64(Rmw::Add, r, value);
+        }
+        _ => fail(call, Problem::BadSignalOp, pe, sig as usize, 8),
+    }
+}
+
+/// Atomically updates the signal `sig` on `pe` (SIGNAL_SET or SIGNAL_ADD).
+///
+/// # Safety
+/// `sig` must be a symmetric u64.
+#[inline(always)]
+pub unsafe fn signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
+    signal_update("rshmem_signal_op\0", sig, value, op, pe)
+}
+
+/// Puts `bytes` and then updates `sig` on `pe`; the signal is never visible before the data.
+///
+/// # Safety
+/// As `putmem_scoped`; `sig` a symmetric u64.
+#[inline(always)]
+pub unsafe fn putmem_signal_scoped(
+    scope: Scope,
+    dst: *mut u8,
+    src: *const u8,
+    bytes: usize,
+    sig: *mut u64,
+    value: u64,
+    op: i32,
+    pe: i32,
+    call: &'static str,
+) {
+    if op != SIGNAL_SET && op != SIGNAL_ADD {
+        fail(call, Problem::BadSignalOp, pe, sig as usize, 8);
+    }
+    putmem_scoped(scope, dst, src, bytes, pe, call); // ends with the group's sync
+    if scope.rank() == 0 {
+        signal_update(call, sig, value, op, pe);
+    }
+    scope.sync();
+}
+
+macro_rules! put_signal_fns {
+    ($($name:ident, $scope:expr, $call:literal;)*) => {$(
+        /// # Safety
+        /// See `putmem_signal_scoped`.
+        #[inline(always)]
+        pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
+            putmem_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"))
+        }
+    )*};
+}
+put_signal_fns! {
+    putmem_signal, Scope::Thread, "rshmem_putmem_signal";
+    putmem_signal_nbi, Scope::Thread, "rshmem_putmem_signal_nbi";
+    putmem_signal_warp, Scope::Warp, "rshmem_putmem_signal_warp";
+    putmem_signal_nbi_warp, Scope::Warp, "rshmem_putmem_signal_nbi_warp";
+    putmem_signal_block, Scope::Block, "rshmem_putmem_signal_block";
+    putmem_signal_nbi_block, Scope::Block, "rshmem_putmem_signal_nbi_block";
+}
+
+/// Waits until the local signal `sig` compares true against `value`; returns the signal's value.
+///
+/// # Safety
+/// `sig` must be a symmetric u64 of this PE.
+#[inline(always)]
+pub unsafe fn signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
+    spin_until("rshmem_signal_wait_until\0", sig, cmp, value)
+}
+/// Reads the local signal `sig`.
+///
+/// # Safety
+/// As `signal_wait_until`.
+#[inline(always)]
+pub unsafe fn signal_fetch(sig: *const u64) -> u64 {
+    check_local("rshmem_signal_fetch\0", sig as usize, 8);
+    arch::load_acquire_u64(sig)
+}
+
+// ---------------------------------------------------------------- barriers
+
+/// A dissemination-free all-to-all barrier: announce `epoch` in my slot on every PE, then wait until
+/// every PE's slot here has reached it. `epoch` counts barriers of this kind (one caller per PE), so
+/// the slots only grow and a late reader can never be confused by an older barrier.
+///
+/// # Safety
+/// `epoch_ctr` is this PE's private counter; `slot_on(pe)` returns where my slot lives for PE `pe`;
+/// `local_slots` points at the `n` slots of this PE.
+#[inline(always)]
+pub unsafe fn barrier_exchange(
+    call: &'static str,
+    epoch_ctr: *mut u64,
+    n: i32,
+    slot_on: impl Fn(i32) -> *mut u64,
+    local_slots: *const u64,
+) {
+    let epoch = ptr::read_volatile(epoch_ctr) + 1;
+    ptr::write_volatile(epoch_ctr, epoch);
+    for pe in 0..n {
+        arch::store_release_u64(slot_on(pe), epoch);
+    }
+    let mut spins = 0u64;
+    for pe in 0..n as usize {
+        while arch::load_acquire_u64(local_slots.add(pe)) < epoch {
+            arch::idle(&mut spins, call);
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn device_barrier(call: &'static str) {
+    let s = state(call);
+    let internal = s.heap_base as *mut Internal;
+    let me = s.my_pe as usize;
+    let my_slot = ptr::addr_of_mut!((*internal).barrier_flags[me]) as usize;
+    barrier_exchange(
+        call,
+        ptr::addr_of_mut!((*internal).barrier_epoch),
+        s.n_pes,
+        |pe| translate(call, my_slot, 8, pe) as *mut u64,
+        ptr::addr_of!((*internal).barrier_flags) as *const u64,
+    );
+}
+
+#[inline(always)]
+unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
+    scope.sync();
+    if scope.rank() == 0 {
+        if with_quiet {
+            quiet();
+        }
+        device_barrier(call);
+    }
+    scope.sync();
+}
+
+/// Completes this PE's outstanding operations and waits for all PEs (one calling thread per PE).
+pub fn barrier_all() {
+    // SAFETY: the internal area is at the heap base of every PE (runtime invariant).
+    unsafe { barrier_scoped(Scope::Thread, true, "rshmem_barrier_all\0") }
+}
+/// Waits for all PEs without completing outstanding operations (one calling thread per PE).
+pub fn sync_all() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Thread, false, "rshmem_sync_all\0") }
+}
+/// Block-scoped barrier_all: every thread of one block per PE calls it.
+pub fn barrier_all_block() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Block, true, "rshmem_barrier_all_block\0") }
+}
+pub fn barrier_all_warp() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Warp, true, "rshmem_barrier_all_warp\0") }
+}
+pub fn sync_all_block() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Block, false, "rshmem_sync_all_block\0") }
+}
+pub fn sync_all_warp() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Warp, false, "rshmem_sync_all_warp\0") }
+}

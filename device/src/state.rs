@@ -1,0 +1,87 @@
+//! Data shared by the host runtime and the device library: the device state (one per PE and loaded
+//! module), the layout of the internal area at the start of every symmetric heap, and the constants of
+//! the C API. One definition, used by host and device code alike.
+
+/// Most PEs a job may have. The device state holds one peer base per PE.
+pub const MAX_PES: usize = 512;
+
+/// `DeviceState::magic` once the runtime has filled the state in.
+pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0001; // "RSHMEM" v1
+
+/// Bytes reserved at the start of every symmetric heap for the runtime's own synchronization
+/// variables (`Internal`). User allocations start after it.
+pub const INTERNAL_BYTES: usize = 64 * 1024;
+
+/// Per-PE state the device library reads. On GPUs it is a global in device memory (`rshmemi_device_state`)
+/// of every module that contains the device library; on the CPU backend a process global.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DeviceState {
+    /// `STATE_MAGIC` when initialized; 0 before `init` (device calls then fail, naming the call).
+    pub magic: u64,
+    pub my_pe: i32,
+    pub n_pes: i32,
+    /// Address of this PE's heap in this process, and its size in bytes (the whole reserved range).
+    pub heap_base: u64,
+    pub heap_size: u64,
+    /// 1: check PE numbers and heap ranges on every call (the default); 0: skip the checks.
+    pub checks: u32,
+    pub _pad: u32,
+    /// Node-local PEs of this PE's node: `team_node_my_pe`, count, and the first global PE of the node.
+    pub node_my_pe: i32,
+    pub node_n_pes: i32,
+    /// `peer_base[pe]`: where PE `pe`'s heap is mapped in this process, or 0 when it is not mapped
+    /// (a PE on another node). `peer_base[my_pe] == heap_base`.
+    pub peer_base: [u64; MAX_PES],
+    /// `node_pe[i]`: global PE number of the i-th PE of this node (for NVSHMEMX_TEAM_NODE).
+    pub node_pe: [i32; MAX_PES],
+}
+
+impl DeviceState {
+    pub const ZERO: DeviceState = DeviceState {
+        magic: 0,
+        my_pe: -1,
+        n_pes: 0,
+        heap_base: 0,
+        heap_size: 0,
+        checks: 1,
+        _pad: 0,
+        node_my_pe: -1,
+        node_n_pes: 0,
+        peer_base: [0; MAX_PES],
+        node_pe: [0; MAX_PES],
+    };
+}
+
+/// The runtime's synchronization variables, at offset 0 of every PE's symmetric heap.
+#[repr(C)]
+pub struct Internal {
+    /// Number of device barriers this PE has entered (touched only by the PE's barrier caller).
+    pub barrier_epoch: u64,
+    /// Number of host barriers this PE has entered.
+    pub host_barrier_epoch: u64,
+    pub _pad: [u64; 14],
+    /// `barrier_flags[j]` on PE i: the last device-barrier epoch PE j announced to PE i.
+    pub barrier_flags: [u64; MAX_PES],
+    /// Same for host barriers.
+    pub host_barrier_flags: [u64; MAX_PES],
+}
+
+const _: () = assert!(core::mem::size_of::<Internal>() <= INTERNAL_BYTES);
+
+// Comparison operators of wait_until / test / signal_wait_until (NVSHMEM_CMP_* values).
+pub const CMP_EQ: i32 = 0;
+pub const CMP_NE: i32 = 1;
+pub const CMP_GT: i32 = 2;
+pub const CMP_LE: i32 = 3;
+pub const CMP_LT: i32 = 4;
+pub const CMP_GE: i32 = 5;
+
+// Signal operators of put_signal / signal_op (NVSHMEM_SIGNAL_* values).
+pub const SIGNAL_SET: i32 = 0;
+pub const SIGNAL_ADD: i32 = 1;
+
+// Teams known to the device library (NVSHMEM_TEAM_WORLD, NVSHMEMX_TEAM_NODE).
+pub const TEAM_WORLD: i32 = 0;
+pub const TEAM_SHARED: i32 = 1;
+pub const TEAM_NODE: i32 = 2;

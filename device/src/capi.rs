@@ -191,3 +191,20 @@ pub extern "C" fn rshmem_sync_all_block() {
 pub extern "C" fn rshmem_sync_all_warp() {
     ops::sync_all_warp()
 }
+
+// ---------------------------------------------------------------- kernels the host runtime launches
+/// `barrier_all_on_stream`: one thread runs a device barrier_all.
+#[no_mangle]
+pub extern "ptx-kernel" fn rshmemi_barrier_all_kernel() {
+    ops::barrier_all()
+}
+/// `quiet_on_stream`: completes everything earlier on the stream at system scope.
+#[no_mangle]
+pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {
+    ops::quiet()
+}
+/// `sync_all_on_stream`.
+#[no_mangle]
+pub extern "ptx-kernel" fn rshmemi_sync_all_kernel() {
+    ops::sync_all()
+}

@@ -4,7 +4,7 @@
 //! Every call takes symmetric addresses (from `rshmem::malloc`) and a PE number. PE numbers and heap
 //! ranges are checked on every call; a bad one stops the PE with a message naming the call.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx, asm_experimental_arch))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
 #![allow(clippy::missing_safety_doc)]
 
 pub mod arch;
@@ -21,4 +21,27 @@ pub use state::{CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, SIGNAL_ADD, SIGN
 /// Thread coordinates, the same on both backends (x dimension of the grid; linear index in the block).
 pub mod thread {
     pub use crate::arch::{block_index, block_rank, block_size, grid_size, sync_block, sync_warp, warp_rank, warp_size};
+}
+
+/// Defines kernels once for both backends. Each kernel takes one argument, a pointer to its `u64`
+/// arguments (in memory the kernel can read: device memory on GPUs). On the GPU each becomes a
+/// `ptx-kernel` entry point named like the function; on the host a function, listed with its name in
+/// `CPU_KERNELS` for the CPU backend's launcher. Crates using it need
+/// `#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]`.
+#[macro_export]
+macro_rules! kernels {
+    ($( $(#[$m:meta])* fn $name:ident($a:ident) $body:block )*) => {
+        $(
+            $(#[$m])*
+            #[cfg(target_arch = "nvptx64")]
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name($a: *const u64) $body
+            $(#[$m])*
+            #[cfg(not(target_arch = "nvptx64"))]
+            pub unsafe fn $name($a: *const u64) $body
+        )*
+        /// The kernels of this crate by name, for the CPU backend.
+        #[cfg(not(target_arch = "nvptx64"))]
+        pub static CPU_KERNELS: &[(&str, unsafe fn(*const u64))] = &[ $( (stringify!($name), $name) ),* ];
+    };
 }

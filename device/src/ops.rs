@@ -46,7 +46,7 @@ impl Scope {
 }
 
 #[cold]
-#[inline(never)]
+#[inline]
 fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
     arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
 }
@@ -96,13 +96,16 @@ fn check_local(call: &'static str, local: usize, len: usize) {
 
 // ---------------------------------------------------------------- PE queries
 
+#[inline]
 pub fn my_pe() -> i32 {
     state("rshmem_my_pe\0").my_pe
 }
+#[inline]
 pub fn n_pes() -> i32 {
     state("rshmem_n_pes\0").n_pes
 }
 /// PE number in `team` (TEAM_WORLD, TEAM_NODE/TEAM_SHARED), -1 for an unknown team.
+#[inline]
 pub fn team_my_pe(team: i32) -> i32 {
     let s = state("rshmem_team_my_pe\0");
     match team {
@@ -111,6 +114,7 @@ pub fn team_my_pe(team: i32) -> i32 {
         _ => -1,
     }
 }
+#[inline]
 pub fn team_n_pes(team: i32) -> i32 {
     let s = state("rshmem_team_n_pes\0");
     match team {
@@ -468,6 +472,7 @@ pub unsafe fn signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
 /// # Safety
 /// As `putmem_scoped`; `sig` a symmetric u64.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn putmem_signal_scoped(
     scope: Scope,
     dst: *mut u8,
@@ -584,28 +589,34 @@ unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
 }
 
 /// Completes this PE's outstanding operations and waits for all PEs (one calling thread per PE).
+#[inline]
 pub fn barrier_all() {
     // SAFETY: the internal area is at the heap base of every PE (runtime invariant).
     unsafe { barrier_scoped(Scope::Thread, true, "rshmem_barrier_all\0") }
 }
 /// Waits for all PEs without completing outstanding operations (one calling thread per PE).
+#[inline]
 pub fn sync_all() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Thread, false, "rshmem_sync_all\0") }
 }
 /// Block-scoped barrier_all: every thread of one block per PE calls it.
+#[inline]
 pub fn barrier_all_block() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Block, true, "rshmem_barrier_all_block\0") }
 }
+#[inline]
 pub fn barrier_all_warp() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Warp, true, "rshmem_barrier_all_warp\0") }
 }
+#[inline]
 pub fn sync_all_block() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Block, false, "rshmem_sync_all_block\0") }
 }
+#[inline]
 pub fn sync_all_warp() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Warp, false, "rshmem_sync_all_warp\0") }

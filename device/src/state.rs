@@ -58,13 +58,9 @@ impl DeviceState {
 pub struct Internal {
     /// Number of device barriers this PE has entered (touched only by the PE's barrier caller).
     pub barrier_epoch: u64,
-    /// Number of host barriers this PE has entered.
-    pub host_barrier_epoch: u64,
-    pub _pad: [u64; 14],
+    pub _pad: [u64; 15],
     /// `barrier_flags[j]` on PE i: the last device-barrier epoch PE j announced to PE i.
     pub barrier_flags: [u64; MAX_PES],
-    /// Same for host barriers.
-    pub host_barrier_flags: [u64; MAX_PES],
 }
 
 const _: () = assert!(core::mem::size_of::<Internal>() <= INTERNAL_BYTES);

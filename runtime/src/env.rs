@@ -23,6 +23,7 @@ pub const SYMMETRIC_SIZE: &str = "RSHMEM_SYMMETRIC_SIZE";
 pub const BACKEND: &str = "RSHMEM_BACKEND";
 pub const DEBUG: &str = "RSHMEM_DEBUG";
 pub const CPU_WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
+pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
 
 pub const VARS: &[EnvVar] = &[
     EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)" },
@@ -35,6 +36,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: BOOTSTRAP_TIMEOUT, default: "30", meaning: "seconds to wait for all PEs to reach the bootstrap at init; after that every PE fails, naming the missing PEs" },
     EnvVar { name: BOOTSTRAP_IFNAME, default: "", meaning: "network interface for the bootstrap listener (unique-id API); default: the interface of the default route, else the first non-loopback IPv4 interface, else loopback" },
     EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)" },
+    EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)" },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu" },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug" },
     EnvVar { name: CPU_WAIT_TIMEOUT, default: "0", meaning: "CPU backend: seconds a wait_until/signal_wait_until/barrier may spin before the PE aborts naming the call (0 = wait forever)" },

@@ -1,6 +1,126 @@
-//! rshmem host runtime.
+//! rshmem host runtime: bootstrap, symmetric heap, host API, CPU and CUDA backends.
+//!
+//! ```no_run
+//! rshmem::init().unwrap();
+//! let me = rshmem::my_pe();
+//! let n = rshmem::n_pes();
+//! let dst = rshmem::malloc(4).unwrap() as *mut i32;
+//! rshmem::cpu::launch(1, 1, || unsafe { rshmem_device::p(dst, me, (me + 1) % n) });
+//! rshmem::barrier_all().unwrap();
+//! rshmem::finalize().unwrap();
+//! ```
+
+pub mod backend;
+pub mod capi;
 pub mod bootstrap;
+pub mod cpu;
+pub mod cuda;
 pub mod env;
 pub mod error;
+pub mod fdpass;
+pub mod heap;
+pub mod kernels;
+pub mod log;
+pub mod runtime;
+pub mod segment;
 
+pub use bootstrap::UniqueId;
 pub use error::{Error, Result};
+pub use runtime::{finalize, init, init_with_unique_id, my_pe, n_pes};
+
+/// Creates the unique id PE 0 hands to the other PEs of a job started by another launcher.
+pub fn get_unique_id() -> Result<UniqueId> {
+    bootstrap::get_unique_id()
+}
+
+/// Collective: allocates `bytes` on every PE's symmetric heap; the same offset everywhere.
+pub fn malloc(bytes: usize) -> Result<*mut u8> {
+    runtime::get("rshmem_malloc")?.alloc("rshmem_malloc", bytes, heap::MIN_ALIGN, false)
+}
+/// Collective: `count * size` zeroed bytes.
+pub fn calloc(count: usize, size: usize) -> Result<*mut u8> {
+    let bytes = count
+        .checked_mul(size)
+        .ok_or_else(|| Error::new(format!("rshmem_calloc({count}, {size}): size overflows")))?;
+    runtime::get("rshmem_calloc")?.alloc("rshmem_calloc", bytes, heap::MIN_ALIGN, true)
+}
+/// Collective: `bytes` aligned to `alignment` (a power of two).
+pub fn align(alignment: usize, bytes: usize) -> Result<*mut u8> {
+    runtime::get("rshmem_align")?.alloc("rshmem_align", bytes, alignment, false)
+}
+/// Collective: frees a symmetric allocation.
+pub fn free(ptr: *mut u8) -> Result<()> {
+    runtime::get("rshmem_free")?.free("rshmem_free", ptr)
+}
+/// Address through which this process reaches `ptr` on `pe` (same node), or null.
+pub fn ptr(ptr: *const u8, pe: i32) -> *mut u8 {
+    if runtime::get("rshmem_ptr").is_err() {
+        return std::ptr::null_mut();
+    }
+    rshmem_device::ptr(ptr, pe)
+}
+/// Host barrier: completes this PE's outstanding operations, then waits for every PE.
+pub fn barrier_all() -> Result<()> {
+    runtime::get("rshmem_barrier_all")?.host_barrier("rshmem_barrier_all")
+}
+/// Host-initiated blocking put of `bytes` to symmetric `dst` on `pe`.
+///
+/// # Safety
+/// `src` must be readable for `bytes` (the symmetric side is checked).
+pub unsafe fn putmem(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+    runtime::get("rshmem_putmem")?.putmem(dst, src, bytes, pe)
+}
+/// Host-initiated blocking get of `bytes` from symmetric `src` on `pe`.
+///
+/// # Safety
+/// `dst` must be writable for `bytes` (the symmetric side is checked).
+pub unsafe fn getmem(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+    runtime::get("rshmem_getmem")?.getmem(dst, src, bytes, pe)
+}
+/// Completes this PE's outstanding operations.
+pub fn quiet() -> Result<()> {
+    runtime::get("rshmem_quiet")?.backend().quiet()
+}
+/// Name of the backend in use ("cpu" or "cuda").
+pub fn backend_name() -> Result<&'static str> {
+    Ok(runtime::get("rshmem_backend_name")?.backend().name())
+}
+/// Team queries on the host (TEAM_WORLD, TEAM_NODE/TEAM_SHARED).
+pub fn team_my_pe(team: i32) -> i32 {
+    if runtime::get("rshmem_team_my_pe").is_err() {
+        return -1;
+    }
+    rshmem_device::team_my_pe(team)
+}
+pub fn team_n_pes(team: i32) -> i32 {
+    if runtime::get("rshmem_team_n_pes").is_err() {
+        return -1;
+    }
+    rshmem_device::team_n_pes(team)
+}
+
+/// Copies host bytes into this PE's memory (a symmetric buffer, or device memory on GPUs), whichever
+/// backend runs.
+///
+/// # Safety
+/// `dst` must be valid for `src.len()` bytes of this PE's memory.
+pub unsafe fn copy_in(dst: *mut u8, src: &[u8]) -> Result<()> {
+    runtime::get("rshmem::copy_in")?.backend().copy_in(dst, src)
+}
+/// Copies this PE's memory (symmetric or device) to host bytes.
+///
+/// # Safety
+/// `src` must be valid for `dst.len()` bytes of this PE's memory.
+pub unsafe fn copy_out(dst: &mut [u8], src: *const u8) -> Result<()> {
+    runtime::get("rshmem::copy_out")?.backend().copy_out(dst, src)
+}
+/// Offset of `p` in this PE's symmetric heap (the same on every PE for the same object), or None.
+pub fn heap_offset(p: *const u8) -> Option<usize> {
+    let rt = runtime::get("rshmem::heap_offset").ok()?;
+    let off = (p as usize).wrapping_sub(rt.state.heap_base as usize);
+    (off < rt.backend().heap_size()).then_some(off)
+}
+/// Size in bytes of this PE's symmetric heap.
+pub fn heap_size() -> usize {
+    runtime::get("rshmem::heap_size").map(|rt| rt.backend().heap_size()).unwrap_or(0)
+}

@@ -191,7 +191,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
 }
 
 #[cold]
-#[inline(never)]
+#[inline]
 pub fn fail(f: Failure) -> ! {
     (hooks().fail)(&f)
 }

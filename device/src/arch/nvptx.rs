@@ -231,7 +231,7 @@ unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: 
 /// Prints what went wrong (device printf) and stops the kernel with a trap, so the host sees
 /// `CUDA_ERROR_ILLEGAL_INSTRUCTION` / launch failure instead of memory written elsewhere.
 #[cold]
-#[inline(never)]
+#[inline]
 pub fn fail(f: Failure) -> ! {
     let args = FailArgs {
         my_pe: state().my_pe,

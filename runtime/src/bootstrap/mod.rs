@@ -1,2 +1,648 @@
 //! TCP bootstrap: all-gather, broadcast and barrier of byte buffers among the PEs of a job.
-//! (Implementation in progress.)
+//!
+//! A star through PE 0. PE 0 listens (on the socket rshmrun handed down in RSHMEM_BOOTSTRAP_FD, on
+//! RSHMEM_BOOTSTRAP's address, or on the listener `get_unique_id` made); every other PE connects,
+//! retrying until PE 0 listens or RSHMEM_BOOTSTRAP_TIMEOUT runs out, and says hello: magic, protocol
+//! version, job key, PE number, PE count and host identity. PE 0 refuses connections with another job
+//! key (and keeps waiting for the right ones), fails the job on disagreements (PE count, duplicate PE
+//! numbers), and once every PE is in sends everyone the table of host identities, from which each PE
+//! derives the PEs of its node.
+//!
+//! Each collective is one request per PE to PE 0 — the call's name, a per-PE sequence number, the
+//! operation and the payload — and one result back. PE 0 checks that all requests name the same
+//! collective and reports a mismatch, naming both calls, as soon as one differs. A PE that dies is
+//! noticed at once (PE 0 polls every connection) and named in the error every other PE gets. After
+//! any failure the bootstrap is poisoned: every later call returns the same error immediately.
+//!
+//! Messages are framed (wire.rs): a kind byte, a u64 length, the body; lengths are checked against
+//! per-kind limits before anything is allocated.
+
+mod launch;
+mod leaf;
+mod net;
+mod root;
+mod wire;
+
+pub use launch::{parse_launch_env, LaunchEnv};
+
+use crate::env;
+use crate::error::{Error, Result};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+use wire::{HostId, Op, MAX_PAYLOAD};
+
+/// The opaque id of the unique-id API (like NVSHMEM's): PE 0 makes it with `get_unique_id`, hands it
+/// to the other PEs by its own means, and every PE passes it to `Bootstrap::from_unique_id`.
+///
+/// Layout: "RSUI", version (u16 LE), address family (4), 0, IPv4 address, port (big endian), 0, 0,
+/// job key (16 bytes); the rest zero.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct UniqueId(pub [u8; 128]);
+
+const UID_MAGIC: [u8; 4] = *b"RSUI";
+const UID_VERSION: u16 = 1;
+
+impl UniqueId {
+    fn new(addr: SocketAddrV4, key: [u8; 16]) -> UniqueId {
+        let mut b = [0u8; 128];
+        b[0..4].copy_from_slice(&UID_MAGIC);
+        b[4..6].copy_from_slice(&UID_VERSION.to_le_bytes());
+        b[6] = 4;
+        b[8..12].copy_from_slice(&addr.ip().octets());
+        b[12..14].copy_from_slice(&addr.port().to_be_bytes());
+        b[16..32].copy_from_slice(&key);
+        UniqueId(b)
+    }
+
+    /// The rendezvous address and job key the id carries.
+    fn decode(&self) -> Result<(SocketAddrV4, [u8; 16])> {
+        let b = &self.0;
+        if b[0..4] != UID_MAGIC {
+            return Err(Error::new(
+                "rshmem bootstrap: not an rshmem unique id (bad magic; was it made by get_unique_id and passed on unchanged?)",
+            ));
+        }
+        let version = u16::from_le_bytes([b[4], b[5]]);
+        if version != UID_VERSION || b[6] != 4 {
+            return Err(Error::new(format!(
+                "rshmem bootstrap: unique id of version {version} (address family {}); this rshmem reads version {UID_VERSION}: mixed rshmem builds?",
+                b[6]
+            )));
+        }
+        let ip = Ipv4Addr::new(b[8], b[9], b[10], b[11]);
+        let port = u16::from_be_bytes([b[12], b[13]]);
+        if port == 0 || ip.is_unspecified() {
+            return Err(Error::new("rshmem bootstrap: the unique id holds no address (corrupted id?)"));
+        }
+        Ok((SocketAddrV4::new(ip, port), b[16..32].try_into().unwrap()))
+    }
+
+    /// 256 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        launch::encode_hex(&self.0)
+    }
+
+    pub fn from_hex(s: &str) -> Result<UniqueId> {
+        let s = s.trim();
+        let bytes = launch::decode_hex(s).filter(|b| b.len() == 128).ok_or_else(|| {
+            Error::new(format!("rshmem bootstrap: a unique id is 256 hex digits (got {} characters)", s.len()))
+        })?;
+        let id = UniqueId(bytes.try_into().unwrap());
+        id.decode()?;
+        Ok(id)
+    }
+
+    /// The rendezvous address the id names.
+    pub fn addr(&self) -> Result<SocketAddrV4> {
+        self.decode().map(|(a, _)| a)
+    }
+}
+
+/// Listeners made by `get_unique_id` in this process, waiting for `from_unique_id` on PE 0.
+static UID_LISTENERS: Mutex<Vec<(SocketAddrV4, TcpListener)>> = Mutex::new(Vec::new());
+
+/// Makes a unique id: picks an interface (RSHMEM_BOOTSTRAP_IFNAME, else the default route's, else the
+/// first non-loopback one, else loopback), listens on a free port there, draws a random job key.
+/// Called by PE 0 of a program with its own launcher; PE 0 must then call `from_unique_id` in this
+/// same process, which uses the listener made here.
+pub fn get_unique_id() -> Result<UniqueId> {
+    let ifname = env::get(env::BOOTSTRAP_IFNAME).filter(|s| !s.trim().is_empty());
+    let (ip, ifname) = net::choose_ipv4(ifname.as_deref().map(str::trim))?;
+    let listener = TcpListener::bind((ip, 0))
+        .map_err(|e| Error::os(format!("rshmem bootstrap: cannot listen on {ip} (interface {ifname})"), e))?;
+    let port = listener.local_addr().map_err(|e| Error::os("rshmem bootstrap: listener address", e))?.port();
+    let addr = SocketAddrV4::new(ip, port);
+    let id = UniqueId::new(addr, net::random16()?);
+    crate::log::debug(format!("rshmem bootstrap: unique id listens on {addr} (interface {ifname})"));
+    UID_LISTENERS.lock().unwrap_or_else(PoisonError::into_inner).push((addr, listener));
+    Ok(id)
+}
+
+/// What both sides of the star need to set up.
+struct Setup<'a> {
+    pe: usize,
+    npes: usize,
+    key: [u8; 16],
+    timeout: Duration,
+    /// The rendezvous address as given (for connecting and for messages).
+    addr: &'a str,
+    me: &'a HostId,
+}
+
+/// Checks a PE can make of its own arguments; the message names the call.
+fn check_local(npes: usize, call: &str, op: Op, payload: &[u8]) -> std::result::Result<(), String> {
+    if let Op::Broadcast(root) = op {
+        if root >= npes {
+            return Err(format!("{call}: broadcast root PE {root} does not exist ({npes} PEs)"));
+        }
+    }
+    if payload.len() > MAX_PAYLOAD {
+        return Err(format!(
+            "{call}: {} bytes is more than the bootstrap carries in one collective (at most {MAX_PAYLOAD} bytes per PE)",
+            payload.len()
+        ));
+    }
+    Ok(())
+}
+
+/// "rshmem_malloc (allgather, collective #3)"
+fn describe(call: &str, op: Op, seq: u64) -> String {
+    format!("{call} ({}, collective #{seq})", op.describe())
+}
+
+enum Link {
+    /// One PE: nothing to talk to.
+    Single,
+    Root(root::Root),
+    Leaf(leaf::Leaf),
+    /// After a failure.
+    Closed,
+}
+
+struct State {
+    seq: u64,
+    failed: Option<Error>,
+    link: Link,
+}
+
+/// The bootstrap of one PE. Collectives take `&self` and are serialized inside; every PE must call
+/// the same collectives in the same order.
+pub struct Bootstrap {
+    pe: usize,
+    npes: usize,
+    local_pe: usize,
+    local_npes: usize,
+    node_pes: Vec<usize>,
+    hosts: Vec<HostId>,
+    key: [u8; 16],
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Bootstrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bootstrap")
+            .field("pe", &self.pe)
+            .field("npes", &self.npes)
+            .field("local_pe", &self.local_pe)
+            .field("local_npes", &self.local_npes)
+            .field("node_pes", &self.node_pes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bootstrap {
+    /// PE number and count from rshmrun's variables, else Open MPI's, PMI's or Slurm's; the rendezvous
+    /// address from RSHMEM_BOOTSTRAP (needed whenever there is more than one PE). One PE and no
+    /// address: a single-PE bootstrap without sockets.
+    pub fn from_env() -> Result<Bootstrap> {
+        let le = parse_launch_env(env::get)?;
+        Self::from_launch_env(le)
+    }
+
+    /// Like `from_env`, from an already parsed launch environment.
+    pub fn from_launch_env(le: LaunchEnv) -> Result<Bootstrap> {
+        let me = net::host_identity();
+        if le.npes == 1 {
+            if let (0, Some(fd)) = (le.pe, le.bootstrap_fd) {
+                // Nobody will connect; take the listener over anyway, so that it is not inherited by
+                // programs this one starts.
+                if let Err(e) = net::handed_listener(fd) {
+                    crate::log::debug(e.to_string());
+                }
+            }
+            return Self::finish(0, 1, vec![me], le.job_key, (le.local_pe, le.local_npes), le.source, Link::Single);
+        }
+        let addr = le.bootstrap.clone().ok_or_else(|| {
+            Error::new(format!(
+                "rshmem bootstrap: this process is PE {} of {} according to {}, but {} is not set: set it, for every PE, to host:port of a free port on PE 0's node (e.g. {}=node001:29500; rshmrun sets it by itself)",
+                le.pe,
+                le.npes,
+                le.source,
+                env::BOOTSTRAP,
+                env::BOOTSTRAP
+            ))
+        })?;
+        net::check_addr_syntax(&addr)?;
+        let listener = if le.pe == 0 {
+            Some(match le.bootstrap_fd {
+                Some(fd) => net::handed_listener(fd)?,
+                None => net::bind(&addr)?,
+            })
+        } else {
+            None
+        };
+        let setup = Setup { pe: le.pe, npes: le.npes, key: le.job_key, timeout: le.timeout, addr: &addr, me: &me };
+        Self::connect(&setup, listener, (le.local_pe, le.local_npes), le.source)
+    }
+
+    /// Joins the job whose PE 0 made `id` with `get_unique_id`, as PE `pe` of `npes`. The node-local
+    /// numbering is computed from the PEs' host identities. RSHMEM_BOOTSTRAP_TIMEOUT applies.
+    pub fn from_unique_id(id: &UniqueId, pe: usize, npes: usize) -> Result<Bootstrap> {
+        if npes == 0 || pe >= npes || npes > u32::MAX as usize {
+            return Err(Error::new(format!("rshmem bootstrap: PE {pe} of {npes} PEs is not a valid placement")));
+        }
+        let (addr, key) = id.decode()?;
+        let timeout = launch::parse_timeout(&env::get)?;
+        let me = net::host_identity();
+        let made_here = if pe == 0 {
+            let mut l = UID_LISTENERS.lock().unwrap_or_else(PoisonError::into_inner);
+            l.iter().position(|(a, _)| *a == addr).map(|i| l.swap_remove(i).1)
+        } else {
+            None
+        };
+        if npes == 1 {
+            return Self::finish(0, 1, vec![me], key, (None, None), "the unique id", Link::Single);
+        }
+        let listener = if pe == 0 {
+            Some(match made_here {
+                Some(l) => l,
+                None => TcpListener::bind(addr).map_err(|e| {
+                    Error::os(
+                        format!(
+                            "rshmem bootstrap: PE 0 cannot listen on {addr}, the address in the unique id (call get_unique_id in PE 0's own process)"
+                        ),
+                        e,
+                    )
+                })?,
+            })
+        } else {
+            None
+        };
+        let addr_text = addr.to_string();
+        let setup = Setup { pe, npes, key, timeout, addr: &addr_text, me: &me };
+        Self::connect(&setup, listener, (None, None), "the unique id")
+    }
+
+    fn connect(
+        s: &Setup,
+        listener: Option<TcpListener>,
+        local: (Option<usize>, Option<usize>),
+        source: &str,
+    ) -> Result<Bootstrap> {
+        let (link, hosts) = match listener {
+            Some(l) => {
+                let (r, hosts) = root::init(s, l)?;
+                (Link::Root(r), hosts)
+            }
+            None => {
+                let (l, hosts) = leaf::init(s)?;
+                (Link::Leaf(l), hosts)
+            }
+        };
+        Self::finish(s.pe, s.npes, hosts, s.key, local, source, link)
+    }
+
+    /// Derives the node layout from the host table and checks it against the launcher's view.
+    fn finish(
+        pe: usize,
+        npes: usize,
+        hosts: Vec<HostId>,
+        key: [u8; 16],
+        (env_local_pe, env_local_npes): (Option<usize>, Option<usize>),
+        source: &str,
+        mut link: Link,
+    ) -> Result<Bootstrap> {
+        let node_pes: Vec<usize> = (0..npes).filter(|&p| hosts[p] == hosts[pe]).collect();
+        let local_pe = node_pes.iter().position(|&p| p == pe).expect("a PE is on its own node");
+        let local_npes = node_pes.len();
+        if env_local_pe.is_some_and(|v| v != local_pe) || env_local_npes.is_some_and(|v| v != local_npes) {
+            let show = |v: Option<usize>| v.map_or("?".to_string(), |v| v.to_string());
+            let err = Error::new(format!(
+                "rshmem bootstrap: {source} makes PE {pe} node-local PE {} of {}, but its host {} (same host name and boot id) runs {}, which makes it node-local PE {local_pe} of {local_npes}: the launcher's node-local variables disagree with where the PEs run",
+                show(env_local_pe),
+                show(env_local_npes),
+                hosts[pe].hostname,
+                launch::pe_list(&node_pes)
+            ));
+            match &mut link {
+                Link::Root(r) => return Err(r.fail(err)),
+                Link::Leaf(l) => l.abort(err.message()),
+                _ => {}
+            }
+            return Err(err);
+        }
+        Ok(Bootstrap {
+            pe,
+            npes,
+            local_pe,
+            local_npes,
+            node_pes,
+            hosts,
+            key,
+            state: Mutex::new(State { seq: 0, failed: None, link }),
+        })
+    }
+
+    pub fn pe(&self) -> usize {
+        self.pe
+    }
+    pub fn npes(&self) -> usize {
+        self.npes
+    }
+    pub fn local_pe(&self) -> usize {
+        self.local_pe
+    }
+    pub fn local_npes(&self) -> usize {
+        self.local_npes
+    }
+    /// PEs on the same node as me (same host identity), ascending; includes me.
+    pub fn node_pes(&self) -> &[usize] {
+        &self.node_pes
+    }
+    /// Host name of `pe` (for messages).
+    pub fn hostname(&self, pe: usize) -> &str {
+        self.hosts.get(pe).map_or("?", |h| h.hostname.as_str())
+    }
+    /// Job key bytes; all zero when no key was given.
+    pub fn job_key(&self) -> [u8; 16] {
+        self.key
+    }
+
+    /// result[pe] = that PE's data; sizes may differ per PE. `call` names the collective in errors.
+    pub fn allgather(&self, call: &str, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.run(call, Op::Allgather, data)
+    }
+
+    /// `root`'s data on every PE; the other PEs' data is ignored.
+    pub fn broadcast(&self, call: &str, root: usize, data: &[u8]) -> Result<Vec<u8>> {
+        let mut parts = self.run(call, Op::Broadcast(root), data)?;
+        Ok(parts.pop().unwrap_or_default())
+    }
+
+    pub fn barrier(&self, call: &str) -> Result<()> {
+        self.run(call, Op::Barrier, &[]).map(|_| ())
+    }
+
+    fn run(&self, call: &str, op: Op, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = &st.failed {
+            return Err(e.clone());
+        }
+        st.seq += 1;
+        let seq = st.seq;
+        let res = match &mut st.link {
+            Link::Single => check_local(1, call, op, data)
+                .map(|()| match op {
+                    Op::Barrier => Vec::new(),
+                    _ => vec![data.to_vec()],
+                })
+                .map_err(|m| Error::new(format!("rshmem bootstrap: {m}"))),
+            Link::Root(r) => r.collective(self.npes, seq, call, op, data),
+            Link::Leaf(l) => l.collective(seq, call, op, data),
+            Link::Closed => Err(Error::new("rshmem bootstrap: closed")),
+        };
+        if let Err(e) = &res {
+            st.failed = Some(e.clone());
+            st.link = Link::Closed;
+        }
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn bootstrap_is_send_and_sync() {
+        assert_send_sync::<Bootstrap>();
+    }
+
+    fn local_id() -> UniqueId {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = match l.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        let id = UniqueId::new(addr, [7u8; 16]);
+        UID_LISTENERS.lock().unwrap().push((addr, l));
+        id
+    }
+
+    /// Runs `f(pe, bootstrap)` on `npes` threads joined through `id`.
+    fn on_threads<T: Send + 'static>(
+        id: UniqueId,
+        npes: usize,
+        f: impl Fn(usize, Result<Bootstrap>) -> T + Send + Sync + 'static,
+    ) -> Vec<T> {
+        let f = Arc::new(f);
+        let threads: Vec<_> = (0..npes)
+            .map(|pe| {
+                let f = f.clone();
+                std::thread::spawn(move || f(pe, Bootstrap::from_unique_id(&id, pe, npes)))
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn unique_id_hex_round_trip() {
+        let id = UniqueId::new(SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 4567), [0xab; 16]);
+        let hex = id.to_hex();
+        assert_eq!(hex.len(), 256);
+        assert_eq!(UniqueId::from_hex(&hex).unwrap(), id);
+        assert_eq!(id.addr().unwrap().to_string(), "10.1.2.3:4567");
+        assert!(UniqueId::from_hex("abc").unwrap_err().to_string().contains("256 hex digits"));
+        assert!(UniqueId::from_hex(&"0".repeat(256)).unwrap_err().to_string().contains("not an rshmem unique id"));
+    }
+
+    #[test]
+    fn single_pe_needs_no_sockets() {
+        let le = parse_launch_env(|_| None).unwrap();
+        let b = Bootstrap::from_launch_env(le).unwrap();
+        assert_eq!((b.pe(), b.npes(), b.local_pe(), b.local_npes(), b.node_pes()), (0, 1, 0, 1, &[0usize][..]));
+        assert_eq!(b.allgather("t", b"xy").unwrap(), vec![b"xy".to_vec()]);
+        assert_eq!(b.broadcast("t", 0, b"z").unwrap(), b"z".to_vec());
+        b.barrier("t").unwrap();
+        let e = b.broadcast("rshmem_bcast", 1, b"z").unwrap_err();
+        assert!(e.to_string().contains("broadcast root PE 1 does not exist"), "{e}");
+        // Poisoned: the same error again.
+        assert_eq!(b.barrier("t").unwrap_err(), e);
+    }
+
+    #[test]
+    fn pe0_uses_the_handed_listener() {
+        use std::os::fd::IntoRawFd;
+        // As rshmrun does: a listener made before PE 0 starts, its descriptor in the environment.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let fd = l.into_raw_fd();
+        let env_of = |pe: usize, fd: Option<i32>| {
+            let addr = addr.clone();
+            parse_launch_env(move |k| match k {
+                "RSHMEM_PE" => Some(pe.to_string()),
+                "RSHMEM_NPES" => Some("2".into()),
+                "RSHMEM_BOOTSTRAP" => Some(addr.clone()),
+                "RSHMEM_BOOTSTRAP_FD" => fd.map(|f| f.to_string()),
+                "RSHMEM_JOB_KEY" => Some("0f".repeat(16)),
+                _ => None,
+            })
+            .unwrap()
+        };
+        // Twice, as after finalize and a second init: the listener is reused.
+        for round in 0..2u8 {
+            let e1 = env_of(1, None);
+            let leaf =
+                std::thread::spawn(move || Bootstrap::from_launch_env(e1).unwrap().broadcast("b", 0, b"").unwrap());
+            let b = Bootstrap::from_launch_env(env_of(0, Some(fd))).unwrap();
+            assert_eq!(b.job_key(), [0x0f; 16]);
+            assert_eq!(b.broadcast("b", 0, &[round]).unwrap(), vec![round]);
+            assert_eq!(leaf.join().unwrap(), vec![round]);
+        }
+    }
+
+    #[test]
+    fn multi_pe_without_address_is_a_clear_error() {
+        let le = parse_launch_env(|k| match k {
+            "SLURM_PROCID" => Some("1".into()),
+            "SLURM_NTASKS" => Some("4".into()),
+            _ => None,
+        })
+        .unwrap();
+        let e = Bootstrap::from_launch_env(le).unwrap_err().to_string();
+        assert!(e.contains("RSHMEM_BOOTSTRAP is not set") && e.contains("Slurm"), "{e}");
+    }
+
+    #[test]
+    fn threads_collectives() {
+        let id = local_id();
+        let out = on_threads(id, 4, |pe, b| {
+            let b = b.unwrap();
+            assert_eq!(b.pe(), pe);
+            assert_eq!(b.node_pes(), &[0, 1, 2, 3]);
+            assert_eq!((b.local_pe(), b.local_npes()), (pe, 4));
+            assert_eq!(b.job_key(), [7u8; 16]);
+            for round in 0..50usize {
+                let mine: Vec<u8> = (0..(round * 37 + pe) % 300).map(|i| (i + pe) as u8).collect();
+                let all = b.allgather("t_allgather", &mine).unwrap();
+                for (p, d) in all.iter().enumerate() {
+                    let want: Vec<u8> = (0..(round * 37 + p) % 300).map(|i| (i + p) as u8).collect();
+                    assert_eq!(d, &want);
+                }
+                let root = round % 4;
+                let v = b.broadcast("t_bcast", root, &[root as u8; 5][..if pe == root { 5 } else { pe % 2 }]).unwrap();
+                assert_eq!(v, vec![root as u8; 5]);
+                b.barrier("t_barrier").unwrap();
+            }
+        });
+        assert_eq!(out.len(), 4);
+    }
+
+    #[test]
+    fn strangers_and_wrong_keys_do_not_disturb_the_job() {
+        let id = local_id();
+        let addr = id.addr().unwrap();
+        // A stranger that sends garbage, one that sends nothing, and one with another job's key,
+        // all before the real PEs connect.
+        let mut junk = TcpStream::connect(addr).unwrap();
+        junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let _silent = TcpStream::connect(addr).unwrap();
+        let mut other = id;
+        other.0[16] ^= 1;
+        let stranger = std::thread::spawn(move || Bootstrap::from_unique_id(&other, 1, 2).unwrap_err().to_string());
+        let pe0 = std::thread::spawn(move || {
+            let b = Bootstrap::from_unique_id(&id, 0, 2).unwrap();
+            b.allgather("x", b"0").unwrap()
+        });
+        let e = stranger.join().unwrap();
+        assert!(e.contains("refused the connection: wrong job key"), "{e}");
+        let pe1 = Bootstrap::from_unique_id(&id, 1, 2).unwrap();
+        assert_eq!(pe1.allgather("x", b"1").unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
+        assert_eq!(pe0.join().unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
+    }
+
+    #[test]
+    fn duplicate_pe_fails_everyone() {
+        let id = local_id();
+        let pe0 = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 0, 3).unwrap_err().to_string());
+        let a = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 1, 3).unwrap_err().to_string());
+        let b = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 1, 3).unwrap_err().to_string());
+        for e in [pe0.join().unwrap(), a.join().unwrap(), b.join().unwrap()] {
+            assert!(e.contains("two processes claim to be PE 1"), "{e}");
+        }
+    }
+
+    #[test]
+    fn npes_disagreement_fails_everyone() {
+        let id = local_id();
+        let pe0 = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 0, 3).unwrap_err().to_string());
+        let e = Bootstrap::from_unique_id(&id, 1, 2).unwrap_err().to_string();
+        assert!(e.contains("was started with 2 PEs, but PE 0 with 3"), "{e}");
+        assert_eq!(pe0.join().unwrap(), e);
+    }
+
+    #[test]
+    fn timeout_names_missing_pes() {
+        // Only PE 0 and PE 2 of 4; a short deadline through the setup directly (no env changes).
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let me = net::host_identity();
+        let t0 = Instant::now();
+        let a2 = addr.clone();
+        let leaf = std::thread::spawn(move || {
+            let me = net::host_identity();
+            let s = Setup { pe: 2, npes: 4, key: [0; 16], timeout: Duration::from_millis(800), addr: &a2, me: &me };
+            Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string()
+        });
+        let s = Setup { pe: 0, npes: 4, key: [0; 16], timeout: Duration::from_millis(500), addr: &addr, me: &me };
+        let e = Bootstrap::connect(&s, Some(l), (None, None), "test").unwrap_err().to_string();
+        assert!(e.contains("timed out after 0.5 s waiting for PEs 1, 3 of 4"), "{e}");
+        assert_eq!(leaf.join().unwrap(), e);
+        assert!(t0.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn unreachable_root_is_reported() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let me = net::host_identity();
+        let s = Setup { pe: 1, npes: 2, key: [0; 16], timeout: Duration::from_millis(300), addr: &addr, me: &me };
+        let e = Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string();
+        assert!(e.contains(&format!("could not reach PE 0 at {addr} within 0.3 s")), "{e}");
+    }
+
+    #[test]
+    fn inconsistent_local_numbering_is_an_error() {
+        let id = local_id();
+        let addr = id.addr().unwrap().to_string();
+        let l = {
+            let mut ls = UID_LISTENERS.lock().unwrap();
+            let i = ls.iter().position(|(a, _)| *a == id.addr().unwrap()).unwrap();
+            ls.swap_remove(i).1
+        };
+        let a1 = addr.clone();
+        let leaf = std::thread::spawn(move || {
+            let me = net::host_identity();
+            let s = Setup { pe: 1, npes: 2, key: [0; 16], timeout: Duration::from_secs(10), addr: &a1, me: &me };
+            let b = Bootstrap::connect(&s, None, (Some(1), Some(2)), "test").unwrap();
+            b.barrier("rshmem_init").unwrap_err().to_string()
+        });
+        let me = net::host_identity();
+        let s = Setup { pe: 0, npes: 2, key: [0; 16], timeout: Duration::from_secs(10), addr: &addr, me: &me };
+        let e = Bootstrap::connect(&s, Some(l), (Some(0), Some(3)), "the launcher").unwrap_err().to_string();
+        assert!(e.contains("node-local PE 0 of 3") && e.contains("node-local PE 0 of 2"), "{e}");
+        assert_eq!(leaf.join().unwrap(), e);
+    }
+
+    #[test]
+    fn local_failure_is_passed_on() {
+        let id = local_id();
+        let out = on_threads(id, 3, |pe, b| {
+            let b = b.unwrap();
+            // PE 2 asks for a broadcast from a PE that does not exist; the others wait for it.
+            let r = if pe == 2 { b.broadcast("rshmem_bcast", 9, b"") } else { b.broadcast("rshmem_bcast", 0, b"x") };
+            r.unwrap_err().to_string()
+        });
+        for e in &out {
+            assert!(e.contains("broadcast root PE 9 does not exist"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,470 @@
+/*
+ * nvshmem.h: NVSHMEM 3.x source compatibility for rshmem.
+ *
+ * Programs written for NVSHMEM build unchanged against rshmem (`#include <nvshmem.h>` / `<nvshmemx.h>`
+ * with -I <rshmem>/device/include): every name here is a static inline wrapper over the rshmem C API
+ * (rshmem.h). Build with `nvcc -rdc=true` and link librshmem_device.a plus -lrshmem (see rshmem.h).
+ *
+ * NVSHMEM features that rshmem does not have are deliberately NOT declared, so a program that uses one
+ * fails to compile with the missing name (not at link or run time). Not provided, among others:
+ * collectives (broadcast, fcollect, alltoall, reductions), team creation/split and team-based
+ * barriers/syncs, strided iput/iget, contexts (nvshmem_ctx_*), nvshmem_realloc, host-initiated atomics,
+ * wait/test from the host, nvshmemx_*_on_stream for p/g/signal/wait, MPI/SHMEM bootstraps
+ * (NVSHMEMX_INIT_WITH_MPI_COMM...), nvshmemx_cumodule_init, nvshmemx_buffer_register.
+ *
+ * Differences to keep in mind:
+ *  - NVSHMEM_SIGNAL_SET / NVSHMEM_SIGNAL_ADD have rshmem's values (0 / 1), not NVSHMEM's (9 / 10): use
+ *    the names.
+ *  - Host-side nvshmem_TYPE_put_nbi / get_nbi / putmem_nbi are blocking (a valid nbi implementation).
+ *  - long is 64-bit (LP64 Linux only).
+ */
+#ifndef RSHMEM_NVSHMEM_H
+#define RSHMEM_NVSHMEM_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include "rshmem.h"
+
+/* ------------------------------------------------------------------ qualifiers */
+#if defined(__CUDACC__)
+#define NVSHMEMI_HD __host__ __device__
+#define NVSHMEMI_DEV static inline __device__
+#else
+#define NVSHMEMI_HD
+#endif
+#define NVSHMEMI_HOSTDEV static inline NVSHMEMI_HD
+#define NVSHMEMI_HOST static inline
+
+/* ------------------------------------------------------------------ constants and types */
+enum {
+    NVSHMEM_CMP_EQ = RSHMEM_CMP_EQ,
+    NVSHMEM_CMP_NE = RSHMEM_CMP_NE,
+    NVSHMEM_CMP_GT = RSHMEM_CMP_GT,
+    NVSHMEM_CMP_LE = RSHMEM_CMP_LE,
+    NVSHMEM_CMP_LT = RSHMEM_CMP_LT,
+    NVSHMEM_CMP_GE = RSHMEM_CMP_GE
+};
+enum { NVSHMEM_SIGNAL_SET = RSHMEM_SIGNAL_SET, NVSHMEM_SIGNAL_ADD = RSHMEM_SIGNAL_ADD };
+
+typedef int32_t nvshmem_team_t;
+typedef nvshmem_team_t nvshmemx_team_t;
+enum {
+    NVSHMEM_TEAM_WORLD = RSHMEM_TEAM_WORLD,
+    NVSHMEM_TEAM_SHARED = RSHMEM_TEAM_SHARED,
+    NVSHMEMX_TEAM_NODE = RSHMEM_TEAM_NODE
+};
+
+/* LP64 is assumed by the size tables below (long, size_t, ptrdiff_t are 64-bit). */
+typedef char nvshmemi_lp64_check[(sizeof(long) == 8 && sizeof(size_t) == 8 && sizeof(ptrdiff_t) == 8) ? 1 : -1];
+
+/* ------------------------------------------------------------------ type tables (NVSHMEM's)
+ * X(NAME, TYPE, BITS) */
+#define NVSHMEMI_FOR_RMA_TYPES(X)                                                                     \
+    X(float, float, 32) X(double, double, 64) X(char, char, 8) X(schar, signed char, 8)               \
+    X(short, short, 16) X(int, int, 32) X(long, long, 64) X(longlong, long long, 64)                  \
+    X(uchar, unsigned char, 8) X(ushort, unsigned short, 16) X(uint, unsigned int, 32)                \
+    X(ulong, unsigned long, 64) X(ulonglong, unsigned long long, 64) X(int8, int8_t, 8)               \
+    X(int16, int16_t, 16) X(int32, int32_t, 32) X(int64, int64_t, 64) X(uint8, uint8_t, 8)            \
+    X(uint16, uint16_t, 16) X(uint32, uint32_t, 32) X(uint64, uint64_t, 64) X(size, size_t, 64)       \
+    X(ptrdiff, ptrdiff_t, 64)
+/* Sizes of nvshmem_putSIZE / getSIZE: X(BITS) */
+#define NVSHMEMI_FOR_SIZES(X) X(8) X(16) X(32) X(64) X(128)
+
+#define NVSHMEMI_SIZE_CHECK(NAME, TYPE, BITS) \
+    typedef char nvshmemi_size_check_##NAME[(sizeof(TYPE) * 8 == (BITS)) ? 1 : -1];
+NVSHMEMI_FOR_RMA_TYPES(NVSHMEMI_SIZE_CHECK)
+#undef NVSHMEMI_SIZE_CHECK
+
+/* ------------------------------------------------------------------ initialization (host) */
+/* Binds the device library of this program to the runtime (see rshmem.h). Under nvcc it is always
+ * linked; from a host-only compiler the weak reference is bound when librshmem_device.a is linked. */
+NVSHMEMI_HOST int nvshmemi_bind_device_library(void) {
+#if defined(__CUDACC__)
+    return rshmemi_bind_device_library();
+#else
+    return rshmemi_bind_device_library ? rshmemi_bind_device_library() : 0;
+#endif
+}
+
+NVSHMEMI_HOST void nvshmem_init(void) {
+    if (rshmem_init() != 0) {
+        fprintf(stderr, "nvshmem_init (rshmem): initialization failed, aborting\n");
+        exit(1);
+    }
+    if (nvshmemi_bind_device_library() != 0) {
+        fprintf(stderr, "nvshmem_init (rshmem): binding the device library failed, aborting\n");
+        exit(1);
+    }
+}
+NVSHMEMI_HOST void nvshmem_finalize(void) { rshmem_finalize(); }
+
+/* ------------------------------------------------------------------ queries (host and device) */
+NVSHMEMI_HOSTDEV int nvshmem_my_pe(void) { return rshmem_my_pe(); }
+NVSHMEMI_HOSTDEV int nvshmem_n_pes(void) { return rshmem_n_pes(); }
+NVSHMEMI_HOSTDEV int nvshmem_team_my_pe(nvshmem_team_t team) { return rshmem_team_my_pe(team); }
+NVSHMEMI_HOSTDEV int nvshmem_team_n_pes(nvshmem_team_t team) { return rshmem_team_n_pes(team); }
+NVSHMEMI_HOSTDEV void *nvshmem_ptr(const void *ptr, int pe) { return rshmem_ptr(ptr, pe); }
+
+/* ------------------------------------------------------------------ memory (host) */
+NVSHMEMI_HOST void *nvshmem_malloc(size_t size) { return rshmem_malloc(size); }
+NVSHMEMI_HOST void *nvshmem_calloc(size_t count, size_t size) { return rshmem_calloc(count, size); }
+NVSHMEMI_HOST void *nvshmem_align(size_t alignment, size_t size) { return rshmem_align(alignment, size); }
+NVSHMEMI_HOST void nvshmem_free(void *ptr) { rshmem_free(ptr); }
+
+/* ------------------------------------------------------------------ ordering and barriers */
+NVSHMEMI_HOSTDEV void nvshmem_quiet(void) { rshmem_quiet(); }
+NVSHMEMI_HOSTDEV void nvshmem_barrier_all(void) { rshmem_barrier_all(); }
+NVSHMEMI_HOSTDEV void nvshmem_sync_all(void) { rshmem_sync_all(); }
+#if defined(__CUDACC__)
+NVSHMEMI_DEV void nvshmem_fence(void) { rshmem_fence(); }
+#endif
+
+/* ------------------------------------------------------------------ RMA (host and device)
+ * Device side: the device library. Host side: the host library's blocking copies (nbi included). */
+NVSHMEMI_HOSTDEV void nvshmem_putmem(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_putmem(dest, source, bytes, pe);
+}
+NVSHMEMI_HOSTDEV void nvshmem_getmem(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_getmem(dest, source, bytes, pe);
+}
+NVSHMEMI_HOSTDEV void nvshmem_putmem_nbi(void *dest, const void *source, size_t bytes, int pe) {
+#if defined(__CUDA_ARCH__)
+    rshmem_putmem_nbi(dest, source, bytes, pe);
+#else
+    rshmem_putmem(dest, source, bytes, pe);
+#endif
+}
+NVSHMEMI_HOSTDEV void nvshmem_getmem_nbi(void *dest, const void *source, size_t bytes, int pe) {
+#if defined(__CUDA_ARCH__)
+    rshmem_getmem_nbi(dest, source, bytes, pe);
+#else
+    rshmem_getmem(dest, source, bytes, pe);
+#endif
+}
+
+/* Single elements by width: rshmem_pN / rshmem_gN on the device, a copy through a local on the host. */
+#if defined(__CUDA_ARCH__)
+#define NVSHMEMI_PG_BY_WIDTH(BITS)                                                        \
+    NVSHMEMI_HOSTDEV void nvshmemi_p##BITS(void *dest, uint##BITS##_t value, int pe) {    \
+        rshmem_p##BITS(dest, value, pe);                                                  \
+    }                                                                                     \
+    NVSHMEMI_HOSTDEV uint##BITS##_t nvshmemi_g##BITS(const void *source, int pe) {        \
+        return rshmem_g##BITS(source, pe);                                                \
+    }
+#else
+#define NVSHMEMI_PG_BY_WIDTH(BITS)                                                        \
+    NVSHMEMI_HOSTDEV void nvshmemi_p##BITS(void *dest, uint##BITS##_t value, int pe) {    \
+        rshmem_putmem(dest, &value, sizeof(value), pe);                                   \
+    }                                                                                     \
+    NVSHMEMI_HOSTDEV uint##BITS##_t nvshmemi_g##BITS(const void *source, int pe) {        \
+        uint##BITS##_t value;                                                             \
+        rshmem_getmem(&value, source, sizeof(value), pe);                                 \
+        return value;                                                                     \
+    }
+#endif
+NVSHMEMI_PG_BY_WIDTH(8)
+NVSHMEMI_PG_BY_WIDTH(16)
+NVSHMEMI_PG_BY_WIDTH(32)
+NVSHMEMI_PG_BY_WIDTH(64)
+#undef NVSHMEMI_PG_BY_WIDTH
+
+/* Typed p / g / put / get / put_nbi / get_nbi (host and device). The union carries the value's bits to
+ * the unsigned type of the same width (float, double and signed types alike). */
+#define NVSHMEMI_TYPED_RMA(NAME, TYPE, BITS)                                                               \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_p(TYPE *dest, const TYPE value, int pe) {                       \
+        union {                                                                                            \
+            TYPE t;                                                                                        \
+            uint##BITS##_t u;                                                                              \
+        } c;                                                                                               \
+        c.t = value;                                                                                       \
+        nvshmemi_p##BITS(dest, c.u, pe);                                                                   \
+    }                                                                                                      \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_g(const TYPE *source, int pe) {                                 \
+        union {                                                                                            \
+            TYPE t;                                                                                        \
+            uint##BITS##_t u;                                                                              \
+        } c;                                                                                               \
+        c.u = nvshmemi_g##BITS(source, pe);                                                                \
+        return c.t;                                                                                        \
+    }                                                                                                      \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_put(TYPE *dest, const TYPE *source, size_t nelems, int pe) {    \
+        nvshmem_putmem(dest, source, nelems * sizeof(TYPE), pe);                                           \
+    }                                                                                                      \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_get(TYPE *dest, const TYPE *source, size_t nelems, int pe) {    \
+        nvshmem_getmem(dest, source, nelems * sizeof(TYPE), pe);                                           \
+    }                                                                                                      \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_put_nbi(TYPE *dest, const TYPE *source, size_t nelems,          \
+                                                   int pe) {                                               \
+        nvshmem_putmem_nbi(dest, source, nelems * sizeof(TYPE), pe);                                       \
+    }                                                                                                      \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_get_nbi(TYPE *dest, const TYPE *source, size_t nelems,          \
+                                                   int pe) {                                               \
+        nvshmem_getmem_nbi(dest, source, nelems * sizeof(TYPE), pe);                                       \
+    }
+NVSHMEMI_FOR_RMA_TYPES(NVSHMEMI_TYPED_RMA)
+#undef NVSHMEMI_TYPED_RMA
+
+/* Sized put / get: nelems elements of BITS bits each. */
+#define NVSHMEMI_SIZED_RMA(BITS)                                                                          \
+    NVSHMEMI_HOSTDEV void nvshmem_put##BITS(void *dest, const void *source, size_t nelems, int pe) {      \
+        nvshmem_putmem(dest, source, nelems * ((BITS) / 8), pe);                                          \
+    }                                                                                                     \
+    NVSHMEMI_HOSTDEV void nvshmem_get##BITS(void *dest, const void *source, size_t nelems, int pe) {      \
+        nvshmem_getmem(dest, source, nelems * ((BITS) / 8), pe);                                          \
+    }                                                                                                     \
+    NVSHMEMI_HOSTDEV void nvshmem_put##BITS##_nbi(void *dest, const void *source, size_t nelems, int pe) { \
+        nvshmem_putmem_nbi(dest, source, nelems * ((BITS) / 8), pe);                                      \
+    }                                                                                                     \
+    NVSHMEMI_HOSTDEV void nvshmem_get##BITS##_nbi(void *dest, const void *source, size_t nelems, int pe) { \
+        nvshmem_getmem_nbi(dest, source, nelems * ((BITS) / 8), pe);                                      \
+    }
+NVSHMEMI_FOR_SIZES(NVSHMEMI_SIZED_RMA)
+#undef NVSHMEMI_SIZED_RMA
+
+/* ------------------------------------------------------------------ device only */
+#if defined(__CUDACC__)
+
+/* Type tables of the device-only operations: X(NAME, TYPE, BITS) and, for waits, X(NAME, TYPE, SUFFIX,
+ * CTYPE) with the signed/unsigned rshmem_wait_until_SUFFIX of the right width. */
+#define NVSHMEMI_FOR_STANDARD_AMO_TYPES(X)                                                            \
+    X(int, int, 32) X(long, long, 64) X(longlong, long long, 64) X(uint, unsigned int, 32)            \
+    X(ulong, unsigned long, 64) X(ulonglong, unsigned long long, 64) X(int32, int32_t, 32)            \
+    X(int64, int64_t, 64) X(uint32, uint32_t, 32) X(uint64, uint64_t, 64) X(size, size_t, 64)         \
+    X(ptrdiff, ptrdiff_t, 64)
+#define NVSHMEMI_FOR_EXTENDED_ONLY_AMO_TYPES(X) X(float, float, 32) X(double, double, 64)
+#define NVSHMEMI_FOR_BITWISE_AMO_TYPES(X)                                                             \
+    X(uint, unsigned int, 32) X(ulong, unsigned long, 64) X(ulonglong, unsigned long long, 64)        \
+    X(int32, int32_t, 32) X(int64, int64_t, 64) X(uint32, uint32_t, 32) X(uint64, uint64_t, 64)
+#define NVSHMEMI_FOR_WAIT_TYPES(X)                                                                    \
+    X(short, short, i16, int16_t) X(int, int, i32, int32_t) X(long, long, i64, int64_t)               \
+    X(longlong, long long, i64, int64_t) X(ushort, unsigned short, u16, uint16_t)                     \
+    X(uint, unsigned int, u32, uint32_t) X(ulong, unsigned long, u64, uint64_t)                       \
+    X(ulonglong, unsigned long long, u64, uint64_t) X(int32, int32_t, i32, int32_t)                   \
+    X(int64, int64_t, i64, int64_t) X(uint32, uint32_t, u32, uint32_t) X(uint64, uint64_t, u64, uint64_t) \
+    X(size, size_t, u64, uint64_t) X(ptrdiff, ptrdiff_t, i64, int64_t)
+
+/* Bits of a value as another type of the same size. */
+template <typename To, typename From>
+static __device__ __forceinline__ To nvshmemi_bits(From v) {
+    static_assert(sizeof(To) == sizeof(From), "nvshmemi_bits: sizes differ");
+    union {
+        From f;
+        To t;
+    } c;
+    c.f = v;
+    return c.t;
+}
+#define NVSHMEMI_U(BITS, v) nvshmemi_bits<uint##BITS##_t>(v)
+
+/* -------------------------------------------------- AMOs */
+/* swap, set, fetch, compare_swap: every AMO type, float and double included. */
+#define NVSHMEMI_AMO_EXTENDED(NAME, TYPE, BITS)                                                             \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_swap(TYPE *dest, TYPE value, int pe) {                      \
+        return nvshmemi_bits<TYPE>(rshmem_atomic_swap##BITS(dest, NVSHMEMI_U(BITS, value), pe));           \
+    }                                                                                                      \
+    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_set(TYPE *dest, TYPE value, int pe) {                       \
+        rshmem_atomic_set##BITS(dest, NVSHMEMI_U(BITS, value), pe);                                        \
+    }                                                                                                      \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch(const TYPE *source, int pe) {                         \
+        return nvshmemi_bits<TYPE>(rshmem_atomic_fetch##BITS(source, pe));                                 \
+    }                                                                                                      \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_compare_swap(TYPE *dest, TYPE cond, TYPE value, int pe) {   \
+        return nvshmemi_bits<TYPE>(                                                                        \
+            rshmem_atomic_compare_swap##BITS(dest, NVSHMEMI_U(BITS, cond), NVSHMEMI_U(BITS, value), pe)); \
+    }
+/* add, fetch_add, inc, fetch_inc: the standard (integer) AMO types. */
+#define NVSHMEMI_AMO_STANDARD(NAME, TYPE, BITS)                                                       \
+    NVSHMEMI_AMO_EXTENDED(NAME, TYPE, BITS)                                                           \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_add(TYPE *dest, TYPE value, int pe) {            \
+        return (TYPE)rshmem_atomic_fetch_add##BITS(dest, (uint##BITS##_t)value, pe);                  \
+    }                                                                                                 \
+    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_add(TYPE *dest, TYPE value, int pe) {                  \
+        rshmem_atomic_add##BITS(dest, (uint##BITS##_t)value, pe);                                     \
+    }                                                                                                 \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_inc(TYPE *dest, int pe) {                        \
+        return (TYPE)rshmem_atomic_fetch_inc##BITS(dest, pe);                                         \
+    }                                                                                                 \
+    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_inc(TYPE *dest, int pe) { rshmem_atomic_inc##BITS(dest, pe); }
+/* and, or, xor and their fetch forms: the bitwise AMO types. */
+#define NVSHMEMI_AMO_BITWISE(NAME, TYPE, BITS)                                                        \
+    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_and(TYPE *dest, TYPE value, int pe) {                  \
+        rshmem_atomic_and##BITS(dest, (uint##BITS##_t)value, pe);                                     \
+    }                                                                                                 \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_and(TYPE *dest, TYPE value, int pe) {            \
+        return (TYPE)rshmem_atomic_fetch_and##BITS(dest, (uint##BITS##_t)value, pe);                  \
+    }                                                                                                 \
+    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_or(TYPE *dest, TYPE value, int pe) {                   \
+        rshmem_atomic_or##BITS(dest, (uint##BITS##_t)value, pe);                                      \
+    }                                                                                                 \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_or(TYPE *dest, TYPE value, int pe) {             \
+        return (TYPE)rshmem_atomic_fetch_or##BITS(dest, (uint##BITS##_t)value, pe);                   \
+    }                                                                                                 \
+    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_xor(TYPE *dest, TYPE value, int pe) {                  \
+        rshmem_atomic_xor##BITS(dest, (uint##BITS##_t)value, pe);                                     \
+    }                                                                                                 \
+    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_xor(TYPE *dest, TYPE value, int pe) {            \
+        return (TYPE)rshmem_atomic_fetch_xor##BITS(dest, (uint##BITS##_t)value, pe);                  \
+    }
+NVSHMEMI_FOR_STANDARD_AMO_TYPES(NVSHMEMI_AMO_STANDARD)
+NVSHMEMI_FOR_EXTENDED_ONLY_AMO_TYPES(NVSHMEMI_AMO_EXTENDED)
+NVSHMEMI_FOR_BITWISE_AMO_TYPES(NVSHMEMI_AMO_BITWISE)
+#undef NVSHMEMI_AMO_EXTENDED
+#undef NVSHMEMI_AMO_STANDARD
+#undef NVSHMEMI_AMO_BITWISE
+
+/* -------------------------------------------------- point-to-point synchronization */
+/* wait_until / test on one variable; the _all/_any/_some (and _vector) forms poll those. `status`
+ * (may be NULL) excludes element i when status[i] != 0; _any/test_any return SIZE_MAX when nothing
+ * (eligible) satisfies. */
+#define NVSHMEMI_WAIT(NAME, TYPE, SUF, CT)                                                                 \
+    NVSHMEMI_DEV void nvshmem_##NAME##_wait_until(TYPE *ivar, int cmp, TYPE cmp_value) {                  \
+        rshmem_wait_until_##SUF(ivar, cmp, (CT)cmp_value);                                                 \
+    }                                                                                                      \
+    NVSHMEMI_DEV int nvshmem_##NAME##_test(TYPE *ivar, int cmp, TYPE cmp_value) {                         \
+        return rshmem_test_##SUF(ivar, cmp, (CT)cmp_value) != 0;                                           \
+    }                                                                                                      \
+    NVSHMEMI_DEV void nvshmem_##NAME##_wait(TYPE *ivar, TYPE cmp_value) {                                 \
+        rshmem_wait_until_##SUF(ivar, NVSHMEM_CMP_NE, (CT)cmp_value);                                      \
+    }                                                                                                      \
+    NVSHMEMI_DEV void nvshmem_##NAME##_wait_until_all_vector(TYPE *ivars, size_t nelems,                  \
+                                                             const int *status, int cmp,                  \
+                                                             TYPE *cmp_values) {                          \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if (!status || !status[i]) rshmem_wait_until_##SUF(&ivars[i], cmp, (CT)cmp_values[i]);         \
+    }                                                                                                      \
+    NVSHMEMI_DEV int nvshmem_##NAME##_test_all_vector(TYPE *ivars, size_t nelems, const int *status,      \
+                                                      int cmp, TYPE *cmp_values) {                        \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if ((!status || !status[i]) && !rshmem_test_##SUF(&ivars[i], cmp, (CT)cmp_values[i])) return 0; \
+        return 1;                                                                                          \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_test_any_vector(TYPE *ivars, size_t nelems, const int *status,   \
+                                                         int cmp, TYPE *cmp_values) {                     \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if ((!status || !status[i]) && rshmem_test_##SUF(&ivars[i], cmp, (CT)cmp_values[i])) return i; \
+        return SIZE_MAX;                                                                                   \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_test_some_vector(TYPE *ivars, size_t nelems, size_t *indices,    \
+                                                          const int *status, int cmp,                     \
+                                                          TYPE *cmp_values) {                             \
+        size_t n = 0;                                                                                      \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if ((!status || !status[i]) && rshmem_test_##SUF(&ivars[i], cmp, (CT)cmp_values[i]))           \
+                indices[n++] = i;                                                                          \
+        return n;                                                                                          \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_wait_until_any_vector(TYPE *ivars, size_t nelems,                \
+                                                               const int *status, int cmp,                \
+                                                               TYPE *cmp_values) {                        \
+        size_t eligible = 0;                                                                               \
+        for (size_t i = 0; i < nelems; i++) eligible += (!status || !status[i]);                           \
+        if (!eligible) return SIZE_MAX;                                                                    \
+        for (;;) {                                                                                         \
+            size_t i = nvshmem_##NAME##_test_any_vector(ivars, nelems, status, cmp, cmp_values);           \
+            if (i != SIZE_MAX) return i;                                                                   \
+        }                                                                                                  \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_wait_until_some_vector(TYPE *ivars, size_t nelems,               \
+                                                                size_t *indices, const int *status,       \
+                                                                int cmp, TYPE *cmp_values) {              \
+        if (nvshmem_##NAME##_wait_until_any_vector(ivars, nelems, status, cmp, cmp_values) == SIZE_MAX)   \
+            return 0;                                                                                      \
+        return nvshmem_##NAME##_test_some_vector(ivars, nelems, indices, status, cmp, cmp_values);        \
+    }                                                                                                      \
+    NVSHMEMI_DEV void nvshmem_##NAME##_wait_until_all(TYPE *ivars, size_t nelems, const int *status,      \
+                                                      int cmp, TYPE cmp_value) {                          \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if (!status || !status[i]) rshmem_wait_until_##SUF(&ivars[i], cmp, (CT)cmp_value);             \
+    }                                                                                                      \
+    NVSHMEMI_DEV int nvshmem_##NAME##_test_all(TYPE *ivars, size_t nelems, const int *status, int cmp,    \
+                                               TYPE cmp_value) {                                          \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if ((!status || !status[i]) && !rshmem_test_##SUF(&ivars[i], cmp, (CT)cmp_value)) return 0;    \
+        return 1;                                                                                          \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_test_any(TYPE *ivars, size_t nelems, const int *status, int cmp, \
+                                                  TYPE cmp_value) {                                       \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if ((!status || !status[i]) && rshmem_test_##SUF(&ivars[i], cmp, (CT)cmp_value)) return i;     \
+        return SIZE_MAX;                                                                                   \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_test_some(TYPE *ivars, size_t nelems, size_t *indices,           \
+                                                   const int *status, int cmp, TYPE cmp_value) {          \
+        size_t n = 0;                                                                                      \
+        for (size_t i = 0; i < nelems; i++)                                                                \
+            if ((!status || !status[i]) && rshmem_test_##SUF(&ivars[i], cmp, (CT)cmp_value)) indices[n++] = i; \
+        return n;                                                                                          \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_wait_until_any(TYPE *ivars, size_t nelems, const int *status,    \
+                                                        int cmp, TYPE cmp_value) {                        \
+        size_t eligible = 0;                                                                               \
+        for (size_t i = 0; i < nelems; i++) eligible += (!status || !status[i]);                           \
+        if (!eligible) return SIZE_MAX;                                                                    \
+        for (;;) {                                                                                         \
+            size_t i = nvshmem_##NAME##_test_any(ivars, nelems, status, cmp, cmp_value);                   \
+            if (i != SIZE_MAX) return i;                                                                   \
+        }                                                                                                  \
+    }                                                                                                      \
+    NVSHMEMI_DEV size_t nvshmem_##NAME##_wait_until_some(TYPE *ivars, size_t nelems, size_t *indices,     \
+                                                         const int *status, int cmp, TYPE cmp_value) {    \
+        if (nvshmem_##NAME##_wait_until_any(ivars, nelems, status, cmp, cmp_value) == SIZE_MAX) return 0; \
+        return nvshmem_##NAME##_test_some(ivars, nelems, indices, status, cmp, cmp_value);                \
+    }
+NVSHMEMI_FOR_WAIT_TYPES(NVSHMEMI_WAIT)
+#undef NVSHMEMI_WAIT
+
+/* OpenSHMEM's untyped (long) forms. */
+NVSHMEMI_DEV void nvshmem_wait_until(long *ivar, int cmp, long cmp_value) {
+    rshmem_wait_until_i64(ivar, cmp, (int64_t)cmp_value);
+}
+NVSHMEMI_DEV void nvshmem_wait(long *ivar, long cmp_value) {
+    rshmem_wait_until_i64(ivar, NVSHMEM_CMP_NE, (int64_t)cmp_value);
+}
+
+/* -------------------------------------------------- signals */
+NVSHMEMI_DEV uint64_t nvshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value) {
+    return rshmem_signal_wait_until(sig_addr, cmp, cmp_value);
+}
+NVSHMEMI_DEV uint64_t nvshmem_signal_fetch(uint64_t *sig_addr) { return rshmem_signal_fetch(sig_addr); }
+
+NVSHMEMI_DEV void nvshmem_putmem_signal(void *dest, const void *source, size_t bytes, uint64_t *sig_addr,
+                                        uint64_t signal, int sig_op, int pe) {
+    rshmem_putmem_signal(dest, source, bytes, sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_DEV void nvshmem_putmem_signal_nbi(void *dest, const void *source, size_t bytes,
+                                            uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+    rshmem_putmem_signal_nbi(dest, source, bytes, sig_addr, signal, sig_op, pe);
+}
+#define NVSHMEMI_TYPED_PUT_SIGNAL(NAME, TYPE, BITS)                                                      \
+    NVSHMEMI_DEV void nvshmem_##NAME##_put_signal(TYPE *dest, const TYPE *source, size_t nelems,        \
+                                                  uint64_t *sig_addr, uint64_t signal, int sig_op,      \
+                                                  int pe) {                                             \
+        rshmem_putmem_signal(dest, source, nelems * sizeof(TYPE), sig_addr, signal, sig_op, pe);         \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmem_##NAME##_put_signal_nbi(TYPE *dest, const TYPE *source, size_t nelems,    \
+                                                      uint64_t *sig_addr, uint64_t signal, int sig_op,  \
+                                                      int pe) {                                         \
+        rshmem_putmem_signal_nbi(dest, source, nelems * sizeof(TYPE), sig_addr, signal, sig_op, pe);     \
+    }
+NVSHMEMI_FOR_RMA_TYPES(NVSHMEMI_TYPED_PUT_SIGNAL)
+#undef NVSHMEMI_TYPED_PUT_SIGNAL
+#define NVSHMEMI_SIZED_PUT_SIGNAL(BITS)                                                                  \
+    NVSHMEMI_DEV void nvshmem_put##BITS##_signal(void *dest, const void *source, size_t nelems,         \
+                                                 uint64_t *sig_addr, uint64_t signal, int sig_op,       \
+                                                 int pe) {                                              \
+        rshmem_putmem_signal(dest, source, nelems * ((BITS) / 8), sig_addr, signal, sig_op, pe);         \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmem_put##BITS##_signal_nbi(void *dest, const void *source, size_t nelems,     \
+                                                     uint64_t *sig_addr, uint64_t signal, int sig_op,   \
+                                                     int pe) {                                          \
+        rshmem_putmem_signal_nbi(dest, source, nelems * ((BITS) / 8), sig_addr, signal, sig_op, pe);     \
+    }
+NVSHMEMI_FOR_SIZES(NVSHMEMI_SIZED_PUT_SIGNAL)
+#undef NVSHMEMI_SIZED_PUT_SIGNAL
+
+#endif /* __CUDACC__ */
+
+/* NVSHMEM's headers make the nvshmemx_ extensions visible from either header. */
+#include "nvshmemx.h"
+
+#endif /* RSHMEM_NVSHMEM_H */

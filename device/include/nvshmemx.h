@@ -1,0 +1,305 @@
+/*
+ * nvshmemx.h: NVSHMEM 3.x extensions (nvshmemx_*) for rshmem. See nvshmem.h for what is and is not
+ * provided; either header gives the whole API.
+ */
+#ifndef RSHMEM_NVSHMEMX_H
+#define RSHMEM_NVSHMEMX_H
+
+#include "nvshmem.h"
+
+#define NVSHMEMX_SUCCESS 0
+
+/* ------------------------------------------------------------------ unique-id initialization (host) */
+enum { NVSHMEMX_INIT_WITH_UNIQUEID = 1 << 3 }; /* NVSHMEM's value; the other bootstraps are not provided */
+
+typedef struct {
+    int version;
+    char internal[124];
+} nvshmemx_uniqueid_v1;
+typedef nvshmemx_uniqueid_v1 nvshmemx_uniqueid_t;
+
+typedef struct {
+    int version;
+    nvshmemx_uniqueid_v1 *id;
+    int myrank;
+    int nranks;
+} nvshmemx_uniqueid_args_v1;
+typedef nvshmemx_uniqueid_args_v1 nvshmemx_uniqueid_args_t;
+
+typedef struct {
+    int version;
+    nvshmemx_uniqueid_args_t uid_args;
+    char content[96];
+} nvshmemx_init_args_v1;
+typedef nvshmemx_init_args_v1 nvshmemx_init_args_t;
+
+typedef struct {
+    int version;
+    void *mpi_comm; /* kept for layout; NVSHMEMX_INIT_WITH_MPI_COMM is not provided */
+    nvshmemx_init_args_t args;
+} nvshmemx_init_attr_v1;
+typedef nvshmemx_init_attr_v1 nvshmemx_init_attr_t;
+
+/* NVSHMEM's sizes, so ids and attributes can be exchanged as bytes the same way. */
+typedef char nvshmemi_uniqueid_size_check[(sizeof(nvshmemx_uniqueid_t) == 128 &&
+                                           sizeof(nvshmemx_uniqueid_t) == sizeof(rshmem_uniqueid_t))
+                                              ? 1
+                                              : -1];
+typedef char nvshmemi_init_attr_size_check[(sizeof(nvshmemx_init_attr_t) == 144) ? 1 : -1];
+
+#define NVSHMEMX_UNIQUEID_INITIALIZER {(1 << 16) + (int)sizeof(nvshmemx_uniqueid_t), {0}}
+#define NVSHMEMX_UNIQUEID_ARGS_INITIALIZER {(1 << 16) + (int)sizeof(nvshmemx_uniqueid_args_t), NULL, -1, -1}
+#define NVSHMEMX_INIT_ATTR_INITIALIZER                                                  \
+    {(1 << 16) + (int)sizeof(nvshmemx_init_attr_t), NULL,                               \
+     {(1 << 16) + (int)sizeof(nvshmemx_init_args_t), NVSHMEMX_UNIQUEID_ARGS_INITIALIZER, {0}}}
+
+/* On one PE (then pass the bytes to all). 0 on success. */
+NVSHMEMI_HOST int nvshmemx_get_uniqueid(nvshmemx_uniqueid_t *uniqueid) {
+    return rshmem_get_unique_id((rshmem_uniqueid_t *)(void *)uniqueid);
+}
+NVSHMEMI_HOST int nvshmemx_set_attr_uniqueid_args(const int myrank, const int nranks,
+                                                  const nvshmemx_uniqueid_t *uniqueid,
+                                                  nvshmemx_init_attr_t *attr) {
+    attr->args.uid_args.id = (nvshmemx_uniqueid_t *)uniqueid;
+    attr->args.uid_args.myrank = myrank;
+    attr->args.uid_args.nranks = nranks;
+    return 0;
+}
+/* flags 0: as nvshmem_init (the launcher's environment); NVSHMEMX_INIT_WITH_UNIQUEID: the id, rank and
+ * size set by nvshmemx_set_attr_uniqueid_args. Exits on failure, as NVSHMEM does. */
+NVSHMEMI_HOST int nvshmemx_init_attr(unsigned int flags, nvshmemx_init_attr_t *attr) {
+    int rc;
+    if (flags == 0) {
+        nvshmem_init();
+        return 0;
+    }
+    if (flags != (unsigned int)NVSHMEMX_INIT_WITH_UNIQUEID) {
+        fprintf(stderr, "nvshmemx_init_attr (rshmem): unsupported flags 0x%x (only NVSHMEMX_INIT_WITH_UNIQUEID)\n",
+                flags);
+        exit(1);
+    }
+    if (attr == NULL || attr->args.uid_args.id == NULL) {
+        fprintf(stderr, "nvshmemx_init_attr (rshmem): NVSHMEMX_INIT_WITH_UNIQUEID without a unique id "
+                        "(call nvshmemx_set_attr_uniqueid_args first)\n");
+        exit(1);
+    }
+    rc = rshmem_init_unique_id((const rshmem_uniqueid_t *)(const void *)attr->args.uid_args.id,
+                               attr->args.uid_args.myrank, attr->args.uid_args.nranks);
+    if (rc != 0) {
+        fprintf(stderr, "nvshmemx_init_attr (rshmem): initialization failed (rank %d of %d), aborting\n",
+                attr->args.uid_args.myrank, attr->args.uid_args.nranks);
+        exit(1);
+    }
+    if (nvshmemi_bind_device_library() != 0) {
+        fprintf(stderr, "nvshmemx_init_attr (rshmem): binding the device library failed, aborting\n");
+        exit(1);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ on-stream operations (host) */
+NVSHMEMI_HOST void nvshmemx_barrier_all_on_stream(RSHMEM_STREAM_T stream) { rshmem_barrier_all_on_stream(stream); }
+NVSHMEMI_HOST void nvshmemx_sync_all_on_stream(RSHMEM_STREAM_T stream) { rshmem_sync_all_on_stream(stream); }
+NVSHMEMI_HOST void nvshmemx_quiet_on_stream(RSHMEM_STREAM_T stream) { rshmem_quiet_on_stream(stream); }
+NVSHMEMI_HOST void nvshmemx_putmem_on_stream(void *dest, const void *source, size_t bytes, int pe,
+                                             RSHMEM_STREAM_T stream) {
+    rshmem_putmem_on_stream(dest, source, bytes, pe, stream);
+}
+NVSHMEMI_HOST void nvshmemx_getmem_on_stream(void *dest, const void *source, size_t bytes, int pe,
+                                             RSHMEM_STREAM_T stream) {
+    rshmem_getmem_on_stream(dest, source, bytes, pe, stream);
+}
+/* nbi on a stream: the stream-ordered copy (completes no later than the blocking form would). */
+NVSHMEMI_HOST void nvshmemx_putmem_nbi_on_stream(void *dest, const void *source, size_t bytes, int pe,
+                                                 RSHMEM_STREAM_T stream) {
+    rshmem_putmem_on_stream(dest, source, bytes, pe, stream);
+}
+NVSHMEMI_HOST void nvshmemx_getmem_nbi_on_stream(void *dest, const void *source, size_t bytes, int pe,
+                                                 RSHMEM_STREAM_T stream) {
+    rshmem_getmem_on_stream(dest, source, bytes, pe, stream);
+}
+#define NVSHMEMXI_TYPED_ON_STREAM(NAME, TYPE, BITS)                                                      \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_put_on_stream(TYPE *dest, const TYPE *source, size_t nelems,  \
+                                                       int pe, RSHMEM_STREAM_T stream) {               \
+        rshmem_putmem_on_stream(dest, source, nelems * sizeof(TYPE), pe, stream);                      \
+    }                                                                                                  \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_get_on_stream(TYPE *dest, const TYPE *source, size_t nelems,  \
+                                                       int pe, RSHMEM_STREAM_T stream) {               \
+        rshmem_getmem_on_stream(dest, source, nelems * sizeof(TYPE), pe, stream);                      \
+    }                                                                                                  \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_put_nbi_on_stream(TYPE *dest, const TYPE *source,             \
+                                                           size_t nelems, int pe,                      \
+                                                           RSHMEM_STREAM_T stream) {                   \
+        rshmem_putmem_on_stream(dest, source, nelems * sizeof(TYPE), pe, stream);                      \
+    }                                                                                                  \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_get_nbi_on_stream(TYPE *dest, const TYPE *source,             \
+                                                           size_t nelems, int pe,                      \
+                                                           RSHMEM_STREAM_T stream) {                   \
+        rshmem_getmem_on_stream(dest, source, nelems * sizeof(TYPE), pe, stream);                      \
+    }
+NVSHMEMI_FOR_RMA_TYPES(NVSHMEMXI_TYPED_ON_STREAM)
+#undef NVSHMEMXI_TYPED_ON_STREAM
+#define NVSHMEMXI_SIZED_ON_STREAM(BITS)                                                                  \
+    NVSHMEMI_HOST void nvshmemx_put##BITS##_on_stream(void *dest, const void *source, size_t nelems,   \
+                                                      int pe, RSHMEM_STREAM_T stream) {                \
+        rshmem_putmem_on_stream(dest, source, nelems * ((BITS) / 8), pe, stream);                      \
+    }                                                                                                  \
+    NVSHMEMI_HOST void nvshmemx_get##BITS##_on_stream(void *dest, const void *source, size_t nelems,   \
+                                                      int pe, RSHMEM_STREAM_T stream) {                \
+        rshmem_getmem_on_stream(dest, source, nelems * ((BITS) / 8), pe, stream);                      \
+    }                                                                                                  \
+    NVSHMEMI_HOST void nvshmemx_put##BITS##_nbi_on_stream(void *dest, const void *source,              \
+                                                          size_t nelems, int pe,                       \
+                                                          RSHMEM_STREAM_T stream) {                    \
+        rshmem_putmem_on_stream(dest, source, nelems * ((BITS) / 8), pe, stream);                      \
+    }                                                                                                  \
+    NVSHMEMI_HOST void nvshmemx_get##BITS##_nbi_on_stream(void *dest, const void *source,              \
+                                                          size_t nelems, int pe,                       \
+                                                          RSHMEM_STREAM_T stream) {                    \
+        rshmem_getmem_on_stream(dest, source, nelems * ((BITS) / 8), pe, stream);                      \
+    }
+NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_ON_STREAM)
+#undef NVSHMEMXI_SIZED_ON_STREAM
+
+/* ------------------------------------------------------------------ collective launch (host) */
+#if defined(__CUDACC__) || defined(CUDART_VERSION)
+/* Cooperative launch (all blocks resident at once), required when blocks synchronize with each other
+ * through device-side rshmem calls. Nonzero, with a message, when the device or grid does not allow it. */
+NVSHMEMI_HOST int nvshmemx_collective_launch(const void *func, dim3 gridDims, dim3 blockDims, void **args,
+                                             size_t sharedMem, cudaStream_t stream) {
+    return rshmemx_collective_launch(func, gridDims, blockDims, args, sharedMem, stream);
+}
+NVSHMEMI_HOST int nvshmemx_collective_launch_query_gridsize(const void *func, dim3 blockDims, void **args,
+                                                            size_t sharedMem, int *gridsize) {
+    return rshmemx_collective_launch_query_gridsize(func, blockDims, args, sharedMem, gridsize);
+}
+#endif
+
+/* ------------------------------------------------------------------ device-side extensions */
+#if defined(__CUDACC__)
+
+/* Warp- and block-scope put/get: every thread of the warp/block calls with the same arguments. */
+NVSHMEMI_DEV void nvshmemx_putmem_warp(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_putmem_warp(dest, source, bytes, pe);
+}
+NVSHMEMI_DEV void nvshmemx_putmem_block(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_putmem_block(dest, source, bytes, pe);
+}
+NVSHMEMI_DEV void nvshmemx_putmem_nbi_warp(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_putmem_nbi_warp(dest, source, bytes, pe);
+}
+NVSHMEMI_DEV void nvshmemx_putmem_nbi_block(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_putmem_nbi_block(dest, source, bytes, pe);
+}
+NVSHMEMI_DEV void nvshmemx_getmem_warp(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_getmem_warp(dest, source, bytes, pe);
+}
+NVSHMEMI_DEV void nvshmemx_getmem_block(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_getmem_block(dest, source, bytes, pe);
+}
+NVSHMEMI_DEV void nvshmemx_getmem_nbi_warp(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_getmem_nbi_warp(dest, source, bytes, pe);
+}
+NVSHMEMI_DEV void nvshmemx_getmem_nbi_block(void *dest, const void *source, size_t bytes, int pe) {
+    rshmem_getmem_nbi_block(dest, source, bytes, pe);
+}
+
+/* Typed and sized forms of the warp / block scopes (put, get, their nbi forms, put_signal(_nbi)). */
+#define NVSHMEMXI_SCOPED_RMA(NAME, TYPE, SCOPE)                                                           \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_put_##SCOPE(TYPE *dest, const TYPE *source, size_t nelems,       \
+                                                    int pe) {                                           \
+        rshmem_putmem_##SCOPE(dest, source, nelems * sizeof(TYPE), pe);                                  \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_put_nbi_##SCOPE(TYPE *dest, const TYPE *source, size_t nelems,   \
+                                                        int pe) {                                       \
+        rshmem_putmem_nbi_##SCOPE(dest, source, nelems * sizeof(TYPE), pe);                              \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_get_##SCOPE(TYPE *dest, const TYPE *source, size_t nelems,       \
+                                                    int pe) {                                           \
+        rshmem_getmem_##SCOPE(dest, source, nelems * sizeof(TYPE), pe);                                  \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_get_nbi_##SCOPE(TYPE *dest, const TYPE *source, size_t nelems,   \
+                                                        int pe) {                                       \
+        rshmem_getmem_nbi_##SCOPE(dest, source, nelems * sizeof(TYPE), pe);                              \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_put_signal_##SCOPE(TYPE *dest, const TYPE *source, size_t nelems, \
+                                                           uint64_t *sig_addr, uint64_t signal,         \
+                                                           int sig_op, int pe) {                        \
+        rshmem_putmem_signal_##SCOPE(dest, source, nelems * sizeof(TYPE), sig_addr, signal, sig_op, pe); \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_put_signal_nbi_##SCOPE(TYPE *dest, const TYPE *source,           \
+                                                               size_t nelems, uint64_t *sig_addr,       \
+                                                               uint64_t signal, int sig_op, int pe) {   \
+        rshmem_putmem_signal_nbi_##SCOPE(dest, source, nelems * sizeof(TYPE), sig_addr, signal, sig_op,  \
+                                         pe);                                                           \
+    }
+#define NVSHMEMXI_TYPED_SCOPES(NAME, TYPE, BITS) \
+    NVSHMEMXI_SCOPED_RMA(NAME, TYPE, warp)       \
+    NVSHMEMXI_SCOPED_RMA(NAME, TYPE, block)
+NVSHMEMI_FOR_RMA_TYPES(NVSHMEMXI_TYPED_SCOPES)
+#undef NVSHMEMXI_TYPED_SCOPES
+
+#define NVSHMEMXI_SIZED_SCOPED_RMA(BITS, SCOPE)                                                           \
+    NVSHMEMI_DEV void nvshmemx_put##BITS##_##SCOPE(void *dest, const void *source, size_t nelems, int pe) { \
+        rshmem_putmem_##SCOPE(dest, source, nelems * ((BITS) / 8), pe);                                  \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_put##BITS##_nbi_##SCOPE(void *dest, const void *source, size_t nelems,    \
+                                                       int pe) {                                        \
+        rshmem_putmem_nbi_##SCOPE(dest, source, nelems * ((BITS) / 8), pe);                              \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_get##BITS##_##SCOPE(void *dest, const void *source, size_t nelems, int pe) { \
+        rshmem_getmem_##SCOPE(dest, source, nelems * ((BITS) / 8), pe);                                  \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_get##BITS##_nbi_##SCOPE(void *dest, const void *source, size_t nelems,    \
+                                                       int pe) {                                        \
+        rshmem_getmem_nbi_##SCOPE(dest, source, nelems * ((BITS) / 8), pe);                              \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_put##BITS##_signal_##SCOPE(void *dest, const void *source, size_t nelems, \
+                                                          uint64_t *sig_addr, uint64_t signal,          \
+                                                          int sig_op, int pe) {                         \
+        rshmem_putmem_signal_##SCOPE(dest, source, nelems * ((BITS) / 8), sig_addr, signal, sig_op, pe); \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_put##BITS##_signal_nbi_##SCOPE(void *dest, const void *source,            \
+                                                              size_t nelems, uint64_t *sig_addr,        \
+                                                              uint64_t signal, int sig_op, int pe) {    \
+        rshmem_putmem_signal_nbi_##SCOPE(dest, source, nelems * ((BITS) / 8), sig_addr, signal, sig_op,  \
+                                         pe);                                                           \
+    }
+#define NVSHMEMXI_SIZED_SCOPES(BITS)          \
+    NVSHMEMXI_SIZED_SCOPED_RMA(BITS, warp)    \
+    NVSHMEMXI_SIZED_SCOPED_RMA(BITS, block)
+NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_SCOPES)
+#undef NVSHMEMXI_SIZED_SCOPES
+#undef NVSHMEMXI_SIZED_SCOPED_RMA
+#undef NVSHMEMXI_SCOPED_RMA
+
+/* Signals. */
+NVSHMEMI_DEV void nvshmemx_signal_op(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+    rshmem_signal_op(sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_DEV void nvshmemx_putmem_signal_warp(void *dest, const void *source, size_t bytes,
+                                              uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+    rshmem_putmem_signal_warp(dest, source, bytes, sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_DEV void nvshmemx_putmem_signal_block(void *dest, const void *source, size_t bytes,
+                                               uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+    rshmem_putmem_signal_block(dest, source, bytes, sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_DEV void nvshmemx_putmem_signal_nbi_warp(void *dest, const void *source, size_t bytes,
+                                                  uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+    rshmem_putmem_signal_nbi_warp(dest, source, bytes, sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_DEV void nvshmemx_putmem_signal_nbi_block(void *dest, const void *source, size_t bytes,
+                                                   uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+    rshmem_putmem_signal_nbi_block(dest, source, bytes, sig_addr, signal, sig_op, pe);
+}
+
+/* Barriers and syncs by warp / block (every thread of the warp/block calls). */
+NVSHMEMI_DEV void nvshmemx_barrier_all_warp(void) { rshmem_barrier_all_warp(); }
+NVSHMEMI_DEV void nvshmemx_barrier_all_block(void) { rshmem_barrier_all_block(); }
+NVSHMEMI_DEV void nvshmemx_sync_all_warp(void) { rshmem_sync_all_warp(); }
+NVSHMEMI_DEV void nvshmemx_sync_all_block(void) { rshmem_sync_all_block(); }
+
+#endif /* __CUDACC__ */
+
+#endif /* RSHMEM_NVSHMEMX_H */

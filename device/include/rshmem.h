@@ -1,0 +1,214 @@
+/*
+ * rshmem.h: the C API of rshmem, a PGAS runtime for NVIDIA GPUs.
+ *
+ * Host functions live in the host library (librshmem.so / librshmem.a, crate `rshmem`); device functions
+ * live in the device library (librshmem_device.a: the Rust device crate compiled to PTX, plus a small
+ * CUDA shim). CUDA C++ programs are compiled with `nvcc -rdc=true` and linked against both:
+ *
+ *   nvcc -rdc=true -arch=sm_90 -I device/include prog.cu librshmem_device.a -L target/release -lrshmem -lcuda
+ *
+ * From C or C++ compiled without nvcc only the host part is visible.
+ *
+ * Names that exist on both sides (rshmem_my_pe, rshmem_putmem, ...) are declared __host__ __device__:
+ * host code calls the host library, device code the device library.
+ *
+ * Initialization from a CUDA program: call rshmem_init_cuda() (rshmem_init() followed by
+ * rshmemi_bind_device_library(), which tells the runtime where this program's copy of the device state
+ * lives). Device calls made without it fail with a message that names the call.
+ */
+#ifndef RSHMEM_H
+#define RSHMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define RSHMEM_HOSTDEV __host__ __device__
+#define RSHMEM_DEVICE __device__
+#else
+#define RSHMEM_HOSTDEV
+#endif
+
+/* The stream type of the *_on_stream calls: cudaStream_t when the CUDA runtime headers are in (always
+ * under nvcc), otherwise the very same type spelled without them, so C programs need no CUDA headers. */
+#if defined(CUDART_VERSION)
+#define RSHMEM_STREAM_T cudaStream_t
+#else
+struct CUstream_st;
+#define RSHMEM_STREAM_T struct CUstream_st *
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ constants (device/src/state.rs) */
+/* Comparison operators of rshmem_wait_until_*, rshmem_test_*, rshmem_signal_wait_until. */
+enum {
+    RSHMEM_CMP_EQ = 0,
+    RSHMEM_CMP_NE = 1,
+    RSHMEM_CMP_GT = 2,
+    RSHMEM_CMP_LE = 3,
+    RSHMEM_CMP_LT = 4,
+    RSHMEM_CMP_GE = 5
+};
+/* Signal operators of rshmem_putmem_signal* and rshmem_signal_op. */
+enum { RSHMEM_SIGNAL_SET = 0, RSHMEM_SIGNAL_ADD = 1 };
+/* Teams. */
+enum { RSHMEM_TEAM_WORLD = 0, RSHMEM_TEAM_SHARED = 1, RSHMEM_TEAM_NODE = 2 };
+
+/* Opaque unique id for programs with their own launcher (rshmem_get_unique_id on one PE, passed to all). */
+typedef struct {
+    char internal[128];
+} rshmem_uniqueid_t;
+
+/* ------------------------------------------------------------------ host library */
+int rshmem_init(void);
+int rshmem_init_unique_id(const rshmem_uniqueid_t *id, int pe, int npes);
+int rshmem_get_unique_id(rshmem_uniqueid_t *id);
+void rshmem_finalize(void);
+
+void *rshmem_malloc(size_t bytes);
+void *rshmem_calloc(size_t count, size_t size);
+void *rshmem_align(size_t alignment, size_t bytes);
+void rshmem_free(void *ptr);
+
+void rshmem_barrier_all_on_stream(RSHMEM_STREAM_T stream);
+void rshmem_sync_all_on_stream(RSHMEM_STREAM_T stream);
+void rshmem_quiet_on_stream(RSHMEM_STREAM_T stream);
+void rshmem_putmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
+void rshmem_getmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
+
+/* Internal: tells the runtime where an nvcc-linked module's rshmemi_device_state lives (bytes: 0 = the
+ * runtime's own sizeof(DeviceState)). Called by rshmemi_bind_device_library. */
+int rshmemi_register_device_state(void *device_address, size_t bytes);
+
+/* In the device library archive (librshmem_device.a, device/cuda/rshmem_device_init.cu): finds this
+ * program's rshmemi_device_state (a one-thread kernel on the current device) and registers it with the
+ * runtime. Call after rshmem_init(); 0 on success, otherwise prints which CUDA call failed and returns 1.
+ * Outside nvcc it is declared weak so that host-only programs that never link the archive still link. */
+#if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((weak))
+#endif
+int rshmemi_bind_device_library(void);
+
+#if defined(__CUDACC__) || defined(CUDART_VERSION)
+/* In librshmem_device.a: cudaLaunchCooperativeKernel after checking that the device supports it and
+ * that all blocks of `grid` can be resident at once (so device-side barriers cannot deadlock). */
+int rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+                              cudaStream_t stream);
+/* Largest grid (in blocks) that rshmemx_collective_launch accepts for `func` with this block and
+ * dynamic shared memory size. */
+int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, void **args, size_t shmem,
+                                             int *gridsize);
+#endif
+
+/* ------------------------------------------------------------------ host and device */
+RSHMEM_HOSTDEV int rshmem_my_pe(void);
+RSHMEM_HOSTDEV int rshmem_n_pes(void);
+RSHMEM_HOSTDEV int rshmem_team_my_pe(int team);
+RSHMEM_HOSTDEV int rshmem_team_n_pes(int team);
+RSHMEM_HOSTDEV void *rshmem_ptr(const void *dest, int pe);
+RSHMEM_HOSTDEV void rshmem_barrier_all(void);
+RSHMEM_HOSTDEV void rshmem_sync_all(void);
+RSHMEM_HOSTDEV void rshmem_quiet(void);
+RSHMEM_HOSTDEV void rshmem_putmem(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_HOSTDEV void rshmem_getmem(void *dst, const void *src, size_t bytes, int pe);
+
+/* ------------------------------------------------------------------ device library (device/src/capi.rs) */
+#if defined(__CUDACC__)
+/* p / g by size. */
+RSHMEM_DEVICE void rshmem_p8(void *dst, uint8_t value, int pe);
+RSHMEM_DEVICE void rshmem_p16(void *dst, uint16_t value, int pe);
+RSHMEM_DEVICE void rshmem_p32(void *dst, uint32_t value, int pe);
+RSHMEM_DEVICE void rshmem_p64(void *dst, uint64_t value, int pe);
+RSHMEM_DEVICE uint8_t rshmem_g8(const void *src, int pe);
+RSHMEM_DEVICE uint16_t rshmem_g16(const void *src, int pe);
+RSHMEM_DEVICE uint32_t rshmem_g32(const void *src, int pe);
+RSHMEM_DEVICE uint64_t rshmem_g64(const void *src, int pe);
+
+/* put / get: thread, warp and block scope; blocking and non-blocking (complete at rshmem_quiet). */
+RSHMEM_DEVICE void rshmem_putmem_nbi(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_putmem_warp(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_putmem_nbi_warp(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_putmem_block(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_putmem_nbi_block(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_getmem_nbi(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_getmem_warp(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_getmem_nbi_warp(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_getmem_block(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_getmem_nbi_block(void *dst, const void *src, size_t bytes, int pe);
+
+/* Atomics by size (signed and floating-point types: bit-cast to the unsigned type of their width). */
+#define RSHMEMI_DECL_AMO(BITS)                                                                          \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_fetch_add##BITS(void *dst, uint##BITS##_t value, int pe); \
+    RSHMEM_DEVICE void rshmem_atomic_add##BITS(void *dst, uint##BITS##_t value, int pe);                 \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_fetch_and##BITS(void *dst, uint##BITS##_t value, int pe); \
+    RSHMEM_DEVICE void rshmem_atomic_and##BITS(void *dst, uint##BITS##_t value, int pe);                 \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_fetch_or##BITS(void *dst, uint##BITS##_t value, int pe);  \
+    RSHMEM_DEVICE void rshmem_atomic_or##BITS(void *dst, uint##BITS##_t value, int pe);                  \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_fetch_xor##BITS(void *dst, uint##BITS##_t value, int pe); \
+    RSHMEM_DEVICE void rshmem_atomic_xor##BITS(void *dst, uint##BITS##_t value, int pe);                 \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_fetch_inc##BITS(void *dst, int pe);                       \
+    RSHMEM_DEVICE void rshmem_atomic_inc##BITS(void *dst, int pe);                                       \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_swap##BITS(void *dst, uint##BITS##_t value, int pe);      \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_compare_swap##BITS(void *dst, uint##BITS##_t cond,        \
+                                                                  uint##BITS##_t value, int pe);         \
+    RSHMEM_DEVICE uint##BITS##_t rshmem_atomic_fetch##BITS(const void *src, int pe);                     \
+    RSHMEM_DEVICE void rshmem_atomic_set##BITS(void *dst, uint##BITS##_t value, int pe);
+RSHMEMI_DECL_AMO(32)
+RSHMEMI_DECL_AMO(64)
+#undef RSHMEMI_DECL_AMO
+
+/* Point-to-point synchronization on a symmetric variable of the calling PE (signedness matters). */
+#define RSHMEMI_DECL_WAIT(SUFFIX, CTYPE)                                                   \
+    RSHMEM_DEVICE void rshmem_wait_until_##SUFFIX(const void *ivar, int cmp, CTYPE value); \
+    RSHMEM_DEVICE int rshmem_test_##SUFFIX(const void *ivar, int cmp, CTYPE value);
+RSHMEMI_DECL_WAIT(i16, int16_t)
+RSHMEMI_DECL_WAIT(u16, uint16_t)
+RSHMEMI_DECL_WAIT(i32, int32_t)
+RSHMEMI_DECL_WAIT(u32, uint32_t)
+RSHMEMI_DECL_WAIT(i64, int64_t)
+RSHMEMI_DECL_WAIT(u64, uint64_t)
+#undef RSHMEMI_DECL_WAIT
+
+/* Signals: put then update a symmetric uint64_t signal on `pe` (op RSHMEM_SIGNAL_SET / _ADD); the signal
+ * never becomes visible before the data. */
+#define RSHMEMI_DECL_PUT_SIGNAL(NAME)                                                              \
+    RSHMEM_DEVICE void NAME(void *dst, const void *src, size_t bytes, uint64_t *sig, uint64_t value, \
+                            int op, int pe);
+RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal)
+RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_nbi)
+RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_warp)
+RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_nbi_warp)
+RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_block)
+RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_nbi_block)
+#undef RSHMEMI_DECL_PUT_SIGNAL
+RSHMEM_DEVICE void rshmem_signal_op(uint64_t *sig, uint64_t value, int op, int pe);
+RSHMEM_DEVICE uint64_t rshmem_signal_wait_until(const uint64_t *sig, int cmp, uint64_t value);
+RSHMEM_DEVICE uint64_t rshmem_signal_fetch(const uint64_t *sig);
+
+/* Ordering and collectives. */
+RSHMEM_DEVICE void rshmem_fence(void);
+RSHMEM_DEVICE void rshmem_barrier_all_block(void);
+RSHMEM_DEVICE void rshmem_barrier_all_warp(void);
+RSHMEM_DEVICE void rshmem_sync_all_block(void);
+RSHMEM_DEVICE void rshmem_sync_all_warp(void);
+#endif /* __CUDACC__ */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#if defined(__CUDACC__)
+/* rshmem_init() and binding of this program's device library: the initialization for CUDA programs.
+ * 0 on success; on failure the runtime or the binding has printed why. */
+static inline int rshmem_init_cuda(void) {
+    int rc = rshmem_init();
+    if (rc != 0) return rc;
+    return rshmemi_bind_device_library();
+}
+#endif
+
+#endif /* RSHMEM_H */

@@ -1,0 +1,59 @@
+//! What a backend provides to the runtime: where the heap is, how peers reach it, and the few host
+//! operations that differ between the CPU and the GPU. Everything else (allocation, collectives,
+//! barriers, the device API) is shared.
+
+use crate::bootstrap::Bootstrap;
+use crate::error::Result;
+use crate::fdpass::FdServer;
+
+/// What a collective backend operation needs: the bootstrap, the fd server and the job id.
+#[derive(Clone, Copy)]
+pub struct Collective<'a> {
+    pub boot: &'a Bootstrap,
+    pub fds: &'a FdServer,
+    pub job: [u8; 16],
+}
+
+/// Fd-server segment ids.
+pub const SEG_HEAP: u32 = 0;
+/// CUDA heap granules use ids from here on (one per granule).
+pub const SEG_GRANULE0: u32 = 16;
+
+pub trait Backend: Send + Sync + std::any::Any {
+    fn name(&self) -> &'static str;
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// Address of this PE's heap in this process (device address on GPUs) and its reserved size.
+    fn heap_base(&self) -> usize;
+    fn heap_size(&self) -> usize;
+    /// Where PE `pe`'s heap is mapped here, 0 when not mapped.
+    fn peer_base(&self, pe: usize) -> usize;
+    /// Collective: makes `[0, upto)` of every node-local heap usable here (GPU heap growth). Called by
+    /// every PE with the same `upto` inside the collective allocation.
+    fn ensure_backed(&self, _c: Collective, _upto: usize) -> Result<()> {
+        Ok(())
+    }
+    /// Zeroes `len` bytes at heap offset `off` of this PE (calloc).
+    fn zero(&self, off: usize, len: usize) -> Result<()>;
+    /// Completes this PE's outstanding device work that touches the heap (host view).
+    fn quiet(&self) -> Result<()>;
+    /// Host-initiated blocking put/get (dst resp. src symmetric, already range-checked).
+    ///
+    /// # Safety
+    /// The local buffer must be valid for `bytes`; the symmetric range must lie in the heap.
+    unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()>;
+    /// # Safety
+    /// As `putmem`.
+    unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()>;
+    /// Copies between host memory and this PE's memory (heap or, on GPUs, any device memory).
+    ///
+    /// # Safety
+    /// `dst` / `src` must be valid for `len` bytes in this PE's memory.
+    unsafe fn copy_in(&self, dst: *mut u8, src: &[u8]) -> Result<()>;
+    /// # Safety
+    /// As `copy_in`.
+    unsafe fn copy_out(&self, dst: &mut [u8], src: *const u8) -> Result<()>;
+    /// Writes the device state wherever device code reads it (GPU: every registered module).
+    fn publish_state(&self, _state: &rshmem_device::state::DeviceState) -> Result<()> {
+        Ok(())
+    }
+}

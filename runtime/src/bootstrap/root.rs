@@ -1,0 +1,390 @@
+//! PE 0's side of the star: accepts the other PEs and checks their hellos, then serves every
+//! collective: one request from every PE, checked against PE 0's own, answered with the result.
+//! All sockets are non-blocking and watched together with poll(2), so that the end of any PE is
+//! noticed at once, even while another PE is being waited for.
+
+use super::launch::{pe_list, secs};
+use super::net::is_self_connection;
+use super::wire::*;
+use super::{check_local, describe, Setup};
+use crate::env;
+use crate::error::{Error, Result};
+use crate::log;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// At most this many connections may sit unidentified at once (port scanners, stray clients).
+const MAX_PENDING: usize = 512;
+/// How long PE 0 tries to hand an error to a PE that does not read, before giving up on it.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// An accepted connection whose hello has not fully arrived.
+struct Pending {
+    stream: TcpStream,
+    addr: SocketAddr,
+    reader: FrameReader,
+}
+
+/// A PE that passed the handshake.
+pub(super) struct Peer {
+    pe: usize,
+    stream: TcpStream,
+    addr: SocketAddr,
+    host: HostId,
+    reader: FrameReader,
+}
+
+pub(super) struct Root {
+    /// PEs 1..npes, in order.
+    peers: Vec<Peer>,
+}
+
+fn hello_limit(kind: u8) -> Option<usize> {
+    (kind == K_HELLO).then_some(MAX_HELLO)
+}
+
+fn peer_limit(kind: u8) -> Option<usize> {
+    match kind {
+        K_REQUEST => Some(MAX_REQUEST),
+        K_ABORT => Some(MAX_TEXT),
+        _ => None,
+    }
+}
+
+/// Constant-time comparison of job keys (no early exit on the first differing byte).
+fn key_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Sends `err` to every stream (bounded wait), then closes them without resetting unread data.
+fn notify_and_close(streams: impl IntoIterator<Item = TcpStream>, err: &Error) {
+    let frame = encode_text(K_ERROR, err.message());
+    for mut s in streams {
+        let _ = send_all(&s, &frame, Some(NOTIFY_TIMEOUT));
+        drain(&mut s);
+    }
+}
+
+enum Outcome {
+    Keep(Pending),
+    Gone,
+    Joined(Peer),
+    /// The job cannot start; the offending connection (if any) is told too.
+    Fatal(Error, Option<TcpStream>),
+}
+
+fn refuse(mut p: Pending, claimed: Option<usize>, missing: &str) {
+    let claim = claimed.map(|pe| format!(" (claiming to be PE {pe})")).unwrap_or_default();
+    log::warn(format!(
+        "rshmem bootstrap: refused a connection from {}{claim}: wrong job key (a process of another job, or a different {}); still waiting for {missing}",
+        p.addr,
+        env::JOB_KEY
+    ));
+    let _ = send_all(&p.stream, &encode_text(K_REFUSE, "wrong job key"), Some(NOTIFY_TIMEOUT));
+    drain(&mut p.stream);
+}
+
+fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>]) -> Outcome {
+    let missing = || pe_list(&(1..s.npes).filter(|&pe| joined[pe].is_none()).collect::<Vec<_>>());
+    let body = match p.reader.pump(&mut p.stream, &hello_limit) {
+        Ok(Pumped::Pending) => return Outcome::Keep(p),
+        Ok(Pumped::Eof) | Err(ReadFail::Io(_)) => {
+            log::debug(format!("rshmem bootstrap: {} closed the connection before its hello", p.addr));
+            return Outcome::Gone;
+        }
+        Err(ReadFail::Bad(m)) => {
+            log::warn(format!(
+                "rshmem bootstrap: ignoring a connection from {} that is not an rshmem bootstrap client ({m})",
+                p.addr
+            ));
+            return Outcome::Gone;
+        }
+        Ok(Pumped::Frame(_, body)) => body,
+    };
+    let h = match decode_hello(&body) {
+        HelloParse::Ok(h) => h,
+        HelloParse::NotRshmem => {
+            log::warn(format!(
+                "rshmem bootstrap: ignoring a connection from {} that is not an rshmem bootstrap client",
+                p.addr
+            ));
+            return Outcome::Gone;
+        }
+        HelloParse::Garbled(m) => {
+            log::warn(format!("rshmem bootstrap: ignoring a connection from {} with a garbled hello ({m})", p.addr));
+            return Outcome::Gone;
+        }
+        HelloParse::OtherVersion { version, key } => {
+            if !key_eq(&key, &s.key) {
+                refuse(p, None, &missing());
+                return Outcome::Gone;
+            }
+            let err = Error::new(format!(
+                "rshmem bootstrap: a PE at {} speaks bootstrap protocol version {version}, but PE 0 speaks version {VERSION}: all PEs of a job must run the same rshmem build",
+                p.addr
+            ));
+            return Outcome::Fatal(err, Some(p.stream));
+        }
+    };
+    if !key_eq(&h.key, &s.key) {
+        refuse(p, Some(h.pe), &missing());
+        return Outcome::Gone;
+    }
+    let who = format!("{} (host {})", p.addr, h.host.hostname);
+    if h.npes != s.npes {
+        let err = Error::new(format!(
+            "rshmem bootstrap: PE {} at {who} was started with {} PEs, but PE 0 with {}: all PEs of a job must agree on the number of PEs",
+            h.pe, h.npes, s.npes
+        ));
+        return Outcome::Fatal(err, Some(p.stream));
+    }
+    if h.pe == 0 {
+        let err = Error::new(format!(
+            "rshmem bootstrap: two processes claim to be PE 0: the bootstrap root at {} (host {}) and one at {who}",
+            s.addr, s.me.hostname
+        ));
+        return Outcome::Fatal(err, Some(p.stream));
+    }
+    if h.pe >= s.npes {
+        let err = Error::new(format!(
+            "rshmem bootstrap: a process at {who} claims to be PE {}, but the job has {} PEs (0 to {})",
+            h.pe,
+            s.npes,
+            s.npes - 1
+        ));
+        return Outcome::Fatal(err, Some(p.stream));
+    }
+    if let Some(first) = &joined[h.pe] {
+        let err = Error::new(format!(
+            "rshmem bootstrap: two processes claim to be PE {}: one at {} (host {}) and one at {who}",
+            h.pe, first.addr, first.host.hostname
+        ));
+        return Outcome::Fatal(err, Some(p.stream));
+    }
+    log::debug(format!("rshmem bootstrap: PE {} joined from {who}", h.pe));
+    Outcome::Joined(Peer { pe: h.pe, stream: p.stream, addr: p.addr, host: h.host, reader: FrameReader::default() })
+}
+
+/// Accepts and checks the other PEs until all are in or the deadline passes, then sends everyone the
+/// table of host identities. Returns the root's side and that table.
+pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId>)> {
+    let deadline = Instant::now() + s.timeout;
+    listener.set_nonblocking(true).map_err(|e| Error::os(format!("rshmem bootstrap: listener on {}", s.addr), e))?;
+    let mut joined: Vec<Option<Peer>> = (0..s.npes).map(|_| None).collect();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut n_joined = 1;
+    let abort = |joined: Vec<Option<Peer>>, offender: Option<TcpStream>, err: Error| -> Error {
+        notify_and_close(joined.into_iter().flatten().map(|p| p.stream).chain(offender), &err);
+        err
+    };
+    while n_joined < s.npes {
+        let now = Instant::now();
+        if now >= deadline {
+            let missing: Vec<usize> = (1..s.npes).filter(|&pe| joined[pe].is_none()).collect();
+            let err = Error::new(format!(
+                "rshmem bootstrap: timed out after {} s waiting for {} of {} to connect to {} ({})",
+                secs(s.timeout),
+                pe_list(&missing),
+                s.npes,
+                s.addr,
+                env::BOOTSTRAP_TIMEOUT
+            ));
+            return Err(abort(joined, None, err));
+        }
+        let joined_pes: Vec<usize> = (1..s.npes).filter(|&pe| joined[pe].is_some()).collect();
+        let mut fds = vec![pollfd(&listener)];
+        fds.extend(pending.iter().map(|p| pollfd(&p.stream)));
+        fds.extend(joined_pes.iter().map(|&pe| pollfd(&joined[pe].as_ref().unwrap().stream)));
+        if let Err(e) = poll(&mut fds, Some(deadline - now)) {
+            return Err(abort(joined, None, Error::os("rshmem bootstrap: poll", e)));
+        }
+
+        // Joined PEs say nothing until the welcome: readable means gone (or garbage).
+        for (i, &pe) in joined_pes.iter().enumerate() {
+            if fds[1 + pending.len() + i].revents == 0 {
+                continue;
+            }
+            let peer = joined[pe].as_mut().unwrap();
+            let what = match peer.reader.pump(&mut peer.stream, &|_| None) {
+                Ok(Pumped::Pending) => continue,
+                Ok(Pumped::Eof) | Err(ReadFail::Io(_)) => {
+                    "disconnected from the bootstrap before all PEs had connected: it has probably exited or crashed"
+                }
+                Ok(Pumped::Frame(..)) | Err(ReadFail::Bad(_)) => {
+                    "sent an unexpected message before all PEs had connected (protocol error)"
+                }
+            };
+            let err =
+                Error::new(format!("rshmem bootstrap: PE {pe} (host {}, {}) {what}", peer.host.hostname, peer.addr));
+            return Err(abort(joined, None, err));
+        }
+
+        let ready: Vec<bool> = fds[1..1 + pending.len()].iter().map(|f| f.revents != 0).collect();
+        for (p, ready) in std::mem::take(&mut pending).into_iter().zip(ready) {
+            if !ready {
+                pending.push(p);
+                continue;
+            }
+            match handle_pending(s, p, &joined) {
+                Outcome::Keep(p) => pending.push(p),
+                Outcome::Gone => {}
+                Outcome::Joined(peer) => {
+                    let pe = peer.pe;
+                    joined[pe] = Some(peer);
+                    n_joined += 1;
+                }
+                Outcome::Fatal(err, offender) => return Err(abort(joined, offender, err)),
+            }
+        }
+
+        if fds[0].revents != 0 {
+            loop {
+                match listener.accept() {
+                    Ok((stream, addr)) => {
+                        if is_self_connection(&stream) {
+                            continue;
+                        }
+                        if let Err(e) = stream.set_nonblocking(true) {
+                            log::warn(format!("rshmem bootstrap: connection from {addr}: {e}"));
+                            continue;
+                        }
+                        tune(&stream);
+                        if pending.len() >= MAX_PENDING {
+                            let old = pending.remove(0);
+                            log::warn(format!(
+                                "rshmem bootstrap: too many unidentified connections; dropping the one from {}",
+                                old.addr
+                            ));
+                        }
+                        pending.push(Pending { stream, addr, reader: FrameReader::default() });
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
+                    Err(e) => {
+                        // Out of descriptors or similar: say so, and do not spin on the listener.
+                        log::warn(format!("rshmem bootstrap: accept on {}: {e}", s.addr));
+                        std::thread::sleep(Duration::from_millis(20));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    drop(listener);
+    drop(pending);
+
+    let mut hosts = vec![s.me.clone()];
+    hosts.extend(joined.iter().skip(1).map(|p| p.as_ref().unwrap().host.clone()));
+    let peers: Vec<Peer> = joined.into_iter().skip(1).map(|p| p.unwrap()).collect();
+    let mut root = Root { peers };
+    let welcome = encode_welcome(&hosts);
+    for i in 0..root.peers.len() {
+        if let Err(e) = send_all(&root.peers[i].stream, &welcome, None) {
+            let p = &root.peers[i];
+            let err = Error::new(format!(
+                "rshmem bootstrap: PE {} (host {}, {}) disconnected from the bootstrap during init ({e}): it has probably exited or crashed",
+                p.pe, p.host.hostname, p.addr
+            ));
+            return Err(root.fail(err));
+        }
+    }
+    log::debug(format!("rshmem bootstrap: all {} PEs connected to {}", s.npes, s.addr));
+    Ok((root, hosts))
+}
+
+impl Root {
+    /// PE 0's part of a collective. On failure every PE is told, and the connections are closed.
+    pub(super) fn collective(
+        &mut self,
+        npes: usize,
+        seq: u64,
+        call: &str,
+        op: Op,
+        payload: &[u8],
+    ) -> Result<Vec<Vec<u8>>> {
+        match self.gather(npes, seq, call, op, payload) {
+            Ok(parts) => Ok(parts),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Tells every PE `err`, closes all connections, and returns `err`.
+    pub(super) fn fail(&mut self, err: Error) -> Error {
+        notify_and_close(self.peers.drain(..).map(|p| p.stream), &err);
+        err
+    }
+
+    fn gather(&mut self, npes: usize, seq: u64, call: &str, op: Op, payload: &[u8]) -> Result<Vec<Vec<u8>>> {
+        check_local(npes, call, op, payload).map_err(|m| Error::new(format!("rshmem bootstrap: PE 0: {m}")))?;
+        let mut got: Vec<Option<Vec<u8>>> = (0..npes).map(|_| None).collect();
+        let mut missing = npes - 1;
+        let mut fds: Vec<libc::pollfd> = self.peers.iter().map(|p| pollfd(&p.stream)).collect();
+        while missing > 0 {
+            for f in fds.iter_mut() {
+                f.revents = 0;
+            }
+            poll(&mut fds, None).map_err(|e| Error::os(format!("rshmem bootstrap: poll during {call}"), e))?;
+            for (i, f) in fds.iter().enumerate() {
+                if f.revents == 0 {
+                    continue;
+                }
+                let peer = &mut self.peers[i];
+                // A PE sends one request per collective, then waits for the result: anything else
+                // readable on its socket (end of file, a second message) is an error.
+                match peer.reader.pump(&mut peer.stream, &peer_limit) {
+                    Ok(Pumped::Pending) => {}
+                    Ok(Pumped::Frame(K_REQUEST, body)) => {
+                        let req = decode_request(body).map_err(|m| protocol(peer, call, seq, &m))?;
+                        if got[peer.pe].is_some() {
+                            return Err(protocol(peer, call, seq, "a second request before the result of the first"));
+                        }
+                        if req.call != call || req.op != op || req.seq != seq {
+                            return Err(Error::new(format!(
+                                "rshmem bootstrap: collective mismatch: PE 0 called {} while PE {} called {}",
+                                describe(call, op, seq),
+                                peer.pe,
+                                describe(&req.call, req.op, req.seq)
+                            )));
+                        }
+                        got[peer.pe] = Some(req.payload);
+                        missing -= 1;
+                    }
+                    // The PE failed locally and says why (its text names it).
+                    Ok(Pumped::Frame(_, body)) => return Err(Error::new(decode_text(&body))),
+                    Ok(Pumped::Eof) => return Err(dead(peer, call, seq, None)),
+                    Err(ReadFail::Io(e)) => return Err(dead(peer, call, seq, Some(&e))),
+                    Err(ReadFail::Bad(m)) => return Err(protocol(peer, call, seq, &m)),
+                }
+            }
+        }
+        let parts: Vec<&[u8]> = match op {
+            Op::Allgather => (0..npes).map(|pe| if pe == 0 { payload } else { got[pe].as_deref().unwrap() }).collect(),
+            Op::Broadcast(0) => vec![payload],
+            Op::Broadcast(r) => vec![got[r].as_deref().unwrap()],
+            Op::Barrier => Vec::new(),
+        };
+        let frame = encode_result(seq, &parts);
+        for peer in &self.peers {
+            if let Err(e) = send_all(&peer.stream, &frame, None) {
+                return Err(dead(peer, call, seq, Some(&e)));
+            }
+        }
+        Ok(parts.iter().map(|p| p.to_vec()).collect())
+    }
+}
+
+fn dead(peer: &Peer, call: &str, seq: u64, err: Option<&io::Error>) -> Error {
+    let why = err.map(|e| format!(" ({e})")).unwrap_or_default();
+    Error::new(format!(
+        "rshmem bootstrap: PE {} (host {}) disconnected from the bootstrap during {call} (collective #{seq}){why}: it has probably exited or crashed",
+        peer.pe, peer.host.hostname
+    ))
+}
+
+fn protocol(peer: &Peer, call: &str, seq: u64, detail: &str) -> Error {
+    Error::new(format!(
+        "rshmem bootstrap: protocol error from PE {} (host {}) during {call} (collective #{seq}): {detail}",
+        peer.pe, peer.host.hostname
+    ))
+}

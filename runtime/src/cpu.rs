@@ -1,0 +1,183 @@
+//! CPU backend: the symmetric heap is a shared-memory segment per PE, mapped by every PE of the node,
+//! and a "kernel" is a function run by host threads. The device API (crate `rshmem-device`) runs
+//! unchanged on it through the hooks installed here.
+
+use crate::backend::Backend;
+use crate::bootstrap::Bootstrap;
+use crate::error::Result;
+use crate::fdpass::FdServer;
+use crate::segment::Segment;
+use rshmem_device::arch::host::{install_hooks, Coords, Hooks};
+use rshmem_device::Failure;
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+pub struct CpuBackend {
+    heap: Segment,
+    me: usize,
+}
+
+impl CpuBackend {
+    pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<CpuBackend> {
+        install_hooks(&HOOKS);
+        let heap = Segment::create(boot, fds, job, crate::backend::SEG_HEAP, heap_size, "symmetric heap")?;
+        Ok(CpuBackend { heap, me: boot.pe() })
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn heap_base(&self) -> usize {
+        self.heap.base(self.me).unwrap() as usize
+    }
+    fn heap_size(&self) -> usize {
+        self.heap.size()
+    }
+    fn peer_base(&self, pe: usize) -> usize {
+        self.heap.base(pe).map(|p| p as usize).unwrap_or(0)
+    }
+    fn zero(&self, off: usize, len: usize) -> Result<()> {
+        // SAFETY: [off, off+len) is a live allocation inside this PE's mapped heap (checked by caller).
+        unsafe { std::ptr::write_bytes((self.heap_base() + off) as *mut u8, 0, len) };
+        Ok(())
+    }
+    fn quiet(&self) -> Result<()> {
+        rshmem_device::quiet();
+        Ok(())
+    }
+    unsafe fn copy_in(&self, dst: *mut u8, src: &[u8]) -> Result<()> {
+        // SAFETY: caller guarantees dst is valid for src.len() bytes.
+        std::ptr::copy(src.as_ptr(), dst, src.len());
+        Ok(())
+    }
+    unsafe fn copy_out(&self, dst: &mut [u8], src: *const u8) -> Result<()> {
+        // SAFETY: caller guarantees src is valid for dst.len() bytes.
+        std::ptr::copy(src, dst.as_mut_ptr(), dst.len());
+        Ok(())
+    }
+    unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        // SAFETY: the device API checks that dst lies in the heap and pe is valid.
+        unsafe { rshmem_device::putmem(dst, src, bytes, pe) };
+        Ok(())
+    }
+    unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        // SAFETY: as in putmem, with src checked.
+        unsafe { rshmem_device::getmem(dst, src, bytes, pe) };
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------ CPU kernels
+
+struct Launch {
+    block: Arc<Barrier>,
+    warp: Arc<Barrier>,
+}
+
+thread_local! {
+    static COORDS: Cell<Coords> = const { Cell::new(Coords { thread: 0, threads: 1, block: 0, blocks: 1 }) };
+    static LAUNCH: RefCell<Option<Launch>> = const { RefCell::new(None) };
+    static WAIT_START: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+fn coords() -> Coords {
+    COORDS.with(|c| c.get())
+}
+fn sync_block() {
+    LAUNCH.with(|l| {
+        if let Some(l) = l.borrow().as_ref() {
+            l.block.wait();
+        }
+    })
+}
+fn sync_warp() {
+    LAUNCH.with(|l| {
+        if let Some(l) = l.borrow().as_ref() {
+            l.warp.wait();
+        }
+    })
+}
+
+/// RSHMEM_WAIT_TIMEOUT in seconds (0: none), read once.
+fn wait_timeout() -> Option<Duration> {
+    static T: OnceLock<Option<Duration>> = OnceLock::new();
+    *T.get_or_init(|| {
+        let s = crate::env::get(crate::env::CPU_WAIT_TIMEOUT).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        (s > 0.0).then(|| Duration::from_secs_f64(s))
+    })
+}
+
+/// Back-off for wait loops: spin briefly, then yield, then sleep — PEs may outnumber cores.
+fn idle(spins: u64, call: &'static str) {
+    if spins == 1 {
+        WAIT_START.with(|w| w.set(Some(Instant::now())));
+    }
+    if spins < 64 {
+        std::hint::spin_loop();
+    } else if spins < 2048 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    if spins.is_multiple_of(256) {
+        if let (Some(limit), Some(start)) = (wait_timeout(), WAIT_START.with(|w| w.get())) {
+            if start.elapsed() > limit {
+                fail(&Failure { call, problem: rshmem_device::Problem::WaitTimeout, pe: -1, addr: 0, len: 0 });
+            }
+        }
+    }
+}
+
+fn fail(f: &Failure) -> ! {
+    use rshmem_device::arch::host::trim;
+    let me = rshmem_device::arch::host::state().my_pe;
+    let c = coords();
+    eprintln!(
+        "rshmem: PE {me}: {}: {} (target PE {}, address {:#x}, {} bytes; block {} thread {})",
+        trim(f.call),
+        trim(f.problem.text()),
+        f.pe,
+        f.addr,
+        f.len,
+        c.block,
+        c.thread
+    );
+    std::process::exit(1)
+}
+
+static HOOKS: Hooks = Hooks { coords, sync_block, sync_warp, idle, fail };
+
+/// Runs `kernel` on `blocks` x `threads` host threads of this PE and waits for all of them, as a GPU
+/// kernel launch followed by a stream synchronize. Inside, `rshmem_device::thread::*` give each thread
+/// its coordinates; warp- and block-scoped calls synchronize the warp's/block's threads.
+pub fn launch<F: Fn() + Sync>(blocks: u32, threads: u32, kernel: F) {
+    assert!(blocks >= 1 && threads >= 1, "rshmem::cpu::launch: blocks and threads must be >= 1");
+    let kernel = &kernel;
+    std::thread::scope(|s| {
+        for b in 0..blocks {
+            let block = Arc::new(Barrier::new(threads as usize));
+            let warps: Vec<Arc<Barrier>> = (0..threads.div_ceil(32))
+                .map(|w| Arc::new(Barrier::new(std::cmp::min(32, threads - 32 * w) as usize)))
+                .collect();
+            for t in 0..threads {
+                let launch = Launch { block: block.clone(), warp: warps[(t / 32) as usize].clone() };
+                std::thread::Builder::new()
+                    .name(format!("rshmem-b{b}t{t}"))
+                    .stack_size(256 * 1024)
+                    .spawn_scoped(s, move || {
+                        COORDS.with(|c| c.set(Coords { thread: t, threads, block: b, blocks }));
+                        LAUNCH.with(|l| *l.borrow_mut() = Some(launch));
+                        kernel();
+                        LAUNCH.with(|l| *l.borrow_mut() = None);
+                    })
+                    .expect("rshmem::cpu::launch: cannot start a kernel thread");
+            }
+        }
+    });
+}

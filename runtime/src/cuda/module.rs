@@ -1,0 +1,269 @@
+//! GPU modules that carry the device library: the runtime's own (device library alone) and modules of
+//! Rust kernels, JIT-linked with the device library (cuLink) so their calls into it resolve and they
+//! share one `rshmemi_device_state`, which the runtime fills in.
+
+use super::driver::{check, check_ctx};
+use super::DEVICE_PTX;
+use crate::error::{Error, Result};
+use cudarc::driver::sys as cu;
+use std::ffi::{c_void, CString};
+
+/// A loaded module.
+pub struct Module {
+    ctx: cu::CUcontext,
+    module: cu::CUmodule,
+}
+
+// SAFETY: module handles are usable from any thread that has the context current (we bind first).
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+/// A CUDA stream handle (a `cudaStream_t` from C is the same thing). Null is the legacy default stream.
+#[derive(Clone, Copy, Debug)]
+pub struct Stream(pub cu::CUstream);
+// SAFETY: a stream handle is a plain token usable from any thread.
+unsafe impl Send for Stream {}
+unsafe impl Sync for Stream {}
+impl Stream {
+    pub const DEFAULT: Stream = Stream(std::ptr::null_mut());
+}
+
+impl Module {
+    /// Links `user_ptx` (Rust kernels written against rshmem-device) with the device library, loads
+    /// the result into the runtime's context and fills in its device state.
+    pub fn load(user_ptx: &str) -> Result<Module> {
+        super::with_backend("rshmem::cuda::Module::load", |b| {
+            let m = Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)])?;
+            let mut addr = None;
+            m.with_state_addr(|a| addr = Some(a));
+            if let Some(a) = addr {
+                b.register_state(a)?;
+            }
+            Ok(m)
+        })
+    }
+
+    pub(crate) fn load_in(ctx: cu::CUcontext, extra: &[(&str, &str)]) -> Result<Module> {
+        // SAFETY: ctx is a live primary context.
+        check(unsafe { cu::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
+        let mut log = vec![0u8; 16384];
+        let mut opts = [cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+        let mut vals = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        let mut link = std::ptr::null_mut();
+        // SAFETY: option arrays live until cuLinkDestroy below; the log buffer too.
+        check(unsafe { cu::cuLinkCreate_v2(2, opts.as_mut_ptr(), vals.as_mut_ptr(), &mut link) }, "cuLinkCreate")?;
+        let result = (|| {
+            let mut inputs = vec![("rshmem_device.ptx", DEVICE_PTX)];
+            inputs.extend_from_slice(extra);
+            for (name, ptx) in inputs {
+                let data = CString::new(ptx).map_err(|_| Error::new(format!("{name}: PTX contains a NUL byte")))?;
+                let cname = CString::new(name).unwrap();
+                // SAFETY: data/cname outlive the call (the linker copies the input).
+                let r = unsafe {
+                    cu::cuLinkAddData_v2(
+                        link,
+                        cu::CUjitInputType::CU_JIT_INPUT_PTX,
+                        data.as_ptr() as *mut c_void,
+                        data.as_bytes_with_nul().len(),
+                        cname.as_ptr(),
+                        0,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                check(r, &format!("linking {name}")).map_err(|e| e.context(log_text(&log)))?;
+            }
+            let mut cubin = std::ptr::null_mut();
+            let mut size = 0usize;
+            // SAFETY: the cubin stays valid until cuLinkDestroy; we load it before that.
+            check(unsafe { cu::cuLinkComplete(link, &mut cubin, &mut size) }, "cuLinkComplete")
+                .map_err(|e| e.context(log_text(&log)))?;
+            let mut module = std::ptr::null_mut();
+            // SAFETY: cubin is a complete image produced by the linker.
+            check(unsafe { cu::cuModuleLoadData(&mut module, cubin) }, "cuModuleLoadData")?;
+            Ok(Module { ctx, module })
+        })();
+        // SAFETY: link was created above.
+        unsafe { cu::cuLinkDestroy(link) };
+        result
+    }
+
+    /// Calls `f` with the device address of this module's `rshmemi_device_state`.
+    pub(crate) fn with_state_addr(&self, mut f: impl FnMut(u64)) {
+        let mut addr = 0;
+        let mut bytes = 0;
+        let name = CString::new("rshmemi_device_state").unwrap();
+        // SAFETY: out-pointers to locals; module is loaded.
+        if unsafe { cu::cuModuleGetGlobal_v2(&mut addr, &mut bytes, self.module, name.as_ptr()) } == cu::CUresult::CUDA_SUCCESS {
+            f(addr)
+        }
+    }
+
+    fn function(&self, name: &str) -> Result<cu::CUfunction> {
+        let cname = CString::new(name).map_err(|_| Error::new("kernel name contains NUL"))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: out-pointer; module is loaded.
+        check(unsafe { cu::cuModuleGetFunction(&mut f, self.module, cname.as_ptr()) }, &format!("kernel {name:?} not found in module: cuModuleGetFunction"))?;
+        Ok(f)
+    }
+
+    /// Launches kernel `name` with `args` (each a pointer to one kernel parameter's value).
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameters in number, order and types.
+    pub unsafe fn launch(&self, name: &str, grid: u32, block: u32, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
+        let f = self.function(name)?;
+        check(cu::cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")?;
+        let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
+        check_ctx(cu::cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p, std::ptr::null_mut()), &format!("launching {name}"))
+    }
+
+    /// Launches kernel `name` cooperatively (all blocks resident at once, so they may wait on each
+    /// other, e.g. through rshmem barriers across the grid). Fails clearly when the grid cannot fit.
+    ///
+    /// # Safety
+    /// As `launch`.
+    pub unsafe fn launch_cooperative(&self, name: &str, grid: u32, block: u32, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
+        let f = self.function(name)?;
+        check(cu::cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")?;
+        let mut per_sm = 0;
+        check(cu::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut per_sm, f, block as i32, shared as usize), "cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        let mut dev = 0;
+        check(cu::cuCtxGetDevice(&mut dev), "cuCtxGetDevice")?;
+        let mut sms = 0;
+        check(cu::cuDeviceGetAttribute(&mut sms, cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute")?;
+        if grid as i64 > per_sm as i64 * sms as i64 {
+            return Err(Error::new(format!(
+                "collective launch of {name}: {grid} blocks of {block} threads cannot all be resident ({per_sm} per SM x {sms} SMs)"
+            )));
+        }
+        let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
+        check_ctx(cu::cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p), &format!("collective launch of {name}"))
+    }
+}
+
+fn log_text(log: &[u8]) -> String {
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let t = String::from_utf8_lossy(&log[..end]).trim().to_string();
+    if t.is_empty() { "JIT link".into() } else { format!("JIT link log: {t}") }
+}
+
+// ------------------------------------------------------------------ host helpers for GPU programs
+
+fn backend_op<R>(call: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    super::with_backend(call, |b| {
+        b.bind()?;
+        f()
+    })
+}
+
+/// Copies host bytes to device memory (symmetric or not) of this PE.
+pub fn copy_to_device(dst: *mut u8, src: &[u8]) -> Result<()> {
+    backend_op("rshmem::cuda::copy_to_device", || super::driver::htod(dst as u64, src.as_ptr(), src.len()))
+}
+/// Copies device memory of this PE to host bytes.
+pub fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
+    backend_op("rshmem::cuda::copy_from_device", || super::driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()))
+}
+/// Waits for all GPU work of this PE.
+pub fn synchronize() -> Result<()> {
+    // SAFETY: plain context synchronization.
+    backend_op("rshmem::cuda::synchronize", || check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize"))
+}
+/// Allocates ordinary (non-symmetric) device memory.
+pub fn device_alloc(bytes: usize) -> Result<*mut u8> {
+    backend_op("rshmem::cuda::device_alloc", || {
+        let mut p = 0;
+        // SAFETY: out-pointer.
+        check(unsafe { cu::cuMemAlloc_v2(&mut p, bytes.max(1)) }, "cuMemAlloc")?;
+        Ok(p as *mut u8)
+    })
+}
+/// Frees memory from `device_alloc`.
+pub fn device_free(p: *mut u8) -> Result<()> {
+    // SAFETY: p came from device_alloc.
+    backend_op("rshmem::cuda::device_free", || check(unsafe { cu::cuMemFree_v2(p as u64) }, "cuMemFree"))
+}
+
+/// A pair of events for timing GPU work on a stream (milliseconds between them).
+pub struct Timer {
+    a: cu::CUevent,
+    b: cu::CUevent,
+}
+// SAFETY: event handles are plain tokens.
+unsafe impl Send for Timer {}
+impl Timer {
+    pub fn new() -> Result<Timer> {
+        backend_op("rshmem::cuda::Timer::new", || {
+            let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: out-pointers.
+            unsafe {
+                check(cu::cuEventCreate(&mut a, 0), "cuEventCreate")?;
+                check(cu::cuEventCreate(&mut b, 0), "cuEventCreate")?;
+            }
+            Ok(Timer { a, b })
+        })
+    }
+    pub fn start(&self, s: Stream) -> Result<()> {
+        // SAFETY: live event and stream.
+        check(unsafe { cu::cuEventRecord(self.a, s.0) }, "cuEventRecord")
+    }
+    pub fn stop(&self, s: Stream) -> Result<()> {
+        // SAFETY: live event and stream.
+        check(unsafe { cu::cuEventRecord(self.b, s.0) }, "cuEventRecord")
+    }
+    /// Waits for the stop event and returns the elapsed milliseconds.
+    pub fn elapsed_ms(&self) -> Result<f32> {
+        let mut ms = 0f32;
+        // SAFETY: live events.
+        unsafe {
+            check_ctx(cu::cuEventSynchronize(self.b), "cuEventSynchronize")?;
+            check(cu::cuEventElapsedTime_v2(&mut ms, self.a, self.b), "cuEventElapsedTime")?;
+        }
+        Ok(ms)
+    }
+}
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: events created in new().
+        unsafe {
+            cu::cuEventDestroy_v2(self.a);
+            cu::cuEventDestroy_v2(self.b);
+        }
+    }
+}
+
+/// On-stream operations through the runtime's own module.
+pub fn barrier_all_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    super::with_backend("rshmem_barrier_all_on_stream", |b| unsafe { b.module().launch("rshmemi_barrier_all_kernel", 1, 1, 0, s, &mut []) })
+}
+pub fn sync_all_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    super::with_backend("rshmem_sync_all_on_stream", |b| unsafe { b.module().launch("rshmemi_sync_all_kernel", 1, 1, 0, s, &mut []) })
+}
+pub fn quiet_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    super::with_backend("rshmem_quiet_on_stream", |b| unsafe { b.module().launch("rshmemi_quiet_kernel", 1, 1, 0, s, &mut []) })
+}
+/// Enqueues a copy into symmetric `dst` on `pe` (copy engine over NVLink/PCIe).
+pub fn putmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    onstream_copy("rshmem_putmem_on_stream", dst, src, bytes, pe, s, true)
+}
+/// Enqueues a copy from symmetric `src` on `pe`.
+pub fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    onstream_copy("rshmem_getmem_on_stream", dst, src, bytes, pe, s, false)
+}
+
+fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
+    let rt = crate::runtime::get(call)?;
+    let sym = if put { dst } else { src as *mut u8 };
+    rt.check_rma(call, sym, bytes, pe)?;
+    let remote = rshmem_device::ptr(sym, pe) as u64;
+    let (d, sr) = if put { (remote, src as u64) } else { (dst as u64, remote) };
+    super::with_backend(call, |b| {
+        b.bind()?;
+        // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing.
+        check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyAsync"))
+    })
+}

@@ -1,0 +1,107 @@
+//! Launching kernels written once with `rshmem_device::kernels!`: on the CUDA backend through the PTX
+//! module (JIT-linked with the device library), on the CPU backend as host threads.
+
+use crate::cuda::{self, Module, Stream};
+use crate::error::{Error, Result};
+use std::sync::Mutex;
+
+/// A crate's kernels: their host functions and their PTX.
+pub struct KernelSet {
+    cpu: &'static [(&'static str, unsafe fn(*const u64))],
+    ptx: &'static str,
+    module: Mutex<Option<std::sync::Arc<Module>>>,
+}
+
+impl KernelSet {
+    pub const fn new(cpu: &'static [(&'static str, unsafe fn(*const u64))], ptx: &'static str) -> KernelSet {
+        KernelSet { cpu, ptx, module: Mutex::new(None) }
+    }
+
+    fn module(&self) -> Result<std::sync::Arc<Module>> {
+        let mut m = self.module.lock().unwrap();
+        if m.is_none() {
+            if self.ptx.trim().is_empty() {
+                return Err(Error::new("these kernels were built without PTX (no nightly toolchain at build time: run scripts/setup.sh and rebuild)"));
+            }
+            *m = Some(std::sync::Arc::new(Module::load(self.ptx)?));
+        }
+        Ok(m.clone().unwrap())
+    }
+
+    /// Runs kernel `name` on `grid` blocks of `block` threads with `args` and waits for it.
+    pub fn run(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
+        self.run_with(name, grid, block, args, false)
+    }
+
+    /// Like `run`, with all blocks resident at once (cooperative launch on GPUs), for kernels whose
+    /// blocks wait on each other.
+    pub fn run_collective(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
+        self.run_with(name, grid, block, args, true)
+    }
+
+    /// Runs kernel `name` and returns the time the kernel itself took in milliseconds (device events
+    /// around the launch on GPUs; wall clock around the host threads on the CPU backend).
+    pub fn run_timed(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<f64> {
+        let rt = crate::runtime::get("rshmem kernel launch")?;
+        if rt.backend().name() == "cuda" {
+            let m = self.module()?;
+            let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
+            let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
+            let r = (|| {
+                cuda::copy_to_device(dargs, &bytes)?;
+                let timer = cuda::Timer::new()?;
+                let mut p = dargs as u64;
+                let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
+                timer.start(Stream::DEFAULT)?;
+                // SAFETY: every kernels! kernel takes exactly one pointer parameter.
+                unsafe { m.launch(name, grid, block, 0, Stream::DEFAULT, &mut params)? };
+                timer.stop(Stream::DEFAULT)?;
+                let ms = timer.elapsed_ms()? as f64;
+                cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))?;
+                Ok(ms)
+            })();
+            let _ = cuda::device_free(dargs);
+            r
+        } else {
+            let t = std::time::Instant::now();
+            self.run_with(name, grid, block, args, false)?;
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        }
+    }
+
+    fn run_with(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool) -> Result<()> {
+        let rt = crate::runtime::get("rshmem kernel launch")?;
+        if rt.backend().name() == "cuda" {
+            let m = self.module()?;
+            let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
+            let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
+            let r = (|| {
+                cuda::copy_to_device(dargs, &bytes)?;
+                let mut p = dargs as u64;
+                let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
+                // SAFETY: every kernels! kernel takes exactly one pointer parameter.
+                unsafe {
+                    if coop {
+                        m.launch_cooperative(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
+                    } else {
+                        m.launch(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
+                    }
+                }
+                cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))
+            })();
+            let _ = cuda::device_free(dargs);
+            r
+        } else {
+            let f = self
+                .cpu
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, f)| *f)
+                .ok_or_else(|| Error::new(format!("no kernel named {name:?}")))?;
+            let p = args.as_ptr() as usize;
+            // SAFETY: the kernel reads its arguments from `args`, alive for the whole launch.
+            crate::cpu::launch(grid, block, || unsafe { f(p as *const u64) });
+            Ok(())
+        }
+    }
+}

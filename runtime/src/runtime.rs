@@ -1,0 +1,308 @@
+//! The process-wide runtime: init/finalize, PE queries, the collective symmetric allocator, host
+//! barrier and host RMA. One instance per process, reached through the free functions of the crate.
+
+use crate::backend::{Backend, Collective};
+use crate::bootstrap::{Bootstrap, UniqueId};
+use crate::error::{Error, Result};
+use crate::fdpass::FdServer;
+use crate::heap::Allocator;
+use crate::{env, log};
+use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, STATE_MAGIC};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+pub struct Runtime {
+    pub(crate) boot: Bootstrap,
+    pub(crate) backend: Box<dyn Backend>,
+    alloc: Mutex<Allocator>,
+    pub(crate) state: &'static DeviceState,
+    fds: FdServer,
+    job: [u8; 16],
+}
+
+static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
+static MY_PE: AtomicI32 = AtomicI32::new(-1);
+static N_PES: AtomicI32 = AtomicI32::new(0);
+
+pub(crate) fn get(call: &str) -> Result<Arc<Runtime>> {
+    RT.read()
+        .unwrap()
+        .clone()
+        .ok_or_else(|| Error::new(format!("{call}: rshmem is not initialized (call rshmem init first)")))
+}
+
+/// Which backend to use.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BackendKind {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+fn backend_kind() -> Result<BackendKind> {
+    match env::get(env::BACKEND).as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("auto") => Ok(BackendKind::Auto),
+        Some("cpu") => Ok(BackendKind::Cpu),
+        Some("cuda") | Some("gpu") => Ok(BackendKind::Cuda),
+        Some(other) => Err(Error::new(format!("{}={other:?}: expected auto, cpu or cuda", env::BACKEND))),
+    }
+}
+
+pub fn init() -> Result<()> {
+    init_with(Bootstrap::from_env)
+}
+
+pub fn init_with_unique_id(id: &UniqueId, pe: usize, npes: usize) -> Result<()> {
+    init_with(|| Bootstrap::from_unique_id(id, pe, npes))
+}
+
+fn init_with(make: impl FnOnce() -> Result<Bootstrap>) -> Result<()> {
+    let mut slot = RT.write().unwrap();
+    if slot.is_some() {
+        return Err(Error::new("rshmem_init: already initialized (call finalize first)"));
+    }
+    let boot = make().map_err(|e| e.context("rshmem_init"))?;
+    let rt = build(boot).map_err(|e| e.context("rshmem_init"))?;
+    MY_PE.store(rt.state.my_pe, Ordering::Release);
+    N_PES.store(rt.state.n_pes, Ordering::Release);
+    *slot = Some(Arc::new(rt));
+    Ok(())
+}
+
+fn build(boot: Bootstrap) -> Result<Runtime> {
+    let (me, n) = (boot.pe(), boot.npes());
+    if n > MAX_PES {
+        return Err(Error::new(format!("{n} PEs requested; this build supports at most {MAX_PES}")));
+    }
+    let heap_size = env::get_size(env::SYMMETRIC_SIZE, 1 << 30)? as usize;
+    if heap_size < 2 * INTERNAL_BYTES {
+        return Err(Error::new(format!("{}={heap_size} is too small (at least {} bytes)", env::SYMMETRIC_SIZE, 2 * INTERNAL_BYTES)));
+    }
+    // All PEs must agree on the heap size (offsets must mean the same everywhere).
+    let sizes = boot.allgather("rshmem_init", &(heap_size as u64).to_le_bytes())?;
+    for (pe, s) in sizes.iter().enumerate() {
+        let s = u64::from_le_bytes(s[..8].try_into().unwrap()) as usize;
+        if s != heap_size {
+            return Err(Error::new(format!(
+                "{} differs between PEs: PE {me} has {heap_size} bytes, PE {pe} has {s}",
+                env::SYMMETRIC_SIZE
+            )));
+        }
+    }
+    // A random id for this job's local sockets, chosen by PE 0.
+    let mut job = [0u8; 16];
+    if me == 0 {
+        job = random16();
+    }
+    let job: [u8; 16] = boot.broadcast("rshmem_init", 0, &job)?[..16].try_into().unwrap();
+    let fds = FdServer::start(job, boot.job_key(), me)?;
+    let backend = make_backend(&boot, &fds, job, heap_size)?;
+
+    let mut st = Box::new(DeviceState::ZERO);
+    st.my_pe = me as i32;
+    st.n_pes = n as i32;
+    st.heap_base = backend.heap_base() as u64;
+    st.heap_size = backend.heap_size() as u64;
+    st.checks = 1;
+    st.node_my_pe = boot.local_pe() as i32;
+    st.node_n_pes = boot.node_pes().len() as i32;
+    for pe in 0..n {
+        st.peer_base[pe] = backend.peer_base(pe) as u64;
+    }
+    for (i, &pe) in boot.node_pes().iter().enumerate() {
+        st.node_pe[i] = pe as i32;
+    }
+    st.magic = STATE_MAGIC;
+    let state: &'static DeviceState = Box::leak(st);
+    #[cfg(not(target_arch = "nvptx64"))]
+    rshmem_device::arch::host::set_state(state);
+    backend.publish_state(state)?;
+    // The runtime's own area at the start of the heap starts zeroed on every PE.
+    backend.zero(0, INTERNAL_BYTES)?;
+    boot.barrier("rshmem_init")?;
+    log::info(format!("PE {me}/{n}: {} backend, heap {heap_size} bytes at {:#x}", backend.name(), state.heap_base));
+    Ok(Runtime {
+        boot,
+        alloc: Mutex::new(Allocator::new(INTERNAL_BYTES, backend.heap_size())),
+        backend,
+        state,
+        fds,
+        job,
+    })
+}
+
+fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<Box<dyn Backend>> {
+    let kind = backend_kind()?;
+    if kind != BackendKind::Cpu {
+        match crate::cuda::CudaBackend::new(boot, fds, job, heap_size) {
+            Ok(b) => return Ok(Box::new(b)),
+            Err(e) if kind == BackendKind::Auto && e.is_no_gpu() => {
+                log::info(format!("no usable GPU ({e}); using the CPU backend"));
+            }
+            Err(e) => return Err(e.into_error()),
+        }
+    }
+    Ok(Box::new(crate::cpu::CpuBackend::new(boot, fds, job, heap_size)?))
+}
+
+fn random16() -> [u8; 16] {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        b[..16].copy_from_slice(&(t ^ ((std::process::id() as u128) << 64)).to_le_bytes());
+    }
+    b
+}
+
+pub fn finalize() -> Result<()> {
+    let rt = RT.write().unwrap().take().ok_or_else(|| Error::new("rshmem_finalize: rshmem is not initialized"))?;
+    let r = rt.host_barrier("rshmem_finalize");
+    MY_PE.store(-1, Ordering::Release);
+    N_PES.store(0, Ordering::Release);
+    drop(rt);
+    r
+}
+
+pub fn my_pe() -> i32 {
+    MY_PE.load(Ordering::Acquire)
+}
+pub fn n_pes() -> i32 {
+    N_PES.load(Ordering::Acquire)
+}
+
+/// What one PE asks a collective allocation for; all PEs must ask the same.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct AllocRequest {
+    bytes: u64,
+    align: u64,
+}
+
+impl Runtime {
+    pub fn pe(&self) -> usize {
+        self.boot.pe()
+    }
+    pub fn npes(&self) -> usize {
+        self.boot.npes()
+    }
+
+    /// Collective allocation. Every PE must call with the same arguments in the same order.
+    pub fn alloc(&self, call: &str, bytes: usize, align: usize, zero: bool) -> Result<*mut u8> {
+        if align == 0 || !align.is_power_of_two() {
+            return Err(Error::new(format!("{call}: alignment {align} is not a power of two")));
+        }
+        let base_align = 1usize << (self.state.heap_base.trailing_zeros().min(40));
+        if align > base_align {
+            return Err(Error::new(format!("{call}: alignment {align} is larger than the heap's base alignment ({base_align} bytes)")));
+        }
+        let req = AllocRequest { bytes: bytes as u64, align: align as u64 };
+        let mut payload = req.bytes.to_le_bytes().to_vec();
+        payload.extend_from_slice(&req.align.to_le_bytes());
+        let all = self.boot.allgather(call, &payload)?;
+        let reqs: Vec<AllocRequest> = all
+            .iter()
+            .map(|p| AllocRequest {
+                bytes: u64::from_le_bytes(p[..8].try_into().unwrap()),
+                align: u64::from_le_bytes(p[8..16].try_into().unwrap()),
+            })
+            .collect();
+        if let Some((pe, other)) = reqs.iter().enumerate().find(|(_, r)| **r != reqs[0]) {
+            let detail: Vec<String> =
+                reqs.iter().enumerate().map(|(p, r)| format!("PE {p}: {} bytes (align {})", r.bytes, r.align)).collect();
+            return Err(Error::new(format!(
+                "{call}: PEs asked for different sizes (PE 0 asked for {} bytes, PE {pe} for {} bytes); every PE must call {call} with the same size in the same order [{}]",
+                reqs[0].bytes,
+                other.bytes,
+                detail.join(", ")
+            )));
+        }
+        let mut alloc = self.alloc.lock().unwrap();
+        let off = alloc.alloc(bytes, align).ok_or_else(|| {
+            Error::new(format!(
+                "{call}({bytes} bytes): symmetric heap exhausted: largest free block {} bytes, {} bytes free of {} ({} sets the size)",
+                alloc.largest_free(),
+                alloc.total_free(),
+                alloc.size(),
+                env::SYMMETRIC_SIZE
+            ))
+        })?;
+        if let Err(e) = self.backend.ensure_backed(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, alloc.high_water()) {
+            alloc.free(off);
+            return Err(e.context(call));
+        }
+        if zero {
+            self.backend.zero(off, bytes)?;
+        }
+        drop(alloc);
+        if zero {
+            // Zeroing must be complete everywhere before any PE writes into the new block.
+            self.host_barrier(call)?;
+        }
+        Ok((self.state.heap_base as usize + off) as *mut u8)
+    }
+
+    /// Collective free.
+    pub fn free(&self, call: &str, p: *mut u8) -> Result<()> {
+        let off = (p as usize).wrapping_sub(self.state.heap_base as usize);
+        let valid = (off < self.backend.heap_size()) && self.alloc.lock().unwrap().size_of(off).is_some();
+        let mine = if valid { off as u64 } else { u64::MAX };
+        let all = self.boot.allgather(call, &mine.to_le_bytes())?;
+        let offs: Vec<u64> = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap())).collect();
+        if let Some(first_bad) = offs.iter().position(|&o| o == u64::MAX) {
+            let bad = if offs[self.pe()] == u64::MAX { self.pe() } else { first_bad };
+            return Err(Error::new(if bad == self.pe() {
+                format!("{call}({p:p}): pointer is not the start of a live symmetric allocation (not from rshmem_malloc, or already freed)")
+            } else {
+                format!("{call}: PE {bad} passed a pointer that is not a live symmetric allocation")
+            }));
+        }
+        if let Some(pe) = offs.iter().position(|&o| o != offs[0]) {
+            return Err(Error::new(format!(
+                "{call}: PEs freed different objects (PE 0 offset {:#x}, PE {pe} offset {:#x}); free in the same order on every PE",
+                offs[0], offs[pe]
+            )));
+        }
+        self.alloc.lock().unwrap().free(off);
+        Ok(())
+    }
+
+    /// Host barrier of all PEs: completes this PE's outstanding operations first.
+    pub fn host_barrier(&self, call: &str) -> Result<()> {
+        self.backend.quiet()?;
+        // Through the bootstrap: every collective carries its name and sequence number, so PEs that
+        // enter different collectives get an error naming both instead of a hang.
+        self.boot.barrier(call)
+    }
+
+    pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        if pe < 0 || pe as usize >= self.npes() {
+            return Err(Error::new(format!("{call}: PE {pe} out of range (n_pes {})", self.npes())));
+        }
+        let off = (sym as usize).wrapping_sub(self.state.heap_base as usize);
+        if off >= self.backend.heap_size() || bytes > self.backend.heap_size() - off {
+            return Err(Error::new(format!("{call}: {sym:p} + {bytes} bytes is not inside the symmetric heap")));
+        }
+        if self.backend.peer_base(pe as usize) == 0 {
+            return Err(Error::new(format!("{call}: PE {pe} is on another node; no transport reaches it yet")));
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `src` must be readable for `bytes`.
+    pub unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        self.check_rma("rshmem_putmem", dst, bytes, pe)?;
+        // SAFETY: the symmetric range was checked; the local one is the caller's promise.
+        unsafe { self.backend.putmem(dst, src, bytes, pe) }
+    }
+    /// # Safety
+    /// `dst` must be writable for `bytes`.
+    pub unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        self.check_rma("rshmem_getmem", src, bytes, pe)?;
+        // SAFETY: as in putmem.
+        unsafe { self.backend.getmem(dst, src, bytes, pe) }
+    }
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+}

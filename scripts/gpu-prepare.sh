@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Prepares carry/ (git-ignored) for a run on the GPU machine: release binaries, the host library, the
+# device library archive, the CUDA C++ programs fully linked here (CUDA 13.0 tools from PyPI), and the
+# NVSHMEM anchor benchmark sources (built there against the image's NVSHMEM). Then, on the device
+# machine: `bash scripts/gpu-run.sh` (see that script).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripts/setup.sh
+cargo build --workspace --release
+c="$root/carry"
+rm -rf "$c"; mkdir -p "$c/anchor"
+cp target/release/{rshmrun,rshmem-test-pe,ring_shift,rshmem-bench,librshmem.so} "$c/"
+ptx=$(scripts/build-ptx.sh rshmem-device "$c/rshmem_device.ptx")
+scripts/build-device-lib.sh "$ptx" "$c" sm_90 >&2
+MODE=full scripts/check-cuda-examples.sh "$c" >&2 || echo "gpu-prepare: full link here failed; gpu-run.sh builds the CUDA programs there" >&2
+cp "$root/../shared/anchor/nvshmem_bench.cu" "$root/../shared/anchor/run.sh" "$c/anchor/"
+cp "$root/../shared/seeds/simple_shift.cu" "$c/"
+du -sh "$c"

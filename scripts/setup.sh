@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and testing rshmem needs beyond stable Rust, idempotently:
+#  - the nightly toolchain's rust-src (the device library is compiled to PTX with -Zbuild-std=core);
+#  - CUDA compiler tools from PyPI into .tools/ (ptxas/nvcc/nvlink: CI assembles and device-links the
+#    device library and the CUDA C++ examples; no GPU needed);
+#  - Open MPI (the ring shift also runs under mpirun in the tests).
+# Each part is skipped when present; SETUP_SKIP_MPI=1 / SETUP_SKIP_CUDA=1 skip parts.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! rustup toolchain list | grep -q '^nightly'; then
+  rustup toolchain install nightly --profile minimal >&2
+fi
+if ! rustup component list --toolchain nightly --installed | grep -q rust-src; then
+  rustup component add rust-src --toolchain nightly >&2
+fi
+if [ "${SETUP_SKIP_CUDA:-0}" != 1 ]; then
+  "$root/scripts/install-cuda-tools.sh" >/dev/null
+fi
+if [ "${SETUP_SKIP_MPI:-0}" != 1 ] && ! command -v mpirun >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null) >&2 \
+      || echo "setup: could not install openmpi-bin (the mpirun test will be skipped)" >&2
+  fi
+fi
+echo "setup: ok" >&2

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test of rshmem on this machine (CI runs exactly this through .ci/run):
+#  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI);
+#  2. builds the workspace (release; the device library and kernels are also compiled to PTX);
+#  3. runs all Rust tests: unit tests, the launcher and bootstrap tests, and the multi-process suite
+#     under rshmrun and mpirun (CPU backend unless a GPU is present);
+#  4. assembles the PTX with ptxas and compiles + device-links the CUDA C++ examples and the seed
+#     program against rshmem's headers (no GPU needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cargo build --workspace --release --all-targets
+cargo test --workspace --release
+scripts/check-cuda-examples.sh
+echo "all tests passed"

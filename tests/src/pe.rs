@@ -1,0 +1,501 @@
+//! The PE program of rshmem's multi-process test suite. Run under rshmrun (or mpirun) as
+//! `rshmem-test-pe SCENARIO [SCENARIO...]` (or `all`); each scenario sets up buffers with random data,
+//! runs one of the kernels of `rshmem-test-kernels` on every PE (host threads on the CPU backend, a GPU
+//! kernel on the CUDA backend), and checks the outcome on the host. Prints `PE n: SCENARIO ok` or exits
+//! non-zero with what differed.
+//!
+//! Environment: RSHMEM_TEST_THREADS (threads per block; default 8 on CPU, 256 on GPU),
+//! RSHMEM_TEST_SEED (random data seed; default derived from the job key).
+
+use rshmem::kernels::KernelSet;
+use rshmem_device::{CMP_EQ, TEAM_NODE};
+use std::process::exit;
+
+static K: KernelSet = KernelSet::new(rshmem_test_kernels::CPU_KERNELS, include_str!(concat!(env!("OUT_DIR"), "/test_kernels.ptx")));
+
+struct Ctx {
+    me: usize,
+    n: usize,
+    threads: u32,
+    seed: u64,
+}
+
+fn die(msg: impl std::fmt::Display) -> ! {
+    eprintln!("PE {}: FAILED: {msg}", rshmem::my_pe());
+    exit(1)
+}
+fn ck<T>(r: rshmem::Result<T>) -> T {
+    r.unwrap_or_else(|e| die(e))
+}
+
+/// xorshift64*: reproducible data any PE can regenerate for any other PE.
+fn fill(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            (x.wrapping_mul(0x2545F4914F6CDD1D) >> 56) as u8
+        })
+        .collect()
+}
+
+fn put_bytes(p: *mut u8, b: &[u8]) {
+    // SAFETY: p is a live symmetric allocation of at least b.len() bytes (scenario invariant).
+    ck(unsafe { rshmem::copy_in(p, b) })
+}
+fn get_bytes(p: *const u8, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    // SAFETY: as put_bytes.
+    ck(unsafe { rshmem::copy_out(&mut v, p) });
+    v
+}
+fn get_u64s(p: *const u8, n: usize) -> Vec<u64> {
+    get_bytes(p, 8 * n).chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+fn barrier() {
+    ck(rshmem::barrier_all())
+}
+fn run(name: &str, grid: u32, block: u32, args: &[u64]) {
+    ck(K.run(name, grid, block, args).map_err(|e| e.context(name)))
+}
+
+fn ring(c: &Ctx) {
+    let dst = ck(rshmem::malloc(4));
+    put_bytes(dst, &(-1i32).to_le_bytes());
+    barrier();
+    run("k_ring_p", 1, 1, &[dst as u64]);
+    barrier();
+    let v = i32::from_le_bytes(get_bytes(dst, 4).try_into().unwrap());
+    println!("{}: received message {v}", c.me);
+    if v as usize != (c.me + c.n - 1) % c.n {
+        die(format!("ring: received {v}, expected {}", (c.me + c.n - 1) % c.n));
+    }
+    ck(rshmem::free(dst));
+}
+
+fn rma(c: &Ctx) {
+    let max = 1usize << 20;
+    let dst = ck(rshmem::malloc(max + 64));
+    let src = ck(rshmem::malloc(max + 64));
+    let mut case = 0u64;
+    for &bytes in &[1usize, 3, 8, 100, 4096 + 7, 65536 + 13, max] {
+        for scope in 0..3u64 {
+            for nbi in 0..2u64 {
+                for dir in 0..2u64 {
+                    case += 1;
+                    let (doff, soff) = ((case % 4) as usize, ((case / 4) % 3) as usize * 5 % 16);
+                    let seed_of = |pe: usize| c.seed ^ (case << 20) ^ pe as u64;
+                    put_bytes(src, &fill(seed_of(c.me), max + 64));
+                    let poison = fill(!seed_of(c.me), max + 64);
+                    put_bytes(dst, &poison);
+                    barrier();
+                    let (d, s) = if dir == 0 { (dst as u64 + doff as u64, src as u64 + soff as u64) } else { (dst as u64 + doff as u64, src as u64 + soff as u64) };
+                    run("k_rma", 1, c.threads, &[d, s, bytes as u64, scope, nbi, dir]);
+                    barrier();
+                    let from = if dir == 0 { (c.me + c.n - 1) % c.n } else { (c.me + 1) % c.n };
+                    let want = fill(seed_of(from), max + 64);
+                    let got = get_bytes(dst, max + 64);
+                    let what = format!("rma {} {bytes} bytes scope {scope} nbi {nbi} (dst+{doff}, src+{soff})", if dir == 0 { "put" } else { "get" });
+                    if got[doff..doff + bytes] != want[soff..soff + bytes] {
+                        let i = (0..bytes).find(|&i| got[doff + i] != want[soff + i]).unwrap();
+                        die(format!("{what}: byte {i} is {:#x}, expected {:#x}", got[doff + i], want[soff + i]));
+                    }
+                    if got[..doff] != poison[..doff] || got[doff + bytes..] != poison[doff + bytes..] {
+                        die(format!("{what}: bytes outside the target range were written"));
+                    }
+                }
+            }
+        }
+    }
+    ck(rshmem::free(src));
+    ck(rshmem::free(dst));
+}
+
+fn pg(c: &Ctx) {
+    let n = 64usize;
+    let base = ck(rshmem::malloc(15 * n));
+    let out = ck(rshmem::malloc(8 * n));
+    put_bytes(base, &vec![0u8; 15 * n]);
+    barrier();
+    run("k_pg", 1, c.threads, &[base as u64, out as u64, n as u64]);
+    barrier();
+    let pat = |pe: usize, i: usize| ((pe as u64) << 56) | (i as u64 * 0x0101_0101);
+    let got = get_u64s(out, n);
+    for (i, &g) in got.iter().enumerate() {
+        let v = pat(c.me, i);
+        let want = v ^ (v as u32 as u64) ^ (v as u16 as u64) ^ (v as u8 as u64);
+        if g != want {
+            die(format!("p/g: element {i} read back {g:#x}, expected {want:#x}"));
+        }
+    }
+    let mine = get_bytes(base, 15 * n);
+    let prev = (c.me + c.n - 1) % c.n;
+    for i in 0..n {
+        let v = pat(prev, i);
+        let x = u64::from_le_bytes(mine[8 * i..8 * i + 8].try_into().unwrap());
+        let y = u32::from_le_bytes(mine[8 * n + 4 * i..8 * n + 4 * i + 4].try_into().unwrap());
+        let z = u16::from_le_bytes(mine[12 * n + 2 * i..12 * n + 2 * i + 2].try_into().unwrap());
+        let w = mine[14 * n + i];
+        if x != v || y != v as u32 || z != v as u16 || w != v as u8 {
+            die(format!("p: element {i} from PE {prev} is wrong ({x:#x} {y:#x} {z:#x} {w:#x}, expected from {v:#x})"));
+        }
+    }
+    ck(rshmem::free(out));
+    ck(rshmem::free(base));
+}
+
+fn amo(c: &Ctx) {
+    let vars = ck(rshmem::malloc(64));
+    let res = ck(rshmem::malloc(8 * 40));
+    let mut init = vec![0u8; 64];
+    init[0..4].copy_from_slice(&5u32.to_le_bytes());
+    init[8..16].copy_from_slice(&5u64.to_le_bytes());
+    init[16..24].copy_from_slice(&0i64.to_le_bytes());
+    init[24..32].copy_from_slice(&1.0f64.to_bits().to_le_bytes());
+    put_bytes(vars, &init);
+    put_bytes(res, &[0xEE; 320]);
+    barrier();
+    let v = vars as u64;
+    run("k_amo", 1, c.threads, &[v, v + 8, v + 16, v + 24, res as u64]);
+    barrier();
+    let me = c.me as u64;
+    let seq = [5, 10, 12, 12, 100, 100, 0xF0, 0x20, 0x65, 0x95, 77 + me];
+    let mut want: Vec<u64> = seq.to_vec();
+    want.extend_from_slice(&seq);
+    want.extend_from_slice(&[0, (-10i64) as u64, 1.0f64.to_bits(), 2.5f64.to_bits(), (-1.25f64).to_bits()]);
+    let got = get_u64s(res, want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        if g != w {
+            die(format!("atomics: result {i} is {g:#x}, expected {w:#x} (results {got:x?})"));
+        }
+    }
+    let fin = get_bytes(vars, 32);
+    let prev = ((c.me + c.n - 1) % c.n) as u64;
+    let v32 = u32::from_le_bytes(fin[0..4].try_into().unwrap()) as u64;
+    let v64 = u64::from_le_bytes(fin[8..16].try_into().unwrap());
+    let vi = i64::from_le_bytes(fin[16..24].try_into().unwrap());
+    let vf = f64::from_bits(u64::from_le_bytes(fin[24..32].try_into().unwrap()));
+    if v32 != 77 + prev || v64 != 77 + prev || vi != -7 || vf != 0.5 {
+        die(format!("atomics: final values {v32} {v64} {vi} {vf}, expected {} {} -7 0.5", 77 + prev, 77 + prev));
+    }
+    ck(rshmem::free(res));
+    ck(rshmem::free(vars));
+}
+
+fn contention(c: &Ctx) {
+    let iters = 50usize;
+    let per_pe = c.threads as usize * iters;
+    let ctr = ck(rshmem::calloc(2, 8));
+    let out = ck(rshmem::malloc(8 * per_pe));
+    barrier();
+    run("k_contention", 1, c.threads, &[ctr as u64, out as u64, iters as u64, ctr as u64 + 8]);
+    barrier();
+    if c.me == 0 {
+        let total = per_pe * c.n;
+        let mut all = Vec::with_capacity(total);
+        for pe in 0..c.n {
+            let mut buf = vec![0u8; 8 * per_pe];
+            // SAFETY: buf holds 8*per_pe bytes; out is symmetric of that size.
+            ck(unsafe { rshmem::getmem(buf.as_mut_ptr(), out, buf.len(), pe as i32) });
+            all.extend(buf.chunks(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())));
+        }
+        all.sort_unstable();
+        if let Some(i) = (0..total).find(|&i| all[i] != i as u64) {
+            die(format!("contention: fetch_add results are not {{0..{total}}}: sorted value #{i} is {}", all[i]));
+        }
+        let cnt = get_bytes(ctr, 16);
+        let c64 = u64::from_le_bytes(cnt[0..8].try_into().unwrap());
+        let c32 = u32::from_le_bytes(cnt[8..12].try_into().unwrap());
+        if c64 != total as u64 || c32 != total as u32 {
+            die(format!("contention: counters {c64} / {c32}, expected {total}"));
+        }
+    }
+    barrier();
+    ck(rshmem::free(out));
+    ck(rshmem::free(ctr));
+}
+
+fn lock(c: &Ctx) {
+    let iters = 20u64;
+    let l = ck(rshmem::calloc(2, 8));
+    barrier();
+    run("k_lock", 1, c.threads, &[l as u64, l as u64 + 8, iters]);
+    barrier();
+    if c.me == 0 {
+        let d = get_u64s(unsafe { l.add(8) }, 1)[0];
+        let want = c.n as u64 * c.threads as u64 * iters;
+        if d != want {
+            die(format!("compare_swap lock: counter {d}, expected {want} (lost updates: the lock did not exclude)"));
+        }
+    }
+    barrier();
+    ck(rshmem::free(l));
+}
+
+fn fence(c: &Ctx) {
+    let (rounds, words) = (300u64, 64u64);
+    let data = ck(rshmem::calloc(words as usize, 8));
+    let flags = ck(rshmem::calloc(2, 8));
+    let stg = ck(rshmem::malloc(8 * words as usize));
+    let errs = ck(rshmem::calloc(1, 8));
+    barrier();
+    let f = flags as u64;
+    run("k_fence", 1, c.threads, &[data as u64, f, f + 8, stg as u64, rounds, words, errs as u64]);
+    barrier();
+    let e = get_u64s(errs, 1)[0];
+    if e != 0 {
+        die(format!("fence: {e} words were not yet delivered when the flag put after the fence was seen"));
+    }
+    for p in [errs, stg, flags, data] {
+        ck(rshmem::free(p));
+    }
+}
+
+fn put_signal(c: &Ctx) {
+    let (rounds, bytes) = (60u64, 1000u64);
+    let data = ck(rshmem::malloc(bytes as usize));
+    let sigs = ck(rshmem::malloc(16));
+    let stg = ck(rshmem::malloc(bytes as usize));
+    let errs = ck(rshmem::malloc(8));
+    for scope in 0..3u64 {
+        for op in 0..2u64 {
+            put_bytes(sigs, &[0; 16]);
+            put_bytes(errs, &[0xFF; 8]);
+            barrier();
+            let s = sigs as u64;
+            run("k_put_signal", 1, c.threads, &[data as u64, s, s + 8, stg as u64, rounds, bytes, errs as u64, scope, op]);
+            barrier();
+            let e = get_u64s(errs, 1)[0];
+            if e != 0 {
+                die(format!("put_signal (scope {scope}, op {}): {e} errors (payload incomplete when the signal was seen, or wrong signal value)", if op == 0 { "set" } else { "add" }));
+            }
+        }
+    }
+    for p in [errs, stg, sigs, data] {
+        ck(rshmem::free(p));
+    }
+}
+
+fn wait(c: &Ctx) {
+    let v = ck(rshmem::calloc(3, 8));
+    barrier();
+    let b = v as u64;
+    run("k_wait", 1, c.threads, &[b, b + 8, b + 16]);
+    barrier();
+    let ok = get_u64s(unsafe { v.add(16) }, 1)[0];
+    if ok != 12 {
+        die(format!("wait_until/test: {ok} of 12 checks passed"));
+    }
+    ck(rshmem::free(v));
+}
+
+fn barrier_test(c: &Ctx) {
+    let slots = ck(rshmem::calloc(c.n, 8));
+    let errs = ck(rshmem::malloc(8));
+    for variant in 0..4u64 {
+        put_bytes(slots, &vec![0; 8 * c.n]);
+        put_bytes(errs, &[0xFF; 8]);
+        barrier();
+        run("k_barrier", 1, c.threads, &[slots as u64, 100, errs as u64, variant]);
+        barrier();
+        let e = get_u64s(errs, 1)[0];
+        if e != 0 {
+            die(format!("device barrier variant {variant}: {e} slots not yet written after the barrier"));
+        }
+    }
+    ck(rshmem::free(errs));
+    ck(rshmem::free(slots));
+}
+
+fn host_rma(c: &Ctx) {
+    let len = 100_000usize;
+    let buf = ck(rshmem::malloc(len));
+    let data = fill(c.seed ^ 0x77 ^ c.me as u64, len);
+    barrier();
+    // SAFETY: data holds len bytes; buf is symmetric of len bytes.
+    ck(unsafe { rshmem::putmem(buf, data.as_ptr(), len, ((c.me + 1) % c.n) as i32) });
+    barrier();
+    let prev = (c.me + c.n - 1) % c.n;
+    if get_bytes(buf, len) != fill(c.seed ^ 0x77 ^ prev as u64, len) {
+        die("host putmem: data from the previous PE differs");
+    }
+    let mut back = vec![0u8; len];
+    // SAFETY: back holds len bytes.
+    ck(unsafe { rshmem::getmem(back.as_mut_ptr(), buf, len, ((c.me + 1) % c.n) as i32) });
+    if back != data {
+        die("host getmem: the next PE's buffer differs from what this PE put there");
+    }
+    barrier();
+    ck(rshmem::free(buf));
+}
+
+fn alloc(c: &Ctx) {
+    let sizes = [1usize, 100, 4096, 1 << 20, 7];
+    let mut ptrs: Vec<*mut u8> = sizes.iter().map(|&s| ck(rshmem::malloc(s))).collect();
+    ptrs.push(ck(rshmem::align(1 << 16, 10)));
+    if ptrs[5] as usize % (1 << 16) != 0 {
+        die("rshmem::align: result not aligned");
+    }
+    let offs: Vec<u64> = ptrs.iter().map(|&p| rshmem::heap_offset(p).unwrap_or_else(|| die("allocation outside the heap")) as u64).collect();
+    // Everyone sends its offsets to PE 0, which compares.
+    let table = ck(rshmem::malloc(8 * offs.len() * c.n));
+    let mine: Vec<u8> = offs.iter().flat_map(|o| o.to_le_bytes()).collect();
+    // SAFETY: table has room for every PE's row.
+    ck(unsafe { rshmem::putmem(table.add(c.me * mine.len()), mine.as_ptr(), mine.len(), 0) });
+    barrier();
+    if c.me == 0 {
+        let all = get_u64s(table, offs.len() * c.n);
+        for pe in 0..c.n {
+            if all[pe * offs.len()..(pe + 1) * offs.len()] != offs[..] {
+                die(format!("allocation offsets differ: PE 0 {:?}, PE {pe} {:?}", offs, &all[pe * offs.len()..(pe + 1) * offs.len()]));
+            }
+        }
+    }
+    // Free one in the middle, allocate the same size again: the block is reused.
+    ck(rshmem::free(ptrs[2]));
+    let again = ck(rshmem::malloc(4096));
+    if again != ptrs[2] {
+        die("free/reuse: a freed block was not reused for the same size");
+    }
+    ptrs[2] = again;
+    // calloc of a dirty block gives zeros.
+    put_bytes(ptrs[3], &vec![0xAB; 1 << 20]);
+    ck(rshmem::free(ptrs[3]));
+    let z = ck(rshmem::calloc(1 << 18, 4));
+    if get_bytes(z, 1 << 20).iter().any(|&b| b != 0) {
+        die("calloc: memory not zeroed");
+    }
+    ptrs[3] = z;
+    // Exhaustion: a clear error, and the heap still works afterwards.
+    match rshmem::malloc(rshmem::heap_size() * 2) {
+        Ok(_) => die("malloc larger than the heap succeeded"),
+        Err(e) if e.message().contains("exhausted") => println!("PE {}: expected error: {e}", c.me),
+        Err(e) => die(format!("exhaustion error does not say so: {e}")),
+    }
+    let after = ck(rshmem::malloc(64));
+    // Freeing something that is not a heap allocation.
+    let mut local = 0u64;
+    match rshmem::free(&mut local as *mut u64 as *mut u8) {
+        Ok(()) => die("free of a stack pointer succeeded"),
+        Err(e) if e.message().contains("not the start of a live symmetric allocation") => {}
+        Err(e) => die(format!("free of a stack pointer: unclear error: {e}")),
+    }
+    ck(rshmem::free(after));
+    ck(rshmem::free(table));
+    for p in ptrs {
+        ck(rshmem::free(p));
+    }
+    barrier();
+}
+
+fn alloc_mismatch(c: &Ctx) {
+    match rshmem::malloc(64 * (c.me + 1)) {
+        Ok(_) => die("malloc with different sizes on different PEs succeeded"),
+        Err(e) => {
+            let m = e.message();
+            if !(m.contains("different sizes") && m.contains("PE 0 asked for 64 bytes") && m.contains("128 bytes")) {
+                die(format!("size mismatch error does not name the sizes: {m}"));
+            }
+            println!("PE {}: expected error: {m}", c.me);
+        }
+    }
+    // The heap is intact and the job goes on.
+    let p = ck(rshmem::malloc(64));
+    ck(rshmem::free(p));
+}
+
+fn free_bad(c: &Ctx) {
+    let p = ck(rshmem::malloc(64));
+    let mut local = 0u64;
+    let arg = if c.me == 1 { &mut local as *mut u64 as *mut u8 } else { p };
+    match rshmem::free(arg) {
+        Ok(()) => die("a free with a bad pointer on PE 1 succeeded"),
+        Err(e) => println!("PE {}: expected error: {e}", c.me),
+    }
+    ck(rshmem::free(p));
+}
+
+/// PE 0 enters barrier_all, the others malloc: every PE must get an error naming both calls.
+fn mismatch_collective(c: &Ctx) {
+    let r = if c.me == 0 { rshmem::barrier_all().map(|_| ()) } else { rshmem::malloc(64).map(|_| ()) };
+    match r {
+        Ok(()) => die("mismatched collectives succeeded"),
+        Err(e) => {
+            let m = e.message();
+            if !(m.contains("rshmem_barrier_all") && m.contains("rshmem_malloc")) {
+                die(format!("mismatch error does not name both calls: {m}"));
+            }
+            println!("PE {}: expected error: {m}", c.me);
+            println!("PE {}: mismatch_collective ok", c.me);
+            exit(0);
+        }
+    }
+}
+
+fn bad_device_call(c: &Ctx, what: &str) {
+    let buf = ck(rshmem::malloc(64));
+    let mut local = 0u32;
+    let (dst, pe) = if what == "bad_pe" { (buf as u64, c.n as u64) } else { (&mut local as *mut u32 as u64, 0) };
+    barrier();
+    // The call must stop this PE with a message; returning is a failure.
+    let r = K.run("k_bad", 1, 1, &[dst, pe]);
+    die(format!("a device call with {what} returned ({r:?}) instead of stopping the PE"));
+}
+
+fn teams(c: &Ctx) {
+    let (tp, tn) = (rshmem::team_my_pe(TEAM_NODE), rshmem::team_n_pes(TEAM_NODE));
+    if tn < 1 || tp < 0 || tp >= tn {
+        die(format!("team node: pe {tp} of {tn}"));
+    }
+    if rshmem::ptr(std::ptr::null(), 0) != std::ptr::null_mut() {
+        die("ptr(null) is not null");
+    }
+    let _ = (c, CMP_EQ);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() {
+        eprintln!("usage: rshmem-test-pe SCENARIO... | all");
+        exit(2);
+    }
+    ck(rshmem::init());
+    let (me, n) = (rshmem::my_pe() as usize, rshmem::n_pes() as usize);
+    let gpu = ck(rshmem::backend_name()) == "cuda";
+    let threads = std::env::var("RSHMEM_TEST_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(if gpu { 256 } else { 8 });
+    let seed = std::env::var("RSHMEM_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .or_else(|| std::env::var("RSHMEM_JOB_KEY").ok().map(|k| k.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))))
+        .unwrap_or(0x5eed);
+    let c = Ctx { me, n, threads, seed };
+    let all = ["ring", "pg", "rma", "amo", "contention", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
+    let list: Vec<String> = args.iter().flat_map(|a| if a == "all" { all.iter().map(|s| s.to_string()).collect::<Vec<_>>() } else { vec![a.clone()] }).collect();
+    for s in &list {
+        let t = std::time::Instant::now();
+        match s.as_str() {
+            "ring" => ring(&c),
+            "pg" => pg(&c),
+            "rma" => rma(&c),
+            "amo" => amo(&c),
+            "contention" => contention(&c),
+            "lock" => lock(&c),
+            "fence" => fence(&c),
+            "put_signal" => put_signal(&c),
+            "wait" => wait(&c),
+            "barrier" => barrier_test(&c),
+            "host_rma" => host_rma(&c),
+            "alloc" => alloc(&c),
+            "teams" => teams(&c),
+            "alloc_mismatch" => alloc_mismatch(&c),
+            "free_bad" => free_bad(&c),
+            "mismatch_collective" => mismatch_collective(&c),
+            "bad_pe" | "bad_addr" => bad_device_call(&c, s),
+            other => die(format!("unknown scenario {other:?}")),
+        }
+        println!("PE {me}: {s} ok ({} backend, {n} PEs, {threads} threads, {:.2} s)", if gpu { "cuda" } else { "cpu" }, t.elapsed().as_secs_f64());
+    }
+    ck(rshmem::finalize());
+}

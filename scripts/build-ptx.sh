@@ -10,12 +10,19 @@ if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q
 fi
 tdir="$root/target/ptx-$arch"
 crate=${pkg//-/_}
-rm -f "$tdir"/nvptx64-nvidia-cuda/release/deps/"$crate"-*.s
 # Panics (bounds checks) become `trap`; no debug info (ptxas rejects rustc's DWARF sections).
 CARGO_PROFILE_RELEASE_DEBUG=0 RUSTFLAGS="-Zunstable-options -Cpanic=immediate-abort" CARGO_TARGET_DIR="$tdir" \
   cargo +nightly rustc -q -p "$pkg" --release --target nvptx64-nvidia-cuda -Zbuild-std=core \
   --manifest-path "$root/Cargo.toml" -- -C target-cpu="$arch" --emit=asm >&2
-src=$(ls -t "$tdir"/nvptx64-nvidia-cuda/release/deps/"$crate"-*.s | head -1)
+src=$(ls -t "$tdir"/nvptx64-nvidia-cuda/release/deps/"$crate"-*.s 2>/dev/null | head -1 || true)
+if [ -z "$src" ]; then
+  # Up to date but its .s is gone: rebuild that package once.
+  CARGO_TARGET_DIR="$tdir" cargo +nightly clean -q -p "$pkg" --release --target nvptx64-nvidia-cuda --manifest-path "$root/Cargo.toml"
+  CARGO_PROFILE_RELEASE_DEBUG=0 RUSTFLAGS="-Zunstable-options -Cpanic=immediate-abort" CARGO_TARGET_DIR="$tdir" \
+    cargo +nightly rustc -q -p "$pkg" --release --target nvptx64-nvidia-cuda -Zbuild-std=core \
+    --manifest-path "$root/Cargo.toml" -- -C target-cpu="$arch" --emit=asm >&2
+  src=$(ls -t "$tdir"/nvptx64-nvidia-cuda/release/deps/"$crate"-*.s | head -1)
+fi
 mkdir -p "$(dirname "$out")"
 cp "$src" "$out"
 echo "$out"

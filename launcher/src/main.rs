@@ -1,1 +1,38 @@
-fn main() {}
+//! rshmrun: starts an rshmem job of N PEs on this host and watches it.
+//!
+//! `rshmrun -np N [--timeout SECS] [--no-tag] PROGRAM [ARGS...]` and `rshmrun --info`; `rshmrun --help`
+//! describes the environment each PE gets and what happens when a PE fails.
+
+mod cli;
+mod job;
+mod output;
+mod signals;
+
+use std::io::Write;
+use std::time::Duration;
+
+fn main() {
+    let cli = cli::parse();
+    if cli.info {
+        let text = format!(
+            "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}",
+            rshmem::env::info_text(),
+            cli::set_variables_text()
+        );
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        return;
+    }
+    let mut command = cli.command.into_iter();
+    let program = command.next().expect("clap requires PROGRAM unless --info");
+    let spec = job::JobSpec {
+        np: cli.np.expect("clap requires -np unless --info"),
+        program,
+        args: command.collect(),
+        tag: !cli.no_tag,
+        timeout: cli.timeout.map(Duration::from_secs),
+    };
+    let code = job::run(&spec);
+    std::process::exit(code);
+}

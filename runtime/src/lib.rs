@@ -4,8 +4,9 @@
 //! rshmem::init().unwrap();
 //! let me = rshmem::my_pe();
 //! let n = rshmem::n_pes();
-//! let dst = rshmem::malloc(4).unwrap() as *mut i32;
-//! rshmem::cpu::launch(1, 1, || unsafe { rshmem_device::p(dst, me, (me + 1) % n) });
+//! let dst = rshmem::malloc(4).unwrap() as usize;
+//! // A CPU-backend "kernel": one block of one host thread (GPU kernels: see rshmem::kernels).
+//! rshmem::cpu::launch(1, 1, || unsafe { rshmem_device::p(dst as *mut i32, me, (me + 1) % n) });
 //! rshmem::barrier_all().unwrap();
 //! rshmem::finalize().unwrap();
 //! ```

@@ -1,0 +1,210 @@
+//! Command line of rshmrun.
+
+use std::ffi::OsString;
+
+use clap::{CommandFactory, FromArgMatches, Parser};
+use rshmem::env;
+
+const USAGE: &str = "rshmrun -np N [--timeout SECS] [--no-tag] PROGRAM [ARGS]...\n       rshmrun --info";
+
+/// Starts an rshmem job: N processes (PEs) of PROGRAM on this host.
+///
+/// Each PE gets its PE number, the job size, the address of the bootstrap rendezvous and a job key in its
+/// environment (listed below), so that `rshmem::init()` (or `rshmem_init()`) finds the other PEs. Output
+/// of every PE is forwarded line by line, prefixed with `[pe N] `. When a PE fails (non-zero exit or
+/// death by a signal), rshmrun terminates the others and exits non-zero.
+#[derive(Parser, Debug)]
+#[command(name = "rshmrun", version, override_usage = USAGE)]
+pub struct Cli {
+    /// Number of PEs (processes) to start on this host; at least 1. `-np N` works too, as for mpirun.
+    #[arg(
+        short = 'n',
+        long = "np",
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..),
+        required_unless_present = "info"
+    )]
+    pub np: Option<u32>,
+
+    /// Terminate the job if it runs longer than SECS seconds (rshmrun then exits with code 124).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+
+    /// Forward the PEs' output without the `[pe N] ` prefix (still line by line).
+    #[arg(long)]
+    pub no_tag: bool,
+
+    /// Print the environment variables rshmem reads and those rshmrun sets, then exit.
+    #[arg(long, exclusive = true)]
+    pub info: bool,
+
+    /// The program each PE runs, and its arguments (passed through unchanged, even those starting with
+    /// `-`).
+    #[arg(value_name = "PROGRAM", trailing_var_arg = true, num_args = 1.., required_unless_present = "info")]
+    pub command: Vec<OsString>,
+}
+
+/// The variables rshmrun sets in each PE's environment, with their meaning.
+pub fn set_variables() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (env::PE, "this PE's number, 0 to N-1"),
+        (env::NPES, "N, the number of PEs"),
+        (env::LOCAL_PE, "same as RSHMEM_PE (all PEs run on this host)"),
+        (env::LOCAL_NPES, "N"),
+        (env::BOOTSTRAP, "127.0.0.1:PORT, the bootstrap rendezvous; PE 0 accepts on it, the others connect"),
+        (
+            env::BOOTSTRAP_FD,
+            "PE 0 only: number of the inherited file descriptor of the listening socket bound to \
+             RSHMEM_BOOTSTRAP (rshmrun binds it before starting the PEs, so the port cannot be taken)",
+        ),
+        (env::JOB_KEY, "32 random hex digits, the same for all PEs of this job and new for every job"),
+    ]
+}
+
+/// The variable table as text, one variable per line.
+pub fn set_variables_text() -> String {
+    let width = set_variables().iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let mut s = String::new();
+    for (name, meaning) in set_variables() {
+        s.push_str(&format!("  {name:width$}  {meaning}\n"));
+    }
+    s
+}
+
+/// The part of `--help` after the options.
+fn long_help_tail() -> String {
+    format!(
+        "Environment of each PE, set by rshmrun:\n{}\n\
+         Every other variable (RSHMEM_SYMMETRIC_SIZE, RSHMEM_BOOTSTRAP_TIMEOUT, ...) is passed through from \
+         rshmrun's environment; `rshmrun --info` lists every variable rshmem reads.\n\n\
+         Processes: each PE runs in its own process group, with stdin from /dev/null and its stdout and \
+         stderr forwarded line by line to rshmrun's stdout and stderr. Processes that a PE leaves running in its \
+         process group when it exits are terminated.\n\n\
+         Failures and signals: when a PE exits non-zero or is killed by a signal, rshmrun sends SIGTERM to \
+         the process groups of the other PEs, SIGKILL 2 s later to those still running, and exits with that \
+         PE's exit code (128 + the signal number if it was killed). SIGINT and SIGTERM sent to rshmrun are \
+         forwarded to every PE (SIGHUP is forwarded as SIGTERM); PEs still running 2 s later are killed. \
+         A second signal kills all PEs at once. Signals ignored when rshmrun starts (as under nohup) stay \
+         ignored, for the PEs too. --timeout ends the job the same way and exits with 124. \
+         If rshmrun itself dies, its PEs get SIGTERM.\n\n\
+         Exit status: 0 when every PE exited 0; 124 after --timeout; 126 or 127 when PROGRAM cannot be run.\n\n\
+         Example:\n  rshmrun -np 4 ./my_app --size 1m",
+        set_variables_text()
+    )
+}
+
+/// Rewrites `-np` (the spelling of mpirun and nvshmrun) to `--np`: clap has no single-dash long options,
+/// and would read `-np 4` as `-n p`. Only rshmrun's own options are rewritten: scanning stops at `--` or
+/// at the first argument that is neither an option nor an option's value, which is PROGRAM.
+pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args = args.into_iter();
+    let mut out: Vec<OsString> = args.next().into_iter().collect();
+    while let Some(arg) = args.next() {
+        let bytes = arg.as_encoded_bytes();
+        if bytes == b"--" || !bytes.starts_with(b"-") {
+            out.push(arg);
+            break;
+        }
+        let takes_value = matches!(bytes, b"-np" | b"-n" | b"--np" | b"--timeout");
+        if bytes == b"-np" {
+            out.push("--np".into());
+        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("-np=")) {
+            out.push(format!("--np={value}").into());
+        } else {
+            out.push(arg);
+        }
+        if takes_value {
+            if let Some(value) = args.next() {
+                out.push(value);
+            }
+        }
+    }
+    out.extend(args);
+    out
+}
+
+/// Parses rshmrun's command line; prints the error or help and exits on bad input, `--help`, `--version`.
+pub fn parse() -> Cli {
+    parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+/// Parses `args` (the first one is the program name).
+pub fn parse_from(args: impl IntoIterator<Item = OsString>) -> Result<Cli, clap::Error> {
+    let command = Cli::command().after_long_help(long_help_tail());
+    let matches = command.try_get_matches_from(normalize_args(args))?;
+    Cli::from_arg_matches(&matches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn np_spellings() {
+        for a in [
+            &["rshmrun", "-np", "3", "prog"][..],
+            &["rshmrun", "-np=3", "prog"],
+            &["rshmrun", "-n", "3", "prog"],
+            &["rshmrun", "-n3", "prog"],
+            &["rshmrun", "--np", "3", "prog"],
+            &["rshmrun", "--np=3", "prog"],
+        ] {
+            let cli = parse_from(args(a)).unwrap();
+            assert_eq!(cli.np, Some(3), "{a:?}");
+            assert_eq!(cli.command, args(&["prog"]));
+        }
+    }
+
+    #[test]
+    fn program_arguments_pass_through() {
+        let cli = parse_from(args(&[
+            "rshmrun",
+            "--no-tag",
+            "-np",
+            "2",
+            "--timeout",
+            "5",
+            "sh",
+            "-c",
+            "exit 3",
+            "-np",
+            "--info",
+        ]))
+        .unwrap();
+        assert_eq!(cli.np, Some(2));
+        assert_eq!(cli.timeout, Some(5));
+        assert!(cli.no_tag);
+        assert_eq!(cli.command, args(&["sh", "-c", "exit 3", "-np", "--info"]));
+        let cli = parse_from(args(&["rshmrun", "-np", "1", "--", "prog", "-x"])).unwrap();
+        assert_eq!(cli.command, args(&["prog", "-x"]));
+    }
+
+    #[test]
+    fn bad_command_lines() {
+        for a in [
+            &["rshmrun", "-np", "0", "prog"][..],
+            &["rshmrun", "-np", "2"],
+            &["rshmrun", "prog"],
+            &["rshmrun"],
+            &["rshmrun", "-np", "2", "--timeout", "0", "prog"],
+            &["rshmrun", "--info", "-np", "2"],
+        ] {
+            assert!(parse_from(args(a)).is_err(), "{a:?}");
+        }
+        assert!(parse_from(args(&["rshmrun", "--info"])).unwrap().info);
+    }
+
+    #[test]
+    fn help_lists_the_variables() {
+        let e = parse_from(args(&["rshmrun", "--help"])).unwrap_err();
+        let help = e.to_string();
+        for (name, _) in set_variables() {
+            assert!(help.contains(name), "{name} missing from --help");
+        }
+        assert!(help.contains("-np N"));
+    }
+}

@@ -1,0 +1,503 @@
+//! Integration tests of rshmrun: real jobs of sh, sleep and awk processes.
+//!
+//! Every job runs under a [`Running`] guard that ends it (and so its PEs) if the test fails half-way, and
+//! every wait is bounded, so a broken rshmrun fails the tests instead of hanging them.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, sleep, JoinHandle};
+use std::time::{Duration, Instant};
+
+const RSHMRUN: &str = env!("CARGO_BIN_EXE_rshmrun");
+/// Bound on jobs that should end by themselves; generous for a loaded machine.
+const JOB_LIMIT: Duration = Duration::from_secs(60);
+/// How fast rshmrun must end a job after a PE failed or it was signalled (the requirement).
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// An rshmrun process whose stdout and stderr are collected by two threads.
+struct Running {
+    child: Child,
+    out: Arc<Mutex<Vec<u8>>>,
+    err: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+    started: Instant,
+    done: bool,
+}
+
+/// A job that ended.
+struct Finished {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    /// When rshmrun's exit was noticed.
+    ended: Instant,
+}
+
+fn collect(mut pipe: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
+    thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => into.lock().unwrap().extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        Running::start_env(args, &[])
+    }
+
+    fn start_env(args: &[&str], envs: &[(&str, &Path)]) -> Running {
+        let mut cmd = Command::new(RSHMRUN);
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        // The tests check what rshmrun sets; do not let a variable of the test's environment confuse them.
+        cmd.env_remove("RSHMEM_BOOTSTRAP_FD");
+        let mut child = cmd.spawn().expect("start rshmrun");
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let err = Arc::new(Mutex::new(Vec::new()));
+        let readers = vec![
+            collect(child.stdout.take().unwrap(), Arc::clone(&out)),
+            collect(child.stderr.take().unwrap(), Arc::clone(&err)),
+        ];
+        Running { child, out, err, readers, started: Instant::now(), done: false }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stdout_now(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
+    fn stderr_now(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
+    }
+
+    /// Polls until `ready` holds, panicking (the guard then ends the job) after `limit`.
+    fn wait_until(&mut self, what: &str, limit: Duration, mut ready: impl FnMut(&Running) -> bool) {
+        let deadline = Instant::now() + limit;
+        while !ready(self) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                self.done = true;
+                panic!(
+                    "rshmrun ended ({status}) before {what}\nstdout:\n{}\nstderr:\n{}",
+                    self.stdout_now(),
+                    self.stderr_now()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\nstdout:\n{}\nstderr:\n{}",
+                self.stdout_now(),
+                self.stderr_now()
+            );
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for rshmrun to exit, at most `limit`, and returns what it printed.
+    fn finish(mut self, limit: Duration) -> Finished {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rshmrun still running after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                self.stdout_now(),
+                self.stderr_now()
+            );
+            sleep(Duration::from_millis(10));
+        };
+        let ended = Instant::now();
+        self.done = true;
+        for r in self.readers.drain(..) {
+            r.join().unwrap();
+        }
+        Finished { status, stdout: self.stdout_now(), stderr: self.stderr_now(), ended }
+    }
+}
+
+impl Drop for Running {
+    /// Ends a job that a failed test left running: SIGTERM to rshmrun (which ends its PEs), SIGKILL
+    /// after 5 s.
+    fn drop(&mut self) {
+        if self.done || matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        send_signal(self.pid(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(args: &[&str]) -> Finished {
+    Running::start(args).finish(JOB_LIMIT)
+}
+
+fn send_signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+}
+
+/// True when `pid` is a live (not zombie) process whose command line contains `what`.
+fn alive(pid: u32, what: &str) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+    if state == Some("Z") {
+        return false;
+    }
+    fs::read(format!("/proc/{pid}/cmdline")).map(|c| String::from_utf8_lossy(&c).contains(what)).unwrap_or(false)
+}
+
+/// A scratch directory that kills the `sleep` processes whose pids were written into it, and removes
+/// itself, when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("rshmrun-test-{}-{name}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// The pids written as files `PREFIX.N` (`N` a PE number), complete ones only.
+    fn pids(&self, prefix: &str) -> HashMap<usize, u32> {
+        let mut pids = HashMap::new();
+        for entry in fs::read_dir(&self.0).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pe) = name.strip_prefix(prefix).and_then(|s| s.strip_prefix('.')).and_then(|s| s.parse().ok())
+            else {
+                continue;
+            };
+            let text = fs::read_to_string(entry.path()).unwrap_or_default();
+            if let (true, Ok(pid)) = (text.ends_with('\n'), text.trim().parse()) {
+                pids.insert(pe, pid);
+            }
+        }
+        pids
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for prefix in ["pid", "bg"] {
+            for pid in self.pids(prefix).values() {
+                if alive(*pid, "sleep") {
+                    send_signal(*pid, "KILL");
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn sorted_lines(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    lines
+}
+
+#[test]
+fn tags_stdout_and_stderr_lines() {
+    let f = run(&["-np", "3", "sh", "-c", "echo hello from $RSHMEM_PE; echo err $RSHMEM_PE >&2"]);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(sorted_lines(&f.stdout), ["[pe 0] hello from 0", "[pe 1] hello from 1", "[pe 2] hello from 2"]);
+    assert_eq!(sorted_lines(&f.stderr), ["[pe 0] err 0", "[pe 1] err 1", "[pe 2] err 2"]);
+}
+
+#[test]
+fn no_tag_prints_lines_unchanged() {
+    let f = run(&["-np", "3", "--no-tag", "sh", "-c", "echo hello from $RSHMEM_PE; echo err $RSHMEM_PE >&2"]);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(sorted_lines(&f.stdout), ["hello from 0", "hello from 1", "hello from 2"]);
+    assert_eq!(sorted_lines(&f.stderr), ["err 0", "err 1", "err 2"]);
+}
+
+#[test]
+fn last_line_without_newline_is_printed() {
+    let f = run(&["-np", "2", "sh", "-c", "printf 'a\\nno newline %s' $RSHMEM_PE; printf 'e%s' $RSHMEM_PE >&2"]);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(sorted_lines(&f.stdout), ["[pe 0] a", "[pe 0] no newline 0", "[pe 1] a", "[pe 1] no newline 1"]);
+    assert!(f.stdout.ends_with('\n'));
+    assert_eq!(sorted_lines(&f.stderr), ["[pe 0] e0", "[pe 1] e1"]);
+}
+
+#[test]
+fn np_spellings_and_argument_pass_through() {
+    for np in [&["-n", "2"][..], &["--np", "2"], &["--np=2"], &["-np", "2"]] {
+        let mut args = np.to_vec();
+        args.extend(["sh", "-c", "echo pe $RSHMEM_PE of $RSHMEM_NPES: $0 $1", "zero", "-x"]);
+        let f = run(&args);
+        assert!(f.status.success(), "{np:?}: {}", f.stderr);
+        assert_eq!(sorted_lines(&f.stdout), ["[pe 0] pe 0 of 2: zero -x", "[pe 1] pe 1 of 2: zero -x"], "{np:?}");
+    }
+}
+
+/// Finds the inode of a listening TCP socket on 127.0.0.1:`port` in /proc/net/tcp.
+fn listening_inode(port: u16) -> Option<String> {
+    let table = fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let want = format!("0100007F:{port:04X}");
+        (f.len() > 9 && f[1] == want && f[3] == "0A").then(|| f[9].to_string())
+    })
+}
+
+#[test]
+fn environment_of_the_pes() {
+    let dir = Scratch::new("env");
+    let script = r#"
+        fd=${RSHMEM_BOOTSTRAP_FD-none}
+        link=$(readlink "/proc/$$/fd/$fd" 2>/dev/null)
+        sockets=$(for f in /proc/$$/fd/*; do readlink "$f"; done | grep -c socket)
+        ids="pe=$RSHMEM_PE npes=$RSHMEM_NPES lpe=$RSHMEM_LOCAL_PE lnpes=$RSHMEM_LOCAL_NPES"
+        echo "$ids boot=$RSHMEM_BOOTSTRAP key=$RSHMEM_JOB_KEY fd=$fd link=$link sockets=$sockets"
+        if [ "$RSHMEM_PE" = 0 ]; then
+            i=0
+            while [ ! -e "$RSHMRUN_TEST_DIR/done" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+        fi
+    "#;
+    let mut job = Running::start_env(&["-np", "3", "sh", "-c", script], &[("RSHMRUN_TEST_DIR", &dir.0)]);
+    job.wait_until("3 lines from the PEs", JOB_LIMIT, |j| j.stdout_now().lines().count() == 3);
+
+    let out = job.stdout_now();
+    let mut seen = HashMap::new();
+    for line in out.lines() {
+        let (tag, rest) = line.split_once("] ").expect("tagged line");
+        let fields: HashMap<&str, &str> = rest.split(' ').filter_map(|kv| kv.split_once('=')).collect();
+        assert_eq!(tag, format!("[pe {}", fields["pe"]), "{line}");
+        seen.insert(fields["pe"].to_string(), fields);
+    }
+    assert_eq!(seen.len(), 3, "distinct RSHMEM_PE values: {out}");
+    let key = seen["0"]["key"];
+    assert_eq!(key.len(), 32, "{key}");
+    assert!(key.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{key}");
+    let boot = seen["0"]["boot"];
+    let port: u16 = boot.strip_prefix("127.0.0.1:").expect("RSHMEM_BOOTSTRAP on loopback").parse().unwrap();
+    assert_ne!(port, 0);
+    for pe in ["0", "1", "2"] {
+        let f = &seen[pe];
+        assert_eq!((f["npes"], f["lpe"], f["lnpes"]), ("3", pe, "3"), "PE {pe}");
+        assert_eq!(f["key"], key, "same job key on every PE");
+        assert_eq!(f["boot"], boot, "same bootstrap address on every PE");
+        if pe != "0" {
+            assert_eq!((f["fd"], f["link"], f["sockets"]), ("none", "", "0"), "PE {pe} must get no listener");
+        }
+    }
+    // PE 0 got the fd, it is a socket, its only one, and it is the listener bound to RSHMEM_BOOTSTRAP.
+    let link = seen["0"]["link"];
+    assert!(seen["0"]["fd"].parse::<u32>().is_ok(), "RSHMEM_BOOTSTRAP_FD={}", seen["0"]["fd"]);
+    assert_eq!(seen["0"]["sockets"], "1");
+    let inode =
+        link.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')).unwrap_or_else(|| panic!("fd is {link:?}"));
+    assert_eq!(listening_inode(port).as_deref(), Some(inode), "the fd is the socket listening on {boot}");
+
+    fs::write(dir.0.join("done"), "").unwrap();
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.status.success(), "{}", f.stderr);
+
+    // A new job gets a new key.
+    let f = run(&["-np", "1", "sh", "-c", "echo $RSHMEM_JOB_KEY"]);
+    assert_ne!(f.stdout.trim_start_matches("[pe 0] ").trim(), key);
+}
+
+#[test]
+fn failing_pe_ends_the_job_with_its_exit_code() {
+    let job = Running::start(&["-np", "3", "sh", "-c", "if [ $RSHMEM_PE = 1 ]; then exit 3; fi; sleep 30"]);
+    let started = job.started;
+    let f = job.finish(JOB_LIMIT);
+    assert_eq!(f.status.code(), Some(3), "{}", f.stderr);
+    assert!(f.ended - started < PROMPT, "took {:?}", f.ended - started);
+    assert!(f.stderr.contains("PE 1 ") && f.stderr.contains("code 3"), "{}", f.stderr);
+}
+
+#[test]
+fn killed_pe_ends_the_job() {
+    let dir = Scratch::new("kill");
+    let script =
+        r#"cd "$RSHMRUN_TEST_DIR" && echo $$ > tmp.$RSHMEM_PE && mv tmp.$RSHMEM_PE pid.$RSHMEM_PE; exec sleep 30"#;
+    let mut job = Running::start_env(&["-np", "3", "sh", "-c", script], &[("RSHMRUN_TEST_DIR", &dir.0)]);
+    job.wait_until("3 PEs running sleep", JOB_LIMIT, |_| {
+        let pids = dir.pids("pid");
+        pids.len() == 3 && pids.values().all(|&p| alive(p, "sleep"))
+    });
+    let pids = dir.pids("pid");
+
+    send_signal(pids[&1], "KILL");
+    let killed = Instant::now();
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.ended - killed < PROMPT, "took {:?} after the kill", f.ended - killed);
+    assert_eq!(f.status.code(), Some(128 + 9), "{}", f.stderr);
+    assert!(f.stderr.contains(&format!("PE 1 (pid {})", pids[&1])) && f.stderr.contains("SIGKILL"), "{}", f.stderr);
+    for pe in [0, 2] {
+        assert!(!alive(pids[&pe], "sleep"), "PE {pe} (pid {}) still running", pids[&pe]);
+    }
+}
+
+#[test]
+fn timeout_ends_the_job_with_124() {
+    let job = Running::start(&["--timeout", "1", "-np", "2", "sleep", "30"]);
+    let started = job.started;
+    let f = job.finish(JOB_LIMIT);
+    assert_eq!(f.status.code(), Some(124), "{}", f.stderr);
+    assert!(f.ended - started < Duration::from_secs(4), "took {:?}", f.ended - started);
+    assert!(f.stderr.contains("--timeout of 1 s"), "{}", f.stderr);
+}
+
+#[test]
+fn sigterm_is_forwarded_to_the_pes() {
+    let script = r#"trap "echo got term; exit 7" TERM; echo ready; while true; do sleep 0.1; done"#;
+    let mut job = Running::start(&["-np", "2", "sh", "-c", script]);
+    job.wait_until("both PEs ready", JOB_LIMIT, |j| {
+        let out = j.stdout_now();
+        out.contains("[pe 0] ready") && out.contains("[pe 1] ready")
+    });
+    send_signal(job.pid(), "TERM");
+    let signalled = Instant::now();
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.ended - signalled < PROMPT, "took {:?} after SIGTERM", f.ended - signalled);
+    assert!(!f.status.success(), "{}", f.stderr);
+    assert!(f.stdout.contains("[pe 0] got term") && f.stdout.contains("[pe 1] got term"), "{}", f.stdout);
+    assert!(f.stderr.contains("received SIGTERM"), "{}", f.stderr);
+}
+
+#[test]
+fn signal_ignored_by_the_pes_still_ends_the_job() {
+    let script = r#"trap "" INT TERM; echo ready; while true; do sleep 0.1; done"#;
+    let mut job = Running::start(&["-np", "2", "sh", "-c", script]);
+    job.wait_until("both PEs ready", JOB_LIMIT, |j| j.stdout_now().matches("ready").count() == 2);
+    send_signal(job.pid(), "INT");
+    let signalled = Instant::now();
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.ended - signalled < PROMPT, "took {:?} after SIGINT", f.ended - signalled);
+    assert_eq!(f.status.code(), Some(128 + 2), "{}", f.stderr);
+    assert!(f.stderr.contains("SIGKILL"), "{}", f.stderr);
+}
+
+/// The text PE `pe` prints as line `i` in `lines_never_mix`: 200 characters.
+fn long_line(pe: usize, i: usize) -> String {
+    let mut s = format!("pe{pe} line {i:05} ");
+    while s.len() < 200 {
+        s.push_str("abcdefghij");
+    }
+    s.truncate(200);
+    s
+}
+
+#[test]
+fn lines_never_mix() {
+    const PES: usize = 4;
+    const LINES: usize = 2000;
+    // awk writes in large blocks, so lines arrive split across reads of the pipe.
+    let program = format!(
+        r#"BEGIN {{ pe = ENVIRON["RSHMEM_PE"]; for (i = 0; i < {LINES}; i++) {{
+            s = sprintf("pe%d line %05d ", pe, i); while (length(s) < 200) s = s "abcdefghij"
+            print substr(s, 1, 200) }} }}"#
+    );
+    let f = run(&["-np", &PES.to_string(), "awk", &program]);
+    assert!(f.status.success(), "{}", f.stderr);
+    let mut next = [0usize; PES];
+    for line in f.stdout.lines() {
+        let (tag, text) = line.split_once("] ").unwrap_or_else(|| panic!("untagged line {line:?}"));
+        let pe: usize =
+            tag.strip_prefix("[pe ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("bad tag in {line:?}"));
+        assert!(pe < PES, "{line:?}");
+        assert_eq!(text, long_line(pe, next[pe]), "line {} of PE {pe} mangled", next[pe]);
+        next[pe] += 1;
+    }
+    assert_eq!(next, [LINES; PES]);
+}
+
+#[test]
+fn processes_left_behind_by_a_pe_are_ended() {
+    let dir = Scratch::new("bg");
+    let script =
+        r#"cd "$RSHMRUN_TEST_DIR" || exit 1; sleep 30 & echo $! > tmp.$RSHMEM_PE && mv tmp.$RSHMEM_PE bg.$RSHMEM_PE"#;
+    let job = Running::start_env(&["-np", "2", "sh", "-c", script], &[("RSHMRUN_TEST_DIR", &dir.0)]);
+    let started = job.started;
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(f.ended - started < PROMPT, "took {:?}", f.ended - started);
+    assert!(f.stderr.contains("left processes running"), "{}", f.stderr);
+    let bg = dir.pids("bg");
+    assert_eq!(bg.len(), 2);
+    for pid in bg.values() {
+        assert!(!alive(*pid, "sleep"), "background sleep {pid} still running");
+    }
+}
+
+#[test]
+fn info_lists_the_variables() {
+    let f = run(&["--info"]);
+    assert!(f.status.success(), "{}", f.stderr);
+    for var in ["RSHMEM_SYMMETRIC_SIZE", "RSHMEM_BOOTSTRAP_TIMEOUT", "RSHMEM_BOOTSTRAP_FD", "RSHMEM_JOB_KEY"] {
+        assert!(f.stdout.contains(var), "{var} missing:\n{}", f.stdout);
+    }
+}
+
+#[test]
+fn help_documents_the_variables() {
+    let f = run(&["--help"]);
+    assert!(f.status.success(), "{}", f.stderr);
+    for var in
+        ["RSHMEM_PE", "RSHMEM_NPES", "RSHMEM_LOCAL_PE", "RSHMEM_BOOTSTRAP", "RSHMEM_BOOTSTRAP_FD", "RSHMEM_JOB_KEY"]
+    {
+        assert!(f.stdout.contains(var), "{var} missing:\n{}", f.stdout);
+    }
+}
+
+#[test]
+fn program_that_cannot_run() {
+    let f = run(&["-np", "2", "rshmrun-test-no-such-program"]);
+    assert_eq!(f.status.code(), Some(127), "{}", f.stderr);
+    assert!(f.stderr.contains("rshmrun-test-no-such-program"), "{}", f.stderr);
+    assert!(f.stdout.is_empty());
+
+    let f = run(&["-np", "1", "/nonexistent/rshmrun-test-prog"]);
+    assert_eq!(f.status.code(), Some(127), "{}", f.stderr);
+    assert!(f.stderr.contains("/nonexistent/rshmrun-test-prog"), "{}", f.stderr);
+
+    let dir = Scratch::new("noexec");
+    let script = dir.0.join("not-executable.sh");
+    fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    let f = run(&["-np", "1", script.to_str().unwrap()]);
+    assert_eq!(f.status.code(), Some(126), "{}", f.stderr);
+    assert!(f.stderr.contains("not-executable.sh"), "{}", f.stderr);
+}
+
+#[test]
+fn bad_command_lines_are_refused() {
+    for (args, mention) in [
+        (&["-np", "0", "true"][..], "0"),
+        (&["-np", "2"], "PROGRAM"),
+        (&["true"], "--np"),
+        (&["-np", "x", "true"], "x"),
+    ] {
+        let f = run(args);
+        assert_eq!(f.status.code(), Some(2), "{args:?}: {}", f.stderr);
+        assert!(f.stderr.contains(mention), "{args:?}: {}", f.stderr);
+    }
+}

@@ -11,6 +11,7 @@ cargo build --workspace --release
 c="$root/carry"
 rm -rf "$c"; mkdir -p "$c/anchor"
 cp target/release/{rshmrun,rshmem-test-pe,ring_shift,rshmem-bench,librshmem.so} "$c/"
+strip "$c"/{rshmrun,rshmem-test-pe,ring_shift,rshmem-bench,librshmem.so}
 ptx=$(scripts/build-ptx.sh rshmem-device "$c/rshmem_device.ptx")
 scripts/build-device-lib.sh "$ptx" "$c" sm_90 >&2
 MODE=full scripts/check-cuda-examples.sh "$c" >&2 || echo "gpu-prepare: full link here failed; gpu-run.sh builds the CUDA programs there" >&2

@@ -439,9 +439,15 @@ fn bad_device_call(c: &Ctx, what: &str) {
     let mut local = 0u32;
     let (dst, pe) = if what == "bad_pe" { (buf as u64, c.n as u64) } else { (&mut local as *mut u32 as u64, 0) };
     barrier();
-    // The call must stop this PE with a message; returning is a failure.
-    let r = K.run("k_bad", 1, 1, &[dst, pe]);
-    die(format!("a device call with {what} returned ({r:?}) instead of stopping the PE"));
+    // The call must stop the kernel with a message naming it: on the CPU backend the PE exits there;
+    // on GPUs the kernel traps and its launch reports the failure. Completing normally is the bug.
+    match K.run("k_bad", 1, 1, &[dst, pe]) {
+        Ok(()) => die(format!("a device call with {what} completed instead of stopping the kernel")),
+        Err(e) => {
+            eprintln!("PE {}: {what}: kernel stopped as expected: {e}", c.me);
+            exit(3)
+        }
+    }
 }
 
 fn teams(c: &Ctx) {

@@ -136,7 +136,7 @@ fn bad_pe_in_device_call_stops_with_message() {
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(t.contains("rshmem_p") && t.contains("PE number out of range"), "{t}");
-    assert!(!t.contains("instead of stopping"), "{t}");
+    assert!(!t.contains("completed instead of stopping"), "{t}");
 }
 
 #[test]

@@ -51,14 +51,45 @@ fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) 
     arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
 }
 
+/// The fields of the device state the API reads, loaded field by field (see `arch::state_u64`).
+#[derive(Clone, Copy)]
+struct St;
+
+macro_rules! field {
+    ($name:ident, u64) => {
+        #[inline(always)]
+        fn $name(self) -> u64 {
+            arch::state_u64(core::mem::offset_of!(DeviceState, $name))
+        }
+    };
+    ($name:ident, i32) => {
+        #[inline(always)]
+        fn $name(self) -> i32 {
+            arch::state_u32(core::mem::offset_of!(DeviceState, $name)) as i32
+        }
+    };
+}
+impl St {
+    field!(heap_base, u64);
+    field!(heap_size, u64);
+    field!(my_pe, i32);
+    field!(n_pes, i32);
+    field!(checks, i32);
+    field!(node_my_pe, i32);
+    field!(node_n_pes, i32);
+    #[inline(always)]
+    fn peer_base(self, pe: usize) -> u64 {
+        arch::state_u64(core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe & (MAX_PES - 1)))
+    }
+}
+
 /// The initialized device state, or a failure naming `call`.
 #[inline(always)]
-fn state(call: &'static str) -> &'static DeviceState {
-    let s = arch::state();
-    if s.magic != STATE_MAGIC {
+fn state(call: &'static str) -> St {
+    if arch::state_u64(core::mem::offset_of!(DeviceState, magic)) != STATE_MAGIC {
         fail(call, Problem::NotInitialized, -1, 0, 0);
     }
-    s
+    St
 }
 
 /// Address in this process of the symmetric object at `local` (an address in my heap) on PE `pe`,
@@ -66,16 +97,17 @@ fn state(call: &'static str) -> &'static DeviceState {
 #[inline(always)]
 pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize {
     let s = state(call);
-    let off = local.wrapping_sub(s.heap_base as usize);
-    if s.checks != 0 {
-        if pe < 0 || pe >= s.n_pes {
+    let off = local.wrapping_sub(s.heap_base() as usize);
+    if s.checks() != 0 {
+        if pe < 0 || pe >= s.n_pes() {
             fail(call, Problem::PeOutOfRange, pe, local, len);
         }
-        if off > s.heap_size as usize || len > s.heap_size as usize - off {
+        let size = s.heap_size() as usize;
+        if off > size || len > size - off {
             fail(call, Problem::NotInHeap, pe, local, len);
         }
     }
-    let base = s.peer_base[pe as usize & (MAX_PES - 1)] as usize;
+    let base = s.peer_base(pe as usize) as usize;
     if base == 0 {
         fail(call, Problem::NoTransport, pe, local, len);
     }
@@ -86,10 +118,11 @@ pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize
 #[inline(always)]
 fn check_local(call: &'static str, local: usize, len: usize) {
     let s = state(call);
-    if s.checks != 0 {
-        let off = local.wrapping_sub(s.heap_base as usize);
-        if off > s.heap_size as usize || len > s.heap_size as usize - off {
-            fail(call, Problem::NotInHeap, s.my_pe, local, len);
+    if s.checks() != 0 {
+        let off = local.wrapping_sub(s.heap_base() as usize);
+        let size = s.heap_size() as usize;
+        if off > size || len > size - off {
+            fail(call, Problem::NotInHeap, s.my_pe(), local, len);
         }
     }
 }
@@ -98,19 +131,19 @@ fn check_local(call: &'static str, local: usize, len: usize) {
 
 #[inline]
 pub fn my_pe() -> i32 {
-    state("rshmem_my_pe\0").my_pe
+    state("rshmem_my_pe\0").my_pe()
 }
 #[inline]
 pub fn n_pes() -> i32 {
-    state("rshmem_n_pes\0").n_pes
+    state("rshmem_n_pes\0").n_pes()
 }
 /// PE number in `team` (TEAM_WORLD, TEAM_NODE/TEAM_SHARED), -1 for an unknown team.
 #[inline]
 pub fn team_my_pe(team: i32) -> i32 {
     let s = state("rshmem_team_my_pe\0");
     match team {
-        TEAM_WORLD => s.my_pe,
-        TEAM_NODE | TEAM_SHARED => s.node_my_pe,
+        TEAM_WORLD => s.my_pe(),
+        TEAM_NODE | TEAM_SHARED => s.node_my_pe(),
         _ => -1,
     }
 }
@@ -118,19 +151,19 @@ pub fn team_my_pe(team: i32) -> i32 {
 pub fn team_n_pes(team: i32) -> i32 {
     let s = state("rshmem_team_n_pes\0");
     match team {
-        TEAM_WORLD => s.n_pes,
-        TEAM_NODE | TEAM_SHARED => s.node_n_pes,
+        TEAM_WORLD => s.n_pes(),
+        TEAM_NODE | TEAM_SHARED => s.node_n_pes(),
         _ => -1,
     }
 }
 /// Direct pointer to `dest` on `pe` when loads/stores reach it (same node), else null.
 pub fn ptr<T>(dest: *const T, pe: i32) -> *mut T {
     let s = state("rshmem_ptr\0");
-    let off = (dest as usize).wrapping_sub(s.heap_base as usize);
-    if pe < 0 || pe >= s.n_pes || off >= s.heap_size as usize {
+    let off = (dest as usize).wrapping_sub(s.heap_base() as usize);
+    if pe < 0 || pe >= s.n_pes() || off >= s.heap_size() as usize {
         return ptr::null_mut();
     }
-    let base = s.peer_base[pe as usize] as usize;
+    let base = s.peer_base(pe as usize) as usize;
     if base == 0 { ptr::null_mut() } else { (base + off) as *mut T }
 }
 
@@ -550,27 +583,31 @@ pub unsafe fn barrier_exchange(
 ) {
     let epoch = ptr::read_volatile(epoch_ctr) + 1;
     ptr::write_volatile(epoch_ctr, epoch);
+    // One release fence for all announcements, relaxed (strong) stores, relaxed polls, one acquire
+    // fence: the same ordering as release stores and acquire loads, with one fence each way.
+    arch::fence_acq_rel();
     for pe in 0..n {
-        arch::store_release_u64(slot_on(pe), epoch);
+        arch::store_relaxed_u64(slot_on(pe), epoch);
     }
     let mut spins = 0u64;
     for pe in 0..n as usize {
-        while arch::load_acquire_u64(local_slots.add(pe)) < epoch {
+        while arch::load_relaxed_u64(local_slots.add(pe)) < epoch {
             arch::idle(&mut spins, call);
         }
     }
+    arch::fence_acq_rel();
 }
 
 #[inline(always)]
 unsafe fn device_barrier(call: &'static str) {
     let s = state(call);
-    let internal = s.heap_base as *mut Internal;
-    let me = s.my_pe as usize;
+    let internal = s.heap_base() as *mut Internal;
+    let me = s.my_pe() as usize;
     let my_slot = ptr::addr_of_mut!((*internal).barrier_flags[me]) as usize;
     barrier_exchange(
         call,
         ptr::addr_of_mut!((*internal).barrier_epoch),
-        s.n_pes,
+        s.n_pes(),
         |pe| translate(call, my_slot, 8, pe) as *mut u64,
         ptr::addr_of!((*internal).barrier_flags) as *const u64,
     );

@@ -1,11 +1,13 @@
-//! rshmem-bench: device-initiated put/get bandwidth, p/g/atomic latency, ping-pong and barrier latency
-//! between PE 0 and PE 1, the same cases as ../shared/anchor/nvshmem_bench.cu measures for NVSHMEM;
-//! on the CPU backend also a plain memcpy in the same run, for scale. Each figure is the median of
-//! several timed repeats after a warm-up, on random data.
+//! rshmem-bench: the cases of NVSHMEM's perftests between PE 0 and PE 1, printed as
+//! `RESULT lib=rshmem case=... scope=... bytes=... grid=... threads=... value=... unit=...` lines that
+//! `bench/compare.py` sets beside `bench/nvshmem/nvshmem_perf.cu`'s (same cases, same parameters).
+//! Method: warm-up, then the median of R timed repeats (device events on GPUs), random source data,
+//! poisoned destinations, and the 256 MiB put checked for delivery.
 //!
-//!     rshmrun -np 2 target/release/rshmem-bench [--quick]
+//!     rshmrun -np 2 target/release/rshmem-bench [--grid G] [--threads T] [--quick] [--max-bytes N]
 
 use rshmem::kernels::KernelSet;
+use std::time::Instant;
 
 static K: KernelSet = KernelSet::new(rshmem_example_kernels::CPU_KERNELS, include_str!(concat!(env!("OUT_DIR"), "/example_kernels.ptx")));
 
@@ -14,19 +16,67 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+struct Opt {
+    grid: u32,
+    threads: u32,
+    quick: bool,
+    max_bytes: usize,
+    reps: usize,
+}
+
+fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
+    let mut o = Opt { grid: if gpu { 132 } else { 1 }, threads: if gpu { 512 } else { 2 }, quick: false, max_bytes: if gpu { 256 << 20 } else { 16 << 20 }, reps: 5 };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    let num = |i: usize, name: &str| -> Result<usize, rshmem::Error> {
+        args.get(i + 1).and_then(|v| v.parse().ok()).ok_or_else(|| rshmem::Error::new(format!("{name} needs a number")))
+    };
+    while i < args.len() {
+        match args[i].as_str() {
+            "--grid" => { o.grid = num(i, "--grid")? as u32; i += 1; }
+            "--threads" => { o.threads = num(i, "--threads")? as u32; i += 1; }
+            "--max-bytes" => { o.max_bytes = num(i, "--max-bytes")?; i += 1; }
+            "--quick" => { o.quick = true; o.reps = 3; }
+            other => return Err(rshmem::Error::new(format!("unknown option {other:?} (--grid G --threads T --quick --max-bytes N)"))),
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+fn result(case: &str, scope: &str, bytes: usize, o: &Opt, value: f64, unit: &str) {
+    println!("RESULT lib=rshmem case={case} scope={scope} bytes={bytes} grid={} threads={} value={value:.4} unit={unit}", o.grid, o.threads);
+}
+
 fn main() -> Result<(), rshmem::Error> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let t0 = Instant::now();
     rshmem::init()?;
+    let init_s = t0.elapsed().as_secs_f64();
     let (me, n) = (rshmem::my_pe(), rshmem::n_pes());
     if n < 2 {
         return Err(rshmem::Error::new("rshmem-bench needs at least 2 PEs (rshmrun -np 2 ...)"));
     }
     let gpu = rshmem::backend_name()? == "cuda";
-    let peer = ((me + 1) % n) as u64;
-    let maxb: usize = if gpu { 256 << 20 } else if quick { 4 << 20 } else { 64 << 20 };
+    let o = opts(gpu)?;
+    let peer = if me == 0 { 1u64 } else { 0 };
+    if me == 0 {
+        println!("# rshmem-bench: {} backend, {n} PEs, grid {} x {} threads, median of {}", rshmem::backend_name()?, o.grid, o.threads, o.reps);
+        result("init_s", "-", 0, &o, init_s, "s");
+    }
+    // malloc time: collective 1 MiB malloc + free, median of 20 (malloc timed).
+    let mut ts = vec![];
+    for _ in 0..20 {
+        let t = Instant::now();
+        let p = rshmem::malloc(1 << 20)?;
+        ts.push(t.elapsed().as_secs_f64() * 1e6);
+        rshmem::free(p)?;
+    }
+    if me == 0 {
+        result("malloc_us", "-", 1 << 20, &o, median(ts), "us");
+    }
+    let maxb = o.max_bytes;
     let sbuf = rshmem::malloc(maxb)?;
     let rbuf = rshmem::malloc(maxb)?;
-    // Random source data, poisoned destination.
     let mut x = 0x9E3779B97F4A7C15u64 ^ me as u64;
     let data: Vec<u8> = (0..maxb).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
     // SAFETY: both buffers are symmetric allocations of maxb bytes.
@@ -35,90 +85,147 @@ fn main() -> Result<(), rshmem::Error> {
         rshmem::copy_in(rbuf, &vec![0xA5; maxb])?;
     }
     rshmem::barrier_all()?;
-    let reps = if quick { 3 } else { 5 };
-    let (grid, block) = if gpu { (132u32, 512u32) } else { (1u32, 2u32) };
-    let backend = if gpu { "cuda" } else { "cpu" };
-    if me == 0 {
-        println!("# rshmem-bench: {backend} backend, {n} PEs, grid {grid} x {block} threads, median of {reps}");
-        println!("{:<10} {:>12} {:>12} {:>12}", "bytes", "put_GBps", "get_GBps", "memcpy_GBps");
-    }
-    let mut bytes = 64usize << 10;
-    while bytes <= maxb {
-        if me == 0 {
-            let iters: u64 = if bytes >= 16 << 20 { 10 } else { 50 };
-            let g = if gpu { grid } else { 1 };
-            let args = |peer: u64| [rbuf as u64, sbuf as u64, bytes as u64, iters, peer];
-            K.run("bench_put_bw", g, block, &args(peer))?; // warm-up
-            let put = median((0..reps).map(|_| K.run_timed("bench_put_bw", g, block, &args(peer)).unwrap()).collect());
-            K.run("bench_get_bw", g, block, &args(peer))?;
-            let get = median((0..reps).map(|_| K.run_timed("bench_get_bw", g, block, &args(peer)).unwrap()).collect());
-            let gbps = |ms: f64| bytes as f64 * iters as f64 / ms / 1e6;
-            let memcpy = if gpu {
-                String::from("-")
-            } else {
-                let src = &data[..bytes];
-                let mut dst = vec![0u8; bytes];
-                let t = median(
-                    (0..reps)
-                        .map(|_| {
-                            let s = std::time::Instant::now();
-                            for _ in 0..iters {
-                                dst.copy_from_slice(std::hint::black_box(src));
-                            }
-                            std::hint::black_box(&dst);
-                            s.elapsed().as_secs_f64() * 1e3
-                        })
-                        .collect(),
-                );
-                format!("{:.1}", gbps(t))
-            };
-            println!("{bytes:<10} {:>12.1} {:>12.1} {:>12}", gbps(put), gbps(get), memcpy);
+    let reps = o.reps;
+    let time = |name: &str, grid: u32, block: u32, args: &[u64]| -> Result<f64, rshmem::Error> {
+        K.run(name, grid, block, args)?; // warm-up
+        let mut v = vec![];
+        for _ in 0..reps {
+            v.push(K.run_timed(name, grid, block, args)?);
         }
-        rshmem::barrier_all()?;
-        bytes *= 4;
+        Ok(median(v))
+    };
+    // Bandwidth sweeps.
+    let mut sizes = vec![];
+    let mut b = 8usize;
+    while b <= maxb && b <= 128 << 20 {
+        sizes.push(b);
+        b *= if o.quick { 16 } else { 4 };
     }
-    // Latencies.
-    let flag = rshmem::calloc(4, 8)?;
+    if maxb >= 256 << 20 {
+        sizes.push(256 << 20);
+    }
+    for (dir, case) in [(0u64, "put_bw"), (1, "get_bw")] {
+        for (scope, sname) in [(0u64, "thread"), (1, "warp"), (2, "block")] {
+            for &bytes in &sizes {
+                if me == 0 {
+                    let iters: u64 = if bytes < 1 << 20 { 200 } else if bytes < 16 << 20 { 50 } else { 10 };
+                    let args = [rbuf as u64, sbuf as u64, bytes as u64, iters, peer, scope, dir];
+                    let ms = time("bench_bw", o.grid, o.threads, &args)?;
+                    result(case, sname, bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
+                }
+            }
+            rshmem::barrier_all()?;
+        }
+    }
+    // Delivery check of the largest put: PE 1 holds PE 0's data.
+    if me == 0 {
+        let args = [rbuf as u64, sbuf as u64, maxb as u64, 1, peer, 2, 0];
+        K.run("bench_bw", o.grid, o.threads, &args)?;
+    }
+    rshmem::barrier_all()?;
+    if me == 1 {
+        let mut got = vec![0u8; maxb];
+        // SAFETY: rbuf holds maxb bytes on this PE.
+        unsafe { rshmem::copy_out(&mut got, rbuf)? };
+        let mut x = 0x9E3779B97F4A7C15u64;
+        let want: Vec<u8> = (0..maxb).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
+        if got != want {
+            return Err(rshmem::Error::new("put bandwidth check: PE 1 does not hold PE 0's data after the block put"));
+        }
+        println!("# put of {maxb} bytes verified on PE 1");
+    }
+    rshmem::barrier_all()?;
+    // Latencies (one thread).
+    let it: u64 = if gpu { 10000 } else if o.quick { 1000 } else { 10000 };
     let out = rshmem::malloc(8)?;
+    let lat = rshmem::calloc(1, 1 << 20)?;
     rshmem::barrier_all()?;
-    let it: u64 = if gpu { 10000 } else if quick { 2000 } else { 20000 };
     if me == 0 {
-        let us = |ms: f64| ms * 1e3 / it as f64;
-        K.run("bench_p_lat", 1, 1, &[rbuf as u64, 100, peer])?;
-        let p = median((0..reps).map(|_| K.run_timed("bench_p_lat", 1, 1, &[rbuf as u64, it, peer]).unwrap()).collect());
-        let g = median((0..reps).map(|_| K.run_timed("bench_g_lat", 1, 1, &[sbuf as u64, it, peer, out as u64]).unwrap()).collect());
-        let a = median((0..reps).map(|_| K.run_timed("bench_amo_lat", 1, 1, &[flag as u64, it, peer, out as u64]).unwrap()).collect());
-        println!("p+quiet latency_us={:.3}", us(p));
-        println!("g latency_us={:.3}", us(g));
-        println!("atomic_fetch_add latency_us={:.3}", us(a));
+        for (kind, case) in [(0u64, "p_lat"), (1, "g_lat"), (2, "put_lat"), (3, "get_lat"), (4, "amo_fetch_add_lat"), (5, "amo_cswap_lat"), (6, "x_raw_st_fence_sc"), (7, "x_raw_st_fence_acqrel"), (8, "x_quiet_only")] {
+            let ms = time("bench_lat", 1, 1, &[lat as u64, it, peer, out as u64, kind])?;
+            result(case, "-", if kind == 2 || kind == 3 { 8 } else { 4 }, &o, ms * 1e3 / it as f64, "us");
+        }
+        let per = 100u64;
+        let ms = time("bench_amo_rate", o.grid, o.threads, &[lat as u64, per, peer])?;
+        result("amo_rate", "-", 8, &o, (o.grid * o.threads) as f64 * per as f64 / ms / 1e3, "Mops");
     }
     rshmem::barrier_all()?;
-    // Ping-pong (PE 0 <-> PE 1; other PEs idle).
-    // SAFETY: flag is symmetric, 32 bytes.
-    unsafe { rshmem::copy_in(flag, &[0u8; 32])? };
-    rshmem::barrier_all()?;
-    if me < 2 {
-        let pp_peer = 1 - me as u64;
-        let ms = K.run_timed("bench_pingpong", 1, 1, &[flag as u64, it, pp_peer])?;
+    // Ping-pongs (PE 0 <-> PE 1).
+    for (kind, case) in [(0u64, "pingpong"), (1, "put_signal_pingpong")] {
+        let mut v = vec![];
+        for _ in 0..reps {
+            // SAFETY: lat is symmetric, 1 MiB.
+            unsafe { rshmem::copy_in(lat, &[0u8; 4096])? };
+            rshmem::barrier_all()?;
+            if me < 2 {
+                let l = lat as u64;
+                v.push(K.run_timed("bench_pingpong", 1, 1, &[l, it, peer, kind, l + 1024, l + 2048])?);
+            }
+            rshmem::barrier_all()?;
+        }
         if me == 0 {
-            println!("pingpong half-RTT_us={:.3}", ms * 1e3 / it as f64 / 2.0);
+            result(case, "-", if kind == 0 { 4 } else { 8 }, &o, median(v) * 1e3 / it as f64 / 2.0, "us");
         }
     }
-    rshmem::barrier_all()?;
-    K.run("bench_barrier", 1, 1, &[10])?;
-    rshmem::barrier_all()?;
-    let ms = K.run_timed("bench_barrier", 1, 1, &[it])?;
-    if me == 0 {
-        println!("device barrier_all latency_us={:.3}", ms * 1e3 / it as f64);
+    // Device barriers (all PEs).
+    for (kind, case) in [(0u64, "barrier_all"), (1, "sync_all")] {
+        K.run("bench_barrier", 1, 1, &[10, kind])?;
+        let mut v = vec![];
+        for _ in 0..reps {
+            rshmem::barrier_all()?;
+            v.push(K.run_timed("bench_barrier", 1, 1, &[it, kind])?);
+        }
+        if me == 0 {
+            result(case, "-", 0, &o, median(v) * 1e3 / it as f64, "us");
+        }
     }
-    rshmem::barrier_all()?;
-    let t = std::time::Instant::now();
-    let hb = 200;
+    // Host barrier.
+    for _ in 0..50 {
+        rshmem::barrier_all()?;
+    }
+    let hb = 1000;
+    let t = Instant::now();
     for _ in 0..hb {
         rshmem::barrier_all()?;
     }
     if me == 0 {
-        println!("host barrier_all latency_us={:.3}", t.elapsed().as_secs_f64() * 1e6 / hb as f64);
+        result("host_barrier_all", "-", 0, &o, t.elapsed().as_secs_f64() * 1e6 / hb as f64, "us");
     }
+    // Host-initiated and on-stream put bandwidth (from this PE's heap).
+    if me == 0 {
+        for &bytes in &[256usize << 10, 4 << 20, 64 << 20, 256 << 20] {
+            if bytes > maxb {
+                continue;
+            }
+            let iters = if bytes >= 64 << 20 { 5 } else { 20 };
+            // SAFETY: both ranges lie in the symmetric buffers of maxb bytes.
+            unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
+            let mut v = vec![];
+            for _ in 0..reps {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    // SAFETY: as above.
+                    unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
+                }
+                v.push(t.elapsed().as_secs_f64());
+            }
+            result("host_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e9, "GBps");
+            if gpu {
+                let s = rshmem::cuda::Stream::DEFAULT;
+                let timer = rshmem::cuda::Timer::new()?;
+                let mut v = vec![];
+                for _ in 0..reps {
+                    timer.start(s)?;
+                    for _ in 0..iters {
+                        rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)?;
+                    }
+                    timer.stop(s)?;
+                    v.push(timer.elapsed_ms()? as f64);
+                }
+                result("stream_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
+            }
+        }
+    }
+    rshmem::barrier_all()?;
     rshmem::finalize()
 }

@@ -20,6 +20,7 @@ pub mod env;
 pub mod error;
 pub mod fdpass;
 pub mod heap;
+pub mod hostsync;
 pub mod kernels;
 pub mod log;
 pub mod runtime;

@@ -6,6 +6,7 @@ use crate::bootstrap::{Bootstrap, UniqueId};
 use crate::error::{Error, Result};
 use crate::fdpass::FdServer;
 use crate::heap::Allocator;
+use crate::hostsync::HostSync;
 use crate::{env, log};
 use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, STATE_MAGIC};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -16,6 +17,8 @@ pub struct Runtime {
     pub(crate) backend: Box<dyn Backend>,
     alloc: Mutex<Allocator>,
     pub(crate) state: &'static DeviceState,
+    /// Shared-memory host barrier and collective announcements (None: PEs on several nodes).
+    sync: Option<HostSync>,
     fds: FdServer,
     job: [u8; 16],
 }
@@ -97,6 +100,11 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
     let job: [u8; 16] = boot.broadcast("rshmem_init", 0, &job)?[..16].try_into().unwrap();
     let fds = FdServer::start(job, boot.job_key(), me)?;
     let backend = make_backend(&boot, &fds, job, heap_size)?;
+    let sync = if boot.node_pes().len() == n && n > 1 {
+        Some(HostSync::new(Collective { boot: &boot, fds: &fds, job })?)
+    } else {
+        None
+    };
 
     let mut st = Box::new(DeviceState::ZERO);
     st.my_pe = me as i32;
@@ -126,6 +134,7 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
         alloc: Mutex::new(Allocator::new(INTERNAL_BYTES, backend.heap_size())),
         backend,
         state,
+        sync,
         fds,
         job,
     })
@@ -198,6 +207,7 @@ impl Runtime {
         let req = AllocRequest { bytes: bytes as u64, align: align as u64 };
         let mut payload = req.bytes.to_le_bytes().to_vec();
         payload.extend_from_slice(&req.align.to_le_bytes());
+        self.announce(call);
         let all = self.boot.allgather(call, &payload)?;
         let reqs: Vec<AllocRequest> = all
             .iter()
@@ -246,6 +256,7 @@ impl Runtime {
         let off = (p as usize).wrapping_sub(self.state.heap_base as usize);
         let valid = (off < self.backend.heap_size()) && self.alloc.lock().unwrap().size_of(off).is_some();
         let mine = if valid { off as u64 } else { u64::MAX };
+        self.announce(call);
         let all = self.boot.allgather(call, &mine.to_le_bytes())?;
         let offs: Vec<u64> = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap())).collect();
         if let Some(first_bad) = offs.iter().position(|&o| o == u64::MAX) {
@@ -269,9 +280,19 @@ impl Runtime {
     /// Host barrier of all PEs: completes this PE's outstanding operations first.
     pub fn host_barrier(&self, call: &str) -> Result<()> {
         self.backend.quiet()?;
-        // Through the bootstrap: every collective carries its name and sequence number, so PEs that
-        // enter different collectives get an error naming both instead of a hang.
-        self.boot.barrier(call)
+        match &self.sync {
+            // All PEs on this node: in shared memory, with mismatches and dead peers detected.
+            Some(s) => s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call),
+            // Through the bootstrap: every collective carries its name and sequence number.
+            None => self.boot.barrier(call),
+        }
+    }
+
+    /// Records that this PE enters host collective `call` (see hostsync).
+    fn announce(&self, call: &str) {
+        if let Some(s) = &self.sync {
+            s.announce(call);
+        }
     }
 
     pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<()> {

@@ -434,6 +434,23 @@ fn mismatch_collective(c: &Ctx) {
     }
 }
 
+/// PE 1 leaves (exit 0, so no launcher notices) while the others enter barrier_all: they must fail
+/// naming PE 1, not hang.
+fn peer_exits(c: &Ctx) {
+    if c.me == 1 {
+        exit(0);
+    }
+    match rshmem::barrier_all() {
+        Ok(()) => die("barrier_all with an exited PE succeeded"),
+        Err(e) if e.message().contains("PE 1") => {
+            println!("PE {}: expected error: {e}", c.me);
+            println!("PE {}: peer_exits ok", c.me);
+            exit(0)
+        }
+        Err(e) => die(format!("error does not name the exited PE: {e}")),
+    }
+}
+
 fn bad_device_call(c: &Ctx, what: &str) {
     let buf = ck(rshmem::malloc(64));
     let mut local = 0u32;
@@ -498,6 +515,7 @@ fn main() {
             "alloc_mismatch" => alloc_mismatch(&c),
             "free_bad" => free_bad(&c),
             "mismatch_collective" => mismatch_collective(&c),
+            "peer_exits" => peer_exits(&c),
             "bad_pe" | "bad_addr" => bad_device_call(&c, s),
             other => die(format!("unknown scenario {other:?}")),
         }

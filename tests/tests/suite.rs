@@ -131,6 +131,16 @@ fn mismatched_collectives_name_both_calls() {
 }
 
 #[test]
+fn exited_pe_fails_the_host_barrier_naming_it() {
+    let o = rshmrun(3, &["peer_exits"], &[], Duration::from_secs(60));
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for pe in [0, 2] {
+        assert!(t.contains(&format!("[pe {pe}] PE {pe}: peer_exits ok")), "{t}");
+    }
+}
+
+#[test]
 fn bad_pe_in_device_call_stops_with_message() {
     let o = rshmrun(2, &["bad_pe"], &[], Duration::from_secs(60));
     let t = text(&o);

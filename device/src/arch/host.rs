@@ -79,6 +79,18 @@ pub fn state() -> &'static DeviceState {
     if p.is_null() { &ZERO_STATE } else { unsafe { &*p } }
 }
 
+/// Reads a field of the device state (see the nvptx version).
+#[inline(always)]
+pub fn state_u64(off: usize) -> u64 {
+    // SAFETY: off is a field offset inside DeviceState (callers use offset_of!).
+    unsafe { core::ptr::read((state() as *const DeviceState as *const u8).add(off) as *const u64) }
+}
+#[inline(always)]
+pub fn state_u32(off: usize) -> u32 {
+    // SAFETY: as state_u64.
+    unsafe { core::ptr::read((state() as *const DeviceState as *const u8).add(off) as *const u32) }
+}
+
 #[inline(always)]
 pub fn block_rank() -> u32 {
     (hooks().coords)().thread

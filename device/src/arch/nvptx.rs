@@ -141,11 +141,35 @@ pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
     v
 }
 
-/// Called in every spin of a wait loop. On the GPU a short sleep keeps polling traffic low.
+/// Called in every spin of a wait loop: pure spinning first (a sleep would add its length to every
+/// wake-up), short sleeps after ~64k spins to keep long waits from flooding the memory system.
 #[inline(always)]
-pub fn idle(_spins: &mut u64, _call: &'static str) {
-    // SAFETY: nanosleep has no preconditions.
-    unsafe { asm!("nanosleep.u32 20;") }
+pub fn idle(spins: &mut u64, _call: &'static str) {
+    *spins += 1;
+    if *spins > (1 << 16) {
+        // SAFETY: nanosleep has no preconditions.
+        unsafe { asm!("nanosleep.u32 100;") }
+    }
+}
+
+/// Reads a field of the device state through the non-coherent (read-only) path: the state never
+/// changes while a kernel runs, and fences between operations then cannot force it to be re-read
+/// from L2 on every call.
+#[inline(always)]
+pub fn state_u64(off: usize) -> u64 {
+    let p = core::ptr::addr_of!(rshmemi_device_state) as *const u8 as u64 + off as u64;
+    let v: u64;
+    // SAFETY: off is a field offset inside the state global; it is read-only during kernels.
+    unsafe { asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.u64 {v}, [g]; }}", p = in(reg64) p, v = out(reg64) v, options(pure, readonly, nostack)) };
+    v
+}
+#[inline(always)]
+pub fn state_u32(off: usize) -> u32 {
+    let p = core::ptr::addr_of!(rshmemi_device_state) as *const u8 as u64 + off as u64;
+    let v: u32;
+    // SAFETY: as state_u64.
+    unsafe { asm!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.u32 {v}, [g]; }}", p = in(reg64) p, v = out(reg32) v, options(pure, readonly, nostack)) };
+    v
 }
 
 /// Copies `n` bytes from `src` to `dst` as member `rank` of a group of `size` threads (each thread

@@ -4,6 +4,7 @@
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
 
 use rshmem_device as sh;
+use rshmem_device::thread as T;
 
 sh::kernels! {
     /// args: [destination] — each PE writes its PE number into `destination` on the next PE.
@@ -14,70 +15,127 @@ sh::kernels! {
         sh::p(destination, me, peer);
     }
 
-    /// [dst, src, bytes, iters, peer] — every block puts its 1/grid share with block-scoped nbi puts.
-    fn bench_put_bw(a) {
+    /// [dst, src, bytes, iters, peer, scope(0 thread,1 warp,2 block), dir(0 put,1 get)] — bandwidth:
+    /// `bytes` split over the launch's units of the scope (threads, warps or blocks), chunks of at least
+    /// 8 bytes; `iters` rounds of nbi transfers, then quiet.
+    fn bench_bw(a) {
         let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
-        let chunk = bytes / sh::thread::grid_size() as usize;
-        let off = sh::thread::block_index() as usize * chunk;
-        for _ in 0..iters {
-            sh::putmem_nbi_block(dst.add(off), src.add(off), chunk, peer);
+        let (scope, dir) = (*a.add(5), *a.add(6));
+        let (units, unit) = match scope {
+            0 => (T::grid_size() * T::block_size(), T::block_index() * T::block_size() + T::block_rank()),
+            1 => (T::grid_size() * T::block_size().div_ceil(32), T::block_index() * T::block_size().div_ceil(32) + T::block_rank() / 32),
+            _ => (T::grid_size(), T::block_index()),
+        };
+        let mut chunk = (bytes / units as usize) & !7;
+        let mut active = units as usize;
+        if chunk < 8 {
+            chunk = 8;
+            active = bytes / 8;
+        }
+        if (unit as usize) < active {
+            let off = unit as usize * chunk;
+            let (d, s2) = (dst.add(off), src.add(off));
+            for _ in 0..iters {
+                match (scope, dir) {
+                    (0, 0) => sh::putmem_nbi(d, s2, chunk, peer),
+                    (1, 0) => sh::putmem_nbi_warp(d, s2, chunk, peer),
+                    (_, 0) => sh::putmem_nbi_block(d, s2, chunk, peer),
+                    (0, _) => sh::getmem_nbi(d, s2, chunk, peer),
+                    (1, _) => sh::getmem_nbi_warp(d, s2, chunk, peer),
+                    (_, _) => sh::getmem_nbi_block(d, s2, chunk, peer),
+                }
+            }
         }
         sh::quiet();
     }
-    /// [dst, src, bytes, iters, peer] — the same with block-scoped gets.
-    fn bench_get_bw(a) {
-        let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
-        let chunk = bytes / sh::thread::grid_size() as usize;
-        let off = sh::thread::block_index() as usize * chunk;
-        for _ in 0..iters {
-            sh::getmem_nbi_block(dst.add(off), src.add(off), chunk, peer);
-        }
-        sh::quiet();
-    }
-    /// [dst(i32), iters, peer] — p + quiet latency.
-    fn bench_p_lat(a) {
-        let (dst, iters, peer) = (*a as *mut i32, *a.add(1), *a.add(2) as i32);
+    /// [buf, iters, peer, out(local u64), kind] — one-thread latency loops:
+    /// kind 0 p+quiet, 1 g (address depends on the previous value), 2 put 8 B + quiet, 3 get 8 B,
+    /// 4 fetch_add, 5 compare_swap; analysis variants (not API calls): 6 volatile store through a
+    /// pointer from `ptr` + fence.sc.sys, 7 the same + fence.acq_rel.sys, 8 quiet alone (no store).
+    fn bench_lat(a) {
+        let (buf, iters, peer, out, kind) = (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64, *a.add(4));
+        let ints = buf as *mut i32;
+        let raw = sh::ptr(ints as *const i32, peer);
+        let mut acc: u64 = 0;
+        let mut local = [0u64; 1];
         for i in 0..iters {
-            sh::p(dst, i as i32, peer);
-            sh::quiet();
-        }
-    }
-    /// [src(i32), iters, peer, out(local i32)] — g latency.
-    fn bench_g_lat(a) {
-        let (src, iters, peer, out) = (*a as *const i32, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut i32);
-        let mut acc = 0i32;
-        for _ in 0..iters {
-            acc = acc.wrapping_add(sh::g(src, peer));
+            match kind {
+                0 => {
+                    sh::p(ints, i as i32, peer);
+                    sh::quiet();
+                }
+                1 => acc = acc.wrapping_add(sh::g(ints.add(((i as usize) ^ (acc as usize & 1)) & 4095), peer) as u64),
+                2 => {
+                    sh::putmem(buf.add(64 * 1024), local.as_ptr() as *const u8, 8, peer);
+                    sh::quiet();
+                }
+                3 => {
+                    sh::getmem(local.as_mut_ptr() as *mut u8, buf.add((((i + acc) as usize) & 1023) * 8), 8, peer);
+                    acc = acc.wrapping_add(local[0]);
+                }
+                4 => acc = acc.wrapping_add(sh::atomic_fetch_add(ints.add(8192), 1, peer) as u64),
+                6 => {
+                    core::ptr::write_volatile(raw, i as i32);
+                    sh::arch::fence_sc();
+                }
+                7 => {
+                    core::ptr::write_volatile(raw, i as i32);
+                    sh::arch::fence_acq_rel();
+                }
+                8 => sh::quiet(),
+                _ => acc = acc.wrapping_add(sh::atomic_compare_swap(ints.add(8192), i as i32, i as i32 + 1, peer) as u64),
+            }
         }
         *out = acc;
     }
-    /// [ctr(i32), iters, peer, out(local i32)] — fetch_add latency.
-    fn bench_amo_lat(a) {
-        let (ctr, iters, peer, out) = (*a as *mut i32, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut i32);
-        let mut acc = 0i32;
-        for _ in 0..iters {
-            acc = acc.wrapping_add(sh::atomic_fetch_add(ctr, 1, peer));
-        }
-        *out = acc;
-    }
-    /// [flag(i32), iters, peer] — ping-pong of p + wait_until between PE 0 and its peer.
+    /// [flag(i32), iters, peer, kind(0 p + wait_until, 1 put_signal + signal_wait_until), data, sig]
+    /// — ping-pong between PE 0 and its peer.
     fn bench_pingpong(a) {
-        let (flag, iters, peer) = (*a as *mut i32, *a.add(1) as i32, *a.add(2) as i32);
+        let (flag, iters, peer, kind) = (*a as *mut i32, *a.add(1) as i32, *a.add(2) as i32, *a.add(3));
+        let (data, sig) = (*a.add(4) as *mut u8, *a.add(5) as *mut u64);
         let me = sh::my_pe();
+        let local = [0u64; 1];
         for i in 1..=iters {
+            let send = || {
+                if kind == 0 {
+                    sh::p(flag, i, peer);
+                } else {
+                    sh::putmem_signal(data, local.as_ptr() as *const u8, 8, sig, i as u64, sh::SIGNAL_SET, peer);
+                }
+            };
+            let recv = || {
+                if kind == 0 {
+                    sh::wait_until(flag as *const i32, sh::CMP_EQ, i);
+                } else {
+                    sh::signal_wait_until(sig, sh::CMP_EQ, i as u64);
+                }
+            };
             if me == 0 {
-                sh::p(flag, i, peer);
-                sh::wait_until(flag as *const i32, sh::CMP_EQ, i);
+                send();
+                recv();
             } else {
-                sh::wait_until(flag as *const i32, sh::CMP_EQ, i);
-                sh::p(flag, i, peer);
+                recv();
+                send();
             }
         }
     }
-    /// [iters] — device barrier_all latency.
+    /// [ctrs(u64 per thread), per_thread, peer] — atomic rate: every thread adds to its own counter.
+    fn bench_amo_rate(a) {
+        let (ctrs, n, peer) = (*a as *mut u64, *a.add(1), *a.add(2) as i32);
+        let t = (T::block_index() * T::block_size() + T::block_rank()) as usize;
+        for _ in 0..n {
+            sh::atomic_add(ctrs.add(t), 1, peer);
+        }
+        sh::quiet();
+    }
+    /// [iters, kind(0 barrier_all, 1 sync_all)] — device barrier latency.
     fn bench_barrier(a) {
         for _ in 0..*a {
-            sh::barrier_all();
+            if *a.add(1) == 0 {
+                sh::barrier_all();
+            } else {
+                sh::sync_all();
+            }
         }
     }
 }

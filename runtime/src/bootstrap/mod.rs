@@ -370,6 +370,26 @@ impl Bootstrap {
         Ok(parts.pop().unwrap_or_default())
     }
 
+    /// Fails the job's bootstrap with `err` from outside a collective (e.g. a mismatch found by a
+    /// shared-memory collective): every PE gets the error at its current or next bootstrap operation,
+    /// and later calls here return it. Returns the error to report.
+    pub fn abort(&self, err: Error) -> Error {
+        let mut st = self.state.lock().unwrap();
+        if let Some(f) = &st.failed {
+            return f.clone();
+        }
+        let out = match &mut st.link {
+            Link::Root(r) => r.fail(err),
+            Link::Leaf(l) => {
+                l.abort(err.message());
+                err
+            }
+            _ => err,
+        };
+        st.failed = Some(out.clone());
+        out
+    }
+
     pub fn barrier(&self, call: &str) -> Result<()> {
         self.run(call, Op::Barrier, &[]).map(|_| ())
     }

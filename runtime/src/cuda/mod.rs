@@ -80,8 +80,9 @@ pub struct CudaBackend {
     /// Reserved range of every node-local PE's heap in this process (0 for other nodes).
     bases: Vec<u64>,
     inner: Mutex<Inner>,
-    /// The runtime's own module (device library + its kernels: barrier/quiet on stream).
-    module: Module,
+    /// The runtime's own module (device library + its kernels: barrier/quiet on stream), loaded at
+    /// first use: JIT-compiling the device library takes a while and most programs never need it.
+    module: Mutex<Option<std::sync::Arc<Module>>>,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
@@ -116,7 +117,6 @@ impl CudaBackend {
             bases[pe] = driver::reserve(heap_size, granule)
                 .map_err(|e| e.context(format!("reserving {heap_size} bytes of address space for PE {pe}'s heap")))?;
         }
-        let module = Module::load_in(ctx, &[])?;
         let be = CudaBackend {
             ctx,
             dev,
@@ -125,9 +125,8 @@ impl CudaBackend {
             heap_size,
             bases,
             inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![], state_addrs: vec![], state: None }),
-            module,
+            module: Mutex::new(None),
         };
-        be.module.with_state_addr(|a| be.inner.lock().unwrap().state_addrs.push(a));
         // The first granule holds the runtime's internal area: back it now.
         be.grow(Collective { boot, fds, job }, 1)?;
         log::info(format!("PE {me}: GPU {ordinal}, heap {heap_size} bytes reserved, granule {granule} bytes"));
@@ -198,8 +197,19 @@ impl CudaBackend {
         self.publish_all(&inner)
     }
 
-    pub fn module(&self) -> &Module {
-        &self.module
+    /// The runtime's own module, loaded (and its device state filled in) on first use.
+    pub fn module(&self) -> Result<std::sync::Arc<Module>> {
+        let mut m = self.module.lock().unwrap();
+        if m.is_none() {
+            let loaded = Module::load_in(self.ctx, &[])?;
+            let mut addr = None;
+            loaded.with_state_addr(|a| addr = Some(a));
+            if let Some(a) = addr {
+                self.register_state(a)?;
+            }
+            *m = Some(std::sync::Arc::new(loaded));
+        }
+        Ok(m.clone().unwrap())
     }
 }
 

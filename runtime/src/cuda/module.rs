@@ -33,7 +33,13 @@ impl Module {
     /// the result into the runtime's context and fills in its device state.
     pub fn load(user_ptx: &str) -> Result<Module> {
         super::with_backend("rshmem::cuda::Module::load", |b| {
-            let m = Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)])?;
+            // Kernels written with rshmem-device inline the whole device API; their only external
+            // symbol is the device state. Linking a PTX that just defines it is far faster than JIT-
+            // compiling the whole device library; fall back to the library if more is needed.
+            let m = match Module::link(b.ctx, &[("rshmem_state.ptx", &state_ptx()), ("kernels.ptx", user_ptx)]) {
+                Ok(m) => m,
+                Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)])?,
+            };
             let mut addr = None;
             m.with_state_addr(|a| addr = Some(a));
             if let Some(a) = addr {
@@ -43,7 +49,14 @@ impl Module {
         })
     }
 
+    /// The device library linked with `extra`.
     pub(crate) fn load_in(ctx: cu::CUcontext, extra: &[(&str, &str)]) -> Result<Module> {
+        let mut inputs = vec![("rshmem_device.ptx", DEVICE_PTX)];
+        inputs.extend_from_slice(extra);
+        Module::link(ctx, &inputs)
+    }
+
+    fn link(ctx: cu::CUcontext, inputs: &[(&str, &str)]) -> Result<Module> {
         // SAFETY: ctx is a live primary context.
         check(unsafe { cu::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
         let mut log = vec![0u8; 16384];
@@ -53,9 +66,7 @@ impl Module {
         // SAFETY: option arrays live until cuLinkDestroy below; the log buffer too.
         check(unsafe { cu::cuLinkCreate_v2(2, opts.as_mut_ptr(), vals.as_mut_ptr(), &mut link) }, "cuLinkCreate")?;
         let result = (|| {
-            let mut inputs = vec![("rshmem_device.ptx", DEVICE_PTX)];
-            inputs.extend_from_slice(extra);
-            for (name, ptx) in inputs {
+            for &(name, ptx) in inputs {
                 let data = CString::new(ptx).map_err(|_| Error::new(format!("{name}: PTX contains a NUL byte")))?;
                 let cname = CString::new(name).unwrap();
                 // SAFETY: data/cname outlive the call (the linker copies the input).
@@ -140,6 +151,14 @@ impl Module {
         let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
         check_ctx(cu::cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p), &format!("collective launch of {name}"))
     }
+}
+
+/// A PTX module that only defines the device state global.
+fn state_ptx() -> String {
+    format!(
+        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .global .align 8 .b8 rshmemi_device_state[{}];\n",
+        std::mem::size_of::<rshmem_device::state::DeviceState>()
+    )
 }
 
 fn log_text(log: &[u8]) -> String {
@@ -236,15 +255,15 @@ impl Drop for Timer {
 /// On-stream operations through the runtime's own module.
 pub fn barrier_all_on_stream(s: Stream) -> Result<()> {
     // SAFETY: the kernel takes no parameters.
-    super::with_backend("rshmem_barrier_all_on_stream", |b| unsafe { b.module().launch("rshmemi_barrier_all_kernel", 1, 1, 0, s, &mut []) })
+    super::with_backend("rshmem_barrier_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_barrier_all_kernel", 1, 1, 0, s, &mut []) })
 }
 pub fn sync_all_on_stream(s: Stream) -> Result<()> {
     // SAFETY: the kernel takes no parameters.
-    super::with_backend("rshmem_sync_all_on_stream", |b| unsafe { b.module().launch("rshmemi_sync_all_kernel", 1, 1, 0, s, &mut []) })
+    super::with_backend("rshmem_sync_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_sync_all_kernel", 1, 1, 0, s, &mut []) })
 }
 pub fn quiet_on_stream(s: Stream) -> Result<()> {
     // SAFETY: the kernel takes no parameters.
-    super::with_backend("rshmem_quiet_on_stream", |b| unsafe { b.module().launch("rshmemi_quiet_kernel", 1, 1, 0, s, &mut []) })
+    super::with_backend("rshmem_quiet_on_stream", |b| unsafe { b.module()?.launch("rshmemi_quiet_kernel", 1, 1, 0, s, &mut []) })
 }
 /// Enqueues a copy into symmetric `dst` on `pe` (copy engine over NVLink/PCIe).
 pub fn putmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {

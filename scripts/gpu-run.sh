@@ -27,5 +27,9 @@ done
 step "ring shift (Rust kernel)"; "$c/rshmrun" -np $NP "$c/ring_shift"; echo "exit: $?"
 step "ring shift (CUDA C++, rshmem.h)"; "$c/rshmrun" -np $NP "$c/ring_shift_cuda"; echo "exit: $?"
 step "seed simple_shift.cu (unchanged, nvshmem.h)"; "$c/rshmrun" -np $NP "$c/simple_shift"; echo "exit: $?"
-step "rshmem-bench"; RSHMEM_SYMMETRIC_SIZE=2g "$c/rshmrun" -np $NP "$c/rshmem-bench"; echo "exit: $?"
+if [ -f bench/run-compare.sh ]; then
+  step "rshmem-bench vs NVSHMEM (bench/run-compare.sh, same parameters)"; NP=$NP bash bench/run-compare.sh; echo "exit: $?"
+else
+  step "rshmem-bench"; RSHMEM_SYMMETRIC_SIZE=2g "$c/rshmrun" -np $NP "$c/rshmem-bench"; echo "exit: $?"
+fi
 step "NVSHMEM anchor (same call)"; NP=$NP bash "$c/anchor/run.sh"; echo "exit: $?"

@@ -117,6 +117,15 @@ fn main() -> Result<(), rshmem::Error> {
             rshmem::barrier_all()?;
         }
     }
+    // Analysis variant: deeper copy pipeline on the large block put.
+    if me == 0 && maxb >= 16 << 20 {
+        for &bytes in &[64usize << 10, maxb] {
+            let iters: u64 = if bytes < 1 << 20 { 200 } else { 10 };
+            let ms = time("x_bw_deep", o.grid, o.threads, &[rbuf as u64, sbuf as u64, bytes as u64, iters, peer])?;
+            result("x_put_bw_deep8", "block", bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
+        }
+    }
+    rshmem::barrier_all()?;
     // Delivery check of the largest put: PE 1 holds PE 0's data.
     if me == 0 {
         let args = [rbuf as u64, sbuf as u64, maxb as u64, 1, peer, 2, 0];

@@ -44,24 +44,7 @@ impl KernelSet {
     pub fn run_timed(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<f64> {
         let rt = crate::runtime::get("rshmem kernel launch")?;
         if rt.backend().name() == "cuda" {
-            let m = self.module()?;
-            let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
-            let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
-            let r = (|| {
-                cuda::copy_to_device(dargs, &bytes)?;
-                let timer = cuda::Timer::new()?;
-                let mut p = dargs as u64;
-                let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
-                timer.start(Stream::DEFAULT)?;
-                // SAFETY: every kernels! kernel takes exactly one pointer parameter.
-                unsafe { m.launch(name, grid, block, 0, Stream::DEFAULT, &mut params)? };
-                timer.stop(Stream::DEFAULT)?;
-                let ms = timer.elapsed_ms()? as f64;
-                cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))?;
-                Ok(ms)
-            })();
-            let _ = cuda::device_free(dargs);
-            r
+            Ok(self.gpu_launch(name, grid, block, args, false, true)?.unwrap_or(0.0))
         } else {
             let t = std::time::Instant::now();
             self.run_with(name, grid, block, args, false)?;
@@ -69,28 +52,46 @@ impl KernelSet {
         }
     }
 
+    /// Launches on the GPU with `args` in a temporary device buffer, waits, and (when `timed`) returns
+    /// the kernel's time from events recorded around the launch.
+    fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
+        let m = self.module()?;
+        let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
+        let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
+        let r = (|| {
+            cuda::copy_to_device(dargs, &bytes)?;
+            let timer = if timed { Some(cuda::Timer::new()?) } else { None };
+            let mut p = dargs as u64;
+            let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
+            if let Some(t) = &timer {
+                t.start(Stream::DEFAULT)?;
+            }
+            // SAFETY: every kernels! kernel takes exactly one pointer parameter.
+            unsafe {
+                if coop {
+                    m.launch_cooperative(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
+                } else {
+                    m.launch(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
+                }
+            }
+            let ms = match &timer {
+                Some(t) => {
+                    t.stop(Stream::DEFAULT)?;
+                    Some(t.elapsed_ms()? as f64)
+                }
+                None => None,
+            };
+            cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))?;
+            Ok(ms)
+        })();
+        let _ = cuda::device_free(dargs);
+        r
+    }
+
     fn run_with(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool) -> Result<()> {
         let rt = crate::runtime::get("rshmem kernel launch")?;
         if rt.backend().name() == "cuda" {
-            let m = self.module()?;
-            let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
-            let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
-            let r = (|| {
-                cuda::copy_to_device(dargs, &bytes)?;
-                let mut p = dargs as u64;
-                let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
-                // SAFETY: every kernels! kernel takes exactly one pointer parameter.
-                unsafe {
-                    if coop {
-                        m.launch_cooperative(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
-                    } else {
-                        m.launch(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
-                    }
-                }
-                cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))
-            })();
-            let _ = cuda::device_free(dargs);
-            r
+            self.gpu_launch(name, grid, block, args, coop, false).map(|_| ())
         } else {
             let f = self
                 .cpu

@@ -202,6 +202,12 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
     }
 }
 
+/// Analysis variant (see the nvptx version): on the host the same contiguous copy.
+#[inline(always)]
+pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
+    copy(dst, src, units * 16, rank as u32, size as u32)
+}
+
 #[cold]
 #[inline]
 pub fn fail(f: Failure) -> ! {

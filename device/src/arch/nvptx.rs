@@ -220,6 +220,27 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
     }
 }
 
+/// Analysis variant of the 16-byte copy with eight loads in flight per thread (used by the benchmark
+/// to measure whether more memory-level parallelism moves NVLink put bandwidth).
+#[inline(always)]
+pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
+    let mut k = rank;
+    while k + 7 * size < units {
+        let mut v = [(0u64, 0u64); 8];
+        for (j, x) in v.iter_mut().enumerate() {
+            *x = ld16(src.add(16 * (k + j * size)));
+        }
+        for (j, x) in v.iter().enumerate() {
+            st16(dst.add(16 * (k + j * size)), *x);
+        }
+        k += 8 * size;
+    }
+    while k < units {
+        st16(dst.add(16 * k), ld16(src.add(16 * k)));
+        k += size;
+    }
+}
+
 #[inline(always)]
 unsafe fn ld16(p: *const u8) -> (u64, u64) {
     let (a, b): (u64, u64);

@@ -48,6 +48,19 @@ sh::kernels! {
         }
         sh::quiet();
     }
+    /// [dst, src, bytes, iters, peer] — analysis variant of the block put: a raw 16-byte copy through
+    /// the peer pointer with eight loads in flight per thread (bytes a multiple of 16 x grid).
+    fn x_bw_deep(a) {
+        let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
+        let chunk = bytes / T::grid_size() as usize;
+        let off = T::block_index() as usize * chunk;
+        let r = sh::ptr(dst.add(off), peer);
+        for _ in 0..iters {
+            sh::arch::copy16_deep(r, src.add(off), chunk / 16, T::block_rank() as usize, T::block_size() as usize);
+            T::sync_block();
+        }
+        sh::quiet();
+    }
     /// [buf, iters, peer, out(local u64), kind] — one-thread latency loops:
     /// kind 0 p+quiet, 1 g (address depends on the previous value), 2 put 8 B + quiet, 3 get 8 B,
     /// 4 fetch_add, 5 compare_swap; analysis variants (not API calls): 6 volatile store through a

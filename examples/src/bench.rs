@@ -112,6 +112,20 @@ fn main() -> Result<(), rshmem::Error> {
                     let args = [rbuf as u64, sbuf as u64, bytes as u64, iters, peer, scope, dir];
                     let ms = time("bench_bw", o.grid, o.threads, &args)?;
                     result(case, sname, bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
+                    if !gpu && dir == 0 && scope == 2 {
+                        // CPU backend: a plain memcpy of the same size in the same run, for scale.
+                        let mut dst = vec![0u8; bytes];
+                        let mut v = vec![];
+                        for _ in 0..reps {
+                            let t = Instant::now();
+                            for _ in 0..iters {
+                                dst.copy_from_slice(std::hint::black_box(&data[..bytes]));
+                            }
+                            std::hint::black_box(&dst);
+                            v.push(t.elapsed().as_secs_f64() * 1e3);
+                        }
+                        result("memcpy_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
+                    }
                 }
             }
             rshmem::barrier_all()?;

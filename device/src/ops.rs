@@ -96,18 +96,24 @@ fn state(call: &'static str) -> St {
 /// after checking the PE number and that `[local, local+len)` lies in the heap.
 #[inline(always)]
 pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize {
-    let s = state(call);
-    let off = local.wrapping_sub(s.heap_base() as usize);
-    if s.checks() != 0 {
-        if pe < 0 || pe >= s.n_pes() {
+    // All fields are loaded before any test (independent loads, issued together); the PE index is
+    // masked so the peer-base load is in bounds whatever `pe` is.
+    let f = St;
+    let magic = arch::state_u64(core::mem::offset_of!(DeviceState, magic));
+    let (heap_base, heap_size, n_pes, checks) = (f.heap_base() as usize, f.heap_size() as usize, f.n_pes(), f.checks());
+    let base = f.peer_base(pe as usize) as usize;
+    if magic != STATE_MAGIC {
+        fail(call, Problem::NotInitialized, pe, local, len);
+    }
+    let off = local.wrapping_sub(heap_base);
+    if checks != 0 {
+        if pe < 0 || pe >= n_pes {
             fail(call, Problem::PeOutOfRange, pe, local, len);
         }
-        let size = s.heap_size() as usize;
-        if off > size || len > size - off {
+        if off > heap_size || len > heap_size - off {
             fail(call, Problem::NotInHeap, pe, local, len);
         }
     }
-    let base = s.peer_base(pe as usize) as usize;
     if base == 0 {
         fail(call, Problem::NoTransport, pe, local, len);
     }

@@ -172,51 +172,79 @@ pub fn state_u32(off: usize) -> u32 {
     v
 }
 
+/// Copies a few bytes (a head or tail) with the widest accesses both pointers allow.
+#[inline(always)]
+unsafe fn copy_small(mut d: *mut u8, mut s: *const u8, mut n: usize) {
+    while n > 0 {
+        let a = (d as usize | s as usize) & 7;
+        if n >= 8 && a == 0 {
+            *(d as *mut u64) = *(s as *const u64);
+            d = d.add(8);
+            s = s.add(8);
+            n -= 8;
+        } else if n >= 4 && a & 3 == 0 {
+            *(d as *mut u32) = *(s as *const u32);
+            d = d.add(4);
+            s = s.add(4);
+            n -= 4;
+        } else if n >= 2 && a & 1 == 0 {
+            *(d as *mut u16) = *(s as *const u16);
+            d = d.add(2);
+            s = s.add(2);
+            n -= 2;
+        } else {
+            *d = *s;
+            d = d.add(1);
+            s = s.add(1);
+            n -= 1;
+        }
+    }
+}
+
 /// Copies `n` bytes from `src` to `dst` as member `rank` of a group of `size` threads (each thread
-/// copies a strided share). 16-byte accesses where both pointers allow it, several in flight.
+/// copies a strided share). When both pointers have the same position within 16 bytes, the body moves
+/// in 16-byte accesses (several in flight per thread) and the group's first thread copies the head and
+/// tail with the widest accesses they allow; otherwise units of the pointers' common alignment.
 #[inline(always)]
 pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32) {
     let (rank, size) = (rank as usize, size as usize);
     let (d, s) = (dst as usize, src as usize);
-    // Largest access width both pointers can share after a common head.
-    let w = if (d ^ s) & 15 == 0 { 16 } else if (d ^ s) & 7 == 0 { 8 } else if (d ^ s) & 3 == 0 { 4 } else { 1 };
-    let head = core::cmp::min(n, (w - (d & (w - 1))) & (w - 1));
-    let mut i = rank;
-    while i < head {
-        *dst.add(i) = *src.add(i);
-        i += size;
+    if (d ^ s) & 15 == 0 {
+        let head = core::cmp::min(n, (16 - (d & 15)) & 15);
+        let body = (n - head) / 16;
+        let tail = n - head - 16 * body;
+        if rank == 0 {
+            copy_small(dst, src, head);
+            copy_small(dst.add(head + 16 * body), src.add(head + 16 * body), tail);
+        }
+        copy16(dst.add(head), src.add(head), body, rank, size);
+        return;
     }
-    let body = (n - head) / w * w;
-    let (bd, bs) = (dst.add(head), src.add(head));
+    let w = if (d | s) & 7 == 0 { 8 } else if (d | s) & 3 == 0 { 4 } else { 1 };
+    let units = n / w;
+    let mut k = rank;
     match w {
-        16 => copy16(bd, bs, body / 16, rank, size),
         8 => {
-            let mut k = rank;
-            while k < body / 8 {
-                *(bd as *mut u64).add(k) = *(bs as *const u64).add(k);
+            while k < units {
+                *(dst as *mut u64).add(k) = *(src as *const u64).add(k);
                 k += size;
             }
         }
         4 => {
-            let mut k = rank;
-            while k < body / 4 {
-                *(bd as *mut u32).add(k) = *(bs as *const u32).add(k);
+            while k < units {
+                *(dst as *mut u32).add(k) = *(src as *const u32).add(k);
                 k += size;
             }
         }
         _ => {
-            let mut k = rank;
-            while k < body {
-                *bd.add(k) = *bs.add(k);
+            while k < units {
+                *dst.add(k) = *src.add(k);
                 k += size;
             }
         }
     }
-    let tail0 = head + body;
-    let mut i = tail0 + rank;
-    while i < n {
-        *dst.add(i) = *src.add(i);
-        i += size;
+    if rank == 0 {
+        copy_small(dst.add(units * w), src.add(units * w), n - units * w);
     }
 }
 

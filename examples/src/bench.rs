@@ -184,7 +184,7 @@ fn main() -> Result<(), rshmem::Error> {
     let lat = rshmem::calloc(1, 1 << 20)?;
     rshmem::barrier_all()?;
     if me == 0 {
-        for (kind, case) in [(0u64, "p_lat"), (1, "g_lat"), (2, "put_lat"), (3, "get_lat"), (4, "amo_fetch_add_lat"), (5, "amo_cswap_lat"), (6, "x_raw_st_fence_sc"), (7, "x_raw_st_fence_acqrel"), (8, "x_quiet_only")] {
+        for (kind, case) in [(0u64, "p_lat"), (1, "g_lat"), (2, "put_lat"), (3, "get_lat"), (4, "amo_fetch_add_lat"), (5, "amo_cswap_lat"), (6, "x_raw_st_fence_sc"), (7, "x_raw_st_fence_acqrel"), (8, "x_quiet_only"), (9, "x_raw_fetch_add")] {
             let ms = time("bench_lat", 1, 1, &[lat as u64, it, peer, out as u64, kind])?;
             result(case, "-", if kind == 2 || kind == 3 { 8 } else { 4 }, &o, ms * 1e3 / it as f64, "us");
         }
@@ -221,6 +221,66 @@ fn main() -> Result<(), rshmem::Error> {
         if me == 0 {
             result(case, "-", 0, &o, median(v) * 1e3 / it as f64, "us");
         }
+    }
+    // Analysis variant: the flag exchange alone.
+    {
+        let slots = rshmem::calloc(n as usize, 8)?;
+        rshmem::barrier_all()?;
+        // GPUs only: it spins without yielding, which host threads sharing cores cannot afford.
+        if gpu && n <= 8 {
+            K.run("x_barrier_raw", 1, 1, &[slots as u64, 10])?;
+            let mut v = vec![];
+            for _ in 0..reps {
+                // SAFETY: slots is symmetric, 8 * n bytes.
+                unsafe { rshmem::copy_in(slots, &vec![0u8; 8 * n as usize])? };
+                rshmem::barrier_all()?;
+                v.push(K.run_timed("x_barrier_raw", 1, 1, &[slots as u64, it])?);
+            }
+            if me == 0 {
+                result("x_barrier_raw", "-", 0, &o, median(v) * 1e3 / it as f64, "us");
+            }
+        }
+        rshmem::barrier_all()?;
+        rshmem::free(slots)?;
+    }
+    // All pairs: every PE puts to every other PE at once (4+ PEs is where this matters).
+    {
+        let np = n as usize;
+        let top = 64usize << 20;
+        let recv = rshmem::malloc(np * top.min(maxb / np))?;
+        let times = rshmem::calloc(np, 8)?;
+        for &bytes in &[64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
+            if bytes > maxb / np || bytes > top {
+                continue;
+            }
+            let iters: u64 = if bytes >= 16 << 20 { 10 } else { 20 };
+            if o.grid < n as u32 - 1 {
+                break;
+            }
+            let args = [recv as u64, sbuf as u64, bytes as u64, iters];
+            rshmem::barrier_all()?;
+            K.run("bench_all_pairs", o.grid, o.threads, &args)?;
+            let mut v = vec![];
+            for _ in 0..reps {
+                rshmem::barrier_all()?;
+                v.push(K.run_timed("bench_all_pairs", o.grid, o.threads, &args)?);
+            }
+            let mine = median(v);
+            // SAFETY: times holds n f64 slots on PE 0.
+            unsafe { rshmem::putmem(times.add(8 * me as usize), mine.to_le_bytes().as_ptr(), 8, 0)? };
+            rshmem::barrier_all()?;
+            if me == 0 {
+                let mut t = vec![0u8; 8 * np];
+                // SAFETY: as above, read locally.
+                unsafe { rshmem::copy_out(&mut t, times)? };
+                let bw: Vec<f64> = t.chunks(8).map(|c| (np - 1) as f64 * bytes as f64 * iters as f64 / f64::from_le_bytes(c.try_into().unwrap()) / 1e6).collect();
+                result("all_pairs_put_bw", "block", bytes, &o, bw.iter().cloned().fold(f64::INFINITY, f64::min), "GBps");
+                result("all_pairs_put_bw_total", "block", bytes, &o, bw.iter().sum(), "GBps");
+            }
+            rshmem::barrier_all()?;
+        }
+        rshmem::free(times)?;
+        rshmem::free(recv)?;
     }
     // Host barrier.
     for _ in 0..50 {

@@ -61,10 +61,49 @@ sh::kernels! {
         }
         sh::quiet();
     }
+    /// [dst, src, bytes, iters] — all pairs: every PE puts `bytes` to every other PE at once. Blocks
+    /// are dealt round-robin over the peers; sender s writes at offset s * bytes of the receiver's buffer.
+    fn bench_all_pairs(a) {
+        let (dst, src, bytes, iters) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3));
+        let (me, n) = (sh::my_pe(), sh::n_pes());
+        let peers = (n - 1) as u32;
+        let (b, g) = (T::block_index(), T::grid_size());
+        let pi = b % peers;
+        let count = (g - pi).div_ceil(peers) as usize;
+        let rank = (b / peers) as usize;
+        let chunk = (bytes / count) & !15;
+        let peer = (me + 1 + pi as i32) % n;
+        let (d, s2) = (dst.add(me as usize * bytes + rank * chunk), src.add(rank * chunk));
+        for _ in 0..iters {
+            sh::putmem_nbi_block(d, s2, chunk, peer);
+        }
+        sh::quiet();
+    }
+    /// [slots(u64 x n_pes), iters] — analysis variant: the barrier's flag exchange alone, with the
+    /// peers' slot addresses computed once and no quiet (the floor of an all-to-all flag barrier).
+    fn x_barrier_raw(a) {
+        let (slots, iters) = (*a as *mut u64, *a.add(1));
+        let (me, n) = (sh::my_pe() as usize, sh::n_pes() as usize);
+        let mut peer_slot = [core::ptr::null_mut::<u64>(); 8];
+        for (pe, ps) in peer_slot.iter_mut().enumerate().take(n.min(8)) {
+            *ps = sh::ptr(slots.add(me) as *const u64, pe as i32);
+        }
+        for e in 1..=iters {
+            sh::arch::fence_acq_rel();
+            for ps in peer_slot.iter().take(n.min(8)) {
+                sh::arch::store_relaxed_u64(*ps, e);
+            }
+            for pe in 0..n.min(8) {
+                while sh::arch::load_relaxed_u64(slots.add(pe)) < e {}
+            }
+            sh::arch::fence_acq_rel();
+        }
+    }
     /// [buf, iters, peer, out(local u64), kind] — one-thread latency loops:
     /// kind 0 p+quiet, 1 g (address depends on the previous value), 2 put 8 B + quiet, 3 get 8 B,
     /// 4 fetch_add, 5 compare_swap; analysis variants (not API calls): 6 volatile store through a
-    /// pointer from `ptr` + fence.sc.sys, 7 the same + fence.acq_rel.sys, 8 quiet alone (no store).
+    /// pointer from `ptr` + fence.sc.sys, 7 the same + fence.acq_rel.sys, 8 quiet alone (no store),
+    /// 9 fetch_add as a raw system-scope atom through a pointer from `ptr`.
     fn bench_lat(a) {
         let (buf, iters, peer, out, kind) = (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64, *a.add(4));
         let ints = buf as *mut i32;
@@ -96,6 +135,7 @@ sh::kernels! {
                     sh::arch::fence_acq_rel();
                 }
                 8 => sh::quiet(),
+                9 => acc = acc.wrapping_add(sh::arch::rmw_u32(sh::arch::Rmw::Add, raw.add(8192) as *mut u32, 1) as u64),
                 _ => acc = acc.wrapping_add(sh::atomic_compare_swap(ints.add(8192), i as i32, i as i32 + 1, peer) as u64),
             }
         }

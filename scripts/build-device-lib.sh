@@ -28,17 +28,7 @@ die() { echo "build-device-lib: $*" >&2; exit 1; }
 grep -q '^\.visible \.global .*rshmemi_device_state\[' "$ptx" ||
   die "'$ptx' does not define rshmemi_device_state: not the rshmem-device PTX?"
 
-if [ -n "${NVCC:-}" ]; then
-  nvcc=$NVCC
-elif command -v nvcc >/dev/null 2>&1; then
-  nvcc=$(command -v nvcc)
-elif [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
-  nvcc=$CUDA_HOME/bin/nvcc
-else
-  home=$("$root/scripts/install-cuda-tools.sh") || die "no nvcc on PATH and scripts/install-cuda-tools.sh failed"
-  nvcc=$home/bin/nvcc
-fi
-[ -x "$nvcc" ] || die "nvcc '$nvcc' is not executable"
+nvcc=$("$root/scripts/find-nvcc.sh") || die "no usable nvcc"
 
 mkdir -p "$outdir"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rshmem-devlib.XXXXXX")

@@ -61,17 +61,7 @@ ok() { checked+=("$1"); log "ok: $1"; }
 bad() { failed+=("$1"); log "FAILED: $1"; }
 
 # ---------------------------------------------------------------- tools
-if [ -n "${NVCC:-}" ]; then
-  nvcc=$NVCC
-elif command -v nvcc >/dev/null 2>&1; then
-  nvcc=$(command -v nvcc)
-elif [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
-  nvcc=$CUDA_HOME/bin/nvcc
-else
-  home=$("$root/scripts/install-cuda-tools.sh") || die "no nvcc on PATH and scripts/install-cuda-tools.sh failed"
-  nvcc=$home/bin/nvcc
-fi
-[ -x "$nvcc" ] || die "nvcc '$nvcc' not executable"
+nvcc=$("$root/scripts/find-nvcc.sh") || die "no usable nvcc"
 cuda_bin=$(dirname "$nvcc")
 ptxas=$cuda_bin/ptxas
 [ -x "$ptxas" ] || ptxas=$(command -v ptxas) || die "ptxas not found next to $nvcc"

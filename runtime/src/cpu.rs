@@ -153,6 +153,18 @@ fn fail(f: &Failure) -> ! {
 
 static HOOKS: Hooks = Hooks { coords, sync_block, sync_warp, idle, fail };
 
+/// Aborts the process when dropped during a panic (the host analogue of a device trap).
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("rshmem: a kernel thread panicked; aborting this PE");
+            std::process::abort();
+        }
+    }
+}
+
 /// Runs `kernel` on `blocks` x `threads` host threads of this PE and waits for all of them, as a GPU
 /// kernel launch followed by a stream synchronize. Inside, `rshmem_device::thread::*` give each thread
 /// its coordinates; warp- and block-scoped calls synchronize the warp's/block's threads.
@@ -173,6 +185,10 @@ pub fn launch<F: Fn() + Sync>(blocks: u32, threads: u32, kernel: F) {
                     .spawn_scoped(s, move || {
                         COORDS.with(|c| c.set(Coords { thread: t, threads, block: b, blocks }));
                         LAUNCH.with(|l| *l.borrow_mut() = Some(launch));
+                        // A panicking kernel thread must not leave its block's other threads waiting
+                        // in a barrier forever: like a GPU trap, it ends the whole PE (rshmrun then
+                        // names it and stops the others).
+                        let _trap = AbortOnPanic;
                         kernel();
                         LAUNCH.with(|l| *l.borrow_mut() = None);
                     })

@@ -34,6 +34,8 @@ GROUPS = [
     ("Ping-pong (half round trip)", ["pingpong", "put_signal_pingpong"]),
     ("Atomic rate", ["amo_rate"]),
     ("Synchronization", ["barrier_all", "sync_all", "host_barrier_all"]),
+    ("All-pairs put bandwidth (every PE to every other at once; per PE minimum and sum)",
+     ["all_pairs_put_bw", "all_pairs_put_bw_total"]),
     ("Setup", ["init_s", "malloc_us"]),
 ]
 OTHER_GROUP = "Other cases (one library only or analysis variants)"

@@ -2,12 +2,13 @@
 # Builds the device library archive that nvcc programs link (-rdc=true) against:
 #   scripts/build-device-lib.sh DEVICE.ptx OUTDIR [sm_90]   ->  OUTDIR/librshmem_device.a
 # DEVICE.ptx comes from `scripts/build-ptx.sh rshmem-device DEVICE.ptx sm_90`. The archive holds
-#   rshmem_device_ptx.o   the Rust device library (every rshmem_* device function, rshmemi_device_state)
-#   rshmem_device_init.o  device/cuda/rshmem_device_init.cu (rshmemi_bind_device_library,
-#                         rshmemx_collective_launch)
+#   rshmem_device_ptx.o   the Rust device library (every rshmem_* device function)
+#   rshmem_device_init.o  device/cuda/rshmem_device_init.cu (rshmemi_device_state in the constant bank,
+#                         rshmemi_bind_device_library, rshmemx_collective_launch)
 # Commands (NVCC: nvcc on PATH, else $CUDA_HOME/bin/nvcc, else the one scripts/install-cuda-tools.sh installs):
 #   nvcc -arch=sm_90 -rdc=true -maxrregcount=64 -c DEVICE.ptx -o rshmem_device_ptx.o
-#   nvcc -arch=sm_90 -rdc=true -O2 -c device/cuda/rshmem_device_init.cu -I device/include -o rshmem_device_init.o
+#   nvcc -arch=sm_90 -rdc=true -O2 -DRSHMEMI_DEVICE_STATE_BYTES=N -c device/cuda/rshmem_device_init.cu -I device/include -o rshmem_device_init.o
+#   (N: the size in the PTX's `.extern .const ... rshmemi_device_state[N]`)
 #   nvcc -lib rshmem_device_ptx.o rshmem_device_init.o -o OUTDIR/librshmem_device.a
 # -maxrregcount (RSHMEM_DEVICE_MAXRREG, default 64; 0 = no cap): the device functions are separately
 # compiled callees, so a kernel that calls one needs at least as many registers as the callee uses.
@@ -25,8 +26,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "build-device-lib: $*" >&2; exit 1; }
 
 [ -f "$ptx" ] || die "PTX file '$ptx' not found (build it with scripts/build-ptx.sh rshmem-device OUT.ptx $arch)"
-grep -q '^\.visible \.global .*rshmemi_device_state\[' "$ptx" ||
-  die "'$ptx' does not define rshmemi_device_state: not the rshmem-device PTX?"
+# The device state is declared (.extern .const) by the PTX and defined by rshmem_device_init.cu, with
+# the size the PTX declares.
+state_bytes=$(sed -n 's/^\.extern \.const \.align 8 \.b8 rshmemi_device_state\[\([0-9]*\)\];.*/\1/p' "$ptx" | head -1)
+[ -n "$state_bytes" ] || die "'$ptx' does not declare rshmemi_device_state (.extern .const): not the rshmem-device PTX?"
+grep -q '^\.visible \.func .*rshmem_my_pe' "$ptx" || die "'$ptx' does not define rshmem_my_pe: not the rshmem-device PTX?"
 
 nvcc=$("$root/scripts/find-nvcc.sh") || die "no usable nvcc"
 
@@ -40,7 +44,7 @@ case "$maxrreg" in '' | *[!0-9]*) die "RSHMEM_DEVICE_MAXRREG must be a number (0
 regcap=()
 [ "$maxrreg" -gt 0 ] && regcap=(-maxrregcount="$maxrreg")
 run "$nvcc" -arch="$arch" -rdc=true "${regcap[@]}" -c "$ptx" -o "$tmp/rshmem_device_ptx.o"
-run "$nvcc" -arch="$arch" -rdc=true -O2 -c "$root/device/cuda/rshmem_device_init.cu" -I "$root/device/include" \
+run "$nvcc" -arch="$arch" -rdc=true -O2 -DRSHMEMI_DEVICE_STATE_BYTES="$state_bytes" -c "$root/device/cuda/rshmem_device_init.cu" -I "$root/device/include" \
   -o "$tmp/rshmem_device_init.o"
 rm -f "$outdir/librshmem_device.a"
 run "$nvcc" -lib "$tmp/rshmem_device_ptx.o" "$tmp/rshmem_device_init.o" -o "$outdir/librshmem_device.a"

@@ -4,15 +4,17 @@
 //   RESULT lib=nvshmem case=<case> scope=<scope> bytes=<n> grid=<G> threads=<T> value=<x> unit=<unit>
 //
 // (PE 0 prints them; grid/threads are the run's --grid/--threads; bench/compare.py pairs them with
-// rshmem's). Everything is measured between PE 0 and PE 1; further PEs only take part in the
-// collectives (barriers, malloc) and otherwise wait in host barriers.
+// rshmem's). Everything is measured between PE 0 and PE 1, except the barriers and all_pairs_put_bw,
+// which involve all PEs; further PEs otherwise only take part in the collectives (barriers, malloc) and
+// wait in host barriers.
 //
 // Build (as ../shared/anchor/run.sh does, NV = the image's nvidia.nvshmem package directory):
 //   nvcc -O2 -rdc=true -arch=sm_90 -I$NV/include nvshmem_perf.cu -o nvshmem_perf
 //        -L$NV/lib -l:libnvshmem_host.so.3 -lnvshmem_device -lcuda
 // Run: one process per PE with PE_RANK, PE_SIZE and UID_FILE set (PE 0 writes NVSHMEM's unique id
-// to UID_FILE, the others read it), NVSHMEM_SYMMETRIC_SIZE >= 2 x max-bytes + a few MiB,
-// NVSHMEM_DISABLE_NVLS=1. bench/run-compare.sh does all of this.
+// to UID_FILE, the others read it), NVSHMEM_SYMMETRIC_SIZE >= 2 x max-bytes + min(max-bytes,
+// PEs x 64 MiB) (the all-pairs receive buffer) + a few MiB, NVSHMEM_DISABLE_NVLS=1.
+// bench/run-compare.sh does all of this.
 //
 // Options: --grid G (132) --threads T (512, a multiple of 32) --max-bytes N (256 MiB; k/m/g suffixes)
 //          --quick (sizes x16 apart instead of x4, 3 repeats instead of 5)
@@ -45,6 +47,16 @@
 //   put_signal_pingpong us bytes=8  the same with nvshmem_putmem_signal(8 B, sig, i, SIGNAL_SET)
 //                           and nvshmem_signal_wait_until(sig, EQ, i).
 //   barrier_all / sync_all  us bytes=0  all PEs, one thread, N device barriers; time / N.
+//   all_pairs_put_bw / all_pairs_put_bw_total  GBps  scope block, bytes 64 KiB, 1 MiB, 16 MiB, 64 MiB
+//                 (those <= max-bytes / PEs): every PE puts `bytes` to each of the other PEs at once
+//                 (skipped when G < PEs - 1). Block b serves peer index pi = b % (PEs-1), peer
+//                 (me + 1 + pi) % PEs, shared by ceil((G - pi) / (PEs-1)) blocks; block rank b / (PEs-1)
+//                 puts chunk = bytes / blocks-of-its-peer rounded down to 16 bytes at rank * chunk of
+//                 the source into the peer's receive buffer at me * bytes + rank * chunk,
+//                 `iters` times (10 from 16 MiB on, else 20) with nvshmemx_putmem_nbi_block, then
+//                 nvshmem_quiet. Each PE times its own launches (host barrier before each);
+//                 per-PE value = (PEs-1) * bytes * iters / median time; PE 0 collects them and
+//                 prints the minimum (all_pairs_put_bw) and the sum (all_pairs_put_bw_total).
 //   host_barrier_all        us bytes=0  1000 host nvshmem_barrier_all per timed loop (50 warm-up).
 //   host_put_bw   GBps bytes 256 KiB, 4 MiB, 64 MiB, 256 MiB: host nvshmem_putmem of device memory,
 //                 iters 20 (5 from 64 MiB on), then nvshmem_quiet, wall clock.
@@ -204,6 +216,30 @@ __global__ void barrier_kernel(int iters) {
     if (SYNC) nvshmem_sync_all();
     else nvshmem_barrier_all();
   }
+}
+
+// All pairs: every PE puts `bytes` to every other PE at once. Blocks are dealt round-robin over the
+// peers; sender `me` writes at offset me * bytes of the receiver's buffer (as rshmem's
+// bench_all_pairs in examples/kernels/src/lib.rs). Needs gridDim.x >= n_pes - 1 >= 1.
+__global__ void all_pairs_kernel(char *recv, const char *src, size_t bytes, int iters) {
+  const int me = nvshmem_my_pe(), n = nvshmem_n_pes();
+  const unsigned peers = (unsigned)(n - 1);
+  const unsigned b = blockIdx.x, g = gridDim.x;
+  const unsigned pi = b % peers;
+  const size_t count = (g - pi + peers - 1) / peers;  // blocks serving this peer
+  const size_t rank = b / peers;                       // this block's index among them
+  const size_t chunk = (bytes / count) & ~(size_t)15;
+  const int peer = (me + 1 + (int)pi) % n;
+  char *d = recv + (size_t)me * bytes + rank * chunk;
+  const char *sp = src + rank * chunk;
+  for (int i = 0; i < iters; i++) nvshmemx_putmem_nbi_block(d, sp, chunk, peer);
+  nvshmem_quiet();
+}
+
+// Stores `v` at `dst` on PE `pe` (one thread).
+__global__ void put_double_kernel(double *dst, double v, int pe) {
+  nvshmem_double_p(dst, v, pe);
+  nvshmem_quiet();
 }
 
 // Sets `flag` on every PE when this PE saw a failure (used so that all PEs stop together).
@@ -562,6 +598,51 @@ int main(int argc, char **argv) {
     }
     hbar();
     result(kind == 0 ? "barrier_all" : "sync_all", "-", 0, median(v) * 1e3 / n, "us");
+  }
+
+  // All pairs: every PE puts to every other PE at once (all PEs; 4+ PEs is where this matters).
+  {
+    const size_t np = (size_t)npes, top = (size_t)64 << 20;
+    char *recv = sym_alloc(std::max<size_t>(np * std::min(top, maxb / np), 16), "all-pairs receive buffer");
+    double *times = (double *)sym_alloc(np * sizeof(double), "all-pairs times");
+    CK(cudaMemset(times, 0, np * sizeof(double)));
+    CK(cudaDeviceSynchronize());
+    for (size_t bytes : {(size_t)64 << 10, (size_t)1 << 20, (size_t)16 << 20, (size_t)64 << 20}) {
+      if (bytes > maxb / np || bytes > top) continue;
+      const int iters = bytes >= (16u << 20) ? 10 : 20;
+      if (npes < 2 || g_o.grid < npes - 1) break;
+      auto launch = [&] {
+        all_pairs_kernel<<<g_o.grid, g_o.threads, 0, g_st>>>(recv, sbuf, bytes, iters);
+        CKL("all_pairs_kernel");
+      };
+      hbar();
+      launch();  // warm-up
+      std::vector<double> v;
+      for (int r = 0; r < g_o.reps; r++) {
+        hbar();
+        v.push_back(timed_ms(launch));
+      }
+      const double mine = median(v);  // ms
+      put_double_kernel<<<1, 1, 0, g_st>>>(times + me, mine, 0);
+      CKL("put_double_kernel");
+      hbar();
+      if (me == 0) {
+        std::vector<double> t(np);
+        CK(cudaMemcpy(t.data(), times, np * sizeof(double), cudaMemcpyDeviceToHost));
+        double lo = 0, sum = 0;
+        for (size_t i = 0; i < np; i++) {
+          const double bw = (double)(np - 1) * bytes * iters / t[i] / 1e6;
+          lo = i == 0 ? bw : std::min(lo, bw);
+          sum += bw;
+        }
+        result("all_pairs_put_bw", "block", bytes, lo, "GBps");
+        result("all_pairs_put_bw_total", "block", bytes, sum, "GBps");
+      }
+      hbar();
+    }
+    hbar();
+    nvshmem_free(times);
+    nvshmem_free(recv);
   }
 
   // Host barrier, all PEs.

@@ -2,21 +2,25 @@
 //   nvcc -arch=sm_90 -rdc=true -c device/cuda/rshmem_device_init.cu -I device/include
 // next to the PTX of the Rust device crate (scripts/build-device-lib.sh).
 //
-// rshmemi_bind_device_library: a program device-linked with the archive has its own copy of the device
-// state (`rshmemi_device_state`, defined by the PTX), distinct from the one in the runtime's own module.
-// A one-thread kernel reads its address (device linking makes the extern below that copy) and the
-// runtime is told to fill it in (rshmemi_register_device_state).
+// rshmemi_device_state: the device state of a program device-linked with the archive, defined here in
+// the constant bank (the device library's PTX declares it .extern). Its size is the runtime's business:
+// build-device-lib.sh reads it from that declaration and passes -DRSHMEMI_DEVICE_STATE_BYTES.
+// rshmemi_bind_device_library: tells the runtime where this program's copy lives
+// (rshmemi_register_device_state), and the runtime fills it in.
 //
 // rshmemx_collective_launch: cudaLaunchCooperativeKernel with the checks that make a failure explicit.
 #include <cstdio>
 #include <cuda_runtime.h>
 #include "rshmem.h"
 
-// Defined by the device library's PTX (`.visible .global .align 8 .b8 rshmemi_device_state[...]`); its
-// size is the runtime's business.
-extern "C" __device__ unsigned char rshmemi_device_state[];
-
-__global__ void rshmemi_device_state_address_kernel(void **out) { *out = (void *)rshmemi_device_state; }
+#ifndef RSHMEMI_DEVICE_STATE_BYTES
+#error "compile with -DRSHMEMI_DEVICE_STATE_BYTES=<size of the device state> (scripts/build-device-lib.sh does)"
+#endif
+// A definition (the braces keep `extern "C"` from making it a declaration); zero-filled, so device calls
+// made before init fail with "called before rshmem init" (magic 0).
+extern "C" {
+__constant__ unsigned char rshmemi_device_state[RSHMEMI_DEVICE_STATE_BYTES];
+}
 
 namespace {
 
@@ -33,29 +37,22 @@ bool cuda_ok(cudaError_t e, const char *who, const char *call) {
 
 extern "C" int rshmemi_bind_device_library(void) {
     const char *who = "rshmemi_bind_device_library (binding the device library at init)";
-    void **slot = nullptr;
     void *addr = nullptr;
-    // Errors from earlier work would be reported by the calls below as theirs: name them here instead.
+    // Errors from earlier work would be reported by the call below as its own: name them here instead.
     cudaError_t pending = cudaGetLastError();
     if (pending != cudaSuccess) {
         fprintf(stderr, "rshmem: %s: a CUDA error was pending before it: %s (%s)\n", who,
                 cudaGetErrorString(pending), cudaGetErrorName(pending));
     }
-    if (!cuda_ok(cudaMalloc((void **)&slot, sizeof(void *)), who, "cudaMalloc")) return 1;
-    rshmemi_device_state_address_kernel<<<1, 1>>>(slot);
-    bool ok = cuda_ok(cudaGetLastError(), who,
-                      "launch of rshmemi_device_state_address_kernel (was the program built for this GPU's "
-                      "architecture, with -rdc=true?)");
-    ok = ok && cuda_ok(cudaMemcpy(&addr, slot, sizeof addr, cudaMemcpyDeviceToHost), who,
-                       "cudaMemcpy of the device state address (the kernel failed?)");
-    cudaError_t fe = cudaFree(slot);
-    if (!ok) return 1;
-    if (!cuda_ok(fe, who, "cudaFree")) return 1;
+    if (!cuda_ok(cudaGetSymbolAddress(&addr, rshmemi_device_state), who,
+                 "cudaGetSymbolAddress(rshmemi_device_state) (was the program built for this GPU's architecture, "
+                 "with -rdc=true?)"))
+        return 1;
     if (addr == nullptr) {
-        fprintf(stderr, "rshmem: %s: the device state address read back as null\n", who);
+        fprintf(stderr, "rshmem: %s: the device state address is null\n", who);
         return 1;
     }
-    if (rshmemi_register_device_state(addr, 0) != 0) {
+    if (rshmemi_register_device_state(addr, RSHMEMI_DEVICE_STATE_BYTES) != 0) {
         fprintf(stderr, "rshmem: %s: rshmemi_register_device_state(%p) failed (was rshmem_init called "
                         "first, with the CUDA backend?)\n", who, addr);
         return 1;

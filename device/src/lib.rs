@@ -4,8 +4,9 @@
 //! Every call takes symmetric addresses (from `rshmem::malloc`) and a PE number. PE numbers and heap
 //! ranges are checked on every call; a bad one stops the PE with a message naming the call.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, allow_internal_unstable))]
 #![allow(clippy::missing_safety_doc)]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod arch;
 pub mod ops;
@@ -23,6 +24,21 @@ pub mod thread {
     pub use crate::arch::{block_index, block_rank, block_size, grid_size, sync_block, sync_warp, warp_rank, warp_size};
 }
 
+/// Declares the device state (`.extern .const rshmemi_device_state`) in the PTX of the crate that
+/// invokes it: every crate whose GPU code calls the device API needs this once (`kernels!` does it).
+/// The runtime links the definition in when it loads the module.
+#[macro_export]
+#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(asm_experimental_arch))]
+macro_rules! declare_device_state {
+    () => {
+        #[cfg(target_arch = "nvptx64")]
+        ::core::arch::global_asm!(
+            ".extern .const .align 8 .b8 rshmemi_device_state[{n}];",
+            n = const ::core::mem::size_of::<$crate::state::DeviceState>()
+        );
+    };
+}
+
 /// Defines kernels once for both backends. Each kernel takes one argument, a pointer to its `u64`
 /// arguments (in memory the kernel can read: device memory on GPUs). On the GPU each becomes a
 /// `ptx-kernel` entry point named like the function; on the host a function, listed with its name in
@@ -31,6 +47,7 @@ pub mod thread {
 #[macro_export]
 macro_rules! kernels {
     ($( $(#[$m:meta])* fn $name:ident($a:ident) $body:block )*) => {
+        $crate::declare_device_state!();
         $(
             $(#[$m])*
             #[cfg(target_arch = "nvptx64")]

@@ -194,8 +194,14 @@ pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
 #[inline(always)]
 pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
     let r = translate("rshmem_g\0", src as usize, core::mem::size_of::<T>(), pe);
-    // SAFETY: as in `p`; volatile keeps repeated remote reads from being merged.
-    ptr::read_volatile(r as *const T)
+    // A weak load, as NVSHMEM's: on GPUs it may be served from L1 until this thread's next acquire
+    // (wait, barrier, fence), which is what the memory model allows for a get of data not
+    // synchronized since. The compiler fence makes every call load (never hoisted out of a loop or
+    // merged with an earlier call), so a loop on `g` still makes progress on the CPU backend, and on
+    // GPUs as soon as the line leaves L1; `atomic_fetch` or `wait_until` are the calls for polling.
+    arch::compiler_barrier();
+    // SAFETY: as in `p`.
+    ptr::read(r as *const T)
 }
 
 /// Copies `bytes` from local `src` to symmetric `dst` on `pe`, the work split over `scope`'s threads.
@@ -586,26 +592,34 @@ pub unsafe fn barrier_exchange(
     n: i32,
     slot_on: impl Fn(i32) -> *mut u64,
     local_slots: *const u64,
+    with_quiet: bool,
 ) {
+    // The counter is read before the fence so that its load overlaps the fence's wait.
     let epoch = ptr::read_volatile(epoch_ctr) + 1;
-    ptr::write_volatile(epoch_ctr, epoch);
-    // One release fence for all announcements, relaxed (strong) stores, relaxed polls, one acquire
-    // fence: the same ordering as release stores and acquire loads, with one fence each way.
-    arch::fence_acq_rel();
+    // One fence on the way in: the release for everything before the barrier (with `with_quiet`, a
+    // sequentially consistent fence, which also completes this thread's outstanding puts: quiet).
+    // Both wait for this thread's earlier stores to be acknowledged; they cost the same.
+    if with_quiet {
+        arch::fence_sc();
+    } else {
+        arch::fence_acq_rel();
+    }
     for pe in 0..n {
         arch::store_relaxed_u64(slot_on(pe), epoch);
     }
+    ptr::write_volatile(epoch_ctr, epoch);
+    // Acquire polls (a strong load and an L1 invalidation each, no memory barrier): once every PE's
+    // announcement is seen, everything each PE did before its fence is visible here.
     let mut spins = 0u64;
     for pe in 0..n as usize {
-        while arch::load_relaxed_u64(local_slots.add(pe)) < epoch {
+        while arch::load_acquire_u64(local_slots.add(pe)) < epoch {
             arch::idle(&mut spins, call);
         }
     }
-    arch::fence_acq_rel();
 }
 
 #[inline(always)]
-unsafe fn device_barrier(call: &'static str) {
+unsafe fn device_barrier(call: &'static str, with_quiet: bool) {
     let s = state(call);
     let internal = s.heap_base() as *mut Internal;
     let me = s.my_pe() as usize;
@@ -616,6 +630,7 @@ unsafe fn device_barrier(call: &'static str) {
         s.n_pes(),
         |pe| translate(call, my_slot, 8, pe) as *mut u64,
         ptr::addr_of!((*internal).barrier_flags) as *const u64,
+        with_quiet,
     );
 }
 
@@ -623,10 +638,7 @@ unsafe fn device_barrier(call: &'static str) {
 unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
     scope.sync();
     if scope.rank() == 0 {
-        if with_quiet {
-            quiet();
-        }
-        device_barrier(call);
+        device_barrier(call, with_quiet);
     }
     scope.sync();
 }

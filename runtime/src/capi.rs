@@ -185,7 +185,16 @@ pub unsafe extern "C" fn rshmem_getmem_on_stream(dst: *mut c_void, src: *const c
 /// Called by the device library's init hook (compiled into nvcc programs) with the device address of
 /// that program's `rshmemi_device_state`, which the runtime then fills in.
 #[no_mangle]
-pub extern "C" fn rshmemi_register_device_state(addr: *mut c_void, _bytes: usize) -> i32 {
+pub extern "C" fn rshmemi_register_device_state(addr: *mut c_void, bytes: usize) -> i32 {
+    let want = std::mem::size_of::<rshmem_device::state::DeviceState>();
+    if bytes != 0 && bytes != want {
+        report(&Error::new(format!(
+            "rshmem_init (device library): the program's device state is {bytes} bytes but this librshmem expects \
+             {want}: librshmem_device.a and librshmem.so come from different rshmem builds; rebuild the program \
+             against the matching device library"
+        )));
+        return 1;
+    }
     match cuda::with_backend("rshmem_init (device library)", |b| b.register_state(addr as u64)) {
         Ok(()) => 0,
         Err(e) => {

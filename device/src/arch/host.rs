@@ -125,6 +125,12 @@ pub fn sync_warp() {
     (hooks().sync_warp)()
 }
 
+/// Keeps the compiler from moving memory accesses across this point (no instruction).
+#[inline(always)]
+pub fn compiler_barrier() {
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+}
+
 #[inline(always)]
 pub fn fence_sc() {
     fence(Ordering::SeqCst)

@@ -19,34 +19,16 @@ sh::kernels! {
     /// `bytes` split over the launch's units of the scope (threads, warps or blocks), chunks of at least
     /// 8 bytes; `iters` rounds of nbi transfers, then quiet.
     fn bench_bw(a) {
-        let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
         let (scope, dir) = (*a.add(5), *a.add(6));
-        let (units, unit) = match scope {
-            0 => (T::grid_size() * T::block_size(), T::block_index() * T::block_size() + T::block_rank()),
-            1 => (T::grid_size() * T::block_size().div_ceil(32), T::block_index() * T::block_size().div_ceil(32) + T::block_rank() / 32),
-            _ => (T::grid_size(), T::block_index()),
-        };
-        let mut chunk = (bytes / units as usize) & !7;
-        let mut active = units as usize;
-        if chunk < 8 {
-            chunk = 8;
-            active = bytes / 8;
+        // One specialized loop per case (as NVSHMEM's program instantiates a template per case).
+        match (scope, dir) {
+            (0, 0) => bw_loop::<0, 0>(a),
+            (1, 0) => bw_loop::<1, 0>(a),
+            (_, 0) => bw_loop::<2, 0>(a),
+            (0, _) => bw_loop::<0, 1>(a),
+            (1, _) => bw_loop::<1, 1>(a),
+            (_, _) => bw_loop::<2, 1>(a),
         }
-        if (unit as usize) < active {
-            let off = unit as usize * chunk;
-            let (d, s2) = (dst.add(off), src.add(off));
-            for _ in 0..iters {
-                match (scope, dir) {
-                    (0, 0) => sh::putmem_nbi(d, s2, chunk, peer),
-                    (1, 0) => sh::putmem_nbi_warp(d, s2, chunk, peer),
-                    (_, 0) => sh::putmem_nbi_block(d, s2, chunk, peer),
-                    (0, _) => sh::getmem_nbi(d, s2, chunk, peer),
-                    (1, _) => sh::getmem_nbi_warp(d, s2, chunk, peer),
-                    (_, _) => sh::getmem_nbi_block(d, s2, chunk, peer),
-                }
-            }
-        }
-        sh::quiet();
     }
     /// [dst, src, bytes, iters, peer] — analysis variant of the block put: a raw 16-byte copy through
     /// the peer pointer with eight loads in flight per thread (chunks rounded down to 16 bytes).
@@ -105,41 +87,19 @@ sh::kernels! {
     /// pointer from `ptr` + fence.sc.sys, 7 the same + fence.acq_rel.sys, 8 quiet alone (no store),
     /// 9 fetch_add as a raw system-scope atom through a pointer from `ptr`.
     fn bench_lat(a) {
-        let (buf, iters, peer, out, kind) = (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64, *a.add(4));
-        let ints = buf as *mut i32;
-        let raw = sh::ptr(ints as *const i32, peer);
-        let mut acc: u64 = 0;
-        let mut local = [0u64; 1];
-        for i in 0..iters {
-            match kind {
-                0 => {
-                    sh::p(ints, i as i32, peer);
-                    sh::quiet();
-                }
-                1 => acc = acc.wrapping_add(sh::g(ints.add(((i as usize) ^ (acc as usize & 1)) & 4095), peer) as u64),
-                2 => {
-                    sh::putmem(buf.add(64 * 1024), local.as_ptr() as *const u8, 8, peer);
-                    sh::quiet();
-                }
-                3 => {
-                    sh::getmem(local.as_mut_ptr() as *mut u8, buf.add((((i + acc) as usize) & 1023) * 8), 8, peer);
-                    acc = acc.wrapping_add(local[0]);
-                }
-                4 => acc = acc.wrapping_add(sh::atomic_fetch_add(ints.add(8192), 1, peer) as u64),
-                6 => {
-                    core::ptr::write_volatile(raw, i as i32);
-                    sh::arch::fence_sc();
-                }
-                7 => {
-                    core::ptr::write_volatile(raw, i as i32);
-                    sh::arch::fence_acq_rel();
-                }
-                8 => sh::quiet(),
-                9 => acc = acc.wrapping_add(sh::arch::rmw_u32(sh::arch::Rmw::Add, raw.add(8192) as *mut u32, 1) as u64),
-                _ => acc = acc.wrapping_add(sh::atomic_compare_swap(ints.add(8192), i as i32, i as i32 + 1, peer) as u64),
-            }
+        // One specialized loop per kind (as NVSHMEM's program instantiates a template per kind).
+        match *a.add(4) {
+            0 => lat_loop::<0>(a),
+            1 => lat_loop::<1>(a),
+            2 => lat_loop::<2>(a),
+            3 => lat_loop::<3>(a),
+            4 => lat_loop::<4>(a),
+            6 => lat_loop::<6>(a),
+            7 => lat_loop::<7>(a),
+            8 => lat_loop::<8>(a),
+            9 => lat_loop::<9>(a),
+            _ => lat_loop::<5>(a),
         }
-        *out = acc;
     }
     /// [flag(i32), iters, peer, kind(0 p + wait_until, 1 put_signal + signal_wait_until), data, sig]
     /// — ping-pong between PE 0 and its peer.
@@ -191,4 +151,76 @@ sh::kernels! {
             }
         }
     }
+}
+
+/// The loop of `bench_bw` for one scope (0 thread, 1 warp, 2 block) and direction (0 put, 1 get).
+#[inline(always)]
+unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
+    let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
+    let (units, unit) = match SCOPE {
+        0 => (T::grid_size() * T::block_size(), T::block_index() * T::block_size() + T::block_rank()),
+        1 => (T::grid_size() * T::block_size().div_ceil(32), T::block_index() * T::block_size().div_ceil(32) + T::block_rank() / 32),
+        _ => (T::grid_size(), T::block_index()),
+    };
+    let mut chunk = (bytes / units as usize) & !7;
+    let mut active = units as usize;
+    if chunk < 8 {
+        chunk = 8;
+        active = bytes / 8;
+    }
+    if (unit as usize) < active {
+        let off = unit as usize * chunk;
+        let (d, s2) = (dst.add(off), src.add(off));
+        for _ in 0..iters {
+            match (SCOPE, DIR) {
+                (0, 0) => sh::putmem_nbi(d, s2, chunk, peer),
+                (1, 0) => sh::putmem_nbi_warp(d, s2, chunk, peer),
+                (_, 0) => sh::putmem_nbi_block(d, s2, chunk, peer),
+                (0, _) => sh::getmem_nbi(d, s2, chunk, peer),
+                (1, _) => sh::getmem_nbi_warp(d, s2, chunk, peer),
+                (_, _) => sh::getmem_nbi_block(d, s2, chunk, peer),
+            }
+        }
+    }
+    sh::quiet();
+}
+
+/// The loop of `bench_lat` for one kind (see there).
+#[inline(always)]
+unsafe fn lat_loop<const KIND: u64>(a: *const u64) {
+    let (buf, iters, peer, out) = (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64);
+    let ints = buf as *mut i32;
+    let raw = sh::ptr(ints as *const i32, peer);
+    let mut acc: u64 = 0;
+    let mut local = [0u64; 1];
+    for i in 0..iters {
+        match KIND {
+            0 => {
+                sh::p(ints, i as i32, peer);
+                sh::quiet();
+            }
+            1 => acc = acc.wrapping_add(sh::g(ints.add(((i as usize) ^ (acc as usize & 1)) & 4095), peer) as u64),
+            2 => {
+                sh::putmem(buf.add(64 * 1024), local.as_ptr() as *const u8, 8, peer);
+                sh::quiet();
+            }
+            3 => {
+                sh::getmem(local.as_mut_ptr() as *mut u8, buf.add((((i + acc) as usize) & 1023) * 8), 8, peer);
+                acc = acc.wrapping_add(local[0]);
+            }
+            4 => acc = acc.wrapping_add(sh::atomic_fetch_add(ints.add(8192), 1, peer) as u64),
+            6 => {
+                core::ptr::write_volatile(raw, i as i32);
+                sh::arch::fence_sc();
+            }
+            7 => {
+                core::ptr::write_volatile(raw, i as i32);
+                sh::arch::fence_acq_rel();
+            }
+            8 => sh::quiet(),
+            9 => acc = acc.wrapping_add(sh::arch::rmw_u32(sh::arch::Rmw::Add, raw.add(8192) as *mut u32, 1) as u64),
+            _ => acc = acc.wrapping_add(sh::atomic_compare_swap(ints.add(8192), i as i32, i as i32 + 1, peer) as u64),
+        }
+    }
+    *out = acc;
 }

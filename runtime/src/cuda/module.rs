@@ -51,7 +51,8 @@ impl Module {
 
     /// The device library linked with `extra`.
     pub(crate) fn load_in(ctx: cu::CUcontext, extra: &[(&str, &str)]) -> Result<Module> {
-        let mut inputs = vec![("rshmem_device.ptx", DEVICE_PTX)];
+        let state = state_ptx();
+        let mut inputs = vec![("rshmem_state.ptx", state.as_str()), ("rshmem_device.ptx", DEVICE_PTX)];
         inputs.extend_from_slice(extra);
         Module::link(ctx, &inputs)
     }
@@ -153,10 +154,11 @@ impl Module {
     }
 }
 
-/// A PTX module that only defines the device state global.
+/// A PTX module that only defines the device state (in the constant bank; every other PTX declares it
+/// `.extern`).
 fn state_ptx() -> String {
     format!(
-        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .global .align 8 .b8 rshmemi_device_state[{}];\n",
+        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .const .align 8 .b8 rshmemi_device_state[{}];\n",
         std::mem::size_of::<rshmem_device::state::DeviceState>()
     )
 }

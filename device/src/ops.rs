@@ -107,7 +107,8 @@ pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize
     }
     let off = local.wrapping_sub(heap_base);
     if checks != 0 {
-        if pe < 0 || pe >= n_pes {
+        // One unsigned comparison covers pe < 0 and pe >= n_pes.
+        if pe as u32 >= n_pes as u32 {
             fail(call, Problem::PeOutOfRange, pe, local, len);
         }
         if off > heap_size || len > heap_size - off {
@@ -589,6 +590,7 @@ pub unsafe fn signal_fetch(sig: *const u64) -> u64 {
 pub unsafe fn barrier_exchange(
     call: &'static str,
     epoch_ctr: *mut u64,
+    me: i32,
     n: i32,
     slot_on: impl Fn(i32) -> *mut u64,
     local_slots: *const u64,
@@ -604,14 +606,18 @@ pub unsafe fn barrier_exchange(
     } else {
         arch::fence_acq_rel();
     }
+    // My own slot is neither written nor polled: the counter already says where I am, and a poll of
+    // a slot I just wrote would only add a memory round trip.
     for pe in 0..n {
-        arch::store_relaxed_u64(slot_on(pe), epoch);
+        if pe != me {
+            arch::store_relaxed_u64(slot_on(pe), epoch);
+        }
     }
     ptr::write_volatile(epoch_ctr, epoch);
     // Acquire polls (a strong load and an L1 invalidation each, no memory barrier): once every PE's
     // announcement is seen, everything each PE did before its fence is visible here.
     let mut spins = 0u64;
-    for pe in 0..n as usize {
+    for pe in (0..n as usize).filter(|&pe| pe != me as usize) {
         while arch::load_acquire_u64(local_slots.add(pe)) < epoch {
             arch::idle(&mut spins, call);
         }
@@ -627,6 +633,7 @@ unsafe fn device_barrier(call: &'static str, with_quiet: bool) {
     barrier_exchange(
         call,
         ptr::addr_of_mut!((*internal).barrier_epoch),
+        me as i32,
         s.n_pes(),
         |pe| translate(call, my_slot, 8, pe) as *mut u64,
         ptr::addr_of!((*internal).barrier_flags) as *const u64,

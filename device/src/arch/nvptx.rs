@@ -72,9 +72,15 @@ pub fn sync_block() {
 #[inline(always)]
 pub fn sync_warp() {
     let n = warp_size();
-    let mask: u32 = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
-    // SAFETY: every thread of the warp calls the warp-scoped API, so all threads in `mask` arrive.
-    unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask) }
+    if n >= 32 {
+        // A full warp (the usual case): a constant mask, which needs no run-time mask check.
+        // SAFETY: every thread of the warp calls the warp-scoped API, so all 32 threads arrive.
+        unsafe { asm!("bar.warp.sync -1;") }
+    } else {
+        let mask: u32 = (1u32 << n) - 1;
+        // SAFETY: as above, for the threads of this partial warp (the bits of `mask`).
+        unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask) }
+    }
 }
 
 /// Keeps the compiler from moving memory accesses across this point or caching loaded values in
@@ -242,8 +248,11 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
         let head = core::cmp::min(n, (16 - (d & 15)) & 15);
         let body = (n - head) / 16;
         let tail = n - head - 16 * body;
+        // Head and tail by different threads (the first and the last of the group), beside the body.
         if rank == 0 {
             copy_small(dst, src, head);
+        }
+        if rank == size - 1 {
             copy_small(dst.add(head + 16 * body), src.add(head + 16 * body), tail);
         }
         copy16(dst.add(head), src.add(head), body, rank, size);

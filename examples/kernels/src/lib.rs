@@ -61,8 +61,9 @@ sh::kernels! {
         }
         sh::quiet();
     }
-    /// [slots(u64 x n_pes), iters] — analysis variant: the barrier's flag exchange alone, with the
-    /// peers' slot addresses computed once and no quiet (the floor of an all-to-all flag barrier).
+    /// [slots(u64 x n_pes), iters] — analysis variant: a flag exchange with the peers' slot addresses
+    /// computed once, fenced on both sides (fence.acq_rel.sys before the stores and after the relaxed
+    /// polls; the library's barrier needs only the first fence and polls with acquire loads).
     fn x_barrier_raw(a) {
         let (slots, iters) = (*a as *mut u64, *a.add(1));
         let (me, n) = (sh::my_pe() as usize, sh::n_pes() as usize);

@@ -173,27 +173,23 @@ pub fn idle(spins: &mut u64, _call: &'static str) {
 /// Reads a field of the device state (constant bank). The state never changes while a kernel runs,
 /// so the read is declared a pure function of the offset (`nomem`): the compiler may keep the value in
 /// a register across fences and loop iterations, or read it again; both give the same value.
-#[inline(always)]
-pub fn state_u64(off: usize) -> u64 {
-    let v: u64;
-    // SAFETY: `off` is a field offset inside the state (callers use offset_of! and mask array
-    // indices), so the load stays inside the constant variable; see above for `nomem`.
-    unsafe {
-        asm!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {o}; ld.const.u64 {v}, [a]; }}",
-             o = in(reg64) off as u64, v = out(reg64) v, options(pure, nomem, nostack))
+macro_rules! state_read {
+    ($name:ident, $t:ty, $reg:ident, $ptx:literal) => {
+        #[inline(always)]
+        pub fn $name(off: usize) -> $t {
+            let v: $t;
+            // SAFETY: `off` is a field offset inside the state (callers use offset_of! and mask array
+            // indices), so the load stays inside the constant variable; see above for `nomem`.
+            unsafe {
+                asm!(concat!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {o}; ", $ptx, " {v}, [a]; }}"),
+                     o = in(reg64) off as u64, v = out($reg) v, options(pure, nomem, nostack))
+            };
+            v
+        }
     };
-    v
 }
-#[inline(always)]
-pub fn state_u32(off: usize) -> u32 {
-    let v: u32;
-    // SAFETY: as state_u64.
-    unsafe {
-        asm!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {o}; ld.const.u32 {v}, [a]; }}",
-             o = in(reg64) off as u64, v = out(reg32) v, options(pure, nomem, nostack))
-    };
-    v
-}
+state_read!(state_u64, u64, reg64, "ld.const.u64");
+state_read!(state_u32, u32, reg32, "ld.const.u32");
 
 /// Copies a few bytes (a head or tail) with the widest accesses both pointers allow.
 #[inline(always)]

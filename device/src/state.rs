@@ -8,6 +8,10 @@ pub const MAX_PES: usize = 512;
 /// `DeviceState::magic` once the runtime has filled the state in.
 pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0001; // "RSHMEM" v1
 
+/// Name of the device state variable in every GPU module (PTX text in `declare_device_state!`, the
+/// inline assembly of `arch::nvptx`, and the runtime's definition must spell it the same way).
+pub const STATE_SYMBOL: &str = "rshmemi_device_state";
+
 /// Bytes reserved at the start of every symmetric heap for the runtime's own synchronization
 /// variables (`Internal`). User allocations start after it.
 pub const INTERNAL_BYTES: usize = 64 * 1024;

@@ -15,13 +15,8 @@ use core::arch::nvptx;
 /// definition comes from where the code is linked: the runtime links a one-line PTX defining it with
 /// its modules, and nvcc programs get it from `rshmem_device_init.cu` in `librshmem_device.a`. The
 /// runtime writes it (cuModuleGetGlobal / cudaGetSymbolAddress, then a copy) after init and heap
-/// growth, between kernels, never while one runs.
-pub const STATE_SYMBOL: &str = "rshmemi_device_state";
-
-core::arch::global_asm!(
-    ".extern .const .align 8 .b8 rshmemi_device_state[{n}];",
-    n = const core::mem::size_of::<DeviceState>()
-);
+/// growth, between kernels, never while one runs. The name is `state::STATE_SYMBOL`.
+crate::declare_device_state!();
 
 #[inline(always)]
 fn tid_linear() -> u32 {

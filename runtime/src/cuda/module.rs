@@ -104,7 +104,7 @@ impl Module {
     pub(crate) fn with_state_addr(&self, mut f: impl FnMut(u64)) {
         let mut addr = 0;
         let mut bytes = 0;
-        let name = CString::new("rshmemi_device_state").unwrap();
+        let name = CString::new(rshmem_device::state::STATE_SYMBOL).unwrap();
         // SAFETY: out-pointers to locals; module is loaded.
         if unsafe { cu::cuModuleGetGlobal_v2(&mut addr, &mut bytes, self.module, name.as_ptr()) } == cu::CUresult::CUDA_SUCCESS {
             f(addr)
@@ -158,7 +158,8 @@ impl Module {
 /// `.extern`).
 fn state_ptx() -> String {
     format!(
-        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .const .align 8 .b8 rshmemi_device_state[{}];\n",
+        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .const .align 8 .b8 {}[{}];\n",
+        rshmem_device::state::STATE_SYMBOL,
         std::mem::size_of::<rshmem_device::state::DeviceState>()
     )
 }

@@ -108,7 +108,7 @@ fn sync_warp() {
 fn wait_timeout() -> Option<Duration> {
     static T: OnceLock<Option<Duration>> = OnceLock::new();
     *T.get_or_init(|| {
-        let s = crate::env::get(crate::env::CPU_WAIT_TIMEOUT).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let s = crate::env::get(crate::env::WAIT_TIMEOUT).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
         (s > 0.0).then(|| Duration::from_secs_f64(s))
     })
 }

@@ -22,7 +22,8 @@ pub const BOOTSTRAP_IFNAME: &str = "RSHMEM_BOOTSTRAP_IFNAME";
 pub const SYMMETRIC_SIZE: &str = "RSHMEM_SYMMETRIC_SIZE";
 pub const BACKEND: &str = "RSHMEM_BACKEND";
 pub const DEBUG: &str = "RSHMEM_DEBUG";
-pub const CPU_WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
+pub const WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
+pub const STATUS_FD: &str = "RSHMEM_STATUS_FD";
 pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
 
 pub const VARS: &[EnvVar] = &[
@@ -39,7 +40,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)" },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu" },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug" },
-    EnvVar { name: CPU_WAIT_TIMEOUT, default: "0", meaning: "CPU backend: seconds a wait_until/signal_wait_until/barrier may spin before the PE aborts naming the call (0 = wait forever)" },
+    EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "CPU backend: seconds a wait_until/signal_wait_until/barrier may spin before the PE aborts naming the call (0 = wait forever)" },
 ];
 
 /// Reads a variable as text ("" when unset).
@@ -80,6 +81,24 @@ pub fn get_size(name: &str, default: u64) -> Result<u64> {
             Error::new(format!("{name}={v:?} is not a size (examples: 1073741824, 512m, 2g)"))
         }),
     }
+}
+
+/// Reads a duration in seconds (fractions allowed; 0 means "none"), naming the variable on error.
+pub fn get_secs(name: &str) -> Result<Option<std::time::Duration>> {
+    match get(name) {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s == 0.0 => Ok(None),
+            Ok(s) if s.is_finite() && s > 0.0 && s <= 1e9 => Ok(Some(std::time::Duration::from_secs_f64(s))),
+            _ => Err(Error::new(format!("{name}={v:?} is not a number of seconds (examples: 30, 0.5; 0 = no limit)"))),
+        },
+    }
+}
+
+/// RSHMEM_WAIT_TIMEOUT: how long any wait (device waits on the CPU backend, host barriers, collectives)
+/// may last before the PE fails naming what it waits for; None = wait forever.
+pub fn wait_timeout() -> Result<Option<std::time::Duration>> {
+    get_secs(WAIT_TIMEOUT)
 }
 
 /// Renders the table for `rshmrun --info`.

@@ -21,6 +21,7 @@ pub mod error;
 pub mod fdpass;
 pub mod heap;
 pub mod hostsync;
+pub mod jobstatus;
 pub mod kernels;
 pub mod log;
 pub mod runtime;

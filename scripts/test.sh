@@ -5,11 +5,15 @@
 #  3. runs all Rust tests: unit tests, the launcher and bootstrap tests, and the multi-process suite
 #     under rshmrun and mpirun (CPU backend unless a GPU is present);
 #  4. assembles the PTX with ptxas and compiles + device-links the CUDA C++ examples and the seed
-#     program against rshmem's headers (no GPU needed).
+#     program against rshmem's headers (no GPU needed);
+#  5. reproduces a fresh machine (nightly's rust-src hidden from rustup, then visible again) and checks
+#     that the build stops with the command to run, then builds a library with real PTX
+#     (scripts/check-fresh-build.sh, its own target dir under target/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --workspace --release --all-targets
 cargo test --workspace --release
 scripts/check-cuda-examples.sh
+scripts/check-fresh-build.sh
 echo "all tests passed"

@@ -21,7 +21,7 @@ impl KernelSet {
         let mut m = self.module.lock().unwrap();
         if m.is_none() {
             if self.ptx.trim().is_empty() {
-                return Err(Error::new("these kernels were built without PTX (no nightly toolchain at build time: run scripts/setup.sh and rebuild)"));
+                return Err(Error::new("these kernels were built without PTX: their crate was built with RSHMEM_SKIP_PTX=1 (a CPU-only build on purpose); rebuild without it (`cargo build --release`) to run them on GPUs"));
             }
             *m = Some(std::sync::Arc::new(Module::load(self.ptx)?));
         }

@@ -21,8 +21,8 @@ use driver::{check, check_ctx};
 use rshmem_device::state::DeviceState;
 use std::sync::Mutex;
 
-/// The device library as PTX, built from crate rshmem-device by build.rs (empty when the build machine
-/// had no nightly toolchain).
+/// The device library as PTX, built from crate rshmem-device by build.rs (empty only in a CPU-only
+/// build made on purpose with RSHMEM_SKIP_PTX=1).
 pub const DEVICE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rshmem_device.ptx"));
 
 /// Why the CUDA backend could not start: no usable GPU (fall back to the CPU backend under
@@ -94,9 +94,11 @@ impl CudaBackend {
     pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> std::result::Result<CudaBackend, CudaInitError> {
         let ndev = driver::device_count().map_err(CudaInitError::NoGpu)?;
         if DEVICE_PTX.trim().is_empty() {
-            return Err(CudaInitError::Failed(Error::new(
-                "this rshmem was built without the device library PTX (no nightly toolchain at build time: run scripts/setup.sh and rebuild), so the CUDA backend cannot run; RSHMEM_BACKEND=cpu uses the CPU backend",
-            )));
+            // Recorded by build.rs (rshmem-ptxbuild) when it made the empty PTX.
+            let why = option_env!("RSHMEM_PTX_MISSING_WHY").filter(|w| !w.is_empty()).unwrap_or("reason not recorded");
+            return Err(CudaInitError::Failed(Error::new(format!(
+                "this rshmem was built without the device library PTX, so the CUDA backend cannot run: {why}. RSHMEM_BACKEND=cpu uses the CPU backend"
+            ))));
         }
         let local = boot.local_pe();
         let ordinal = (local % ndev) as i32;

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Builds a no_std crate of this workspace to PTX with the nightly toolchain and copies the PTX to OUT.
 #   scripts/build-ptx.sh PACKAGE OUT.ptx [sm_90]
-# Needs: rustup's nightly with rust-src (installed by this script when missing). No CUDA toolkit.
+# Needs: rustup's nightly with rust-src (installed by this script when missing, as the build does). No
+# CUDA toolkit.
 set -euo pipefail
 pkg=$1 out=$2 arch=${3:-sm_90}
 root=$(cd "$(dirname "$0")/.." && pwd)
-if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q rust-src; then
+export RUSTUP_AUTO_INSTALL=0
+if ! rustup component list --toolchain nightly --installed >/dev/null 2>&1; then
+  echo "build-ptx: installing nightly with rust-src (rustup toolchain install nightly --profile minimal --component rust-src)" >&2
+  rustup toolchain install nightly --profile minimal --component rust-src >&2
+fi
+if ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
+  echo "build-ptx: installing nightly's rust-src (rustup component add rust-src --toolchain nightly)" >&2
   rustup component add rust-src --toolchain nightly >&2
 fi
 tdir="$root/target/ptx-$arch"

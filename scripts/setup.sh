@@ -7,10 +7,12 @@
 # Each part is skipped when present; SETUP_SKIP_MPI=1 / SETUP_SKIP_CUDA=1 skip parts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-if ! rustup toolchain list | grep -q '^nightly'; then
-  rustup toolchain install nightly --profile minimal >&2
+# The same commands the build script (build/ptxbuild) runs or asks for when these are missing.
+export RUSTUP_AUTO_INSTALL=0
+if ! rustup component list --toolchain nightly --installed >/dev/null 2>&1; then
+  rustup toolchain install nightly --profile minimal --component rust-src >&2
 fi
-if ! rustup component list --toolchain nightly --installed | grep -q rust-src; then
+if ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
   rustup component add rust-src --toolchain nightly >&2
 fi
 if [ "${SETUP_SKIP_CUDA:-0}" != 1 ]; then

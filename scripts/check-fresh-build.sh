@@ -4,7 +4,7 @@
 # first in PATH plays the fresh machine (see below). Steps, each a `cargo build --release -p rshmem`:
 #  1. rust-src hidden, downloads refused: the build must try to install rust-src, then stop with the
 #     one command to run and mention RSHMEM_SKIP_PTX=1, and leave no library; the same with nightly
-#     itself missing;
+#     itself missing, and a clear error without rustup;
 #  2. a normal build in the same target dir (as after running that command): the library must hold
 #     the real device PTX (`.target sm_90` and a device function), and the build must watch nightly's
 #     component list so that a later toolchain change re-runs it;
@@ -21,6 +21,7 @@ export CARGO_TARGET_DIR="$root/target/fresh-check"
 export SHIM_DIR="$CARGO_TARGET_DIR/shim"
 logs="$CARGO_TARGET_DIR/logs"
 mkdir -p "$SHIM_DIR" "$logs"
+rm -f "$logs"/*.log
 start=$(date +%s)
 SHIM_REAL_RUSTUP=$(command -v rustup) || { echo "check-fresh-build: rustup not found" >&2; exit 1; }
 export SHIM_REAL_RUSTUP
@@ -33,9 +34,11 @@ fail() {
 }
 lib="$CARGO_TARGET_DIR/release/librshmem.so"
 has_ptx() { grep -aqF '.target sm_90' "$lib" && grep -aqF '.visible .func rshmem_atomic_add64(' "$lib"; }
-build() { # build LOGNAME [VAR=value...]: builds rshmem, output in $logs/LOGNAME; returns cargo's status
+build() { # build LOGNAME [VAR=value...] [/path/to/cargo]: builds rshmem, output in $logs/LOGNAME; returns cargo's status
   log="$logs/$1"; shift
-  env "$@" cargo build --release -p rshmem >"$log" 2>&1
+  local cargo=cargo
+  if [ $# -gt 0 ] && [[ "${!#}" == /* ]]; then cargo=${!#}; set -- "${@:1:$#-1}"; fi
+  env "$@" "$cargo" build --release -p rshmem >"$log" 2>&1
 }
 calls() { tr '\n' ';' <"$SHIM_DIR/calls.log"; }
 
@@ -92,6 +95,14 @@ grep -q 'rustup toolchain install nightly --profile minimal --component rust-src
 grep -qF 'Run this once, then build again:    rustup toolchain install nightly --profile minimal --component rust-src' "$log" \
   || fail "the error does not give the one command that installs nightly"
 [ ! -e "$lib" ] || fail "a library was left behind by the stopped build"
+
+# 1c. No rustup at all (the toolchain's own cargo, with rustup's directory not in PATH).
+real_cargo=$(rustup which cargo) real_rustc=$(rustup which rustc)
+if build 1-no-rustup.log PATH=/usr/local/bin:/usr/bin:/bin RUSTC="$real_rustc" "$real_cargo"; then
+  fail "the build without rustup succeeded"
+fi
+grep -qF 'rustup cannot be run' "$log" && grep -qF 'https://rustup.rs' "$log" \
+  || fail "the error without rustup does not say that rustup is needed"
 
 # 2. rust-src visible again (as after the suggested command or scripts/setup.sh): real PTX.
 build 2-normal.log || fail "the normal build after the stopped one failed"

@@ -165,7 +165,7 @@ fn probe() -> Result<Option<Missing>, String> {
     let o = rustup()
         .args(["component", "list", "--toolchain", "nightly", "--installed"])
         .output()
-        .map_err(|e| format!("rustup cannot be run ({e}); the PTX build needs rustup's nightly toolchain"))?;
+        .map_err(|e| format!("rustup cannot be run ({e}); the PTX build needs rustup (https://rustup.rs) and its nightly toolchain"))?;
     if !o.status.success() {
         let err = String::from_utf8_lossy(&o.stderr);
         if err.contains("not installed") {

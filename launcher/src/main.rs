@@ -5,6 +5,8 @@
 
 mod cli;
 mod job;
+#[allow(dead_code)] // wired into --nodes/--netns by the remote-transport work (issue 8)
+mod netns;
 mod output;
 mod signals;
 

@@ -419,6 +419,30 @@ impl Root {
                 }
             }
         }
+        // Every PE has sent its request; one may have given up since (its RSHMEM_WAIT_TIMEOUT ran
+        // out while PE 0 itself was late): anything it sent after its request is an abort, or it is
+        // gone. Look once, without waiting, so that the collective does not "complete" for PE 0
+        // alone.
+        for f in fds.iter_mut() {
+            f.revents = 0;
+        }
+        poll(&mut fds, Some(Duration::ZERO)).map_err(|e| Error::os(format!("rshmem bootstrap: poll during {call}"), e))?;
+        for (i, f) in fds.iter().enumerate() {
+            if f.revents == 0 {
+                continue;
+            }
+            let peer = &mut self.peers[i];
+            match peer.reader.pump(&mut peer.stream, &peer_limit) {
+                Ok(Pumped::Pending) => {}
+                Ok(Pumped::Frame(K_ABORT, body)) => return Err(Error::new(decode_text(&body))),
+                Ok(Pumped::Frame(..)) => {
+                    return Err(protocol(peer, call, seq, "a second request before the result of the first"))
+                }
+                Ok(Pumped::Eof) => return Err(dead(peer, call, seq, None)),
+                Err(ReadFail::Io(e)) => return Err(dead(peer, call, seq, Some(&e))),
+                Err(ReadFail::Bad(m)) => return Err(protocol(peer, call, seq, &m)),
+            }
+        }
         let parts: Vec<&[u8]> = match op {
             Op::Allgather => (0..npes).map(|pe| if pe == 0 { payload } else { got[pe].as_deref().unwrap() }).collect(),
             Op::Broadcast(0) => vec![payload],

@@ -38,7 +38,36 @@ fn e2s(e: rshmem::Error) -> String {
 ///   stall K      everyone allgathers "stall_first"; PE K then sleeps 4 s; then everyone enters the
 ///                barrier "stall_wait"
 ///   stall_nothing K   PE K sleeps 4 s at once; the others enter the barrier "stall_wait"
-fn scenario(name: &str, arg: usize) -> Result<String, String> {
+///   fdsquat NAME binds the abstract socket NAME (as a stranger could), reports what a client sends
+///   fdpeer NAME  connects to the fd server NAME with the right key (RSHMEM_JOB_KEY), asks for
+///                segment 7, reports how many reply bytes came
+fn scenario(name: &str, text_arg: &str) -> Result<String, String> {
+    let arg: usize = text_arg.parse().unwrap_or(0);
+    match name {
+        "fdsquat" => {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(text_arg.as_bytes()).map_err(|e| e.to_string())?;
+            let l = std::os::unix::net::UnixListener::bind_addr(&addr).map_err(|e| e.to_string())?;
+            println!("BOUND");
+            let (mut c, _) = l.accept().map_err(|e| e.to_string())?;
+            c.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+            let mut got = Vec::new();
+            let _ = c.read_to_end(&mut got);
+            return Ok(format!("squatter got {} bytes", got.len()));
+        }
+        "fdpeer" => {
+            let mut c = fd_client(text_arg);
+            let key = std::env::var("RSHMEM_JOB_KEY").map_err(|e| e.to_string())?;
+            let mut req: Vec<u8> = (0..16).map(|i| u8::from_str_radix(&key[2 * i..2 * i + 2], 16).unwrap()).collect();
+            req.extend_from_slice(&7u32.to_le_bytes());
+            let _ = c.write_all(&req);
+            c.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+            let mut got = Vec::new();
+            let _ = c.read_to_end(&mut got);
+            return Ok(format!("peer got {} reply bytes", got.len()));
+        }
+        _ => {}
+    }
     match name {
         "runtime" => {
             rshmem::init().map_err(e2s)?;
@@ -118,8 +147,8 @@ fn probe() {
     let Ok(spec) = std::env::var(PROBE_VAR) else { return };
     let mut words = spec.split_whitespace();
     let name = words.next().unwrap_or("init").to_string();
-    let arg = words.next().and_then(|a| a.parse().ok()).unwrap_or(0);
-    match scenario(&name, arg) {
+    let arg = words.next().unwrap_or("").to_string();
+    match scenario(&name, &arg) {
         Ok(msg) => {
             println!("OK {msg}");
             std::process::exit(0);
@@ -481,4 +510,52 @@ fn a_stalled_pe_is_named_by_the_others() {
         o.out
     );
     assert!(o.elapsed < Duration::from_secs(4), "PE 1 took {:?}", o.elapsed);
+}
+
+/// Runs one probe scenario as the user `nobody` (uid 65534); None when this test does not run as
+/// root (then there is no second user to try).
+fn spawn_as_nobody(args: &str, env: &[(&str, &str)]) -> Option<Proc> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let out = temp("nobody.log");
+    let f = File::create(&out).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "probe", "--nocapture", "--test-threads=1", "-q"]).env(PROBE_VAR, args).uid(65534).gid(65534);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f);
+    Some(Proc { pe: 99, child: cmd.spawn().unwrap(), out, started: Instant::now() })
+}
+
+#[test]
+fn fd_sockets_never_talk_to_another_user() {
+    // A server of this user; a process of another user with the right key gets nothing.
+    let job = [0x42u8; 16];
+    let key: [u8; 16] = std::array::from_fn(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).unwrap());
+    let server = FdServer::start(job, key, 0).unwrap();
+    server.offer(7, rshmem::fdpass::memfd("auth-test", 4096).unwrap(), 4096);
+    let name = String::from_utf8_lossy(server.name()).to_string();
+    let Some(peer) = spawn_as_nobody(&format!("fdpeer {name}"), &[("RSHMEM_JOB_KEY", KEY)]) else {
+        eprintln!("SKIPPED: not running as root, so there is no other user to try");
+        return;
+    };
+    let o = wait_all(vec![peer], Duration::from_secs(20));
+    assert!(o[0].out.contains("OK peer got 0 reply bytes"), "{}", o[0].out);
+    drop(server);
+
+    // A stranger of another user holds the name a PE's server would have: the PE does not send it the key.
+    let job = [0x43u8; 16];
+    let squat = "rshmem-43434343434343434343434343434343-5";
+    let squatter = spawn_as_nobody(&format!("fdsquat {squat}"), &[]).unwrap();
+    wait_for_line(&squatter.out, "BOUND");
+    let me = FdServer::start(job, key, 0).unwrap();
+    let e = me.fetch(job, 5, 7).unwrap_err().to_string();
+    assert!(e.contains("PE 5's fd-passing socket is held by a process of another user") && e.contains("uid 65534"), "{e}");
+    assert!(e.contains("not sending it the job key"), "{e}");
+    let o = wait_all(vec![squatter], Duration::from_secs(20));
+    assert!(o[0].out.contains("OK squatter got 0 bytes"), "{}", o[0].out);
 }

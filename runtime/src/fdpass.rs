@@ -87,8 +87,14 @@ impl FdServer {
     /// Starts the server of PE `pe` for job `job` (a per-job random id) with access key `key`.
     pub fn start(job: [u8; 16], key: [u8; 16], pe: usize) -> Result<FdServer> {
         let name = socket_name(&job, pe);
-        let listener = UnixListener::bind_addr(&abstract_addr(&name)?)
-            .map_err(|e| Error::os(format!("PE {pe}: cannot open the fd-passing socket"), e))?;
+        let listener = UnixListener::bind_addr(&abstract_addr(&name)?).map_err(|e| {
+            let hint = if e.kind() == io::ErrorKind::AddrInUse {
+                " (another process holds its name @rshmem-<job>-<pe>: see /proc/net/unix)"
+            } else {
+                ""
+            };
+            Error::os(format!("PE {pe}: cannot open the fd-passing socket{hint}"), e)
+        })?;
         listener.set_nonblocking(true).map_err(|e| Error::os(format!("PE {pe}: fd-passing socket"), e))?;
         let (stop, stopped) = UnixStream::pair().map_err(|e| Error::os("fd server: socketpair", e))?;
         let table: Table = Arc::new(Mutex::new(HashMap::new()));

@@ -201,9 +201,15 @@ fn ring_shift_under_mpirun() {
         l.local_addr().unwrap().port()
     };
     let o = Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "-np", "4", "-x", "RSHMEM_BOOTSTRAP", "-x", "RSHMEM_SYMMETRIC_SIZE", "-x", "RSHMEM_BACKEND"])
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "4", "-x", "RSHMEM_BOOTSTRAP", "-x", "RSHMEM_JOB_KEY", "-x", "RSHMEM_SYMMETRIC_SIZE", "-x", "RSHMEM_BACKEND"])
         .arg(tool("ring_shift"))
         .env("RSHMEM_BOOTSTRAP", format!("127.0.0.1:{port}"))
+        // Outside rshmrun a job of several PEs needs a secret key (README: export RSHMEM_JOB_KEY=...).
+        .env("RSHMEM_JOB_KEY", {
+            let mut k = [0u8; 16];
+            std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut k).unwrap();
+            k.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        })
         .env("RSHMEM_SYMMETRIC_SIZE", "16m")
         .env("RSHMEM_BACKEND", "cpu")
         .env("OMPI_MCA_plm_rsh_agent", "")

@@ -20,8 +20,13 @@ pub struct LaunchEnv {
     pub bootstrap: Option<String>,
     /// Listening socket handed down by rshmrun (PE 0 only).
     pub bootstrap_fd: Option<i32>,
-    /// All zero when no key was given.
-    pub job_key: [u8; 16],
+    /// RSHMEM_JOB_KEY; None when unset (refused for jobs of several PEs).
+    pub job_key: Option<[u8; 16]>,
+    /// The launcher's identity of this job ("Slurm job 1234.0", "Open MPI job 978124801"; "" when
+    /// the launcher gives none, as with rshmrun, whose key is new for every job). It is public
+    /// information, so it authenticates nothing; it only keeps two jobs that share a key and a
+    /// port from merging.
+    pub job_id: String,
     /// RSHMEM_BOOTSTRAP_TIMEOUT.
     pub timeout: Duration,
 }
@@ -146,13 +151,47 @@ pub fn parse_timeout(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Parses RSHMEM_JOB_KEY (32 hex digits); all zero when unset.
-pub fn parse_job_key(get: &dyn Fn(&str) -> Option<String>) -> Result<[u8; 16]> {
+/// Parses RSHMEM_JOB_KEY (32 hex digits); None when unset.
+///
+/// There is deliberately no fallback that derives a key from the launcher's variables (job id, node
+/// list, ...): those are visible to every user of the machine (ps, squeue, /proc), so a key made
+/// from them would authenticate nothing. A job of several PEs without a key is refused instead
+/// (`Bootstrap::from_launch_env`).
+pub fn parse_job_key(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<[u8; 16]>> {
     let name = env::JOB_KEY;
-    let Some(v) = lookup(get, name) else { return Ok([0; 16]) };
-    let bad = || Error::new(format!("rshmem bootstrap: {name} must be 32 hex digits (got {} characters)", v.len()));
+    let Some(v) = lookup(get, name) else { return Ok(None) };
+    let bad = || {
+        Error::new(format!(
+            "rshmem bootstrap: {name} must be 32 hex digits (got {} characters; make one with: od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')",
+            v.len()
+        ))
+    };
     let bytes = decode_hex(&v).ok_or_else(bad)?;
-    bytes.try_into().map_err(|_| bad())
+    let key: [u8; 16] = bytes.try_into().map_err(|_| bad())?;
+    if key == [0; 16] {
+        return Err(Error::new(format!("rshmem bootstrap: {name} is all zeros, which is no secret: use a random key")));
+    }
+    Ok(Some(key))
+}
+
+/// The job identity that the launcher of `source_pe_var` gives (see `LaunchEnv::job_id`).
+fn job_identity(get: &dyn Fn(&str) -> Option<String>, source_pe_var: &str) -> String {
+    let id = match source_pe_var {
+        "OMPI_COMM_WORLD_RANK" => lookup(get, "PMIX_NAMESPACE")
+            .or_else(|| lookup(get, "OMPI_MCA_ess_base_jobid"))
+            .map(|j| format!("Open MPI job {j}")),
+        "PMI_RANK" => lookup(get, "PMIX_NAMESPACE")
+            .or_else(|| lookup(get, "PMI_KVSNAME"))
+            .map(|j| format!("PMI job {j}")),
+        "SLURM_PROCID" => lookup(get, "SLURM_JOB_ID").or_else(|| lookup(get, "SLURM_JOBID")).map(|j| {
+            match lookup(get, "SLURM_STEP_ID").or_else(|| lookup(get, "SLURM_STEPID")) {
+                Some(step) => format!("Slurm job {j}.{step}"),
+                None => format!("Slurm job {j}"),
+            }
+        }),
+        _ => None,
+    };
+    id.map(|s| super::wire::truncate(&s, super::wire::MAX_JOB_ID).to_string()).unwrap_or_default()
 }
 
 pub(crate) fn decode_hex(s: &str) -> Option<Vec<u8>> {
@@ -187,6 +226,7 @@ pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEn
             }
         }
     }
+    let job_id = found.map(|(src, _, _)| job_identity(get, src.pe)).unwrap_or_default();
     let (source, pe, npes, local_pe, local_npes) = match found {
         None => ("no launcher variables (a single PE)", 0, 1, None, None),
         Some((src, pe, npes)) => {
@@ -237,6 +277,7 @@ pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEn
         bootstrap,
         bootstrap_fd,
         job_key: parse_job_key(get)?,
+        job_id,
         timeout: parse_timeout(get)?,
     })
 }
@@ -284,7 +325,8 @@ mod tests {
     fn nothing_set_is_a_single_pe() {
         let e = parse_launch_env(env_of(&[])).unwrap();
         assert_eq!((e.pe, e.npes, e.local_pe, e.local_npes), (0, 1, None, None));
-        assert_eq!(e.job_key, [0; 16]);
+        assert_eq!(e.job_key, None);
+        assert_eq!(e.job_id, "");
         assert_eq!(e.timeout, Duration::from_secs(30));
         assert_eq!(e.bootstrap, None);
     }
@@ -308,7 +350,8 @@ mod tests {
         assert_eq!((e.pe, e.npes, e.local_pe, e.local_npes), (2, 4, Some(0), Some(2)));
         assert_eq!(e.bootstrap.as_deref(), Some("127.0.0.1:4567"));
         assert_eq!(e.bootstrap_fd, Some(7));
-        assert_eq!(e.job_key, std::array::from_fn(|i| i as u8));
+        assert_eq!(e.job_key, Some(std::array::from_fn(|i| i as u8)));
+        assert_eq!(e.job_id, "");
         assert_eq!(e.timeout, Duration::from_millis(500));
         assert!(e.source.starts_with("rshmrun"));
     }
@@ -323,10 +366,14 @@ mod tests {
             // Inherited from the per-node daemon under a Slurm allocation: must not win.
             ("SLURM_PROCID", "1"),
             ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_ID", "77"),
+            ("OMPI_MCA_ess_base_jobid", "978124801"),
         ]))
         .unwrap();
         assert_eq!((e.pe, e.npes, e.local_pe, e.local_npes), (5, 8, Some(1), Some(4)));
         assert!(e.source.starts_with("Open MPI"));
+        // The identity comes from the launcher that placed the PE, not from the allocation around it.
+        assert_eq!(e.job_id, "Open MPI job 978124801");
     }
 
     #[test]
@@ -338,9 +385,12 @@ mod tests {
             ("SLURM_NODEID", "1"),
             ("SLURM_STEP_TASKS_PER_NODE", "4,3"),
             ("SLURM_NTASKS_PER_NODE", "4"),
+            ("SLURM_JOB_ID", "1234"),
+            ("SLURM_STEP_ID", "0"),
         ]))
         .unwrap();
         assert_eq!((e.pe, e.npes, e.local_pe, e.local_npes), (6, 7, Some(2), Some(3)));
+        assert_eq!(e.job_id, "Slurm job 1234.0");
         assert!(e.source.starts_with("Slurm"));
         // Without the step layout: SLURM_NTASKS_PER_NODE, when the tasks are spread evenly.
         let e = parse_launch_env(env_of(&[
@@ -390,6 +440,7 @@ mod tests {
         assert!(err(&[("RSHMEM_PE", "1")]).contains("RSHMEM_NPES is not"));
         assert!(err(&[("RSHMEM_PE", "4"), ("RSHMEM_NPES", "4")]).contains("out of range"));
         assert!(err(&[("RSHMEM_JOB_KEY", "abc")]).contains("32 hex digits"));
+        assert!(err(&[("RSHMEM_JOB_KEY", &"0".repeat(32))]).contains("all zeros"));
         assert!(err(&[("RSHMEM_BOOTSTRAP_TIMEOUT", "-1")]).contains("RSHMEM_BOOTSTRAP_TIMEOUT"));
         assert!(err(&[("RSHMEM_BOOTSTRAP_TIMEOUT", "soon")]).contains("positive number"));
         assert!(err(&[("RSHMEM_BOOTSTRAP_FD", "-3")]).contains("RSHMEM_BOOTSTRAP_FD"));

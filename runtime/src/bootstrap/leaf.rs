@@ -1,11 +1,14 @@
 //! The side of every PE but 0: connect to PE 0 (retrying until it listens), say hello, get the host
-//! table; then one request and one blocking read of the result per collective. The read has no
-//! timeout (a PE may compute for hours between collectives) but ends at once when PE 0 goes away.
+//! table; then one request and one blocking read of the result per collective. Without
+//! RSHMEM_WAIT_TIMEOUT the read has no timeout (a PE may compute for hours between collectives) but
+//! ends at once when PE 0 goes away. With it, a PE whose collective PE 0 does not answer within that
+//! time (plus a grace period, so that PE 0's own, more precise, stall error arrives first when PE 0
+//! is waiting for another PE) fails naming PE 0 and the collective, and tells PE 0.
 
 use super::launch::secs;
 use super::net::{is_self_connection, resolve};
 use super::wire::*;
-use super::{check_local, Setup};
+use super::{check_local, describe, Setup};
 use crate::env;
 use crate::error::{Error, Result};
 use std::net::TcpStream;
@@ -21,14 +24,14 @@ pub(super) struct Leaf {
     pe: usize,
     npes: usize,
     root_host: String,
+    /// RSHMEM_WAIT_TIMEOUT.
+    wait: Option<Duration>,
 }
 
-fn result_limit(npes: usize) -> impl Fn(u8) -> Option<usize> {
-    move |kind| match kind {
-        K_RESULT => Some(max_result(npes)),
-        K_ERROR => Some(MAX_TEXT),
-        _ => None,
-    }
+/// How much longer than RSHMEM_WAIT_TIMEOUT a PE waits for PE 0's answer: PE 0 starts its own clock
+/// when it enters the collective, and its error (which names the PEs it waits for) is the better one.
+fn leaf_grace(wait: Duration) -> Duration {
+    Duration::from_secs(1) + wait / 10
 }
 
 fn connect(s: &Setup) -> Result<TcpStream> {
@@ -74,13 +77,8 @@ pub(super) fn init(s: &Setup) -> Result<(Leaf, Vec<HostId>)> {
     tune(&stream);
     let deadline = Instant::now() + s.timeout + HANDSHAKE_GRACE;
     // If this fails PE 0 is gone; reading below says so (or shows the error PE 0 sent first).
-    let _ = send_all(&stream, &encode_hello(&s.key, s.pe, s.npes, s.me), None);
-    let npes = s.npes;
-    let limit = move |kind: u8| match kind {
-        K_WELCOME => Some(max_welcome(npes)),
-        K_REFUSE | K_ERROR => Some(MAX_TEXT),
-        _ => None,
-    };
+    let _ = send_all(&stream, &encode_hello(&s.key, s.pe, s.npes, s.me, s.job), None);
+    let limit = handshake_limit(s.npes);
     let mut reader = FrameReader::default();
     let hosts = loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -102,10 +100,11 @@ pub(super) fn init(s: &Setup) -> Result<(Leaf, Vec<HostId>)> {
             }
             Ok(Pumped::Frame(K_REFUSE, body)) => {
                 return Err(Error::new(format!(
-                    "rshmem bootstrap: the bootstrap refused the connection: {} (PE 0 at {} belongs to another job, or {} differs between the PEs)",
-                    decode_text(&body),
+                    "rshmem bootstrap: PE {} of {}: PE 0 at {} refused the connection: {}",
+                    s.pe,
+                    show_job(s.job),
                     s.addr,
-                    env::JOB_KEY
+                    decode_text(&body),
                 )))
             }
             Ok(Pumped::Frame(_, body)) => return Err(Error::new(decode_text(&body))),
@@ -126,7 +125,15 @@ pub(super) fn init(s: &Setup) -> Result<(Leaf, Vec<HostId>)> {
     };
     stream.set_read_timeout(None).map_err(|e| Error::os("rshmem bootstrap: socket read timeout", e))?;
     let root_host = hosts[0].hostname.clone();
-    Ok((Leaf { stream, reader, pe: s.pe, npes: s.npes, root_host }, hosts))
+    Ok((Leaf { stream, reader, pe: s.pe, npes: s.npes, root_host, wait: s.wait }, hosts))
+}
+
+fn show_job(job: &str) -> String {
+    if job.is_empty() {
+        "this job".into()
+    } else {
+        job.into()
+    }
 }
 
 impl Leaf {
@@ -146,7 +153,17 @@ impl Leaf {
         // sent before closing, or end of file.
         let _ = send_all(&self.stream, &encode_request(seq, op, call, mine), None);
         let limit = result_limit(self.npes);
+        let deadline = self.wait.map(|w| Instant::now() + w + leaf_grace(w));
         loop {
+            if let Some(d) = deadline {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(self.stalled(call, op, seq));
+                }
+                self.stream
+                    .set_read_timeout(Some(left))
+                    .map_err(|e| Error::os("rshmem bootstrap: socket read timeout", e))?;
+            }
             match self.reader.pump(&mut self.stream, &limit) {
                 Ok(Pumped::Frame(K_RESULT, body)) => {
                     let (rseq, parts) = decode_result(&body).map_err(|m| self.protocol(call, seq, &m))?;
@@ -179,6 +196,23 @@ impl Leaf {
     /// Best effort: tells PE 0 that this PE cannot go on (PE 0 passes it on at its next collective).
     pub(super) fn abort(&mut self, text: &str) {
         let _ = send_all(&self.stream, &encode_text(K_ABORT, text), Some(Duration::from_secs(1)));
+    }
+
+    /// PE 0 did not answer within RSHMEM_WAIT_TIMEOUT (and the grace period): tells PE 0 (which
+    /// passes it on to every PE when it next looks) and returns the error.
+    fn stalled(&mut self, call: &str, op: Op, seq: u64) -> Error {
+        let wait = self.wait.unwrap_or_default();
+        let text = format!(
+            "rshmem bootstrap: PE {}: PE 0 (host {}) did not answer {} within {}={} s (+{} s grace): PE 0 has not entered this collective, or waits there for a PE that has not",
+            self.pe,
+            self.root_host,
+            describe(call, op, seq),
+            env::WAIT_TIMEOUT,
+            secs(wait),
+            secs(leaf_grace(wait))
+        );
+        self.abort(&text);
+        Error::new(text)
     }
 
     fn lost(&self, call: &str, seq: u64, err: Option<&std::io::Error>) -> Error {

@@ -3,10 +3,16 @@
 //! A star through PE 0. PE 0 listens (on the socket rshmrun handed down in RSHMEM_BOOTSTRAP_FD, on
 //! RSHMEM_BOOTSTRAP's address, or on the listener `get_unique_id` made); every other PE connects,
 //! retrying until PE 0 listens or RSHMEM_BOOTSTRAP_TIMEOUT runs out, and says hello: magic, protocol
-//! version, job key, PE number, PE count and host identity. PE 0 refuses connections with another job
-//! key (and keeps waiting for the right ones), fails the job on disagreements (PE count, duplicate PE
-//! numbers), and once every PE is in sends everyone the table of host identities, from which each PE
-//! derives the PEs of its node.
+//! version, job key, PE number, PE count, host identity and the launcher's job identity. PE 0
+//! refuses connections with another job key or another job identity, telling them why (and keeps
+//! waiting for the right ones), fails the job on disagreements among its own PEs (PE count, duplicate
+//! PE numbers), and once every PE is in sends everyone the table of host identities, from which each
+//! PE derives the PEs of its node.
+//!
+//! Authentication: every job of several PEs has a secret key. rshmrun and `get_unique_id` draw a
+//! random one; a job started by another launcher (Slurm, Open MPI, PMI variables) must be given one
+//! in RSHMEM_JOB_KEY, or it is refused at init with the one-line fix. PE 0 binds only the address
+//! RSHMEM_BOOTSTRAP names, never all interfaces.
 //!
 //! Each collective is one request per PE to PE 0 — the call's name, a per-PE sequence number, the
 //! operation and the payload — and one result back. PE 0 checks that all requests name the same
@@ -17,13 +23,18 @@
 //! Messages are framed (wire.rs): a kind byte, a u64 length, the body; lengths are checked against
 //! per-kind limits before anything is allocated.
 
+#[cfg(test)]
+mod fuzz;
 mod launch;
 mod leaf;
 mod net;
+mod ratelimit;
 mod root;
 mod wire;
 
 pub use launch::{parse_launch_env, LaunchEnv};
+pub(crate) use ratelimit::WarnLimiter;
+pub(crate) use wire::poll;
 
 use crate::env;
 use crate::error::{Error, Result};
@@ -124,10 +135,23 @@ struct Setup<'a> {
     pe: usize,
     npes: usize,
     key: [u8; 16],
+    /// The launcher's job identity ("" when none): PE 0 refuses PEs of another job even with this key.
+    job: &'a str,
     timeout: Duration,
+    /// RSHMEM_WAIT_TIMEOUT: the longest wait in a collective (None: no limit).
+    wait: Option<Duration>,
     /// The rendezvous address as given (for connecting and for messages).
     addr: &'a str,
     me: &'a HostId,
+}
+
+/// The error for a job of several PEs started without RSHMEM_JOB_KEY outside rshmrun.
+fn no_key_error(pe: usize, npes: usize, source: &str) -> Error {
+    Error::new(format!(
+        "rshmem bootstrap: this process is PE {pe} of {npes} according to {source}, but {key} is not set: outside rshmrun, the PEs of a job must share a secret key, or any local user could join the job, read its memory or stop it. Fix: export {key}=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n') before starting the job, and pass it to every PE: mpirun -x {key} -x {boot} ... (srun passes the environment by default)",
+        key = env::JOB_KEY,
+        boot = env::BOOTSTRAP,
+    ))
 }
 
 /// Checks a PE can make of its own arguments; the message names the call.
@@ -211,7 +235,12 @@ impl Bootstrap {
                     crate::log::debug(e.to_string());
                 }
             }
-            return Self::finish(0, 1, vec![me], le.job_key, (le.local_pe, le.local_npes), le.source, Link::Single);
+            // A single PE without a key still gets a secret one: it also guards the fd server.
+            let key = match le.job_key {
+                Some(k) => k,
+                None => net::random16()?,
+            };
+            return Self::finish(0, 1, vec![me], key, (le.local_pe, le.local_npes), le.source, Link::Single);
         }
         let addr = le.bootstrap.clone().ok_or_else(|| {
             Error::new(format!(
@@ -224,6 +253,8 @@ impl Bootstrap {
             ))
         })?;
         net::check_addr_syntax(&addr)?;
+        let key = le.job_key.ok_or_else(|| no_key_error(le.pe, le.npes, le.source))?;
+        let wait = env::wait_timeout()?;
         let listener = if le.pe == 0 {
             Some(match le.bootstrap_fd {
                 Some(fd) => net::handed_listener(fd)?,
@@ -232,7 +263,8 @@ impl Bootstrap {
         } else {
             None
         };
-        let setup = Setup { pe: le.pe, npes: le.npes, key: le.job_key, timeout: le.timeout, addr: &addr, me: &me };
+        let setup =
+            Setup { pe: le.pe, npes: le.npes, key, job: &le.job_id, timeout: le.timeout, wait, addr: &addr, me: &me };
         Self::connect(&setup, listener, (le.local_pe, le.local_npes), le.source)
     }
 
@@ -244,6 +276,7 @@ impl Bootstrap {
         }
         let (addr, key) = id.decode()?;
         let timeout = launch::parse_timeout(&env::get)?;
+        let wait = env::wait_timeout()?;
         let me = net::host_identity();
         let made_here = if pe == 0 {
             let mut l = UID_LISTENERS.lock().unwrap_or_else(PoisonError::into_inner);
@@ -270,7 +303,8 @@ impl Bootstrap {
             None
         };
         let addr_text = addr.to_string();
-        let setup = Setup { pe, npes, key, timeout, addr: &addr_text, me: &me };
+        // The key in the id is drawn per id, so it identifies the job too.
+        let setup = Setup { pe, npes, key, job: "", timeout, wait, addr: &addr_text, me: &me };
         Self::connect(&setup, listener, (None, None), "the unique id")
     }
 
@@ -354,7 +388,8 @@ impl Bootstrap {
     pub fn hostname(&self, pe: usize) -> &str {
         self.hosts.get(pe).map_or("?", |h| h.hostname.as_str())
     }
-    /// Job key bytes; all zero when no key was given.
+    /// The job's secret key (RSHMEM_JOB_KEY, rshmrun's or the unique id's; a random one for a single
+    /// PE started without one).
     pub fn job_key(&self) -> [u8; 16] {
         self.key
     }
@@ -531,6 +566,85 @@ mod tests {
     }
 
     #[test]
+    fn multi_pe_without_key_outside_rshmrun_is_refused_with_the_fix() {
+        for (rank, size) in [("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")] {
+            let le = parse_launch_env(|k| match k {
+                k if k == rank => Some("0".into()),
+                k if k == size => Some("2".into()),
+                "RSHMEM_BOOTSTRAP" => Some("127.0.0.1:1".into()),
+                _ => None,
+            })
+            .unwrap();
+            let e = Bootstrap::from_launch_env(le).unwrap_err().to_string();
+            assert!(e.contains("RSHMEM_JOB_KEY is not set"), "{e}");
+            assert!(e.contains("export RSHMEM_JOB_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')"), "{e}");
+            assert!(e.contains("mpirun -x RSHMEM_JOB_KEY -x RSHMEM_BOOTSTRAP"), "{e}");
+        }
+    }
+
+    /// Runs PE `pe` of `npes` through a Setup on `l` (PE 0) or towards `addr` (the others).
+    fn setup_pe(
+        pe: usize,
+        npes: usize,
+        addr: String,
+        l: Option<TcpListener>,
+        job: &'static str,
+        wait: Option<Duration>,
+    ) -> Result<Bootstrap> {
+        let me = net::host_identity();
+        let s = Setup { pe, npes, key: [3; 16], job, wait, timeout: Duration::from_secs(10), addr: &addr, me: &me };
+        Bootstrap::connect(&s, l, (None, None), "test")
+    }
+
+    #[test]
+    fn another_job_with_the_same_key_is_refused_and_the_job_goes_on() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let a = addr.clone();
+        let pe0 = std::thread::spawn(move || {
+            setup_pe(0, 2, a, Some(l), "Open MPI job 1", None).unwrap().allgather("x", b"0").unwrap()
+        });
+        // PE 1 of another job with the same key: refused at once, saying why; PE 0 goes on waiting.
+        let t = Instant::now();
+        let e = setup_pe(1, 2, addr.clone(), None, "Open MPI job 2", None).unwrap_err().to_string();
+        assert!(t.elapsed() < Duration::from_secs(3));
+        assert!(e.contains("refused the connection: another job: PE 0 there belongs to Open MPI job 1, this PE to Open MPI job 2"), "{e}");
+        let b = setup_pe(1, 2, addr, None, "Open MPI job 1", None).unwrap();
+        assert_eq!(b.allgather("x", b"1").unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
+        assert_eq!(pe0.join().unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
+    }
+
+    #[test]
+    fn a_stalled_collective_names_the_pes_waited_for() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let wait = Some(Duration::from_millis(300));
+        let mut ls = Some(l);
+        let threads: Vec<_> = (0..4)
+            .map(|pe| {
+                let (a, l) = (addr.clone(), if pe == 0 { ls.take() } else { None });
+                std::thread::spawn(move || {
+                    let b = setup_pe(pe, 4, a, l, "", wait).unwrap();
+                    if pe == 3 {
+                        std::thread::sleep(Duration::from_millis(1500));
+                        return b.barrier("first").unwrap_err().to_string();
+                    }
+                    b.allgather("first", b"").unwrap_err().to_string()
+                })
+            })
+            .collect();
+        let t = Instant::now();
+        let out: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        // PE 3 has not entered "first" (#1): that collective stalls, naming PE 3 only, on every PE.
+        for e in &out {
+            assert!(e.contains("first (allgather, collective #1) did not complete within RSHMEM_WAIT_TIMEOUT=0.3 s"), "{e}");
+            assert!(e.contains("waits for PE 3 of 4"), "{e}");
+            assert!(e.contains("has not entered any collective since init"), "{e}");
+        }
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
     fn threads_collectives() {
         let id = local_id();
         let out = on_threads(id, 4, |pe, b| {
@@ -608,10 +722,10 @@ mod tests {
         let a2 = addr.clone();
         let leaf = std::thread::spawn(move || {
             let me = net::host_identity();
-            let s = Setup { pe: 2, npes: 4, key: [0; 16], timeout: Duration::from_millis(800), addr: &a2, me: &me };
+            let s = Setup { pe: 2, npes: 4, key: [0; 16], job: "", wait: None, timeout: Duration::from_millis(800), addr: &a2, me: &me };
             Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string()
         });
-        let s = Setup { pe: 0, npes: 4, key: [0; 16], timeout: Duration::from_millis(500), addr: &addr, me: &me };
+        let s = Setup { pe: 0, npes: 4, key: [0; 16], job: "", wait: None, timeout: Duration::from_millis(500), addr: &addr, me: &me };
         let e = Bootstrap::connect(&s, Some(l), (None, None), "test").unwrap_err().to_string();
         assert!(e.contains("timed out after 0.5 s waiting for PEs 1, 3 of 4"), "{e}");
         assert_eq!(leaf.join().unwrap(), e);
@@ -624,7 +738,7 @@ mod tests {
         let addr = l.local_addr().unwrap().to_string();
         drop(l);
         let me = net::host_identity();
-        let s = Setup { pe: 1, npes: 2, key: [0; 16], timeout: Duration::from_millis(300), addr: &addr, me: &me };
+        let s = Setup { pe: 1, npes: 2, key: [0; 16], job: "", wait: None, timeout: Duration::from_millis(300), addr: &addr, me: &me };
         let e = Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string();
         assert!(e.contains(&format!("could not reach PE 0 at {addr} within 0.3 s")), "{e}");
     }
@@ -641,12 +755,12 @@ mod tests {
         let a1 = addr.clone();
         let leaf = std::thread::spawn(move || {
             let me = net::host_identity();
-            let s = Setup { pe: 1, npes: 2, key: [0; 16], timeout: Duration::from_secs(10), addr: &a1, me: &me };
+            let s = Setup { pe: 1, npes: 2, key: [0; 16], job: "", wait: None, timeout: Duration::from_secs(10), addr: &a1, me: &me };
             let b = Bootstrap::connect(&s, None, (Some(1), Some(2)), "test").unwrap();
             b.barrier("rshmem_init").unwrap_err().to_string()
         });
         let me = net::host_identity();
-        let s = Setup { pe: 0, npes: 2, key: [0; 16], timeout: Duration::from_secs(10), addr: &addr, me: &me };
+        let s = Setup { pe: 0, npes: 2, key: [0; 16], job: "", wait: None, timeout: Duration::from_secs(10), addr: &addr, me: &me };
         let e = Bootstrap::connect(&s, Some(l), (Some(0), Some(3)), "the launcher").unwrap_err().to_string();
         assert!(e.contains("node-local PE 0 of 3") && e.contains("node-local PE 0 of 2"), "{e}");
         assert_eq!(leaf.join().unwrap(), e);

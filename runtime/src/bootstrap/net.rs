@@ -65,36 +65,43 @@ pub(super) fn resolve(addr: &str) -> std::io::Result<Vec<SocketAddr>> {
     Ok(v)
 }
 
-/// PE 0 listens on `addr` itself (no listener was handed down). If the name resolves to no local
-/// address (e.g. a NAT'ed or aliased name), it listens on all interfaces at that port.
+/// PE 0 listens on `addr` itself (no listener was handed down): on the address it names and on no
+/// other, never on all interfaces. A name that resolves to no address of this host is an error that
+/// says where PE 0 must run, or which of this host's addresses to name instead; a port in use is an
+/// error that says so (most likely another job chose the same port).
 pub(super) fn bind(addr: &str) -> Result<TcpListener> {
     let addrs = resolve(addr).map_err(|e| Error::os(format!("rshmem bootstrap: cannot resolve {addr}"), e))?;
-    let mut last = None;
+    let mut errors = Vec::new();
     for a in &addrs {
         match TcpListener::bind(a) {
             Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
+            Err(e) => errors.push((*a, e)),
         }
     }
-    let e = last.expect("at least one address");
-    if e.kind() == std::io::ErrorKind::AddrNotAvailable {
-        let any: SocketAddr = match addrs[0] {
-            SocketAddr::V4(a) => (Ipv4Addr::UNSPECIFIED, a.port()).into(),
-            SocketAddr::V6(a) => (std::net::Ipv6Addr::UNSPECIFIED, a.port()).into(),
-        };
-        crate::log::info(format!("rshmem bootstrap: {addr} is not an address of this host; listening on {any}"));
-        return TcpListener::bind(any).map_err(|e| listen_error(addr, e));
+    if let Some((a, _)) = errors.iter().find(|(_, e)| e.kind() == std::io::ErrorKind::AddrInUse) {
+        return Err(Error::new(format!(
+            "rshmem bootstrap: PE 0 cannot listen on {addr} ({a}): port in use — another job? choose another {} port",
+            env::BOOTSTRAP
+        )));
     }
-    Err(listen_error(addr, e))
-}
-
-fn listen_error(addr: &str, e: std::io::Error) -> Error {
-    let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
-        format!(" (another program uses that port: choose another one in {})", env::BOOTSTRAP)
-    } else {
-        String::new()
-    };
-    Error::new(format!("rshmem bootstrap: PE 0 cannot listen on {addr}: {e}{hint}"))
+    if errors.iter().all(|(_, e)| e.kind() == std::io::ErrorKind::AddrNotAvailable) {
+        let names: Vec<String> = addrs.iter().map(|a| a.ip().to_string()).collect();
+        let here = interfaces()
+            .map(|ifs| {
+                let v: Vec<String> =
+                    ifs.iter().filter_map(|i| i.addr.map(|a| format!("{a} ({})", i.name))).collect();
+                v.join(", ")
+            })
+            .unwrap_or_else(|e| e.to_string());
+        return Err(Error::new(format!(
+            "rshmem bootstrap: {}={addr} names {}, which is not an address of this host ({}): PE 0 listens there, so PE 0 must run on that host; or name one of this host's addresses: {here}",
+            env::BOOTSTRAP,
+            names.join(", "),
+            host_identity().hostname,
+        )));
+    }
+    let (a, e) = errors.into_iter().next().expect("at least one address");
+    Err(Error::new(format!("rshmem bootstrap: PE 0 cannot listen on {addr} ({a}): {e}")))
 }
 
 /// rshmrun's listener, once taken over. It stays open for the life of the process (rshmrun holds it
@@ -317,6 +324,22 @@ mod tests {
         let f = std::fs::File::open("/proc/self/stat").unwrap();
         assert!(check_listener_fd(f.as_raw_fd()).unwrap_err().to_string().contains("not a socket"));
         assert!(check_listener_fd(987_654).unwrap_err().to_string().contains("RSHMEM_BOOTSTRAP_FD=987654"));
+    }
+
+    #[test]
+    fn pe0_binds_only_the_named_address() {
+        // A port in use: the message says so and what to do.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let e = bind(&addr).unwrap_err().to_string();
+        assert!(e.contains("port in use — another job? choose another RSHMEM_BOOTSTRAP port"), "{e}");
+        // An address of another host (TEST-NET-1, never local): no silent fallback to 0.0.0.0.
+        let e = bind("192.0.2.77:29500").unwrap_err().to_string();
+        assert!(e.contains("not an address of this host") && e.contains("PE 0 must run on that host"), "{e}");
+        assert!(e.contains("127.0.0.1 (lo"), "{e}");
+        // The named address, and not all interfaces.
+        let l = bind("127.0.0.1:0").unwrap();
+        assert_eq!(l.local_addr().unwrap().ip(), std::net::IpAddr::from(Ipv4Addr::LOCALHOST));
     }
 
     #[test]

@@ -2,9 +2,20 @@
 //! collective: one request from every PE, checked against PE 0's own, answered with the result.
 //! All sockets are non-blocking and watched together with poll(2), so that the end of any PE is
 //! noticed at once, even while another PE is being waited for.
+//!
+//! Strangers never disturb the job: a connection with another job key, or with this key but another
+//! launcher job identity, is refused with a REFUSE frame that says why (so that a PE of another job
+//! fails at once, with a clear message); garbage and silence are dropped (a silent connection after
+//! HELLO_DEADLINE). Only a connection with the right key and identity can fail the job (duplicate PE
+//! numbers, another PE count, another protocol version). Warnings about refused and dropped
+//! connections are rate-limited.
+//!
+//! With RSHMEM_WAIT_TIMEOUT set, a collective that not every PE has entered within that time fails,
+//! naming the PEs PE 0 waits for and what each last entered; every PE gets that error.
 
 use super::launch::{pe_list, secs};
 use super::net::is_self_connection;
+use super::ratelimit::WarnLimiter;
 use super::wire::*;
 use super::{check_local, describe, Setup};
 use crate::env;
@@ -18,12 +29,17 @@ use std::time::{Duration, Instant};
 const MAX_PENDING: usize = 512;
 /// How long PE 0 tries to hand an error to a PE that does not read, before giving up on it.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
+/// A connection must complete its hello within this time (a PE sends it right after connecting).
+const HELLO_DEADLINE: Duration = Duration::from_secs(10);
+/// At most this many of the PEs PE 0 waits for are described one by one in a stall error.
+const STALL_DETAIL: usize = 8;
 
 /// An accepted connection whose hello has not fully arrived.
 struct Pending {
     stream: TcpStream,
     addr: SocketAddr,
     reader: FrameReader,
+    since: Instant,
 }
 
 /// A PE that passed the handshake.
@@ -38,18 +54,11 @@ pub(super) struct Peer {
 pub(super) struct Root {
     /// PEs 1..npes, in order.
     peers: Vec<Peer>,
-}
-
-fn hello_limit(kind: u8) -> Option<usize> {
-    (kind == K_HELLO).then_some(MAX_HELLO)
-}
-
-fn peer_limit(kind: u8) -> Option<usize> {
-    match kind {
-        K_REQUEST => Some(MAX_REQUEST),
-        K_ABORT => Some(MAX_TEXT),
-        _ => None,
-    }
+    /// The last collective each of PEs 1..npes entered (its call, operation and number), for stall
+    /// messages; None until its first request.
+    last: Vec<Option<(String, Op, u64)>>,
+    /// RSHMEM_WAIT_TIMEOUT.
+    wait: Option<Duration>,
 }
 
 /// Constant-time comparison of job keys (no early exit on the first differing byte).
@@ -74,18 +83,31 @@ enum Outcome {
     Fatal(Error, Option<TcpStream>),
 }
 
-fn refuse(mut p: Pending, claimed: Option<usize>, missing: &str) {
+/// Refuses a connection: tells it why in a REFUSE frame (so that it fails at once, instead of
+/// retrying until its timeout), warns (rate-limited) and closes it. The job goes on.
+fn refuse(mut p: Pending, claimed: Option<usize>, why: &str, missing: &str, warns: &mut WarnLimiter) {
     let claim = claimed.map(|pe| format!(" (claiming to be PE {pe})")).unwrap_or_default();
-    log::warn(format!(
-        "rshmem bootstrap: refused a connection from {}{claim}: wrong job key (a process of another job, or a different {}); still waiting for {missing}",
-        p.addr,
-        env::JOB_KEY
-    ));
-    let _ = send_all(&p.stream, &encode_text(K_REFUSE, "wrong job key"), Some(NOTIFY_TIMEOUT));
+    warns.warn(format!("rshmem bootstrap: refused a connection from {}{claim}: {why}; still waiting for {missing}", p.addr));
+    let _ = send_all(&p.stream, &encode_text(K_REFUSE, why), Some(NOTIFY_TIMEOUT));
     drain(&mut p.stream);
 }
 
-fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>]) -> Outcome {
+fn wrong_key() -> String {
+    format!(
+        "wrong job key (PE 0 there belongs to another job, or {} differs between the PEs of this job)",
+        env::JOB_KEY
+    )
+}
+
+fn show_job(job: &str) -> &str {
+    if job.is_empty() {
+        "a job without a launcher job id"
+    } else {
+        job
+    }
+}
+
+fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>], warns: &mut WarnLimiter) -> Outcome {
     let missing = || pe_list(&(1..s.npes).filter(|&pe| joined[pe].is_none()).collect::<Vec<_>>());
     let body = match p.reader.pump(&mut p.stream, &hello_limit) {
         Ok(Pumped::Pending) => return Outcome::Keep(p),
@@ -94,7 +116,7 @@ fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>]) -> Outcome
             return Outcome::Gone;
         }
         Err(ReadFail::Bad(m)) => {
-            log::warn(format!(
+            warns.warn(format!(
                 "rshmem bootstrap: ignoring a connection from {} that is not an rshmem bootstrap client ({m})",
                 p.addr
             ));
@@ -105,19 +127,19 @@ fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>]) -> Outcome
     let h = match decode_hello(&body) {
         HelloParse::Ok(h) => h,
         HelloParse::NotRshmem => {
-            log::warn(format!(
+            warns.warn(format!(
                 "rshmem bootstrap: ignoring a connection from {} that is not an rshmem bootstrap client",
                 p.addr
             ));
             return Outcome::Gone;
         }
         HelloParse::Garbled(m) => {
-            log::warn(format!("rshmem bootstrap: ignoring a connection from {} with a garbled hello ({m})", p.addr));
+            warns.warn(format!("rshmem bootstrap: ignoring a connection from {} with a garbled hello ({m})", p.addr));
             return Outcome::Gone;
         }
         HelloParse::OtherVersion { version, key } => {
             if !key_eq(&key, &s.key) {
-                refuse(p, None, &missing());
+                refuse(p, None, &wrong_key(), &missing(), warns);
                 return Outcome::Gone;
             }
             let err = Error::new(format!(
@@ -128,7 +150,19 @@ fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>]) -> Outcome
         }
     };
     if !key_eq(&h.key, &s.key) {
-        refuse(p, Some(h.pe), &missing());
+        refuse(p, Some(h.pe), &wrong_key(), &missing(), warns);
+        return Outcome::Gone;
+    }
+    if h.job != s.job {
+        // The right key, but another launcher job: a key reused by two jobs that share a port.
+        let why = format!(
+            "another job: PE 0 there belongs to {}, this PE to {} (two jobs use the same {} port: give each job its own port and its own {})",
+            show_job(s.job),
+            show_job(&h.job),
+            env::BOOTSTRAP,
+            env::JOB_KEY
+        );
+        refuse(p, Some(h.pe), &why, &missing(), warns);
         return Outcome::Gone;
     }
     let who = format!("{} (host {})", p.addr, h.host.hostname);
@@ -174,6 +208,7 @@ pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId
     let mut joined: Vec<Option<Peer>> = (0..s.npes).map(|_| None).collect();
     let mut pending: Vec<Pending> = Vec::new();
     let mut n_joined = 1;
+    let mut warns = WarnLimiter::new("connections to the bootstrap port");
     let abort = |joined: Vec<Option<Peer>>, offender: Option<TcpStream>, err: Error| -> Error {
         notify_and_close(joined.into_iter().flatten().map(|p| p.stream).chain(offender), &err);
         err
@@ -192,11 +227,24 @@ pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId
             ));
             return Err(abort(joined, None, err));
         }
+        // Connections that did not say hello in time are dropped.
+        pending.retain(|p| {
+            let keep = now.duration_since(p.since) < HELLO_DEADLINE;
+            if !keep {
+                warns.warn(format!(
+                    "rshmem bootstrap: dropping a connection from {} that sent no hello within {} s",
+                    p.addr,
+                    HELLO_DEADLINE.as_secs()
+                ));
+            }
+            keep
+        });
+        let wake = pending.iter().map(|p| p.since + HELLO_DEADLINE).fold(deadline, Instant::min);
         let joined_pes: Vec<usize> = (1..s.npes).filter(|&pe| joined[pe].is_some()).collect();
         let mut fds = vec![pollfd(&listener)];
         fds.extend(pending.iter().map(|p| pollfd(&p.stream)));
         fds.extend(joined_pes.iter().map(|&pe| pollfd(&joined[pe].as_ref().unwrap().stream)));
-        if let Err(e) = poll(&mut fds, Some(deadline - now)) {
+        if let Err(e) = poll(&mut fds, Some(wake.saturating_duration_since(now))) {
             return Err(abort(joined, None, Error::os("rshmem bootstrap: poll", e)));
         }
 
@@ -226,7 +274,7 @@ pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId
                 pending.push(p);
                 continue;
             }
-            match handle_pending(s, p, &joined) {
+            match handle_pending(s, p, &joined, &mut warns) {
                 Outcome::Keep(p) => pending.push(p),
                 Outcome::Gone => {}
                 Outcome::Joined(peer) => {
@@ -252,18 +300,18 @@ pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId
                         tune(&stream);
                         if pending.len() >= MAX_PENDING {
                             let old = pending.remove(0);
-                            log::warn(format!(
+                            warns.warn(format!(
                                 "rshmem bootstrap: too many unidentified connections; dropping the one from {}",
                                 old.addr
                             ));
                         }
-                        pending.push(Pending { stream, addr, reader: FrameReader::default() });
+                        pending.push(Pending { stream, addr, reader: FrameReader::default(), since: Instant::now() });
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
                     Err(e) => {
                         // Out of descriptors or similar: say so, and do not spin on the listener.
-                        log::warn(format!("rshmem bootstrap: accept on {}: {e}", s.addr));
+                        warns.warn(format!("rshmem bootstrap: accept on {}: {e}", s.addr));
                         std::thread::sleep(Duration::from_millis(20));
                         break;
                     }
@@ -277,7 +325,8 @@ pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId
     let mut hosts = vec![s.me.clone()];
     hosts.extend(joined.iter().skip(1).map(|p| p.as_ref().unwrap().host.clone()));
     let peers: Vec<Peer> = joined.into_iter().skip(1).map(|p| p.unwrap()).collect();
-    let mut root = Root { peers };
+    let last = peers.iter().map(|_| None).collect();
+    let mut root = Root { peers, last, wait: s.wait };
     let welcome = encode_welcome(&hosts);
     for i in 0..root.peers.len() {
         if let Err(e) = send_all(&root.peers[i].stream, &welcome, None) {
@@ -320,11 +369,22 @@ impl Root {
         let mut got: Vec<Option<Vec<u8>>> = (0..npes).map(|_| None).collect();
         let mut missing = npes - 1;
         let mut fds: Vec<libc::pollfd> = self.peers.iter().map(|p| pollfd(&p.stream)).collect();
+        let deadline = self.wait.map(|w| Instant::now() + w);
         while missing > 0 {
             for f in fds.iter_mut() {
                 f.revents = 0;
             }
-            poll(&mut fds, None).map_err(|e| Error::os(format!("rshmem bootstrap: poll during {call}"), e))?;
+            let left = match deadline {
+                None => None,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(self.stalled(call, op, seq, &got));
+                    }
+                    Some(left)
+                }
+            };
+            poll(&mut fds, left).map_err(|e| Error::os(format!("rshmem bootstrap: poll during {call}"), e))?;
             for (i, f) in fds.iter().enumerate() {
                 if f.revents == 0 {
                     continue;
@@ -339,6 +399,7 @@ impl Root {
                         if got[peer.pe].is_some() {
                             return Err(protocol(peer, call, seq, "a second request before the result of the first"));
                         }
+                        self.last[i] = Some((req.call.clone(), req.op, req.seq));
                         if req.call != call || req.op != op || req.seq != seq {
                             return Err(Error::new(format!(
                                 "rshmem bootstrap: collective mismatch: PE 0 called {} while PE {} called {}",
@@ -358,6 +419,30 @@ impl Root {
                 }
             }
         }
+        // Every PE has sent its request; one may have given up since (its RSHMEM_WAIT_TIMEOUT ran
+        // out while PE 0 itself was late): anything it sent after its request is an abort, or it is
+        // gone. Look once, without waiting, so that the collective does not "complete" for PE 0
+        // alone.
+        for f in fds.iter_mut() {
+            f.revents = 0;
+        }
+        poll(&mut fds, Some(Duration::ZERO)).map_err(|e| Error::os(format!("rshmem bootstrap: poll during {call}"), e))?;
+        for (i, f) in fds.iter().enumerate() {
+            if f.revents == 0 {
+                continue;
+            }
+            let peer = &mut self.peers[i];
+            match peer.reader.pump(&mut peer.stream, &peer_limit) {
+                Ok(Pumped::Pending) => {}
+                Ok(Pumped::Frame(K_ABORT, body)) => return Err(Error::new(decode_text(&body))),
+                Ok(Pumped::Frame(..)) => {
+                    return Err(protocol(peer, call, seq, "a second request before the result of the first"))
+                }
+                Ok(Pumped::Eof) => return Err(dead(peer, call, seq, None)),
+                Err(ReadFail::Io(e)) => return Err(dead(peer, call, seq, Some(&e))),
+                Err(ReadFail::Bad(m)) => return Err(protocol(peer, call, seq, &m)),
+            }
+        }
         let parts: Vec<&[u8]> = match op {
             Op::Allgather => (0..npes).map(|pe| if pe == 0 { payload } else { got[pe].as_deref().unwrap() }).collect(),
             Op::Broadcast(0) => vec![payload],
@@ -371,6 +456,38 @@ impl Root {
             }
         }
         Ok(parts.iter().map(|p| p.to_vec()).collect())
+    }
+}
+
+impl Root {
+    /// The error of a collective that not every PE entered within RSHMEM_WAIT_TIMEOUT: names the PEs
+    /// PE 0 waits for and what each of them last entered.
+    fn stalled(&self, call: &str, op: Op, seq: u64, got: &[Option<Vec<u8>>]) -> Error {
+        let waiting: Vec<usize> = (1..got.len()).filter(|&pe| got[pe].is_none()).collect();
+        let mut detail: Vec<String> = waiting
+            .iter()
+            .take(STALL_DETAIL)
+            .map(|&pe| {
+                let peer = &self.peers[pe - 1];
+                let what = match &self.last[pe - 1] {
+                    Some((c, o, n)) => format!("last entered {}", describe(c, *o, *n)),
+                    None => "has not entered any collective since init".to_string(),
+                };
+                format!("PE {pe} (host {}) {what}", peer.host.hostname)
+            })
+            .collect();
+        if waiting.len() > STALL_DETAIL {
+            detail.push(format!("and {} more", waiting.len() - STALL_DETAIL));
+        }
+        Error::new(format!(
+            "rshmem bootstrap: {} did not complete within {}={} s: PE 0 waits for {} of {} to enter it: {}",
+            describe(call, op, seq),
+            env::WAIT_TIMEOUT,
+            secs(self.wait.unwrap_or_default()),
+            pe_list(&waiting),
+            got.len(),
+            detail.join("; ")
+        ))
     }
 }
 

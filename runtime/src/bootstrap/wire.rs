@@ -3,8 +3,10 @@
 //! Every message is one frame: a 9-byte header (kind: u8, body length: u64 little-endian) and the body.
 //! The reader checks the kind against the kinds expected at that point and the length against a
 //! per-kind limit before it allocates anything, so garbage on a socket gives a clear error, not a
-//! huge allocation or a hang. Integers in bodies are little-endian; strings are a u16 length and
-//! UTF-8 bytes; payloads a u64 length and the bytes.
+//! huge allocation or a hang; and the body buffer grows with the bytes that actually arrive, so a
+//! header that announces a large frame costs nothing until the bytes follow. Every count and length
+//! inside a body is checked against what is left of the body before it is used. Integers in bodies
+//! are little-endian; strings are a u16 length and UTF-8 bytes; payloads a u64 length and the bytes.
 
 use std::io::{self, Read};
 use std::net::TcpStream;
@@ -14,7 +16,8 @@ use std::time::{Duration, Instant};
 /// First bytes of a hello: identifies an rshmem bootstrap client.
 pub(super) const MAGIC: [u8; 4] = *b"RSHM";
 /// Bumped on any incompatible change of the messages below.
-pub(super) const VERSION: u32 = 1;
+/// Version 2: the hello carries the launcher's job identity.
+pub(super) const VERSION: u32 = 2;
 /// Largest payload of one PE in one collective.
 pub(super) const MAX_PAYLOAD: usize = 1 << 30;
 /// Largest text message (errors, refusals), and the most of a call name we put on the wire.
@@ -23,8 +26,12 @@ pub(super) const MAX_CALL: usize = 1024;
 /// Largest host name / boot id we accept.
 pub(super) const MAX_HOSTNAME: usize = 1024;
 pub(super) const MAX_BOOT_ID: usize = 128;
-/// Largest hello (magic, version, key, pe, npes, host identity).
-pub(super) const MAX_HELLO: usize = 4 + 4 + 16 + 4 + 4 + 2 + MAX_HOSTNAME + 2 + MAX_BOOT_ID;
+/// Largest job identity (launcher's job id, e.g. "Slurm job 1234.0").
+pub(super) const MAX_JOB_ID: usize = 256;
+/// Largest hello (magic, version, key, pe, npes, host identity, job identity).
+pub(super) const MAX_HELLO: usize = 4 + 4 + 16 + 4 + 4 + 2 + MAX_HOSTNAME + 2 + MAX_BOOT_ID + 2 + MAX_JOB_ID;
+/// The first allocation for a frame body; it then grows (doubling) as the bytes arrive.
+const BODY_CHUNK: usize = 64 << 10;
 pub(super) const HEADER: usize = 9;
 
 // Frame kinds. PE -> root: HELLO, REQUEST, ABORT. Root -> PE: WELCOME, REFUSE, ERROR, RESULT.
@@ -196,6 +203,10 @@ impl<'a> BodyReader<'a> {
     pub(super) fn pos(&self) -> usize {
         self.pos
     }
+    /// Bytes not read yet.
+    pub(super) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
     pub(super) fn end(&self) -> Result<(), String> {
         if self.pos != self.buf.len() {
             return Err(format!("{} trailing bytes after the {}", self.buf.len() - self.pos, self.what));
@@ -206,14 +217,18 @@ impl<'a> BodyReader<'a> {
 
 // ---- messages ----
 
+#[derive(Debug, PartialEq)]
 pub(super) struct Hello {
     pub key: [u8; 16],
     pub pe: usize,
     pub npes: usize,
     pub host: HostId,
+    /// The launcher's identity of the job ("" when the launcher gives none): two jobs that happen to
+    /// share a key (and a port) are still told apart.
+    pub job: String,
 }
 
-pub(super) fn encode_hello(key: &[u8; 16], pe: usize, npes: usize, host: &HostId) -> Vec<u8> {
+pub(super) fn encode_hello(key: &[u8; 16], pe: usize, npes: usize, host: &HostId, job: &str) -> Vec<u8> {
     let mut f = FrameBuf::new(K_HELLO, MAX_HELLO);
     f.raw(&MAGIC)
         .u32(VERSION)
@@ -221,7 +236,8 @@ pub(super) fn encode_hello(key: &[u8; 16], pe: usize, npes: usize, host: &HostId
         .u32(pe as u32)
         .u32(npes as u32)
         .str16(&host.hostname, MAX_HOSTNAME)
-        .str16(&host.boot_id, MAX_BOOT_ID);
+        .str16(&host.boot_id, MAX_BOOT_ID)
+        .str16(job, MAX_JOB_ID);
     f.finish()
 }
 
@@ -254,8 +270,9 @@ pub(super) fn decode_hello(body: &[u8]) -> HelloParse {
         let npes = r.u32()? as usize;
         let hostname = r.str16(MAX_HOSTNAME)?;
         let boot_id = r.str16(MAX_BOOT_ID)?;
+        let job = r.str16(MAX_JOB_ID)?;
         r.end()?;
-        Ok(Hello { key, pe, npes, host: HostId { hostname, boot_id } })
+        Ok(Hello { key, pe, npes, host: HostId { hostname, boot_id }, job })
     })();
     match parsed {
         Ok(h) => HelloParse::Ok(h),
@@ -278,7 +295,8 @@ pub(super) fn decode_welcome(body: &[u8], npes: usize) -> Result<Vec<HostId>, St
     if n != npes {
         return Err(format!("welcome lists {n} PEs, expected {npes}"));
     }
-    let mut hosts = Vec::with_capacity(n);
+    // Each entry takes at least 4 bytes: never reserve more than the body can hold.
+    let mut hosts = Vec::with_capacity(n.min(r.remaining() / 4));
     for _ in 0..n {
         let hostname = r.str16(MAX_HOSTNAME)?;
         let boot_id = r.str16(MAX_BOOT_ID)?;
@@ -300,8 +318,10 @@ pub(super) fn encode_text(kind: u8, text: &str) -> Vec<u8> {
     f.finish()
 }
 
+/// The text of a REFUSE/ERROR/ABORT frame, with control characters (other than newline and tab)
+/// replaced, so that a peer's message cannot drive the terminal it is printed on.
 pub(super) fn decode_text(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).into_owned()
+    String::from_utf8_lossy(body).chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c }).collect()
 }
 
 pub(super) struct Request {
@@ -354,12 +374,47 @@ pub(super) fn decode_result(body: &[u8]) -> Result<(u64, Vec<Vec<u8>>), String> 
     let mut r = BodyReader::new(body, "collective result");
     let seq = r.u64()?;
     let n = r.u32()? as usize;
-    let mut parts = Vec::with_capacity(n.min(1 << 16));
+    // Each part takes at least its 8-byte length: never reserve more than the body can hold.
+    let mut parts = Vec::with_capacity(n.min(r.remaining() / 8));
     for _ in 0..n {
         parts.push(r.bytes64(MAX_PAYLOAD)?.to_vec());
     }
     r.end()?;
     Ok((seq, parts))
+}
+
+// ---- what each side expects, and how large ----
+
+/// PE 0, from a connection that has not said hello yet.
+pub(super) fn hello_limit(kind: u8) -> Option<usize> {
+    (kind == K_HELLO).then_some(MAX_HELLO)
+}
+
+/// PE 0, from a PE that has joined: its collective requests, or its abort.
+pub(super) fn peer_limit(kind: u8) -> Option<usize> {
+    match kind {
+        K_REQUEST => Some(MAX_REQUEST),
+        K_ABORT => Some(MAX_TEXT),
+        _ => None,
+    }
+}
+
+/// A PE, from PE 0 during the handshake: the welcome, a refusal or an error.
+pub(super) fn handshake_limit(npes: usize) -> impl Fn(u8) -> Option<usize> {
+    move |kind| match kind {
+        K_WELCOME => Some(max_welcome(npes)),
+        K_REFUSE | K_ERROR => Some(MAX_TEXT),
+        _ => None,
+    }
+}
+
+/// A PE, from PE 0 after the handshake: a collective's result or an error.
+pub(super) fn result_limit(npes: usize) -> impl Fn(u8) -> Option<usize> {
+    move |kind| match kind {
+        K_RESULT => Some(max_result(npes)),
+        K_ERROR => Some(MAX_TEXT),
+        _ => None,
+    }
 }
 
 // ---- reading frames ----
@@ -384,6 +439,9 @@ pub(super) struct FrameReader {
     hdr: [u8; HEADER],
     hdr_got: usize,
     kind: u8,
+    /// The body's length (from the header, checked against the kind's limit).
+    len: usize,
+    /// Received body bytes are `body[..body_got]`; `body` grows ahead of them by at most doubling.
     body: Vec<u8>,
     body_got: usize,
     in_body: bool,
@@ -407,17 +465,26 @@ impl FrameReader {
                         )));
                     }
                     self.kind = kind;
-                    self.body = vec![0u8; len as usize];
+                    self.len = len as usize;
+                    self.body = Vec::new();
                     self.body_got = 0;
                     self.in_body = true;
                     continue;
                 }
                 s.read(&mut self.hdr[self.hdr_got..])
             } else {
-                if self.body_got == self.body.len() {
+                if self.body_got == self.len {
                     self.in_body = false;
                     self.hdr_got = 0;
-                    return Ok(Pumped::Frame(self.kind, std::mem::take(&mut self.body)));
+                    let mut body = std::mem::take(&mut self.body);
+                    body.truncate(self.len);
+                    return Ok(Pumped::Frame(self.kind, body));
+                }
+                if self.body_got == self.body.len() {
+                    // Room for more: at most as much again as has arrived (or one chunk), never past
+                    // the frame's end. A header announcing 1 GiB followed by silence costs 64 KiB.
+                    let room = self.len.min(self.body_got.saturating_mul(2).max(BODY_CHUNK));
+                    self.body.resize(room, 0);
                 }
                 s.read(&mut self.body[self.body_got..])
             };
@@ -476,7 +543,7 @@ pub(super) fn send_all(s: &TcpStream, mut buf: &[u8], timeout: Option<Duration>)
 
 /// poll(2) on `fds`; `timeout` None waits forever. Returns the number of ready descriptors (0 on
 /// timeout or when interrupted by a signal: callers loop).
-pub(super) fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
     let ms: libc::c_int = match timeout {
         None => -1,
         // Round up so that a short remaining time does not become a busy loop of 0 ms polls.
@@ -592,10 +659,10 @@ mod tests {
     #[test]
     fn hello_and_welcome_round_trip() {
         let host = HostId { hostname: "node7".into(), boot_id: "abc-def".into() };
-        let f = encode_hello(&[5u8; 16], 3, 8, &host);
+        let f = encode_hello(&[5u8; 16], 3, 8, &host, "Slurm job 12.0");
         let Ok(Pumped::Frame(K_HELLO, body)) = read_one(&f) else { panic!("no frame") };
         let HelloParse::Ok(h) = decode_hello(&body) else { panic!("bad hello") };
-        assert_eq!((h.pe, h.npes, h.key), (3, 8, [5u8; 16]));
+        assert_eq!((h.pe, h.npes, h.key, h.job.as_str()), (3, 8, [5u8; 16], "Slurm job 12.0"));
         assert_eq!(h.host, host);
         let mut other = body.clone();
         other[4] = 99;

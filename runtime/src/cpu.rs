@@ -136,7 +136,7 @@ fn idle(spins: u64, call: &'static str) {
 
 fn fail(f: &Failure) -> ! {
     use rshmem_device::arch::host::trim;
-    let me = rshmem_device::arch::host::state().my_pe;
+    let me = rshmem_device::arch::host::state_my_pe();
     let c = coords();
     eprintln!(
         "rshmem: PE {me}: {}: {} (target PE {}, address {:#x}, {} bytes; block {} thread {})",

@@ -16,7 +16,7 @@ pub struct Runtime {
     pub(crate) boot: Bootstrap,
     pub(crate) backend: Box<dyn Backend>,
     alloc: Mutex<Allocator>,
-    pub(crate) state: &'static DeviceState,
+    pub(crate) state: Box<DeviceState>,
     /// Shared-memory host barrier and collective announcements (None: PEs on several nodes).
     sync: Option<HostSync>,
     fds: FdServer,
@@ -121,7 +121,7 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
         st.node_pe[i] = pe as i32;
     }
     st.magic = STATE_MAGIC;
-    let state: &'static DeviceState = Box::leak(st);
+    let state: &DeviceState = &st;
     #[cfg(not(target_arch = "nvptx64"))]
     rshmem_device::arch::host::set_state(state);
     backend.publish_state(state)?;
@@ -133,7 +133,7 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
         boot,
         alloc: Mutex::new(Allocator::new(INTERNAL_BYTES, backend.heap_size())),
         backend,
-        state,
+        state: st,
         sync,
         fds,
         job,
@@ -167,6 +167,9 @@ fn random16() -> [u8; 16] {
 pub fn finalize() -> Result<()> {
     let rt = RT.write().unwrap().take().ok_or_else(|| Error::new("rshmem_finalize: rshmem is not initialized"))?;
     let r = rt.host_barrier("rshmem_finalize");
+    // Device calls from now on fail naming the call instead of using the heap unmapped below.
+    #[cfg(not(target_arch = "nvptx64"))]
+    rshmem_device::arch::host::clear_state();
     MY_PE.store(-1, Ordering::Release);
     N_PES.store(0, Ordering::Release);
     drop(rt);

@@ -5,6 +5,7 @@
 
 use super::{Failure, Rmw};
 use crate::state::DeviceState;
+use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 /// Where the current thread stands in its CPU kernel launch.
@@ -51,18 +52,78 @@ pub fn trim(s: &'static str) -> &'static str {
 static DEFAULT_HOOKS: Hooks =
     Hooks { coords: default_coords, sync_block: no_sync, sync_warp: no_sync, idle: default_idle, fail: default_fail };
 static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
-static STATE: AtomicPtr<DeviceState> = AtomicPtr::new(core::ptr::null_mut());
-static ZERO_STATE: DeviceState = DeviceState::ZERO;
+
+/// This process's device state (CPU backend, and the host-side queries of every backend): one
+/// allocation for the life of the process, rewritten by every `init` and cleared by `finalize`.
+///
+/// Every access to it is atomic and of the field's own width (u64 fields as `AtomicU64`, i32/u32
+/// fields as `AtomicU32`), and no reference to it is ever handed out. So a thread that still runs
+/// device code while another thread finalizes and initializes again races only on atomics: it may read
+/// a mix of old and new values (a use of rshmem across finalize is the caller's error, and the device
+/// calls that would then touch memory are `unsafe fn`s whose contract includes a live runtime), but
+/// never causes a data race, and the storage never dangles. This replaces one leaked state per init.
+struct StateCell(UnsafeCell<DeviceState>);
+
+// SAFETY: all accesses to the cell's contents are atomic (see `StateCell`); no `&DeviceState` into it
+// is ever created.
+unsafe impl Sync for StateCell {}
+
+static STATE: StateCell = StateCell(UnsafeCell::new(DeviceState::ZERO));
+
+const MAGIC_OFF: usize = core::mem::offset_of!(DeviceState, magic);
+
+#[inline(always)]
+fn state_ptr() -> *mut u8 {
+    STATE.0.get() as *mut u8
+}
 
 /// Installs the runtime's hooks (CPU backend).
 pub fn install_hooks(h: &'static Hooks) {
     HOOKS.store(h as *const Hooks as *mut Hooks, Ordering::Release);
 }
 
-/// Points the device library at this process's device state (CPU backend). The state must stay valid
-/// and unchanged while device calls run.
-pub fn set_state(s: &'static DeviceState) {
-    STATE.store(s as *const DeviceState as *mut DeviceState, Ordering::Release);
+fn store_u64(off: usize, v: u64) {
+    assert!(is_u64_field(off), "store_u64: not the offset of a u64 field of DeviceState");
+    // SAFETY: checked above: the offset of a u64 field of DeviceState, so the address is inside STATE
+    // and 8-aligned (repr(C), align 8); every access to that field is an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(off) as *mut u64) }.store(v, Ordering::Relaxed)
+}
+fn store_u32(off: usize, v: u32) {
+    assert!(is_u32_field(off), "store_u32: not the offset of a 4-byte field of DeviceState");
+    // SAFETY: as store_u64, for a 4-byte field (checked above).
+    unsafe { AtomicU32::from_ptr(state_ptr().add(off) as *mut u32) }.store(v, Ordering::Relaxed)
+}
+
+/// Points the device library at a copy of `s` (the runtime calls it in `init`). The fields are written
+/// with the magic cleared first and set last (release), so a reader that sees the magic (acquire)
+/// sees the fields written before it. `init` and `finalize` of the runtime never run concurrently.
+pub fn set_state(s: &DeviceState) {
+    use core::mem::offset_of;
+    store_u64(MAGIC_OFF, 0);
+    fence(Ordering::Release);
+    store_u32(offset_of!(DeviceState, my_pe), s.my_pe as u32);
+    store_u32(offset_of!(DeviceState, n_pes), s.n_pes as u32);
+    store_u64(offset_of!(DeviceState, heap_base), s.heap_base);
+    store_u64(offset_of!(DeviceState, heap_size), s.heap_size);
+    store_u32(offset_of!(DeviceState, checks), s.checks);
+    store_u32(offset_of!(DeviceState, _pad), s._pad);
+    store_u32(offset_of!(DeviceState, node_my_pe), s.node_my_pe as u32);
+    store_u32(offset_of!(DeviceState, node_n_pes), s.node_n_pes as u32);
+    for (i, &b) in s.peer_base.iter().enumerate() {
+        store_u64(offset_of!(DeviceState, peer_base) + 8 * i, b);
+    }
+    for (i, &p) in s.node_pe.iter().enumerate() {
+        store_u32(offset_of!(DeviceState, node_pe) + 4 * i, p as u32);
+    }
+    // SAFETY: the magic field: 8-aligned inside STATE, only ever accessed as an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(MAGIC_OFF) as *mut u64) }.store(s.magic, Ordering::Release);
+}
+
+/// Marks the device state uninitialized (the runtime calls it in `finalize`): device calls made after
+/// it fail naming the call ("called before rshmem init completed") instead of using the addresses of
+/// a heap that is being unmapped.
+pub fn clear_state() {
+    store_u64(MAGIC_OFF, 0);
 }
 
 #[inline(always)]
@@ -72,23 +133,53 @@ fn hooks() -> &'static Hooks {
     if p.is_null() { &DEFAULT_HOOKS } else { unsafe { &*p } }
 }
 
+/// Whether `off` is the offset of a u64 field of DeviceState (written by `set_state` as a u64). With
+/// the constant offsets of the callers this folds away.
 #[inline(always)]
-pub fn state() -> &'static DeviceState {
-    let p = STATE.load(Ordering::Acquire);
-    // SAFETY: only `&'static DeviceState` are ever stored.
-    if p.is_null() { &ZERO_STATE } else { unsafe { &*p } }
+const fn is_u64_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let peers = offset_of!(DeviceState, peer_base);
+    off == MAGIC_OFF
+        || off == offset_of!(DeviceState, heap_base)
+        || off == offset_of!(DeviceState, heap_size)
+        || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers) % 8 == 0)
+}
+/// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).
+#[inline(always)]
+const fn is_u32_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let nodes = offset_of!(DeviceState, node_pe);
+    off == offset_of!(DeviceState, my_pe)
+        || off == offset_of!(DeviceState, n_pes)
+        || off == offset_of!(DeviceState, checks)
+        || off == offset_of!(DeviceState, _pad)
+        || off == offset_of!(DeviceState, node_my_pe)
+        || off == offset_of!(DeviceState, node_n_pes)
+        || (off >= nodes && off < nodes + 4 * crate::state::MAX_PES && (off - nodes) % 4 == 0)
 }
 
-/// Reads a field of the device state (see the nvptx version).
+/// Reads a u64 field of the device state (see the nvptx version). The magic is read with acquire, so
+/// the fields read after a check of it are those `set_state` wrote before it.
+///
+/// `off` must be the offset of a u64 field (callers use `offset_of!`); other values panic.
 #[inline(always)]
 pub fn state_u64(off: usize) -> u64 {
-    // SAFETY: off is a field offset inside DeviceState (callers use offset_of!).
-    unsafe { core::ptr::read((state() as *const DeviceState as *const u8).add(off) as *const u64) }
+    assert!(is_u64_field(off), "state_u64: not the offset of a u64 field of DeviceState");
+    let order = if off == MAGIC_OFF { Ordering::Acquire } else { Ordering::Relaxed };
+    // SAFETY: checked above: an 8-aligned u64 inside STATE, only ever accessed as an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(off) as *mut u64) }.load(order)
 }
+/// Reads an i32/u32 field of the device state. `off` must be the offset of a 4-byte field.
 #[inline(always)]
 pub fn state_u32(off: usize) -> u32 {
-    // SAFETY: as state_u64.
-    unsafe { core::ptr::read((state() as *const DeviceState as *const u8).add(off) as *const u32) }
+    assert!(is_u32_field(off), "state_u32: not the offset of a 4-byte field of DeviceState");
+    // SAFETY: checked above: a 4-aligned u32 inside STATE, only ever accessed as a 4-byte atomic.
+    unsafe { AtomicU32::from_ptr(state_ptr().add(off) as *mut u32) }.load(Ordering::Relaxed)
+}
+
+/// This process's PE number from the device state (-1 before init), for messages.
+pub fn state_my_pe() -> i32 {
+    state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32
 }
 
 #[inline(always)]

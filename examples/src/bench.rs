@@ -320,7 +320,10 @@ fn main() -> Result<(), rshmem::Error> {
                 for _ in 0..reps {
                     timer.start(s)?;
                     for _ in 0..iters {
-                        rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)?;
+                        // SAFETY: sbuf is a live symmetric buffer of maxb >= bytes bytes, not freed
+                        // before the stream is synchronized (elapsed_ms waits for the stop event);
+                        // s is the default stream.
+                        unsafe { rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)? };
                     }
                     timer.stop(s)?;
                     v.push(timer.elapsed_ms()? as f64);

@@ -3,13 +3,16 @@
 
 use crate::cuda::{self, Module, Stream};
 use crate::error::{Error, Result};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 
 /// A crate's kernels: their host functions and their PTX.
 pub struct KernelSet {
     cpu: &'static [(&'static str, unsafe fn(*const u64))],
     ptx: &'static str,
-    module: Mutex<Option<std::sync::Arc<Module>>>,
+    /// The module loaded for the running runtime instance, with that instance's generation. The
+    /// instance owns the module (and unloads it when finalized); this cache only refers to it, and a
+    /// different generation (a later `init`) loads the PTX again, with the new device state.
+    module: Mutex<Option<(u64, Weak<Module>)>>,
 }
 
 impl KernelSet {
@@ -17,15 +20,25 @@ impl KernelSet {
         KernelSet { cpu, ptx, module: Mutex::new(None) }
     }
 
-    fn module(&self) -> Result<std::sync::Arc<Module>> {
-        let mut m = self.module.lock().unwrap();
-        if m.is_none() {
-            if self.ptx.trim().is_empty() {
-                return Err(Error::new("these kernels were built without PTX (no nightly toolchain at build time: run scripts/setup.sh and rebuild)"));
+    /// This set's module for the running runtime instance, loaded on first use after each `init`.
+    fn module(&self) -> Result<Arc<Module>> {
+        let generation = cuda::with_backend("rshmem kernel launch", |b| Ok(b.generation()))?;
+        let mut m = self.module.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, weak)) = m.as_ref() {
+            if *g == generation {
+                if let Some(module) = weak.upgrade() {
+                    return Ok(module);
+                }
             }
-            *m = Some(std::sync::Arc::new(Module::load(self.ptx)?));
         }
-        Ok(m.clone().unwrap())
+        // Nothing cached for this instance (first use, or a finalize and a new init since).
+        *m = None;
+        if self.ptx.trim().is_empty() {
+            return Err(Error::new("these kernels were built without PTX (no nightly toolchain at build time: run scripts/setup.sh and rebuild)"));
+        }
+        let (module, g) = Module::load(self.ptx)?;
+        *m = Some((g, Arc::downgrade(&module)));
+        Ok(module)
     }
 
     /// Runs kernel `name` on `grid` blocks of `block` threads with `args` and waits for it.
@@ -59,7 +72,8 @@ impl KernelSet {
         let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
         let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
         let r = (|| {
-            cuda::copy_to_device(dargs, &bytes)?;
+            // SAFETY: dargs is a live device allocation of at least bytes.len() bytes (above).
+            unsafe { cuda::copy_to_device(dargs, &bytes)? };
             let timer = if timed { Some(cuda::Timer::new()?) } else { None };
             let mut p = dargs as u64;
             let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
@@ -84,7 +98,13 @@ impl KernelSet {
             cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))?;
             Ok(ms)
         })();
-        let _ = cuda::device_free(dargs);
+        if r.is_err() {
+            // An early error may leave the kernel running: it must be done with dargs before the free.
+            let _ = cuda::synchronize();
+        }
+        // SAFETY: dargs came from device_alloc above and is freed once here; the kernel that read it
+        // has completed (synchronized on every path) or never started.
+        let _ = unsafe { cuda::device_free(dargs) };
         r
     }
 

@@ -233,24 +233,37 @@ pub fn fence_acq_rel() {
 
 macro_rules! width_ops {
     ($t:ty, $at:ty, $load_acq:ident, $load_rlx:ident, $store_rel:ident, $store_rlx:ident, $rmw:ident, $cas:ident) => {
-        // SAFETY (all below): callers pass a valid, aligned pointer into mapped memory that is only
-        // accessed atomically by the runtime's protocol while these run.
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_acq(p: *const $t) -> $t {
             <$at>::from_ptr(p as *mut $t).load(Ordering::Acquire)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_rlx(p: *const $t) -> $t {
             <$at>::from_ptr(p as *mut $t).load(Ordering::Relaxed)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rel(p: *mut $t, v: $t) {
             <$at>::from_ptr(p).store(v, Ordering::Release)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
             <$at>::from_ptr(p).store(v, Ordering::Relaxed)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
             let a = <$at>::from_ptr(p);
@@ -262,6 +275,9 @@ macro_rules! width_ops {
                 Rmw::Swap => a.swap(v, Ordering::Relaxed),
             }
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
             match <$at>::from_ptr(p).compare_exchange(cond, v, Ordering::Relaxed, Ordering::Relaxed) {
@@ -273,6 +289,10 @@ macro_rules! width_ops {
 width_ops!(u32, AtomicU32, load_acquire_u32, load_relaxed_u32, store_release_u32, store_relaxed_u32, rmw_u32, cas_u32);
 width_ops!(u64, AtomicU64, load_acquire_u64, load_relaxed_u64, store_release_u64, store_relaxed_u64, rmw_u64, cas_u64);
 
+/// Acquire load of a 16-bit value.
+///
+/// # Safety
+/// As the width ops above, for a 2-byte value.
 #[inline(always)]
 pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
     // SAFETY: as for the width ops above.
@@ -287,6 +307,11 @@ pub fn idle(spins: &mut u64, call: &'static str) {
 
 /// Copies `n` bytes as member `rank` of a group of `size` threads: each thread copies one contiguous
 /// share (cache-friendly on CPUs), cut at 64-byte boundaries.
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `n` bytes, both in memory mapped here, and the two
+/// ranges must not overlap; every member of the group must call with the same `dst`, `src`, `n` and
+/// `size` (each copies its own share).
 #[inline(always)]
 pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32) {
     let (rank, size) = (rank as usize, size as usize);
@@ -300,6 +325,9 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
 }
 
 /// Analysis variant (see the nvptx version): on the host the same contiguous copy.
+///
+/// # Safety
+/// As `copy`, for `16 * units` bytes.
 #[inline(always)]
 pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
     copy(dst, src, units * 16, rank as u32, size as u32)

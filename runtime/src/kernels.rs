@@ -5,9 +5,12 @@ use crate::cuda::{self, Module, Stream};
 use crate::error::{Error, Result};
 use std::sync::{Arc, Mutex, Weak};
 
+/// A kernel's host function for the CPU backend (see `rshmem_device::kernels!`).
+pub type CpuKernel = unsafe fn(*const u64);
+
 /// A crate's kernels: their host functions and their PTX.
 pub struct KernelSet {
-    cpu: &'static [(&'static str, unsafe fn(*const u64))],
+    cpu: &'static [(&'static str, CpuKernel)],
     ptx: &'static str,
     /// The module loaded for the running runtime instance, with that instance's generation. The
     /// instance owns the module (and unloads it when finalized); this cache only refers to it, and a
@@ -16,7 +19,7 @@ pub struct KernelSet {
 }
 
 impl KernelSet {
-    pub const fn new(cpu: &'static [(&'static str, unsafe fn(*const u64))], ptx: &'static str) -> KernelSet {
+    pub const fn new(cpu: &'static [(&'static str, CpuKernel)], ptx: &'static str) -> KernelSet {
         KernelSet { cpu, ptx, module: Mutex::new(None) }
     }
 

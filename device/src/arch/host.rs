@@ -142,7 +142,7 @@ const fn is_u64_field(off: usize) -> bool {
     off == MAGIC_OFF
         || off == offset_of!(DeviceState, heap_base)
         || off == offset_of!(DeviceState, heap_size)
-        || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers) % 8 == 0)
+        || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers).is_multiple_of(8))
 }
 /// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).
 #[inline(always)]
@@ -155,7 +155,7 @@ const fn is_u32_field(off: usize) -> bool {
         || off == offset_of!(DeviceState, _pad)
         || off == offset_of!(DeviceState, node_my_pe)
         || off == offset_of!(DeviceState, node_n_pes)
-        || (off >= nodes && off < nodes + 4 * crate::state::MAX_PES && (off - nodes) % 4 == 0)
+        || (off >= nodes && off < nodes + 4 * crate::state::MAX_PES && (off - nodes).is_multiple_of(4))
 }
 
 /// Reads a u64 field of the device state (see the nvptx version). The magic is read with acquire, so

@@ -34,7 +34,7 @@ sh::kernels! {
     /// the peer pointer with eight loads in flight per thread (chunks rounded down to 16 bytes).
     fn x_bw_deep(a) {
         let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
-        let chunk = bytes / T::grid_size() as usize & !15;
+        let chunk = (bytes / T::grid_size() as usize) & !15;
         let off = T::block_index() as usize * chunk;
         let r = sh::ptr(dst.add(off), peer);
         for _ in 0..iters {

@@ -44,33 +44,56 @@ impl KernelSet {
         Ok(module)
     }
 
-    /// Runs kernel `name` on `grid` blocks of `block` threads with `args` and waits for it.
-    pub fn run(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
-        self.run_with(name, grid, block, args, false)
+    /// Runs kernel `name` on `grid` blocks of `block` threads with `args` and waits for it. The name
+    /// and the launch shape are checked; the arguments cannot be.
+    ///
+    /// # Safety
+    /// `args` must be what kernel `name` expects: at least as many values as it reads, and every value
+    /// it uses as a pointer must satisfy its contract (typically a live symmetric allocation of the
+    /// size it accesses, or memory this PE's kernels may read/write). The device API checks PE numbers
+    /// and that symmetric ranges lie in the heap, but not that they are live allocations of the caller.
+    pub unsafe fn run(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
+        // SAFETY: the caller's contract (above) is run_with's.
+        unsafe { self.run_with(name, grid, block, args, false) }
     }
 
     /// Like `run`, with all blocks resident at once (cooperative launch on GPUs), for kernels whose
     /// blocks wait on each other.
-    pub fn run_collective(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
-        self.run_with(name, grid, block, args, true)
+    ///
+    /// # Safety
+    /// As `run`.
+    pub unsafe fn run_collective(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
+        // SAFETY: the caller's contract (run's) is run_with's.
+        unsafe { self.run_with(name, grid, block, args, true) }
     }
 
     /// Runs kernel `name` and returns the time the kernel itself took in milliseconds (device events
     /// around the launch on GPUs; wall clock around the host threads on the CPU backend).
-    pub fn run_timed(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<f64> {
+    ///
+    /// # Safety
+    /// As `run`.
+    pub unsafe fn run_timed(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<f64> {
         let rt = crate::runtime::get("rshmem kernel launch")?;
         if rt.backend().name() == "cuda" {
-            Ok(self.gpu_launch(name, grid, block, args, false, true)?.unwrap_or(0.0))
+            if grid == 0 || block == 0 {
+                return Err(Error::new(format!("kernel {name}: launch of {grid} blocks of {block} threads (both must be at least 1)")));
+            }
+            // SAFETY: the caller's contract (run's) is gpu_launch's.
+            Ok(unsafe { self.gpu_launch(name, grid, block, args, false, true)? }.unwrap_or(0.0))
         } else {
             let t = std::time::Instant::now();
-            self.run_with(name, grid, block, args, false)?;
+            // SAFETY: the caller's contract (run's) is run_with's.
+            unsafe { self.run_with(name, grid, block, args, false)? };
             Ok(t.elapsed().as_secs_f64() * 1e3)
         }
     }
 
     /// Launches on the GPU with `args` in a temporary device buffer, waits, and (when `timed`) returns
     /// the kernel's time from events recorded around the launch.
-    fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
+    ///
+    /// # Safety
+    /// As `run`.
+    unsafe fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
         let m = self.module()?;
         let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
         let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
@@ -83,7 +106,8 @@ impl KernelSet {
             if let Some(t) = &timer {
                 t.start(Stream::DEFAULT)?;
             }
-            // SAFETY: every kernels! kernel takes exactly one pointer parameter.
+            // SAFETY: every kernels! kernel takes exactly one pointer parameter (p: the device copy of
+            // args); what the kernel does with the arguments is this function's caller's promise.
             unsafe {
                 if coop {
                     m.launch_cooperative(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
@@ -111,10 +135,18 @@ impl KernelSet {
         r
     }
 
-    fn run_with(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool) -> Result<()> {
+    /// Launches on whichever backend runs and waits.
+    ///
+    /// # Safety
+    /// As `run`.
+    unsafe fn run_with(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool) -> Result<()> {
         let rt = crate::runtime::get("rshmem kernel launch")?;
+        if grid == 0 || block == 0 {
+            return Err(Error::new(format!("kernel {name}: launch of {grid} blocks of {block} threads (both must be at least 1)")));
+        }
         if rt.backend().name() == "cuda" {
-            self.gpu_launch(name, grid, block, args, coop, false).map(|_| ())
+            // SAFETY: this function's contract is gpu_launch's.
+            unsafe { self.gpu_launch(name, grid, block, args, coop, false) }.map(|_| ())
         } else {
             let f = self
                 .cpu
@@ -123,7 +155,9 @@ impl KernelSet {
                 .map(|(_, f)| *f)
                 .ok_or_else(|| Error::new(format!("no kernel named {name:?}")))?;
             let p = args.as_ptr() as usize;
-            // SAFETY: the kernel reads its arguments from `args`, alive for the whole launch.
+            // SAFETY: the kernel reads its arguments from `args`, alive for the whole launch (launch
+            // returns only when every kernel thread has ended); that they are what the kernel expects
+            // is this function's caller's promise.
             crate::cpu::launch(grid, block, || unsafe { f(p as *const u64) });
             Ok(())
         }

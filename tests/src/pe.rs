@@ -82,7 +82,9 @@ fn barrier() {
     ck(rshmem::barrier_all())
 }
 fn run(name: &str, grid: u32, block: u32, args: &[u64]) {
-    ck(K.run(name, grid, block, args).map_err(|e| e.context(name)))
+    // SAFETY: every scenario passes the arguments its kernel documents (tests/kernels/src/lib.rs), with
+    // pointers into its live symmetric allocations.
+    ck(unsafe { K.run(name, grid, block, args) }.map_err(|e| e.context(name)))
 }
 
 fn ring(c: &Ctx) {
@@ -556,7 +558,9 @@ fn bad_device_call(c: &Ctx, what: &str) {
     barrier();
     // The call must stop the kernel with a message naming it: on the CPU backend the PE exits there;
     // on GPUs the kernel traps and its launch reports the failure. Completing normally is the bug.
-    match K.run("k_bad", 1, 1, &[dst, pe]) {
+    // SAFETY: k_bad takes [dst, pe]; the bad PE or address is the point, and the device call's checks
+    // stop the kernel before any access (the behaviour under test).
+    match unsafe { K.run("k_bad", 1, 1, &[dst, pe]) } {
         Ok(()) => die(format!("a device call with {what} completed instead of stopping the kernel")),
         Err(e) => {
             eprintln!("PE {}: {what}: kernel stopped as expected: {e}", c.me);

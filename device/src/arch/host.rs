@@ -338,3 +338,47 @@ pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usiz
 pub fn fail(f: Failure) -> ! {
     (hooks().fail)(&f)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::offset_of;
+
+    /// set_state publishes every field at its own width, clear_state only withdraws the magic, and an
+    /// offset that is not a field of the right width is refused rather than read. (One test: the
+    /// state is process-wide.)
+    #[test]
+    fn state_publish_clear_and_offset_checks() {
+        let mut s = DeviceState::ZERO;
+        s.magic = crate::state::STATE_MAGIC;
+        s.my_pe = 3;
+        s.n_pes = 7;
+        s.heap_base = 0x1234_5678_9abc_def0;
+        s.heap_size = 1 << 30;
+        s.node_my_pe = 1;
+        s.node_n_pes = 2;
+        s.peer_base[6] = 0xfeed_0000;
+        s.node_pe[1] = 5;
+        set_state(&s);
+        assert_eq!(state_u64(MAGIC_OFF), crate::state::STATE_MAGIC);
+        assert_eq!(state_my_pe(), 3);
+        assert_eq!(state_u32(offset_of!(DeviceState, n_pes)), 7);
+        assert_eq!(state_u64(offset_of!(DeviceState, heap_base)), 0x1234_5678_9abc_def0);
+        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0xfeed_0000);
+        assert_eq!(state_u32(offset_of!(DeviceState, node_pe) + 4), 5);
+        clear_state();
+        assert_eq!(state_u64(MAGIC_OFF), 0);
+        assert_eq!(state_my_pe(), 3, "messages after finalize still name the PE");
+        // A second init overwrites everything.
+        s.my_pe = 0;
+        s.peer_base[6] = 0;
+        set_state(&s);
+        assert_eq!(state_my_pe(), 0);
+        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0);
+        assert!(!is_u64_field(offset_of!(DeviceState, my_pe)), "a 4-byte field is not a u64 field");
+        assert!(!is_u64_field(offset_of!(DeviceState, peer_base) + 4), "misaligned");
+        assert!(!is_u64_field(core::mem::size_of::<DeviceState>()), "past the end");
+        assert!(!is_u32_field(offset_of!(DeviceState, heap_base)), "half of a u64 field");
+        assert!(!is_u32_field(core::mem::size_of::<DeviceState>()), "past the end");
+    }
+}

@@ -122,12 +122,14 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
     }
     st.magic = STATE_MAGIC;
     let state: &DeviceState = &st;
-    #[cfg(not(target_arch = "nvptx64"))]
-    rshmem_device::arch::host::set_state(state);
     backend.publish_state(state)?;
     // The runtime's own area at the start of the heap starts zeroed on every PE.
     backend.zero(0, INTERNAL_BYTES)?;
     boot.barrier("rshmem_init")?;
+    // Last, when nothing can fail any more: a failed init must not leave device calls pointed at a heap
+    // that is unmapped when the backend is dropped.
+    #[cfg(not(target_arch = "nvptx64"))]
+    rshmem_device::arch::host::set_state(state);
     log::info(format!("PE {me}/{n}: {} backend, heap {heap_size} bytes at {:#x}", backend.name(), state.heap_base));
     Ok(Runtime {
         boot,

@@ -98,6 +98,8 @@ pub struct CudaBackend {
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
 // all mutable state is behind the Mutex.
 unsafe impl Send for CudaBackend {}
+// SAFETY: as for Send; &self methods only read immutable handles or lock `inner`/`module`, and the
+// driver API is thread-safe.
 unsafe impl Sync for CudaBackend {}
 
 impl CudaBackend {

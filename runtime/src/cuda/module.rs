@@ -31,6 +31,7 @@ impl Drop for Module {
 
 // SAFETY: module handles are usable from any thread that has the context current (we bind first).
 unsafe impl Send for Module {}
+// SAFETY: &Module only reads the immutable handles and calls the (thread-safe) driver with them.
 unsafe impl Sync for Module {}
 
 /// A CUDA stream handle (a `cudaStream_t` from C is the same thing). Null is the legacy default stream.
@@ -38,6 +39,7 @@ unsafe impl Sync for Module {}
 pub struct Stream(pub cu::CUstream);
 // SAFETY: a stream handle is a plain token usable from any thread.
 unsafe impl Send for Stream {}
+// SAFETY: as for Send: a copyable token with no interior state.
 unsafe impl Sync for Stream {}
 impl Stream {
     pub const DEFAULT: Stream = Stream(std::ptr::null_mut());

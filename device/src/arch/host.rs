@@ -96,7 +96,9 @@ fn store_u32(off: usize, v: u32) {
 
 /// Points the device library at a copy of `s` (the runtime calls it in `init`). The fields are written
 /// with the magic cleared first and set last (release), so a reader that sees the magic (acquire)
-/// sees the fields written before it. `init` and `finalize` of the runtime never run concurrently.
+/// sees the fields written before it. The runtime calls it only from `init` (and `clear_state` only
+/// from `finalize`); were they to race, across threads, the state could end up cleared or mixed, but
+/// every access is atomic, so never a data race.
 pub fn set_state(s: &DeviceState) {
     use core::mem::offset_of;
     store_u64(MAGIC_OFF, 0);

@@ -79,18 +79,44 @@ macro_rules! amo {
         /// # Safety
         /// `dst` symmetric and aligned (all AMOs below).
         #[no_mangle] pub unsafe extern "C" fn $fadd(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_add(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $add(d: *mut c_void, v: $t, pe: i32) { ops::atomic_add(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $fand(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_and(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $and(d: *mut c_void, v: $t, pe: i32) { ops::atomic_and(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $for(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_or(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $or(d: *mut c_void, v: $t, pe: i32) { ops::atomic_or(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $fxor(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_xor(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $xor(d: *mut c_void, v: $t, pe: i32) { ops::atomic_xor(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $finc(d: *mut c_void, pe: i32) -> $t { ops::atomic_fetch_inc(d as *mut $t, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $inc(d: *mut c_void, pe: i32) { ops::atomic_inc(d as *mut $t, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $swap(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_swap(d as *mut $t, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $cswap(d: *mut c_void, c: $t, v: $t, pe: i32) -> $t { ops::atomic_compare_swap(d as *mut $t, c, v, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $fetch(d: *const c_void, pe: i32) -> $t { ops::atomic_fetch(d as *const $t, pe) }
+        /// # Safety
+        /// As above: `d` symmetric and aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $set(d: *mut c_void, v: $t, pe: i32) { ops::atomic_set(d as *mut $t, v, pe) }
     )*};
 }
@@ -111,6 +137,8 @@ macro_rules! wait {
         /// # Safety
         /// `ivar` a symmetric variable of this PE.
         #[no_mangle] pub unsafe extern "C" fn $w(ivar: *const c_void, cmp: i32, v: $t) { ops::wait_until(ivar as *const $t, cmp, v) }
+        /// # Safety
+        /// As above: `ivar` a symmetric variable of this PE, aligned for the type.
         #[no_mangle] pub unsafe extern "C" fn $tst(ivar: *const c_void, cmp: i32, v: $t) -> i32 { ops::test(ivar as *const $t, cmp, v) as i32 }
     )*};
 }

@@ -50,10 +50,19 @@ macro_rules! kernels {
         $crate::declare_device_state!();
         $(
             $(#[$m])*
+            ///
+            /// # Safety
+            /// The argument must point to this kernel's `u64` arguments, readable by the kernel for the
+            /// whole launch (device memory on GPUs), and they must satisfy the kernel's own contract
+            /// (e.g. pointers into live symmetric allocations); rshmem must be initialized.
             #[cfg(target_arch = "nvptx64")]
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $name($a: *const u64) $body
             $(#[$m])*
+            ///
+            /// # Safety
+            /// As the GPU version: the argument points to this kernel's `u64` arguments, which satisfy
+            /// the kernel's own contract; rshmem must be initialized.
             #[cfg(not(target_arch = "nvptx64"))]
             pub unsafe fn $name($a: *const u64) $body
         )*

@@ -286,9 +286,29 @@ pub fn quiet() {
 
 /// Bit patterns the hardware operates on atomically.
 pub trait AmoBits: Copy {
+    /// Atomic read-modify-write; returns the old value.
+    ///
+    /// # Safety
+    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
+    /// this runs, is accessed only atomically (the arch width ops' contract).
     unsafe fn rmw(op: Rmw, p: *mut Self, v: Self) -> Self;
+    /// Atomic compare-and-swap; returns the old value.
+    ///
+    /// # Safety
+    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
+    /// this runs, is accessed only atomically (the arch width ops' contract).
     unsafe fn cas(p: *mut Self, cond: Self, v: Self) -> Self;
+    /// Relaxed atomic load.
+    ///
+    /// # Safety
+    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
+    /// this runs, is accessed only atomically (the arch width ops' contract).
     unsafe fn load(p: *const Self) -> Self;
+    /// Relaxed atomic store.
+    ///
+    /// # Safety
+    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
+    /// this runs, is accessed only atomically (the arch width ops' contract).
     unsafe fn store(p: *mut Self, v: Self);
     fn one() -> Self;
 }
@@ -337,6 +357,11 @@ amo_types! {
     isize => u64, int; usize => u64, int; f32 => u32, float; f64 => u64, float;
 }
 
+/// Where the AMO on `dst` at `pe` operates in this process (checked as every RMA address is).
+///
+/// # Safety
+/// None beyond `translate`'s checks; the AMO that uses the address needs `dst` to be a naturally
+/// aligned `T` of a live symmetric allocation.
 #[inline(always)]
 unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> *mut T {
     translate(call, dst as usize, core::mem::size_of::<T>(), pe) as *mut T
@@ -417,6 +442,11 @@ pub unsafe fn atomic_set<T: Amo>(dst: *mut T, value: T, pe: i32) {
 
 /// Types that can be waited on (wait_until / test): loaded with acquire, compared in their own type.
 pub trait Wait: Copy + PartialOrd {
+    /// Acquire load.
+    ///
+    /// # Safety
+    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
+    /// this runs, is accessed only atomically (the arch width ops' contract).
     unsafe fn load_acquire(p: *const Self) -> Self;
 }
 macro_rules! wait_types {
@@ -453,6 +483,11 @@ fn compare<T: PartialOrd>(cmp: i32, a: T, b: T) -> bool {
     }
 }
 
+/// Spins until `ivar` compares true; returns the value that did.
+///
+/// # Safety
+/// `ivar` must be a naturally aligned `T` of a live symmetric allocation of this PE (that it lies in
+/// the heap is checked), written by others only atomically.
 #[inline(always)]
 unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, value: T) -> T {
     check_cmp(call, cmp);
@@ -489,6 +524,11 @@ pub unsafe fn test<T: Wait>(ivar: *const T, cmp: i32, value: T) -> bool {
 
 // ---------------------------------------------------------------- signals
 
+/// Sets or adds to the signal word `sig` on `pe` after a release fence.
+///
+/// # Safety
+/// `sig` must be an 8-byte-aligned u64 of a live symmetric allocation (the range is checked), accessed
+/// only atomically.
 #[inline(always)]
 unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, pe: i32) {
     let r = translate(call, sig as usize, 8, pe) as *mut u64;
@@ -624,6 +664,12 @@ pub unsafe fn barrier_exchange(
     }
 }
 
+/// The barrier of all PEs on the runtime's internal area (one thread of the PE calls it).
+///
+/// # Safety
+/// rshmem must be initialized and stay so until this returns (the state's magic is checked; the heap
+/// it names must stay mapped), every PE must take part, and only one thread of this PE may be in a
+/// device barrier at a time (the epoch counter is this PE's private, non-atomic counter).
 #[inline(always)]
 unsafe fn device_barrier(call: &'static str, with_quiet: bool) {
     let s = state(call);
@@ -641,6 +687,10 @@ unsafe fn device_barrier(call: &'static str, with_quiet: bool) {
     );
 }
 
+/// `device_barrier` by one thread of `scope`, with the scope synchronized before and after.
+///
+/// # Safety
+/// As `device_barrier`; every thread of the scope calls it, and one scope per PE at a time.
 #[inline(always)]
 unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
     scope.sync();

@@ -101,10 +101,13 @@ fn main() -> Result<(), rshmem::Error> {
     rshmem::barrier_all()?;
     let reps = o.reps;
     let time = |name: &str, grid: u32, block: u32, args: &[u64]| -> Result<f64, rshmem::Error> {
-        K.run(name, grid, block, args)?; // warm-up
+        // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+        // benchmark's live symmetric buffers of the sizes the kernel touches.
+        unsafe { K.run(name, grid, block, args)? }; // warm-up
         let mut v = vec![];
         for _ in 0..reps {
-            v.push(K.run_timed(name, grid, block, args)?);
+            // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+            v.push(unsafe { K.run_timed(name, grid, block, args)? });
         }
         Ok(median(v))
     };
@@ -161,7 +164,9 @@ fn main() -> Result<(), rshmem::Error> {
     // Delivery check of the largest put: PE 1 holds PE 0's data.
     if me == 0 {
         let args = [rbuf as u64, sbuf as u64, maxb as u64, 1, peer, 2, 0];
-        K.run("bench_bw", o.grid, o.threads, &args)?;
+        // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+        // benchmark's live symmetric buffers of the sizes the kernel touches.
+        unsafe { K.run("bench_bw", o.grid, o.threads, &args)? };
     }
     rshmem::barrier_all()?;
     if me == 1 {
@@ -202,7 +207,8 @@ fn main() -> Result<(), rshmem::Error> {
             rshmem::barrier_all()?;
             if me < 2 {
                 let l = lat as u64;
-                v.push(K.run_timed("bench_pingpong", 1, 1, &[l, it, peer, kind, l + 1024, l + 2048])?);
+                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+                v.push(unsafe { K.run_timed("bench_pingpong", 1, 1, &[l, it, peer, kind, l + 1024, l + 2048])? });
             }
             rshmem::barrier_all()?;
         }
@@ -212,11 +218,14 @@ fn main() -> Result<(), rshmem::Error> {
     }
     // Device barriers (all PEs).
     for (kind, case) in [(0u64, "barrier_all"), (1, "sync_all")] {
-        K.run("bench_barrier", 1, 1, &[10, kind])?;
+        // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+        // benchmark's live symmetric buffers of the sizes the kernel touches.
+        unsafe { K.run("bench_barrier", 1, 1, &[10, kind])? };
         let mut v = vec![];
         for _ in 0..reps {
             rshmem::barrier_all()?;
-            v.push(K.run_timed("bench_barrier", 1, 1, &[it, kind])?);
+            // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+            v.push(unsafe { K.run_timed("bench_barrier", 1, 1, &[it, kind])? });
         }
         if me == 0 {
             result(case, "-", 0, &o, median(v) * 1e3 / it as f64, "us");
@@ -228,13 +237,16 @@ fn main() -> Result<(), rshmem::Error> {
         rshmem::barrier_all()?;
         // GPUs only: it spins without yielding, which host threads sharing cores cannot afford.
         if gpu && n <= 8 {
-            K.run("x_barrier_raw", 1, 1, &[slots as u64, 10])?;
+            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+            // benchmark's live symmetric buffers of the sizes the kernel touches.
+            unsafe { K.run("x_barrier_raw", 1, 1, &[slots as u64, 10])? };
             let mut v = vec![];
             for _ in 0..reps {
                 // SAFETY: slots is symmetric, 8 * n bytes.
                 unsafe { rshmem::copy_in(slots, &vec![0u8; 8 * n as usize])? };
                 rshmem::barrier_all()?;
-                v.push(K.run_timed("x_barrier_raw", 1, 1, &[slots as u64, it])?);
+                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+                v.push(unsafe { K.run_timed("x_barrier_raw", 1, 1, &[slots as u64, it])? });
             }
             if me == 0 {
                 result("x_barrier_raw", "-", 0, &o, median(v) * 1e3 / it as f64, "us");
@@ -259,11 +271,14 @@ fn main() -> Result<(), rshmem::Error> {
             }
             let args = [recv as u64, sbuf as u64, bytes as u64, iters];
             rshmem::barrier_all()?;
-            K.run("bench_all_pairs", o.grid, o.threads, &args)?;
+            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+            // benchmark's live symmetric buffers of the sizes the kernel touches.
+            unsafe { K.run("bench_all_pairs", o.grid, o.threads, &args)? };
             let mut v = vec![];
             for _ in 0..reps {
                 rshmem::barrier_all()?;
-                v.push(K.run_timed("bench_all_pairs", o.grid, o.threads, &args)?);
+                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+                v.push(unsafe { K.run_timed("bench_all_pairs", o.grid, o.threads, &args)? });
             }
             let mine = median(v);
             // SAFETY: times holds n f64 slots on PE 0.
@@ -320,7 +335,10 @@ fn main() -> Result<(), rshmem::Error> {
                 for _ in 0..reps {
                     timer.start(s)?;
                     for _ in 0..iters {
-                        rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)?;
+                        // SAFETY: sbuf is a live symmetric buffer of maxb >= bytes bytes, not freed
+                        // before the stream is synchronized (elapsed_ms waits for the stop event);
+                        // s is the default stream.
+                        unsafe { rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)? };
                     }
                     timer.stop(s)?;
                     v.push(timer.elapsed_ms()? as f64);

@@ -12,7 +12,8 @@ fn main() -> Result<(), rshmem::Error> {
     rshmem::init()?;
     let me = rshmem::my_pe();
     let destination = rshmem::malloc(std::mem::size_of::<i32>())?;
-    KERNELS.run("ring_shift", 1, 1, &[destination as u64])?;
+    // SAFETY: ring_shift takes one argument, a symmetric int, and destination is a live one.
+    unsafe { KERNELS.run("ring_shift", 1, 1, &[destination as u64])? };
     rshmem::barrier_all()?;
     let mut msg = [0u8; 4];
     // SAFETY: destination is a live symmetric allocation of 4 bytes on this PE.

@@ -32,7 +32,8 @@ pub trait Backend: Send + Sync + std::any::Any {
     fn ensure_backed(&self, _c: Collective, _upto: usize) -> Result<()> {
         Ok(())
     }
-    /// Zeroes `len` bytes at heap offset `off` of this PE (calloc).
+    /// Zeroes `len` bytes at heap offset `off` of this PE (calloc). An error, writing nothing, when the
+    /// range is not inside the heap (on GPUs: inside its backed part).
     fn zero(&self, off: usize, len: usize) -> Result<()>;
     /// Completes this PE's outstanding device work that touches the heap (host view).
     fn quiet(&self) -> Result<()>;

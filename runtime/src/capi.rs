@@ -173,13 +173,15 @@ pub extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
 /// As `rshmem_putmem`; the copy runs later on `s`, so `src` must stay valid until then.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_putmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
-    cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _)).unwrap_or_else(|e| fatal(e))
+    // SAFETY: this function's contract (src readable until the copy ran on s) is putmem_on_stream's.
+    unsafe { cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _)) }.unwrap_or_else(|e| fatal(e))
 }
 /// # Safety
 /// As `rshmem_getmem`, completing later on `s`.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_getmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
-    cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _)).unwrap_or_else(|e| fatal(e))
+    // SAFETY: this function's contract (dst writable until the copy ran on s) is getmem_on_stream's.
+    unsafe { cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _)) }.unwrap_or_else(|e| fatal(e))
 }
 
 /// Called by the device library's init hook (compiled into nvcc programs) with the device address of
@@ -195,7 +197,11 @@ pub extern "C" fn rshmemi_register_device_state(addr: *mut c_void, bytes: usize)
         )));
         return 1;
     }
-    match cuda::with_backend("rshmem_init (device library)", |b| b.register_state(addr as u64)) {
+    // SAFETY: only the device library's rshmemi_bind_device_library calls this (rshmem.h: internal),
+    // with its own module's rshmemi_device_state (cudaGetSymbolAddress), of the size checked above, in
+    // a module that stays loaded for the program's life. (Any other caller could pass any address:
+    // this entry point should itself be `unsafe extern "C"`.)
+    match cuda::with_backend("rshmem_init (device library)", |b| unsafe { b.register_state(addr as u64) }) {
         Ok(()) => 0,
         Err(e) => {
             report(&e);

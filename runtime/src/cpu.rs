@@ -43,7 +43,13 @@ impl Backend for CpuBackend {
         self.heap.base(pe).map(|p| p as usize).unwrap_or(0)
     }
     fn zero(&self, off: usize, len: usize) -> Result<()> {
-        // SAFETY: [off, off+len) is a live allocation inside this PE's mapped heap (checked by caller).
+        let size = self.heap.size();
+        if off > size || len > size - off {
+            return Err(crate::error::Error::new(format!("zeroing {len} bytes at heap offset {off}: outside the {size}-byte heap")));
+        }
+        // SAFETY: [off, off+len) lies inside this PE's heap mapping (checked above), which lives as
+        // long as self; it holds only symmetric objects, which device code accesses through raw
+        // pointers (no Rust reference into the heap exists to be invalidated).
         unsafe { std::ptr::write_bytes((self.heap_base() + off) as *mut u8, 0, len) };
         Ok(())
     }
@@ -136,7 +142,7 @@ fn idle(spins: u64, call: &'static str) {
 
 fn fail(f: &Failure) -> ! {
     use rshmem_device::arch::host::trim;
-    let me = rshmem_device::arch::host::state().my_pe;
+    let me = rshmem_device::arch::host::state_my_pe();
     let c = coords();
     eprintln!(
         "rshmem: PE {me}: {}: {} (target PE {}, address {:#x}, {} bytes; block {} thread {})",

@@ -3,70 +3,111 @@
 
 use crate::cuda::{self, Module, Stream};
 use crate::error::{Error, Result};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
+
+/// A kernel's host function for the CPU backend (see `rshmem_device::kernels!`).
+pub type CpuKernel = unsafe fn(*const u64);
 
 /// A crate's kernels: their host functions and their PTX.
 pub struct KernelSet {
-    cpu: &'static [(&'static str, unsafe fn(*const u64))],
+    cpu: &'static [(&'static str, CpuKernel)],
     ptx: &'static str,
-    module: Mutex<Option<std::sync::Arc<Module>>>,
+    /// The module loaded for the running runtime instance, with that instance's generation. The
+    /// instance owns the module (and unloads it when finalized); this cache only refers to it, and a
+    /// different generation (a later `init`) loads the PTX again, with the new device state.
+    module: Mutex<Option<(u64, Weak<Module>)>>,
 }
 
 impl KernelSet {
-    pub const fn new(cpu: &'static [(&'static str, unsafe fn(*const u64))], ptx: &'static str) -> KernelSet {
+    pub const fn new(cpu: &'static [(&'static str, CpuKernel)], ptx: &'static str) -> KernelSet {
         KernelSet { cpu, ptx, module: Mutex::new(None) }
     }
 
-    fn module(&self) -> Result<std::sync::Arc<Module>> {
-        let mut m = self.module.lock().unwrap();
-        if m.is_none() {
-            if self.ptx.trim().is_empty() {
-                return Err(Error::new("these kernels were built without PTX: their crate was built with RSHMEM_SKIP_PTX=1 (a CPU-only build on purpose); rebuild without it (`cargo build --release`) to run them on GPUs"));
+    /// This set's module for the running runtime instance, loaded on first use after each `init`.
+    fn module(&self) -> Result<Arc<Module>> {
+        let generation = cuda::with_backend("rshmem kernel launch", |b| Ok(b.generation()))?;
+        let mut m = self.module.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, weak)) = m.as_ref() {
+            if *g == generation {
+                if let Some(module) = weak.upgrade() {
+                    return Ok(module);
+                }
             }
-            *m = Some(std::sync::Arc::new(Module::load(self.ptx)?));
         }
-        Ok(m.clone().unwrap())
+        // Nothing cached for this instance (first use, or a finalize and a new init since).
+        *m = None;
+        if self.ptx.trim().is_empty() {
+            return Err(Error::new("these kernels were built without PTX: their crate was built with RSHMEM_SKIP_PTX=1 (a CPU-only build on purpose); rebuild without it (`cargo build --release`) to run them on GPUs"));
+        }
+        let (module, g) = Module::load(self.ptx)?;
+        *m = Some((g, Arc::downgrade(&module)));
+        Ok(module)
     }
 
-    /// Runs kernel `name` on `grid` blocks of `block` threads with `args` and waits for it.
-    pub fn run(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
-        self.run_with(name, grid, block, args, false)
+    /// Runs kernel `name` on `grid` blocks of `block` threads with `args` and waits for it. The name
+    /// and the launch shape are checked; the arguments cannot be.
+    ///
+    /// # Safety
+    /// `args` must be what kernel `name` expects: at least as many values as it reads, and every value
+    /// it uses as a pointer must satisfy its contract (typically a live symmetric allocation of the
+    /// size it accesses, or memory this PE's kernels may read/write). The device API checks PE numbers
+    /// and that symmetric ranges lie in the heap, but not that they are live allocations of the caller.
+    pub unsafe fn run(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
+        // SAFETY: the caller's contract (above) is run_with's.
+        unsafe { self.run_with(name, grid, block, args, false) }
     }
 
     /// Like `run`, with all blocks resident at once (cooperative launch on GPUs), for kernels whose
     /// blocks wait on each other.
-    pub fn run_collective(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
-        self.run_with(name, grid, block, args, true)
+    ///
+    /// # Safety
+    /// As `run`.
+    pub unsafe fn run_collective(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<()> {
+        // SAFETY: the caller's contract (run's) is run_with's.
+        unsafe { self.run_with(name, grid, block, args, true) }
     }
 
     /// Runs kernel `name` and returns the time the kernel itself took in milliseconds (device events
     /// around the launch on GPUs; wall clock around the host threads on the CPU backend).
-    pub fn run_timed(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<f64> {
+    ///
+    /// # Safety
+    /// As `run`.
+    pub unsafe fn run_timed(&self, name: &str, grid: u32, block: u32, args: &[u64]) -> Result<f64> {
         let rt = crate::runtime::get("rshmem kernel launch")?;
         if rt.backend().name() == "cuda" {
-            Ok(self.gpu_launch(name, grid, block, args, false, true)?.unwrap_or(0.0))
+            if grid == 0 || block == 0 {
+                return Err(Error::new(format!("kernel {name}: launch of {grid} blocks of {block} threads (both must be at least 1)")));
+            }
+            // SAFETY: the caller's contract (run's) is gpu_launch's.
+            Ok(unsafe { self.gpu_launch(name, grid, block, args, false, true)? }.unwrap_or(0.0))
         } else {
             let t = std::time::Instant::now();
-            self.run_with(name, grid, block, args, false)?;
+            // SAFETY: the caller's contract (run's) is run_with's.
+            unsafe { self.run_with(name, grid, block, args, false)? };
             Ok(t.elapsed().as_secs_f64() * 1e3)
         }
     }
 
     /// Launches on the GPU with `args` in a temporary device buffer, waits, and (when `timed`) returns
     /// the kernel's time from events recorded around the launch.
-    fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
+    ///
+    /// # Safety
+    /// As `run`.
+    unsafe fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
         let m = self.module()?;
         let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
         let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
         let r = (|| {
-            cuda::copy_to_device(dargs, &bytes)?;
+            // SAFETY: dargs is a live device allocation of at least bytes.len() bytes (above).
+            unsafe { cuda::copy_to_device(dargs, &bytes)? };
             let timer = if timed { Some(cuda::Timer::new()?) } else { None };
             let mut p = dargs as u64;
             let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
             if let Some(t) = &timer {
                 t.start(Stream::DEFAULT)?;
             }
-            // SAFETY: every kernels! kernel takes exactly one pointer parameter.
+            // SAFETY: every kernels! kernel takes exactly one pointer parameter (p: the device copy of
+            // args); what the kernel does with the arguments is this function's caller's promise.
             unsafe {
                 if coop {
                     m.launch_cooperative(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
@@ -84,14 +125,28 @@ impl KernelSet {
             cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))?;
             Ok(ms)
         })();
-        let _ = cuda::device_free(dargs);
+        if r.is_err() {
+            // An early error may leave the kernel running: it must be done with dargs before the free.
+            let _ = cuda::synchronize();
+        }
+        // SAFETY: dargs came from device_alloc above and is freed once here; the kernel that read it
+        // has completed (synchronized on every path) or never started.
+        let _ = unsafe { cuda::device_free(dargs) };
         r
     }
 
-    fn run_with(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool) -> Result<()> {
+    /// Launches on whichever backend runs and waits.
+    ///
+    /// # Safety
+    /// As `run`.
+    unsafe fn run_with(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool) -> Result<()> {
         let rt = crate::runtime::get("rshmem kernel launch")?;
+        if grid == 0 || block == 0 {
+            return Err(Error::new(format!("kernel {name}: launch of {grid} blocks of {block} threads (both must be at least 1)")));
+        }
         if rt.backend().name() == "cuda" {
-            self.gpu_launch(name, grid, block, args, coop, false).map(|_| ())
+            // SAFETY: this function's contract is gpu_launch's.
+            unsafe { self.gpu_launch(name, grid, block, args, coop, false) }.map(|_| ())
         } else {
             let f = self
                 .cpu
@@ -100,7 +155,9 @@ impl KernelSet {
                 .map(|(_, f)| *f)
                 .ok_or_else(|| Error::new(format!("no kernel named {name:?}")))?;
             let p = args.as_ptr() as usize;
-            // SAFETY: the kernel reads its arguments from `args`, alive for the whole launch.
+            // SAFETY: the kernel reads its arguments from `args`, alive for the whole launch (launch
+            // returns only when every kernel thread has ended); that they are what the kernel expects
+            // is this function's caller's promise.
             crate::cpu::launch(grid, block, || unsafe { f(p as *const u64) });
             Ok(())
         }

@@ -16,7 +16,7 @@ pub struct Runtime {
     pub(crate) boot: Bootstrap,
     pub(crate) backend: Box<dyn Backend>,
     alloc: Mutex<Allocator>,
-    pub(crate) state: &'static DeviceState,
+    pub(crate) state: Box<DeviceState>,
     /// Shared-memory host barrier and collective announcements (None: PEs on several nodes).
     sync: Option<HostSync>,
     fds: FdServer,
@@ -121,19 +121,21 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
         st.node_pe[i] = pe as i32;
     }
     st.magic = STATE_MAGIC;
-    let state: &'static DeviceState = Box::leak(st);
-    #[cfg(not(target_arch = "nvptx64"))]
-    rshmem_device::arch::host::set_state(state);
+    let state: &DeviceState = &st;
     backend.publish_state(state)?;
     // The runtime's own area at the start of the heap starts zeroed on every PE.
     backend.zero(0, INTERNAL_BYTES)?;
     boot.barrier("rshmem_init")?;
+    // Last, when nothing can fail any more: a failed init must not leave device calls pointed at a heap
+    // that is unmapped when the backend is dropped.
+    #[cfg(not(target_arch = "nvptx64"))]
+    rshmem_device::arch::host::set_state(state);
     log::info(format!("PE {me}/{n}: {} backend, heap {heap_size} bytes at {:#x}", backend.name(), state.heap_base));
     Ok(Runtime {
         boot,
         alloc: Mutex::new(Allocator::new(INTERNAL_BYTES, backend.heap_size())),
         backend,
-        state,
+        state: st,
         sync,
         fds,
         job,
@@ -167,6 +169,9 @@ fn random16() -> [u8; 16] {
 pub fn finalize() -> Result<()> {
     let rt = RT.write().unwrap().take().ok_or_else(|| Error::new("rshmem_finalize: rshmem is not initialized"))?;
     let r = rt.host_barrier("rshmem_finalize");
+    // Device calls from now on fail naming the call instead of using the heap unmapped below.
+    #[cfg(not(target_arch = "nvptx64"))]
+    rshmem_device::arch::host::clear_state();
     MY_PE.store(-1, Ordering::Release);
     N_PES.store(0, Ordering::Release);
     drop(rt);

@@ -69,6 +69,7 @@ pub struct Segment {
 // SAFETY: the mappings are plain shared memory; all access goes through raw pointers whose use the
 // runtime's protocols (atomics, barriers) order.
 unsafe impl Send for Segment {}
+// SAFETY: as for Send above: shared access is through raw pointers ordered by the runtime's protocols.
 unsafe impl Sync for Segment {}
 
 impl Segment {

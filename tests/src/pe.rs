@@ -11,6 +11,30 @@ use rshmem::kernels::KernelSet;
 use rshmem_device::{CMP_EQ, TEAM_NODE};
 use std::process::exit;
 
+/// Counts the bytes this process has allocated and not freed, for the re-init scenario's leak check.
+struct Counting;
+static LIVE_BYTES: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter is only bookkeeping.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(l.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's layout, passed on.
+        unsafe { std::alloc::System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        LIVE_BYTES.fetch_sub(l.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: p came from alloc/realloc with layout l.
+        unsafe { std::alloc::System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new as isize - l.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as dealloc, with the caller's new size.
+        unsafe { std::alloc::System.realloc(p, l, new) }
+    }
+}
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
 static K: KernelSet = KernelSet::new(rshmem_test_kernels::CPU_KERNELS, include_str!(concat!(env!("OUT_DIR"), "/test_kernels.ptx")));
 
 struct Ctx {
@@ -58,7 +82,9 @@ fn barrier() {
     ck(rshmem::barrier_all())
 }
 fn run(name: &str, grid: u32, block: u32, args: &[u64]) {
-    ck(K.run(name, grid, block, args).map_err(|e| e.context(name)))
+    // SAFETY: every scenario passes the arguments its kernel documents (tests/kernels/src/lib.rs), with
+    // pointers into its live symmetric allocations.
+    ck(unsafe { K.run(name, grid, block, args) }.map_err(|e| e.context(name)))
 }
 
 fn ring(c: &Ctx) {
@@ -309,6 +335,80 @@ fn barrier_test(c: &Ctx) {
     ck(rshmem::free(slots));
 }
 
+/// Re-initialization: three init/finalize cycles in one process (the first uses main's init, the last
+/// leaves the runtime initialized for main's finalize). Each cycle allocates (a different size every
+/// time, with a different offset layout), runs a put kernel to the next PE and a device barrier kernel,
+/// then a host barrier, and checks the received bytes: a stale device state or kernel module from an
+/// earlier cycle (old heap base, old peer bases) puts into the wrong place or fails the device checks.
+///
+/// `reinit_stale` then finalizes once more and asks the device library for a peer address of a buffer of
+/// the finalized heap: that must stop the PE naming the call, never hand out an address of the unmapped
+/// heap.
+fn reinit(c: &Ctx, stale: bool) {
+    let mut kept = std::ptr::null_mut();
+    let mut live = vec![];
+    for cycle in 0..3u64 {
+        if cycle > 0 {
+            ck(rshmem::finalize());
+            if rshmem::my_pe() != -1 || rshmem::n_pes() != 0 {
+                die(format!("reinit cycle {cycle}: after finalize my_pe {} n_pes {}", rshmem::my_pe(), rshmem::n_pes()));
+            }
+            ck(rshmem::init());
+            if rshmem::my_pe() as usize != c.me || rshmem::n_pes() as usize != c.n {
+                die(format!("reinit cycle {cycle}: init gave PE {} of {}, expected {} of {}", rshmem::my_pe(), rshmem::n_pes(), c.me, c.n));
+            }
+            live.push(LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed));
+        }
+        let bytes = [4096 + 8, 100_000 + 3, 777][cycle as usize];
+        // A different layout each cycle: cycle 1 shifts every offset by a leading allocation.
+        let lead = if cycle == 1 { Some(ck(rshmem::malloc(12345))) } else { None };
+        let src = ck(rshmem::malloc(bytes));
+        let dst = ck(rshmem::malloc(bytes));
+        let slots = ck(rshmem::calloc(c.n, 8));
+        let errs = ck(rshmem::malloc(8));
+        let seed_of = |pe: usize| c.seed ^ (cycle << 40) ^ 0x4e1 ^ pe as u64;
+        put_bytes(src, &fill(seed_of(c.me), bytes));
+        let poison = fill(!seed_of(c.me), bytes);
+        put_bytes(dst, &poison);
+        put_bytes(errs, &[0xFF; 8]);
+        barrier();
+        run("k_rma", 1, c.threads, &[dst as u64, src as u64, bytes as u64, 2, 0, 0]);
+        run("k_barrier", 1, c.threads, &[slots as u64, 20, errs as u64, cycle % 4]);
+        barrier();
+        let want = fill(seed_of((c.me + c.n - 1) % c.n), bytes);
+        let got = get_bytes(dst, bytes);
+        if got != want {
+            let i = (0..bytes).find(|&i| got[i] != want[i]).unwrap();
+            die(format!("reinit cycle {cycle}: byte {i} of {bytes} from PE {} is {:#x}, expected {:#x}", (c.me + c.n - 1) % c.n, got[i], want[i]));
+        }
+        let e = get_u64s(errs, 1)[0];
+        if e != 0 {
+            die(format!("reinit cycle {cycle}: device barrier: {e} slots not yet written after the barrier"));
+        }
+        println!("PE {}: reinit cycle {cycle}: {bytes} bytes received from PE {}", c.me, (c.me + c.n - 1) % c.n);
+        for p in [errs, slots, dst, src] {
+            ck(rshmem::free(p));
+        }
+        if let Some(p) = lead {
+            ck(rshmem::free(p));
+        }
+        kept = ck(rshmem::malloc(64));
+    }
+    // Between the inits of cycles 1 and 2 a whole cycle ran (work, finalize, init): the process must
+    // not hold more memory after the second init than after the first (each init used to leak a
+    // DeviceState, 6 KiB).
+    println!("PE {}: reinit: live heap bytes after the 2nd and 3rd init {live:?}", c.me);
+    if live[1] - live[0] >= 1024 {
+        die(format!("reinit: {} bytes more live after the 3rd init than after the 2nd: something leaks per init", live[1] - live[0]));
+    }
+    if stale {
+        ck(rshmem::finalize());
+        let next = ((c.me + 1) % c.n) as i32;
+        let p = rshmem_device::ptr(kept, next);
+        die(format!("reinit_stale: after finalize the device library gave {p:p} for PE {next}'s copy of {kept:p}"));
+    }
+}
+
 fn host_rma(c: &Ctx) {
     let len = 100_000usize;
     let buf = ck(rshmem::malloc(len));
@@ -458,7 +558,9 @@ fn bad_device_call(c: &Ctx, what: &str) {
     barrier();
     // The call must stop the kernel with a message naming it: on the CPU backend the PE exits there;
     // on GPUs the kernel traps and its launch reports the failure. Completing normally is the bug.
-    match K.run("k_bad", 1, 1, &[dst, pe]) {
+    // SAFETY: k_bad takes [dst, pe]; the bad PE or address is the point, and the device call's checks
+    // stop the kernel before any access (the behaviour under test).
+    match unsafe { K.run("k_bad", 1, 1, &[dst, pe]) } {
         Ok(()) => die(format!("a device call with {what} completed instead of stopping the kernel")),
         Err(e) => {
             eprintln!("PE {}: {what}: kernel stopped as expected: {e}", c.me);
@@ -510,6 +612,7 @@ fn main() {
             "wait" => wait(&c),
             "barrier" => barrier_test(&c),
             "host_rma" => host_rma(&c),
+            "reinit" | "reinit_stale" => reinit(&c, s == "reinit_stale"),
             "alloc" => alloc(&c),
             "teams" => teams(&c),
             "alloc_mismatch" => alloc_mismatch(&c),

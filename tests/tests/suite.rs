@@ -97,6 +97,28 @@ fn device_barriers() {
 fn host_put_get() {
     expect_ok(4, "host_rma");
 }
+/// init -> work -> finalize -> init again, three times in each PE process, with kernels, a device
+/// barrier and allocations of different sizes every cycle.
+#[test]
+fn reinit_after_finalize() {
+    let t = expect_ok(3, "reinit");
+    for pe in 0..3 {
+        for cycle in 0..3 {
+            assert!(t.contains(&format!("[pe {pe}] PE {pe}: reinit cycle {cycle}:")), "PE {pe} did not finish cycle {cycle}:\n{t}");
+        }
+    }
+}
+
+/// After the last finalize the device state is cleared: a device call stops the PE naming the call
+/// instead of handing out an address in the unmapped heap of the finished runtime.
+#[test]
+fn device_call_after_finalize_names_the_call() {
+    let o = rshmrun(2, &["reinit_stale"], &[], Duration::from_secs(60));
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(!t.contains("reinit_stale: after finalize the device library gave"), "stale address handed out:\n{t}");
+    assert!(t.contains("rshmem_ptr") && t.contains("called before rshmem init completed"), "{t}");
+}
 #[test]
 fn allocation_offsets_reuse_exhaustion() {
     let t = expect_ok(4, "alloc");

@@ -5,6 +5,7 @@
 
 use super::{Failure, Rmw};
 use crate::state::DeviceState;
+use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 /// Where the current thread stands in its CPU kernel launch.
@@ -51,18 +52,80 @@ pub fn trim(s: &'static str) -> &'static str {
 static DEFAULT_HOOKS: Hooks =
     Hooks { coords: default_coords, sync_block: no_sync, sync_warp: no_sync, idle: default_idle, fail: default_fail };
 static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
-static STATE: AtomicPtr<DeviceState> = AtomicPtr::new(core::ptr::null_mut());
-static ZERO_STATE: DeviceState = DeviceState::ZERO;
+
+/// This process's device state (CPU backend, and the host-side queries of every backend): one
+/// allocation for the life of the process, rewritten by every `init` and cleared by `finalize`.
+///
+/// Every access to it is atomic and of the field's own width (u64 fields as `AtomicU64`, i32/u32
+/// fields as `AtomicU32`), and no reference to it is ever handed out. So a thread that still runs
+/// device code while another thread finalizes and initializes again races only on atomics: it may read
+/// a mix of old and new values (a use of rshmem across finalize is the caller's error, and the device
+/// calls that would then touch memory are `unsafe fn`s whose contract includes a live runtime), but
+/// never causes a data race, and the storage never dangles. This replaces one leaked state per init.
+struct StateCell(UnsafeCell<DeviceState>);
+
+// SAFETY: all accesses to the cell's contents are atomic (see `StateCell`); no `&DeviceState` into it
+// is ever created.
+unsafe impl Sync for StateCell {}
+
+static STATE: StateCell = StateCell(UnsafeCell::new(DeviceState::ZERO));
+
+const MAGIC_OFF: usize = core::mem::offset_of!(DeviceState, magic);
+
+#[inline(always)]
+fn state_ptr() -> *mut u8 {
+    STATE.0.get() as *mut u8
+}
 
 /// Installs the runtime's hooks (CPU backend).
 pub fn install_hooks(h: &'static Hooks) {
     HOOKS.store(h as *const Hooks as *mut Hooks, Ordering::Release);
 }
 
-/// Points the device library at this process's device state (CPU backend). The state must stay valid
-/// and unchanged while device calls run.
-pub fn set_state(s: &'static DeviceState) {
-    STATE.store(s as *const DeviceState as *mut DeviceState, Ordering::Release);
+fn store_u64(off: usize, v: u64) {
+    assert!(is_u64_field(off), "store_u64: not the offset of a u64 field of DeviceState");
+    // SAFETY: checked above: the offset of a u64 field of DeviceState, so the address is inside STATE
+    // and 8-aligned (repr(C), align 8); every access to that field is an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(off) as *mut u64) }.store(v, Ordering::Relaxed)
+}
+fn store_u32(off: usize, v: u32) {
+    assert!(is_u32_field(off), "store_u32: not the offset of a 4-byte field of DeviceState");
+    // SAFETY: as store_u64, for a 4-byte field (checked above).
+    unsafe { AtomicU32::from_ptr(state_ptr().add(off) as *mut u32) }.store(v, Ordering::Relaxed)
+}
+
+/// Points the device library at a copy of `s` (the runtime calls it in `init`). The fields are written
+/// with the magic cleared first and set last (release), so a reader that sees the magic (acquire)
+/// sees the fields written before it. The runtime calls it only from `init` (and `clear_state` only
+/// from `finalize`); were they to race, across threads, the state could end up cleared or mixed, but
+/// every access is atomic, so never a data race.
+pub fn set_state(s: &DeviceState) {
+    use core::mem::offset_of;
+    store_u64(MAGIC_OFF, 0);
+    fence(Ordering::Release);
+    store_u32(offset_of!(DeviceState, my_pe), s.my_pe as u32);
+    store_u32(offset_of!(DeviceState, n_pes), s.n_pes as u32);
+    store_u64(offset_of!(DeviceState, heap_base), s.heap_base);
+    store_u64(offset_of!(DeviceState, heap_size), s.heap_size);
+    store_u32(offset_of!(DeviceState, checks), s.checks);
+    store_u32(offset_of!(DeviceState, _pad), s._pad);
+    store_u32(offset_of!(DeviceState, node_my_pe), s.node_my_pe as u32);
+    store_u32(offset_of!(DeviceState, node_n_pes), s.node_n_pes as u32);
+    for (i, &b) in s.peer_base.iter().enumerate() {
+        store_u64(offset_of!(DeviceState, peer_base) + 8 * i, b);
+    }
+    for (i, &p) in s.node_pe.iter().enumerate() {
+        store_u32(offset_of!(DeviceState, node_pe) + 4 * i, p as u32);
+    }
+    // SAFETY: the magic field: 8-aligned inside STATE, only ever accessed as an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(MAGIC_OFF) as *mut u64) }.store(s.magic, Ordering::Release);
+}
+
+/// Marks the device state uninitialized (the runtime calls it in `finalize`): device calls made after
+/// it fail naming the call ("called before rshmem init completed") instead of using the addresses of
+/// a heap that is being unmapped.
+pub fn clear_state() {
+    store_u64(MAGIC_OFF, 0);
 }
 
 #[inline(always)]
@@ -72,23 +135,53 @@ fn hooks() -> &'static Hooks {
     if p.is_null() { &DEFAULT_HOOKS } else { unsafe { &*p } }
 }
 
+/// Whether `off` is the offset of a u64 field of DeviceState (written by `set_state` as a u64). With
+/// the constant offsets of the callers this folds away.
 #[inline(always)]
-pub fn state() -> &'static DeviceState {
-    let p = STATE.load(Ordering::Acquire);
-    // SAFETY: only `&'static DeviceState` are ever stored.
-    if p.is_null() { &ZERO_STATE } else { unsafe { &*p } }
+const fn is_u64_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let peers = offset_of!(DeviceState, peer_base);
+    off == MAGIC_OFF
+        || off == offset_of!(DeviceState, heap_base)
+        || off == offset_of!(DeviceState, heap_size)
+        || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers).is_multiple_of(8))
+}
+/// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).
+#[inline(always)]
+const fn is_u32_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let nodes = offset_of!(DeviceState, node_pe);
+    off == offset_of!(DeviceState, my_pe)
+        || off == offset_of!(DeviceState, n_pes)
+        || off == offset_of!(DeviceState, checks)
+        || off == offset_of!(DeviceState, _pad)
+        || off == offset_of!(DeviceState, node_my_pe)
+        || off == offset_of!(DeviceState, node_n_pes)
+        || (off >= nodes && off < nodes + 4 * crate::state::MAX_PES && (off - nodes).is_multiple_of(4))
 }
 
-/// Reads a field of the device state (see the nvptx version).
+/// Reads a u64 field of the device state (see the nvptx version). The magic is read with acquire, so
+/// the fields read after a check of it are those `set_state` wrote before it.
+///
+/// `off` must be the offset of a u64 field (callers use `offset_of!`); other values panic.
 #[inline(always)]
 pub fn state_u64(off: usize) -> u64 {
-    // SAFETY: off is a field offset inside DeviceState (callers use offset_of!).
-    unsafe { core::ptr::read((state() as *const DeviceState as *const u8).add(off) as *const u64) }
+    assert!(is_u64_field(off), "state_u64: not the offset of a u64 field of DeviceState");
+    let order = if off == MAGIC_OFF { Ordering::Acquire } else { Ordering::Relaxed };
+    // SAFETY: checked above: an 8-aligned u64 inside STATE, only ever accessed as an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(off) as *mut u64) }.load(order)
 }
+/// Reads an i32/u32 field of the device state. `off` must be the offset of a 4-byte field.
 #[inline(always)]
 pub fn state_u32(off: usize) -> u32 {
-    // SAFETY: as state_u64.
-    unsafe { core::ptr::read((state() as *const DeviceState as *const u8).add(off) as *const u32) }
+    assert!(is_u32_field(off), "state_u32: not the offset of a 4-byte field of DeviceState");
+    // SAFETY: checked above: a 4-aligned u32 inside STATE, only ever accessed as a 4-byte atomic.
+    unsafe { AtomicU32::from_ptr(state_ptr().add(off) as *mut u32) }.load(Ordering::Relaxed)
+}
+
+/// This process's PE number from the device state (-1 before init), for messages.
+pub fn state_my_pe() -> i32 {
+    state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32
 }
 
 #[inline(always)]
@@ -142,24 +235,37 @@ pub fn fence_acq_rel() {
 
 macro_rules! width_ops {
     ($t:ty, $at:ty, $load_acq:ident, $load_rlx:ident, $store_rel:ident, $store_rlx:ident, $rmw:ident, $cas:ident) => {
-        // SAFETY (all below): callers pass a valid, aligned pointer into mapped memory that is only
-        // accessed atomically by the runtime's protocol while these run.
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_acq(p: *const $t) -> $t {
             <$at>::from_ptr(p as *mut $t).load(Ordering::Acquire)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_rlx(p: *const $t) -> $t {
             <$at>::from_ptr(p as *mut $t).load(Ordering::Relaxed)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rel(p: *mut $t, v: $t) {
             <$at>::from_ptr(p).store(v, Ordering::Release)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
             <$at>::from_ptr(p).store(v, Ordering::Relaxed)
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
             let a = <$at>::from_ptr(p);
@@ -171,6 +277,9 @@ macro_rules! width_ops {
                 Rmw::Swap => a.swap(v, Ordering::Relaxed),
             }
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
             match <$at>::from_ptr(p).compare_exchange(cond, v, Ordering::Relaxed, Ordering::Relaxed) {
@@ -182,6 +291,10 @@ macro_rules! width_ops {
 width_ops!(u32, AtomicU32, load_acquire_u32, load_relaxed_u32, store_release_u32, store_relaxed_u32, rmw_u32, cas_u32);
 width_ops!(u64, AtomicU64, load_acquire_u64, load_relaxed_u64, store_release_u64, store_relaxed_u64, rmw_u64, cas_u64);
 
+/// Acquire load of a 16-bit value.
+///
+/// # Safety
+/// As the width ops above, for a 2-byte value.
 #[inline(always)]
 pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
     // SAFETY: as for the width ops above.
@@ -196,6 +309,11 @@ pub fn idle(spins: &mut u64, call: &'static str) {
 
 /// Copies `n` bytes as member `rank` of a group of `size` threads: each thread copies one contiguous
 /// share (cache-friendly on CPUs), cut at 64-byte boundaries.
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `n` bytes, both in memory mapped here, and the two
+/// ranges must not overlap; every member of the group must call with the same `dst`, `src`, `n` and
+/// `size` (each copies its own share).
 #[inline(always)]
 pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32) {
     let (rank, size) = (rank as usize, size as usize);
@@ -209,6 +327,9 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
 }
 
 /// Analysis variant (see the nvptx version): on the host the same contiguous copy.
+///
+/// # Safety
+/// As `copy`, for `16 * units` bytes.
 #[inline(always)]
 pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
     copy(dst, src, units * 16, rank as u32, size as u32)
@@ -218,4 +339,48 @@ pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usiz
 #[inline]
 pub fn fail(f: Failure) -> ! {
     (hooks().fail)(&f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::offset_of;
+
+    /// set_state publishes every field at its own width, clear_state only withdraws the magic, and an
+    /// offset that is not a field of the right width is refused rather than read. (One test: the
+    /// state is process-wide.)
+    #[test]
+    fn state_publish_clear_and_offset_checks() {
+        let mut s = DeviceState::ZERO;
+        s.magic = crate::state::STATE_MAGIC;
+        s.my_pe = 3;
+        s.n_pes = 7;
+        s.heap_base = 0x1234_5678_9abc_def0;
+        s.heap_size = 1 << 30;
+        s.node_my_pe = 1;
+        s.node_n_pes = 2;
+        s.peer_base[6] = 0xfeed_0000;
+        s.node_pe[1] = 5;
+        set_state(&s);
+        assert_eq!(state_u64(MAGIC_OFF), crate::state::STATE_MAGIC);
+        assert_eq!(state_my_pe(), 3);
+        assert_eq!(state_u32(offset_of!(DeviceState, n_pes)), 7);
+        assert_eq!(state_u64(offset_of!(DeviceState, heap_base)), 0x1234_5678_9abc_def0);
+        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0xfeed_0000);
+        assert_eq!(state_u32(offset_of!(DeviceState, node_pe) + 4), 5);
+        clear_state();
+        assert_eq!(state_u64(MAGIC_OFF), 0);
+        assert_eq!(state_my_pe(), 3, "messages after finalize still name the PE");
+        // A second init overwrites everything.
+        s.my_pe = 0;
+        s.peer_base[6] = 0;
+        set_state(&s);
+        assert_eq!(state_my_pe(), 0);
+        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0);
+        assert!(!is_u64_field(offset_of!(DeviceState, my_pe)), "a 4-byte field is not a u64 field");
+        assert!(!is_u64_field(offset_of!(DeviceState, peer_base) + 4), "misaligned");
+        assert!(!is_u64_field(core::mem::size_of::<DeviceState>()), "past the end");
+        assert!(!is_u32_field(offset_of!(DeviceState, heap_base)), "half of a u64 field");
+        assert!(!is_u32_field(core::mem::size_of::<DeviceState>()), "past the end");
+    }
 }

@@ -101,27 +101,43 @@ pub fn fence_acq_rel() {
 
 macro_rules! width_ops {
     ($t:ty, $reg:ident, $b:literal, $load_acq:ident, $load_rlx:ident, $store_rel:ident, $store_rlx:ident, $rmw:ident, $cas:ident) => {
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_acq(p: *const $t) -> $t {
             let v: $t;
             asm!(concat!("ld.acquire.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p);
             v
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_rlx(p: *const $t) -> $t {
             let v: $t;
             asm!(concat!("ld.relaxed.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p);
             v
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rel(p: *mut $t, v: $t) {
             asm!(concat!("st.release.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p);
         }
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
             asm!(concat!("st.relaxed.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p);
         }
         /// Atomic read-modify-write at system scope; returns the old value.
+        ///
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
             let old: $t;
@@ -135,6 +151,10 @@ macro_rules! width_ops {
             old
         }
         /// Atomic compare-and-swap at system scope; returns the old value.
+        ///
+        /// # Safety
+        /// `p` must be non-null, aligned for the type and point to memory mapped in this process
+        /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
             let old: $t;
@@ -147,6 +167,9 @@ width_ops!(u32, reg32, "32", load_acquire_u32, load_relaxed_u32, store_release_u
 width_ops!(u64, reg64, "64", load_acquire_u64, load_relaxed_u64, store_release_u64, store_relaxed_u64, rmw_u64, cas_u64);
 
 /// Acquire load of a 16-bit value (wait_until on short types).
+///
+/// # Safety
+/// As the width ops above, for a 2-byte value.
 #[inline(always)]
 pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
     let v: u16;
@@ -187,6 +210,9 @@ state_read!(state_u64, u64, reg64, "ld.const.u64");
 state_read!(state_u32, u32, reg32, "ld.const.u32");
 
 /// Copies a few bytes (a head or tail) with the widest accesses both pointers allow.
+///
+/// # Safety
+/// `s` must be readable and `d` writable for `n` bytes; the ranges must not overlap.
 #[inline(always)]
 unsafe fn copy_small(mut d: *mut u8, mut s: *const u8, mut n: usize) {
     while n > 0 {
@@ -219,6 +245,11 @@ unsafe fn copy_small(mut d: *mut u8, mut s: *const u8, mut n: usize) {
 /// copies a strided share). When both pointers have the same position within 16 bytes, the body moves
 /// in 16-byte accesses (several in flight per thread) and the group's first thread copies the head and
 /// tail with the widest accesses they allow; otherwise units of the pointers' common alignment.
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `n` bytes, both in memory mapped here, and the two
+/// ranges must not overlap; every member of the group must call with the same `dst`, `src`, `n` and
+/// `size` (each copies its own share).
 #[inline(always)]
 pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32) {
     let (rank, size) = (rank as usize, size as usize);
@@ -279,6 +310,10 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
 
 /// Analysis variant of the 16-byte copy with eight loads in flight per thread (used by the benchmark
 /// to measure whether more memory-level parallelism moves NVLink put bandwidth).
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `16 * units` bytes, both 16-byte aligned and not
+/// overlapping; every member of the group calls with the same arguments but its own `rank`.
 #[inline(always)]
 pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
     let mut k = rank;
@@ -298,18 +333,25 @@ pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usiz
     }
 }
 
+/// # Safety
+/// `p` must be 16-byte aligned and readable for 16 bytes.
 #[inline(always)]
 unsafe fn ld16(p: *const u8) -> (u64, u64) {
     let (a, b): (u64, u64);
     asm!("ld.v2.u64 {{{a}, {b}}}, [{p}];", a = out(reg64) a, b = out(reg64) b, p = in(reg64) p);
     (a, b)
 }
+/// # Safety
+/// `p` must be 16-byte aligned and writable for 16 bytes.
 #[inline(always)]
 unsafe fn st16(p: *mut u8, v: (u64, u64)) {
     asm!("st.v2.u64 [{p}], {{{a}, {b}}};", a = in(reg64) v.0, b = in(reg64) v.1, p = in(reg64) p);
 }
 
 /// Copies `units` 16-byte units, four loads in flight per thread before the stores.
+///
+/// # Safety
+/// As `copy16_deep`.
 #[inline(always)]
 unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
     let mut k = rank;

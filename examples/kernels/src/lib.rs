@@ -34,7 +34,7 @@ sh::kernels! {
     /// the peer pointer with eight loads in flight per thread (chunks rounded down to 16 bytes).
     fn x_bw_deep(a) {
         let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
-        let chunk = bytes / T::grid_size() as usize & !15;
+        let chunk = (bytes / T::grid_size() as usize) & !15;
         let off = T::block_index() as usize * chunk;
         let r = sh::ptr(dst.add(off), peer);
         for _ in 0..iters {
@@ -155,6 +155,10 @@ sh::kernels! {
 }
 
 /// The loop of `bench_bw` for one scope (0 thread, 1 warp, 2 block) and direction (0 put, 1 get).
+///
+/// # Safety
+/// `a` must point to the kernel's five arguments; `dst` and `src` must be symmetric buffers of at
+/// least `bytes` bytes and `peer` a PE that this one reaches (the device calls check the ranges).
 #[inline(always)]
 unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
     let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
@@ -187,6 +191,10 @@ unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
 }
 
 /// The loop of `bench_lat` for one kind (see there).
+///
+/// # Safety
+/// `a` must point to the kernel's four arguments: `buf` a symmetric buffer as `bench_lat` describes,
+/// `out` a writable u64.
 #[inline(always)]
 unsafe fn lat_loop<const KIND: u64>(a: *const u64) {
     let (buf, iters, peer, out) = (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64);

@@ -56,15 +56,33 @@ pub fn device_count() -> std::result::Result<usize, String> {
 }
 
 /// Retains device `ordinal`'s primary context (the one the CUDA runtime uses) and makes it current.
+///
+/// The context is retained once per device and process and never released, so it outlives every
+/// runtime instance: handles made in it (modules, events, device memory a program keeps across
+/// `finalize` and a second `init`) stay valid handles, and a second `init` binds the same context
+/// instead of adding one more retain each time.
 pub fn bind_primary(ordinal: i32) -> Result<(cu::CUdevice, cu::CUcontext)> {
-    let mut dev = 0;
-    let mut ctx = std::ptr::null_mut();
-    // SAFETY: out-pointers to locals; the context stays retained for the process's life.
-    unsafe {
-        check(cu::cuDeviceGet(&mut dev, ordinal), "cuDeviceGet")?;
-        check(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
-        check(cu::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
-    }
+    /// (ordinal, device, context) of every primary context retained so far.
+    struct Retained(Vec<(i32, cu::CUdevice, usize)>);
+    static RETAINED: std::sync::Mutex<Retained> = std::sync::Mutex::new(Retained(Vec::new()));
+    let mut held = RETAINED.lock().unwrap_or_else(|e| e.into_inner());
+    let (dev, ctx) = match held.0.iter().find(|r| r.0 == ordinal) {
+        Some(&(_, dev, ctx)) => (dev, ctx as cu::CUcontext),
+        None => {
+            let mut dev = 0;
+            let mut ctx = std::ptr::null_mut();
+            // SAFETY: out-pointers to locals; the retained context is recorded in RETAINED and never
+            // released, so it stays valid for the process's life.
+            unsafe {
+                check(cu::cuDeviceGet(&mut dev, ordinal), "cuDeviceGet")?;
+                check(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+            }
+            held.0.push((ordinal, dev, ctx as usize));
+            (dev, ctx)
+        }
+    };
+    // SAFETY: ctx is a retained primary context (above), valid for the process's life.
+    check(unsafe { cu::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
     Ok((dev, ctx))
 }
 
@@ -95,8 +113,14 @@ pub fn reserve(size: usize, align: usize) -> Result<u64> {
     check(unsafe { cu::cuMemAddressReserve(&mut va, size, align, 0, 0) }, "cuMemAddressReserve")?;
     Ok(va)
 }
-pub fn unreserve(va: u64, size: usize) {
-    // SAFETY: va/size come from a successful reserve, nothing is mapped there any more.
+/// Gives back an address range from `reserve`.
+///
+/// # Safety
+/// `va`/`size` must be exactly a range returned by `reserve` and not yet given back, with nothing
+/// mapped in it any more; no pointer into it may be used afterwards (the driver may hand the range
+/// out again).
+pub unsafe fn unreserve(va: u64, size: usize) {
+    // SAFETY: the caller's contract above.
     unsafe { cu::cuMemAddressFree(va, size) };
 }
 
@@ -110,22 +134,35 @@ pub fn create(dev: cu::CUdevice, size: usize) -> Result<cu::CUmemGenericAllocati
 
 /// Maps `h` at `va` and gives this process's GPU read/write access.
 pub fn map(va: u64, size: usize, h: cu::CUmemGenericAllocationHandle, dev: cu::CUdevice) -> Result<()> {
-    // SAFETY: va..va+size lies in a range we reserved and is unmapped; h is a live handle of `size`.
+    // SAFETY: the driver checks that va..va+size lies in a reserved range with nothing mapped and
+    // that h is a live handle of at least `size` bytes (an error otherwise); mapping fresh memory into
+    // an unmapped range changes no existing object.
     check(unsafe { cu::cuMemMap(va, size, 0, h, 0) }, "cuMemMap")?;
     // SAFETY: zeroed access descriptor is valid; fields set below.
     let mut d: cu::CUmemAccessDesc = unsafe { std::mem::zeroed() };
     d.location.type_ = cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
     d.location.id = dev;
     d.flags = cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    // SAFETY: the range was just mapped.
+    // SAFETY: the range was just mapped by us (above); d is a valid descriptor.
     check(unsafe { cu::cuMemSetAccess(va, size, &d, 1) }, "cuMemSetAccess")
 }
-pub fn unmap(va: u64, size: usize) {
-    // SAFETY: the range was mapped by `map` and no kernel runs (caller synchronized).
+/// Unmaps a range mapped by `map`.
+///
+/// # Safety
+/// `va`/`size` must be exactly a range mapped by `map` and still mapped; no kernel, copy or host
+/// pointer may use it any more (the caller synchronized), since the memory behind it may go away.
+pub unsafe fn unmap(va: u64, size: usize) {
+    // SAFETY: the caller's contract above.
     unsafe { cu::cuMemUnmap(va, size) };
 }
-pub fn release(h: cu::CUmemGenericAllocationHandle) {
-    // SAFETY: h is a live handle; mappings keep their own reference.
+/// Releases an allocation handle from `create` or `import_fd` (mappings of it keep their own
+/// reference, so they stay usable until unmapped).
+///
+/// # Safety
+/// `h` must be a live handle that the caller owns and does not use again (a released handle value may
+/// be reused by the driver for another allocation).
+pub unsafe fn release(h: cu::CUmemGenericAllocationHandle) {
+    // SAFETY: the caller's contract above.
     unsafe { cu::cuMemRelease(h) };
 }
 
@@ -163,11 +200,21 @@ pub fn import_fd(fd: &OwnedFd) -> Result<cu::CUmemGenericAllocationHandle> {
     Ok(h)
 }
 
-pub fn htod(dst: u64, src: *const u8, bytes: usize) -> Result<()> {
-    // SAFETY: src is readable for bytes; dst is device memory of at least bytes (caller).
+/// Copies `bytes` from host memory at `src` to device memory at `dst` (synchronous).
+///
+/// # Safety
+/// `src` must be readable for `bytes`; `dst..dst+bytes` must be device memory (or unified memory)
+/// of the current context that the caller may overwrite: no other object may live there.
+pub unsafe fn htod(dst: u64, src: *const u8, bytes: usize) -> Result<()> {
+    // SAFETY: the caller's contract above.
     check_ctx(unsafe { cu::cuMemcpyHtoD_v2(dst, src as *const std::ffi::c_void, bytes) }, "cuMemcpyHtoD")
 }
-pub fn dtoh(dst: *mut u8, src: u64, bytes: usize) -> Result<()> {
-    // SAFETY: dst is writable for bytes; src is device memory of at least bytes (caller).
+/// Copies `bytes` from device memory at `src` to host memory at `dst` (synchronous).
+///
+/// # Safety
+/// `dst` must be writable for `bytes` and not aliased by any live reference; `src..src+bytes` must be
+/// readable device memory of the current context.
+pub unsafe fn dtoh(dst: *mut u8, src: u64, bytes: usize) -> Result<()> {
+    // SAFETY: the caller's contract above.
     check_ctx(unsafe { cu::cuMemcpyDtoH_v2(dst as *mut std::ffi::c_void, src, bytes) }, "cuMemcpyDtoH")
 }

@@ -19,7 +19,12 @@ use crate::log;
 use cudarc::driver::sys as cu;
 use driver::{check, check_ctx};
 use rshmem_device::state::DeviceState;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Counts CUDA backend instances (one per `init`): modules and caches of an earlier instance are told
+/// apart by it.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The device library as PTX, built from crate rshmem-device by build.rs (empty only in a CPU-only
 /// build made on purpose with RSHMEM_SKIP_PTX=1).
@@ -69,6 +74,9 @@ struct Inner {
     /// (modules we loaded, and nvcc-linked programs that registered theirs).
     state_addrs: Vec<u64>,
     state: Option<DeviceState>,
+    /// Modules loaded for this instance (`Module::load`): kept loaded while it lives, since their
+    /// device-state addresses are in `state_addrs`; unloaded when the instance is dropped.
+    modules: Vec<Arc<Module>>,
 }
 
 pub struct CudaBackend {
@@ -82,12 +90,16 @@ pub struct CudaBackend {
     inner: Mutex<Inner>,
     /// The runtime's own module (device library + its kernels: barrier/quiet on stream), loaded at
     /// first use: JIT-compiling the device library takes a while and most programs never need it.
-    module: Mutex<Option<std::sync::Arc<Module>>>,
+    module: Mutex<Option<Arc<Module>>>,
+    /// This instance's number (`GENERATION`), different for every `init` of the process.
+    generation: u64,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
 // all mutable state is behind the Mutex.
 unsafe impl Send for CudaBackend {}
+// SAFETY: as for Send; &self methods only read immutable handles or lock `inner`/`module`, and the
+// driver API is thread-safe.
 unsafe impl Sync for CudaBackend {}
 
 impl CudaBackend {
@@ -116,8 +128,16 @@ impl CudaBackend {
         let me = boot.pe();
         let mut bases = vec![0u64; boot.npes()];
         for &pe in boot.node_pes() {
-            bases[pe] = driver::reserve(heap_size, granule)
-                .map_err(|e| e.context(format!("reserving {heap_size} bytes of address space for PE {pe}'s heap")))?;
+            match driver::reserve(heap_size, granule) {
+                Ok(va) => bases[pe] = va,
+                Err(e) => {
+                    for &b in bases.iter().filter(|&&b| b != 0) {
+                        // SAFETY: reserved just above with heap_size bytes; nothing is mapped in it.
+                        unsafe { driver::unreserve(b, heap_size) };
+                    }
+                    return Err(e.context(format!("reserving {heap_size} bytes of address space for PE {pe}'s heap")).into());
+                }
+            }
         }
         let be = CudaBackend {
             ctx,
@@ -126,8 +146,9 @@ impl CudaBackend {
             granule,
             heap_size,
             bases,
-            inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![], state_addrs: vec![], state: None }),
+            inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![], state_addrs: vec![], state: None, modules: vec![] }),
             module: Mutex::new(None),
+            generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
         };
         // The first granule holds the runtime's internal area: back it now.
         be.grow(Collective { boot, fds, job }, 1)?;
@@ -169,7 +190,8 @@ impl CudaBackend {
                 let pva = self.bases[pe] + off as u64;
                 driver::map(pva, self.granule, ph, self.dev).map_err(|e| e.context(format!("mapping PE {pe}'s heap (peer access between GPUs?)")))?;
                 // The mapping keeps the memory; our import handle is no longer needed.
-                driver::release(ph);
+                // SAFETY: ph was imported above, is owned here and not used again.
+                unsafe { driver::release(ph) };
                 inner.mapped.push((pva, self.granule));
             }
             c.boot.barrier("rshmem_malloc (heap growth)")?;
@@ -183,14 +205,23 @@ impl CudaBackend {
     fn publish_all(&self, inner: &Inner) -> Result<()> {
         if let Some(st) = inner.state.as_ref() {
             for &a in &inner.state_addrs {
-                driver::htod(a, st as *const DeviceState as *const u8, std::mem::size_of::<DeviceState>())?;
+                // SAFETY: every address in state_addrs is a module's `rshmemi_device_state`, of
+                // size_of::<DeviceState>() bytes, alive while this instance lives (register_state's
+                // contract; our own modules are held in `modules`/`module`); st is a local value.
+                unsafe { driver::htod(a, st as *const DeviceState as *const u8, std::mem::size_of::<DeviceState>())? };
             }
         }
         Ok(())
     }
 
-    /// Registers another module's `rshmemi_device_state` and fills it in.
-    pub fn register_state(&self, addr: u64) -> Result<()> {
+    /// Registers another module's `rshmemi_device_state` and fills it in (now and whenever the state
+    /// is published again).
+    ///
+    /// # Safety
+    /// `addr` must be the device address of a module's `rshmemi_device_state` in this instance's
+    /// context (`size_of::<DeviceState>()` writable bytes that nothing else uses), and that module must
+    /// stay loaded as long as this backend instance lives.
+    pub unsafe fn register_state(&self, addr: u64) -> Result<()> {
         self.bind()?;
         let mut inner = self.inner.lock().unwrap();
         if !inner.state_addrs.contains(&addr) {
@@ -199,17 +230,33 @@ impl CudaBackend {
         self.publish_all(&inner)
     }
 
+    /// Makes `m` (loaded in this instance's context) one of this instance's modules: it stays loaded
+    /// while the instance lives, and its device state (if it has one) is registered and filled in.
+    pub(crate) fn adopt(&self, m: &Arc<Module>) -> Result<()> {
+        let mut addr = None;
+        m.with_state_addr(|a| addr = Some(a));
+        self.inner.lock().unwrap().modules.push(m.clone());
+        if let Some(a) = addr {
+            // SAFETY: a is m's own `rshmemi_device_state` (cuModuleGetGlobal), and m is held in
+            // `modules` (just above) until this instance is dropped.
+            unsafe { self.register_state(a)? };
+        }
+        Ok(())
+    }
+
+    /// The number of this instance: different for every `init` in the process. A module or cache made
+    /// under another generation belongs to a finalized runtime.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The runtime's own module, loaded (and its device state filled in) on first use.
-    pub fn module(&self) -> Result<std::sync::Arc<Module>> {
+    pub fn module(&self) -> Result<Arc<Module>> {
         let mut m = self.module.lock().unwrap();
         if m.is_none() {
-            let loaded = Module::load_in(self.ctx, &[])?;
-            let mut addr = None;
-            loaded.with_state_addr(|a| addr = Some(a));
-            if let Some(a) = addr {
-                self.register_state(a)?;
-            }
-            *m = Some(std::sync::Arc::new(loaded));
+            let loaded = Arc::new(Module::load_in(self.ctx, &[])?);
+            self.adopt(&loaded)?;
+            *m = Some(loaded);
         }
         Ok(m.clone().unwrap())
     }
@@ -236,8 +283,14 @@ impl Backend for CudaBackend {
     }
     fn zero(&self, off: usize, len: usize) -> Result<()> {
         self.bind()?;
-        // SAFETY: [off, off+len) is inside our backed heap (allocator + ensure_backed).
+        let backed = self.inner.lock().unwrap().granules * self.granule;
+        if off > backed || len > backed - off {
+            return Err(Error::new(format!("zeroing {len} bytes at heap offset {off}: outside the {backed} backed bytes of the heap")));
+        }
+        // SAFETY: [off, off+len) is inside the backed part of our own heap (checked above), which
+        // only holds symmetric objects the caller (the allocator) zeroes.
         check_ctx(unsafe { cu::cuMemsetD8_v2(self.bases[self.me] + off as u64, 0, len) }, "cuMemsetD8")?;
+        // SAFETY: plain synchronization of the current context.
         check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize")
     }
     fn quiet(&self) -> Result<()> {
@@ -247,25 +300,31 @@ impl Backend for CudaBackend {
     }
     unsafe fn copy_in(&self, dst: *mut u8, src: &[u8]) -> Result<()> {
         self.bind()?;
-        driver::htod(dst as u64, src.as_ptr(), src.len())
+        // SAFETY: dst is valid device memory for src.len() bytes (this function's contract); src is a
+        // live slice.
+        unsafe { driver::htod(dst as u64, src.as_ptr(), src.len()) }
     }
     unsafe fn copy_out(&self, dst: &mut [u8], src: *const u8) -> Result<()> {
         self.bind()?;
-        driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len())
+        // SAFETY: src is valid device memory for dst.len() bytes (this function's contract); dst is a
+        // live, exclusive slice.
+        unsafe { driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) }
     }
     unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
         self.bind()?;
         let r = rshmem_device::ptr(dst, pe) as u64;
-        // SAFETY: r is dst's mapping on pe (range checked by the runtime); unified addressing lets
-        // cuMemcpy take host or device sources.
+        // SAFETY: r is dst's mapping on pe (range checked by the runtime); src is readable for bytes
+        // (this function's contract); unified addressing lets cuMemcpy take host or device sources.
         check_ctx(unsafe { cu::cuMemcpy(r, src as u64, bytes) }, "rshmem_putmem: cuMemcpy")?;
+        // SAFETY: plain synchronization of the current context.
         check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize")
     }
     unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
         self.bind()?;
         let r = rshmem_device::ptr(src, pe) as u64;
-        // SAFETY: as in putmem.
+        // SAFETY: as in putmem, with dst writable for bytes (this function's contract).
         check_ctx(unsafe { cu::cuMemcpy(dst as u64, r, bytes) }, "rshmem_getmem: cuMemcpy")?;
+        // SAFETY: plain synchronization of the current context.
         check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize")
     }
     fn publish_state(&self, state: &DeviceState) -> Result<()> {
@@ -276,21 +335,40 @@ impl Backend for CudaBackend {
     }
 }
 
+/// Runs when the last reference to the finalized runtime goes. The primary context stays (retained for
+/// the process's life), so a later `init` makes a fresh instance in the same context: new address
+/// reservations, new granules, new modules (`generation` tells them apart).
 impl Drop for CudaBackend {
     fn drop(&mut self) {
         let _ = self.bind();
         // SAFETY: synchronize before unmapping so no kernel still uses the heap.
         unsafe { cu::cuCtxSynchronize() };
-        let inner = self.inner.get_mut().unwrap();
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        // Every module that still holds this instance's state (an nvcc program's, which outlives
+        // us) now reads "not initialized": a device call after finalize fails naming the call
+        // instead of using the heap unmapped below. The next init registers and fills it again.
+        let zero = 0u64.to_le_bytes();
+        for &a in &inner.state_addrs {
+            // SAFETY: a is a registered `rshmemi_device_state` (register_state's contract: alive while
+            // this instance lives, and it still does); the magic is its first 8 bytes.
+            let _ = unsafe { driver::htod(a + std::mem::offset_of!(DeviceState, magic) as u64, zero.as_ptr(), 8) };
+        }
+        // Our modules go now (they hold this instance's state); the context was synchronized above.
+        inner.modules.clear();
         for &(va, size) in &inner.mapped {
-            driver::unmap(va, size);
+            // SAFETY: every entry was mapped by `grow` exactly once and is unmapped only here; the
+            // context is synchronized and the runtime that handed out pointers into it is gone.
+            unsafe { driver::unmap(va, size) };
         }
         for &h in &inner.own {
-            driver::release(h);
+            // SAFETY: our own granule handles, created by `grow`, released only here.
+            unsafe { driver::release(h) };
         }
         for &b in &self.bases {
             if b != 0 {
-                driver::unreserve(b, self.heap_size);
+                // SAFETY: b is a range reserved in `new` with heap_size bytes; everything mapped in
+                // it was unmapped above.
+                unsafe { driver::unreserve(b, self.heap_size) };
             }
         }
     }

@@ -8,14 +8,30 @@ use crate::error::{Error, Result};
 use cudarc::driver::sys as cu;
 use std::ffi::{c_void, CString};
 
-/// A loaded module.
+/// A loaded module. Unloaded when dropped; its context is a primary context retained for the
+/// process's life (`driver::bind_primary`), so the handle stays valid until then whichever runtime
+/// instance loaded it.
 pub struct Module {
     ctx: cu::CUcontext,
     module: cu::CUmodule,
 }
 
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: ctx is a primary context retained for the process's life; module was loaded into
+        // it by `link` and is unloaded only here, once. The context is synchronized first, so no
+        // kernel of this module still runs when it goes.
+        unsafe {
+            cu::cuCtxSetCurrent(self.ctx);
+            cu::cuCtxSynchronize();
+            cu::cuModuleUnload(self.module);
+        }
+    }
+}
+
 // SAFETY: module handles are usable from any thread that has the context current (we bind first).
 unsafe impl Send for Module {}
+// SAFETY: &Module only reads the immutable handles and calls the (thread-safe) driver with them.
 unsafe impl Sync for Module {}
 
 /// A CUDA stream handle (a `cudaStream_t` from C is the same thing). Null is the legacy default stream.
@@ -23,6 +39,7 @@ unsafe impl Sync for Module {}
 pub struct Stream(pub cu::CUstream);
 // SAFETY: a stream handle is a plain token usable from any thread.
 unsafe impl Send for Stream {}
+// SAFETY: as for Send: a copyable token with no interior state.
 unsafe impl Sync for Stream {}
 impl Stream {
     pub const DEFAULT: Stream = Stream(std::ptr::null_mut());
@@ -31,7 +48,13 @@ impl Stream {
 impl Module {
     /// Links `user_ptx` (Rust kernels written against rshmem-device) with the device library, loads
     /// the result into the runtime's context and fills in its device state.
-    pub fn load(user_ptx: &str) -> Result<Module> {
+    ///
+    /// The module belongs to the running runtime instance: that instance keeps it (and writes its
+    /// device state) until `finalize` drops the instance; then it is unloaded once every `Arc` to it is
+    /// gone. After a second `init`, load the PTX again (`KernelSet` does): a module of an earlier
+    /// instance still holds that instance's (stale) device state. Returns the module and the
+    /// generation of the runtime instance it belongs to (`CudaBackend::generation`).
+    pub fn load(user_ptx: &str) -> Result<(std::sync::Arc<Module>, u64)> {
         super::with_backend("rshmem::cuda::Module::load", |b| {
             // Kernels written with rshmem-device inline the whole device API; their only external
             // symbol is the device state. Linking a PTX that just defines it is far faster than JIT-
@@ -40,12 +63,9 @@ impl Module {
                 Ok(m) => m,
                 Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)])?,
             };
-            let mut addr = None;
-            m.with_state_addr(|a| addr = Some(a));
-            if let Some(a) = addr {
-                b.register_state(a)?;
-            }
-            Ok(m)
+            let m = std::sync::Arc::new(m);
+            b.adopt(&m)?;
+            Ok((m, b.generation()))
         })
     }
 
@@ -180,12 +200,22 @@ fn backend_op<R>(call: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
 }
 
 /// Copies host bytes to device memory (symmetric or not) of this PE.
-pub fn copy_to_device(dst: *mut u8, src: &[u8]) -> Result<()> {
-    backend_op("rshmem::cuda::copy_to_device", || super::driver::htod(dst as u64, src.as_ptr(), src.len()))
+///
+/// # Safety
+/// `dst..dst+src.len()` must be device memory of this PE that the caller may overwrite (a symmetric
+/// allocation or one from `device_alloc`, still live).
+pub unsafe fn copy_to_device(dst: *mut u8, src: &[u8]) -> Result<()> {
+    // SAFETY: src is a live slice; dst is the caller's promise (above).
+    backend_op("rshmem::cuda::copy_to_device", || unsafe { super::driver::htod(dst as u64, src.as_ptr(), src.len()) })
 }
 /// Copies device memory of this PE to host bytes.
-pub fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
-    backend_op("rshmem::cuda::copy_from_device", || super::driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()))
+///
+/// # Safety
+/// `src..src+dst.len()` must be readable device memory of this PE (a live symmetric allocation or one
+/// from `device_alloc`).
+pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
+    // SAFETY: dst is a live, exclusive slice; src is the caller's promise (above).
+    backend_op("rshmem::cuda::copy_from_device", || unsafe { super::driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) })
 }
 /// Waits for all GPU work of this PE.
 pub fn synchronize() -> Result<()> {
@@ -202,8 +232,11 @@ pub fn device_alloc(bytes: usize) -> Result<*mut u8> {
     })
 }
 /// Frees memory from `device_alloc`.
-pub fn device_free(p: *mut u8) -> Result<()> {
-    // SAFETY: p came from device_alloc.
+///
+/// # Safety
+/// `p` must come from `device_alloc` and not be freed yet, and no kernel or copy may still use it.
+pub unsafe fn device_free(p: *mut u8) -> Result<()> {
+    // SAFETY: the caller's contract above.
     backend_op("rshmem::cuda::device_free", || check(unsafe { cu::cuMemFree_v2(p as u64) }, "cuMemFree"))
 }
 
@@ -268,16 +301,29 @@ pub fn quiet_on_stream(s: Stream) -> Result<()> {
     // SAFETY: the kernel takes no parameters.
     super::with_backend("rshmem_quiet_on_stream", |b| unsafe { b.module()?.launch("rshmemi_quiet_kernel", 1, 1, 0, s, &mut []) })
 }
-/// Enqueues a copy into symmetric `dst` on `pe` (copy engine over NVLink/PCIe).
-pub fn putmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
-    onstream_copy("rshmem_putmem_on_stream", dst, src, bytes, pe, s, true)
+/// Enqueues a copy into symmetric `dst` on `pe` (copy engine over NVLink/PCIe). The symmetric range
+/// and the PE are checked.
+///
+/// # Safety
+/// `src` must be readable for `bytes` (host or device memory) until the copy has run on `s`, and `s`
+/// must be a live stream of this PE's context (or `Stream::DEFAULT`).
+pub unsafe fn putmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    unsafe { onstream_copy("rshmem_putmem_on_stream", dst, src, bytes, pe, s, true) }
 }
-/// Enqueues a copy from symmetric `src` on `pe`.
-pub fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
-    onstream_copy("rshmem_getmem_on_stream", dst, src, bytes, pe, s, false)
+/// Enqueues a copy from symmetric `src` on `pe`. The symmetric range and the PE are checked.
+///
+/// # Safety
+/// `dst` must be writable for `bytes` (host or device memory), not used by anything else until the
+/// copy has run on `s`, and `s` must be a live stream of this PE's context (or `Stream::DEFAULT`).
+pub unsafe fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    unsafe { onstream_copy("rshmem_getmem_on_stream", dst, src, bytes, pe, s, false) }
 }
 
-fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
+/// # Safety
+/// As `putmem_on_stream` (`put`) or `getmem_on_stream` for the local side and the stream.
+unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
     let rt = crate::runtime::get(call)?;
     let sym = if put { dst } else { src as *mut u8 };
     rt.check_rma(call, sym, bytes, pe)?;

@@ -241,11 +241,13 @@ pub fn n_pes() -> i32 {
     N_PES.load(Ordering::Acquire)
 }
 
-/// Leaves the job status board's current collective when dropped.
+/// A host collective this PE is in, on the job status board.
 struct Inside<'a>(Option<&'a JobStatus>);
-impl Drop for Inside<'_> {
-    fn drop(&mut self) {
-        if let Some(s) = self.0 {
+impl Inside<'_> {
+    /// Records that the collective completed. A failed one stays recorded as entered and not left: the
+    /// PE did not get through it, and the board should say where the job stopped.
+    fn left<T>(self, r: &Result<T>) {
+        if let (Some(s), Ok(_)) = (self.0, r) {
             s.leave();
         }
     }
@@ -353,8 +355,10 @@ impl Runtime {
             // All PEs on this node: in shared memory, with mismatches, dead peers and (with
             // RSHMEM_WAIT_TIMEOUT) stuck peers detected. It announces the collective itself.
             Some(s) => {
-                let _in = self.enter(call);
-                s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call, self.status.as_ref())
+                let inside = self.enter(call);
+                let r = s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call, self.status.as_ref());
+                inside.left(&r);
+                r
             }
             // Through the bootstrap: every collective carries its name and sequence number.
             None => self.collective(call, |b| b.barrier(call)),
@@ -368,9 +372,11 @@ impl Runtime {
         if let Some(s) = &self.sync {
             s.announce(call);
         }
-        let _in = self.enter(call);
+        let inside = self.enter(call);
         let start = Instant::now();
-        f(&self.boot).map_err(|e| {
+        let r = f(&self.boot);
+        inside.left(&r);
+        r.map_err(|e| {
             let late = env::wait_timeout().ok().flatten().is_some_and(|l| start.elapsed() >= l);
             match (late, self.status.as_ref().and_then(JobStatus::describe_stall)) {
                 (true, Some(d)) => Error::new(format!("{e}\njob status: {}", d.replace('\n', "\njob status: "))),
@@ -379,8 +385,8 @@ impl Runtime {
         })
     }
 
-    /// Records on the job status board that this PE is inside host collective `call` until the guard
-    /// is dropped.
+    /// Records on the job status board that this PE is inside host collective `call`, until
+    /// [`Inside::left`].
     fn enter(&self, call: &str) -> Inside<'_> {
         if let Some(s) = &self.status {
             s.enter(call);

@@ -182,6 +182,52 @@ fn stuck_pe_is_named_with_what_it_last_entered() {
     }
 }
 
+/// The job status board through real processes: the PEs open it from RSHMEM_STATUS_FD (here a board
+/// this test makes, reopened through /proc by a shell in front of each PE, so that the test holds it
+/// whatever rshmrun hands down), record every host collective, and a PE whose barrier times out quotes
+/// the board's view of the whole job. A descriptor that is not open is an init error naming the variable.
+#[test]
+fn job_status_board_names_the_stuck_pe() {
+    use std::os::fd::AsRawFd;
+    let (board, fd) = rshmem::jobstatus::JobStatus::create(3).unwrap();
+    let open_board = format!("exec 9<>/proc/{}/fd/{}; RSHMEM_STATUS_FD=9 exec \"$0\" \"$@\"", std::process::id(), fd.as_raw_fd());
+    let run = |script: &str, scenario: &str| {
+        Command::new(tool("rshmrun"))
+            .args(["-np", "3", "--timeout", "40", "sh", "-c", script])
+            .arg(tool("rshmem-test-pe"))
+            .arg(scenario)
+            .env("RSHMEM_SYMMETRIC_SIZE", "64m")
+            .env("RSHMEM_BACKEND", "cpu")
+            .env("RSHMEM_WAIT_TIMEOUT", "2")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let start = Instant::now();
+    let o = run(&open_board, "stuck_pe");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(15), "took {:?}:\n{t}", start.elapsed());
+    let stall = "PEs 0, 2 wait in rshmem_barrier_all (host collective #3) for PE 1, which last entered rshmem_free (host collective #2) and left it";
+    for pe in [0, 2] {
+        assert!(t.contains(&format!("[pe {pe}] job status: {stall}")), "PE {pe} did not quote the board:\n{t}");
+    }
+    let snap = board.snapshot();
+    assert_eq!(snap.len(), 3, "{snap:?}");
+    assert!(snap.iter().all(|s| s.pid != 0), "{snap:?}");
+    assert_eq!((snap[1].seq, snap[1].call.as_str(), snap[1].inside), (2, "rshmem_free", false), "{snap:?}");
+    for pe in [0, 2] {
+        assert_eq!((snap[pe].seq, snap[pe].call.as_str(), snap[pe].inside), (3, "rshmem_barrier_all", true), "{snap:?}");
+    }
+    assert_eq!(board.describe_stall().as_deref(), Some(stall));
+
+    let o = run("RSHMEM_STATUS_FD=77 exec \"$0\" \"$@\"", "init_c");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("rshmem_init: RSHMEM_STATUS_FD=\"77\": not an open file descriptor"), "{t}");
+    assert!(!t.contains("PE -1"), "{t}");
+}
+
 /// Issue 7: a peer's 0-byte all-gather payload made PE 0 panic inside rshmem_init (the C entry point)
 /// and abort with SIGABRT; an oversized one was sliced to its first 8 bytes and accepted. Both are now
 /// errors naming the peer, returned by rshmem_init.

@@ -233,3 +233,18 @@ fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::Result<i32> 
     }
     cuda::with_backend("rshmem_init (device library)", |b| b.register_state(addr as u64)).map(|()| 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_error_return() {
+        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || -> crate::Result<i32> { panic!("boom") }), 7);
+        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || Err(Error::new("bad"))), 7);
+        assert_eq!(entry("rshmem_test_call", OnFail::Report(3), || Err(Error::new("bad"))), 3);
+        assert_eq!(entry("rshmem_test_call", OnFail::<i32>::Exit, || Ok(5)), 5);
+        // Not initialized: an error return, not a panic or an exit.
+        assert!(rshmem_malloc(8).is_null());
+    }
+}

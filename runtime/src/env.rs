@@ -178,7 +178,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// Seconds: None when malformed, Some(None) for 0 (no limit), Some(Some(d)) otherwise.
 fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
     match v.trim().parse::<f64>() {
-        Ok(s) if s == 0.0 => Some(None),
+        Ok(0.0) => Some(None),
         Ok(s) if s.is_finite() && s > 0.0 && s <= 1e9 => Some(Some(std::time::Duration::from_secs_f64(s))),
         _ => None,
     }

@@ -176,7 +176,7 @@ impl HostSync {
                     std::hint::spin_loop();
                     continue;
                 }
-                if spins % 64 == 0 {
+                if spins.is_multiple_of(64) {
                     if let Some(err) = self.check_peer(pe, seq, call, start) {
                         return Err(c.boot.abort(err));
                     }

@@ -346,7 +346,8 @@ fn plural(d: &str, n: usize) -> String {
 fn describe(snap: &[PeStatus]) -> Option<String> {
     use std::collections::BTreeMap;
     let mut groups: BTreeMap<(u64, &str), Vec<usize>> = BTreeMap::new();
-    for s in snap.iter().filter(|s| s.inside && s.pid != 0 && s.seq > 0) {
+    // Inside a collective, or still inside init (seq 0): a PE missing at init is named too.
+    for s in snap.iter().filter(|s| s.inside && s.pid != 0) {
         groups.entry((s.seq, s.call.as_str())).or_default().push(s.pe);
     }
     if groups.is_empty() {
@@ -359,15 +360,16 @@ fn describe(snap: &[PeStatus]) -> Option<String> {
             others.entry(doing(s)).or_default().push(s.pe);
         }
         let verb = if pes.len() == 1 { "waits" } else { "wait" };
+        let place = if *seq == 0 { call.to_string() } else { format!("{call} (host collective #{seq})") };
         if others.is_empty() {
-            lines.push(format!("{} {verb} in {call} (host collective #{seq}); every PE is in it", pe_list(pes)));
+            lines.push(format!("{} {verb} in {place}; every PE is in it", pe_list(pes)));
             continue;
         }
         // Most PEs first would hide the odd one out: list the smallest groups first.
         let mut others: Vec<(String, Vec<usize>)> = others.into_iter().collect();
         others.sort_by_key(|(_, p)| (p.len(), p[0]));
         let who: Vec<String> = others.iter().map(|(d, p)| format!("{}, which {}", pe_list(p), plural(d, p.len()))).collect();
-        lines.push(format!("{} {verb} in {call} (host collective #{seq}) for {}", pe_list(pes), who.join("; ")));
+        lines.push(format!("{} {verb} in {place} for {}", pe_list(pes), who.join("; ")));
     }
     Some(lines.join("\n"))
 }
@@ -382,6 +384,7 @@ mod tests {
         let (launcher, fd) = JobStatus::create(4).unwrap();
         assert_eq!(launcher.describe_stall(), None);
         let pes: Vec<JobStatus> = (0..3).map(|pe| JobStatus::open(fd.as_fd(), pe, 4).unwrap()).collect();
+        assert_eq!(launcher.describe_stall().unwrap(), "PEs 0-2 wait in rshmem_init for PE 3, which has not reached rshmem_init");
         for p in &pes {
             p.leave(); // init done
         }

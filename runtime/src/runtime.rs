@@ -140,7 +140,9 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     }
     // All PEs must agree on the heap size (offsets must mean the same everywhere).
     let sizes = boot.allgather("rshmem_init", &(heap_size as u64).to_le_bytes())?;
-    for (pe, s) in fixed_payloads::<8>("rshmem_init", "heap size", &sizes, n)?.into_iter().enumerate() {
+    // A malformed payload fails the whole job's bootstrap, so every PE learns which peer sent it.
+    let sizes = fixed_payloads::<8>("rshmem_init", "heap size", &sizes, n).map_err(|e| boot.abort(e))?;
+    for (pe, s) in sizes.into_iter().enumerate() {
         let s = u64::from_le_bytes(s);
         if s != heap_size as u64 {
             return Err(Error::new(format!(
@@ -154,7 +156,8 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     if me == 0 {
         job = random16();
     }
-    let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &boot.broadcast("rshmem_init", 0, &job)?)?;
+    let job = boot.broadcast("rshmem_init", 0, &job)?;
+    let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &job).map_err(|e| boot.abort(e))?;
     let fds = FdServer::start(job, boot.job_key(), me)?;
     let backend = make_backend(&boot, &fds, job, heap_size)?;
     let sync = if boot.node_pes().len() == n && n > 1 {
@@ -281,7 +284,8 @@ impl Runtime {
         let mut payload = req.bytes.to_le_bytes().to_vec();
         payload.extend_from_slice(&req.align.to_le_bytes());
         let all = self.collective(call, |b| b.allgather(call, &payload))?;
-        let reqs: Vec<AllocRequest> = fixed_payloads::<16>(call, "allocation request", &all, self.npes())?
+        let reqs: Vec<AllocRequest> = fixed_payloads::<16>(call, "allocation request", &all, self.npes())
+            .map_err(|e| self.boot.abort(e))?
             .iter()
             .map(|p| {
                 let (b, a) = p.split_at(8);
@@ -329,7 +333,11 @@ impl Runtime {
         let valid = (off < self.backend.heap_size()) && self.alloc.lock().unwrap().size_of(off).is_some();
         let mine = if valid { off as u64 } else { u64::MAX };
         let all = self.collective(call, |b| b.allgather(call, &mine.to_le_bytes()))?;
-        let offs: Vec<u64> = fixed_payloads::<8>(call, "heap offset", &all, self.npes())?.into_iter().map(u64::from_le_bytes).collect();
+        let offs: Vec<u64> = fixed_payloads::<8>(call, "heap offset", &all, self.npes())
+            .map_err(|e| self.boot.abort(e))?
+            .into_iter()
+            .map(u64::from_le_bytes)
+            .collect();
         if let Some(first_bad) = offs.iter().position(|&o| o == u64::MAX) {
             let bad = if offs[self.pe()] == u64::MAX { self.pe() } else { first_bad };
             return Err(Error::new(if bad == self.pe() {

@@ -2,18 +2,65 @@
 //! maps NVSHMEM's names onto these. Errors are printed with the call's name; calls that cannot report
 //! an error through their C signature stop the program (exit 1), as NVSHMEM does, rather than go on with
 //! a broken job.
+//!
+//! Every entry point runs its body through [`entry`], which also catches panics: no unwind ever crosses
+//! the C ABI (that would abort the process with SIGABRT and no useful message). A panic becomes the
+//! call's error return, or, where the C signature has none, a clean exit(1) with a message naming the
+//! call.
 
 use crate::error::Error;
 use crate::UniqueId;
 use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
-fn report(e: &Error) {
-    eprintln!("rshmem: PE {}: {e}", crate::my_pe());
+fn report(call: &str, e: &Error) {
+    let msg = if e.message().starts_with(call) { e.to_string() } else { format!("{call}: {e}") };
+    match crate::runtime::known_pe() {
+        Some(pe) => eprintln!("rshmem: PE {pe}: {msg}"),
+        None => eprintln!("rshmem: {msg}"),
+    }
 }
-/// For calls whose C signature has no error channel: a failed collective leaves the job unusable.
-fn fatal(e: Error) -> ! {
-    report(&e);
-    std::process::exit(1)
+
+/// What an entry point does when its body fails.
+enum OnFail<T> {
+    /// Report the error (or panic) and return this: the C signature's error value.
+    Return(T),
+    /// Report an error and return this (the job stays usable, e.g. a bad pointer to rshmem_free); a
+    /// panic, which has no error return here, exits.
+    Report(T),
+    /// Report and exit(1): a void call whose failure leaves the job unusable (a failed collective).
+    Exit,
+}
+
+/// Runs the body of C entry point `call`: catches panics and reports errors as `on_fail` says.
+fn entry<T>(call: &str, on_fail: OnFail<T>, body: impl FnOnce() -> crate::Result<T>) -> T {
+    // AssertUnwindSafe: after a panic nothing the body borrowed is used again; the runtime's shared
+    // state is behind locks that tolerate poisoning (runtime::get).
+    let (r, panicked) = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => (r, false),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".into());
+            (Err(Error::new(format!("{call}: internal error (panic: {what}); this is a bug in rshmem, please report it"))), true)
+        }
+    };
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            report(call, &e);
+            match on_fail {
+                OnFail::Return(v) => v,
+                OnFail::Report(v) if !panicked => v,
+                OnFail::Report(_) | OnFail::Exit => {
+                    eprintln!("rshmem: {call} failed and cannot return an error: stopping this PE (exit 1)");
+                    std::process::exit(1)
+                }
+            }
+        }
+    }
 }
 
 /// The unique-id object of the C API (128 bytes, opaque).
@@ -24,134 +71,110 @@ pub struct RshmemUniqueId {
 
 #[no_mangle]
 pub extern "C" fn rshmem_init() -> i32 {
-    match crate::init() {
-        Ok(()) => 0,
-        Err(e) => {
-            report(&e);
-            1
-        }
-    }
+    entry("rshmem_init", OnFail::Return(1), || crate::init().map(|()| 0))
 }
 
 /// # Safety
 /// `id` must point to a unique id from `rshmem_get_unique_id` (on PE 0, passed to the others).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_init_unique_id(id: *const RshmemUniqueId, pe: i32, npes: i32) -> i32 {
-    if id.is_null() || pe < 0 || npes < 1 || pe >= npes {
-        report(&Error::new(format!("rshmem_init_unique_id: bad arguments (id {id:p}, pe {pe}, npes {npes})")));
-        return 1;
-    }
-    let uid = UniqueId((*id).internal);
-    match crate::init_with_unique_id(&uid, pe as usize, npes as usize) {
-        Ok(()) => 0,
-        Err(e) => {
-            report(&e);
-            1
+    entry("rshmem_init_unique_id", OnFail::Return(1), || {
+        if id.is_null() || pe < 0 || npes < 1 || pe >= npes {
+            return Err(Error::new(format!("rshmem_init_unique_id: bad arguments (id {id:p}, pe {pe}, npes {npes})")));
         }
-    }
+        // SAFETY: `id` is not null, and the caller promises it points to a unique id (# Safety).
+        let uid = UniqueId(unsafe { (*id).internal });
+        crate::init_with_unique_id(&uid, pe as usize, npes as usize).map(|()| 0)
+    })
 }
 
 /// # Safety
 /// `id` must point to writable storage for one unique id.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_get_unique_id(id: *mut RshmemUniqueId) -> i32 {
-    if id.is_null() {
-        report(&Error::new("rshmem_get_unique_id: null id"));
-        return 1;
-    }
-    match crate::get_unique_id() {
-        Ok(u) => {
-            (*id).internal = u.0;
-            0
+    entry("rshmem_get_unique_id", OnFail::Return(1), || {
+        if id.is_null() {
+            return Err(Error::new("rshmem_get_unique_id: null id"));
         }
-        Err(e) => {
-            report(&e);
-            1
-        }
-    }
+        let u = crate::get_unique_id()?;
+        // SAFETY: `id` is not null, and the caller promises it points to writable storage for one id.
+        unsafe { (*id).internal = u.0 };
+        Ok(0)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn rshmem_finalize() {
-    if let Err(e) = crate::finalize() {
-        report(&e);
-    }
+    // A failed finalize is a failed collective (a mismatch, a stuck or dead peer): the job is broken and
+    // must not end with status 0.
+    entry("rshmem_finalize", OnFail::Exit, crate::finalize)
 }
 
 #[no_mangle]
 pub extern "C" fn rshmem_my_pe() -> i32 {
-    crate::my_pe()
+    entry("rshmem_my_pe", OnFail::Return(-1), || Ok(crate::my_pe()))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_n_pes() -> i32 {
-    crate::n_pes()
+    entry("rshmem_n_pes", OnFail::Return(-1), || Ok(crate::n_pes()))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_team_my_pe(team: i32) -> i32 {
-    crate::team_my_pe(team)
+    entry("rshmem_team_my_pe", OnFail::Return(-1), || Ok(crate::team_my_pe(team)))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
-    crate::team_n_pes(team)
+    entry("rshmem_team_n_pes", OnFail::Return(-1), || Ok(crate::team_n_pes(team)))
 }
 
-fn alloc_or_null(r: crate::Result<*mut u8>) -> *mut c_void {
-    match r {
-        Ok(p) => p as *mut c_void,
-        Err(e) => {
-            report(&e);
-            std::ptr::null_mut()
-        }
-    }
-}
 #[no_mangle]
 pub extern "C" fn rshmem_malloc(bytes: usize) -> *mut c_void {
-    alloc_or_null(crate::malloc(bytes))
+    entry("rshmem_malloc", OnFail::Return(std::ptr::null_mut()), || crate::malloc(bytes).map(|p| p as *mut c_void))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_calloc(count: usize, size: usize) -> *mut c_void {
-    alloc_or_null(crate::calloc(count, size))
+    entry("rshmem_calloc", OnFail::Return(std::ptr::null_mut()), || crate::calloc(count, size).map(|p| p as *mut c_void))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_align(alignment: usize, bytes: usize) -> *mut c_void {
-    alloc_or_null(crate::align(alignment, bytes))
+    entry("rshmem_align", OnFail::Return(std::ptr::null_mut()), || crate::align(alignment, bytes).map(|p| p as *mut c_void))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    if let Err(e) = crate::free(p as *mut u8) {
-        report(&e);
-    }
+    entry("rshmem_free", OnFail::Report(()), || crate::free(p as *mut u8))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_ptr(p: *const c_void, pe: i32) -> *mut c_void {
-    crate::ptr(p as *const u8, pe) as *mut c_void
+    entry("rshmem_ptr", OnFail::Return(std::ptr::null_mut()), || Ok(crate::ptr(p as *const u8, pe) as *mut c_void))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all() {
-    crate::barrier_all().unwrap_or_else(|e| fatal(e))
+    entry("rshmem_barrier_all", OnFail::Exit, crate::barrier_all)
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all() {
-    crate::barrier_all().unwrap_or_else(|e| fatal(e))
+    entry("rshmem_sync_all", OnFail::Exit, crate::barrier_all)
 }
 #[no_mangle]
 pub extern "C" fn rshmem_quiet() {
-    crate::quiet().unwrap_or_else(|e| fatal(e))
+    entry("rshmem_quiet", OnFail::Exit, crate::quiet)
 }
 /// # Safety
 /// `src` readable for `bytes`; `dst` symmetric (checked).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_putmem(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
-    crate::putmem(dst as *mut u8, src as *const u8, bytes, pe).unwrap_or_else(|e| fatal(e))
+    // SAFETY: the local side is the caller's promise (# Safety); the symmetric side is checked.
+    entry("rshmem_putmem", OnFail::Exit, || unsafe { crate::putmem(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 /// # Safety
 /// `dst` writable for `bytes`; `src` symmetric (checked).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_getmem(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
-    crate::getmem(dst as *mut u8, src as *const u8, bytes, pe).unwrap_or_else(|e| fatal(e))
+    // SAFETY: as in rshmem_putmem.
+    entry("rshmem_getmem", OnFail::Exit, || unsafe { crate::getmem(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 
 // ---------------------------------------------------------------- on-stream (CUDA backend)
@@ -159,53 +182,76 @@ use crate::cuda::{self, Stream};
 
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
-    cuda::barrier_all_on_stream(Stream(s as _)).unwrap_or_else(|e| fatal(e))
+    entry("rshmem_barrier_all_on_stream", OnFail::Exit, || cuda::barrier_all_on_stream(Stream(s as _)))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_on_stream(s: *mut c_void) {
-    cuda::sync_all_on_stream(Stream(s as _)).unwrap_or_else(|e| fatal(e))
+    entry("rshmem_sync_all_on_stream", OnFail::Exit, || cuda::sync_all_on_stream(Stream(s as _)))
 }
 #[no_mangle]
 pub extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
-    cuda::quiet_on_stream(Stream(s as _)).unwrap_or_else(|e| fatal(e))
+    entry("rshmem_quiet_on_stream", OnFail::Exit, || cuda::quiet_on_stream(Stream(s as _)))
 }
 /// # Safety
 /// As `rshmem_putmem`; the copy runs later on `s`, so `src` must stay valid until then.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_putmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
-    // SAFETY: this function's contract (src readable until the copy ran on s) is putmem_on_stream's.
-    unsafe { cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _)) }.unwrap_or_else(|e| fatal(e))
+    // SAFETY: the local side is the caller's promise (# Safety); the symmetric side is checked.
+    entry("rshmem_putmem_on_stream", OnFail::Exit, || unsafe {
+        cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+    })
 }
 /// # Safety
 /// As `rshmem_getmem`, completing later on `s`.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_getmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
-    // SAFETY: this function's contract (dst writable until the copy ran on s) is getmem_on_stream's.
-    unsafe { cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _)) }.unwrap_or_else(|e| fatal(e))
+    // SAFETY: as in rshmem_putmem_on_stream.
+    entry("rshmem_getmem_on_stream", OnFail::Exit, || unsafe {
+        cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+    })
 }
 
 /// Called by the device library's init hook (compiled into nvcc programs) with the device address of
 /// that program's `rshmemi_device_state`, which the runtime then fills in.
+///
+/// # Safety
+/// Internal to the device library (rshmem.h): `addr` must be the device address of the calling
+/// program's `rshmemi_device_state` (`bytes` its size), in a module loaded for the program's life; the
+/// runtime writes the device state there now and at every later init.
 #[no_mangle]
-pub extern "C" fn rshmemi_register_device_state(addr: *mut c_void, bytes: usize) -> i32 {
+pub unsafe extern "C" fn rshmemi_register_device_state(addr: *mut c_void, bytes: usize) -> i32 {
+    // SAFETY: the caller's contract above is register_device_state's.
+    entry("rshmem_init (device library)", OnFail::Return(1), || unsafe { register_device_state(addr, bytes) })
+}
+
+/// # Safety
+/// As `rshmemi_register_device_state`.
+unsafe fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::Result<i32> {
     let want = std::mem::size_of::<rshmem_device::state::DeviceState>();
     if bytes != 0 && bytes != want {
-        report(&Error::new(format!(
+        return Err(Error::new(format!(
             "rshmem_init (device library): the program's device state is {bytes} bytes but this librshmem expects \
              {want}: librshmem_device.a and librshmem.so come from different rshmem builds; rebuild the program \
              against the matching device library"
         )));
-        return 1;
     }
-    // SAFETY: only the device library's rshmemi_bind_device_library calls this (rshmem.h: internal),
-    // with its own module's rshmemi_device_state (cudaGetSymbolAddress), of the size checked above, in
-    // a module that stays loaded for the program's life. (Any other caller could pass any address:
-    // this entry point should itself be `unsafe extern "C"`.)
-    match cuda::with_backend("rshmem_init (device library)", |b| unsafe { b.register_state(addr as u64) }) {
-        Ok(()) => 0,
-        Err(e) => {
-            report(&e);
-            1
-        }
+    // SAFETY: this function's contract (# Safety): `addr` is the program's own rshmemi_device_state
+    // (cudaGetSymbolAddress in the device library's init hook), of the size checked above, in a module
+    // that stays loaded for the program's life.
+    cuda::with_backend("rshmem_init (device library)", |b| unsafe { b.register_state(addr as u64) }).map(|()| 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_error_return() {
+        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || -> crate::Result<i32> { panic!("boom") }), 7);
+        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || Err(Error::new("bad"))), 7);
+        assert_eq!(entry("rshmem_test_call", OnFail::Report(3), || Err(Error::new("bad"))), 3);
+        assert_eq!(entry("rshmem_test_call", OnFail::<i32>::Exit, || Ok(5)), 5);
+        // Not initialized: an error return, not a panic or an exit.
+        assert!(rshmem_malloc(8).is_null());
     }
 }

@@ -110,13 +110,11 @@ fn sync_warp() {
     })
 }
 
-/// RSHMEM_WAIT_TIMEOUT in seconds (0: none), read once.
+/// RSHMEM_WAIT_TIMEOUT (None: no limit), read once through the one reader, env::wait_timeout(). init
+/// rejects a garbage value before any kernel runs, so an error cannot reach this point.
 fn wait_timeout() -> Option<Duration> {
     static T: OnceLock<Option<Duration>> = OnceLock::new();
-    *T.get_or_init(|| {
-        let s = crate::env::get(crate::env::WAIT_TIMEOUT).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        (s > 0.0).then(|| Duration::from_secs_f64(s))
-    })
+    *T.get_or_init(|| crate::env::wait_timeout().ok().flatten())
 }
 
 /// Back-off for wait loops: spin briefly, then yield, then sleep — PEs may outnumber cores.

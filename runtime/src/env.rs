@@ -3,11 +3,13 @@
 
 use crate::error::{Error, Result};
 
-/// One environment variable: name, default (as text; "" = unset) and meaning.
+/// One environment variable: name, default (as text; "" = unset), meaning, and the check its value
+/// must pass (run for every set variable at init by [`validate`]; `Err` says what is expected).
 pub struct EnvVar {
     pub name: &'static str,
     pub default: &'static str,
     pub meaning: &'static str,
+    pub check: fn(&str) -> std::result::Result<(), String>,
 }
 
 pub const PE: &str = "RSHMEM_PE";
@@ -27,21 +29,160 @@ pub const STATUS_FD: &str = "RSHMEM_STATUS_FD";
 pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
 
 pub const VARS: &[EnvVar] = &[
-    EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)" },
-    EnvVar { name: NPES, default: "", meaning: "number of PEs in the job (set by rshmrun; else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE or PMI_SIZE)" },
-    EnvVar { name: LOCAL_PE, default: "", meaning: "PE number among the PEs of this node (set by rshmrun; else SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK; else computed at bootstrap from host identity)" },
-    EnvVar { name: LOCAL_NPES, default: "", meaning: "number of PEs on this node (set by rshmrun; else computed at bootstrap)" },
-    EnvVar { name: BOOTSTRAP, default: "", meaning: "host:port of the bootstrap rendezvous (PE 0 listens there). rshmrun sets it; under Slurm/Open MPI/PMI set it yourself to PE 0's host and a free port" },
-    EnvVar { name: BOOTSTRAP_FD, default: "", meaning: "internal: listening socket handed to PE 0 by rshmrun" },
-    EnvVar { name: JOB_KEY, default: "", meaning: "secret shared by the PEs of one job (32 hex digits); bootstrap connections without it are refused. rshmrun makes a random one; unset outside rshmrun means no key" },
-    EnvVar { name: BOOTSTRAP_TIMEOUT, default: "30", meaning: "seconds to wait for all PEs to reach the bootstrap at init; after that every PE fails, naming the missing PEs" },
-    EnvVar { name: BOOTSTRAP_IFNAME, default: "", meaning: "network interface for the bootstrap listener (unique-id API); default: the interface of the default route, else the first non-loopback IPv4 interface, else loopback" },
-    EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)" },
-    EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)" },
-    EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu" },
-    EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug" },
-    EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "CPU backend: seconds a wait_until/signal_wait_until/barrier may spin before the PE aborts naming the call (0 = wait forever)" },
+    EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)", check: is_count },
+    EnvVar { name: NPES, default: "", meaning: "number of PEs in the job (set by rshmrun; else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE or PMI_SIZE)", check: is_positive },
+    EnvVar { name: LOCAL_PE, default: "", meaning: "PE number among the PEs of this node (set by rshmrun; else SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK; else computed at bootstrap from host identity)", check: is_count },
+    EnvVar { name: LOCAL_NPES, default: "", meaning: "number of PEs on this node (set by rshmrun; else computed at bootstrap)", check: is_positive },
+    EnvVar { name: BOOTSTRAP, default: "", meaning: "host:port of the bootstrap rendezvous (PE 0 listens there). rshmrun sets it; under Slurm/Open MPI/PMI set it yourself to PE 0's host and a free port", check: is_host_port },
+    EnvVar { name: BOOTSTRAP_FD, default: "", meaning: "internal: listening socket handed to PE 0 by rshmrun", check: is_fd },
+    EnvVar { name: JOB_KEY, default: "", meaning: "secret shared by the PEs of one job (32 hex digits); bootstrap connections without it are refused. rshmrun makes a random one; unset outside rshmrun means no key", check: is_job_key },
+    EnvVar { name: BOOTSTRAP_TIMEOUT, default: "30", meaning: "seconds to wait for all PEs to reach the bootstrap at init; after that every PE fails, naming the missing PEs", check: is_positive_secs },
+    EnvVar { name: BOOTSTRAP_IFNAME, default: "", meaning: "network interface for the bootstrap listener (unique-id API); default: the interface of the default route, else the first non-loopback IPv4 interface, else loopback", check: is_ifname },
+    EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)", check: is_size },
+    EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
+    EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
+    EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
+    EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds any wait may last before the PE fails naming what it waits for: device-side wait_until/signal_wait_until/barrier on the CPU backend, host barriers and the runtime's collectives (the error names the PEs not yet arrived and what they last entered); 0 = wait forever", check: is_secs },
+    EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
 ];
+
+// ------------------------------------------------------------------ per-variable checks
+
+fn is_count(v: &str) -> std::result::Result<(), String> {
+    v.trim().parse::<usize>().map(|_| ()).map_err(|_| "expected a non-negative integer".into())
+}
+fn is_positive(v: &str) -> std::result::Result<(), String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err("expected a positive integer".into()),
+    }
+}
+fn is_fd(v: &str) -> std::result::Result<(), String> {
+    match v.trim().parse::<i32>() {
+        Ok(n) if n >= 0 => Ok(()),
+        _ => Err("expected a file descriptor number".into()),
+    }
+}
+fn is_host_port(v: &str) -> std::result::Result<(), String> {
+    let bad = || "expected host:port (e.g. node001:29500)".to_string();
+    let (host, port) = v.trim().rsplit_once(':').ok_or_else(bad)?;
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && !host.is_empty() => Ok(()),
+        _ => Err(bad()),
+    }
+}
+fn is_job_key(v: &str) -> std::result::Result<(), String> {
+    if v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(format!("expected 32 hex digits (got {} characters)", v.chars().count()))
+    }
+}
+fn is_secs(v: &str) -> std::result::Result<(), String> {
+    parse_secs(v).map(|_| ()).ok_or_else(|| "expected a number of seconds (examples: 30, 0.5; 0 = no limit)".into())
+}
+fn is_positive_secs(v: &str) -> std::result::Result<(), String> {
+    match parse_secs(v) {
+        Some(Some(_)) => Ok(()),
+        _ => Err("expected a positive number of seconds (examples: 30, 0.5)".into()),
+    }
+}
+fn is_ifname(v: &str) -> std::result::Result<(), String> {
+    if v.trim().is_empty() || v.len() >= 16 || v.contains(['/', ' ']) {
+        Err("expected a network interface name (e.g. eth0)".into())
+    } else {
+        Ok(())
+    }
+}
+fn is_size(v: &str) -> std::result::Result<(), String> {
+    parse_size(v).map(|_| ()).ok_or_else(|| "expected a size in bytes, with an optional k/m/g/t suffix (examples: 1073741824, 512m, 2g)".into())
+}
+fn is_backend(v: &str) -> std::result::Result<(), String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "auto" | "cpu" | "cuda" | "gpu" => Ok(()),
+        _ => Err("expected auto, cpu or cuda".into()),
+    }
+}
+fn is_level(v: &str) -> std::result::Result<(), String> {
+    parse_level(v).map(|_| ()).ok_or_else(|| "expected error, warn, info or debug".into())
+}
+
+/// RSHMEM_DEBUG's levels, most severe first: 0 error, 1 warn, 2 info, 3 debug ("trace" = debug).
+pub fn parse_level(v: &str) -> Option<u8> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "error" => Some(0),
+        "warn" | "warning" => Some(1),
+        "info" => Some(2),
+        "debug" | "trace" => Some(3),
+        _ => None,
+    }
+}
+
+/// `RSHMEM_*` names that rshmem's build, tools and tests read, not the runtime: never warned about.
+const NOT_RUNTIME: &[&str] = &["RSHMEM_SKIP_PTX", "RSHMEM_LIBDIR", "RSHMEM_TEST_"];
+
+/// Checks every set variable of [`VARS`] (the first bad one is the error, naming the variable and its
+/// value) and returns one warning per unknown `RSHMEM_*` name in `vars` (with the closest known name).
+/// `vars` is the environment as (name, value) pairs; the runtime passes the process environment.
+pub fn validate_vars(vars: &[(String, String)]) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    for (name, value) in vars {
+        if let Some(v) = VARS.iter().find(|v| v.name == name) {
+            if value.is_empty() {
+                continue; // empty means unset, as everywhere in rshmem
+            }
+            if let Err(why) = (v.check)(value) {
+                return Err(Error::new(format!("{name}={value:?} is not valid: {why}")));
+            }
+        } else if name.starts_with("RSHMEM_") && !NOT_RUNTIME.iter().any(|p| name.starts_with(p)) {
+            let near = VARS.iter().min_by_key(|v| edit_distance(v.name, name)).map(|v| v.name).unwrap_or(WAIT_TIMEOUT);
+            warnings.push(format!(
+                "{name} is not a variable rshmem reads (ignored); did you mean {near}? (`rshmrun --info` lists them all)"
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
+/// [`validate_vars`] over this process's environment; warnings go to the log. Called once by init.
+pub fn validate() -> Result<()> {
+    let vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let k = k.into_string().ok()?;
+            // A value that is not UTF-8 is garbage too: keep it, lossily, so the check names it.
+            k.starts_with("RSHMEM_").then(|| (k, v.to_string_lossy().into_owned()))
+        })
+        .collect();
+    for w in validate_vars(&vars)? {
+        crate::log::warn(w);
+    }
+    Ok(())
+}
+
+/// Levenshtein distance (for "did you mean").
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Seconds: None when malformed, Some(None) for 0 (no limit), Some(Some(d)) otherwise.
+fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
+    match v.trim().parse::<f64>() {
+        Ok(0.0) => Some(None),
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e9 => Some(Some(std::time::Duration::from_secs_f64(s))),
+        _ => None,
+    }
+}
 
 /// Reads a variable as text ("" when unset).
 pub fn get(name: &str) -> Option<String> {
@@ -87,11 +228,8 @@ pub fn get_size(name: &str, default: u64) -> Result<u64> {
 pub fn get_secs(name: &str) -> Result<Option<std::time::Duration>> {
     match get(name) {
         None => Ok(None),
-        Some(v) => match v.trim().parse::<f64>() {
-            Ok(s) if s == 0.0 => Ok(None),
-            Ok(s) if s.is_finite() && s > 0.0 && s <= 1e9 => Ok(Some(std::time::Duration::from_secs_f64(s))),
-            _ => Err(Error::new(format!("{name}={v:?} is not a number of seconds (examples: 30, 0.5; 0 = no limit)"))),
-        },
+        Some(v) => parse_secs(&v)
+            .ok_or_else(|| Error::new(format!("{name}={v:?} is not a number of seconds (examples: 30, 0.5; 0 = no limit)"))),
     }
 }
 
@@ -122,5 +260,51 @@ mod tests {
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("x"), None);
         assert_eq!(parse_size(""), None);
+    }
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn garbage_values_name_the_variable() {
+        for (name, bad) in [
+            (WAIT_TIMEOUT, "soon"),
+            (WAIT_TIMEOUT, "-1"),
+            (DEBUG, "loud"),
+            (SYMMETRIC_SIZE, "lots"),
+            (BACKEND, "tpu"),
+            (JOB_KEY, "abc"),
+            (PE, "x"),
+            (NPES, "0"),
+            (BOOTSTRAP, "nohost"),
+            (STATUS_FD, "-3"),
+            (BOOTSTRAP_TIMEOUT, "0"),
+            (CUMEM_GRANULE, "1q"),
+        ] {
+            let e = validate_vars(&vars(&[(name, bad)])).expect_err(name).to_string();
+            assert!(e.contains(name) && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn good_values_pass_and_unknown_names_warn() {
+        let ok = [
+            (WAIT_TIMEOUT, "2"),
+            (WAIT_TIMEOUT, "0.5"),
+            (DEBUG, "Info"),
+            (SYMMETRIC_SIZE, "64m"),
+            (BACKEND, "cpu"),
+            (JOB_KEY, "0123456789abcdef0123456789ABCDEF"),
+            (BOOTSTRAP, "127.0.0.1:4000"),
+            (STATUS_FD, "5"),
+            (DEBUG, ""),
+            ("RSHMEM_TEST_THREADS", "4"),
+            ("RSHMEM_SKIP_PTX", "1"),
+        ];
+        assert_eq!(validate_vars(&vars(&ok)).unwrap(), Vec::<String>::new());
+        let w = validate_vars(&vars(&[("RSHMEM_WAIT_TIMOUT", "2")])).unwrap();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("RSHMEM_WAIT_TIMOUT") && w[0].contains("did you mean RSHMEM_WAIT_TIMEOUT"), "{}", w[0]);
     }
 }

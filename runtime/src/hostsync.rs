@@ -1,59 +1,66 @@
 //! Host-side synchronization of the PEs of one node in shared memory, with the safety of the TCP
 //! bootstrap: every host collective (shared-memory or bootstrap) announces its sequence number and
 //! name in this PE's record, so a PE waiting in a shared-memory barrier can see a peer that entered a
-//! different collective (and name both calls) or a peer whose process is gone, instead of hanging.
-//! On such a failure it aborts the bootstrap, so PEs blocked in TCP collectives learn it too.
+//! different collective (and name both calls), a peer whose process is gone, or (with
+//! RSHMEM_WAIT_TIMEOUT) a peer that does not come, instead of hanging. On such a failure it aborts the
+//! bootstrap, so PEs blocked in TCP collectives learn it too.
+//!
+//! Exact mismatch detection: each PE keeps the names of its last two host collectives, indexed by
+//! sequence number (`entries[seq % 2]`). A peer can be at most one collective ahead of a PE that waits in
+//! collective `seq` (it cannot finish `seq` without this PE), so the entry for `seq` is never overwritten
+//! while anyone may still compare it. A PE publishes its entry before it marks itself arrived, and a
+//! waiter compares the peer's entry for `seq` with its own call before it passes that peer, so both
+//! sides of a mismatch see it, whatever the arrival order.
 
 use crate::backend::Collective;
 use crate::error::{Error, Result};
+use crate::jobstatus::{pack_name, pe_list, unpack_name, JobStatus};
 use crate::segment::Segment;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub const SEG_SYNC: u32 = 1;
-const NAME: usize = 64;
+const NAME_WORDS: usize = 8;
 
-/// One PE's record, at the start of its sync segment.
+/// One announced host collective.
+#[repr(C)]
+struct Entry {
+    /// Its sequence number (0: this entry was never written).
+    seq: AtomicU64,
+    name: [AtomicU64; NAME_WORDS],
+}
+
+/// One PE's record, at the start of its sync segment (zero-initialized memfd).
 #[repr(C)]
 struct Record {
-    /// Sequence number of the host collective this PE entered last, then a seqlock-style copy
-    /// written after the name.
-    seq: AtomicU64,
-    name: [AtomicU64; NAME / 8],
-    seq_done: AtomicU64,
+    /// Seqlock version of `entries`: odd while the owner rewrites one of them.
+    ver: AtomicU64,
+    /// The last two announced collectives: collective `s` lives in `entries[s % 2]`.
+    entries: [Entry; 2],
     /// Last barrier sequence this PE arrived at.
     arrived: AtomicU64,
     pid: AtomicU64,
 }
+const _: () = assert!(std::mem::size_of::<Record>() <= 4096);
 
 pub struct HostSync {
     seg: Segment,
     me: usize,
     local: Vec<usize>,
-    /// Host collectives entered by this PE.
-    seq: AtomicU64,
+    /// Host collectives entered by this PE; also serializes writers of this PE's record.
+    seq: std::sync::Mutex<u64>,
 }
 
 fn record(seg: &Segment, pe: usize) -> &Record {
-    // SAFETY: every node-local PE's segment is mapped for the runtime's life, zero-initialized
-    // (memfd), at least 4 KiB, and accessed only through these atomics.
-    unsafe { &*(seg.base(pe).unwrap() as *const Record) }
+    let base = seg.base(pe).unwrap_or_else(|| panic!("hostsync: PE {pe} is not on this node"));
+    // SAFETY: every node-local PE's segment is mapped for the runtime's life (Segment owns the
+    // mappings and outlives this borrow), zero-initialized (memfd), at least 4 KiB (> size of Record),
+    // page-aligned, and accessed only through these atomics.
+    unsafe { &*(base as *const Record) }
 }
 
-fn pack(name: &str) -> [u64; NAME / 8] {
-    let mut b = [0u8; NAME];
-    let n = name.len().min(NAME - 1);
-    b[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let mut w = [0u64; NAME / 8];
-    for (i, c) in b.chunks(8).enumerate() {
-        w[i] = u64::from_le_bytes(c.try_into().unwrap());
-    }
-    w
-}
-fn unpack(w: &[u64]) -> String {
-    let b: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).take_while(|&c| c != 0).collect();
-    String::from_utf8_lossy(&b).into_owned()
-}
+/// A consistent copy of a record's two entries: (seq, name) each.
+type Entries = [(u64, String); 2];
 
 impl HostSync {
     pub fn new(c: Collective) -> Result<HostSync> {
@@ -61,47 +68,120 @@ impl HostSync {
         let me = c.boot.pe();
         record(&seg, me).pid.store(std::process::id() as u64, Ordering::Release);
         c.boot.barrier("rshmem_init")?;
-        Ok(HostSync { seg, me, local: c.boot.node_pes().to_vec(), seq: AtomicU64::new(0) })
+        Ok(HostSync { seg, me, local: c.boot.node_pes().to_vec(), seq: std::sync::Mutex::new(0) })
     }
 
     /// Announces that this PE enters host collective `call`; returns its sequence number.
     pub fn announce(&self, call: &str) -> u64 {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut seq = self.seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *seq += 1;
+        let s = *seq;
         let r = record(&self.seg, self.me);
-        r.seq.store(seq, Ordering::Release);
-        for (slot, w) in r.name.iter().zip(pack(call)) {
-            slot.store(w, Ordering::Relaxed);
+        let e = &r.entries[(s % 2) as usize];
+        // Seqlock writer. Only this PE writes its record (under `self.seq`'s lock), so the relaxed load of
+        // our own version is exact.
+        let v = r.ver.load(Ordering::Relaxed);
+        // 1. Odd version: "being rewritten".
+        r.ver.store(v | 1, Ordering::Relaxed);
+        // 2. Release fence: a reader whose loads see any of the stores below and that then issues its
+        //    acquire fence also sees the odd version (or later) when it reloads `ver`, and retries. A
+        //    release *store* of a sequence before the data (the old code) orders nothing after it: on a
+        //    weakly ordered CPU the new name could become visible before the sequence that marks it.
+        fence(Ordering::Release);
+        // 3. The entry, relaxed (ordered by the fence above and the release store below).
+        e.seq.store(s, Ordering::Relaxed);
+        for (w, x) in e.name.iter().zip(pack_name(call)) {
+            w.store(x, Ordering::Relaxed);
         }
-        r.seq_done.store(seq, Ordering::Release);
-        seq
+        // 4. Even version, release: a reader that acquires it sees the whole entry.
+        r.ver.store((v | 1) + 1, Ordering::Release);
+        s
     }
 
-    /// What PE `pe` announced last, if it is consistent (not being rewritten).
-    fn peer_call(&self, pe: usize) -> Option<(u64, String)> {
+    /// A consistent copy of PE `pe`'s two entries, or None while it is being rewritten (after many
+    /// tries: its writer may have died in the middle of an update).
+    fn peer_entries(&self, pe: usize) -> Option<Entries> {
         let r = record(&self.seg, pe);
-        let s = r.seq_done.load(Ordering::Acquire);
-        let name: Vec<u64> = r.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
-        fence(Ordering::Acquire);
-        (r.seq.load(Ordering::Relaxed) == s).then(|| (s, unpack(&name)))
+        for attempt in 0..1000u32 {
+            // Acquire: pairs with the writer's final release store of an even version.
+            let v1 = r.ver.load(Ordering::Acquire);
+            if v1 & 1 == 0 {
+                let read = |e: &Entry| {
+                    let name: Vec<u64> = e.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+                    (e.seq.load(Ordering::Relaxed), name)
+                };
+                let (a, b) = (read(&r.entries[0]), read(&r.entries[1]));
+                // Acquire fence: pairs with the writer's release fence, so if any load above saw a newer
+                // update, the reload below sees that update's odd version (or later).
+                fence(Ordering::Acquire);
+                if r.ver.load(Ordering::Relaxed) == v1 {
+                    return Some([(a.0, unpack_name(&a.1)), (b.0, unpack_name(&b.1))]);
+                }
+            }
+            if attempt < 100 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        None
     }
 
-    /// Barrier of the node's PEs (all PEs of the job are on this node when this is used).
-    pub fn barrier(&self, c: Collective, call: &str) -> Result<()> {
+    /// The name PE `pe` announced for collective `seq`, if it has announced it (and it is still kept).
+    fn peer_call(&self, pe: usize, seq: u64) -> Option<String> {
+        let e = self.peer_entries(pe)?;
+        e.into_iter().find(|(s, _)| *s == seq).map(|(_, n)| n)
+    }
+
+    /// What PE `pe` last entered, as the end of "PE n, which ...".
+    fn last_entered(&self, pe: usize) -> String {
+        match self.peer_entries(pe) {
+            None => "is rewriting its record (it may have died in the middle)".into(),
+            Some(e) => match e.into_iter().max_by_key(|(s, _)| *s) {
+                Some((s, name)) if s > 0 => format!("last entered {name} (host collective #{s})"),
+                _ => "has not entered a host collective since init".into(),
+            },
+        }
+    }
+
+    /// Barrier of the node's PEs (all PEs of the job are on this node when this is used). Fails, naming
+    /// the PEs involved, on a collective mismatch, an exited peer, or when RSHMEM_WAIT_TIMEOUT runs out;
+    /// `board` (rshmrun's job status board) adds what every PE of the job is doing to a timeout error.
+    pub fn barrier(&self, c: Collective, call: &str, board: Option<&JobStatus>) -> Result<()> {
         let seq = self.announce(call);
+        // Release: a peer that sees `arrived >= seq` sees our entry for `seq` (announced above).
         record(&self.seg, self.me).arrived.store(seq, Ordering::Release);
         let start = Instant::now();
+        // Validated at init (env::validate); a failure here cannot happen, and means "no limit".
+        let limit = crate::env::wait_timeout().ok().flatten();
         for &pe in &self.local {
+            if pe == self.me {
+                continue;
+            }
             let r = record(&self.seg, pe);
             let mut spins = 0u64;
-            while r.arrived.load(Ordering::Acquire) < seq {
+            loop {
+                if r.arrived.load(Ordering::Acquire) >= seq {
+                    // The peer's entry for `seq` is published (acquire above) and still kept (it is at
+                    // most one collective ahead). Pass it only if it entered the same collective.
+                    match self.peer_call(pe, seq) {
+                        Some(other) if other == call => break,
+                        Some(other) => return Err(c.boot.abort(self.mismatch(pe, seq, call, &other))),
+                        // Being rewritten right now (the peer moves to its next collective): retry.
+                        None => {}
+                    }
+                }
                 spins += 1;
                 if spins < 2000 {
                     std::hint::spin_loop();
                     continue;
                 }
-                if spins % 64 == 0 {
+                if spins.is_multiple_of(64) {
                     if let Some(err) = self.check_peer(pe, seq, call, start) {
                         return Err(c.boot.abort(err));
+                    }
+                    if let Some(limit) = limit.filter(|&l| start.elapsed() >= l) {
+                        return Err(c.boot.abort(self.timed_out(seq, call, limit, board)));
                     }
                 }
                 if spins < 20000 {
@@ -114,18 +194,26 @@ impl HostSync {
         Ok(())
     }
 
+    fn mismatch(&self, pe: usize, seq: u64, call: &str, other: &str) -> Error {
+        let (a, b) = if self.me < pe { ((self.me, call), (pe, other)) } else { ((pe, other), (self.me, call)) };
+        Error::new(format!(
+            "collective mismatch: PE {} called {} (host collective #{seq}) while PE {} called {} (host collective #{seq}); every PE must call the same collectives in the same order",
+            a.0, a.1, b.0, b.1
+        ))
+    }
+
+    /// A peer that has not arrived yet: did it enter another collective with this number, or exit?
     fn check_peer(&self, pe: usize, seq: u64, call: &str, start: Instant) -> Option<Error> {
-        if let Some((s, other)) = self.peer_call(pe) {
-            if s == seq && other != call {
-                let (a, b) = if self.me < pe { ((self.me, call), (pe, other.as_str())) } else { ((pe, other.as_str()), (self.me, call)) };
-                return Some(Error::new(format!(
-                    "collective mismatch: PE {} called {} (host collective #{seq}) while PE {} called {} (host collective #{seq})",
-                    a.0, a.1, b.0, b.1
-                )));
+        if let Some(other) = self.peer_call(pe, seq) {
+            if other != call {
+                return Some(self.mismatch(pe, seq, call, &other));
             }
         }
-        let pid = record(&self.seg, pe).pid.load(Ordering::Acquire) as i32;
-        // SAFETY: kill with signal 0 only checks whether the process exists.
+        // A peer's pid is data from another process: only a positive pid is ever passed to kill (0 or
+        // a negative value would address process groups).
+        let pid = record(&self.seg, pe).pid.load(Ordering::Acquire);
+        let pid = i32::try_from(pid).unwrap_or(0);
+        // SAFETY: kill with signal 0 sends nothing; it only checks whether the process exists.
         if pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
             return Some(Error::new(format!(
                 "PE {pe} (pid {pid}) exited while PE {} waited for it in {call} (host collective #{seq}) after {:.1} s",
@@ -134,5 +222,37 @@ impl HostSync {
             )));
         }
         None
+    }
+
+    /// RSHMEM_WAIT_TIMEOUT ran out in collective `seq`: names every node-local PE that has not arrived
+    /// and what it last entered, plus the job status board's view of the whole job.
+    fn timed_out(&self, seq: u64, call: &str, limit: Duration, board: Option<&JobStatus>) -> Error {
+        let missing: Vec<usize> = self
+            .local
+            .iter()
+            .copied()
+            .filter(|&pe| pe != self.me && record(&self.seg, pe).arrived.load(Ordering::Acquire) < seq)
+            .collect();
+        // Group the missing PEs by what they last entered, to keep the line short for many PEs.
+        let mut by_what: Vec<(String, Vec<usize>)> = Vec::new();
+        for pe in &missing {
+            let what = self.last_entered(*pe);
+            match by_what.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, pes)) => pes.push(*pe),
+                None => by_what.push((what, vec![*pe])),
+            }
+        }
+        let who: Vec<String> = by_what.iter().map(|(w, pes)| format!("{}, which {w}", pe_list(pes))).collect();
+        let mut msg = format!(
+            "{call} (host collective #{seq}): PE {} waited {} s ({}) for {}",
+            self.me,
+            limit.as_secs_f64(),
+            crate::env::WAIT_TIMEOUT,
+            if who.is_empty() { "the other PEs".to_string() } else { who.join("; ") }
+        );
+        if let Some(d) = board.and_then(JobStatus::describe_stall) {
+            msg.push_str(&format!("\njob status: {}", d.replace('\n', "\njob status: ")));
+        }
+        Error::new(msg)
     }
 }

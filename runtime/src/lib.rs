@@ -29,7 +29,7 @@ pub mod segment;
 
 pub use bootstrap::UniqueId;
 pub use error::{Error, Result};
-pub use runtime::{finalize, init, init_with_unique_id, my_pe, n_pes};
+pub use runtime::{finalize, init, init_with_unique_id, known_pe, my_pe, n_pes};
 
 /// Creates the unique id PE 0 hands to the other PEs of a job started by another launcher.
 pub fn get_unique_id() -> Result<UniqueId> {

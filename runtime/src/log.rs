@@ -1,4 +1,5 @@
-//! Minimal leveled logging to stderr (RSHMEM_DEBUG = error | warn | info | debug).
+//! Minimal leveled logging to stderr (RSHMEM_DEBUG = error | warn | info | debug). A garbage level is
+//! an init error (env::validate); until then, and in that case, the level is warn.
 
 use std::sync::OnceLock;
 
@@ -12,25 +13,28 @@ pub enum Level {
 
 pub fn level() -> Level {
     static L: OnceLock<Level> = OnceLock::new();
-    *L.get_or_init(|| match crate::env::get(crate::env::DEBUG).as_deref().map(str::to_ascii_lowercase).as_deref() {
-        Some("error") => Level::Error,
-        Some("info") => Level::Info,
-        Some("debug") | Some("trace") => Level::Debug,
+    *L.get_or_init(|| match crate::env::get(crate::env::DEBUG).as_deref().and_then(crate::env::parse_level) {
+        Some(0) => Level::Error,
+        Some(2) => Level::Info,
+        Some(3) => Level::Debug,
         _ => Level::Warn,
     })
 }
 
+/// "rshmem {tag} [PE n]: " with the PE number as soon as this process knows it (from the launcher's
+/// variables or the bootstrap, before init completes, and still after a failed init or finalize).
 fn emit(l: Level, tag: &str, msg: &str) {
     if l <= level() {
-        let pe = crate::runtime::my_pe();
-        if pe >= 0 {
-            eprintln!("rshmem {tag} [PE {pe}]: {msg}");
-        } else {
-            eprintln!("rshmem {tag}: {msg}");
+        match crate::runtime::known_pe() {
+            Some(pe) => eprintln!("rshmem {tag} [PE {pe}]: {msg}"),
+            None => eprintln!("rshmem {tag}: {msg}"),
         }
     }
 }
 
+pub fn error(msg: impl AsRef<str>) {
+    emit(Level::Error, "error", msg.as_ref())
+}
 pub fn warn(msg: impl AsRef<str>) {
     emit(Level::Warn, "warn", msg.as_ref())
 }

@@ -7,10 +7,12 @@ use crate::error::{Error, Result};
 use crate::fdpass::FdServer;
 use crate::heap::Allocator;
 use crate::hostsync::HostSync;
+use crate::jobstatus::JobStatus;
 use crate::{env, log};
 use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, STATE_MAGIC};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Instant;
 
 pub struct Runtime {
     pub(crate) boot: Bootstrap,
@@ -21,15 +23,30 @@ pub struct Runtime {
     sync: Option<HostSync>,
     fds: FdServer,
     job: [u8; 16],
+    /// rshmrun's job status board (None outside rshmrun): every host collective is recorded there.
+    status: Option<JobStatus>,
 }
 
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 static MY_PE: AtomicI32 = AtomicI32::new(-1);
 static N_PES: AtomicI32 = AtomicI32::new(0);
+/// This process's PE number as soon as it is known (launcher variables, unique-id arguments, bootstrap),
+/// for messages; -1 until then. Unlike MY_PE it is kept after a failed init and after finalize.
+static KNOWN_PE: AtomicI64 = AtomicI64::new(-1);
+
+/// The PE number messages should carry: known before init completes, and after a failed init.
+pub fn known_pe() -> Option<usize> {
+    usize::try_from(KNOWN_PE.load(Ordering::Relaxed)).ok()
+}
+fn note_pe(pe: usize) {
+    KNOWN_PE.store(i64::try_from(pe).unwrap_or(-1), Ordering::Relaxed);
+}
 
 pub(crate) fn get(call: &str) -> Result<Arc<Runtime>> {
+    // A panic elsewhere (caught at the C ABI) must not make every later call panic on a poisoned lock:
+    // the slot holds a plain Option, valid whatever happened while it was held.
     RT.read()
-        .unwrap()
+        .unwrap_or_else(PoisonError::into_inner)
         .clone()
         .ok_or_else(|| Error::new(format!("{call}: rshmem is not initialized (call rshmem init first)")))
 }
@@ -52,27 +69,67 @@ fn backend_kind() -> Result<BackendKind> {
 }
 
 pub fn init() -> Result<()> {
-    init_with(Bootstrap::from_env)
+    // The PE number from the launcher's variables, for messages, before anything can fail (a bad value
+    // is reported by the bootstrap itself below).
+    let hint = crate::bootstrap::parse_launch_env(env::get).ok().map(|le| le.pe);
+    init_with(hint, Bootstrap::from_env)
 }
 
 pub fn init_with_unique_id(id: &UniqueId, pe: usize, npes: usize) -> Result<()> {
-    init_with(|| Bootstrap::from_unique_id(id, pe, npes))
+    init_with((pe < npes).then_some(pe), || Bootstrap::from_unique_id(id, pe, npes))
 }
 
-fn init_with(make: impl FnOnce() -> Result<Bootstrap>) -> Result<()> {
-    let mut slot = RT.write().unwrap();
+fn init_with(pe_hint: Option<usize>, make: impl FnOnce() -> Result<Bootstrap>) -> Result<()> {
+    let mut slot = RT.write().unwrap_or_else(PoisonError::into_inner);
     if slot.is_some() {
         return Err(Error::new("rshmem_init: already initialized (call finalize first)"));
     }
-    let boot = make().map_err(|e| e.context("rshmem_init"))?;
-    let rt = build(boot).map_err(|e| e.context("rshmem_init"))?;
+    if let Some(pe) = pe_hint {
+        note_pe(pe);
+    }
+    let ctx = |e: Error| if e.message().starts_with("rshmem_init") { e } else { e.context("rshmem_init") };
+    // Every RSHMEM_* variable is checked here, in one place, before anything uses one.
+    env::validate().map_err(ctx)?;
+    let boot = make().map_err(ctx)?;
+    note_pe(boot.pe());
+    let status = JobStatus::from_env(boot.pe(), boot.npes()).map_err(ctx)?;
+    let rt = build(boot, status).map_err(ctx)?;
     MY_PE.store(rt.state.my_pe, Ordering::Release);
     N_PES.store(rt.state.n_pes, Ordering::Release);
     *slot = Some(Arc::new(rt));
     Ok(())
 }
 
-fn build(boot: Bootstrap) -> Result<Runtime> {
+/// The payloads of an all-gather of fixed-size records: one per PE, each exactly `L` bytes. A peer's
+/// payload is data from another process: a wrong count or length is an error naming the peer.
+fn fixed_payloads<const L: usize>(call: &str, what: &str, all: &[Vec<u8>], npes: usize) -> Result<Vec<[u8; L]>> {
+    if all.len() != npes {
+        return Err(Error::new(format!(
+            "{call}: the all-gather of {what} returned {} payloads for {npes} PEs",
+            all.len()
+        )));
+    }
+    all.iter()
+        .enumerate()
+        .map(|(pe, p)| {
+            <[u8; L]>::try_from(p.as_slice()).map_err(|_| {
+                Error::new(format!(
+                    "{call}: PE {pe} sent {} bytes as its {what} in the all-gather (expected {L}): is PE {pe} running the same rshmem and calling {call} too?",
+                    p.len()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The root's payload of a broadcast of a fixed-size record.
+fn fixed_payload<const L: usize>(call: &str, what: &str, root: usize, p: &[u8]) -> Result<[u8; L]> {
+    <[u8; L]>::try_from(p).map_err(|_| {
+        Error::new(format!("{call}: PE {root} broadcast {} bytes as {what} (expected {L}): is PE {root} running the same rshmem?", p.len()))
+    })
+}
+
+fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let (me, n) = (boot.pe(), boot.npes());
     if n > MAX_PES {
         return Err(Error::new(format!("{n} PEs requested; this build supports at most {MAX_PES}")));
@@ -83,9 +140,11 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
     }
     // All PEs must agree on the heap size (offsets must mean the same everywhere).
     let sizes = boot.allgather("rshmem_init", &(heap_size as u64).to_le_bytes())?;
-    for (pe, s) in sizes.iter().enumerate() {
-        let s = u64::from_le_bytes(s[..8].try_into().unwrap()) as usize;
-        if s != heap_size {
+    // A malformed payload fails the whole job's bootstrap, so every PE learns which peer sent it.
+    let sizes = fixed_payloads::<8>("rshmem_init", "heap size", &sizes, n).map_err(|e| boot.abort(e))?;
+    for (pe, s) in sizes.into_iter().enumerate() {
+        let s = u64::from_le_bytes(s);
+        if s != heap_size as u64 {
             return Err(Error::new(format!(
                 "{} differs between PEs: PE {me} has {heap_size} bytes, PE {pe} has {s}",
                 env::SYMMETRIC_SIZE
@@ -97,7 +156,8 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
     if me == 0 {
         job = random16();
     }
-    let job: [u8; 16] = boot.broadcast("rshmem_init", 0, &job)?[..16].try_into().unwrap();
+    let job = boot.broadcast("rshmem_init", 0, &job)?;
+    let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &job).map_err(|e| boot.abort(e))?;
     let fds = FdServer::start(job, boot.job_key(), me)?;
     let backend = make_backend(&boot, &fds, job, heap_size)?;
     let sync = if boot.node_pes().len() == n && n > 1 {
@@ -131,6 +191,9 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
     #[cfg(not(target_arch = "nvptx64"))]
     rshmem_device::arch::host::set_state(state);
     log::info(format!("PE {me}/{n}: {} backend, heap {heap_size} bytes at {:#x}", backend.name(), state.heap_base));
+    if let Some(s) = &status {
+        s.leave(); // init done
+    }
     Ok(Runtime {
         boot,
         alloc: Mutex::new(Allocator::new(INTERNAL_BYTES, backend.heap_size())),
@@ -139,6 +202,7 @@ fn build(boot: Bootstrap) -> Result<Runtime> {
         sync,
         fds,
         job,
+        status,
     })
 }
 
@@ -167,7 +231,7 @@ fn random16() -> [u8; 16] {
 }
 
 pub fn finalize() -> Result<()> {
-    let rt = RT.write().unwrap().take().ok_or_else(|| Error::new("rshmem_finalize: rshmem is not initialized"))?;
+    let rt = RT.write().unwrap_or_else(PoisonError::into_inner).take().ok_or_else(|| Error::new("rshmem_finalize: rshmem is not initialized"))?;
     let r = rt.host_barrier("rshmem_finalize");
     // Device calls from now on fail naming the call instead of using the heap unmapped below.
     #[cfg(not(target_arch = "nvptx64"))]
@@ -183,6 +247,18 @@ pub fn my_pe() -> i32 {
 }
 pub fn n_pes() -> i32 {
     N_PES.load(Ordering::Acquire)
+}
+
+/// A host collective this PE is in, on the job status board.
+struct Inside<'a>(Option<&'a JobStatus>);
+impl Inside<'_> {
+    /// Records that the collective completed. A failed one stays recorded as entered and not left: the
+    /// PE did not get through it, and the board should say where the job stopped.
+    fn left<T>(self, r: &Result<T>) {
+        if let (Some(s), Ok(_)) = (self.0, r) {
+            s.leave();
+        }
+    }
 }
 
 /// What one PE asks a collective allocation for; all PEs must ask the same.
@@ -212,13 +288,13 @@ impl Runtime {
         let req = AllocRequest { bytes: bytes as u64, align: align as u64 };
         let mut payload = req.bytes.to_le_bytes().to_vec();
         payload.extend_from_slice(&req.align.to_le_bytes());
-        self.announce(call);
-        let all = self.boot.allgather(call, &payload)?;
-        let reqs: Vec<AllocRequest> = all
+        let all = self.collective(call, |b| b.allgather(call, &payload))?;
+        let reqs: Vec<AllocRequest> = fixed_payloads::<16>(call, "allocation request", &all, self.npes())
+            .map_err(|e| self.boot.abort(e))?
             .iter()
-            .map(|p| AllocRequest {
-                bytes: u64::from_le_bytes(p[..8].try_into().unwrap()),
-                align: u64::from_le_bytes(p[8..16].try_into().unwrap()),
+            .map(|p| {
+                let (b, a) = p.split_at(8);
+                AllocRequest { bytes: u64::from_le_bytes(b.try_into().unwrap()), align: u64::from_le_bytes(a.try_into().unwrap()) }
             })
             .collect();
         if let Some((pe, other)) = reqs.iter().enumerate().find(|(_, r)| **r != reqs[0]) {
@@ -261,9 +337,12 @@ impl Runtime {
         let off = (p as usize).wrapping_sub(self.state.heap_base as usize);
         let valid = (off < self.backend.heap_size()) && self.alloc.lock().unwrap().size_of(off).is_some();
         let mine = if valid { off as u64 } else { u64::MAX };
-        self.announce(call);
-        let all = self.boot.allgather(call, &mine.to_le_bytes())?;
-        let offs: Vec<u64> = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap())).collect();
+        let all = self.collective(call, |b| b.allgather(call, &mine.to_le_bytes()))?;
+        let offs: Vec<u64> = fixed_payloads::<8>(call, "heap offset", &all, self.npes())
+            .map_err(|e| self.boot.abort(e))?
+            .into_iter()
+            .map(u64::from_le_bytes)
+            .collect();
         if let Some(first_bad) = offs.iter().position(|&o| o == u64::MAX) {
             let bad = if offs[self.pe()] == u64::MAX { self.pe() } else { first_bad };
             return Err(Error::new(if bad == self.pe() {
@@ -286,18 +365,46 @@ impl Runtime {
     pub fn host_barrier(&self, call: &str) -> Result<()> {
         self.backend.quiet()?;
         match &self.sync {
-            // All PEs on this node: in shared memory, with mismatches and dead peers detected.
-            Some(s) => s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call),
+            // All PEs on this node: in shared memory, with mismatches, dead peers and (with
+            // RSHMEM_WAIT_TIMEOUT) stuck peers detected. It announces the collective itself.
+            Some(s) => {
+                let inside = self.enter(call);
+                let r = s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call, self.status.as_ref());
+                inside.left(&r);
+                r
+            }
             // Through the bootstrap: every collective carries its name and sequence number.
-            None => self.boot.barrier(call),
+            None => self.collective(call, |b| b.barrier(call)),
         }
     }
 
-    /// Records that this PE enters host collective `call` (see hostsync).
-    fn announce(&self, call: &str) {
+    /// Runs bootstrap collective `call`, announced in the host sync records and on the job status
+    /// board. If it fails after RSHMEM_WAIT_TIMEOUT (the bootstrap's stuck-PE error), the error gets the
+    /// board's view of what every PE is doing.
+    fn collective<T>(&self, call: &str, f: impl FnOnce(&Bootstrap) -> Result<T>) -> Result<T> {
         if let Some(s) = &self.sync {
             s.announce(call);
         }
+        let inside = self.enter(call);
+        let start = Instant::now();
+        let r = f(&self.boot);
+        inside.left(&r);
+        r.map_err(|e| {
+            let late = env::wait_timeout().ok().flatten().is_some_and(|l| start.elapsed() >= l);
+            match (late, self.status.as_ref().and_then(JobStatus::describe_stall)) {
+                (true, Some(d)) => Error::new(format!("{e}\njob status: {}", d.replace('\n', "\njob status: "))),
+                _ => e,
+            }
+        })
+    }
+
+    /// Records on the job status board that this PE is inside host collective `call`, until
+    /// [`Inside::left`].
+    fn enter(&self, call: &str) -> Inside<'_> {
+        if let Some(s) = &self.status {
+            s.enter(call);
+        }
+        Inside(self.status.as_ref())
     }
 
     pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<()> {

@@ -45,7 +45,11 @@ struct Ctx {
 }
 
 fn die(msg: impl std::fmt::Display) -> ! {
-    eprintln!("PE {}: FAILED: {msg}", rshmem::my_pe());
+    // known_pe: the PE number is known even when init itself failed.
+    match rshmem::known_pe() {
+        Some(pe) => eprintln!("PE {pe}: FAILED: {msg}"),
+        None => eprintln!("PE ?: FAILED: {msg}"),
+    }
     exit(1)
 }
 fn ck<T>(r: rshmem::Result<T>) -> T {
@@ -551,6 +555,87 @@ fn peer_exits(c: &Ctx) {
     }
 }
 
+/// Ends a scenario whose job must fail: a short pause first, so that every PE prints what it detected
+/// before the first exit makes rshmrun stop the others.
+fn fail_job_after_report() -> ! {
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    exit(3)
+}
+
+/// PE 0 calls finalize while the others call barrier_all: every PE must report the mismatch, naming
+/// both calls and the real PE numbers.
+fn finalize_mismatch(c: &Ctx) {
+    let r = if c.me == 0 { rshmem::finalize() } else { rshmem::barrier_all() };
+    match r {
+        Ok(()) => die("finalize on PE 0 against barrier_all on the others succeeded"),
+        Err(e) => {
+            let m = e.message();
+            let me_call = if c.me == 0 { "rshmem_finalize" } else { "rshmem_barrier_all" };
+            if !(m.contains("mismatch") && m.contains("PE 0 called rshmem_finalize") && m.contains(&format!("PE {} called rshmem_barrier_all", c.me.max(1))) && m.contains(me_call)) {
+                die(format!("mismatch error does not name both calls and PEs: {m}"));
+            }
+            println!("PE {}: finalize_mismatch detected: {m}", c.me);
+            fail_job_after_report()
+        }
+    }
+}
+
+/// Two collectives, then PE 1 sleeps in user code while the others enter barrier_all (run with
+/// RSHMEM_WAIT_TIMEOUT): they must fail naming PE 1 and what it last entered.
+fn stuck_pe(c: &Ctx) {
+    let p = ck(rshmem::malloc(64));
+    ck(rshmem::free(p));
+    if c.me == 1 {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        die("PE 1 slept 60 s and nobody stopped the job");
+    }
+    let t = std::time::Instant::now();
+    match rshmem::barrier_all() {
+        Ok(()) => die("barrier_all with a stuck PE 1 succeeded"),
+        Err(e) => {
+            println!("PE {}: stuck_pe named after {:.1} s: {e}", c.me, t.elapsed().as_secs_f64());
+            fail_job_after_report()
+        }
+    }
+}
+
+/// Before init. PE 0 initializes through the C entry point; PE 1 joins the bootstrap directly and
+/// answers init's first collective (the all-gather "rshmem_init" of the 8-byte heap size) with
+/// `bytes` bytes. PE 0 must fail with an error naming PE 1, returning from rshmem_init (no panic, no
+/// abort).
+fn peer_payload(bytes: usize) -> ! {
+    let pe: usize = std::env::var("RSHMEM_PE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    if pe == 1 {
+        let boot = rshmem::bootstrap::Bootstrap::from_env().unwrap_or_else(|e| die(e));
+        // The right heap size first (so a check that reads only 8 bytes would pass), then garbage.
+        let mut payload = (64u64 << 20).to_le_bytes().to_vec();
+        payload.resize(bytes, 0xAB);
+        match boot.allgather("rshmem_init", &payload) {
+            Ok(_) => println!("PE 1: sent a {bytes}-byte heap size"),
+            Err(e) => die(format!("PE 1: the all-gather failed: {e}")),
+        }
+        // PE 0 fails and leaves; this returns when it does.
+        let _ = boot.barrier("rshmem_init");
+        exit(0)
+    }
+    let rc = rshmem::capi::rshmem_init();
+    if rc == 0 {
+        die(format!("rshmem_init accepted a {bytes}-byte heap size from PE 1"));
+    }
+    println!("PE {pe}: rshmem_init returned {rc}");
+    exit(1)
+}
+
+/// Before init: init through the C entry point, then finalize (for the environment checks).
+fn init_c() -> ! {
+    if rshmem::capi::rshmem_init() != 0 {
+        exit(1)
+    }
+    println!("PE {}: init_c ok", rshmem::my_pe());
+    rshmem::capi::rshmem_finalize();
+    exit(0)
+}
+
 fn bad_device_call(c: &Ctx, what: &str) {
     let buf = ck(rshmem::malloc(64));
     let mut local = 0u32;
@@ -586,6 +671,13 @@ fn main() {
         eprintln!("usage: rshmem-test-pe SCENARIO... | all");
         exit(2);
     }
+    // Scenarios that run before (or instead of) a plain init.
+    match args[0].as_str() {
+        "peer_payload_empty" => peer_payload(0),
+        "peer_payload_big" => peer_payload(1 << 20),
+        "init_c" => init_c(),
+        _ => {}
+    }
     ck(rshmem::init());
     let (me, n) = (rshmem::my_pe() as usize, rshmem::n_pes() as usize);
     let gpu = ck(rshmem::backend_name()) == "cuda";
@@ -619,6 +711,8 @@ fn main() {
             "free_bad" => free_bad(&c),
             "mismatch_collective" => mismatch_collective(&c),
             "peer_exits" => peer_exits(&c),
+            "finalize_mismatch" => finalize_mismatch(&c),
+            "stuck_pe" => stuck_pe(&c),
             "bad_pe" | "bad_addr" => bad_device_call(&c, s),
             other => die(format!("unknown scenario {other:?}")),
         }

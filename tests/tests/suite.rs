@@ -162,6 +162,136 @@ fn exited_pe_fails_the_host_barrier_naming_it() {
     }
 }
 
+/// Issue 7: finalize on PE 0 against barrier_all on the others was not detected (3 of 3 runs) and the
+/// job ended with status 0. Now every PE reports the mismatch, naming both calls, in every run.
+#[test]
+fn finalize_against_barrier_all_is_a_mismatch_on_every_pe() {
+    for run in 0..4 {
+        let np = 2 + run % 2;
+        let o = rshmrun(np, &["finalize_mismatch"], &[], Duration::from_secs(60));
+        let t = text(&o);
+        assert!(!o.status.success(), "run {run}: rshmrun exited 0 after a collective mismatch:\n{t}");
+        for pe in 0..np {
+            let other = if pe == 0 { 1 } else { pe };
+            let want = format!("[pe {pe}] PE {pe}: finalize_mismatch detected: collective mismatch: PE 0 called rshmem_finalize");
+            let line = t.lines().find(|l| l.starts_with(&want)).unwrap_or_else(|| panic!("run {run}: PE {pe} did not report the mismatch:\n{t}"));
+            assert!(line.contains(&format!("PE {other} called rshmem_barrier_all")), "run {run}: {line}\n{t}");
+        }
+        assert!(!t.contains("exited while"), "run {run}: blamed an exit instead of the mismatch:\n{t}");
+    }
+}
+
+/// Issue 7: a live PE that does not come to a host barrier was never named; the others waited
+/// forever. With RSHMEM_WAIT_TIMEOUT they fail within seconds, naming it and what it last entered.
+#[test]
+fn stuck_pe_is_named_with_what_it_last_entered() {
+    let start = Instant::now();
+    let o = rshmrun(3, &["stuck_pe"], &[("RSHMEM_WAIT_TIMEOUT", "2")], Duration::from_secs(40));
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(15), "took {:?}:\n{t}", start.elapsed());
+    for pe in [0, 2] {
+        let line = t
+            .lines()
+            .find(|l| l.starts_with(&format!("[pe {pe}] PE {pe}: stuck_pe named after")))
+            .unwrap_or_else(|| panic!("PE {pe} did not fail in its barrier:\n{t}"));
+        assert!(
+            line.contains("rshmem_barrier_all (host collective #3)")
+                && line.contains("PE 1, which last entered rshmem_free (host collective #2)")
+                && line.contains("RSHMEM_WAIT_TIMEOUT"),
+            "{line}\n{t}"
+        );
+    }
+}
+
+/// The job status board through real processes: the PEs open it from RSHMEM_STATUS_FD (here a board
+/// this test makes, reopened through /proc by a shell in front of each PE, so that the test holds it
+/// whatever rshmrun hands down), record every host collective, and a PE whose barrier times out quotes
+/// the board's view of the whole job. A descriptor that is not open is an init error naming the variable.
+#[test]
+fn job_status_board_names_the_stuck_pe() {
+    use std::os::fd::AsRawFd;
+    let (board, fd) = rshmem::jobstatus::JobStatus::create(3).unwrap();
+    let open_board = format!("exec 9<>/proc/{}/fd/{}; RSHMEM_STATUS_FD=9 exec \"$0\" \"$@\"", std::process::id(), fd.as_raw_fd());
+    let run = |script: &str, scenario: &str| {
+        Command::new(tool("rshmrun"))
+            .args(["-np", "3", "--timeout", "40", "sh", "-c", script])
+            .arg(tool("rshmem-test-pe"))
+            .arg(scenario)
+            .env("RSHMEM_SYMMETRIC_SIZE", "64m")
+            .env("RSHMEM_BACKEND", "cpu")
+            .env("RSHMEM_WAIT_TIMEOUT", "2")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let start = Instant::now();
+    let o = run(&open_board, "stuck_pe");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(15), "took {:?}:\n{t}", start.elapsed());
+    let stall = "PEs 0, 2 wait in rshmem_barrier_all (host collective #3) for PE 1, which last entered rshmem_free (host collective #2) and left it";
+    for pe in [0, 2] {
+        assert!(t.contains(&format!("[pe {pe}] job status: {stall}")), "PE {pe} did not quote the board:\n{t}");
+    }
+    let snap = board.snapshot();
+    assert_eq!(snap.len(), 3, "{snap:?}");
+    assert!(snap.iter().all(|s| s.pid != 0), "{snap:?}");
+    assert_eq!((snap[1].seq, snap[1].call.as_str(), snap[1].inside), (2, "rshmem_free", false), "{snap:?}");
+    for pe in [0, 2] {
+        assert_eq!((snap[pe].seq, snap[pe].call.as_str(), snap[pe].inside), (3, "rshmem_barrier_all", true), "{snap:?}");
+    }
+    assert_eq!(board.describe_stall().as_deref(), Some(stall));
+
+    let o = run("RSHMEM_STATUS_FD=77 exec \"$0\" \"$@\"", "init_c");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("rshmem_init: RSHMEM_STATUS_FD=\"77\": not an open file descriptor"), "{t}");
+    assert!(!t.contains("PE -1"), "{t}");
+}
+
+/// Issue 7: a peer's 0-byte all-gather payload made PE 0 panic inside rshmem_init (the C entry point)
+/// and abort with SIGABRT; an oversized one was sliced to its first 8 bytes and accepted. Both are now
+/// errors naming the peer, returned by rshmem_init.
+#[test]
+fn bad_peer_payload_is_an_error_naming_the_peer() {
+    for (scenario, bytes) in [("peer_payload_empty", 0usize), ("peer_payload_big", 1 << 20)] {
+        let o = rshmrun(2, &[scenario], &[], Duration::from_secs(60));
+        let t = text(&o);
+        assert!(
+            t.contains(&format!("[pe 0] rshmem: PE 0: rshmem_init: PE 1 sent {bytes} bytes as its heap size in the all-gather (expected 8)")),
+            "{scenario}: no error naming PE 1:\n{t}"
+        );
+        assert!(t.contains("[pe 0] PE 0: rshmem_init returned 1"), "{scenario}: rshmem_init did not return an error:\n{t}");
+        assert!(t.contains("PE 0 (pid") && t.contains("exited with code 1"), "{scenario}: not a normal error exit:\n{t}");
+        assert!(!t.contains("SIGABRT") && !t.contains("panicked"), "{scenario}: {t}");
+        assert!(!o.status.success(), "{scenario}: {t}");
+    }
+}
+
+/// Issue 7: garbage RSHMEM_WAIT_TIMEOUT / RSHMEM_DEBUG were silently ignored; errors after a failed init
+/// said "PE -1". Now init stops naming the variable and its value, with the real PE number.
+#[test]
+fn garbage_environment_stops_init_naming_the_variable() {
+    for (var, value) in [("RSHMEM_WAIT_TIMEOUT", "soon"), ("RSHMEM_DEBUG", "loud"), ("RSHMEM_SYMMETRIC_SIZE", "lots")] {
+        let o = rshmrun(2, &["init_c"], &[(var, value)], Duration::from_secs(60));
+        let t = text(&o);
+        assert!(!o.status.success(), "{var}={value} was accepted:\n{t}");
+        assert!(!t.contains("init_c ok"), "{var}={value} was accepted:\n{t}");
+        let named = (0..2).any(|pe| {
+            t.lines().any(|l| l.starts_with(&format!("[pe {pe}] rshmem: PE {pe}: rshmem_init: ")) && l.contains(&format!("{var}=\"{value}\"")))
+        });
+        assert!(named, "{var}={value}: no error naming the variable and the PE:\n{t}");
+        assert!(!t.contains("PE -1"), "{var}={value}: {t}");
+    }
+    // An unknown RSHMEM_* name is a warning with the closest known name; the job runs.
+    let o = rshmrun(2, &["init_c"], &[("RSHMEM_WAIT_TIMOUT", "2")], Duration::from_secs(60));
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("RSHMEM_WAIT_TIMOUT is not a variable rshmem reads") && t.contains("did you mean RSHMEM_WAIT_TIMEOUT?"), "{t}");
+    assert!(t.contains("[pe 1] PE 1: init_c ok"), "{t}");
+}
+
 #[test]
 fn bad_pe_in_device_call_stops_with_message() {
     let o = rshmrun(2, &["bad_pe"], &[], Duration::from_secs(60));

@@ -32,6 +32,7 @@ fn main() {
         args: command.collect(),
         tag: !cli.no_tag,
         timeout: cli.timeout.map(Duration::from_secs),
+        no_pe_limit: cli.no_pe_limit,
     };
     let code = job::run(&spec);
     std::process::exit(code);

@@ -134,6 +134,14 @@ pub fn run(spec: &JobSpec) -> i32 {
             break;
         }
     }
+    let took = started.elapsed();
+    rshmem::log::debug(format!(
+        "rshmrun: started {} of {} PEs in {:.3} s ({:.0} PEs/s)",
+        job.pes.len(),
+        spec.np,
+        took.as_secs_f64(),
+        job.pes.len() as f64 / took.as_secs_f64().max(1e-9)
+    ));
     job.watch();
     job.finish(output);
     // rshmrun keeps the listener and the board open (never accepting on the listener) until the job is

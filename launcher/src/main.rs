@@ -1,6 +1,6 @@
 //! rshmrun: starts an rshmem job of N PEs on this host and watches it.
 //!
-//! `rshmrun -np N [--timeout SECS] [--no-tag] PROGRAM [ARGS...]` and `rshmrun --info`; `rshmrun --help`
+//! `rshmrun -np N [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS...]` and `rshmrun --info`; `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
 mod cli;

@@ -588,9 +588,10 @@ fn failing_pe_during_startup_stops_the_start() {
     assert!(f.ended - started < PROMPT, "took {:?}", f.ended - started);
     assert!(f.stderr.contains("PE 2 ") && f.stderr.contains("code 5"), "{}", f.stderr);
     assert!(f.stderr.contains("not started"), "{}", f.stderr);
-    // Every PE that ran printed "up" first; far fewer than NP may have run.
+    // Every PE printed "up" first (unless the SIGTERM that ended the job came before): far fewer than NP
+    // may have run. Without the check during start-up, all NP would run.
     let ran = f.stdout.lines().filter(|l| l.ends_with("] up")).count();
-    assert!(ran >= 3 && ran < NP / 2, "{ran} of {NP} PEs were started\n{}", f.stderr);
+    assert!(ran < NP / 2, "{ran} of {NP} PEs were started\n{}", f.stderr);
     let left = sleeping_with(&mark);
     assert!(left.is_empty(), "PEs still running after rshmrun exited: {left:?}");
 }
@@ -631,7 +632,9 @@ fn many_short_lived_pes_keep_threads_and_zombies_bounded() {
     assert!(samples >= 10, "only {samples} samples of rshmrun's threads");
     // The main thread and the output thread.
     assert!(threads <= 2, "rshmrun ran {threads} threads");
-    assert!(zombies <= 20, "{zombies} PEs were left unreaped at once");
+    // PEs are reaped as they end, during start-up too. A loaded machine may deschedule rshmrun for a while,
+    // so a few dozen may wait at once; without reaping during start-up, most of the 2000 would.
+    assert!(zombies < NP / 10, "{zombies} PEs were left unreaped at once");
 }
 
 #[test]
@@ -682,10 +685,10 @@ fn status_board_descriptor_is_inherited_or_unset() {
     // PE; a value in rshmrun's own environment never reaches the PEs.
     let script = r#"fd=${RSHMEM_STATUS_FD-none}
         if [ "$fd" = none ]; then echo none; else readlink "/proc/$$/fd/$fd" >/dev/null && echo "open $fd" || echo "closed $fd"; fi"#;
-    let mut job = Running::start_env(&["-np", "3", "sh", "-c", script], &[("RSHMEM_STATUS_FD", Path::new("987"))]);
-    job.wait_until("3 lines", JOB_LIMIT, |j| j.stdout_now().lines().count() == 3);
+    let job = Running::start_env(&["-np", "3", "sh", "-c", script], &[("RSHMEM_STATUS_FD", Path::new("987"))]);
     let f = job.finish(JOB_LIMIT);
     assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(f.stdout.lines().count(), 3, "{}", f.stdout);
     let lines: Vec<&str> = sorted_lines(&f.stdout).into_iter().map(|l| l.split_once("] ").unwrap().1).collect();
     assert!(lines.iter().all(|l| *l == lines[0]), "PEs disagree: {lines:?}");
     assert!(lines[0] == "none" || (lines[0].starts_with("open ") && lines[0] != "open 987"), "{lines:?}");

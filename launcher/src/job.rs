@@ -635,6 +635,9 @@ impl Job {
             self.signal_groups(libc::SIGKILL);
         }
 
+        // After a signal to rshmrun or --timeout, a consumer of rshmrun's output that does not read (the
+        // forwarder blocked writing) does not hold the job up either.
+        let hard_end = self.interrupted.is_some() || self.timed_out;
         let mut last_activity = output.activity();
         let mut quiet_since = Instant::now();
         while !output.all_done() {
@@ -643,10 +646,14 @@ impl Job {
                 return;
             }
             let activity = output.activity();
-            if activity != last_activity || output.busy() {
+            if activity != last_activity || (output.busy() && !hard_end) {
                 last_activity = activity;
                 quiet_since = Instant::now();
             } else if quiet_since.elapsed() >= DRAIN_IDLE {
+                if output.busy() {
+                    say("rshmrun's output is not being read; not waiting to write the rest of the PEs' output");
+                    return;
+                }
                 let pending = output.pending();
                 let shown: Vec<&str> = pending.iter().take(8).map(String::as_str).collect();
                 let more = if pending.len() > 8 { format!(" and {} more", pending.len() - 8) } else { String::new() };

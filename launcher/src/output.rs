@@ -12,8 +12,9 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 /// A line longer than this is forwarded in pieces of this size (each piece printed as its own line), so a
 /// PE that writes megabytes without a newline cannot make rshmrun buffer without bound.
@@ -25,6 +26,9 @@ const CHUNK: usize = 64 * 1024;
 const EVENTS: usize = 256;
 /// epoll token of the pipe that tells the thread to stop; pipes of PEs get tokens from 0 up.
 const STOP: u64 = u64::MAX;
+
+/// How long [`say`] waits for the output lock.
+const SAY_LOCK_WAIT: Duration = Duration::from_millis(200);
 
 /// One lock for both of rshmrun's output streams: with `2>&1` they are the same file.
 static OUTPUT_LOCK: Mutex<()> = Mutex::new(());
@@ -52,13 +56,27 @@ fn write_locked(sink: Sink, bytes: &[u8]) {
     }
 }
 
-/// Prints one of rshmrun's own messages (`rshmrun: ...`) on stderr, as one line.
+/// Prints one of rshmrun's own messages (`rshmrun: ...`) on stderr, as one line. The main thread calls
+/// this while it handles signals and failures, so it waits at most [`SAY_LOCK_WAIT`] for the output lock:
+/// the forwarding thread may hold it for as long as a consumer of rshmrun's stdout does not read (e.g.
+/// `rshmrun ... | less`, paused), and a message must not keep rshmrun from ending the job. Past that the
+/// message is written without the lock (it may then land inside a PE's line if stdout and stderr are the
+/// same file).
 pub fn say(msg: impl AsRef<str>) {
     let mut line = format!("rshmrun: {}", msg.as_ref());
     if !line.ends_with('\n') {
         line.push('\n');
     }
-    write_locked(Sink::Stderr, line.as_bytes());
+    let deadline = Instant::now() + SAY_LOCK_WAIT;
+    let _guard = loop {
+        match OUTPUT_LOCK.try_lock() {
+            Ok(g) => break Some(g),
+            Err(TryLockError::Poisoned(e)) => break Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() >= deadline => break None,
+            Err(TryLockError::WouldBlock) => thread::sleep(Duration::from_millis(1)),
+        }
+    };
+    let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// Cuts a byte stream into lines, each handed over with the prefix in front and a newline at the end. A

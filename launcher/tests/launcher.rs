@@ -693,3 +693,38 @@ fn status_board_descriptor_is_inherited_or_unset() {
     assert!(lines.iter().all(|l| *l == lines[0]), "PEs disagree: {lines:?}");
     assert!(lines[0] == "none" || (lines[0].starts_with("open ") && lines[0] != "open 987"), "{lines:?}");
 }
+
+#[test]
+fn sigterm_ends_the_job_when_nobody_reads_its_output() {
+    // rshmrun's stdout is a pipe nobody reads: once it is full, the output thread blocks writing to it.
+    // rshmrun must still act on SIGTERM (its own message must not wait behind that write) and end.
+    let mut child = Command::new(RSHMRUN)
+        .args(["-np", "2", "sh", "-c", "echo ready >&2; exec yes 'a line of output'"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rshmrun");
+    let _unread = child.stdout.take();
+    let err = Arc::new(Mutex::new(Vec::new()));
+    let reader = collect(child.stderr.take().unwrap(), Arc::clone(&err));
+    sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "rshmrun ended early");
+    send_signal(child.id(), "TERM");
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > PROMPT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rshmrun still running {PROMPT:?} after SIGTERM: {}", String::from_utf8_lossy(&err.lock().unwrap()));
+        }
+        sleep(Duration::from_millis(10));
+    };
+    reader.join().unwrap();
+    let stderr = String::from_utf8_lossy(&err.lock().unwrap()).into_owned();
+    assert_eq!(status.code(), Some(128 + 15), "{stderr}");
+    assert!(stderr.contains("received SIGTERM"), "{stderr}");
+}

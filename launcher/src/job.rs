@@ -125,10 +125,8 @@ pub fn run(spec: &JobSpec) -> i32 {
             if job.pes.is_empty() {
                 return code;
             }
-            let rest: Vec<usize> = (pe as usize + 1..spec.np as usize).collect();
-            if !rest.is_empty() {
-                say(format!("start-up stopped: {} not started", pe_list(&rest)));
-            }
+            let rest: Vec<usize> = (pe as usize..spec.np as usize).collect();
+            say(format!("start-up stopped: {} not started", pe_list(&rest)));
             job.startup_failure = Some(code);
             job.begin_termination();
             break;
@@ -402,7 +400,7 @@ impl Job {
         }
         let now = Instant::now();
         if let Some((limit, at)) = self.deadline {
-            if !self.timed_out && !self.terminating && now >= at {
+            if !self.timed_out && !self.ending() && now >= at {
                 self.on_timeout(limit);
             }
         }
@@ -421,7 +419,7 @@ impl Job {
     fn sleep_time(&self) -> Duration {
         let now = Instant::now();
         let mut next = now + POLL;
-        if let Some((_, at)) = self.deadline.filter(|_| !self.timed_out && !self.terminating) {
+        if let Some((_, at)) = self.deadline.filter(|_| !self.timed_out && !self.ending()) {
             next = next.min(at);
         }
         if let Some(at) = self.kill_at.filter(|_| self.killed_at.is_none()) {

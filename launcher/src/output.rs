@@ -311,8 +311,9 @@ fn forward(epoll: &OwnedFd, new_pipes: &Receiver<(u64, Pipe)>, shared: &Shared) 
             pipe.lines.finish(&mut |line| batch.push(sink, line));
             batch.flush();
             if let Some(pipe) = pipes.remove(&token) {
+                let (ep, fd) = (epoll.as_raw_fd(), pipe.fd.as_raw_fd());
                 // SAFETY: removes a descriptor this thread registered; no pointer is passed for DEL.
-                unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, pipe.fd.as_raw_fd(), std::ptr::null_mut()) };
+                unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
             }
             shared.open().remove(&token);
         }

@@ -655,7 +655,8 @@ fn open_file_limit_is_checked_before_starting() {
         cmd.arg("-c").arg(format!("{limit} && exec \"$0\" \"$@\"")).arg(RSHMRUN).args(args);
         cmd.stdin(Stdio::null());
         let out = cmd.output().expect("run sh");
-        (out.status, String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status, text(&out.stdout), text(&out.stderr))
     };
     // A hard limit of 100 open files cannot hold the pipes of 100 PEs: refused, nothing started.
     let (status, stdout, stderr) = limited("ulimit -n 100", &["-np", "100", "sh", "-c", "echo up"]);
@@ -684,7 +685,8 @@ fn status_board_descriptor_is_inherited_or_unset() {
     // rshmrun sets RSHMEM_STATUS_FD only when it made a board, and then the descriptor is open in every
     // PE; a value in rshmrun's own environment never reaches the PEs.
     let script = r#"fd=${RSHMEM_STATUS_FD-none}
-        if [ "$fd" = none ]; then echo none; else readlink "/proc/$$/fd/$fd" >/dev/null && echo "open $fd" || echo "closed $fd"; fi"#;
+        if [ "$fd" = none ]; then echo none
+        else readlink "/proc/$$/fd/$fd" >/dev/null && echo "open $fd" || echo "closed $fd"; fi"#;
     let job = Running::start_env(&["-np", "3", "sh", "-c", script], &[("RSHMEM_STATUS_FD", Path::new("987"))]);
     let f = job.finish(JOB_LIMIT);
     assert!(f.status.success(), "{}", f.stderr);

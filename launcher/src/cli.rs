@@ -31,7 +31,8 @@ pub struct Cli {
     )]
     pub np: Option<u32>,
 
-    /// Terminate the job if it runs longer than SECS seconds (rshmrun then exits with code 124).
+    /// Terminate the job if it runs longer than SECS seconds, start-up included (rshmrun then names the
+    /// PEs still running and, where the PEs record it, the collective they wait in, and exits with 124).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
 
@@ -103,7 +104,8 @@ fn long_help_tail() -> String {
          PE's exit code (128 + the signal number if it was killed). SIGINT and SIGTERM sent to rshmrun are \
          forwarded to every PE (SIGHUP is forwarded as SIGTERM); PEs still running 2 s later are killed. \
          A second signal kills all PEs at once. Signals ignored when rshmrun starts (as under nohup) stay \
-         ignored, for the PEs too. --timeout ends the job the same way and exits with 124. \
+         ignored, for the PEs too. --timeout ends the job the same way and exits with 124, after naming the PEs still running and, from \
+         the job status board (RSHMEM_STATUS_FD), which PE the others wait for and what it last entered. \
          If rshmrun itself dies, its PEs get SIGTERM.\n\n\
          Start-up: rshmrun starts the PEs one after the other. A PE that fails while the others are \
          still being started, a signal, or --timeout stops the start-up at once: the PEs not yet started \

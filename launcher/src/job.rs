@@ -23,8 +23,12 @@ use rshmem::jobstatus::JobStatus;
 use crate::output::{say, Forwarder, Sink};
 use crate::signals;
 
-/// Longest sleep of the wait loops: they wake earlier on a signal (SIGCHLD included) or a deadline.
+/// Longest sleep of the loops that also watch the output (start-up waiting for open files, the drain at
+/// the end); they wake earlier on a signal (SIGCHLD included).
 const POLL: Duration = Duration::from_millis(10);
+/// Longest sleep of the wait loop while the PEs run: it wakes on every signal (SIGCHLD included: a PE or
+/// an orphan ended) and at the next deadline, so this only bounds the effect of a lost wake-up.
+const IDLE: Duration = Duration::from_millis(100);
 /// Time between SIGTERM (or a forwarded SIGINT) and SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 /// Time after SIGKILL after which rshmrun stops waiting for a PE (stuck in the kernel, e.g. a GPU driver).
@@ -415,15 +419,18 @@ impl Job {
         }
     }
 
-    /// How long the wait loop may sleep: until the next deadline, at most [`POLL`].
+    /// How long the wait loop may sleep: until the next deadline, at most [`IDLE`].
     fn sleep_time(&self) -> Duration {
         let now = Instant::now();
-        let mut next = now + POLL;
+        let mut next = now + IDLE;
         if let Some((_, at)) = self.deadline.filter(|_| !self.timed_out && !self.ending()) {
             next = next.min(at);
         }
         if let Some(at) = self.kill_at.filter(|_| self.killed_at.is_none()) {
             next = next.min(at);
+        }
+        if let Some(at) = self.killed_at {
+            next = next.min(at + KILL_WAIT);
         }
         next.saturating_duration_since(now)
     }

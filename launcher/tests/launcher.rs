@@ -557,22 +557,24 @@ fn zombie_children(parent: u32) -> usize {
 #[test]
 fn sigterm_during_startup_ends_the_job_at_once() {
     const NP: usize = 500;
-    let mark = marked_sleep(29);
-    let _cleanup = KillMarked(mark.clone());
-    let mut job = Running::start(&["-np", &NP.to_string(), "sleep", &mark]);
-    // Signal while rshmrun is still starting PEs: a few are up, most are not (starting 500 takes about
-    // a second, much more on a loaded machine).
-    job.wait_until("the first PEs running", JOB_LIMIT, |_| sleeping_with(&mark).len() >= 5);
-    send_signal(job.pid(), "TERM");
-    let signalled = Instant::now();
-    let f = job.finish(JOB_LIMIT);
-    let took = f.ended - signalled;
-    assert_eq!(f.status.code(), Some(128 + 15), "{}", f.stderr);
-    assert!(took < Duration::from_secs(1), "took {took:?} after SIGTERM\n{}", f.stderr);
-    assert!(f.stderr.contains("received SIGTERM"), "{}", f.stderr);
-    assert!(f.stderr.contains("not started"), "the signal came after start-up; nothing tested\n{}", f.stderr);
-    let left = sleeping_with(&mark);
-    assert!(left.is_empty(), "PEs still running after rshmrun exited: {left:?}");
+    for (sig, name, code) in [("TERM", "SIGTERM", 143), ("INT", "SIGINT", 130), ("HUP", "SIGHUP", 129)] {
+        let mark = marked_sleep(29);
+        let _cleanup = KillMarked(mark.clone());
+        let mut job = Running::start(&["-np", &NP.to_string(), "sleep", &mark]);
+        // Signal while rshmrun is still starting PEs: a few are up, most are not (starting 500 takes about
+        // a second, much more on a loaded machine).
+        job.wait_until("the first PEs running", JOB_LIMIT, |_| sleeping_with(&mark).len() >= 5);
+        send_signal(job.pid(), sig);
+        let signalled = Instant::now();
+        let f = job.finish(JOB_LIMIT);
+        let took = f.ended - signalled;
+        assert_eq!(f.status.code(), Some(code), "{name}: {}", f.stderr);
+        assert!(took < Duration::from_secs(1), "took {took:?} after {name}\n{}", f.stderr);
+        assert!(f.stderr.contains(&format!("received {name}")), "{}", f.stderr);
+        assert!(f.stderr.contains("not started"), "{name} came after start-up; nothing tested\n{}", f.stderr);
+        let left = sleeping_with(&mark);
+        assert!(left.is_empty(), "PEs still running after rshmrun exited on {name}: {left:?}");
+    }
 }
 
 #[test]

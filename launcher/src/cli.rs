@@ -5,7 +5,11 @@ use std::ffi::OsString;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use rshmem::env;
 
-const USAGE: &str = "rshmrun -np N [--timeout SECS] [--no-tag] PROGRAM [ARGS]...\n       rshmrun --info";
+const USAGE: &str =
+    "rshmrun -np N [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS]...\n       rshmrun --info";
+
+/// The most PEs an rshmem job can have: the size of the per-PE tables in the device state.
+pub const MAX_PES: usize = rshmem_device::state::MAX_PES;
 
 /// Starts an rshmem job: N processes (PEs) of PROGRAM on this host.
 ///
@@ -16,7 +20,8 @@ const USAGE: &str = "rshmrun -np N [--timeout SECS] [--no-tag] PROGRAM [ARGS]...
 #[derive(Parser, Debug)]
 #[command(name = "rshmrun", version, override_usage = USAGE)]
 pub struct Cli {
-    /// Number of PEs (processes) to start on this host; at least 1. `-np N` works too, as for mpirun.
+    /// Number of PEs (processes) to start on this host; at least 1, at most the number of PEs an rshmem
+    /// job can have (see below). `-np N` works too, as for mpirun.
     #[arg(
         short = 'n',
         long = "np",
@@ -26,13 +31,21 @@ pub struct Cli {
     )]
     pub np: Option<u32>,
 
-    /// Terminate the job if it runs longer than SECS seconds (rshmrun then exits with code 124).
+    /// Terminate the job if it runs longer than SECS seconds, start-up included (rshmrun then names the
+    /// PEs still running and, where the PEs record it, the collective they wait in, and exits with 124).
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
 
     /// Forward the PEs' output without the `[pe N] ` prefix (still line by line).
     #[arg(long)]
     pub no_tag: bool,
+
+    /// Allow more PEs than an rshmem job can have, for programs that do not use rshmem (e.g. to start
+    /// thousands of plain processes with rshmrun's output tagging and failure handling). An rshmem
+    /// program started this way fails in its init. When the limit of open files is too low for all PEs'
+    /// pipes at once, start-up then waits for earlier PEs to end instead of refusing the job.
+    #[arg(long)]
+    pub no_pe_limit: bool,
 
     /// Print the environment variables rshmem reads and those rshmrun sets, then exit.
     #[arg(long, exclusive = true)]
@@ -58,6 +71,12 @@ pub fn set_variables() -> Vec<(&'static str, &'static str)> {
              RSHMEM_BOOTSTRAP (rshmrun binds it before starting the PEs, so the port cannot be taken)",
         ),
         (env::JOB_KEY, "32 random hex digits, the same for all PEs of this job and new for every job"),
+        (
+            env::STATUS_FD,
+            "number of the inherited file descriptor of the job status board (shared memory where each PE \
+             records the host collective it is in; rshmrun reads it to name a stuck PE on --timeout); \
+             unset when rshmrun could not create one",
+        ),
     ]
 }
 
@@ -85,9 +104,20 @@ fn long_help_tail() -> String {
          PE's exit code (128 + the signal number if it was killed). SIGINT and SIGTERM sent to rshmrun are \
          forwarded to every PE (SIGHUP is forwarded as SIGTERM); PEs still running 2 s later are killed. \
          A second signal kills all PEs at once. Signals ignored when rshmrun starts (as under nohup) stay \
-         ignored, for the PEs too. --timeout ends the job the same way and exits with 124. \
+         ignored, for the PEs too. --timeout ends the job the same way and exits with 124, after naming the PEs still running and, from \
+         the job status board (RSHMEM_STATUS_FD), which PE the others wait for and what it last entered. \
          If rshmrun itself dies, its PEs get SIGTERM.\n\n\
-         Exit status: 0 when every PE exited 0; 124 after --timeout; 126 or 127 when PROGRAM cannot be run.\n\n\
+         Start-up: rshmrun starts the PEs one after the other. A PE that fails while the others are \
+         still being started, a signal, or --timeout stops the start-up at once: the PEs not yet started \
+         are never started. Each PE takes two of rshmrun's open files (its stdout and stderr pipes); \
+         rshmrun raises its soft limit of open files (ulimit -n) as far as the hard limit allows (the PEs \
+         get the limit rshmrun was started with) and refuses, before starting anything, a job that would \
+         not fit; with --no-pe-limit it starts such a job anyway, waiting during start-up for earlier PEs \
+         to end whenever it holds as many pipes as the limit allows. -np is limited to the {MAX_PES} PEs an \
+         rshmem job can have in this build; --no-pe-limit lifts that for programs that do not use rshmem.\n\n\
+         Exit status: 0 when every PE exited 0; the failed PE's status as above; 128 + N after signal N \
+         reached rshmrun (SIGHUP gives 129); 124 after --timeout; 126 or 127 when PROGRAM cannot be run; 2 \
+         for a bad command line; 1 when the job cannot be started for another reason.\n\n\
          Example:\n  rshmrun -np 4 ./my_app --size 1m",
         set_variables_text()
     )
@@ -130,9 +160,22 @@ pub fn parse() -> Cli {
 
 /// Parses `args` (the first one is the program name).
 pub fn parse_from(args: impl IntoIterator<Item = OsString>) -> Result<Cli, clap::Error> {
-    let command = Cli::command().after_long_help(long_help_tail());
-    let matches = command.try_get_matches_from(normalize_args(args))?;
-    Cli::from_arg_matches(&matches)
+    let mut command = Cli::command().after_long_help(long_help_tail());
+    let matches = command.try_get_matches_from_mut(normalize_args(args))?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    if let Some(np) = cli.np {
+        if np as usize > MAX_PES && !cli.no_pe_limit {
+            return Err(command.error(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "-np {np} is more than the {MAX_PES} PEs an rshmem job can have in this build \
+                     (rshmem_device::state::MAX_PES); nothing was started. To start more processes of a \
+                     program that does not use rshmem, add --no-pe-limit"
+                ),
+            ));
+        }
+    }
+    Ok(cli)
 }
 
 #[cfg(test)]
@@ -196,6 +239,19 @@ mod tests {
             assert!(parse_from(args(a)).is_err(), "{a:?}");
         }
         assert!(parse_from(args(&["rshmrun", "--info"])).unwrap().info);
+    }
+
+    #[test]
+    fn pe_limit() {
+        let max = MAX_PES.to_string();
+        let over = (MAX_PES + 1).to_string();
+        assert_eq!(parse_from(args(&["rshmrun", "-np", &max, "prog"])).unwrap().np, Some(MAX_PES as u32));
+        let e = parse_from(args(&["rshmrun", "-np", &over, "prog"])).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let msg = e.to_string();
+        assert!(msg.contains(&max) && msg.contains(&over) && msg.contains("--no-pe-limit"), "{msg}");
+        let cli = parse_from(args(&["rshmrun", "--no-pe-limit", "-np", "10000", "prog"])).unwrap();
+        assert_eq!((cli.np, cli.no_pe_limit), (Some(10000), true));
     }
 
     #[test]

@@ -1,27 +1,34 @@
 //! Starting the PEs of a job and watching them until it ends.
 //!
-//! The main thread spawns the PEs (each in its own process group), then polls every [`POLL`] with
-//! `waitpid(-1, WNOHANG)`, pending signals and the deadlines below. The first PE that fails makes rshmrun
-//! send SIGTERM to every PE's process group, then SIGKILL [`GRACE`] later to what is left.
+//! The main thread starts the PEs one after the other (each in its own process group). Before each one
+//! it reaps PEs that exited, takes pending signals and checks the deadlines, so a signal, a failed PE or
+//! `--timeout` during start-up stops it at once. Then it waits, woken by SIGCHLD and the caught signals
+//! (see `signals::wait`) or by the next deadline. The first PE that fails makes rshmrun send SIGTERM to
+//! every PE's process group, then SIGKILL [`GRACE`] later to what is left. One more thread forwards the
+//! output of all PEs (`output::Forwarder`): rshmrun runs two threads whatever the number of PEs.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
-use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use rshmem::env;
+use rshmem::jobstatus::JobStatus;
 
-use crate::output::{say, Readers, Sink};
+use crate::output::{say, Forwarder, Sink};
 use crate::signals;
 
-/// How often the wait loop looks at the PEs, signals and deadlines.
+/// Longest sleep of the loops that also watch the output (start-up waiting for open files, the drain at
+/// the end); they wake earlier on a signal (SIGCHLD included).
 const POLL: Duration = Duration::from_millis(10);
+/// Longest sleep of the wait loop while the PEs run: it wakes on every signal (SIGCHLD included: a PE or
+/// an orphan ended) and at the next deadline, so this only bounds the effect of a lost wake-up.
+const IDLE: Duration = Duration::from_millis(100);
 /// Time between SIGTERM (or a forwarded SIGINT) and SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 /// Time after SIGKILL after which rshmrun stops waiting for a PE (stuck in the kernel, e.g. a GPU driver).
@@ -31,6 +38,9 @@ const KILL_WAIT: Duration = Duration::from_secs(5);
 const DRAIN_IDLE: Duration = Duration::from_secs(1);
 /// Exit status after `--timeout`, as timeout(1).
 const TIMEOUT_EXIT: i32 = 124;
+/// Open files rshmrun needs besides the two pipes per PE: stdio, the listener, the status board, the
+/// epoll instance and wake-up pipes, and the pipes of the PE being started.
+const FD_RESERVE: u64 = 64;
 
 /// What to run.
 pub struct JobSpec {
@@ -39,10 +49,21 @@ pub struct JobSpec {
     pub args: Vec<OsString>,
     pub tag: bool,
     pub timeout: Option<Duration>,
+    /// `--no-pe-limit`: the program is not an rshmem program, its PEs need not all run at once.
+    pub no_pe_limit: bool,
 }
 
 /// Runs the job to its end and returns rshmrun's exit status.
 pub fn run(spec: &JobSpec) -> i32 {
+    let started = Instant::now();
+    // Before anything else: a job that cannot fit is refused before any PE exists.
+    let fds = match fd_budget(spec.np, spec.no_pe_limit) {
+        Ok(f) => f,
+        Err(e) => {
+            say(e);
+            return 1;
+        }
+    };
     let key = match job_key() {
         Ok(k) => k,
         Err(e) => {
@@ -69,27 +90,119 @@ pub fn run(spec: &JobSpec) -> i32 {
         return 1;
     }
     become_subreaper();
+    let (board, board_fd) = match JobStatus::create(spec.np as usize) {
+        Ok((board, fd)) => (Some(board), Some(fd)),
+        Err(e) => {
+            rshmem::log::debug(format!("rshmrun: no job status board ({e}); a stalled job is not described"));
+            (None, None)
+        }
+    };
+    let mut output = match Forwarder::start() {
+        Ok(f) => f,
+        Err(e) => {
+            say(format!("cannot start the output thread: {e}"));
+            return 1;
+        }
+    };
 
-    let mut job = Job::default();
-    let mut readers = Readers::default();
-    let started = Instant::now();
+    let launch = Launch {
+        spec,
+        bootstrap,
+        key,
+        listen_fd: listener.as_raw_fd(),
+        status_fd: board_fd.as_ref().map(|fd| fd.as_raw_fd()),
+        restore_nofile: fds.restore,
+    };
+    let mut job = Job { deadline: spec.timeout.map(|t| (t, started + t)), board, ..Job::default() };
     for pe in 0..spec.np {
-        let listen_fd = (pe == 0).then(|| listener.as_raw_fd());
-        if let Err((e, code)) = start_pe(spec, pe, &bootstrap, &key, listen_fd, &mut job, &mut readers) {
+        job.service();
+        if output.open_pipes() as u64 + 2 > fds.pipes {
+            job.wait_for_fds(&output, fds.pipes);
+        }
+        if job.ending() {
+            let rest: Vec<usize> = (pe as usize..spec.np as usize).collect();
+            say(format!("start-up stopped: {} not started", pe_list(&rest)));
+            break;
+        }
+        if let Err((e, code)) = start_pe(&launch, pe, &mut job, &mut output) {
             say(e);
             if job.pes.is_empty() {
                 return code;
             }
+            let rest: Vec<usize> = (pe as usize..spec.np as usize).collect();
+            say(format!("start-up stopped: {} not started", pe_list(&rest)));
             job.startup_failure = Some(code);
             job.begin_termination();
             break;
         }
     }
-    job.watch(spec.timeout.map(|t| (t, started)));
-    job.finish(readers);
-    // rshmrun keeps the listener open (never accepting on it) until the job is over; PE 0 has its own copy.
+    let took = started.elapsed();
+    rshmem::log::debug(format!(
+        "rshmrun: started {} of {} PEs in {:.3} s ({:.0} PEs/s)",
+        job.pes.len(),
+        spec.np,
+        took.as_secs_f64(),
+        job.pes.len() as f64 / took.as_secs_f64().max(1e-9)
+    ));
+    job.watch();
+    job.finish(output);
+    // rshmrun keeps the listener and the board open (never accepting on the listener) until the job is
+    // over; the PEs have their own copies.
     drop(listener);
+    drop(board_fd);
     job.exit_code()
+}
+
+/// What the limit of open files allows.
+struct FdBudget {
+    /// The limit rshmrun was started with, to set back in the PEs, when rshmrun raised its own.
+    restore: Option<libc::rlimit>,
+    /// How many PE pipes rshmrun may hold open at once.
+    pipes: u64,
+}
+
+/// Makes sure rshmrun may hold the two pipes (stdout, stderr) of every PE: raises the soft limit of open
+/// files (RLIMIT_NOFILE) as far as needed and the hard limit allows. When even the hard limit is too low,
+/// an rshmem job (`paced == false`: its PEs must all run at once) is refused, naming the limit; with
+/// `--no-pe-limit` (`paced == true`) the job goes ahead, and start-up waits for earlier PEs' pipes to
+/// close whenever the budget is used up.
+fn fd_budget(np: u32, paced: bool) -> Result<FdBudget, String> {
+    let needed = 2 * np as u64 + FD_RESERVE;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(format!("cannot read the limit of open files: {}", io::Error::last_os_error()));
+    }
+    let budget = |limit: libc::rlim_t| limit.saturating_sub(FD_RESERVE);
+    if lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= needed {
+        return Ok(FdBudget { restore: None, pipes: budget(lim.rlim_cur) });
+    }
+    let hard_too_low = lim.rlim_max != libc::RLIM_INFINITY && lim.rlim_max < needed;
+    if hard_too_low && !paced {
+        return Err(format!(
+            "-np {np} needs {needed} open files (2 pipes per PE for its stdout and stderr, and {FD_RESERVE} \
+             more), but the hard limit of open files is {} (ulimit -Hn); nothing was started. Start at most \
+             {} PEs, or raise the limit (e.g. `ulimit -n {needed}` as root, or in /etc/security/limits.conf)",
+            lim.rlim_max,
+            budget(lim.rlim_max) / 2
+        ));
+    }
+    let target = if hard_too_low { lim.rlim_max } else { needed };
+    let raised = libc::rlimit { rlim_cur: target, rlim_max: lim.rlim_max };
+    // SAFETY: `raised` is a valid rlimit that setrlimit only reads; a soft limit up to the hard one is
+    // always allowed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        let e = io::Error::last_os_error();
+        if paced {
+            return Ok(FdBudget { restore: None, pipes: budget(lim.rlim_cur) });
+        }
+        return Err(format!(
+            "-np {np} needs {needed} open files but the limit is {} and raising it failed: {e}; nothing was \
+             started",
+            lim.rlim_cur
+        ));
+    }
+    Ok(FdBudget { restore: Some(lim), pipes: budget(target) })
 }
 
 /// Makes processes that the PEs leave behind (orphans) rshmrun's children instead of init's, so that
@@ -111,40 +224,56 @@ fn job_key() -> io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Starts PE `pe` and the threads that forward its output. On failure returns the message and the exit
-/// status rshmrun should end with (127: not found, 126: not executable, 1: anything else).
-fn start_pe(
-    spec: &JobSpec,
-    pe: u32,
-    bootstrap: &str,
-    key: &str,
-    listen_fd: Option<RawFd>,
-    job: &mut Job,
-    readers: &mut Readers,
-) -> Result<(), (String, i32)> {
+/// What every PE of the job is started with.
+struct Launch<'a> {
+    spec: &'a JobSpec,
+    bootstrap: String,
+    key: String,
+    /// The bootstrap listener, inherited by PE 0.
+    listen_fd: RawFd,
+    /// The job status board, inherited by every PE.
+    status_fd: Option<RawFd>,
+    /// Limit of open files to set back in the PEs (rshmrun raised its own).
+    restore_nofile: Option<libc::rlimit>,
+}
+
+/// Starts PE `pe` and hands its stdout and stderr to the forwarder. On failure returns the message and the
+/// exit status rshmrun should end with (127: not found, 126: not executable, 1: anything else).
+fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> Result<(), (String, i32)> {
+    let spec = launch.spec;
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env(env::PE, pe.to_string())
         .env(env::NPES, spec.np.to_string())
         .env(env::LOCAL_PE, pe.to_string())
         .env(env::LOCAL_NPES, spec.np.to_string())
-        .env(env::BOOTSTRAP, bootstrap)
-        .env(env::JOB_KEY, key)
+        .env(env::BOOTSTRAP, &launch.bootstrap)
+        .env(env::JOB_KEY, &launch.key)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // The child keeps descriptor numbers across fork and exec, so PE 0 finds the listener under rshmrun's
-    // number. That number is above 2 (Rust's runtime opens /dev/null on a closed stdin, stdout or stderr
-    // at startup), so the child's stdio setup cannot overwrite it.
+    // The child keeps descriptor numbers across fork and exec, so PE 0 finds the listener (and every PE
+    // the board) under rshmrun's number. Those numbers are above 2 (Rust's runtime opens /dev/null on a
+    // closed stdin, stdout or stderr at startup), so the child's stdio setup cannot overwrite them.
+    let listen_fd = (pe == 0).then_some(launch.listen_fd);
     match listen_fd {
         Some(fd) => cmd.env(env::BOOTSTRAP_FD, fd.to_string()),
         None => cmd.env_remove(env::BOOTSTRAP_FD),
     };
-    let parent = std::process::id() as libc::pid_t;
+    match launch.status_fd {
+        Some(fd) => cmd.env(env::STATUS_FD, fd.to_string()),
+        None => cmd.env_remove(env::STATUS_FD),
+    };
+    let setup = ChildSetup {
+        parent: std::process::id() as libc::pid_t,
+        keep_fds: [listen_fd, launch.status_fd],
+        nofile: launch.restore_nofile,
+    };
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe system
-    // calls (prctl, getppid, fcntl) on values copied into it; it allocates nothing and takes no locks.
-    unsafe { cmd.pre_exec(move || child_setup(parent, listen_fd)) };
+    // calls (prctl, getppid, fcntl, setrlimit) on values copied into it; it allocates nothing and takes no
+    // locks.
+    unsafe { cmd.pre_exec(move || setup.run()) };
 
     let program = spec.program.to_string_lossy();
     let mut child = cmd.spawn().map_err(|e| {
@@ -164,43 +293,64 @@ fn start_pe(
         unreachable!("stdout and stderr of the PEs are piped");
     };
     // `child` is dropped here without waiting: the wait loop reaps the PEs itself with waitpid(-1).
-    readers
-        .spawn(stdout, prefix.clone(), format!("PE {pe} stdout"), Sink::Stdout)
-        .and_then(|()| readers.spawn(stderr, prefix, format!("PE {pe} stderr"), Sink::Stderr))
-        .map_err(|e| (format!("cannot start the output thread for PE {pe}: {e}"), 1))
+    output
+        .add(OwnedFd::from(stdout), &prefix, format!("PE {pe} stdout"), Sink::Stdout)
+        .and_then(|()| output.add(OwnedFd::from(stderr), &prefix, format!("PE {pe} stderr"), Sink::Stderr))
+        .map_err(|e| (format!("cannot forward the output of PE {pe}: {e}"), 1))
 }
 
-/// Runs in the child between fork and exec: asks for SIGTERM when rshmrun dies, and lets the listening
-/// socket of PE 0 survive exec.
-fn child_setup(parent: libc::pid_t, listen_fd: Option<RawFd>) -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: PR_SET_PDEATHSIG takes a signal number and no pointers.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) } != 0 {
-            return Err(io::Error::last_os_error());
+/// What runs in a PE between fork and exec.
+#[derive(Clone, Copy)]
+struct ChildSetup {
+    parent: libc::pid_t,
+    /// Descriptors that must survive exec (the listener for PE 0, the status board).
+    keep_fds: [Option<RawFd>; 2],
+    /// Limit of open files to set back.
+    nofile: Option<libc::rlimit>,
+}
+
+impl ChildSetup {
+    /// Asks for SIGTERM when rshmrun dies, lets the inherited descriptors survive exec and sets back the
+    /// limit of open files.
+    fn run(&self) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: PR_SET_PDEATHSIG takes a signal number and no pointers.
+            if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: getppid has no preconditions. If rshmrun already died before the prctl above, the
+            // death signal will never come: do not start a PE nobody watches.
+            if unsafe { libc::getppid() } != self.parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
         }
-        // SAFETY: getppid has no preconditions. If rshmrun already died before the prctl above, the
-        // death signal will never come: do not start a PE nobody watches.
-        if unsafe { libc::getppid() } != parent {
-            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        for fd in self.keep_fds.into_iter().flatten() {
+            // SAFETY: `fd` is a descriptor rshmrun holds open, inherited by this child. Clearing FD_CLOEXEC
+            // changes only this child's descriptor table, not rshmrun's.
+            if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == -1 {
+                return Err(io::Error::last_os_error());
+            }
         }
+        if let Some(lim) = self.nofile {
+            // SAFETY: `lim` is a valid rlimit that setrlimit only reads; it is the limit this process had
+            // before rshmrun raised the soft one, so lowering back to it is always allowed. setrlimit is a
+            // plain system call (no allocation, no locks).
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = parent;
-    if let Some(fd) = listen_fd {
-        // SAFETY: `fd` is the listener rshmrun holds open, inherited by this child. Clearing FD_CLOEXEC
-        // changes only this child's descriptor table, not rshmrun's.
-        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// One PE: its pid, which is also its process group id.
 struct Pe {
     pid: libc::pid_t,
     status: Option<ExitStatus>,
+    /// Its process group was seen empty (the PE reaped and nothing left in the group): it is never
+    /// signalled again, as its number may now belong to an unrelated process group.
+    gone: bool,
 }
 
 /// The PEs and the state of the wait loop.
@@ -209,6 +359,10 @@ struct Job {
     pes: Vec<Pe>,
     by_pid: HashMap<libc::pid_t, usize>,
     running: usize,
+    /// `--timeout` and the instant it expires.
+    deadline: Option<(Duration, Instant)>,
+    /// The job status board, to describe a stall on `--timeout`.
+    board: Option<JobStatus>,
     /// The first PE failure, unless rshmrun was already ending the job: (PE, status).
     first_failure: Option<(usize, ExitStatus)>,
     /// Exit status when not every PE could be started.
@@ -224,50 +378,119 @@ struct Job {
     killed_at: Option<Instant>,
     /// The last signal sent to all PEs, for messages.
     last_sent: Option<libc::c_int>,
+    /// Start-up had to wait for open files, and said so.
+    fd_wait_said: bool,
 }
 
 impl Job {
     fn add(&mut self, pid: libc::pid_t) {
+        // A pid can come back during a long start-up of short-lived PEs; the map then names the new PE.
         self.by_pid.insert(pid, self.pes.len());
-        self.pes.push(Pe { pid, status: None });
+        self.pes.push(Pe { pid, status: None, gone: false });
         self.running += 1;
     }
 
+    /// True once the job is being ended (a PE failed, a signal, --timeout): start no more PEs.
+    fn ending(&self) -> bool {
+        self.terminating || self.interrupted.is_some() || self.killed_at.is_some()
+    }
+
+    /// One round of the wait loop, without blocking: reaps the PEs that exited, acts on pending signals,
+    /// and on the timeout and SIGKILL deadlines.
+    fn service(&mut self) {
+        self.reap();
+        for sig in signals::take_pending() {
+            self.on_signal(sig);
+        }
+        let now = Instant::now();
+        if let Some((limit, at)) = self.deadline {
+            if !self.timed_out && !self.ending() && now >= at {
+                self.on_timeout(limit);
+            }
+        }
+        if self.killed_at.is_none() && self.kill_at.is_some_and(|at| now >= at) {
+            say(format!(
+                "{} still running {} s after {}; sending SIGKILL",
+                pe_list(&self.running_pes()),
+                GRACE.as_secs(),
+                signals::name(self.last_sent.unwrap_or(libc::SIGTERM))
+            ));
+            self.kill_now();
+        }
+    }
+
+    /// How long the wait loop may sleep: until the next deadline, at most [`IDLE`].
+    fn sleep_time(&self) -> Duration {
+        let now = Instant::now();
+        let mut next = now + IDLE;
+        if let Some((_, at)) = self.deadline.filter(|_| !self.timed_out && !self.ending()) {
+            next = next.min(at);
+        }
+        if let Some(at) = self.kill_at.filter(|_| self.killed_at.is_none()) {
+            next = next.min(at);
+        }
+        if let Some(at) = self.killed_at {
+            next = next.min(at + KILL_WAIT);
+        }
+        next.saturating_duration_since(now)
+    }
+
     /// Waits until every PE exited (or, after SIGKILL, until [`KILL_WAIT`] passed).
-    fn watch(&mut self, timeout: Option<(Duration, Instant)>) {
+    fn watch(&mut self) {
         loop {
-            self.reap();
+            self.service();
             if self.running == 0 {
                 return;
             }
-            for sig in signals::take_pending() {
-                self.on_signal(sig);
-            }
-            let now = Instant::now();
-            if let Some((limit, started)) = timeout {
-                if !self.timed_out && !self.terminating && now.duration_since(started) >= limit {
-                    say(format!("job exceeded --timeout of {} s; terminating all PEs", limit.as_secs()));
-                    self.timed_out = true;
-                    self.begin_termination();
-                }
-            }
-            if self.killed_at.is_none() && self.kill_at.is_some_and(|at| now >= at) {
-                say(format!(
-                    "{} still running {} s after {}; sending SIGKILL",
-                    pe_list(&self.running_pes()),
-                    GRACE.as_secs(),
-                    signals::name(self.last_sent.unwrap_or(libc::SIGTERM))
-                ));
-                self.kill_now();
-            }
-            if self.killed_at.is_some_and(|at| now.duration_since(at) >= KILL_WAIT) {
+            if self.killed_at.is_some_and(|at| at.elapsed() >= KILL_WAIT) {
                 for i in self.running_pes() {
                     say(format!("PE {i} (pid {}) did not exit after SIGKILL; not waiting for it", self.pes[i].pid));
                 }
                 return;
             }
-            sleep(POLL);
+            signals::wait(self.sleep_time());
         }
+    }
+
+    /// Start-up used up the open files rshmrun may hold (only with `--no-pe-limit`): waits, still
+    /// reacting to signals, failures and deadlines, until earlier PEs' pipes closed.
+    fn wait_for_fds(&mut self, output: &Forwarder, pipes: u64) {
+        if !self.fd_wait_said {
+            self.fd_wait_said = true;
+            say(format!(
+                "the limit of open files lets rshmrun hold the pipes of {} PEs at once; starting the next \
+                 PEs as earlier ones end",
+                pipes / 2
+            ));
+        }
+        while output.open_pipes() as u64 + 2 > pipes {
+            self.service();
+            if self.ending() {
+                return;
+            }
+            signals::wait(POLL);
+        }
+    }
+
+    /// `--timeout` expired: says which PEs are still running and, from the status board, what they wait
+    /// for, then ends the job.
+    fn on_timeout(&mut self, limit: Duration) {
+        let running = self.running_pes();
+        let which = if running.is_empty() {
+            String::new()
+        } else {
+            let pids: Vec<String> = running.iter().take(8).map(|&i| self.pes[i].pid.to_string()).collect();
+            let more = if running.len() > 8 { ", ..." } else { "" };
+            format!(" with {} still running (pid {}{more})", pe_list(&running), pids.join(", "))
+        };
+        say(format!("job exceeded --timeout of {} s{which}; terminating all PEs", limit.as_secs()));
+        if let Some(stall) = self.board.as_ref().and_then(|b| b.describe_stall()) {
+            for line in stall.lines().filter(|l| !l.trim().is_empty()) {
+                say(format!("stalled: {line}"));
+            }
+        }
+        self.timed_out = true;
+        self.begin_termination();
     }
 
     /// Collects every PE that exited since the last call.
@@ -279,10 +502,10 @@ impl Job {
             // code waits for.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if pid <= 0 {
-                return; // 0: none exited since; -1: no children left (ECHILD) or interrupted (retried next poll)
+                return; // 0: none exited since; -1: no children left (ECHILD) or interrupted (retried next round)
             }
             // Pids that are not PEs are orphans left by the PEs (see `become_subreaper`): just reaped.
-            if let Some(&i) = self.by_pid.get(&pid) {
+            if let Some(i) = self.by_pid.remove(&pid) {
                 self.on_exit(i, ExitStatus::from_raw(status));
             }
         }
@@ -294,7 +517,14 @@ impl Job {
         }
         self.pes[i].status = Some(status);
         self.running -= 1;
-        if status.success() || self.terminating || self.killed_at.is_some() || self.first_failure.is_some() {
+        // Most PEs leave nothing behind: note the empty group now, so that it is never signalled again.
+        self.pes[i].gone = !group_alive(self.pes[i].pid);
+        if status.success()
+            || self.terminating
+            || self.interrupted.is_some()
+            || self.killed_at.is_some()
+            || self.first_failure.is_some()
+        {
             return;
         }
         let how = match (status.code(), status.signal()) {
@@ -343,40 +573,55 @@ impl Job {
         self.killed_at = Some(Instant::now());
     }
 
-    /// Sends `sig` to the process group of every PE, the exited ones included: processes they started may
-    /// still be running in it.
+    /// Sends `sig` to the process group of every PE, the exited ones included (processes they started may
+    /// still be running in it), except groups already seen empty.
     fn signal_groups(&mut self, sig: libc::c_int) {
         self.last_sent = Some(sig);
-        for pe in &self.pes {
+        for pe in &mut self.pes {
+            if pe.gone {
+                continue;
+            }
             // SAFETY: kill has no memory-safety preconditions. `-pid` names the PE's process group
             // (process_group(0) made the PE its leader); an id that names no group gives ESRCH.
-            unsafe { libc::kill(-pe.pid, sig) };
+            if unsafe { libc::kill(-pe.pid, sig) } != 0 && pe.status.is_some() {
+                pe.gone = io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            }
         }
     }
 
-    /// PEs whose process group still has members.
-    fn live_groups(&self) -> Vec<usize> {
-        (0..self.pes.len())
-            .filter(|&i| {
-                // SAFETY: signal 0 only checks that the group exists and may be signalled.
-                unsafe { libc::kill(-self.pes[i].pid, 0) == 0 }
-            })
-            .collect()
+    /// PEs whose process group still has members (notes the others as gone).
+    fn live_groups(&mut self) -> Vec<usize> {
+        let mut live = Vec::new();
+        for (i, pe) in self.pes.iter_mut().enumerate() {
+            if !pe.gone {
+                if group_alive(pe.pid) {
+                    live.push(i);
+                } else if pe.status.is_some() {
+                    pe.gone = true;
+                }
+            }
+        }
+        live
     }
 
     fn running_pes(&self) -> Vec<usize> {
         (0..self.pes.len()).filter(|&i| self.pes[i].status.is_none()).collect()
     }
 
+    /// Sleeps at most [`POLL`] (less on a signal or an exiting child), then reaps.
+    fn nap(&mut self) {
+        signals::wait(POLL);
+        self.reap();
+    }
+
     /// After the PEs are gone: ends processes they left behind in their process groups, then waits for
-    /// the output threads to forward everything.
-    fn finish(&mut self, readers: Readers) {
+    /// the forwarder to write everything they printed.
+    fn finish(&mut self, output: Forwarder) {
         // A process that was just killed stays visible (as a zombie) until it is reaped.
         let settle = Instant::now() + Duration::from_millis(100);
         let mut left = self.live_groups();
         while !left.is_empty() && Instant::now() < settle {
-            sleep(POLL);
-            self.reap();
+            self.nap();
             left = self.live_groups();
         }
         if !left.is_empty() {
@@ -390,34 +635,42 @@ impl Job {
             self.signal_groups(libc::SIGTERM);
             let kill_at = Instant::now() + GRACE;
             while !self.live_groups().is_empty() && Instant::now() < kill_at {
-                sleep(POLL);
-                self.reap();
+                self.nap();
             }
             self.signal_groups(libc::SIGKILL);
         }
 
-        let mut last_activity = readers.activity();
+        // After a signal to rshmrun or --timeout, a consumer of rshmrun's output that does not read (the
+        // forwarder blocked writing) does not hold the job up either.
+        let hard_end = self.interrupted.is_some() || self.timed_out;
+        let mut last_activity = output.activity();
         let mut quiet_since = Instant::now();
-        while !readers.all_done() {
+        while !output.all_done() {
             if !signals::take_pending().is_empty() {
                 say("received a signal; not waiting for the rest of the PEs' output");
                 return;
             }
-            let activity = readers.activity();
-            if activity != last_activity || readers.any_busy() {
+            let activity = output.activity();
+            if activity != last_activity || (output.busy() && !hard_end) {
                 last_activity = activity;
                 quiet_since = Instant::now();
             } else if quiet_since.elapsed() >= DRAIN_IDLE {
+                if output.busy() {
+                    say("rshmrun's output is not being read; not waiting to write the rest of the PEs' output");
+                    return;
+                }
+                let pending = output.pending();
+                let shown: Vec<&str> = pending.iter().take(8).map(String::as_str).collect();
+                let more = if pending.len() > 8 { format!(" and {} more", pending.len() - 8) } else { String::new() };
                 say(format!(
-                    "{} still open, held by processes outside the PEs' process groups; not waiting for them",
-                    readers.pending().join(", ")
+                    "{}{more} still open, held by processes outside the PEs' process groups; not waiting for them",
+                    shown.join(", ")
                 ));
                 return;
             }
-            sleep(POLL);
-            self.reap();
+            self.nap();
         }
-        readers.join();
+        output.join();
     }
 
     fn exit_code(&self) -> i32 {
@@ -444,13 +697,36 @@ impl Job {
     }
 }
 
-/// "PE 3" or "PEs 0, 1, 2" (at most 8 listed).
+/// True when process group `pgid` has a member (a zombie not yet reaped counts).
+fn group_alive(pgid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks that the group exists and may be signalled.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// "PE 3", "PEs 0, 2" or "PEs 0-3, 5, 7-511": runs of consecutive PEs as ranges, at most 8 items listed.
 fn pe_list(pes: &[usize]) -> String {
     const SHOWN: usize = 8;
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &p in pes {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == p => *last = p,
+            _ => runs.push((p, p)),
+        }
+    }
     let mut s = if pes.len() == 1 { "PE ".to_string() } else { "PEs ".to_string() };
-    s.push_str(&pes.iter().take(SHOWN).map(|p| p.to_string()).collect::<Vec<_>>().join(", "));
-    if pes.len() > SHOWN {
-        s.push_str(&format!(" and {} more", pes.len() - SHOWN));
+    let items: Vec<String> = runs
+        .iter()
+        .take(SHOWN)
+        .map(|&(a, b)| match b - a {
+            0 => a.to_string(),
+            1 => format!("{a}, {b}"),
+            _ => format!("{a}-{b}"),
+        })
+        .collect();
+    s.push_str(&items.join(", "));
+    if runs.len() > SHOWN {
+        let more: usize = runs[SHOWN..].iter().map(|&(a, b)| b - a + 1).sum();
+        s.push_str(&format!(" and {more} more"));
     }
     s
 }
@@ -471,7 +747,11 @@ mod tests {
     fn pe_lists() {
         assert_eq!(pe_list(&[3]), "PE 3");
         assert_eq!(pe_list(&[0, 2]), "PEs 0, 2");
-        assert_eq!(pe_list(&(0..10).collect::<Vec<_>>()), "PEs 0, 1, 2, 3, 4, 5, 6, 7 and 2 more");
+        assert_eq!(pe_list(&[0, 1]), "PEs 0, 1");
+        assert_eq!(pe_list(&(0..10).collect::<Vec<_>>()), "PEs 0-9");
+        assert_eq!(pe_list(&[1, 3, 4, 5, 9]), "PEs 1, 3-5, 9");
+        let odd: Vec<usize> = (0..20).map(|i| 2 * i + 1).collect();
+        assert_eq!(pe_list(&odd), "PEs 1, 3, 5, 7, 9, 11, 13, 15 and 12 more");
     }
 
     #[test]

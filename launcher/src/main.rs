@@ -1,6 +1,6 @@
 //! rshmrun: starts an rshmem job of N PEs on this host and watches it.
 //!
-//! `rshmrun -np N [--timeout SECS] [--no-tag] PROGRAM [ARGS...]` and `rshmrun --info`; `rshmrun --help`
+//! `rshmrun -np N [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS...]` and `rshmrun --info`; `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
 mod cli;
@@ -34,6 +34,7 @@ fn main() {
         args: command.collect(),
         tag: !cli.no_tag,
         timeout: cli.timeout.map(Duration::from_secs),
+        no_pe_limit: cli.no_pe_limit,
     };
     let code = job::run(&spec);
     std::process::exit(code);

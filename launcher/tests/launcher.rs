@@ -501,3 +501,234 @@ fn bad_command_lines_are_refused() {
         assert!(f.stderr.contains(mention), "{args:?}: {}", f.stderr);
     }
 }
+
+/// A `sleep` argument no other test or process uses: "SECS.<this test process's pid>", so that the PEs of
+/// one test can be found in /proc by their command line.
+fn marked_sleep(secs: u32) -> String {
+    format!("{secs}.{:07}", std::process::id())
+}
+
+/// Live (not zombie) processes whose command line is `sleep MARK`.
+fn sleeping_with(mark: &str) -> Vec<u32> {
+    let want = format!("sleep\0{mark}\0");
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        if cmdline.ends_with(want.as_bytes()) && alive(pid, "sleep") {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Kills (SIGKILL) the `sleep MARK` processes a failed test may have left.
+struct KillMarked(String);
+
+impl Drop for KillMarked {
+    fn drop(&mut self) {
+        for pid in sleeping_with(&self.0) {
+            send_signal(pid, "KILL");
+        }
+    }
+}
+
+/// The value of `Field:` in /proc/PID/status.
+fn proc_status_field(pid: u32, field: &str) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':')?.trim().parse().ok())
+}
+
+/// Zombie children of `parent`.
+fn zombie_children(parent: u32) -> usize {
+    let mut n = 0;
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let mut rest = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let (state, ppid) = (rest.next(), rest.next().and_then(|p| p.parse::<u32>().ok()));
+        if state == Some("Z") && ppid == Some(parent) {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn sigterm_during_startup_ends_the_job_at_once() {
+    const NP: usize = 500;
+    for (sig, name, code) in [("TERM", "SIGTERM", 143), ("INT", "SIGINT", 130), ("HUP", "SIGHUP", 129)] {
+        let mark = marked_sleep(29);
+        let _cleanup = KillMarked(mark.clone());
+        let mut job = Running::start(&["-np", &NP.to_string(), "sleep", &mark]);
+        // Signal while rshmrun is still starting PEs: a few are up, most are not (starting 500 takes about
+        // a second, much more on a loaded machine).
+        job.wait_until("the first PEs running", JOB_LIMIT, |_| sleeping_with(&mark).len() >= 5);
+        send_signal(job.pid(), sig);
+        let signalled = Instant::now();
+        let f = job.finish(JOB_LIMIT);
+        let took = f.ended - signalled;
+        assert_eq!(f.status.code(), Some(code), "{name}: {}", f.stderr);
+        assert!(took < Duration::from_secs(1), "took {took:?} after {name}\n{}", f.stderr);
+        assert!(f.stderr.contains(&format!("received {name}")), "{}", f.stderr);
+        assert!(f.stderr.contains("not started"), "{name} came after start-up; nothing tested\n{}", f.stderr);
+        let left = sleeping_with(&mark);
+        assert!(left.is_empty(), "PEs still running after rshmrun exited on {name}: {left:?}");
+    }
+}
+
+#[test]
+fn failing_pe_during_startup_stops_the_start() {
+    const NP: usize = 500;
+    let mark = marked_sleep(28);
+    let _cleanup = KillMarked(mark.clone());
+    let script = format!(r#"echo up; if [ "$RSHMEM_PE" = 2 ]; then exit 5; fi; exec sleep {mark}"#);
+    let job = Running::start(&["-np", &NP.to_string(), "sh", "-c", &script]);
+    let started = job.started;
+    let f = job.finish(JOB_LIMIT);
+    assert_eq!(f.status.code(), Some(5), "{}", f.stderr);
+    assert!(f.ended - started < PROMPT, "took {:?}", f.ended - started);
+    assert!(f.stderr.contains("PE 2 ") && f.stderr.contains("code 5"), "{}", f.stderr);
+    assert!(f.stderr.contains("not started"), "{}", f.stderr);
+    // Every PE printed "up" first (unless the SIGTERM that ended the job came before): far fewer than NP
+    // may have run. Without the check during start-up, all NP would run.
+    let ran = f.stdout.lines().filter(|l| l.ends_with("] up")).count();
+    assert!(ran < NP / 2, "{ran} of {NP} PEs were started\n{}", f.stderr);
+    let left = sleeping_with(&mark);
+    assert!(left.is_empty(), "PEs still running after rshmrun exited: {left:?}");
+}
+
+#[test]
+fn np_above_the_pe_limit_is_refused_at_once() {
+    let job = Running::start(&["-np", "600", "sh", "-c", "echo started"]);
+    let started = job.started;
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.ended - started < Duration::from_millis(500), "took {:?}", f.ended - started);
+    assert_eq!(f.status.code(), Some(2), "{}", f.stderr);
+    assert!(f.stderr.contains("-np 600") && f.stderr.contains("512"), "{}", f.stderr);
+    assert!(f.stderr.contains("--no-pe-limit"), "{}", f.stderr);
+    assert!(f.stdout.is_empty(), "PEs were started: {}", f.stdout);
+}
+
+#[test]
+fn many_short_lived_pes_keep_threads_and_zombies_bounded() {
+    const NP: usize = 2000;
+    let mut job = Running::start(&["--no-pe-limit", "-np", &NP.to_string(), "sh", "-c", "echo up; sleep 0.2"]);
+    let pid = job.pid();
+    let (mut threads, mut zombies, mut samples) = (0, 0, 0);
+    let deadline = Instant::now() + JOB_LIMIT;
+    while job.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "rshmrun still running after {JOB_LIMIT:?}");
+        if let Some(t) = proc_status_field(pid, "Threads") {
+            threads = threads.max(t);
+            samples += 1;
+        }
+        if samples % 10 == 0 {
+            zombies = zombies.max(zombie_children(pid));
+        }
+        sleep(Duration::from_millis(10));
+    }
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(f.stdout.lines().filter(|l| l.ends_with("] up")).count(), NP);
+    assert!(samples >= 10, "only {samples} samples of rshmrun's threads");
+    // The main thread and the output thread.
+    assert!(threads <= 2, "rshmrun ran {threads} threads");
+    // PEs are reaped as they end, during start-up too. A loaded machine may deschedule rshmrun for a while,
+    // so a few dozen may wait at once; without reaping during start-up, most of the 2000 would.
+    assert!(zombies < NP / 10, "{zombies} PEs were left unreaped at once");
+}
+
+#[test]
+fn timeout_names_the_pes_still_running() {
+    let mark = marked_sleep(27);
+    let _cleanup = KillMarked(mark.clone());
+    let script = format!(r#"if [ "$RSHMEM_PE" = 1 ]; then exec sleep {mark}; fi"#);
+    let f = run(&["--timeout", "1", "-np", "3", "sh", "-c", &script]);
+    assert_eq!(f.status.code(), Some(124), "{}", f.stderr);
+    assert!(f.stderr.contains("--timeout of 1 s with PE 1 still running"), "{}", f.stderr);
+}
+
+#[test]
+fn open_file_limit_is_checked_before_starting() {
+    // Runs rshmrun ARGS under the shell's `ulimit` command LIMIT.
+    let limited = |limit: &str, args: &[&str]| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(format!("{limit} && exec \"$0\" \"$@\"")).arg(RSHMRUN).args(args);
+        cmd.stdin(Stdio::null());
+        let out = cmd.output().expect("run sh");
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (out.status, text(&out.stdout), text(&out.stderr))
+    };
+    // A hard limit of 100 open files cannot hold the pipes of 100 PEs: refused, nothing started.
+    let (status, stdout, stderr) = limited("ulimit -n 100", &["-np", "100", "sh", "-c", "echo up"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("open files") && stderr.contains("100 (ulimit -Hn)"), "{stderr}");
+    assert!(stdout.is_empty(), "PEs were started: {stdout}");
+
+    // With --no-pe-limit the same job runs, starting PEs as earlier ones end (they live long enough for
+    // the pipes of the running ones to fill the budget).
+    let (status, stdout, stderr) =
+        limited("ulimit -n 100", &["--no-pe-limit", "-np", "100", "sh", "-c", "echo up; sleep 0.1"]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stdout.lines().filter(|l| l.ends_with("] up")).count(), 100, "{stderr}");
+    assert!(stderr.contains("as earlier ones end"), "{stderr}");
+
+    // A low soft limit under a high hard one is raised for rshmrun, and set back for the PEs.
+    let (status, stdout, stderr) = limited("ulimit -S -n 100", &["-np", "100", "sh", "-c", "ulimit -n"]);
+    assert!(status.success(), "{stderr}");
+    let lines = sorted_lines(&stdout);
+    assert_eq!(lines.len(), 100, "{stdout}\n{stderr}");
+    assert!(lines.iter().all(|l| l.ends_with("] 100")), "{stdout}");
+}
+
+#[test]
+fn status_board_descriptor_is_inherited_or_unset() {
+    // rshmrun sets RSHMEM_STATUS_FD only when it made a board, and then the descriptor is open in every
+    // PE; a value in rshmrun's own environment never reaches the PEs.
+    let script = r#"fd=${RSHMEM_STATUS_FD-none}
+        if [ "$fd" = none ]; then echo none
+        else readlink "/proc/$$/fd/$fd" >/dev/null && echo "open $fd" || echo "closed $fd"; fi"#;
+    let job = Running::start_env(&["-np", "3", "sh", "-c", script], &[("RSHMEM_STATUS_FD", Path::new("987"))]);
+    let f = job.finish(JOB_LIMIT);
+    assert!(f.status.success(), "{}", f.stderr);
+    assert_eq!(f.stdout.lines().count(), 3, "{}", f.stdout);
+    let lines: Vec<&str> = sorted_lines(&f.stdout).into_iter().map(|l| l.split_once("] ").unwrap().1).collect();
+    assert!(lines.iter().all(|l| *l == lines[0]), "PEs disagree: {lines:?}");
+    assert!(lines[0] == "none" || (lines[0].starts_with("open ") && lines[0] != "open 987"), "{lines:?}");
+}
+
+#[test]
+fn sigterm_ends_the_job_when_nobody_reads_its_output() {
+    // rshmrun's stdout is a pipe nobody reads: once it is full, the output thread blocks writing to it.
+    // rshmrun must still act on SIGTERM (its own message must not wait behind that write) and end.
+    let mut child = Command::new(RSHMRUN)
+        .args(["-np", "2", "sh", "-c", "echo ready >&2; exec yes 'a line of output'"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rshmrun");
+    let _unread = child.stdout.take();
+    let err = Arc::new(Mutex::new(Vec::new()));
+    let reader = collect(child.stderr.take().unwrap(), Arc::clone(&err));
+    sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "rshmrun ended early");
+    send_signal(child.id(), "TERM");
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > PROMPT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rshmrun still running {PROMPT:?} after SIGTERM: {}", String::from_utf8_lossy(&err.lock().unwrap()));
+        }
+        sleep(Duration::from_millis(10));
+    };
+    reader.join().unwrap();
+    let stderr = String::from_utf8_lossy(&err.lock().unwrap()).into_owned();
+    assert_eq!(status.code(), Some(128 + 15), "{stderr}");
+    assert!(stderr.contains("received SIGTERM"), "{stderr}");
+}

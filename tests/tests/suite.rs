@@ -204,6 +204,21 @@ fn stuck_pe_is_named_with_what_it_last_entered() {
     }
 }
 
+/// rshmrun's own --timeout (no RSHMEM_WAIT_TIMEOUT: the PEs would wait forever) names the PE everyone
+/// waits for, read from the job status board it handed to the PEs.
+#[test]
+fn rshmrun_timeout_names_the_pe_everyone_waits_for() {
+    let start = Instant::now();
+    let o = rshmrun(3, &["stuck_pe"], &[], Duration::from_secs(3));
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(124), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(12), "took {:?}:\n{t}", start.elapsed());
+    assert!(
+        t.contains("rshmrun: stalled: PEs 0, 2 wait in rshmem_barrier_all (host collective #3) for PE 1, which last entered rshmem_free (host collective #2) and left it"),
+        "rshmrun did not name the stuck PE:\n{t}"
+    );
+}
+
 /// The job status board through real processes: the PEs open it from RSHMEM_STATUS_FD (here a board
 /// this test makes, reopened through /proc by a shell in front of each PE, so that the test holds it
 /// whatever rshmrun hands down), record every host collective, and a PE whose barrier times out quotes

@@ -200,6 +200,10 @@ fn random_seed() -> u64 {
 
 fn main() {
     let args = parse();
+    // A lost message or signal must end the run naming the wait, not hang it (CPU backend).
+    if std::env::var_os("RSHMEM_WAIT_TIMEOUT").is_none() {
+        std::env::set_var("RSHMEM_WAIT_TIMEOUT", "60");
+    }
     ck(rshmem::init());
     let (me, n) = (rshmem::my_pe() as usize, rshmem::n_pes() as usize);
     if n > MAX_PES {

@@ -124,14 +124,10 @@ impl Rng {
         self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
         mix(self.0)
     }
-    /// Uniform in [0, n) (n > 0; 0 gives 0).
+    /// Uniform in [0, n) (0 for n == 0).
     #[inline(always)]
     pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            ((self.next() >> 32) * n) >> 32
-        }
+        ((self.next() as u128 * n as u128) >> 64) as u64
     }
     /// In [lo, hi].
     #[inline(always)]

@@ -27,7 +27,8 @@ static K: KernelSet = KernelSet::new(soak::CPU_KERNELS, include_str!(concat!(env
 const USAGE: &str = "usage: rshmem-soak [--seed S] [--ops N] [--threads T] [--blocks B] [--per-thread P] [--per-unit U] [--skip KIND,...] [--inject-fault]
   --seed S        random seed (decimal or 0x hex); default: random, printed
   --ops N         device calls to make in all, over all PEs and threads (default 100000)
-  --threads T     threads per block (default 4 on the CPU backend, 128 on GPUs)
+  --threads T     threads per block (default 4 on the CPU backend, 128 on GPUs: a multiple of 32 there,
+                  at most 512: k_soak needs about 114 registers per thread on sm_90)
   --blocks B      blocks per PE (default 2 on the CPU backend, 8 on GPUs)
   --per-thread P  random operations per thread per round (default 100)
   --per-unit U    random group-scoped operations per warp and per block per round (default 6)
@@ -216,6 +217,10 @@ fn main() {
     if threads == 0 || threads > 1024 || blocks == 0 || blocks > 1024 {
         usage_error("--threads must be 1..=1024 and --blocks 1..=1024");
     }
+    if gpu && threads % 32 != 0 {
+        // Warp-scoped calls synchronize full warps on GPUs.
+        usage_error("on GPUs --threads must be a multiple of 32");
+    }
 
     // Every PE uses PE 0's seed.
     let word = ck(rshmem::malloc(8));
@@ -292,7 +297,7 @@ fn main() {
             eprintln!("rshmem-soak: --inject-fault: PE {me} changed byte {off:#x} of its buffer ({}) from {v:#04x} to {:#04x}", m.region(off), v ^ 0x5a);
         }
         let actual = copy_out(buf, lay.size);
-        // SAFETY (pointer arithmetic): lay.res < lay.size.
+        // SAFETY: lay.res < lay.size: the results area inside the buffer.
         let res_ptr = unsafe { buf.add(lay.res) };
         let res: Vec<Vec<u8>> = (0..n).map(|pe| if pe == me { actual[lay.res..].to_vec() } else { get_from(res_ptr, lay.size - lay.res, pe) }).collect();
         if let Err(msg) = m.check(me, &actual, &res) {

@@ -908,6 +908,9 @@ impl Bits64 for f64 {
 }
 
 /// Every AMO on an integer type; Some(fetched bits) for the fetching forms.
+///
+/// # Safety
+/// `p` is a symmetric, naturally aligned `T` (an AMO word of the soak buffer) and `pe` a valid PE.
 #[inline(always)]
 unsafe fn amo_int<T: sh::AmoInt + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u64, pe: i32) -> Option<u64> {
     let x = T::from_u64(v);
@@ -942,6 +945,9 @@ unsafe fn amo_int<T: sh::AmoInt + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u6
 }
 
 /// swap, compare_swap, set, fetch (every AMO type, floats included).
+///
+/// # Safety
+/// As `amo_int`.
 #[inline(always)]
 unsafe fn amo_any<T: sh::Amo + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u64, pe: i32) -> Option<u64> {
     let x = T::from_u64(v);
@@ -956,6 +962,10 @@ unsafe fn amo_any<T: sh::Amo + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u64, 
     }
 }
 
+/// The AMO `op` on the word of type `ty` at `p` on `pe`.
+///
+/// # Safety
+/// As `amo_int`, with `p` aligned for `ty`.
 #[inline(always)]
 unsafe fn amo(ty: Ty, op: AmoOp, p: *mut u8, v: u64, cond: u64, pe: i32) -> Option<u64> {
     match ty {
@@ -995,19 +1005,35 @@ struct Exec {
     id: usize,
 }
 
+// Safety of every method below: `base` is the soak buffer (a symmetric allocation of `lay.size`
+// bytes on every PE, laid out by `lay`), `res` points at `cap` u64s of this thread's records, and the
+// program's offsets stay inside the areas `Layout` reserves for them (the generator draws them so).
 impl Exec {
+    /// Saves a record (dropped past `cap`; the host then sees the count differ).
+    ///
+    /// # Safety
+    /// See above.
     #[inline(always)]
     unsafe fn rec(&mut self, v: u64) {
         if self.recs < self.cap {
+            // SAFETY: recs < cap: inside this thread's record area.
             *self.res.add(self.recs) = v;
         }
         self.recs += 1;
     }
+    /// The buffer address at `off`.
+    ///
+    /// # Safety
+    /// `off` <= `lay.size`.
     #[inline(always)]
     unsafe fn at(&self, off: usize) -> *mut u8 {
         self.base.add(off)
     }
 
+    /// The put of `len` bytes in this executor's scope (typed for `elem` 4/8 at thread scope).
+    ///
+    /// # Safety
+    /// `dst` symmetric and `src` local, both valid for `len` bytes; in a group every member calls.
     unsafe fn put(&mut self, dst: *mut u8, src: *const u8, len: usize, nbi: bool, elem: u8, pe: i32) {
         self.calls += 1;
         match (self.scope, nbi, elem) {
@@ -1022,6 +1048,10 @@ impl Exec {
         }
     }
 
+    /// The get of `len` bytes in this executor's scope.
+    ///
+    /// # Safety
+    /// As `put`, with `src` symmetric and `dst` local.
     unsafe fn get(&mut self, dst: *mut u8, src: *const u8, len: usize, nbi: bool, elem: u8, pe: i32) {
         self.calls += 1;
         match (self.scope, nbi, elem) {
@@ -1036,6 +1066,10 @@ impl Exec {
         }
     }
 
+    /// Executes one operation of the program.
+    ///
+    /// # Safety
+    /// See above; in a group program every member runs the same operation.
     unsafe fn run(&mut self, op: Op) {
         match op {
             // In a group program, every member's fence/quiet is done before any member goes on
@@ -1118,6 +1152,10 @@ impl Exec {
         }
     }
 
+    /// Sends message `i` of my channel to PE me+d.
+    ///
+    /// # Safety
+    /// See above.
     unsafe fn send(&mut self, i: usize) {
         let unit = self.scope != Scope::Thread;
         let c = Chan::new(self.seed, self.round, self.me, self.id, unit);
@@ -1172,6 +1210,9 @@ impl Exec {
 
     /// Waits for the channel of my counterpart on PE me-d, records what the wait saw, and copies the
     /// payload area it wrote here into my landing area.
+    ///
+    /// # Safety
+    /// See above.
     unsafe fn recv(&mut self) {
         let unit = self.scope != Scope::Thread;
         if unit && !self.leader {
@@ -1234,6 +1275,10 @@ impl Exec {
     }
 }
 
+/// Kernel argument `i`.
+///
+/// # Safety
+/// `a` points at the kernel's arguments, at least `i + 1` of them.
 #[inline(always)]
 unsafe fn arg(a: *const u64, i: usize) -> u64 {
     *a.add(i)
@@ -1245,10 +1290,17 @@ macro_rules! soak_kernels {
     ($( $(#[$m:meta])* fn $name:ident($a:ident) $body:block )*) => {
         $(
             $(#[$m])*
+            ///
+            /// # Safety
+            /// `a` holds the arguments listed above; the buffer is the soak buffer of the layout
+            /// those arguments give, on every PE.
             #[cfg(target_arch = "nvptx64")]
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $name($a: *const u64) $body
             $(#[$m])*
+            ///
+            /// # Safety
+            /// As on the GPU.
             #[cfg(not(target_arch = "nvptx64"))]
             pub unsafe fn $name($a: *const u64) $body
         )*

@@ -194,6 +194,31 @@ impl Churn {
     }
 }
 
+/// The round in progress and since when (for the watchdog).
+static IN_ROUND: std::sync::Mutex<Option<(u64, Instant)>> = std::sync::Mutex::new(None);
+
+/// Names a stalled round (seed, round, where messages come from) before any wait timeout or
+/// rshmrun --timeout ends the job, which would only name the waiting call.
+fn watchdog(seed: u64, me: usize, n: usize, after: std::time::Duration) {
+    std::thread::spawn(move || {
+        let mut told = None;
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let cur = *IN_ROUND.lock().unwrap();
+            if let Some((round, t)) = cur {
+                if t.elapsed() > after && told != Some(round) {
+                    told = Some(round);
+                    let from = (me + n - soak::distance(seed, round, n)) % n;
+                    eprintln!(
+                        "rshmem-soak: PE {me}: round {round} (seed {seed}) has run for {:.0} s: stalled? this round PE {me} receives messages from PE {from}",
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+            }
+        }
+    });
+}
+
 fn random_seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     Rng::new(t, std::process::id() as u64, 0, 0, 0).next()
@@ -260,6 +285,7 @@ fn main() {
         Err(e) => die(format!("malloc of the whole heap: unclear error: {e}")),
     }
 
+    watchdog(seed, me, n, std::time::Duration::from_secs(20));
     let start = Instant::now();
     let mut churn = Churn { live: vec![], next_id: 0, allocs: 0, frees: 0, refused: 0, high: 0 };
     let mut total = 0u64;
@@ -281,12 +307,14 @@ fn main() {
         // SAFETY: buf is a symmetric allocation of lay.size bytes = m.start.len().
         ck(unsafe { rshmem::copy_in(buf, &m.start) });
         barrier();
+        *IN_ROUND.lock().unwrap() = Some((round, Instant::now()));
         let b = buf as u64;
         ck(K.run_collective("k_soak", blocks, threads, &[b, seed, round, per_thread as u64, args.per_unit as u64, args.skip as u64]).map_err(|e| e.context("k_soak")));
         if args.skip & SKIP_BARRIER == 0 {
             ck(K.run("k_soak_barrier", 1, threads, &[b, seed, round, per_thread as u64, blocks as u64]).map_err(|e| e.context("k_soak_barrier")));
         }
         barrier();
+        *IN_ROUND.lock().unwrap() = None;
         if args.inject && round == 0 && me == n - 1 {
             let off = m.fault_target(me);
             // SAFETY: off < lay.size: a byte of this PE's buffer.

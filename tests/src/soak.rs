@@ -124,7 +124,7 @@ fn pattern(seed: u64, id: u64, pe: usize, len: usize) -> Vec<u8> {
     let mut r = Rng::new(seed ^ 0xb10c, id, pe as u64, 9, 0);
     let mut v = vec![0u8; len];
     for c in v.chunks_mut(8) {
-        let x = r.next().to_le_bytes();
+        let x = r.next_u64().to_le_bytes();
         c.copy_from_slice(&x[..c.len()]);
     }
     v
@@ -221,7 +221,7 @@ fn watchdog(seed: u64, me: usize, n: usize, after: std::time::Duration) {
 
 fn random_seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    Rng::new(t, std::process::id() as u64, 0, 0, 0).next()
+    Rng::new(t, std::process::id() as u64, 0, 0, 0).next_u64()
 }
 
 fn main() {
@@ -242,7 +242,7 @@ fn main() {
     if threads == 0 || threads > 1024 || blocks == 0 || blocks > 1024 {
         usage_error("--threads must be 1..=1024 and --blocks 1..=1024");
     }
-    if gpu && threads % 32 != 0 {
+    if gpu && !threads.is_multiple_of(32) {
         // Warp-scoped calls synchronize full warps on GPUs.
         usage_error("on GPUs --threads must be a multiple of 32");
     }

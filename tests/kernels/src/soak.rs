@@ -120,14 +120,14 @@ impl Rng {
         Rng(h)
     }
     #[inline(always)]
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
         mix(self.0)
     }
     /// Uniform in [0, n) (0 for n == 0).
     #[inline(always)]
     pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
     /// In [lo, hi].
     #[inline(always)]
@@ -685,7 +685,7 @@ impl Prog {
         let r = &mut self.rng;
         let bytes = 1u8 << r.below(4);
         let off = (r.below((SLOT_RMA / bytes as usize) as u64) as u16) * bytes as u16;
-        let val = r.next();
+        let val = r.next_u64();
         Some(Op::P { bytes, pe, off, val })
     }
 
@@ -777,10 +777,10 @@ impl Prog {
             }
         };
         let val = match ty {
-            Ty::F32 => ((r.next() as i32 >> 8) as f32 / 16.0).to_bits() as u64,
-            Ty::F64 => ((r.next() as i64 >> 12) as f64 / 1024.0).to_bits(),
-            Ty::U32 | Ty::I32 => r.next() & 0xffff_ffff,
-            _ => r.next(),
+            Ty::F32 => ((r.next_u64() as i32 >> 8) as f32 / 16.0).to_bits() as u64,
+            Ty::F64 => ((r.next_u64() as i64 >> 12) as f64 / 1024.0).to_bits(),
+            Ty::U32 | Ty::I32 => r.next_u64() & 0xffff_ffff,
+            _ => r.next_u64(),
         };
         let eq = r.chance(1, 2);
         let op = Op::AmoOwn { pe, word, ty, op, val, eq };
@@ -809,7 +809,7 @@ impl Prog {
             // or: a few random bits; and: all bits but a few.
             W_OR32 | W_OR64 => (if r.chance(1, 2) { AmoOp::FetchOr } else { AmoOp::Or }, (1u64 << r.below(64)) & mask),
             W_AND32 | W_AND64 => (if r.chance(1, 2) { AmoOp::FetchAnd } else { AmoOp::And }, !(1u64 << r.below(64)) & mask),
-            _ => (if r.chance(1, 2) { AmoOp::FetchXor } else { AmoOp::Xor }, r.next() & mask),
+            _ => (if r.chance(1, 2) { AmoOp::FetchXor } else { AmoOp::Xor }, r.next_u64() & mask),
         };
         Some(Op::AmoShared { pe, word: word as u8, ty, op, val })
     }
@@ -1371,7 +1371,7 @@ soak_kernels! {
                     calls: 0,
                     last: 0,
                     scope: if u == 0 { Scope::Block } else { Scope::Warp },
-                    leader: if u == 0 { rank == 0 } else { rank % 32 == 0 },
+                    leader: if u == 0 { rank == 0 } else { rank.is_multiple_of(32) },
                     id: lu,
                 };
                 let mut prog = Prog::new(seed, round, me, lu, n, per_unit, skip, true);

@@ -75,7 +75,7 @@ fn initial(seed: u64, round: u64, pe: usize, lay: &Layout) -> (Vec<u8>, [u64; SH
     let mut r = Rng::new(seed ^ 0x1417, round, pe as u64, 77, 0);
     let mut b = vec![0u8; lay.size];
     for c in b.chunks_mut(8) {
-        let v = r.next().to_le_bytes();
+        let v = r.next_u64().to_le_bytes();
         c.copy_from_slice(&v[..c.len()]);
     }
     let put = |b: &mut Vec<u8>, off: usize, v: u64, bytes: usize| b[off..off + bytes].copy_from_slice(&v.to_le_bytes()[..bytes]);
@@ -88,8 +88,8 @@ fn initial(seed: u64, round: u64, pe: usize, lay: &Layout) -> (Vec<u8>, [u64; SH
             let init = if (from + d) % lay.n == pe { Chan::new(seed, round, from, lt, false).init } else { 0 };
             put(&mut b, lay.flag(g), init, 8);
             // Own float words hold numbers (swap/compare_swap/fetch/set only move bits around).
-            put(&mut b, lay.own_word(g, 2), ((r.next() as i32 >> 8) as f32 / 8.0).to_bits() as u64, 4);
-            put(&mut b, lay.own_word(g, 3), ((r.next() as i64 >> 12) as f64 / 8.0).to_bits(), 8);
+            put(&mut b, lay.own_word(g, 2), ((r.next_u64() as i32 >> 8) as f32 / 8.0).to_bits() as u64, 4);
+            put(&mut b, lay.own_word(g, 3), ((r.next_u64() as i64 >> 12) as f64 / 8.0).to_bits(), 8);
         }
         for lu in 0..lay.blocks * lay.ub {
             put(&mut b, lay.usig_of(lay.gunit(from, lu)), 0, 8);
@@ -100,10 +100,10 @@ fn initial(seed: u64, round: u64, pe: usize, lay: &Layout) -> (Vec<u8>, [u64; SH
         let wide = i % 2 == 1;
         *s = match i {
             W_CHAIN32..=W_SUM64 => r.below(if wide { 1 << 62 } else { 1 << 30 }),
-            W_OR32..=W_XOR64 => r.next() & mask(if wide { 8 } else { 4 }),
+            W_OR32..=W_XOR64 => r.next_u64() & mask(if wide { 8 } else { 4 }),
             W_LOCK => 0,
             W_LOCKED => r.below(1 << 40),
-            _ => r.next(),
+            _ => r.next_u64(),
         };
         let bytes = if i < W_LOCK && !wide { 4 } else { 8 };
         put(&mut b, lay.shared_word(i), *s, bytes);
@@ -212,6 +212,7 @@ impl Model {
     }
 
     /// One AMO on `bytes` at `off` of PE `pe`: returns the old value.
+    #[allow(clippy::too_many_arguments)]
     fn amo(&mut self, pe: usize, off: usize, ty: Ty, op: AmoOp, val: u64, cond: u64, id: usize) -> u64 {
         let bytes = ty.bytes();
         let m = mask(bytes);
@@ -328,7 +329,7 @@ impl Model {
     fn unit_op(&mut self, pe: usize, lu: usize, idx: usize, op: Op) {
         let lay = self.lay;
         let gu = lay.gunit(pe, lu);
-        let scope = if lu % lay.ub == 0 { "block" } else { "warp" };
+        let scope = if lu.is_multiple_of(lay.ub) { "block" } else { "warp" };
         let target = match op {
             Op::Put { pe, .. } | Op::Get { pe, .. } => pe as usize,
             Op::Send { .. } => (pe + distance(self.seed, self.round, self.n)) % self.n,

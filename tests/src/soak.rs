@@ -6,7 +6,7 @@
 //! ```
 //!
 //! Each round every thread, warp and block of every PE runs a random program (kernels and generator:
-//! `rshmem_test_kernels::soak`), then the device barriers of the round run; the host barriers, and
+//! `rshmem_soak_kernels`), then the device barriers of the round run; the host barriers, and
 //! every PE compares its whole buffer and the values its kernels fetched with the model
 //! (`soak/model.rs`). Between rounds the host allocates and frees blocks of random sizes and checks
 //! that live blocks keep their contents. Rounds go on until N device calls (one call by one thread
@@ -18,11 +18,11 @@ mod model;
 
 use model::Model;
 use rshmem::kernels::KernelSet;
-use rshmem_test_kernels::soak::{self, Layout, Rng, MAX_PES, SKIP_BARRIER, SKIP_CHURN, SKIP_NAMES};
+use rshmem_soak_kernels::{self as soak, Layout, Rng, MAX_PES, SKIP_BARRIER, SKIP_CHURN, SKIP_NAMES};
 use std::process::exit;
 use std::time::Instant;
 
-static K: KernelSet = KernelSet::new(soak::CPU_KERNELS, include_str!(concat!(env!("OUT_DIR"), "/test_kernels.ptx")));
+static K: KernelSet = KernelSet::new(soak::CPU_KERNELS, include_str!(concat!(env!("OUT_DIR"), "/soak_kernels.ptx")));
 
 const USAGE: &str = "usage: rshmem-soak [--seed S] [--ops N] [--threads T] [--blocks B] [--per-thread P] [--per-unit U] [--skip KIND,...] [--inject-fault]
   --seed S        random seed (decimal or 0x hex); default: random, printed

@@ -9,8 +9,6 @@ use rshmem_device as sh;
 use rshmem_device::thread::{block_index, block_rank, block_size, warp_size};
 use rshmem_device::Scope;
 
-pub mod soak;
-
 #[inline(always)]
 unsafe fn arg(a: *const u64, i: usize) -> u64 {
     *a.add(i)

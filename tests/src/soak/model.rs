@@ -3,7 +3,7 @@
 //! PE's real buffer and records with it. It does not share code with the device library: the
 //! semantics of each call (put, get, p/g, each AMO, signals, flags, barriers) are written here again.
 
-use rshmem_test_kernels::soak::*;
+use rshmem_soak_kernels::*;
 use std::collections::BTreeMap;
 
 /// Who issued an operation.

@@ -20,6 +20,9 @@
 //!   sees at that moment; the copy must hold every payload (payload before signal, fence order).
 //!
 //! Kernels never compare values: they record what they fetched and what they saw, and the host checks.
+//! A crate of its own, so that its PTX (`soak_kernels.ptx`) is loaded only by `rshmem-soak`.
+#![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
 #![allow(clippy::too_many_arguments)]
 
 use rshmem_device as sh;
@@ -1284,36 +1287,15 @@ unsafe fn arg(a: *const u64, i: usize) -> u64 {
     *a.add(i)
 }
 
-/// `kernels!` without the device-state declaration, which `lib.rs`'s `kernels!` already emitted
-/// into this crate's PTX.
-macro_rules! soak_kernels {
-    ($( $(#[$m:meta])* fn $name:ident($a:ident) $body:block )*) => {
-        $(
-            $(#[$m])*
-            ///
-            /// # Safety
-            /// `a` holds the arguments listed above; the buffer is the soak buffer of the layout
-            /// those arguments give, on every PE.
-            #[cfg(target_arch = "nvptx64")]
-            #[no_mangle]
-            pub unsafe extern "ptx-kernel" fn $name($a: *const u64) $body
-            $(#[$m])*
-            ///
-            /// # Safety
-            /// As on the GPU.
-            #[cfg(not(target_arch = "nvptx64"))]
-            pub unsafe fn $name($a: *const u64) $body
-        )*
-        /// The soak kernels by name, for the CPU backend.
-        #[cfg(not(target_arch = "nvptx64"))]
-        pub static CPU_KERNELS: &[(&str, unsafe fn(*const u64))] = &[ $( (stringify!($name), $name) ),* ];
-    };
-}
-
-soak_kernels! {
+sh::kernels! {
     /// [buffer, seed, round, ops per thread, ops per unit, skip] — one round of the soak: every thread
     /// runs its program, then every block and every warp its group-scoped program. Launch with all
     /// blocks resident (run_collective): threads wait for messages from other PEs' threads.
+    ///
+    /// # Safety
+    /// `a` holds these arguments; the buffer is a symmetric allocation of `Layout::size` bytes (the
+    /// layout of this launch's PEs, blocks, threads and ops per thread) on every PE, and every PE
+    /// launches this kernel for the same round with the same arguments.
     fn k_soak(a) {
         let (base, seed, round) = (arg(a, 0) as *mut u8, arg(a, 1), arg(a, 2));
         let (per_thread, per_unit, skip) = (arg(a, 3) as usize, arg(a, 4) as usize, arg(a, 5) as u32);
@@ -1387,6 +1369,9 @@ soak_kernels! {
     /// [buffer, seed, round, ops per thread, blocks of k_soak] with one block — the round's device barriers: before
     /// each, thread 0 writes the barrier's tag into my slot on every PE; after it, thread 0 copies the
     /// slots it sees here into the barrier snapshot; a second barrier keeps the next writes out.
+    ///
+    /// # Safety
+    /// As `k_soak`; launched with one block of k_soak's threads per block, on every PE.
     fn k_soak_barrier(a) {
         let (base, seed, round, per_thread) = (arg(a, 0) as *mut u8, arg(a, 1), arg(a, 2), arg(a, 3) as usize);
         let (me, n) = (sh::my_pe() as usize, sh::n_pes() as usize);

@@ -309,9 +309,14 @@ fn main() {
         barrier();
         *IN_ROUND.lock().unwrap() = Some((round, Instant::now()));
         let b = buf as u64;
-        ck(K.run_collective("k_soak", blocks, threads, &[b, seed, round, per_thread as u64, args.per_unit as u64, args.skip as u64]).map_err(|e| e.context("k_soak")));
+        // SAFETY: k_soak and k_soak_barrier read exactly these arguments; `b` is the live symmetric
+        // allocation of lay.size bytes their layout (derived from the same parameters) addresses.
+        ck(unsafe { K.run_collective("k_soak", blocks, threads, &[b, seed, round, per_thread as u64, args.per_unit as u64, args.skip as u64]) }
+            .map_err(|e| e.context("k_soak")));
         if args.skip & SKIP_BARRIER == 0 {
-            ck(K.run("k_soak_barrier", 1, threads, &[b, seed, round, per_thread as u64, blocks as u64]).map_err(|e| e.context("k_soak_barrier")));
+            // SAFETY: as above.
+            ck(unsafe { K.run("k_soak_barrier", 1, threads, &[b, seed, round, per_thread as u64, blocks as u64]) }
+                .map_err(|e| e.context("k_soak_barrier")));
         }
         barrier();
         *IN_ROUND.lock().unwrap() = None;

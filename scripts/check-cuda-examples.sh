@@ -277,6 +277,24 @@ else
   bad "self-test: compiling the unresolved-symbol program"
 fi
 
+# ---------------------------------------------------------------- Rust kernel crates' PTX (built by cargo)
+# The kernels of the examples, the test suite and the soak are compiled to PTX by their crates' build
+# scripts and JIT-linked with the device library on GPUs: each must at least assemble.
+if [ "$mode" = check ]; then
+  for name in example_kernels test_kernels soak_kernels; do
+    kptx=$(ls -t "$root"/target/release/build/*/out/$name.ptx 2>/dev/null | head -1)
+    if [ -z "$kptx" ]; then
+      bad "$name.ptx not found under target/release/build (run cargo build --workspace --release first)"
+    elif [ ! -s "$kptx" ]; then
+      bad "$name.ptx is empty (built with RSHMEM_SKIP_PTX=1?)"
+    elif run "$ptxas" -arch="$arch" -c "$kptx" -o "$work/$name.cubin"; then
+      ok "ptxas -arch=$arch -c assembles $name.ptx (Rust kernels)"
+    else
+      bad "ptxas -arch=$arch -c $kptx"
+    fi
+  done
+fi
+
 # ---------------------------------------------------------------- summary
 echo
 echo "check-cuda-examples ($mode, $arch): ${#checked[@]} checks passed, ${#failed[@]} failed"

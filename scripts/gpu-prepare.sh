@@ -10,8 +10,12 @@ scripts/setup.sh
 cargo build --workspace --release
 c="$root/carry"
 rm -rf "$c"; mkdir -p "$c/anchor"
-cp target/release/{rshmrun,rshmem-test-pe,ring_shift,rshmem-bench,librshmem.so} "$c/"
-strip "$c"/{rshmrun,rshmem-test-pe,ring_shift,rshmem-bench,librshmem.so}
+cp target/release/{rshmrun,rshmem-test-pe,rshmem-soak,ring_shift,rshmem-bench,librshmem.so} "$c/"
+strip "$c"/{rshmrun,rshmem-test-pe,rshmem-soak,ring_shift,rshmem-bench,librshmem.so}
+# Fresh clones built by the README's two commands (scripts/fresh-clone-check.sh), when present.
+for f in fresh-build-first fresh-test-first; do
+  if [ -x "target/$f/ring_shift" ]; then mkdir -p "$c/$f" && cp "target/$f"/{rshmrun,ring_shift} "$c/$f/"; fi
+done
 ptx=$(scripts/build-ptx.sh rshmem-device "$c/rshmem_device.ptx")
 scripts/build-device-lib.sh "$ptx" "$c" sm_90 >&2
 MODE=full scripts/check-cuda-examples.sh "$c" >&2 || echo "gpu-prepare: full link here failed; gpu-run.sh builds the CUDA programs there" >&2

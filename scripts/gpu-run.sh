@@ -21,8 +21,23 @@ for run in 1 2; do
   step "suite run $run: rshmrun -np $NP rshmem-test-pe all"
   RSHMEM_SYMMETRIC_SIZE=2g "$c/rshmrun" -np $NP --timeout 300 "$c/rshmem-test-pe" all; echo "exit: $?"
 done
-for s in bad_pe bad_addr mismatch_collective alloc_mismatch free_bad; do
-  step "scenario $s"; "$c/rshmrun" -np $NP --timeout 60 "$c/rshmem-test-pe" $s; echo "exit: $?"
+for s in bad_pe bad_addr mismatch_collective alloc_mismatch free_bad finalize_mismatch peer_payload_empty reinit_stale; do
+  step "scenario $s (expected: fails, naming the problem)"; "$c/rshmrun" -np $NP --timeout 60 "$c/rshmem-test-pe" $s; echo "exit: $?"
+done
+step "scenario reinit (3 init/finalize cycles with kernels)"; "$c/rshmrun" -np $NP --timeout 120 "$c/rshmem-test-pe" reinit; echo "exit: $?"
+step "scenario stuck_pe (expected: PE 1 named)"; RSHMEM_WAIT_TIMEOUT=3 "$c/rshmrun" -np $NP --timeout 60 "$c/rshmem-test-pe" stuck_pe; echo "exit: $?"
+step "rshmrun --timeout names the stuck PE"; "$c/rshmrun" -np $NP --timeout 8 "$c/rshmem-test-pe" stuck_pe; echo "exit: $?"
+if [ -x "$c/rshmem-soak" ] && [ "${SOAK:-1}" = 1 ]; then
+  for seed in ${SOAK_SEEDS:-20261123 7}; do
+    step "soak, seed $seed: >= 10^6 device operations against the model (heap grows in 2 MiB granules)"
+    RSHMEM_SYMMETRIC_SIZE=256m RSHMEM_CUMEM_GRANULE=2m "$c/rshmrun" -np $NP --timeout 400 \
+      "$c/rshmem-soak" --seed "$seed" --ops ${SOAK_OPS:-1000000} --threads ${SOAK_THREADS:-128} --blocks ${SOAK_BLOCKS:-8}; echo "exit: $?"
+  done
+fi
+for f in fresh-build-first fresh-test-first; do
+  if [ -x "$c/$f/ring_shift" ]; then
+    step "ring shift from a fresh clone ($f: scripts/fresh-clone-check.sh)"; "$c/$f/rshmrun" -np $NP "$c/$f/ring_shift"; echo "exit: $?"
+  fi
 done
 step "ring shift (Rust kernel)"; "$c/rshmrun" -np $NP "$c/ring_shift"; echo "exit: $?"
 step "ring shift (CUDA C++, rshmem.h)"; "$c/rshmrun" -np $NP "$c/ring_shift_cuda"; echo "exit: $?"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Follows the README on fresh clones, as a new user on a fresh machine would, in both orders:
+#   fresh-build-first:  cargo build --release && target/release/rshmrun -np 4 target/release/ring_shift,
+#                       then scripts/test.sh
+#   fresh-test-first:   scripts/test.sh, then the first command
+# Before each clone, nightly's rust-src is REMOVED from rustup (the state of the machine that showed the
+# stale CPU-only build), so this changes your toolchain: the build puts rust-src back by itself.
+# Each clone is made next to this checkout (so that ../shared is beside it, as in CI) and deleted
+# afterwards; its rshmrun and ring_shift are kept in target/<order>/ for a GPU run (gpu-prepare.sh carries
+# them). Each must hold real device PTX (checked here) and is run on the GPUs by scripts/gpu-run.sh.
+# Logs: target/<order>.log. Takes several minutes per order on 2 cores.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+parent=$(dirname "$root")
+say() { echo "fresh-clone-check: $*" >&2; }
+has_ptx() { grep -c '\.target sm_90' "$1" >/dev/null; }
+
+one() {
+  local order=$1 dir=$parent/rshmem-fresh-$1 log=$root/target/$1.log
+  rm -rf "$dir" "$root/target/$order"
+  git clone -q "$root" "$dir"
+  rustup component remove rust-src --toolchain nightly >/dev/null 2>&1 || true
+  if rustup component list --toolchain nightly --installed | grep -q rust-src; then
+    say "could not remove rust-src"; return 1
+  fi
+  say "$order: $dir (nightly rust-src removed); log $log"
+  local first='cargo build --release && target/release/rshmrun -np 4 target/release/ring_shift'
+  local second='scripts/test.sh'
+  if [ "$order" = fresh-test-first ]; then local t=$first; first=$second; second=$t; fi
+  ( cd "$dir" && unset CARGO_TARGET_DIR && for cmd in "$first" "$second"; do
+      echo "+ $cmd"; bash -c "$cmd" || { echo "FAILED: $cmd"; exit 1; }
+    done ) >"$log" 2>&1 || { tail -30 "$log" >&2; say "$order FAILED"; return 1; }
+  grep -q 'received message' "$log" || { say "$order: the ring shift printed nothing"; return 1; }
+  has_ptx "$dir/target/release/ring_shift" || { say "$order: ring_shift holds no device PTX"; return 1; }
+  mkdir -p "$root/target/$order"
+  cp "$dir/target/release/"{rshmrun,ring_shift} "$root/target/$order/"
+  strip "$root/target/$order/"{rshmrun,ring_shift}
+  grep -E 'warning: rshmem-ptxbuild|installing|rust-src' "$log" | head -5 >&2 || true
+  say "$order: ok ($(grep -c 'received message' "$log") ring-shift lines, PTX in ring_shift)"
+  rm -rf "$dir"
+}
+
+orders=${*:-fresh-build-first fresh-test-first}
+for o in $orders; do one "$o"; done
+rustup component list --toolchain nightly --installed | grep -q rust-src || rustup component add rust-src --toolchain nightly
+say "done"

@@ -4,16 +4,18 @@
 //! Every PE is a real process: this test binary run again, restricted to the `probe` test (see
 //! there), with the variables mpirun would give it. Every wait is bounded: a hang fails the test.
 
+mod common;
+
+use common::*;
 use rshmem::bootstrap::Bootstrap;
 use rshmem::fdpass::FdServer;
 use rshmem::segment::Segment;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
@@ -162,44 +164,13 @@ fn probe() {
 
 // ---- the launcher side ----
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Proc {
-    pe: usize,
-    child: Child,
-    out: PathBuf,
-    started: Instant,
-}
-
-#[derive(Debug)]
-struct Outcome {
-    pe: usize,
-    code: Option<i32>,
-    out: String,
-    elapsed: Duration,
-}
-
-fn temp(what: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    std::env::temp_dir().join(format!("rshmem-auth-test-{}-{}-{what}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)))
-}
 
 /// Starts PE `pe` of an Open MPI-style job: OMPI_COMM_WORLD_RANK/SIZE, the Open MPI job id, and
 /// RSHMEM_BOOTSTRAP (and RSHMEM_JOB_KEY when `key` is not empty), as `mpirun -x ...` would give it.
 /// Launcher variables inherited from the environment running the tests are removed.
 fn spawn(pe: usize, npes: usize, port: u16, key: &str, jobid: &str, env: &[(&str, &str)], args: &str) -> Proc {
-    let out = temp(&format!("pe{pe}.log"));
-    let f = File::create(&out).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    for (k, _) in std::env::vars() {
-        if ["RSHMEM_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL"].iter().any(|p| k.starts_with(p)) {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.args(["--exact", "probe", "--nocapture", "--test-threads=1", "-q"])
-        .env(PROBE_VAR, args)
+    let mut cmd = probe_command();
+    cmd.env(PROBE_VAR, args)
         .env("OMPI_COMM_WORLD_RANK", pe.to_string())
         .env("OMPI_COMM_WORLD_SIZE", npes.to_string())
         .env("OMPI_MCA_ess_base_jobid", jobid)
@@ -211,62 +182,15 @@ fn spawn(pe: usize, npes: usize, port: u16, key: &str, jobid: &str, env: &[(&str
     if !key.is_empty() {
         cmd.env("RSHMEM_JOB_KEY", key);
     }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f);
-    Proc { pe, child: cmd.spawn().unwrap(), out, started: Instant::now() }
+    apply_env(&mut cmd, env);
+    start(pe, cmd)
 }
 
 fn job(npes: usize, port: u16, key: &str, jobid: &str, env: &[(&str, &str)], args: &str) -> Vec<Proc> {
     (0..npes).map(|pe| spawn(pe, npes, port, key, jobid, env, args)).collect()
 }
 
-/// Waits for all, at most `limit`; on a hang kills everyone and fails with their output.
-fn wait_all(mut procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
-    let deadline = Instant::now() + limit;
-    let mut done: Vec<Option<(Option<i32>, Duration)>> = procs.iter().map(|_| None).collect();
-    while done.iter().any(Option::is_none) {
-        for (i, p) in procs.iter_mut().enumerate() {
-            if done[i].is_none() {
-                if let Some(st) = p.child.try_wait().unwrap() {
-                    done[i] = Some((st.code(), p.started.elapsed()));
-                }
-            }
-        }
-        if Instant::now() > deadline {
-            let mut report = String::new();
-            for (i, p) in procs.iter_mut().enumerate() {
-                if done[i].is_none() {
-                    let _ = p.child.kill();
-                    let _ = p.child.wait();
-                }
-                let out = std::fs::read_to_string(&p.out).unwrap_or_default();
-                report.push_str(&format!("PE {} ({:?}): {out}\n", p.pe, done[i]));
-                let _ = std::fs::remove_file(&p.out);
-            }
-            panic!("processes still running after {limit:?}:\n{report}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    procs
-        .into_iter()
-        .zip(done)
-        .map(|(p, d)| {
-            let (code, elapsed) = d.unwrap();
-            let out = std::fs::read_to_string(&p.out).unwrap_or_default();
-            let _ = std::fs::remove_file(&p.out);
-            Outcome { pe: p.pe, code, out, elapsed }
-        })
-        .collect()
-}
 
-fn assert_all_ok(outs: &[Outcome]) {
-    for o in outs {
-        assert_eq!(o.code, Some(0), "PE {} failed: {}", o.pe, o.out);
-        assert!(o.out.contains("OK"), "PE {}: {}", o.pe, o.out);
-    }
-}
 
 /// Waits until something listens on the port (PE 0 has bound it).
 fn wait_listening(port: u16) {

@@ -7,12 +7,10 @@
 //! so cargo gives its rlib no hashed file name, and a bin built with the dev profile's panic=abort
 //! next to the tests' unwind build would overwrite the same `librshmem.rlib`.)
 
+mod common;
+
+use common::*;
 use rshmem::bootstrap::{get_unique_id, Bootstrap, UniqueId};
-use std::fs::File;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
@@ -137,109 +135,27 @@ fn probe() {
 
 // ---- the launcher side ----
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Proc {
-    pe: usize,
-    child: Child,
-    out: PathBuf,
-    started: Instant,
-}
-
-#[derive(Debug)]
-struct Outcome {
-    pe: usize,
-    code: Option<i32>,
-    out: String,
-    elapsed: Duration,
-}
 
 /// Starts one PE. `env` adds or overrides variables; launcher variables inherited from the
 /// environment running the tests are removed.
 fn spawn(pe: usize, npes: usize, port: u16, env: &[(&str, &str)], args: &[&str]) -> Proc {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let out = std::env::temp_dir().join(format!(
-        "rshmem-bootstrap-test-{}-{}-pe{pe}.log",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let f = File::create(&out).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    for (k, _) in std::env::vars() {
-        if ["RSHMEM_", "SLURM_", "OMPI_", "PMI_", "MPI_LOCAL"].iter().any(|p| k.starts_with(p)) {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.args(["--exact", "probe", "--nocapture", "--test-threads=1", "-q"])
-        .env(PROBE_VAR, args.join(" "))
+    let mut cmd = probe_command();
+    cmd.env(PROBE_VAR, args.join(" "))
         .env("RSHMEM_PE", pe.to_string())
         .env("RSHMEM_NPES", npes.to_string())
         .env("RSHMEM_BOOTSTRAP", format!("127.0.0.1:{port}"))
         .env("RSHMEM_JOB_KEY", KEY)
         .env("RSHMEM_BOOTSTRAP_TIMEOUT", "20")
         .env("RSHMEM_DEBUG", "warn");
-    for (k, v) in env {
-        if v.is_empty() {
-            cmd.env_remove(k);
-        } else {
-            cmd.env(k, v);
-        }
-    }
-    cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f);
-    Proc { pe, child: cmd.spawn().unwrap(), out, started: Instant::now() }
+    apply_env(&mut cmd, env);
+    start(pe, cmd)
 }
 
-/// Waits for all, at most `limit`; on a hang kills everyone and fails with their output.
-fn wait_all(mut procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
-    let deadline = Instant::now() + limit;
-    let mut done: Vec<Option<(Option<i32>, Duration)>> = procs.iter().map(|_| None).collect();
-    while done.iter().any(Option::is_none) {
-        for (i, p) in procs.iter_mut().enumerate() {
-            if done[i].is_none() {
-                if let Some(st) = p.child.try_wait().unwrap() {
-                    done[i] = Some((st.code(), p.started.elapsed()));
-                }
-            }
-        }
-        if Instant::now() > deadline {
-            let mut report = String::new();
-            for (i, p) in procs.iter_mut().enumerate() {
-                if done[i].is_none() {
-                    let _ = p.child.kill();
-                    let _ = p.child.wait();
-                }
-                let out = std::fs::read_to_string(&p.out).unwrap_or_default();
-                report.push_str(&format!("PE {} ({:?}): {out}\n", p.pe, done[i]));
-                let _ = std::fs::remove_file(&p.out);
-            }
-            panic!("processes still running after {limit:?}:\n{report}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    procs
-        .into_iter()
-        .zip(done)
-        .map(|(p, d)| {
-            let (code, elapsed) = d.unwrap();
-            let out = std::fs::read_to_string(&p.out).unwrap_or_default();
-            let _ = std::fs::remove_file(&p.out);
-            Outcome { pe: p.pe, code, out, elapsed }
-        })
-        .collect()
-}
 
 fn start_job(npes: usize, port: u16, env: &[(&str, &str)], args: &[&str]) -> Vec<Proc> {
     (0..npes).map(|pe| spawn(pe, npes, port, env, args)).collect()
 }
 
-fn assert_all_ok(outs: &[Outcome]) {
-    for o in outs {
-        assert_eq!(o.code, Some(0), "PE {} failed: {}", o.pe, o.out);
-        assert!(o.out.contains("OK"), "PE {}: {}", o.pe, o.out);
-    }
-}
 
 #[test]
 fn collectives_among_four_processes() {

@@ -16,7 +16,7 @@ use crate::backend::Collective;
 use crate::error::{Error, Result};
 use crate::jobstatus::{pack_name, pe_list, unpack_name, JobStatus};
 use crate::segment::Segment;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub const SEG_SYNC: u32 = 1;
@@ -78,23 +78,13 @@ impl HostSync {
         let s = *seq;
         let r = record(&self.seg, self.me);
         let e = &r.entries[(s % 2) as usize];
-        // Seqlock writer. Only this PE writes its record (under `self.seq`'s lock), so the relaxed load of
-        // our own version is exact.
-        let v = r.ver.load(Ordering::Relaxed);
-        // 1. Odd version: "being rewritten".
-        r.ver.store(v | 1, Ordering::Relaxed);
-        // 2. Release fence: a reader whose loads see any of the stores below and that then issues its
-        //    acquire fence also sees the odd version (or later) when it reloads `ver`, and retries. A
-        //    release *store* of a sequence before the data (the old code) orders nothing after it: on a
-        //    weakly ordered CPU the new name could become visible before the sequence that marks it.
-        fence(Ordering::Release);
-        // 3. The entry, relaxed (ordered by the fence above and the release store below).
-        e.seq.store(s, Ordering::Relaxed);
-        for (w, x) in e.name.iter().zip(pack_name(call)) {
-            w.store(x, Ordering::Relaxed);
-        }
-        // 4. Even version, release: a reader that acquires it sees the whole entry.
-        r.ver.store((v | 1) + 1, Ordering::Release);
+        // Only this PE writes its record, under `self.seq`'s lock.
+        crate::seqlock::write(&r.ver, || {
+            e.seq.store(s, Ordering::Relaxed);
+            for (w, x) in e.name.iter().zip(pack_name(call)) {
+                w.store(x, Ordering::Relaxed);
+            }
+        });
         s
     }
 
@@ -102,29 +92,12 @@ impl HostSync {
     /// tries: its writer may have died in the middle of an update).
     fn peer_entries(&self, pe: usize) -> Option<Entries> {
         let r = record(&self.seg, pe);
-        for attempt in 0..1000u32 {
-            // Acquire: pairs with the writer's final release store of an even version.
-            let v1 = r.ver.load(Ordering::Acquire);
-            if v1 & 1 == 0 {
-                let read = |e: &Entry| {
-                    let name: Vec<u64> = e.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
-                    (e.seq.load(Ordering::Relaxed), name)
-                };
-                let (a, b) = (read(&r.entries[0]), read(&r.entries[1]));
-                // Acquire fence: pairs with the writer's release fence, so if any load above saw a newer
-                // update, the reload below sees that update's odd version (or later).
-                fence(Ordering::Acquire);
-                if r.ver.load(Ordering::Relaxed) == v1 {
-                    return Some([(a.0, unpack_name(&a.1)), (b.0, unpack_name(&b.1))]);
-                }
-            }
-            if attempt < 100 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        None
+        let read = |e: &Entry| {
+            let name: Vec<u64> = e.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+            (e.seq.load(Ordering::Relaxed), name)
+        };
+        let (a, b) = crate::seqlock::read(&r.ver, 1000, || (read(&r.entries[0]), read(&r.entries[1])))?;
+        Some([(a.0, unpack_name(&a.1)), (b.0, unpack_name(&b.1))])
     }
 
     /// The name PE `pe` announced for collective `seq`, if it has announced it (and it is still kept).

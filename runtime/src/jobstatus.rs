@@ -14,7 +14,7 @@
 
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// What one PE last recorded.
@@ -236,53 +236,29 @@ impl JobStatus {
     fn write(&self, seq: u64, call: &str, inside: bool) {
         let Some(me) = self.me else { return };
         let s = self.slot(me);
-        // Only this PE writes its record, so a relaxed load of our own version is exact.
-        let v = s.ver.load(Ordering::Relaxed);
-        // 1. Odd version: "being rewritten".
-        s.ver.store(v | 1, Ordering::Relaxed);
-        // 2. Release fence: a reader whose data loads see any store below, and that then issues an
-        //    acquire fence, also sees the odd version (or later) when it reloads `ver`, so it retries
-        //    instead of accepting a mix of old and new fields. Without it (a release *store* of `ver`
-        //    only orders what comes before it), a weakly ordered CPU may make the new name visible
-        //    before the odd version.
-        fence(Ordering::Release);
-        // 3. The data, relaxed (ordered by the fence above and the release store below).
-        s.seq.store(seq, Ordering::Relaxed);
-        s.inside.store(inside as u64, Ordering::Relaxed);
-        for (w, x) in s.name.iter().zip(pack_name(call)) {
-            w.store(x, Ordering::Relaxed);
-        }
-        // 4. Even version, release: a reader that loads it with acquire sees all the data above.
-        s.ver.store((v | 1) + 1, Ordering::Release);
+        crate::seqlock::write(&s.ver, || {
+            s.seq.store(seq, Ordering::Relaxed);
+            s.inside.store(inside as u64, Ordering::Relaxed);
+            for (w, x) in s.name.iter().zip(pack_name(call)) {
+                w.store(x, Ordering::Relaxed);
+            }
+        });
     }
 
     /// Seqlock reader: a consistent copy of PE `pe`'s record, or None if it stayed inconsistent (its
     /// writer died in the middle of an update, or keeps rewriting it).
     fn read(&self, pe: usize) -> Option<PeStatus> {
         let s = self.slot(pe);
-        for attempt in 0..10_000u32 {
-            // Acquire: pairs with the writer's final release store, so the data loads below see at least
-            // that update.
-            let v1 = s.ver.load(Ordering::Acquire);
-            if v1 & 1 == 0 {
-                let seq = s.seq.load(Ordering::Relaxed);
-                let inside = s.inside.load(Ordering::Relaxed) != 0;
-                let name: Vec<u64> = s.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
-                let pid = s.pid.load(Ordering::Relaxed);
-                // Acquire fence: pairs with the writer's release fence, so if any load above saw a
-                // newer update's data, the reload below sees that update's odd version (or later).
-                fence(Ordering::Acquire);
-                if s.ver.load(Ordering::Relaxed) == v1 {
-                    return Some(PeStatus { pe, seq, call: unpack_name(&name), inside, pid: u32::try_from(pid).unwrap_or(0) });
-                }
+        crate::seqlock::read(&s.ver, 10_000, || {
+            let name: Vec<u64> = s.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+            PeStatus {
+                pe,
+                seq: s.seq.load(Ordering::Relaxed),
+                call: unpack_name(&name),
+                inside: s.inside.load(Ordering::Relaxed) != 0,
+                pid: u32::try_from(s.pid.load(Ordering::Relaxed)).unwrap_or(0),
             }
-            if attempt < 100 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        None
+        })
     }
 
     /// Records that this PE enters host collective `call`; returns its number (1, 2, ...).

@@ -26,6 +26,7 @@ pub mod kernels;
 pub mod log;
 pub mod runtime;
 pub mod segment;
+mod seqlock;
 
 pub use bootstrap::UniqueId;
 pub use error::{Error, Result};

@@ -43,7 +43,7 @@ step "ring shift (Rust kernel)"; "$c/rshmrun" -np $NP "$c/ring_shift"; echo "exi
 step "ring shift (CUDA C++, rshmem.h)"; "$c/rshmrun" -np $NP "$c/ring_shift_cuda"; echo "exit: $?"
 step "seed simple_shift.cu (unchanged, nvshmem.h)"; "$c/rshmrun" -np $NP "$c/simple_shift"; echo "exit: $?"
 if [ -f bench/run-compare.sh ]; then
-  step "rshmem-bench vs NVSHMEM (bench/run-compare.sh, same parameters)"; NP=$NP bash bench/run-compare.sh; echo "exit: $?"
+  step "rshmem-bench vs NVSHMEM (bench/run-compare.sh, same parameters)"; NP=$NP bash bench/run-compare.sh ${COMPARE_ARGS:-}; echo "exit: $?"
 else
   step "rshmem-bench"; RSHMEM_SYMMETRIC_SIZE=2g "$c/rshmrun" -np $NP "$c/rshmem-bench"; echo "exit: $?"
 fi

@@ -1218,10 +1218,23 @@ impl Exec {
     /// See above.
     unsafe fn recv(&mut self) {
         let unit = self.scope != Scope::Thread;
-        if unit && !self.leader {
-            self.scope.sync();
-            return;
+        // In a group, the leader waits and copies while the others go straight to the group's sync: all
+        // threads reach that one sync instruction (a barrier reached from different instructions in
+        // divergent code is undefined on GPUs: `bar.sync` must be reached uniformly; this hung 2 x H200).
+        if !unit || self.leader {
+            self.recv_wait();
         }
+        if unit {
+            self.scope.sync();
+        }
+    }
+
+    /// The waiting part of `recv` (the leader's, in a group).
+    ///
+    /// # Safety
+    /// See above.
+    unsafe fn recv_wait(&mut self) {
+        let unit = self.scope != Scope::Thread;
         let d = distance(self.seed, self.round, self.n);
         let from = (self.me + self.n - d) % self.n;
         let c = Chan::new(self.seed, self.round, from, self.id, unit);
@@ -1271,9 +1284,6 @@ impl Exec {
         let to = self.at(self.land + snap);
         for j in 0..len {
             core::ptr::write_volatile(to.add(j), core::ptr::read_volatile(from_p.add(j)));
-        }
-        if unit {
-            self.scope.sync();
         }
     }
 }

@@ -28,7 +28,7 @@ const USAGE: &str = "usage: rshmem-soak [--seed S] [--ops N] [--threads T] [--bl
   --seed S        random seed (decimal or 0x hex); default: random, printed
   --ops N         device calls to make in all, over all PEs and threads (default 100000)
   --threads T     threads per block (default 4 on the CPU backend, 128 on GPUs: a multiple of 32 there,
-                  at most 512: k_soak needs about 114 registers per thread on sm_90)
+                  at most 256: k_soak needs about 114 registers per thread on sm_90; the launch says so)
   --blocks B      blocks per PE (default 2 on the CPU backend, 8 on GPUs)
   --per-thread P  random operations per thread per round (default 100)
   --per-unit U    random group-scoped operations per warp and per block per round (default 6)

@@ -14,7 +14,8 @@
 
 use crate::backend::Collective;
 use crate::error::{Error, Result};
-use crate::jobstatus::{pack_name, pe_list, unpack_name, JobStatus};
+use crate::bootstrap::pe_list;
+use crate::jobstatus::{pack_name, unpack_name, JobStatus};
 use crate::segment::Segment;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -12,6 +12,7 @@
 //! is odd while the PE rewrites it, and a reader retries until it reads the same even version before
 //! and after the fields (see [`Slot`]).
 
+use crate::bootstrap::pe_list;
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,21 +80,6 @@ pub(crate) fn pack_name(name: &str) -> [u64; NAME_WORDS] {
 pub(crate) fn unpack_name(w: &[u64]) -> String {
     let b: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).take_while(|&c| c != 0).collect();
     String::from_utf8_lossy(&b).into_owned()
-}
-
-/// "PE 3" / "PEs 1, 4-7" (ranges compressed, so that a thousand PEs make a short line). `pes` ascending.
-pub fn pe_list(pes: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < pes.len() {
-        let mut j = i;
-        while j + 1 < pes.len() && pes[j + 1] == pes[j] + 1 {
-            j += 1;
-        }
-        parts.push(if j == i { pes[i].to_string() } else { format!("{}-{}", pes[i], pes[j]) });
-        i = j + 1;
-    }
-    format!("{} {}", if pes.len() == 1 { "PE" } else { "PEs" }, parts.join(", "))
 }
 
 /// A shared mapping of the whole board; unmapped on drop.

@@ -292,23 +292,33 @@ pub(crate) fn secs(d: Duration) -> String {
     }
 }
 
-/// "PE 3" / "PEs 1, 4-7" (ranges compressed, so that a thousand missing PEs make a short line).
-pub(crate) fn pe_list(pes: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < pes.len() {
-        let mut j = i;
-        while j + 1 < pes.len() && pes[j + 1] == pes[j] + 1 {
-            j += 1;
+/// "PE 3" / "PEs 1, 4-7, 9": a PE list for messages, ranges compressed and at most eight runs shown
+/// ("... and 12 more"), so that a thousand PEs make a short line. `pes` ascending. The one formatting of
+/// PE lists for the runtime and rshmrun.
+pub fn pe_list(pes: &[usize]) -> String {
+    const SHOWN: usize = 8;
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &p in pes {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == p => *last = p,
+            _ => runs.push((p, p)),
         }
-        parts.push(match j - i {
-            0 => format!("{}", pes[i]),
-            1 => format!("{}, {}", pes[i], pes[j]),
-            _ => format!("{}-{}", pes[i], pes[j]),
-        });
-        i = j + 1;
     }
-    format!("{} {}", if pes.len() == 1 { "PE" } else { "PEs" }, parts.join(", "))
+    let items: Vec<String> = runs
+        .iter()
+        .take(SHOWN)
+        .map(|&(a, b)| match b - a {
+            0 => a.to_string(),
+            1 => format!("{a}, {b}"),
+            _ => format!("{a}-{b}"),
+        })
+        .collect();
+    let mut s = format!("{} {}", if pes.len() == 1 { "PE" } else { "PEs" }, items.join(", "));
+    if runs.len() > SHOWN {
+        let more: usize = runs[SHOWN..].iter().map(|&(a, b)| b - a + 1).sum();
+        s.push_str(&format!(" and {more} more"));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -460,6 +470,9 @@ mod tests {
         assert_eq!(pe_list(&[3]), "PE 3");
         assert_eq!(pe_list(&[2, 3]), "PEs 2, 3");
         assert_eq!(pe_list(&[1, 4, 5, 6, 7, 9]), "PEs 1, 4-7, 9");
+        assert_eq!(pe_list(&(0..10).collect::<Vec<_>>()), "PEs 0-9");
+        let odd: Vec<usize> = (1..40).step_by(2).collect();
+        assert_eq!(pe_list(&odd), "PEs 1, 3, 5, 7, 9, 11, 13, 15 and 12 more");
         assert_eq!(secs(Duration::from_secs(30)), "30");
         assert_eq!(secs(Duration::from_millis(500)), "0.5");
     }

@@ -32,7 +32,7 @@ mod ratelimit;
 mod root;
 mod wire;
 
-pub use launch::{parse_launch_env, LaunchEnv};
+pub use launch::{parse_launch_env, pe_list, LaunchEnv};
 pub(crate) use ratelimit::WarnLimiter;
 pub(crate) use wire::poll;
 

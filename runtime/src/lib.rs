@@ -72,14 +72,16 @@ pub fn barrier_all() -> Result<()> {
 /// # Safety
 /// `src` must be readable for `bytes` (the symmetric side is checked).
 pub unsafe fn putmem(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-    runtime::get("rshmem_putmem")?.putmem(dst, src, bytes, pe)
+    // SAFETY: our caller's contract (src readable for bytes) is Runtime::putmem's.
+    unsafe { runtime::get("rshmem_putmem")?.putmem(dst, src, bytes, pe) }
 }
 /// Host-initiated blocking get of `bytes` from symmetric `src` on `pe`.
 ///
 /// # Safety
 /// `dst` must be writable for `bytes` (the symmetric side is checked).
 pub unsafe fn getmem(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-    runtime::get("rshmem_getmem")?.getmem(dst, src, bytes, pe)
+    // SAFETY: our caller's contract (dst writable for bytes) is Runtime::getmem's.
+    unsafe { runtime::get("rshmem_getmem")?.getmem(dst, src, bytes, pe) }
 }
 /// Completes this PE's outstanding operations.
 pub fn quiet() -> Result<()> {
@@ -109,14 +111,16 @@ pub fn team_n_pes(team: i32) -> i32 {
 /// # Safety
 /// `dst` must be valid for `src.len()` bytes of this PE's memory.
 pub unsafe fn copy_in(dst: *mut u8, src: &[u8]) -> Result<()> {
-    runtime::get("rshmem::copy_in")?.backend().copy_in(dst, src)
+    // SAFETY: our caller's contract (dst valid for src.len() bytes of this PE's memory) is copy_in's.
+    unsafe { runtime::get("rshmem::copy_in")?.backend().copy_in(dst, src) }
 }
 /// Copies this PE's memory (symmetric or device) to host bytes.
 ///
 /// # Safety
 /// `src` must be valid for `dst.len()` bytes of this PE's memory.
 pub unsafe fn copy_out(dst: &mut [u8], src: *const u8) -> Result<()> {
-    runtime::get("rshmem::copy_out")?.backend().copy_out(dst, src)
+    // SAFETY: our caller's contract (src valid for dst.len() bytes of this PE's memory) is copy_out's.
+    unsafe { runtime::get("rshmem::copy_out")?.backend().copy_out(dst, src) }
 }
 /// Offset of `p` in this PE's symmetric heap (the same on every PE for the same object), or None.
 pub fn heap_offset(p: *const u8) -> Option<usize> {

@@ -254,7 +254,7 @@ fn lock(c: &Ctx) {
     run("k_lock", 1, c.threads, &[l as u64, l as u64 + 8, iters]);
     barrier();
     if c.me == 0 {
-        let d = get_u64s(unsafe { l.add(8) }, 1)[0];
+        let d = get_u64s(l.wrapping_add(8), 1)[0];
         let want = c.n as u64 * c.threads as u64 * iters;
         if d != want {
             die(format!("compare_swap lock: counter {d}, expected {want} (lost updates: the lock did not exclude)"));
@@ -314,7 +314,7 @@ fn wait(c: &Ctx) {
     let b = v as u64;
     run("k_wait", 1, c.threads, &[b, b + 8, b + 16]);
     barrier();
-    let ok = get_u64s(unsafe { v.add(16) }, 1)[0];
+    let ok = get_u64s(v.wrapping_add(16), 1)[0];
     if ok != 12 {
         die(format!("wait_until/test: {ok} of 12 checks passed"));
     }

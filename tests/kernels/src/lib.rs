@@ -9,9 +9,14 @@ use rshmem_device as sh;
 use rshmem_device::thread::{block_index, block_rank, block_size, warp_size};
 use rshmem_device::Scope;
 
+/// Kernel argument `i`.
+///
+/// # Safety
+/// `a` points at the kernel's arguments, at least `i + 1` of them (the host side passes them).
 #[inline(always)]
 unsafe fn arg(a: *const u64, i: usize) -> u64 {
-    *a.add(i)
+    // SAFETY: the caller's contract above.
+    unsafe { *a.add(i) }
 }
 #[inline(always)]
 fn next() -> i32 {

@@ -559,6 +559,9 @@ impl Connection {
                 let (h, payload) = msg.encode(self.ctx.me);
                 let _ = send_all(&self.stream, &[bytemuck::bytes_of(&h), payload], Duration::from_secs(1));
                 let _ = self.stream.shutdown(Shutdown::Write);
+                // Unread bytes at close would make the kernel reset the connection, which can
+                // destroy the ERROR frame before the peer reads it.
+                drain(&mut self.stream);
                 Error::new(format!("transport: dropped the connection to {who}: {e}"))
             }
         };

@@ -391,3 +391,53 @@ fn loopback_throughput() {
         big_s * 1e3
     );
 }
+
+/// The medium's limit next to `loopback_throughput`: the same bytes through a bare TcpStream
+/// (write_all of each block, read_exact into the destination), no headers, no checks.
+#[test]
+fn loopback_baseline() {
+    const BIG: usize = 256 << 20;
+    const SMALL: usize = 64 << 10;
+    const SMALL_COUNT: usize = 4096;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut heap = vec![0u8; BIG];
+        for i in 0..SMALL_COUNT {
+            let at = i % (BIG / SMALL) * SMALL;
+            s.read_exact(&mut heap[at..at + SMALL]).unwrap();
+        }
+        s.write_all(&[1]).unwrap();
+        for c in heap.chunks_mut(1 << 20) {
+            s.read_exact(c).unwrap();
+        }
+        s.write_all(&[2]).unwrap();
+        heap
+    });
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    let small = pattern(SMALL, 1);
+    let big = pattern(BIG, 2);
+    let mut ack = [0u8];
+    let t = Instant::now();
+    for _ in 0..SMALL_COUNT {
+        s.write_all(&small).unwrap();
+    }
+    s.read_exact(&mut ack).unwrap();
+    let small_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for c in big.chunks(1 << 20) {
+        s.write_all(c).unwrap();
+    }
+    s.read_exact(&mut ack).unwrap();
+    let big_s = t.elapsed().as_secs_f64();
+    assert!(server.join().unwrap() == big);
+    let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
+    println!(
+        "loopback_baseline: 64 KiB writes: {:.2} GB/s; 256 MiB in 1 MiB writes: {:.2} GB/s",
+        gbs(SMALL * SMALL_COUNT, small_s),
+        gbs(BIG, big_s)
+    );
+}

@@ -291,7 +291,7 @@ fn a_peer_killed_mid_frame_is_named() {
     let mut c = accept(&listener).unwrap();
     c.set_io_timeout(Duration::from_secs(5));
     let t = Instant::now();
-    let err = c.recv().err().expect("a frame from a dead PE").to_string();
+    let err = c.recv().expect_err("a frame from a dead PE").to_string();
     assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
     assert!(err.contains("PE 0 (127.0.0.1:"), "{err}");
     assert!(err.contains("closed the connection in the middle of a PUT frame (seq 9, offset 0x0, 1048576 payload bytes)"), "{err}");
@@ -310,7 +310,7 @@ fn a_peer_stalled_mid_frame_is_named_within_the_deadline() {
     let mut c = accept(&listener).unwrap();
     c.set_io_timeout(Duration::from_secs(1));
     let t = Instant::now();
-    let err = c.recv().err().expect("a frame from a silent PE").to_string();
+    let err = c.recv().expect_err("a frame from a silent PE").to_string();
     let took = t.elapsed();
     let _ = pe0.child.kill();
     let o = outcome(pe0);
@@ -440,4 +440,57 @@ fn loopback_baseline() {
         gbs(SMALL * SMALL_COUNT, small_s),
         gbs(BIG, big_s)
     );
+}
+
+/// Threads, real sockets: several connections per pair, a stranger, a connection meant for another
+/// PE, and a frame the peer would refuse, which `send` refuses instead of sending.
+#[test]
+fn lanes_strangers_and_wrong_targets() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let deadline = || Instant::now() + Duration::from_secs(10);
+
+    // Three lanes between PE 0 and PE 1, each answered as its own index.
+    let client = std::thread::spawn(move || tcp::connect_lanes(addr, &endpoint(0), 1, 3, deadline()).unwrap());
+    let mut served: Vec<u16> = (0..3).map(|_| accept(&listener).unwrap().lane()).collect();
+    let lanes: Vec<u16> = client.join().unwrap().iter().map(|c| c.lane()).collect();
+    served.sort();
+    assert_eq!((lanes, served), (vec![0, 1, 2], vec![0, 1, 2]));
+
+    // Not an rshmem peer: dropped without an answer.
+    let stranger = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&[b'G'; 64]).unwrap();
+        let mut rest = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.read_to_end(&mut rest);
+        rest.len()
+    });
+    let err = accept(&listener).err().expect("a stranger accepted").to_string();
+    assert!(err.contains("is not an rshmem proxy"), "{err}");
+    assert_eq!(stranger.join().unwrap(), 0, "a stranger got an answer");
+
+    // PE 0 of 3 means PE 2, but reached PE 1.
+    let three = |pe| Endpoint { npes: 3, ..endpoint(pe) };
+    let client = std::thread::spawn(move || tcp::connect(addr, &three(0), 2, 0, 1, deadline()).err().unwrap().to_string());
+    let err = tcp::accept(&listener, &three(1), deadline()).err().unwrap().to_string();
+    assert!(err.contains("claims PE 0 of 3") && err.contains("meant for another PE (it wants PE 2)"), "{err}");
+    let err = client.join().unwrap();
+    assert!(err.contains("PE 2 at 127.0.0.1") && err.contains("meant for another PE"), "{err}");
+
+    // A frame outside the peer's heap is refused before it is sent; the connection stays usable.
+    let client = std::thread::spawn(move || {
+        let mut c = tcp::connect(addr, &endpoint(0), 1, 0, 1, deadline()).unwrap();
+        let err = c.put(1, HEAP - 4, &[0u8; 8], None).unwrap_err().to_string();
+        assert!(err.contains("refusing to send to PE 1") && err.contains("`offset`"), "{err}");
+        let err = c.send(&OpHeader { kind: 99, src_pe: 0, ..Default::default() }, &[]).unwrap_err().to_string();
+        assert!(err.contains("unknown kind 99"), "{err}");
+        c.put(2, HEAP - 8, &[3u8; 8], None).unwrap();
+        c.close().unwrap();
+    });
+    let mut c = accept(&listener).unwrap();
+    let mut heap = vec![0u8; HEAP as usize];
+    assert_eq!(serve(&mut c, &mut heap).unwrap(), 2);
+    client.join().unwrap();
+    assert_eq!(heap[HEAP as usize - 8..], [3u8; 8]);
 }

@@ -458,7 +458,7 @@ pub fn check_header(h: &OpHeader, ctx: &Context) -> Result<Checked, Error> {
         if SignalOp::from_u8(h.op).is_none() {
             return Err(bad("op", format!("is {}, not a signal operation (1 set, 2 add)", h.op)));
         }
-        if h.signal_offset % 8 != 0 {
+        if !h.signal_offset.is_multiple_of(8) {
             return Err(bad("signal_offset", format!("{:#x} is not 8-byte aligned", h.signal_offset)));
         }
         in_heap("signal_offset", h.signal_offset, 8)?;
@@ -479,7 +479,7 @@ pub fn check_header(h: &OpHeader, ctx: &Context) -> Result<Checked, Error> {
         Kind::Amo => {
             let op = AmoOp::from_u8(h.op).ok_or_else(|| bad("op", format!("is {}, not an AMO operation", h.op)))?;
             let w = Width::from_u8(h.width).ok_or_else(|| bad("width", format!("is {}, not 4 or 8", h.width)))?;
-            if h.offset % w.bytes() != 0 {
+            if !h.offset.is_multiple_of(w.bytes()) {
                 return Err(bad("offset", format!("{:#x} is not aligned to the {}-byte operand", h.offset, w.bytes())));
             }
             in_heap("offset", h.offset, w.bytes())?;
@@ -991,7 +991,7 @@ mod tests {
                     let at = (rng.below(HEADER_LEN as u64 / 4) * 4) as usize;
                     let vals = [0u64, 1, 7, 8, HEAP - 8, HEAP, HEAP + 1, u32::MAX as u64, u64::MAX, u64::MAX - 7, 1 << 40];
                     let v = vals[rng.below(vals.len() as u64) as usize].to_le_bytes();
-                    let n = if at % 8 == 0 && rng.below(2) == 0 { 8 } else { 4 };
+                    let n = if at.is_multiple_of(8) && rng.below(2) == 0 { 8 } else { 4 };
                     f[at..at + n].copy_from_slice(&v[..n]);
                 }
                 // Truncate.

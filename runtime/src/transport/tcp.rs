@@ -486,7 +486,8 @@ impl Connection {
         Ok(())
     }
 
-    /// Receives one frame, waiting at most the I/O timeout.
+    /// Receives one frame, waiting at most the I/O timeout. A peer's ERROR frame comes back as
+    /// `Message::Error` (its last word: the connection ends after it).
     pub fn recv(&mut self) -> Result<Message<'_>> {
         let t = self.io_timeout;
         match self.recv_timeout(t)? {

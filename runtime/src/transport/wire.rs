@@ -19,6 +19,23 @@
 //! within the chunk limit. A bad frame gives an error naming the peer PE and the field; the reader
 //! never allocates more than the chunk limit, and no accepted PUT, GET, AMO or signal reaches outside
 //! the heap. Large transfers are cut into chunks by [`Chunks`] so that the receiver can pipeline.
+//!
+//! Kinds (offsets are in the receiver's symmetric heap; frames on one connection arrive in order):
+//! - PUT: `len` payload bytes to `offset`; a transfer is one or more chunks with the same `seq`, the
+//!   last with [`FLAG_LAST`]. PUT_SIGNAL is the last chunk of a put-with-signal: its data, then the
+//!   signal (`op` set/add of `value` on the 8-byte word at `signal_offset`).
+//! - GET request (`offset`, `len`, any size inside the heap) → GET responses: chunks of the bytes,
+//!   echoing `seq` and their `offset`, the last with [`FLAG_LAST`].
+//! - AMO request (`op`, `width` 4 or 8, aligned `offset`, `value`, `compare`) → for fetching ops, an
+//!   AMO response (`seq`, `width`, the old value in `value`).
+//! - SIGNAL: a signal update alone.
+//! - FENCE: operations after it must not be applied before those ahead of it (a marker for a
+//!   receiver that applies frames from several connections or out of order).
+//! - QUIET request → QUIET completion with the same `seq`, once everything received before it on
+//!   this connection has been applied.
+//! - BARRIER arrival: `value` is the barrier epoch.
+//! - ERROR: UTF-8 text (at most [`MAX_ERROR_TEXT`] bytes), the sender's last word before it closes.
+//! - CLOSE: an orderly end; nothing follows.
 
 use crate::error::Error;
 use bytemuck::{Pod, Zeroable};

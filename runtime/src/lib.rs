@@ -26,6 +26,7 @@ pub mod kernels;
 pub mod log;
 pub mod runtime;
 pub mod segment;
+pub mod transport;
 mod seqlock;
 
 pub use bootstrap::UniqueId;

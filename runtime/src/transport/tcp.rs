@@ -1,0 +1,602 @@
+//! The TCP provider of the proxy transport: one [`Connection`] carries frames of [`super::wire`]
+//! between two PEs over a `std::net::TcpStream`.
+//!
+//! - [`connect`] retries until a deadline (the peer's proxy may not listen yet), then sends a
+//!   [`Hello`]; [`accept`] reads it and answers with its own hello or a refusal. Both sides check the
+//!   job key (in constant time), the PE count, the heap size and that the connection is meant for
+//!   them; a mismatch drops the connection with an error naming the peer on both sides. A refusal for
+//!   a wrong key carries nothing of the acceptor's identity.
+//! - [`Connection::send`] writes a header and its payload with one `sendmsg` (no copy, no SIGPIPE),
+//!   checking first that the peer would accept the frame; [`Connection::recv`] reads and validates
+//!   one frame with a read deadline. TCP_NODELAY is on: proxy traffic is many small frames.
+//! - A peer that closes, stalls or sends garbage gives an error naming it and what was in flight, and
+//!   the connection is unusable afterwards; for garbage, the peer is told why (an ERROR frame) first.
+//! - Several connections per pair: `lane` of `lanes` in the hello. No threads of its own.
+
+use super::wire::{
+    self, check_header, Chunks, Context, FrameReader, Hello, HelloStatus, Kind, Message, OpHeader, ReadError, Signal,
+    HEADER_LEN, HELLO_LEN, MAGIC, MAX_CHUNK, MAX_LANES, MIN_CHUNK, VERSION,
+};
+use crate::error::{Error, Result};
+use std::io::{self, Read};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Default bound on waiting for a frame's bytes, or for the peer to take ours.
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connecting client must send its hello within this time.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// This PE as the wire sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub key: [u8; 16],
+    pub pe: u32,
+    pub npes: u32,
+    /// This PE's symmetric heap size (the same on every PE of a job).
+    pub heap_size: u64,
+    /// The largest payload this PE accepts in one frame (MIN_CHUNK..=MAX_CHUNK).
+    pub max_chunk: u32,
+}
+
+impl Endpoint {
+    fn check(&self) -> Result<()> {
+        if self.pe >= self.npes {
+            return Err(Error::new(format!("transport: PE {} is not below the PE count {}", self.pe, self.npes)));
+        }
+        if !(MIN_CHUNK..=MAX_CHUNK).contains(&self.max_chunk) {
+            return Err(Error::new(format!(
+                "transport: chunk size {} is outside {MIN_CHUNK}..={MAX_CHUNK} bytes",
+                self.max_chunk
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Constant-time comparison of job keys (no early exit on the first differing byte).
+fn key_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
+    std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
+}
+
+/// One connection to a peer PE.
+pub struct Connection {
+    stream: TcpStream,
+    ctx: Context,
+    /// The largest payload the peer accepts.
+    peer_max_chunk: u32,
+    lane: u16,
+    peer_addr: SocketAddr,
+    reader: FrameReader,
+    io_timeout: Duration,
+    /// The read timeout set on the socket now.
+    read_timeout: Option<Duration>,
+    /// Set once the connection failed: every later call gives this error.
+    broken: Option<Error>,
+    /// Requests sent that await an answer (GET, fetching AMO, QUIET).
+    awaiting: u64,
+    last_sent: Option<OpHeader>,
+}
+
+/// Connects to `peer` at `addr` (retrying until `deadline` while nobody listens), as connection
+/// `lane` of `lanes` between the two PEs, and exchanges hellos.
+pub fn connect(addr: SocketAddr, me: &Endpoint, peer: u32, lane: u16, lanes: u16, deadline: Instant) -> Result<Connection> {
+    me.check()?;
+    if peer >= me.npes || peer == me.pe {
+        return Err(Error::new(format!("transport: cannot connect PE {} to PE {peer} of {}", me.pe, me.npes)));
+    }
+    if lanes == 0 || lanes as u32 > MAX_LANES || lane >= lanes {
+        return Err(Error::new(format!("transport: connection {lane} of {lanes} (at most {MAX_LANES} per pair)")));
+    }
+    let who = format!("PE {peer} at {addr}");
+    let mut last_err;
+    let mut stream = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(&addr, left.clamp(Duration::from_millis(1), Duration::from_secs(1))) {
+            Ok(s) => break s,
+            Err(e) => last_err = e,
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(format!("transport: could not connect to {who}: {last_err}")));
+        }
+        std::thread::sleep(Duration::from_millis(10).min(deadline.saturating_duration_since(Instant::now())));
+    };
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(HELLO_TIMEOUT));
+    let hello = Hello {
+        magic: MAGIC,
+        version: VERSION,
+        status: 0,
+        key: me.key,
+        src_pe: me.pe,
+        dst_pe: peer,
+        npes: me.npes,
+        lane,
+        lanes,
+        heap_size: me.heap_size,
+        max_chunk: me.max_chunk,
+        _reserved: 0,
+    };
+    send_all(&stream, &[bytemuck::bytes_of(&hello)], deadline.saturating_duration_since(Instant::now()).max(HELLO_TIMEOUT))
+        .map_err(|e| Error::new(format!("transport: sending the hello to {who}: {e}")))?;
+    let answer = read_hello(&mut stream, deadline.saturating_duration_since(Instant::now()).max(HELLO_TIMEOUT))
+        .map_err(|e| Error::new(format!("transport: {who} did not answer the hello: {e}")))?;
+    if answer.magic != MAGIC {
+        return Err(Error::new(format!("transport: {who} is not an rshmem proxy (bad hello magic)")));
+    }
+    if answer.version != VERSION {
+        return Err(Error::new(format!(
+            "transport: {who} speaks wire version {}, this PE version {VERSION}",
+            answer.version
+        )));
+    }
+    match HelloStatus::from_u32(answer.status) {
+        Some(HelloStatus::Accepted) => {}
+        Some(s @ (HelloStatus::WrongPeCount | HelloStatus::WrongHeapSize)) => {
+            return Err(Error::new(format!(
+                "transport: {who} refused the connection: {} (it has {} PEs and a heap of {} bytes; this PE {} and {})",
+                s.describe(),
+                answer.npes,
+                answer.heap_size,
+                me.npes,
+                me.heap_size
+            )))
+        }
+        Some(s) => return Err(Error::new(format!("transport: {who} refused the connection: {}", s.describe()))),
+        None => return Err(Error::new(format!("transport: {who} answered with unknown status {}", answer.status))),
+    }
+    // The acceptor proves it belongs to the same job and is the PE we meant.
+    let why = if !key_eq(&answer.key, &me.key) {
+        Some("wrong job key".to_string())
+    } else if answer.src_pe != peer || answer.dst_pe != me.pe {
+        Some(format!("it answers as PE {} for PE {}", answer.src_pe, answer.dst_pe))
+    } else if answer.npes != me.npes || answer.heap_size != me.heap_size {
+        Some(format!("it has {} PEs and a heap of {} bytes", answer.npes, answer.heap_size))
+    } else if answer.lane != lane || answer.lanes != lanes {
+        Some(format!("it answers as connection {} of {}", answer.lane, answer.lanes))
+    } else if !(MIN_CHUNK..=MAX_CHUNK).contains(&answer.max_chunk) || answer._reserved != 0 {
+        Some(format!("malformed hello (chunk size {})", answer.max_chunk))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        let _ = stream.shutdown(Shutdown::Both);
+        return Err(Error::new(format!("transport: dropped the connection to {who}: {why}")));
+    }
+    Ok(Connection::new(stream, me, peer, answer.max_chunk, lane, addr))
+}
+
+/// Connects `lanes` connections to `peer` (see [`connect`]).
+pub fn connect_lanes(addr: SocketAddr, me: &Endpoint, peer: u32, lanes: u16, deadline: Instant) -> Result<Vec<Connection>> {
+    (0..lanes).map(|lane| connect(addr, me, peer, lane, lanes, deadline)).collect()
+}
+
+/// Accepts one connection on `listener` (waiting until `deadline`) and answers its hello. A
+/// connection that fails the checks is refused and dropped, and the error names it (its address and
+/// the PE it claims to be).
+pub fn accept(listener: &TcpListener, me: &Endpoint, deadline: Instant) -> Result<Connection> {
+    me.check()?;
+    let (mut stream, addr) = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut fds = [libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        crate::bootstrap::poll(&mut fds, Some(left)).map_err(|e| Error::os("transport: waiting for a connection", e))?;
+        if fds[0].revents != 0 {
+            match listener.accept() {
+                Ok(x) => break x,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                Err(e) => return Err(Error::os("transport: accept", e)),
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(format!(
+                "transport: PE {}: no connection within the deadline on {}",
+                me.pe,
+                listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
+            )));
+        }
+    };
+    // The accepted socket must block (with timeouts) whatever the listener does.
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(HELLO_TIMEOUT));
+    let hello = read_hello(&mut stream, HELLO_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))))
+        .map_err(|e| Error::new(format!("transport: PE {}: connection from {addr} sent no hello: {e}", me.pe)))?;
+    let who = format!("connection from {addr} (claims PE {} of {})", hello.src_pe, hello.npes);
+    let mut refuse = |status: HelloStatus, detail: String| -> Error {
+        let mut answer = Hello { magic: MAGIC, version: VERSION, status: status as u32, ..bytemuck::Zeroable::zeroed() };
+        if status != HelloStatus::WrongKey && status != HelloStatus::Malformed {
+            // The key matched: the peer may learn what differs.
+            (answer.src_pe, answer.npes, answer.heap_size) = (me.pe, me.npes, me.heap_size);
+        }
+        let _ = send_all(&stream, &[bytemuck::bytes_of(&answer)], Duration::from_secs(1));
+        let _ = stream.shutdown(Shutdown::Write);
+        drain(&mut stream);
+        Error::new(format!("transport: PE {} refused the {who}: {}{detail}", me.pe, status.describe()))
+    };
+    if hello.magic != MAGIC {
+        // Not ours at all: no answer.
+        let _ = stream.shutdown(Shutdown::Both);
+        return Err(Error::new(format!("transport: PE {}: connection from {addr} is not an rshmem proxy (bad hello magic)", me.pe)));
+    }
+    if hello.version != VERSION {
+        return Err(refuse(HelloStatus::WrongVersion, format!(" (version {}, this PE {VERSION})", hello.version)));
+    }
+    if !key_eq(&hello.key, &me.key) {
+        return Err(refuse(HelloStatus::WrongKey, String::new()));
+    }
+    if hello.dst_pe != me.pe {
+        return Err(refuse(HelloStatus::WrongTargetPe, format!(" (it wants PE {})", hello.dst_pe)));
+    }
+    if hello.npes != me.npes {
+        return Err(refuse(HelloStatus::WrongPeCount, format!(" ({} PEs, this job {})", hello.npes, me.npes)));
+    }
+    if hello.heap_size != me.heap_size {
+        return Err(refuse(HelloStatus::WrongHeapSize, format!(" ({} bytes, this PE {})", hello.heap_size, me.heap_size)));
+    }
+    if hello.lanes == 0 || hello.lanes as u32 > MAX_LANES || hello.lane >= hello.lanes {
+        return Err(refuse(HelloStatus::BadLane, format!(" (connection {} of {})", hello.lane, hello.lanes)));
+    }
+    if hello.src_pe >= me.npes
+        || hello.src_pe == me.pe
+        || hello.status != 0
+        || hello._reserved != 0
+        || !(MIN_CHUNK..=MAX_CHUNK).contains(&hello.max_chunk)
+    {
+        return Err(refuse(HelloStatus::Malformed, format!(" (source PE {}, chunk size {})", hello.src_pe, hello.max_chunk)));
+    }
+    let answer = Hello {
+        magic: MAGIC,
+        version: VERSION,
+        status: HelloStatus::Accepted as u32,
+        key: me.key,
+        src_pe: me.pe,
+        dst_pe: hello.src_pe,
+        npes: me.npes,
+        lane: hello.lane,
+        lanes: hello.lanes,
+        heap_size: me.heap_size,
+        max_chunk: me.max_chunk,
+        _reserved: 0,
+    };
+    send_all(&stream, &[bytemuck::bytes_of(&answer)], HELLO_TIMEOUT)
+        .map_err(|e| Error::new(format!("transport: PE {}: answering the hello of PE {} at {addr}: {e}", me.pe, hello.src_pe)))?;
+    Ok(Connection::new(stream, me, hello.src_pe, hello.max_chunk, hello.lane, addr))
+}
+
+fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {
+    s.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+    let mut b = [0u8; HELLO_LEN];
+    let mut got = 0;
+    while got < HELLO_LEN {
+        match s.read(&mut b[got..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("connection closed after {got} of {HELLO_LEN} hello bytes"),
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("timed out after {timeout:?} with {got} of {HELLO_LEN} hello bytes"),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(bytemuck::pod_read_unaligned(&b))
+}
+
+/// Sends all of `parts` with `sendmsg` (gathering, MSG_NOSIGNAL: a closed peer gives EPIPE, not a
+/// signal that would kill a C program). Waits at most `timeout` for the peer to make room.
+fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()> {
+    let fd = s.as_raw_fd();
+    let deadline = Instant::now() + timeout;
+    let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    let mut first = 0;
+    while first < parts.len() {
+        let mut iov: Vec<libc::iovec> = parts[first..]
+            .iter()
+            .map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() })
+            .collect();
+        // SAFETY: zeroed msghdr is valid (no name, no control data); it points at `iov`, which lives
+        // until after the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        // SAFETY: `fd` is the open socket of `s`, borrowed for the call; every iovec names a live,
+        // readable slice of `parts` (the kernel only reads through them).
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the peer took no data for {timeout:?}")));
+                    }
+                    let mut fds = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+                    crate::bootstrap::poll(&mut fds, Some(left))?;
+                    continue;
+                }
+                _ => return Err(e),
+            }
+        }
+        let mut n = n as usize;
+        while n > 0 && first < parts.len() {
+            let p = parts[first];
+            if n >= p.len() {
+                n -= p.len();
+                first += 1;
+            } else {
+                parts[first] = &p[n..];
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads and discards what a refused peer sent (bounded), so that closing does not reset the
+/// connection and destroy the refusal on its way.
+fn drain(s: &mut TcpStream) {
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut scratch = [0u8; 4096];
+    let mut total = 0usize;
+    while total < (1 << 20) {
+        match s.read(&mut scratch) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+    }
+}
+
+impl Connection {
+    fn new(stream: TcpStream, me: &Endpoint, peer: u32, peer_max_chunk: u32, lane: u16, peer_addr: SocketAddr) -> Connection {
+        let ctx = Context { me: me.pe, peer, npes: me.npes, heap_size: me.heap_size, max_chunk: me.max_chunk };
+        // A blocking send returns (EAGAIN) when the peer takes nothing for this long.
+        let _ = stream.set_write_timeout(Some(DEFAULT_IO_TIMEOUT));
+        Connection {
+            stream,
+            ctx,
+            peer_max_chunk,
+            lane,
+            peer_addr,
+            reader: FrameReader::new(),
+            io_timeout: DEFAULT_IO_TIMEOUT,
+            read_timeout: None,
+            broken: None,
+            awaiting: 0,
+            last_sent: None,
+        }
+    }
+
+    /// The PE on the other end.
+    pub fn peer(&self) -> u32 {
+        self.ctx.peer
+    }
+    pub fn lane(&self) -> u16 {
+        self.lane
+    }
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
+    }
+    /// The largest payload one frame to the peer may carry (the peer's chunk limit).
+    pub fn send_chunk(&self) -> u32 {
+        self.peer_max_chunk
+    }
+    /// Requests sent that await an answer (GET, fetching AMO, QUIET).
+    pub fn awaiting(&self) -> u64 {
+        self.awaiting
+    }
+    /// Bounds the wait for the rest of a frame, and for the peer to take what we send.
+    pub fn set_io_timeout(&mut self, t: Duration) {
+        self.io_timeout = t.max(Duration::from_millis(1));
+        let _ = self.stream.set_write_timeout(Some(self.io_timeout));
+    }
+
+    fn who(&self) -> String {
+        format!("PE {} ({}, connection {})", self.ctx.peer, self.peer_addr, self.lane)
+    }
+
+    /// What was in flight, for errors: requests awaiting answers and the last frame sent.
+    fn in_flight(&self) -> String {
+        let mut s = String::new();
+        if self.awaiting > 0 {
+            s.push_str(&format!("; {} requests were awaiting an answer", self.awaiting));
+        }
+        if let Some(h) = &self.last_sent {
+            s.push_str(&format!("; last sent: {}", wire::describe(h)));
+        }
+        s
+    }
+
+    fn fail(&mut self, e: Error) -> Error {
+        let _ = self.stream.shutdown(Shutdown::Both);
+        self.broken = Some(e.clone());
+        e
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.broken {
+            Some(e) => Err(Error::new(format!("transport: the connection to {} failed earlier: {e}", self.who()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends one frame: `h` and its payload. The frame is first checked as the peer will check it, so
+    /// a frame the peer would refuse is an error here and never sent.
+    pub fn send(&mut self, h: &OpHeader, payload: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        let peer_view = Context {
+            me: self.ctx.peer,
+            peer: self.ctx.me,
+            npes: self.ctx.npes,
+            heap_size: self.ctx.heap_size,
+            max_chunk: self.peer_max_chunk,
+        };
+        let checked = check_header(h, &peer_view)
+            .map_err(|e| Error::new(format!("transport: refusing to send to {}: {e}", self.who())))?;
+        if checked.payload_len != payload.len() {
+            return Err(Error::new(format!(
+                "transport: refusing to send to {}: {} header announces {} payload bytes, {} given",
+                self.who(),
+                checked.kind.name(),
+                checked.payload_len,
+                payload.len()
+            )));
+        }
+        if let Err(e) = send_all(&self.stream, &[bytemuck::bytes_of(h), payload], self.io_timeout) {
+            let err = Error::new(format!("transport: sending a {} to {}: {e}{}", wire::describe(h), self.who(), self.in_flight()));
+            return Err(self.fail(err));
+        }
+        match checked.kind {
+            Kind::GetRequest | Kind::Quiet => self.awaiting += 1,
+            Kind::Amo if wire::AmoOp::from_u8(h.op).is_some_and(|op| op.fetches()) => self.awaiting += 1,
+            _ => {}
+        }
+        self.last_sent = Some(*h);
+        Ok(())
+    }
+
+    /// Sends a message (see [`Message::encode`]).
+    pub fn send_message(&mut self, m: &Message<'_>) -> Result<()> {
+        let (h, payload) = m.encode(self.ctx.me);
+        self.send(&h, payload)
+    }
+
+    /// Sends `data` to heap offset `offset` of the peer, in chunks of at most the peer's limit; with a
+    /// signal, the last chunk is a PUT_SIGNAL.
+    pub fn put(&mut self, seq: u64, offset: u64, data: &[u8], signal: Option<Signal>) -> Result<()> {
+        for c in Chunks::put(self.ctx.me, seq, offset, data.len() as u64, self.peer_max_chunk, signal) {
+            self.send(&c.header, &data[c.range])?;
+        }
+        Ok(())
+    }
+
+    /// Answers a GET request: `data` (the heap bytes at `offset`) in chunks.
+    pub fn get_response(&mut self, seq: u64, offset: u64, data: &[u8]) -> Result<()> {
+        for c in Chunks::get_response(self.ctx.me, seq, offset, data.len() as u64, self.peer_max_chunk) {
+            self.send(&c.header, &data[c.range])?;
+        }
+        Ok(())
+    }
+
+    /// Receives one frame, waiting at most the I/O timeout. A peer's ERROR frame comes back as
+    /// `Message::Error` (its last word: the connection ends after it).
+    pub fn recv(&mut self) -> Result<Message<'_>> {
+        let t = self.io_timeout;
+        match self.recv_timeout(t)? {
+            true => self.current(),
+            false => Err(Error::new(format!(
+                "transport: no frame from {} within {t:?}{}",
+                self.who(),
+                self.in_flight()
+            ))),
+        }
+    }
+
+    /// Waits at most `idle` for a frame to start (then at most the I/O timeout for the rest of it).
+    /// `Ok(false)`: nothing arrived, the connection is still in step. After `Ok(true)`,
+    /// [`Connection::current`] gives the frame.
+    pub fn recv_timeout(&mut self, idle: Duration) -> Result<bool> {
+        self.check_usable()?;
+        let idle = idle.max(Duration::from_millis(1));
+        if self.read_timeout != Some(idle) {
+            self.stream.set_read_timeout(Some(idle)).map_err(|e| Error::os("transport: set_read_timeout", e))?;
+            self.read_timeout = Some(idle);
+        }
+        // The first byte may take `idle`; once a frame started, the rest gets the I/O timeout.
+        let mut timed = TimedRead { s: &self.stream, started: false, io_timeout: self.io_timeout, idle };
+        let res = self.reader.read_frame(&mut timed, &self.ctx);
+        if timed.started && self.io_timeout != idle {
+            self.read_timeout = Some(self.io_timeout);
+        }
+        match res {
+            Ok(()) => {
+                let h = self.reader.last_header();
+                let answers = match Kind::from_u8(h.kind) {
+                    Some(Kind::GetResponse) => h.flags & wire::FLAG_LAST != 0,
+                    Some(Kind::AmoResponse | Kind::QuietAck) => true,
+                    _ => false,
+                };
+                if answers {
+                    self.awaiting = self.awaiting.saturating_sub(1);
+                }
+                Ok(true)
+            }
+            Err(ReadError::Idle) => Ok(false),
+            Err(e) => Err(self.read_failed(e)),
+        }
+    }
+
+    /// The frame the last successful receive read.
+    pub fn current(&self) -> Result<Message<'_>> {
+        self.reader.current(&self.ctx)
+    }
+
+    fn read_failed(&mut self, e: ReadError) -> Error {
+        let who = self.who();
+        let flight = self.in_flight();
+        let err = match e {
+            ReadError::Closed => Error::new(format!("transport: {who} closed the connection{flight}")),
+            ReadError::Idle => Error::new(format!("transport: no frame from {who}")),
+            ReadError::Truncated { what, got, want } => Error::new(format!(
+                "transport: {who} closed the connection in the middle of a {what} ({got} of {want} bytes arrived){flight}"
+            )),
+            ReadError::Stalled { what, got, want } => Error::new(format!(
+                "transport: {who} sent nothing for {:?} in the middle of a {what} ({got} of {want} bytes arrived){flight}",
+                self.io_timeout
+            )),
+            ReadError::Io(e) => Error::new(format!("transport: reading from {who}: {e}{flight}")),
+            ReadError::Invalid(e) => {
+                // Tell the peer why it is cut off, then drop it.
+                let text = format!("PE {} dropped the connection: {e}", self.ctx.me);
+                let msg = Message::Error { text };
+                let (h, payload) = msg.encode(self.ctx.me);
+                let _ = send_all(&self.stream, &[bytemuck::bytes_of(&h), payload], Duration::from_secs(1));
+                let _ = self.stream.shutdown(Shutdown::Write);
+                // Unread bytes at close would make the kernel reset the connection, which can
+                // destroy the ERROR frame before the peer reads it.
+                drain(&mut self.stream);
+                Error::new(format!("transport: dropped the connection to {who}: {e}"))
+            }
+        };
+        self.fail(err)
+    }
+
+    /// Ends the connection: a CLOSE frame, then no more sending.
+    pub fn close(mut self) -> Result<()> {
+        self.send_message(&Message::Close)?;
+        let _ = self.stream.shutdown(Shutdown::Write);
+        Ok(())
+    }
+}
+
+/// A reader over the socket that switches from the idle timeout to the I/O timeout once the first
+/// byte of a frame arrived.
+struct TimedRead<'a> {
+    s: &'a TcpStream,
+    started: bool,
+    io_timeout: Duration,
+    idle: Duration,
+}
+
+impl Read for TimedRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (&*self.s).read(buf)?;
+        if n > 0 && !self.started {
+            self.started = true;
+            if self.io_timeout != self.idle {
+                self.s.set_read_timeout(Some(self.io_timeout))?;
+            }
+        }
+        Ok(n)
+    }
+}
+
+const _: () = assert!(HEADER_LEN == HELLO_LEN);

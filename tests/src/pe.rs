@@ -743,10 +743,10 @@ fn nodes(c: &Ctx) {
     barrier();
     // Each node's PEs wrote only into this node's heaps: the slots of this node's PEs hold what they wrote.
     let slots = get_u64s(buf, c.n);
-    for q in 0..c.n {
+    for (q, &slot) in slots.iter().enumerate() {
         let want = if mine.contains(&q) { q as u64 * 1000 + c.me as u64 } else { 0 };
-        if slots[q] != want {
-            die(format!("slot of PE {q} holds {}; expected {want}", slots[q]));
+        if slot != want {
+            die(format!("slot of PE {q} holds {slot}; expected {want}"));
         }
     }
     if std::env::var("RSHMEM_TEST_NETNS").as_deref() == Ok("1") {

@@ -35,7 +35,9 @@ fn run_nodes(np: usize, nodes: usize, netns: bool) -> (Output, String) {
         cmd.env_remove("RSHMEM_TEST_NETNS");
     }
     cmd.arg(tool("rshmem-test-pe")).arg("nodes");
-    cmd.env("RSHMEM_SYMMETRIC_SIZE", "64m").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_TEST_NODES", nodes.to_string());
+    // A broken node setup shows as PEs that cannot reach PE 0: fail in 10 s, not 30.
+    cmd.env("RSHMEM_SYMMETRIC_SIZE", "64m").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_BOOTSTRAP_TIMEOUT", "10");
+    cmd.env("RSHMEM_TEST_NODES", nodes.to_string());
     let start = Instant::now();
     let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
     assert!(start.elapsed() < deadline + Duration::from_secs(10), "rshmrun overran its own --timeout");

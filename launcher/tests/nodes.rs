@@ -253,10 +253,10 @@ fn netns_namespaces_vanish_on_every_exit_path() {
         let scratch = Scratch::new(&format!("{end:?}"));
         let go = scratch.0.join("go");
         // Each PE says where it is, then waits for `go` (or for the end), and exits 0 (PE 3 exits 3 in
-        // PeFails). exec: the PE process itself is what waits, so a signal to it ends it.
+        // PeFails); it gives up after about 30 s, so that a failed test leaves nothing running for long.
         let script = format!(
             "echo \"ns $RSHMEM_NODE_ID $(readlink /proc/self/ns/net) $RSHMEM_BOOTSTRAP\"; \
-             while [ ! -e {go} ]; do sleep 0.05; done; \
+             i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; \
              if [ {fail} = 1 ] && [ $RSHMEM_PE = 3 ]; then exit 3; fi; exec true",
             go = go.display(),
             fail = u8::from(matches!(end, End::PeFails))
@@ -299,5 +299,16 @@ fn netns_namespaces_vanish_on_every_exit_path() {
         for link in ["rsbr0", "n0", "n1"] {
             assert!(!std::path::Path::new("/sys/class/net").join(link).exists(), "{end:?}: {link} appeared in the caller's namespace");
         }
+    }
+}
+
+/// `--info` describes both options and the variable.
+#[test]
+fn info_describes_nodes_and_netns() {
+    let out = Command::new(RSHMRUN).arg("--info").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for want in ["--nodes K", "--netns", "RSHMEM_NODE_ID", "10.99.0.1"] {
+        assert!(text.contains(want), "--info lacks {want:?}:\n{text}");
     }
 }

@@ -5,8 +5,7 @@ use std::ffi::OsString;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use rshmem::env;
 
-const USAGE: &str =
-    "rshmrun -np N [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS]...\n       rshmrun --info";
+const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS]...\n       rshmrun --info";
 
 /// The most PEs an rshmem job can have: the size of the per-PE tables in the device state.
 pub const MAX_PES: usize = rshmem_device::state::MAX_PES;
@@ -30,6 +29,20 @@ pub struct Cli {
         required_unless_present = "info"
     )]
     pub np: Option<u32>,
+
+    /// Split the PEs into K simulated nodes on this host: contiguous blocks of PEs (node 0 gets the first
+    /// block; when K does not divide N, the first N % K nodes get one PE more). PEs of different nodes
+    /// share nothing (no mapped heaps, no shared-memory host barrier), exactly as on separate machines:
+    /// they reach each other only through the bootstrap and the remote transport. K is 1 to N.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32))]
+    pub nodes: Option<u32>,
+
+    /// Run each node in its own private network namespace (needs root), joined to the others by a
+    /// bridge: node k has address 10.99.0.(k+1) and its own loopback, and the bootstrap listens on node
+    /// 0's address, so traffic between nodes crosses real (virtual) network interfaces. The namespaces
+    /// vanish with the job, on every exit path. Without --nodes, one node.
+    #[arg(long)]
+    pub netns: bool,
 
     /// Terminate the job if it runs longer than SECS seconds, start-up included (rshmrun then names the
     /// PEs still running and, where the PEs record it, the collective they wait in, and exits with 124).
@@ -57,14 +70,26 @@ pub struct Cli {
     pub command: Vec<OsString>,
 }
 
+/// What `--info` says about simulated nodes.
+pub const NODES_INFO: &str = "Simulated nodes:\n\n  \
+    --nodes K  splits the PEs into K nodes of contiguous PEs (the first N % K nodes get one more); PEs of \
+    different nodes share no memory and no host barrier, as on separate hosts\n  \
+    --netns    (root) each node in its own network namespace, joined by a bridge; node k is 10.99.0.(k+1) \
+    and the bootstrap listens on node 0's 10.99.0.1\n";
+
 /// The variables rshmrun sets in each PE's environment, with their meaning.
 pub fn set_variables() -> Vec<(&'static str, &'static str)> {
     vec![
         (env::PE, "this PE's number, 0 to N-1"),
         (env::NPES, "N, the number of PEs"),
-        (env::LOCAL_PE, "same as RSHMEM_PE (all PEs run on this host)"),
-        (env::LOCAL_NPES, "N"),
-        (env::BOOTSTRAP, "127.0.0.1:PORT, the bootstrap rendezvous; PE 0 accepts on it, the others connect"),
+        (env::LOCAL_PE, "this PE's number among the PEs of its node (same as RSHMEM_PE without --nodes)"),
+        (env::LOCAL_NPES, "the number of PEs on this PE's node (N without --nodes)"),
+        (env::NODE_ID, "with --nodes K only: this PE's simulated node, 0 to K-1 (part of its host identity)"),
+        (
+            env::BOOTSTRAP,
+            "127.0.0.1:PORT (with --netns 10.99.0.1:PORT, node 0's address), the bootstrap rendezvous; PE 0 \
+             accepts on it, the others connect",
+        ),
         (
             env::BOOTSTRAP_FD,
             "PE 0 only: number of the inherited file descriptor of the listening socket bound to \
@@ -115,6 +140,13 @@ fn long_help_tail() -> String {
          not fit; with --no-pe-limit it starts such a job anyway, waiting during start-up for earlier PEs \
          to end whenever it holds as many pipes as the limit allows. -np is limited to the {MAX_PES} PEs an \
          rshmem job can have in this build; --no-pe-limit lifts that for programs that do not use rshmem.\n\n\
+         Simulated nodes: --nodes K splits the N PEs into K nodes of contiguous PEs (N=4, K=3: PEs 0-1, 2, \
+         3). Each PE gets RSHMEM_NODE_ID and the node-local RSHMEM_LOCAL_PE and RSHMEM_LOCAL_NPES of its \
+         node; the runtime makes the node id part of the host identity, so PEs of different nodes map no \
+         heaps of each other and share no host barrier, as on separate hosts (the same binaries run \
+         across real hosts under mpirun or srun, where the variable is unset). --netns (root only) also \
+         puts each node in its own network namespace, joined by a bridge (node k is 10.99.0.(k+1)); the \
+         namespaces disappear with the job.\n\n\
          Exit status: 0 when every PE exited 0; the failed PE's status as above; 128 + N after signal N \
          reached rshmrun (SIGHUP gives 129); 124 after --timeout; 126 or 127 when PROGRAM cannot be run; 2 \
          for a bad command line; 1 when the job cannot be started for another reason.\n\n\
@@ -135,7 +167,7 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
             out.push(arg);
             break;
         }
-        let takes_value = matches!(bytes, b"-np" | b"-n" | b"--np" | b"--timeout");
+        let takes_value = matches!(bytes, b"-np" | b"-n" | b"--np" | b"--timeout" | b"--nodes");
         if bytes == b"-np" {
             out.push("--np".into());
         } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("-np=")) {
@@ -163,6 +195,23 @@ pub fn parse_from(args: impl IntoIterator<Item = OsString>) -> Result<Cli, clap:
     let mut command = Cli::command().after_long_help(long_help_tail());
     let matches = command.try_get_matches_from_mut(normalize_args(args))?;
     let cli = Cli::from_arg_matches(&matches)?;
+    if let (Some(nodes), Some(np)) = (cli.nodes, cli.np) {
+        let why = if nodes == 0 {
+            Some("a job runs on at least one node".to_string())
+        } else if nodes > np {
+            Some(format!("more nodes than the {np} PEs of -np {np}: every node needs at least one PE"))
+        } else if cli.netns && nodes as usize > crate::netns::MAX_NODES {
+            Some(format!("--netns gives at most {} nodes (addresses 10.99.0.1 to 10.99.0.254)", crate::netns::MAX_NODES))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(command.error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("--nodes {nodes}: {why}; nothing was started. --nodes takes 1 to {np} here"),
+            ));
+        }
+    }
     if let Some(np) = cli.np {
         if np as usize > MAX_PES && !cli.no_pe_limit {
             return Err(command.error(
@@ -242,6 +291,24 @@ mod tests {
     }
 
     #[test]
+    fn nodes() {
+        let cli = parse_from(args(&["rshmrun", "--nodes", "2", "-np", "4", "--netns", "prog", "--nodes", "9"])).unwrap();
+        assert_eq!((cli.nodes, cli.np, cli.netns), (Some(2), Some(4), true));
+        assert_eq!(cli.command, args(&["prog", "--nodes", "9"]));
+        let cli = parse_from(args(&["rshmrun", "-np", "3", "--nodes=3", "prog"])).unwrap();
+        assert_eq!((cli.nodes, cli.netns), (Some(3), false));
+        for (a, want) in [
+            (&["rshmrun", "--nodes", "5", "-np", "4", "prog"][..], "--nodes 5: more nodes than the 4 PEs"),
+            (&["rshmrun", "--nodes", "0", "-np", "4", "prog"], "--nodes 0: a job runs on at least one node"),
+            (&["rshmrun", "--nodes", "x", "-np", "4", "prog"], "invalid value 'x'"),
+        ] {
+            let e = parse_from(args(a)).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{a:?}");
+            assert!(e.to_string().contains(want), "{a:?}: {e}");
+        }
+    }
+
+    #[test]
     fn pe_limit() {
         let max = MAX_PES.to_string();
         let over = (MAX_PES + 1).to_string();
@@ -262,5 +329,6 @@ mod tests {
             assert!(help.contains(name), "{name} missing from --help");
         }
         assert!(help.contains("-np N"));
+        assert!(help.contains("--nodes <K>") && help.contains("--netns") && help.contains("RSHMEM_NODE_ID"), "{help}");
     }
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use rshmem::env;
 use rshmem::jobstatus::JobStatus;
 
+use crate::netns::{self, SimNet};
 use crate::output::{say, Forwarder, Sink};
 use crate::signals;
 
@@ -51,6 +52,23 @@ pub struct JobSpec {
     pub timeout: Option<Duration>,
     /// `--no-pe-limit`: the program is not an rshmem program, its PEs need not all run at once.
     pub no_pe_limit: bool,
+    /// `--nodes K`: the PEs are split into K simulated nodes (checked by the command line: 1..=np).
+    pub nodes: Option<u32>,
+    /// `--netns`: each node in its own network namespace.
+    pub netns: bool,
+}
+
+/// Where PE `pe` of `np` runs when they are split into `nodes` nodes of contiguous PEs (the first
+/// `np % nodes` nodes get one PE more): (node, node-local PE, PEs on that node).
+pub fn node_of(pe: u32, np: u32, nodes: u32) -> (u32, u32, u32) {
+    debug_assert!(nodes >= 1 && nodes <= np && pe < np);
+    let (base, extra) = (np / nodes, np % nodes);
+    let big = extra * (base + 1); // PEs on the nodes with one more
+    if pe < big {
+        (pe / (base + 1), pe % (base + 1), base + 1)
+    } else {
+        (extra + (pe - big) / base, (pe - big) % base, base)
+    }
 }
 
 /// Runs the job to its end and returns rshmrun's exit status.
@@ -71,10 +89,44 @@ pub fn run(spec: &JobSpec) -> i32 {
             return 1;
         }
     };
-    let listener = match TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))) {
+    let nodes = spec.nodes.unwrap_or(1);
+    // The simulated network, before any PE exists; it lives until the end of this function (the
+    // namespaces then vanish with the last PE: nothing to clean up on any exit path).
+    let net = if spec.netns {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            say("--netns needs root (it creates network namespaces and links: CAP_SYS_ADMIN and CAP_NET_ADMIN); \
+                 run rshmrun as root, or leave out --netns (--nodes alone needs no privileges); nothing was started");
+            return 1;
+        }
+        let t = Instant::now();
+        match SimNet::new(nodes as usize) {
+            Ok(net) => {
+                rshmem::log::debug(format!(
+                    "rshmrun: {nodes} simulated node namespaces and their bridge set up in {:.1} ms",
+                    t.elapsed().as_secs_f64() * 1e3
+                ));
+                Some(net)
+            }
+            Err(e) => {
+                say(format!("cannot set up the simulated nodes of --netns: {e}; nothing was started"));
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    let bind_addr = net.as_ref().map_or(Ipv4Addr::LOCALHOST, |n| n.nodes[0].addr);
+    let bound = match &net {
+        // Inside node 0's namespace, on node 0's address: PE 0 accepts there, the PEs of other nodes
+        // reach it over the bridge.
+        Some(n) => netns::in_netns(n.nodes[0].ns(), || TcpListener::bind(SocketAddr::from((bind_addr, 0)))),
+        None => TcpListener::bind(SocketAddr::from((bind_addr, 0))),
+    };
+    let listener = match bound {
         Ok(l) => l,
         Err(e) => {
-            say(format!("cannot open the bootstrap listener on 127.0.0.1: {e}"));
+            say(format!("cannot open the bootstrap listener on {bind_addr}: {e}"));
             return 1;
         }
     };
@@ -112,6 +164,8 @@ pub fn run(spec: &JobSpec) -> i32 {
         listen_fd: listener.as_raw_fd(),
         status_fd: board_fd.as_ref().map(|fd| fd.as_raw_fd()),
         restore_nofile: fds.restore,
+        nodes: spec.nodes,
+        ns_fds: net.as_ref().map(|n| n.nodes.iter().map(|node| node.ns_fd()).collect()).unwrap_or_default(),
     };
     let mut job = Job { deadline: spec.timeout.map(|t| (t, started + t)), board, ..Job::default() };
     for pe in 0..spec.np {
@@ -150,6 +204,7 @@ pub fn run(spec: &JobSpec) -> i32 {
     // over; the PEs have their own copies.
     drop(listener);
     drop(board_fd);
+    drop(net);
     job.exit_code()
 }
 
@@ -235,18 +290,23 @@ struct Launch<'a> {
     status_fd: Option<RawFd>,
     /// Limit of open files to set back in the PEs (rshmrun raised its own).
     restore_nofile: Option<libc::rlimit>,
+    /// `--nodes`.
+    nodes: Option<u32>,
+    /// With `--netns`: node k's network namespace, which its PEs enter before exec.
+    ns_fds: Vec<RawFd>,
 }
 
 /// Starts PE `pe` and hands its stdout and stderr to the forwarder. On failure returns the message and the
 /// exit status rshmrun should end with (127: not found, 126: not executable, 1: anything else).
 fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> Result<(), (String, i32)> {
     let spec = launch.spec;
+    let (node, local_pe, local_npes) = node_of(pe, spec.np, launch.nodes.unwrap_or(1));
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env(env::PE, pe.to_string())
         .env(env::NPES, spec.np.to_string())
-        .env(env::LOCAL_PE, pe.to_string())
-        .env(env::LOCAL_NPES, spec.np.to_string())
+        .env(env::LOCAL_PE, local_pe.to_string())
+        .env(env::LOCAL_NPES, local_npes.to_string())
         .env(env::BOOTSTRAP, &launch.bootstrap)
         .env(env::JOB_KEY, &launch.key)
         .stdin(Stdio::null())
@@ -265,14 +325,21 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
         Some(fd) => cmd.env(env::STATUS_FD, fd.to_string()),
         None => cmd.env_remove(env::STATUS_FD),
     };
+    // Without --nodes the variable is not set (the host decides, as ever), and one inherited from
+    // rshmrun's own environment must not put every PE on one made-up node.
+    match launch.nodes {
+        Some(_) => cmd.env(env::NODE_ID, node.to_string()),
+        None => cmd.env_remove(env::NODE_ID),
+    };
     let setup = ChildSetup {
         parent: std::process::id() as libc::pid_t,
         keep_fds: [listen_fd, launch.status_fd],
         nofile: launch.restore_nofile,
+        netns: launch.ns_fds.get(node as usize).copied(),
     };
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe system
-    // calls (prctl, getppid, fcntl, setrlimit) on values copied into it; it allocates nothing and takes no
-    // locks.
+    // calls (setns, prctl, getppid, fcntl, setrlimit) on values copied into it; it allocates nothing and
+    // takes no locks.
     unsafe { cmd.pre_exec(move || setup.run()) };
 
     let program = spec.program.to_string_lossy();
@@ -307,12 +374,19 @@ struct ChildSetup {
     keep_fds: [Option<RawFd>; 2],
     /// Limit of open files to set back.
     nofile: Option<libc::rlimit>,
+    /// With `--netns`: the network namespace of the PE's node.
+    netns: Option<RawFd>,
 }
 
 impl ChildSetup {
     /// Asks for SIGTERM when rshmrun dies, lets the inherited descriptors survive exec and sets back the
     /// limit of open files.
     fn run(&self) -> io::Result<()> {
+        if let Some(ns) = self.netns {
+            // The descriptor is rshmrun's (close-on-exec: the PE does not keep it); the PE's sockets, its
+            // abstract Unix sockets included, now belong to its node.
+            netns::enter_netns(ns)?;
+        }
         #[cfg(target_os = "linux")]
         {
             // SAFETY: PR_SET_PDEATHSIG takes a signal number and no pointers.
@@ -741,6 +815,28 @@ mod tests {
         assert_eq!(k.len(), 32);
         assert!(k.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         assert_ne!(k, job_key().unwrap());
+    }
+
+    #[test]
+    fn node_split() {
+        // 4 PEs on 3 nodes: 0-1, 2, 3.
+        let l: Vec<_> = (0..4).map(|pe| node_of(pe, 4, 3)).collect();
+        assert_eq!(l, [(0, 0, 2), (0, 1, 2), (1, 0, 1), (2, 0, 1)]);
+        assert_eq!((0..4).map(|pe| node_of(pe, 4, 2)).collect::<Vec<_>>(), [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]);
+        assert_eq!(node_of(3, 4, 1), (0, 3, 4));
+        // Every split: contiguous blocks, sizes differ by at most one, larger first, all PEs covered once.
+        for np in 1..40u32 {
+            for nodes in 1..=np {
+                let l: Vec<_> = (0..np).map(|pe| node_of(pe, np, nodes)).collect();
+                let mut next = (0, 0);
+                for &(node, local, size) in &l {
+                    assert_eq!((node, local), next, "np {np} nodes {nodes}: {l:?}");
+                    assert!(size == np / nodes + u32::from(node < np % nodes), "np {np} nodes {nodes}: {l:?}");
+                    next = if local + 1 == size { (node + 1, 0) } else { (node, local + 1) };
+                }
+                assert_eq!(next, (nodes, 0), "np {np} nodes {nodes}: {l:?}");
+            }
+        }
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! rshmrun: starts an rshmem job of N PEs on this host and watches it.
 //!
-//! `rshmrun -np N [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS...]` and `rshmrun --info`; `rshmrun --help`
+//! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS...]` and
+//! `rshmrun --info`; `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
 mod cli;
 mod job;
-#[allow(dead_code)] // wired into --nodes/--netns by the remote-transport work (issue 8)
 mod netns;
 mod output;
 mod signals;
@@ -17,9 +17,10 @@ fn main() {
     let cli = cli::parse();
     if cli.info {
         let text = format!(
-            "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}",
+            "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}",
             rshmem::env::info_text(),
-            cli::set_variables_text()
+            cli::set_variables_text(),
+            cli::NODES_INFO
         );
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
@@ -35,6 +36,8 @@ fn main() {
         tag: !cli.no_tag,
         timeout: cli.timeout.map(Duration::from_secs),
         no_pe_limit: cli.no_pe_limit,
+        nodes: cli.nodes,
+        netns: cli.netns,
     };
     let code = job::run(&spec);
     std::process::exit(code);

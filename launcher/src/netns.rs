@@ -41,6 +41,11 @@ impl Node {
     pub fn ns_fd(&self) -> RawFd {
         self.ns.as_raw_fd()
     }
+
+    /// The namespace, for [`in_netns`].
+    pub fn ns(&self) -> &OwnedFd {
+        &self.ns
+    }
 }
 
 /// The simulated network of one job.

@@ -16,6 +16,7 @@ pub const PE: &str = "RSHMEM_PE";
 pub const NPES: &str = "RSHMEM_NPES";
 pub const LOCAL_PE: &str = "RSHMEM_LOCAL_PE";
 pub const LOCAL_NPES: &str = "RSHMEM_LOCAL_NPES";
+pub const NODE_ID: &str = "RSHMEM_NODE_ID";
 pub const BOOTSTRAP: &str = "RSHMEM_BOOTSTRAP";
 pub const BOOTSTRAP_FD: &str = "RSHMEM_BOOTSTRAP_FD";
 pub const JOB_KEY: &str = "RSHMEM_JOB_KEY";
@@ -33,6 +34,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: NPES, default: "", meaning: "number of PEs in the job (set by rshmrun; else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE or PMI_SIZE)", check: is_positive },
     EnvVar { name: LOCAL_PE, default: "", meaning: "PE number among the PEs of this node (set by rshmrun; else SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK; else computed at bootstrap from host identity)", check: is_count },
     EnvVar { name: LOCAL_NPES, default: "", meaning: "number of PEs on this node (set by rshmrun; else computed at bootstrap)", check: is_positive },
+    EnvVar { name: NODE_ID, default: "", meaning: "simulated node of this PE (set by `rshmrun --nodes N`): PEs with different node ids are on different nodes even on one host (no mapped heaps, no shared host barrier), as on separate machines; unset under mpirun/srun, where the host decides", check: is_count },
     EnvVar { name: BOOTSTRAP, default: "", meaning: "host:port of the bootstrap rendezvous (PE 0 listens there). rshmrun sets it; under Slurm/Open MPI/PMI set it yourself to PE 0's host and a free port", check: is_host_port },
     EnvVar { name: BOOTSTRAP_FD, default: "", meaning: "internal: listening socket handed to PE 0 by rshmrun", check: is_fd },
     EnvVar { name: JOB_KEY, default: "", meaning: "secret shared by the PEs of one job (32 hex digits, not all zero); bootstrap and fd-passing connections without it are refused. rshmrun and the unique-id API make a random one; outside rshmrun a job of several PEs must set it (export RSHMEM_JOB_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n'))", check: is_job_key },

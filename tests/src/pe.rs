@@ -665,6 +665,130 @@ fn teams(c: &Ctx) {
     let _ = (c, CMP_EQ);
 }
 
+/// Simulated nodes (`rshmrun --nodes K`, K in RSHMEM_TEST_NODES): the launcher's split, the node team,
+/// allocations and host barriers across nodes, host put/get that reach the PEs of this node and refuse
+/// the others by name. With RSHMEM_TEST_NETNS=1 (`--netns`) also: the bootstrap is on node 0's address,
+/// node 0's loopback is its own, node 0's address is reachable from every node; and each PE prints its
+/// network namespace and pid, for the test to check that nothing is left after the job.
+fn nodes(c: &Ctx) {
+    let num = |k: &str| -> usize {
+        let v = std::env::var(k).unwrap_or_else(|_| die(format!("{k} is not set (run under rshmrun --nodes, with RSHMEM_TEST_NODES)")));
+        v.parse().unwrap_or_else(|_| die(format!("{k}={v:?} is not a number")))
+    };
+    let k = num("RSHMEM_TEST_NODES");
+    // The split, computed here on its own: contiguous blocks, the first n % k nodes one PE larger.
+    let size_of = |node: usize| c.n / k + usize::from(node < c.n % k);
+    let node_pes: Vec<Vec<usize>> = {
+        let mut v = Vec::new();
+        let mut first = 0;
+        for node in 0..k {
+            v.push((first..first + size_of(node)).collect::<Vec<_>>());
+            first += size_of(node);
+        }
+        v
+    };
+    let my_node = node_pes.iter().position(|p| p.contains(&c.me)).unwrap_or_else(|| die("not on any node"));
+    let mine = &node_pes[my_node];
+    let local = c.me - mine[0];
+    let got = (num("RSHMEM_NODE_ID"), num("RSHMEM_LOCAL_PE"), num("RSHMEM_LOCAL_NPES"));
+    if got != (my_node, local, mine.len()) {
+        die(format!("rshmrun placed PE {} as (node, local PE, local PEs) {got:?}; expected {:?}", c.me, (my_node, local, mine.len())));
+    }
+    let team = (rshmem::team_my_pe(TEAM_NODE), rshmem::team_n_pes(TEAM_NODE));
+    if team != (local as i32, mine.len() as i32) {
+        die(format!("TEAM_NODE: my_pe {} of {}; expected {local} of {} (node {my_node}: PEs {mine:?})", team.0, team.1, mine.len()));
+    }
+    // Allocations and host barriers (through the bootstrap: no host barrier is shared across nodes).
+    let len = 4096usize;
+    let bufs: Vec<*mut u8> = [len, 100, 1 << 20].iter().map(|&s| ck(rshmem::malloc(s))).collect();
+    let buf = bufs[0];
+    put_bytes(buf, &vec![0u8; len]);
+    for _ in 0..5 {
+        barrier();
+    }
+    for q in 0..c.n {
+        let mut back = vec![0u8; 8];
+        let data = (c.me as u64 * 1000 + q as u64).to_le_bytes();
+        // SAFETY: buf is symmetric of len bytes; slot c.me (8 bytes) is inside it; data and back hold 8.
+        let put = unsafe { rshmem::putmem(buf.add(8 * c.me), data.as_ptr(), 8, q as i32) };
+        // SAFETY: as above.
+        let get = unsafe { rshmem::getmem(back.as_mut_ptr(), buf.add(8 * c.me), 8, q as i32) };
+        let p = rshmem::ptr(buf, q as i32);
+        if mine.contains(&q) {
+            ck(put);
+            ck(get);
+            if back != data {
+                die(format!("host put/get to PE {q} of this node: read back {back:?}, wrote {data:?}"));
+            }
+            if p.is_null() {
+                die(format!("rshmem::ptr gives null for PE {q}, which is on this node"));
+            }
+        } else {
+            for (what, r) in [("putmem", put), ("getmem", get)] {
+                match r {
+                    Ok(()) => die(format!("host {what} to PE {q} (another node) succeeded: the nodes share memory")),
+                    Err(e) => {
+                        let e = e.to_string();
+                        if !(e.contains(&format!("PE {q} ")) && e.contains("another node") && e.contains("no transport")) {
+                            die(format!("host {what} to PE {q} (another node) failed without naming it: {e}"));
+                        }
+                    }
+                }
+            }
+            if !p.is_null() {
+                die(format!("rshmem::ptr gives an address for PE {q}, which is on another node"));
+            }
+        }
+    }
+    barrier();
+    // Each node's PEs wrote only into this node's heaps: the slots of this node's PEs hold what they wrote.
+    let slots = get_u64s(buf, c.n);
+    for (q, &slot) in slots.iter().enumerate() {
+        let want = if mine.contains(&q) { q as u64 * 1000 + c.me as u64 } else { 0 };
+        if slot != want {
+            die(format!("slot of PE {q} holds {slot}; expected {want}"));
+        }
+    }
+    if std::env::var("RSHMEM_TEST_NETNS").as_deref() == Ok("1") {
+        netns_checks(c, my_node);
+    }
+    barrier();
+    for b in bufs {
+        ck(rshmem::free(b));
+    }
+}
+
+fn netns_checks(c: &Ctx, my_node: usize) {
+    use std::net::{Ipv4Addr, TcpListener, TcpStream};
+    let boot = std::env::var("RSHMEM_BOOTSTRAP").unwrap_or_default();
+    if !boot.starts_with("10.99.0.1:") {
+        die(format!("under --netns RSHMEM_BOOTSTRAP is {boot:?}, not node 0's 10.99.0.1"));
+    }
+    let ns = std::fs::read_link("/proc/self/ns/net").unwrap_or_else(|e| die(format!("/proc/self/ns/net: {e}")));
+    println!("PE {}: node {my_node} netns {} pid {}", c.me, ns.display(), std::process::id());
+    // Node 0's namespace is private, so a port below the ephemeral range is free there.
+    const PORT: u16 = 29999;
+    let node0 = Ipv4Addr::new(10, 99, 0, 1);
+    let listeners = (c.me == 0).then(|| {
+        let lo = TcpListener::bind((Ipv4Addr::LOCALHOST, PORT)).unwrap_or_else(|e| die(format!("bind 127.0.0.1:{PORT}: {e}")));
+        let eth = TcpListener::bind((node0, PORT)).unwrap_or_else(|e| die(format!("bind {node0}:{PORT}: {e}")));
+        (lo, eth)
+    });
+    barrier();
+    let lo = TcpStream::connect((Ipv4Addr::LOCALHOST, PORT));
+    if my_node == 0 && lo.is_err() {
+        die(format!("node 0 cannot reach its own loopback listener: {:?}", lo.err()));
+    }
+    if my_node != 0 && lo.is_ok() {
+        die(format!("node {my_node} reached node 0's loopback listener: the namespaces are not separate"));
+    }
+    if let Err(e) = TcpStream::connect((node0, PORT)) {
+        die(format!("node {my_node} cannot reach node 0's address {node0}:{PORT}: {e}"));
+    }
+    barrier();
+    drop(listeners);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
@@ -707,6 +831,7 @@ fn main() {
             "reinit" | "reinit_stale" => reinit(&c, s == "reinit_stale"),
             "alloc" => alloc(&c),
             "teams" => teams(&c),
+            "nodes" => nodes(&c),
             "alloc_mismatch" => alloc_mismatch(&c),
             "free_bad" => free_bad(&c),
             "mismatch_collective" => mismatch_collective(&c),

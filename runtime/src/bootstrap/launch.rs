@@ -14,6 +14,9 @@ pub struct LaunchEnv {
     /// Node-local numbering when the launcher gives it (checked against the bootstrap's own view).
     pub local_pe: Option<usize>,
     pub local_npes: Option<usize>,
+    /// RSHMEM_NODE_ID: the simulated node `rshmrun --nodes` put this PE on (part of its host identity,
+    /// see `net::host_identity`); None when unset, as under mpirun/srun.
+    pub node_id: Option<usize>,
     /// Which launcher the numbers came from, and through which variables (for messages).
     pub source: &'static str,
     /// host:port of the rendezvous (RSHMEM_BOOTSTRAP).
@@ -261,6 +264,7 @@ pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEn
             )));
         }
     }
+    let node_id = number(get, env::NODE_ID)?;
     let bootstrap = lookup(get, env::BOOTSTRAP);
     let bootstrap_fd = match lookup(get, env::BOOTSTRAP_FD) {
         None => None,
@@ -273,6 +277,7 @@ pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEn
         npes,
         local_pe,
         local_npes,
+        node_id,
         source,
         bootstrap,
         bootstrap_fd,
@@ -335,6 +340,7 @@ mod tests {
     fn nothing_set_is_a_single_pe() {
         let e = parse_launch_env(env_of(&[])).unwrap();
         assert_eq!((e.pe, e.npes, e.local_pe, e.local_npes), (0, 1, None, None));
+        assert_eq!(e.node_id, None);
         assert_eq!(e.job_key, None);
         assert_eq!(e.job_id, "");
         assert_eq!(e.timeout, Duration::from_secs(30));
@@ -364,6 +370,23 @@ mod tests {
         assert_eq!(e.job_id, "");
         assert_eq!(e.timeout, Duration::from_millis(500));
         assert!(e.source.starts_with("rshmrun"));
+    }
+
+    #[test]
+    fn node_id() {
+        let base = [("RSHMEM_PE", "3"), ("RSHMEM_NPES", "4"), ("RSHMEM_LOCAL_PE", "1"), ("RSHMEM_LOCAL_NPES", "2")];
+        let with = |v: &'static str| {
+            let mut pairs = base.to_vec();
+            pairs.push(("RSHMEM_NODE_ID", v));
+            parse_launch_env(env_of(&pairs))
+        };
+        assert_eq!(with("1").unwrap().node_id, Some(1));
+        assert_eq!(with(" 0 ").unwrap().node_id, Some(0));
+        assert_eq!(parse_launch_env(env_of(&base)).unwrap().node_id, None);
+        for bad in ["-1", "x", "1.5", "node1"] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains("RSHMEM_NODE_ID") && e.contains("not a non-negative integer"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -9,8 +9,29 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::fd::{FromRawFd, RawFd};
 use std::sync::{Mutex, PoisonError};
 
-/// This host's identity: host name and kernel boot id (two containers or two boots of one name differ).
+/// This node's identity: host name and kernel boot id (two containers or two boots of one name differ),
+/// and the simulated node of RSHMEM_NODE_ID when it is set (`rshmrun --nodes`): PEs with different
+/// node ids are then on different nodes although they share a host, exactly as on separate machines.
 pub(super) fn host_identity() -> HostId {
+    with_node(real_host_identity(), env::get(env::NODE_ID).as_deref())
+}
+
+/// `host` as simulated node `node` (the raw RSHMEM_NODE_ID, None when unset). The node goes into the
+/// host name, which every bootstrap message prints, so that "host gpu7/node1" names the node. A value
+/// that is not a non-negative integer is refused at init (env.rs and the launch environment); it is
+/// kept as it is here, so that two different values never make one node.
+pub(super) fn with_node(mut host: HostId, node: Option<&str>) -> HostId {
+    if let Some(node) = node.map(str::trim).filter(|n| !n.is_empty()) {
+        let node = node.parse::<usize>().map(|n| n.to_string()).unwrap_or_else(|_| node.to_string());
+        let suffix = format!("/node{node}");
+        let keep = MAX_HOSTNAME.saturating_sub(suffix.len());
+        host.hostname = format!("{}{}", super::wire::truncate(&host.hostname, keep), super::wire::truncate(&suffix, MAX_HOSTNAME));
+    }
+    host
+}
+
+/// The host's own identity, without RSHMEM_NODE_ID.
+fn real_host_identity() -> HostId {
     let mut buf = [0u8; 256];
     // SAFETY: `buf` is writable for `buf.len()` bytes; gethostname NUL-terminates within it (or
     // truncates, which we handle by stopping at the first NUL or the end).
@@ -347,5 +368,24 @@ mod tests {
         let a = host_identity();
         assert_eq!(a, host_identity());
         assert!(!a.hostname.is_empty());
+    }
+
+    /// RSHMEM_NODE_ID splits one host into nodes: same host, different node ids, different identities;
+    /// the same id, the same identity; unset or empty, the host's own.
+    #[test]
+    fn node_id_is_part_of_the_identity() {
+        let host = real_host_identity();
+        assert_eq!(with_node(host.clone(), None), host);
+        assert_eq!(with_node(host.clone(), Some(" ")), host);
+        let (n0, n1) = (with_node(host.clone(), Some("0")), with_node(host.clone(), Some("1")));
+        assert_ne!(n0, n1);
+        assert_ne!(n0, host);
+        assert_eq!(n1, with_node(host.clone(), Some("01")), "the same number is the same node");
+        assert!(n1.hostname.ends_with("/node1") && n1.boot_id == host.boot_id, "{n1:?}");
+        assert_ne!(with_node(host.clone(), Some("x")), with_node(host.clone(), Some("y")));
+        // A host name at the wire's limit keeps the node suffix and stays within the limit.
+        let long = HostId { hostname: "h".repeat(MAX_HOSTNAME), boot_id: host.boot_id.clone() };
+        let l = with_node(long, Some("7"));
+        assert!(l.hostname.len() <= MAX_HOSTNAME && l.hostname.ends_with("/node7"));
     }
 }

@@ -17,6 +17,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use rshmem::bootstrap::pe_list;
 use rshmem::env;
 use rshmem::jobstatus::JobStatus;
 
@@ -777,34 +778,6 @@ fn group_alive(pgid: libc::pid_t) -> bool {
     unsafe { libc::kill(-pgid, 0) == 0 }
 }
 
-/// "PE 3", "PEs 0, 2" or "PEs 0-3, 5, 7-511": runs of consecutive PEs as ranges, at most 8 items listed.
-fn pe_list(pes: &[usize]) -> String {
-    const SHOWN: usize = 8;
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for &p in pes {
-        match runs.last_mut() {
-            Some((_, last)) if *last + 1 == p => *last = p,
-            _ => runs.push((p, p)),
-        }
-    }
-    let mut s = if pes.len() == 1 { "PE ".to_string() } else { "PEs ".to_string() };
-    let items: Vec<String> = runs
-        .iter()
-        .take(SHOWN)
-        .map(|&(a, b)| match b - a {
-            0 => a.to_string(),
-            1 => format!("{a}, {b}"),
-            _ => format!("{a}-{b}"),
-        })
-        .collect();
-    s.push_str(&items.join(", "));
-    if runs.len() > SHOWN {
-        let more: usize = runs[SHOWN..].iter().map(|&(a, b)| b - a + 1).sum();
-        s.push_str(&format!(" and {more} more"));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -839,16 +812,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pe_lists() {
-        assert_eq!(pe_list(&[3]), "PE 3");
-        assert_eq!(pe_list(&[0, 2]), "PEs 0, 2");
-        assert_eq!(pe_list(&[0, 1]), "PEs 0, 1");
-        assert_eq!(pe_list(&(0..10).collect::<Vec<_>>()), "PEs 0-9");
-        assert_eq!(pe_list(&[1, 3, 4, 5, 9]), "PEs 1, 3-5, 9");
-        let odd: Vec<usize> = (0..20).map(|i| 2 * i + 1).collect();
-        assert_eq!(pe_list(&odd), "PEs 1, 3, 5, 7, 9, 11, 13, 15 and 12 more");
-    }
 
     #[test]
     fn exit_codes() {

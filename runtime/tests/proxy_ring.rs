@@ -55,6 +55,15 @@ fn request(rng: &mut Rng, who: u32, i: u64) -> Request {
     r
 }
 
+/// Sets the flag when dropped, also while unwinding: a failing poster must not leave the proxy thread
+/// of a `thread::scope` running forever (the scope would then never end).
+struct SetOnDrop<'a>(&'a AtomicBool);
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// The proxy's check of each request: intact, from a known poster, next in that poster's order, the
 /// next sequence number overall. Records the poster's progress in `done` (for `wait_completed` checks).
 struct Checker {
@@ -94,6 +103,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
     let finished = AtomicBool::new(false);
     let ring_addr = ring.header() as usize;
     std::thread::scope(|s| {
+        let _end = SetOnDrop(&finished);
         let proxy = s.spawn(|| {
             let mut checker = Checker::new(posters, done.clone());
             let mut d = ring.drain().unwrap();
@@ -155,6 +165,7 @@ fn plain_post_and_wait_completed() {
     let addr = ring.header() as usize;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
+        let _end = SetOnDrop(&stop);
         let proxy = s.spawn(|| {
             let mut c = Checker::new(1, Arc::new(vec![AtomicU64::new(0)]));
             ring.drain().unwrap().run(|| stop.load(Ordering::Acquire), |r| c.check(r)).unwrap()
@@ -213,6 +224,7 @@ fn stopped_proxy_is_detected_by_a_waiting_poster() {
     let stop = AtomicBool::new(false);
     let addr = ring.header() as usize;
     std::thread::scope(|s| {
+        let _end = SetOnDrop(&stop);
         let proxy = s.spawn(|| ring.drain().unwrap().run(|| stop.load(Ordering::Acquire), |_| Ok(())).unwrap());
         let r = Request { op: op::NOP, ..Request::default() };
         let ring = addr as *mut RingHeader;

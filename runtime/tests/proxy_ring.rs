@@ -501,3 +501,23 @@ fn processes_share_ring_through_memfd() {
         libc::close(fd);
     }
 }
+
+/// The plain `post` on memory that is not a set-up ring stops (here: the default hook panics; under
+/// the runtime the PE exits) with a message naming the call, instead of writing into it.
+#[test]
+fn plain_post_on_a_ring_not_set_up_fails_naming_the_call() {
+    let ring = RingBuf::new(4).unwrap();
+    // SAFETY: a live ring; we clear its magic.
+    unsafe { AtomicU64::from_ptr(ring.header() as *mut u64) }.store(0, Ordering::Relaxed);
+    let addr = ring.header() as usize;
+    let e = std::panic::catch_unwind(|| {
+        // SAFETY: the memory is mapped (a RingBuf), just not a set-up ring.
+        unsafe { post(addr as *mut RingHeader, &Request::default()) }
+    })
+    .unwrap_err();
+    let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("rshmem proxy post (the request ring's header is not set up: bad magic or slot count)"), "{msg}");
+    // Nothing was reserved or written.
+    // SAFETY: the ring is alive.
+    assert_eq!(unsafe { rshmem::proxy_ring::counters(ring.header()) }, (0, 0, 0));
+}

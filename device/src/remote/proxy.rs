@@ -313,7 +313,7 @@ pub unsafe fn post(ring: *mut RingHeader, req: &Request) -> u64 {
         })
     } {
         Ok(seq) => seq,
-        Err(_) => fail_not_a_ring(CALL, ring),
+        Err(_) => fail_not_a_ring("rshmem proxy post (the request ring's header is not set up: bad magic or slot count)\0", ring),
     }
 }
 

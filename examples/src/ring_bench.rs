@@ -5,7 +5,7 @@
 //!
 //! Prints requests per second and the proxy's mean batch (entries per tail store) for each count.
 
-use rshmem::proxy_ring::{deadline, op, Request, RingBuf, RingHeader};
+use rshmem::proxy_ring::{deadline, op, Request, RingBuf};
 use rshmem_device::remote::proxy::{post_with, wait_completed_with};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ const SLOTS: usize = 1024;
 
 fn run(total: u64, posters: u64) -> (f64, f64) {
     let ring = RingBuf::new(SLOTS).expect("ring");
-    let addr = ring.header() as usize;
+    let rref = ring.ring();
     let per = total / posters;
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
@@ -36,7 +36,7 @@ fn run(total: u64, posters: u64) -> (f64, f64) {
         let hs: Vec<_> = (0..posters)
             .map(|who| {
                 s.spawn(move || {
-                    let ring = addr as *mut RingHeader;
+                    let ring = rref;
                     let mut last = 0;
                     for i in 0..per {
                         let r = Request { op: op::PUT_INLINE, pe: who as u32, offset: 8 * i, len: 8, value: 1, ..Request::default() };

@@ -16,7 +16,7 @@
 //!    returns, so the GPU never sees `completed` ahead of the data.
 
 use crate::error::{Error, Result};
-pub use rshmem_device::remote::proxy::{op, ring_bytes, Request, RingHeader, HEADER_BYTES, MAX_SLOTS, RING_MAGIC, SLOT_BYTES};
+pub use rshmem_device::remote::proxy::{op, ring_bytes, Request, RingHeader, RingRef, HEADER_BYTES, MAX_SLOTS, RING_MAGIC, SLOT_BYTES};
 use rshmem_device::remote::proxy::{COMPLETED_OFF, HEAD_OFF, MAGIC_OFF, SEQ_OFF, SLOTS_OFF, TAIL_OFF};
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -54,12 +54,12 @@ unsafe fn word<'a>(base: *mut u8, off: usize) -> &'a AtomicU64 {
 
 /// Sets up a ring of `slots` slots in the `bytes` bytes at `base`: zeroes it and then publishes the
 /// header (slot count, then the magic with a release store, so a poster that sees the magic sees the
-/// slot count). Returns the header pointer device code posts to.
+/// slot count). Returns the `RingRef` device code posts to.
 ///
 /// # Safety
 /// `base` must be writable for `bytes` bytes and stay mapped while the ring is used; nobody may use the
 /// memory as a ring while this runs.
-pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize) -> Result<*mut RingHeader> {
+pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize) -> Result<RingRef> {
     check_slots(slots as u64)?;
     check_memory(base, bytes, slots as u64)?;
     // SAFETY: the caller gives us the memory (writable, unused); ring_bytes(slots) <= bytes (checked).
@@ -68,7 +68,7 @@ pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize) -> Result<*mu
         word(base, SLOTS_OFF).store(slots as u64, Ordering::Relaxed);
         word(base, MAGIC_OFF).store(RING_MAGIC, Ordering::Release);
     }
-    Ok(base as *mut RingHeader)
+    Ok(RingRef { header: base as u64, slots: slots as u64 })
 }
 
 /// A ring in an owned, zeroed, 64-aligned heap allocation (for a proxy in this process and for tests;
@@ -96,9 +96,9 @@ impl RingBuf {
         unsafe { init_ring(ptr.as_ptr(), layout.size(), slots)? };
         Ok(RingBuf { ptr, layout, slots })
     }
-    /// The header pointer device code posts to (valid while the RingBuf lives).
-    pub fn header(&self) -> *mut RingHeader {
-        self.ptr.as_ptr() as *mut RingHeader
+    /// What device code posts to (valid while the RingBuf lives).
+    pub fn ring(&self) -> RingRef {
+        RingRef { header: self.ptr.as_ptr() as u64, slots: self.slots as u64 }
     }
     pub fn slots(&self) -> usize {
         self.slots
@@ -318,9 +318,9 @@ pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
 /// Reads the ring's `head` (tickets handed out), `tail` and `completed`, for diagnostics.
 ///
 /// # Safety
-/// `ring` must point to a mapped ring header.
-pub unsafe fn counters(ring: *mut RingHeader) -> (u64, u64, u64) {
-    let b = ring as *mut u8;
+/// `ring.header` must point to a mapped ring header.
+pub unsafe fn counters(ring: RingRef) -> (u64, u64, u64) {
+    let b = ring.header as usize as *mut u8;
     // SAFETY: forwarded contract: three 8-aligned u64 words of the header, accessed atomically.
     unsafe {
         (

@@ -4,7 +4,7 @@
 //! exactly once, intact, in per-poster order, and posters check that `wait_completed` returns only
 //! after the proxy finished the request.
 
-use rshmem::proxy_ring::{check_request, deadline, init_ring, op, ring_bytes, Drain, Request, RingBuf, RingHeader};
+use rshmem::proxy_ring::{check_request, deadline, init_ring, op, ring_bytes, Drain, Request, RingBuf, RingRef};
 use rshmem::{Error, Result};
 use rshmem_device::remote::proxy::{post, post_with, wait_completed, wait_completed_with, Stalled, HEADER_BYTES, SEQ_OFF, SLOT_BYTES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -101,7 +101,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
     let ring = RingBuf::new(slots).unwrap();
     let done: Arc<Vec<AtomicU64>> = Arc::new((0..posters).map(|_| AtomicU64::new(0)).collect());
     let finished = AtomicBool::new(false);
-    let ring_addr = ring.header() as usize;
+    let rref = ring.ring();
     std::thread::scope(|s| {
         let _end = SetOnDrop(&finished);
         let proxy = s.spawn(|| {
@@ -116,7 +116,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
             .map(|who| {
                 let done = done.clone();
                 s.spawn(move || {
-                    let ring = ring_addr as *mut RingHeader;
+                    let ring = rref;
                     let mut rng = Rng(who as u64 * 7919 + 1);
                     for i in 0..per {
                         let r = request(&mut rng, who as u32, i);
@@ -139,7 +139,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
         proxy.join().unwrap();
     });
     // SAFETY: the ring is alive.
-    let (head, tail, completed) = unsafe { rshmem::proxy_ring::counters(ring.header()) };
+    let (head, tail, completed) = unsafe { rshmem::proxy_ring::counters(ring.ring()) };
     assert_eq!((head, tail, completed), (posters as u64 * per, posters as u64 * per, posters as u64 * per));
 }
 
@@ -162,7 +162,7 @@ fn one_slot_ring_works() {
 #[test]
 fn plain_post_and_wait_completed() {
     let ring = RingBuf::new(4).unwrap();
-    let addr = ring.header() as usize;
+    let rref = ring.ring();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let _end = SetOnDrop(&stop);
@@ -174,10 +174,10 @@ fn plain_post_and_wait_completed() {
         for i in 0..200 {
             let r = request(&mut rng, 0, i);
             // SAFETY: the ring outlives the scope.
-            let seq = unsafe { post(addr as *mut RingHeader, &r) };
+            let seq = unsafe { post(rref, &r) };
             assert_eq!(seq, i + 1);
             // SAFETY: as above.
-            unsafe { wait_completed(addr as *mut RingHeader, seq) };
+            unsafe { wait_completed(rref, seq) };
         }
         stop.store(true, Ordering::Release);
         assert_eq!(proxy.join().unwrap().requests, 200);
@@ -191,20 +191,20 @@ fn wait_completed_waits_for_the_proxy() {
     let ring = RingBuf::new(8).unwrap();
     let r = Request { op: op::NOP, ..Request::default() };
     // SAFETY: the ring is alive.
-    let s1 = unsafe { post_with(ring.header(), &r, deadline(Duration::from_secs(1))) }.unwrap();
+    let s1 = unsafe { post_with(ring.ring(), &r, deadline(Duration::from_secs(1))) }.unwrap();
     // SAFETY: as above.
-    let s2 = unsafe { post_with(ring.header(), &r, deadline(Duration::from_secs(1))) }.unwrap();
+    let s2 = unsafe { post_with(ring.ring(), &r, deadline(Duration::from_secs(1))) }.unwrap();
     assert_eq!((s1, s2), (1, 2));
     // SAFETY: as above.
-    let e = unsafe { wait_completed_with(ring.header(), s1, deadline(Duration::from_millis(50))) };
+    let e = unsafe { wait_completed_with(ring.ring(), s1, deadline(Duration::from_millis(50))) };
     assert_eq!(e, Err(Stalled::NotCompleted { seq: 1, completed: 0 }));
     let mut d = ring.drain().unwrap();
     // The callback sees `completed` not yet advanced for its own request.
-    let hdr = ring.header() as usize;
+    let rref = ring.ring();
     let n = d
         .poll(|r| {
             // SAFETY: the ring is alive.
-            let c = unsafe { rshmem_device::remote::proxy::completed(hdr as *mut RingHeader) };
+            let c = unsafe { rshmem_device::remote::proxy::completed(rref) };
             if c >= r.seq {
                 return Err(Error::new(format!("completed {c} before the callback of {} returned", r.seq)));
             }
@@ -213,7 +213,7 @@ fn wait_completed_waits_for_the_proxy() {
         .unwrap();
     assert_eq!(n, 2);
     // SAFETY: as above.
-    unsafe { wait_completed_with(ring.header(), s2, deadline(Duration::from_millis(50))) }.unwrap();
+    unsafe { wait_completed_with(ring.ring(), s2, deadline(Duration::from_millis(50))) }.unwrap();
 }
 
 /// A proxy that stops is detected by a waiting poster within its deadline: the ring fills, the next
@@ -222,12 +222,12 @@ fn wait_completed_waits_for_the_proxy() {
 fn stopped_proxy_is_detected_by_a_waiting_poster() {
     let ring = RingBuf::new(4).unwrap();
     let stop = AtomicBool::new(false);
-    let addr = ring.header() as usize;
+    let rref = ring.ring();
     std::thread::scope(|s| {
         let _end = SetOnDrop(&stop);
         let proxy = s.spawn(|| ring.drain().unwrap().run(|| stop.load(Ordering::Acquire), |_| Ok(())).unwrap());
         let r = Request { op: op::NOP, ..Request::default() };
-        let ring = addr as *mut RingHeader;
+        let ring = rref;
         for _ in 0..10 {
             // SAFETY: the ring outlives the scope.
             let seq = unsafe { post_with(ring, &r, deadline(Duration::from_secs(10))) }.unwrap();
@@ -259,11 +259,11 @@ fn callback_error_names_the_request() {
     let ring = RingBuf::new(4).unwrap();
     let r = Request { op: op::PUT, pe: 3, ..Request::default() };
     // SAFETY: the ring is alive.
-    unsafe { post_with(ring.header(), &r, deadline(Duration::from_secs(1))) }.unwrap();
+    unsafe { post_with(ring.ring(), &r, deadline(Duration::from_secs(1))) }.unwrap();
     let e = ring.drain().unwrap().run(|| true, |_| Err(Error::new("connection to PE 3 lost"))).unwrap_err();
     assert_eq!(e.message(), "proxy ring: request 1 (op 1, target PE 3): connection to PE 3 lost");
     // SAFETY: as above. Not completed.
-    assert_eq!(unsafe { rshmem::proxy_ring::counters(ring.header()) }, (1, 1, 0));
+    assert_eq!(unsafe { rshmem::proxy_ring::counters(ring.ring()) }, (1, 1, 0));
 }
 
 /// Writes `v` into the seq word of slot `i` of the ring at `base` (test corruption).
@@ -294,11 +294,21 @@ fn bad_rings_are_errors() {
     set_seq(base, 0, 9);
     let e = d.poll(|_| panic!("a corrupt entry was handed out")).unwrap_err();
     assert!(e.message().contains("slot 0 holds sequence number 9 where 1 (or 0) was expected"), "{e}");
-    // A post on an uninitialized ring is refused.
-    let zero = RingBuf::new(4).unwrap();
-    // SAFETY: a live ring; we clear its magic.
-    unsafe { AtomicU64::from_ptr(zero.header() as *mut u64) }.store(0, Ordering::Relaxed);
-    assert_eq!(unsafe { post_with(zero.header(), &Request::default(), |_| true) }, Err(Stalled::NotARing));
+    // A RingRef that names no ring is refused before any access (the header addresses are never
+    // dereferenced: not mapped memory).
+    let good = RingBuf::new(4).unwrap().ring();
+    for bad in [
+        RingRef { header: 0, ..good },
+        RingRef { header: good.header + 8, ..good },
+        RingRef { slots: 0, ..good },
+        RingRef { slots: 3, ..good },
+        RingRef { slots: 1 << 21, ..good },
+    ] {
+        // SAFETY: refused by the validity check before any access.
+        assert_eq!(unsafe { post_with(bad, &Request::default(), |_| true) }, Err(Stalled::NotARing), "{bad:?}");
+        // SAFETY: as above.
+        assert_eq!(unsafe { wait_completed_with(bad, 1, |_| true) }, Err(Stalled::NotARing), "{bad:?}");
+    }
 }
 
 /// Random and mutated ring memory (the header and slots live in memory other processes write): attach
@@ -436,7 +446,7 @@ fn child_poster() {
     // SAFETY: mapping an inherited memfd of `bytes` bytes, shared.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
     assert_ne!(p, libc::MAP_FAILED);
-    let ring = p as *mut RingHeader;
+    let ring = RingRef { header: p as u64, slots: 64 };
     let mut rng = Rng(who * 31 + 3);
     let mut last = 0;
     for i in 0..CHILD_PER {
@@ -502,22 +512,20 @@ fn processes_share_ring_through_memfd() {
     }
 }
 
-/// The plain `post` on memory that is not a set-up ring stops (here: the default hook panics; under
-/// the runtime the PE exits) with a message naming the call, instead of writing into it.
+/// The plain `post` with a `RingRef` that names no ring stops (here: the default hook panics; under
+/// the runtime the PE exits) with a message naming the call, instead of writing anywhere.
 #[test]
-fn plain_post_on_a_ring_not_set_up_fails_naming_the_call() {
+fn plain_post_on_a_bad_ring_ref_fails_naming_the_call() {
     let ring = RingBuf::new(4).unwrap();
-    // SAFETY: a live ring; we clear its magic.
-    unsafe { AtomicU64::from_ptr(ring.header() as *mut u64) }.store(0, Ordering::Relaxed);
-    let addr = ring.header() as usize;
+    let bad = RingRef { slots: 6, ..ring.ring() };
     let e = std::panic::catch_unwind(|| {
-        // SAFETY: the memory is mapped (a RingBuf), just not a set-up ring.
-        unsafe { post(addr as *mut RingHeader, &Request::default()) }
+        // SAFETY: refused before any access.
+        unsafe { post(bad, &Request::default()) }
     })
     .unwrap_err();
     let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(msg.contains("rshmem proxy post (the request ring's header is not set up: bad magic or slot count)"), "{msg}");
+    assert!(msg.contains("rshmem proxy post (not a request ring: null or misaligned header, or bad slot count)"), "{msg}");
     // Nothing was reserved or written.
     // SAFETY: the ring is alive.
-    assert_eq!(unsafe { rshmem::proxy_ring::counters(ring.header()) }, (0, 0, 0));
+    assert_eq!(unsafe { rshmem::proxy_ring::counters(ring.ring()) }, (0, 0, 0));
 }

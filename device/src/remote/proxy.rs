@@ -8,7 +8,8 @@
 //! # Layout
 //! ```text
 //! base + 0                      RingHeader (256 bytes: 4 cache lines)
-//!   line 0: magic, slots             written once by the host before any post
+//!   line 0: magic, slots             written once by the host before any post (posters hold a
+//!                                    `RingRef` and never read them; the proxy checks them on attach)
 //!   line 1: head                     next ticket; posters fetch_add it
 //!   line 2: tail                     tickets < tail are drained and their slots free; the proxy stores it
 //!   line 3: completed                requests 1..=completed are complete; the proxy stores it
@@ -169,6 +170,29 @@ const _: () = assert!(core::mem::offset_of!(RingHeader, head) == 64);
 const _: () = assert!(core::mem::offset_of!(RingHeader, tail) == 128);
 const _: () = assert!(core::mem::offset_of!(RingHeader, completed) == 192);
 
+/// What device code holds to post to a ring: the header's address (in this process / as the GPU
+/// sees it) and the slot count. Kept by the caller (e.g. a per-PE table in the device state) so a post
+/// reads nothing of the header but `tail`: on a GPU the header is in host memory, and every read of it
+/// is a PCIe round trip. The host makes it (`rshmem::proxy_ring`) after setting the ring up.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
+pub struct RingRef {
+    /// Address of the `RingHeader` (64-aligned), followed by `slots` slots.
+    pub header: u64,
+    /// Slot count: a power of two in 1..=MAX_SLOTS.
+    pub slots: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<RingRef>() == 16);
+
+impl RingRef {
+    /// Whether it can name a ring: a non-null 64-aligned header and a valid slot count.
+    #[inline(always)]
+    pub fn is_valid(self) -> bool {
+        self.header != 0 && self.header.is_multiple_of(64) && self.slots != 0 && self.slots <= MAX_SLOTS && self.slots.is_power_of_two()
+    }
+}
+
 /// Byte offsets of the header's atomics, for code that addresses the ring through a base pointer.
 pub const MAGIC_OFF: usize = core::mem::offset_of!(RingHeader, magic);
 pub const SLOTS_OFF: usize = core::mem::offset_of!(RingHeader, slots);
@@ -185,42 +209,25 @@ pub enum Stalled {
     RingFull { seq: u64, tail: u64 },
     /// The proxy did not complete request `seq` (completed stayed at `completed`).
     NotCompleted { seq: u64, completed: u64 },
-    /// The ring's header is not an initialized ring (magic or slot count wrong).
+    /// The `RingRef` names no ring (null or misaligned header, bad slot count).
     NotARing,
-}
-
-/// The ring's slot count if its header is initialized (magic set, slots a power of two in range).
-///
-/// # Safety
-/// `ring` must point to a readable, 64-aligned ring header whose words are accessed only atomically.
-#[inline(always)]
-unsafe fn slots_of(ring: *mut RingHeader) -> Option<u64> {
-    let base = ring as *mut u8;
-    // SAFETY: the caller guarantees a readable header; magic and slots are 8-aligned u64 inside it.
-    let (magic, slots) = unsafe {
-        (arch::load_acquire_u64(base.add(MAGIC_OFF) as *const u64), arch::load_relaxed_u64(base.add(SLOTS_OFF) as *const u64))
-    };
-    if magic != RING_MAGIC || slots == 0 || slots > MAX_SLOTS || !slots.is_power_of_two() {
-        return None;
-    }
-    Some(slots)
 }
 
 /// Posts `req` (its `seq` is ignored) and returns its sequence number; waits while the ring is full,
 /// calling `wait(spins)` in every spin: it returns false to give up (then `Stalled::RingFull`).
 ///
 /// # Safety
-/// `ring` must point to a ring set up by the host (`rshmem::proxy_ring`), mapped and writable here,
-/// 64-aligned, of `ring_bytes(slots)` bytes, that stays mapped while this runs; its words are only
-/// accessed through this module's protocol.
+/// `ring` must describe a ring set up by the host (`rshmem::proxy_ring`): its header mapped and
+/// writable here, followed by `ring.slots` slots, staying mapped while this runs; the ring's words are
+/// only accessed through this module's protocol. (A `ring` that fails `is_valid` is refused with
+/// `Stalled::NotARing` before any access.)
 #[inline(always)]
-pub unsafe fn post_with(ring: *mut RingHeader, req: &Request, mut wait: impl FnMut(u64) -> bool) -> Result<u64, Stalled> {
-    // SAFETY: forwarded contract.
-    let slots = match unsafe { slots_of(ring) } {
-        Some(s) => s,
-        None => return Err(Stalled::NotARing),
-    };
-    let base = ring as *mut u8;
+pub unsafe fn post_with(ring: RingRef, req: &Request, mut wait: impl FnMut(u64) -> bool) -> Result<u64, Stalled> {
+    if !ring.is_valid() {
+        return Err(Stalled::NotARing);
+    }
+    let slots = ring.slots;
+    let base = ring.header as usize as *mut u8;
     // Step 1: reserve a ticket. Relaxed is enough: only atomicity matters (unique tickets); ordering
     // with the proxy comes from the tail acquire below and the seq release.
     // SAFETY: head is an 8-aligned u64 of the header, accessed only atomically.
@@ -241,14 +248,19 @@ pub unsafe fn post_with(ring: *mut RingHeader, req: &Request, mut wait: impl FnM
         }
     }
     // Step 3: the body (words 0..7), plain stores.
-    // SAFETY: slot t % slots lies inside the ring (slots checked above, ring_bytes(slots) mapped); we
+    // SAFETY: slot t % slots lies inside the ring (the caller maps ring_bytes(slots) bytes); we
     // own it exclusively for this lap (see the module's ordering notes).
     unsafe {
         let slot = base.add(HEADER_BYTES + (t & (slots - 1)) as usize * SLOT_BYTES) as *mut u64;
-        let words: [u64; 8] = bytemuck::cast(*req);
-        for (i, w) in words.iter().take(7).enumerate() {
-            core::ptr::write(slot.add(i), *w);
-        }
+        // Seven unrolled word stores (a loop here became a copy through local memory on nvptx).
+        let w: &[u64; 8] = bytemuck::cast_ref(req);
+        core::ptr::write(slot, w[0]);
+        core::ptr::write(slot.add(1), w[1]);
+        core::ptr::write(slot.add(2), w[2]);
+        core::ptr::write(slot.add(3), w[3]);
+        core::ptr::write(slot.add(4), w[4]);
+        core::ptr::write(slot.add(5), w[5]);
+        core::ptr::write(slot.add(6), w[6]);
         // Step 4: publish with one release store of the valid word at system scope.
         arch::store_release_u64(slot.add(SEQ_OFF / 8), t + 1);
     }
@@ -261,8 +273,11 @@ pub unsafe fn post_with(ring: *mut RingHeader, req: &Request, mut wait: impl FnM
 /// # Safety
 /// As `post_with`.
 #[inline(always)]
-pub unsafe fn wait_completed_with(ring: *mut RingHeader, seq: u64, mut wait: impl FnMut(u64) -> bool) -> Result<(), Stalled> {
-    let p = (ring as *const u8).wrapping_add(COMPLETED_OFF) as *const u64;
+pub unsafe fn wait_completed_with(ring: RingRef, seq: u64, mut wait: impl FnMut(u64) -> bool) -> Result<(), Stalled> {
+    if !ring.is_valid() {
+        return Err(Stalled::NotARing);
+    }
+    let p = (ring.header as usize as *const u8).wrapping_add(COMPLETED_OFF) as *const u64;
     let mut spins = 0u64;
     loop {
         // Acquire at system scope: the effects the proxy completed before its release store of
@@ -284,25 +299,25 @@ pub unsafe fn wait_completed_with(ring: *mut RingHeader, seq: u64, mut wait: imp
 /// # Safety
 /// As `post_with`.
 #[inline(always)]
-pub unsafe fn completed(ring: *mut RingHeader) -> u64 {
+pub unsafe fn completed(ring: RingRef) -> u64 {
     // SAFETY: forwarded contract: an 8-aligned u64 of the header, accessed only atomically.
-    unsafe { arch::load_acquire_u64((ring as *const u8).add(COMPLETED_OFF) as *const u64) }
+    unsafe { arch::load_acquire_u64((ring.header as usize as *const u8).add(COMPLETED_OFF) as *const u64) }
 }
 
 #[cold]
 #[inline]
-fn fail_not_a_ring(call: &'static str, ring: *mut RingHeader) -> ! {
-    arch::fail(Failure { call, problem: Problem::NotInitialized, pe: -1, addr: ring as u64, len: 0 })
+fn fail_not_a_ring(call: &'static str, ring: RingRef) -> ! {
+    arch::fail(Failure { call, problem: Problem::NotInitialized, pe: -1, addr: ring.header, len: ring.slots })
 }
 
 /// Posts `req` and returns its sequence number, waiting (through `arch::idle`, which enforces
-/// RSHMEM_WAIT_TIMEOUT on the CPU backend) while the ring is full. A ring that is not set up stops the
-/// PE naming the call.
+/// RSHMEM_WAIT_TIMEOUT on the CPU backend) while the ring is full. A `ring` that names no ring stops
+/// the PE naming the call.
 ///
 /// # Safety
 /// As `post_with`.
 #[inline(always)]
-pub unsafe fn post(ring: *mut RingHeader, req: &Request) -> u64 {
+pub unsafe fn post(ring: RingRef, req: &Request) -> u64 {
     const CALL: &str = "rshmem proxy post (waiting for a free slot in the request ring)\0";
     let mut s = 0u64;
     // SAFETY: forwarded contract.
@@ -313,7 +328,7 @@ pub unsafe fn post(ring: *mut RingHeader, req: &Request) -> u64 {
         })
     } {
         Ok(seq) => seq,
-        Err(_) => fail_not_a_ring("rshmem proxy post (the request ring's header is not set up: bad magic or slot count)\0", ring),
+        Err(_) => fail_not_a_ring("rshmem proxy post (not a request ring: null or misaligned header, or bad slot count)\0", ring),
     }
 }
 
@@ -323,14 +338,17 @@ pub unsafe fn post(ring: *mut RingHeader, req: &Request) -> u64 {
 /// # Safety
 /// As `post_with`.
 #[inline(always)]
-pub unsafe fn wait_completed(ring: *mut RingHeader, seq: u64) {
+pub unsafe fn wait_completed(ring: RingRef, seq: u64) {
     const CALL: &str = "rshmem proxy quiet (waiting for the proxy to complete requests)\0";
     let mut s = 0u64;
-    // SAFETY: forwarded contract. The policy never gives up, so the result is always Ok.
-    let _ = unsafe {
+    // SAFETY: forwarded contract. The policy never gives up, so the only error is NotARing.
+    let r = unsafe {
         wait_completed_with(ring, seq, |_| {
             arch::idle(&mut s, CALL);
             true
         })
     };
+    if r.is_err() {
+        fail_not_a_ring("rshmem proxy quiet (not a request ring: null or misaligned header, or bad slot count)\0", ring)
+    }
 }

@@ -24,9 +24,10 @@
 //! 2. It waits while the ring is full: `t - tail >= slots`, with `tail` read by an acquire load.
 //! 3. It writes the body of slot `t % slots` (every word but `seq`) with plain stores.
 //! 4. It publishes the entry with one release store of `seq = t + 1` into the slot's `seq` word.
-//! 5. The proxy, expecting ticket `t`, polls that slot's `seq` (acquire) until it reads `t + 1`, reads
-//!    the body, hands it to its callback, clears `seq` to 0, and stores `tail = t + 1` (release).
-//!    When the callback has finished the operation it stores `completed = t + 1` (release).
+//! 5. The proxy, expecting ticket `t`, polls that slot's `seq` (acquire) until it reads `t + 1`, copies
+//!    the body out, clears `seq` to 0, and (after the batch of consecutive published entries) stores
+//!    `tail = t + 1` (release). It then hands the copy to its callback; when the callback has finished
+//!    the operation it stores `completed = t + 1` (release).
 //! 6. `wait_completed(seq)` polls `completed` (acquire) until `completed >= seq`. Completion is in
 //!    ticket order, so this also covers every earlier request of the calling thread (its `quiet`).
 //!
@@ -65,6 +66,12 @@
 //!   what one ring sustains) a u64 lasts 584 years, so `head`, `tail` and `completed` never wrap; the
 //!   code still uses wrapping subtraction for the distance `t - tail`, which is exact whenever
 //!   `tail <= t` (always: `tail` counts drained tickets, and `t` is not drained yet).
+//!
+//! # Not done yet (GPU throughput)
+//! On a GPU every post costs a PCIe atomic (`head`) and a PCIe read (`tail`). Two known remedies, for
+//! when the GPU figures ask for them: a cached copy of `tail` in device memory, read first, so the
+//! real `tail` is read only when the ring looks full (MSCCL++'s FIFO does this), and one `head`
+//! reservation per warp for the warp's requests (warp-aggregated fetch_add).
 //!
 //! # Failure
 //! A poster waits on two things: a free slot (the proxy must drain) and completion. `post` and

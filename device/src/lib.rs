@@ -10,6 +10,7 @@
 
 pub mod arch;
 pub mod ops;
+pub mod remote;
 pub mod state;
 
 #[cfg(target_arch = "nvptx64")]

@@ -1,0 +1,76 @@
+//! Throughput of the proxy request channel on the CPU backend: P posting threads and one proxy
+//! thread on a ring of 1024 slots; the proxy's callback only sums a field (the channel's own cost).
+//!
+//!   ring_bench [REQUESTS_PER_RUN] [POSTERS...]      (default: 2000000 requests; 1 4 16 posters)
+//!
+//! Prints requests per second and the proxy's mean batch (entries per tail store) for each count.
+
+use rshmem::proxy_ring::{deadline, op, Request, RingBuf};
+use rshmem_device::remote::proxy::{post_with, wait_completed_with};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const SLOTS: usize = 1024;
+
+fn run(total: u64, posters: u64) -> (f64, f64) {
+    let ring = RingBuf::new(SLOTS).expect("ring");
+    let rref = ring.ring();
+    let per = total / posters;
+    let stop = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (stats, sum) = std::thread::scope(|s| {
+        let proxy = s.spawn(|| {
+            let mut sum = 0u64;
+            let mut d = ring.drain().expect("drain");
+            let st = d
+                .run(
+                    || stop.load(Ordering::Acquire),
+                    |r| {
+                        sum = sum.wrapping_add(r.value);
+                        Ok(())
+                    },
+                )
+                .expect("drain");
+            (st, sum)
+        });
+        let hs: Vec<_> = (0..posters)
+            .map(|who| {
+                s.spawn(move || {
+                    let ring = rref;
+                    let mut last = 0;
+                    for i in 0..per {
+                        let r = Request { op: op::PUT_INLINE, pe: who as u32, offset: 8 * i, len: 8, value: 1, ..Request::default() };
+                        // SAFETY: the ring outlives the scope.
+                        last = unsafe { post_with(ring, &r, deadline(Duration::from_secs(60))) }.expect("post");
+                    }
+                    // SAFETY: as above.
+                    unsafe { wait_completed_with(ring, last, deadline(Duration::from_secs(60))) }.expect("wait_completed");
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().expect("poster");
+        }
+        stop.store(true, Ordering::Release);
+        proxy.join().expect("proxy")
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(sum, per * posters, "every request arrives once");
+    (stats.requests as f64 / secs, stats.requests as f64 / stats.batches.max(1) as f64)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let total: u64 = args.next().map(|a| a.parse().expect("REQUESTS_PER_RUN")).unwrap_or(2_000_000);
+    let mut counts: Vec<u64> = args.map(|a| a.parse().expect("POSTERS")).collect();
+    if counts.is_empty() {
+        counts = vec![1, 4, 16];
+    }
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!("proxy ring, CPU backend: {SLOTS} slots, {total} requests per run, {cpus} CPUs available");
+    println!("{:>8} {:>14} {:>12}", "posters", "requests/s", "mean batch");
+    for p in counts {
+        let (rate, batch) = run(total, p);
+        println!("{p:>8} {rate:>14.0} {batch:>12.1}");
+    }
+}

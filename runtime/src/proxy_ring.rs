@@ -1,0 +1,332 @@
+//! The host side of the proxy request channel (layout and protocol: `rshmem_device::remote::proxy`,
+//! the one definition shared with the device code): setting a ring up in memory the caller provides
+//! (pinned mapped host memory on CUDA, shared memory on the CPU backend, or a `RingBuf` here), checking
+//! a ring found in shared memory, and the drain loop a proxy thread runs.
+//!
+//! The drain, for the ticket `t` it expects next (slot `t % slots`):
+//! 1. poll the slot's `seq` with an acquire load until it reads `t + 1` (0: not yet published; any
+//!    other value: a broken ring, reported as an error, never read);
+//! 2. copy the body out (after the acquire, so never torn), clear `seq` to 0;
+//! 3. after a batch of consecutive published entries, store `tail` (release): posters waiting for those
+//!    slots may now reuse them (their acquire of `tail` orders our reads and clears before their
+//!    writes). The slots are freed before the callbacks run, since the entries were copied out;
+//! 4. hand each entry to the callback, in ticket order; when it returns Ok the operation is complete,
+//!    and `completed` is stored (release) as `t + 1`, which `wait_completed` on the device acquires.
+//!    A callback that moves data into GPU memory must have finished that copy (synchronized) before it
+//!    returns, so the GPU never sees `completed` ahead of the data.
+
+use crate::error::{Error, Result};
+pub use rshmem_device::remote::proxy::{op, ring_bytes, Request, RingHeader, RingRef, HEADER_BYTES, MAX_SLOTS, RING_MAGIC, SLOT_BYTES};
+use rshmem_device::remote::proxy::{COMPLETED_OFF, HEAD_OFF, MAGIC_OFF, SEQ_OFF, SLOTS_OFF, TAIL_OFF};
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Most entries the drain takes in one batch before it frees their slots (one `tail` store).
+pub const MAX_BATCH: usize = 64;
+
+fn check_slots(slots: u64) -> Result<()> {
+    if slots == 0 || slots > MAX_SLOTS || !slots.is_power_of_two() {
+        return Err(Error::new(format!("proxy ring: {slots} slots (must be a power of two from 1 to {MAX_SLOTS})")));
+    }
+    Ok(())
+}
+
+fn check_memory(base: *const u8, bytes: usize, slots: u64) -> Result<()> {
+    if base.is_null() || !(base as usize).is_multiple_of(64) {
+        return Err(Error::new(format!("proxy ring: base address {base:p} is not 64-byte aligned")));
+    }
+    let need = ring_bytes(slots as usize);
+    if bytes < need {
+        return Err(Error::new(format!("proxy ring: {bytes} bytes of memory, {slots} slots need {need}")));
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `base + off` must be an 8-aligned u64 inside memory mapped for the caller's lifetime `'a`, accessed
+/// only atomically.
+unsafe fn word<'a>(base: *mut u8, off: usize) -> &'a AtomicU64 {
+    // SAFETY: forwarded contract.
+    unsafe { AtomicU64::from_ptr(base.add(off) as *mut u64) }
+}
+
+/// Sets up a ring of `slots` slots in the `bytes` bytes at `base`: zeroes it and then publishes the
+/// header (slot count, then the magic with a release store, so a poster that sees the magic sees the
+/// slot count). Returns the `RingRef` device code posts to.
+///
+/// # Safety
+/// `base` must be writable for `bytes` bytes and stay mapped while the ring is used; nobody may use the
+/// memory as a ring while this runs.
+pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize) -> Result<RingRef> {
+    check_slots(slots as u64)?;
+    check_memory(base, bytes, slots as u64)?;
+    // SAFETY: the caller gives us the memory (writable, unused); ring_bytes(slots) <= bytes (checked).
+    unsafe {
+        std::ptr::write_bytes(base, 0, ring_bytes(slots));
+        word(base, SLOTS_OFF).store(slots as u64, Ordering::Relaxed);
+        word(base, MAGIC_OFF).store(RING_MAGIC, Ordering::Release);
+    }
+    Ok(RingRef { header: base as u64, slots: slots as u64 })
+}
+
+/// A ring in an owned, zeroed, 64-aligned heap allocation (for a proxy in this process and for tests;
+/// the CUDA backend uses pinned mapped memory through `init_ring`).
+pub struct RingBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+    slots: usize,
+}
+
+// SAFETY: the ring's memory is only accessed through atomics and the channel's protocol, from any
+// thread; RingBuf itself only frees it on drop.
+unsafe impl Send for RingBuf {}
+// SAFETY: as above.
+unsafe impl Sync for RingBuf {}
+
+impl RingBuf {
+    pub fn new(slots: usize) -> Result<RingBuf> {
+        check_slots(slots as u64)?;
+        let layout = Layout::from_size_align(ring_bytes(slots), 64).map_err(|e| Error::new(format!("proxy ring: {e}")))?;
+        // SAFETY: the layout has a non-zero size (at least the header).
+        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+            .ok_or_else(|| Error::new(format!("proxy ring: cannot allocate {} bytes", layout.size())))?;
+        // SAFETY: a fresh allocation of layout.size() bytes, 64-aligned, owned by the RingBuf.
+        unsafe { init_ring(ptr.as_ptr(), layout.size(), slots)? };
+        Ok(RingBuf { ptr, layout, slots })
+    }
+    /// What device code posts to (valid while the RingBuf lives).
+    pub fn ring(&self) -> RingRef {
+        RingRef { header: self.ptr.as_ptr() as u64, slots: self.slots as u64 }
+    }
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// A drain over this ring. Only one drain may run on a ring at a time (one proxy thread).
+    pub fn drain(&self) -> Result<Drain<'_>> {
+        // SAFETY: the memory is this RingBuf's, mapped for the borrow's lifetime.
+        unsafe { Drain::attach(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for RingBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// The proxy's side of one ring: the next ticket it expects, and the ring's geometry as checked when
+/// it attached (the header lives in memory other processes write, so it is read and checked once).
+pub struct Drain<'a> {
+    base: *mut u8,
+    slots: u64,
+    next: u64,
+    _mem: std::marker::PhantomData<&'a [u8]>,
+}
+
+// SAFETY: the ring is shared memory accessed only through atomics and the protocol; the drain may
+// move to the proxy thread.
+unsafe impl Send for Drain<'_> {}
+
+/// How a drain loop ended without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainStats {
+    /// Requests completed by this drain.
+    pub requests: u64,
+    /// Batches (tail stores).
+    pub batches: u64,
+}
+
+impl<'a> Drain<'a> {
+    /// Attaches to a ring set up by `init_ring` (possibly in another process) in the `bytes` bytes at
+    /// `base`. The header is checked: magic, slot count, size. The drain starts at the ring's `tail`.
+    ///
+    /// # Safety
+    /// `base` must be readable and writable for `bytes` bytes, mapped for `'a`; only one drain may use
+    /// a ring at a time.
+    pub unsafe fn attach(base: *mut u8, bytes: usize) -> Result<Drain<'a>> {
+        if base.is_null() || !(base as usize).is_multiple_of(64) {
+            return Err(Error::new(format!("proxy ring: base address {base:p} is not 64-byte aligned")));
+        }
+        if bytes < HEADER_BYTES {
+            return Err(Error::new(format!("proxy ring: {bytes} bytes of memory, less than the {HEADER_BYTES}-byte header")));
+        }
+        // SAFETY: the header lies in the caller's memory (bytes >= HEADER_BYTES), 64-aligned base.
+        let (magic, slots, tail) = unsafe {
+            (
+                word(base, MAGIC_OFF).load(Ordering::Acquire),
+                word(base, SLOTS_OFF).load(Ordering::Relaxed),
+                word(base, TAIL_OFF).load(Ordering::Acquire),
+            )
+        };
+        if magic != RING_MAGIC {
+            return Err(Error::new(format!("proxy ring: bad magic {magic:#x} (expected {RING_MAGIC:#x}): not a set-up ring")));
+        }
+        check_slots(slots)?;
+        check_memory(base, bytes, slots)?;
+        Ok(Drain { base, slots, next: tail, _mem: std::marker::PhantomData })
+    }
+
+    pub fn slots(&self) -> u64 {
+        self.slots
+    }
+    /// The next ticket this drain expects (= requests drained so far on this ring).
+    pub fn next(&self) -> u64 {
+        self.next
+    }
+
+    fn seq_word(&self, ticket: u64) -> &'a AtomicU64 {
+        let slot = HEADER_BYTES + (ticket & (self.slots - 1)) as usize * SLOT_BYTES;
+        // SAFETY: slot < slots, and attach checked that ring_bytes(slots) bytes are mapped for 'a.
+        unsafe { word(self.base, slot + SEQ_OFF) }
+    }
+
+    /// Takes every published entry in order (at most `MAX_BATCH`), frees their slots, and hands them
+    /// to `f`; returns how many it handled (0: the next slot is not published yet). An error of `f`
+    /// ends the drain; it names the request. A slot holding a foreign sequence number is an error.
+    pub fn poll(&mut self, mut f: impl FnMut(&Request) -> Result<()>) -> Result<usize> {
+        let mut batch = [Request::default(); MAX_BATCH];
+        let mut n = 0;
+        while n < MAX_BATCH {
+            let t = self.next + n as u64;
+            let w = self.seq_word(t);
+            let seq = w.load(Ordering::Acquire);
+            if seq == 0 {
+                break;
+            }
+            if seq != t + 1 {
+                return Err(Error::new(format!(
+                    "proxy ring: slot {} holds sequence number {seq} where {} (or 0) was expected: a poster broke \
+                     the ring protocol or its memory was overwritten",
+                    t & (self.slots - 1),
+                    t + 1
+                )));
+            }
+            let slot = HEADER_BYTES + (t & (self.slots - 1)) as usize * SLOT_BYTES;
+            // SAFETY: the slot lies in the mapped ring (see seq_word); its body was published by the
+            // release store of `seq` that our acquire load read, so it is complete and no poster
+            // writes it until we advance `tail` past t. A volatile read: the memory is shared with
+            // other processes, so the compiler must not assume anything about it.
+            batch[n] = unsafe { std::ptr::read_volatile(self.base.add(slot) as *const Request) };
+            w.store(0, Ordering::Relaxed);
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let first = self.next;
+        self.next += n as u64;
+        // SAFETY: tail is an 8-aligned u64 in the checked header.
+        let tail = unsafe { word(self.base, TAIL_OFF) };
+        // Release: our reads of the bodies and the clears of `seq` happen before a poster's reuse.
+        tail.store(self.next, Ordering::Release);
+        // SAFETY: as above.
+        let completed = unsafe { word(self.base, COMPLETED_OFF) };
+        for (i, r) in batch[..n].iter().enumerate() {
+            let seq = first + i as u64 + 1;
+            f(r).map_err(|e| e.context(format!("proxy ring: request {seq} (op {}, target PE {})", r.op, r.pe)))?;
+            // Release: the operation's effects happen before a poster's acquire of `completed`.
+            completed.store(seq, Ordering::Release);
+        }
+        Ok(n)
+    }
+
+    /// The drain loop a proxy thread runs: polls until `stop()` returns true while the ring is idle,
+    /// handing every request to `f` in order. Idle back-off: spin, then yield (PEs may outnumber
+    /// cores), then short sleeps after long idleness.
+    pub fn run(&mut self, mut stop: impl FnMut() -> bool, mut f: impl FnMut(&Request) -> Result<()>) -> Result<DrainStats> {
+        let mut stats = DrainStats { requests: 0, batches: 0 };
+        let mut idle = 0u64;
+        loop {
+            let n = self.poll(&mut f)?;
+            if n > 0 {
+                stats.requests += n as u64;
+                stats.batches += 1;
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle.is_multiple_of(64) && stop() {
+                return Ok(stats);
+            }
+            if idle < 64 {
+                std::hint::spin_loop();
+            } else if idle < 100_000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+}
+
+/// A waiting policy for `post_with` / `wait_completed_with` on the host: back off like the drain, and
+/// give up once `limit` has passed since the first spin.
+pub fn deadline(limit: Duration) -> impl FnMut(u64) -> bool {
+    let start = Instant::now();
+    move |spins| {
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        !(spins.is_multiple_of(64) && start.elapsed() > limit)
+    }
+}
+
+/// Checks a request against the job and the target's heap before the proxy acts on it: a known
+/// kind, a PE in range, every range inside `heap_bytes`, a length the kind allows. The error names the
+/// problem and the PE.
+pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
+    let pe = r.pe;
+    let bad = |what: String| Err(Error::new(format!("proxy request to PE {pe}: {what}")));
+    if r.op == 0 || r.op > op::LAST {
+        return bad(format!("unknown operation {}", r.op));
+    }
+    if r.op == op::NOP {
+        return Ok(());
+    }
+    if pe >= n_pes {
+        return bad(format!("PE out of range (the job has {n_pes} PEs)"));
+    }
+    let in_heap = |off: u64, len: u64| off.checked_add(len).is_some_and(|end| end <= heap_bytes);
+    let data = matches!(r.op, op::PUT | op::PUT_INLINE | op::GET | op::AMO | op::PUT_SIGNAL);
+    if data && !in_heap(r.offset, r.len) {
+        return bad(format!("{} bytes at heap offset {:#x} are outside the {heap_bytes}-byte heap", r.len, r.offset));
+    }
+    match r.op {
+        op::PUT_INLINE if !matches!(r.len, 1 | 2 | 4 | 8) => return bad(format!("inline put of {} bytes (1, 2, 4 or 8)", r.len)),
+        op::AMO if !matches!(r.len, 4 | 8) || !r.offset.is_multiple_of(r.len.max(1)) => {
+            return bad(format!("atomic on {} bytes at offset {:#x} (4 or 8, aligned)", r.len, r.offset))
+        }
+        op::PUT | op::GET | op::PUT_SIGNAL if r.len > 0 && r.src == 0 => return bad("null local address".into()),
+        _ => {}
+    }
+    if matches!(r.op, op::SIGNAL | op::PUT_SIGNAL) {
+        if !in_heap(r.sig_offset, 8) || !r.sig_offset.is_multiple_of(8) {
+            return bad(format!("signal word at heap offset {:#x} is not an aligned u64 inside the heap", r.sig_offset));
+        }
+        if !matches!(r.sub as i32, rshmem_device::SIGNAL_SET | rshmem_device::SIGNAL_ADD) {
+            return bad(format!("unknown signal operator {}", r.sub));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the ring's `head` (tickets handed out), `tail` and `completed`, for diagnostics.
+///
+/// # Safety
+/// `ring.header` must point to a mapped ring header.
+pub unsafe fn counters(ring: RingRef) -> (u64, u64, u64) {
+    let b = ring.header as usize as *mut u8;
+    // SAFETY: forwarded contract: three 8-aligned u64 words of the header, accessed atomically.
+    unsafe {
+        (
+            word(b, HEAD_OFF).load(Ordering::Relaxed),
+            word(b, TAIL_OFF).load(Ordering::Acquire),
+            word(b, COMPLETED_OFF).load(Ordering::Acquire),
+        )
+    }
+}

@@ -5,7 +5,7 @@
 //!
 //! Prints requests per second and the proxy's mean batch (entries per tail store) for each count.
 
-use rshmem::proxy_ring::{deadline, op, Request, RingBuf};
+use rshmem::transport::ring::{deadline, op, Request, RingBuf};
 use rshmem_device::remote::proxy::{post_with, wait_completed_with};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -24,7 +24,6 @@ pub mod hostsync;
 pub mod jobstatus;
 pub mod kernels;
 pub mod log;
-pub mod proxy_ring;
 pub mod runtime;
 pub mod segment;
 pub mod transport;

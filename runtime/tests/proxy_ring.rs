@@ -1,10 +1,10 @@
 //! The proxy request channel (device side `rshmem_device::remote::proxy`, host side
-//! `rshmem::proxy_ring`) on the CPU backend: real threads, and real processes sharing one ring through
+//! `rshmem::transport::ring`) on the CPU backend: real threads, and real processes sharing one ring through
 //! a memfd mapping. Every request carries a checksum of its fields; the proxy checks that each arrives
 //! exactly once, intact, in per-poster order, and posters check that `wait_completed` returns only
 //! after the proxy finished the request.
 
-use rshmem::proxy_ring::{check_request, deadline, init_ring, op, ring_bytes, Drain, Request, RingBuf, RingRef};
+use rshmem::transport::ring::{check_request, deadline, init_ring, op, ring_bytes, Drain, Request, RingBuf, RingRef};
 use rshmem::{Error, Result};
 use rshmem_device::remote::proxy::{post, post_with, wait_completed, wait_completed_with, Stalled, HEADER_BYTES, SEQ_OFF, SLOT_BYTES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -139,7 +139,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
         proxy.join().unwrap();
     });
     // SAFETY: the ring is alive.
-    let (head, tail, completed) = unsafe { rshmem::proxy_ring::counters(ring.ring()) };
+    let (head, tail, completed) = unsafe { rshmem::transport::ring::counters(ring.ring()) };
     assert_eq!((head, tail, completed), (posters as u64 * per, posters as u64 * per, posters as u64 * per));
 }
 
@@ -263,7 +263,7 @@ fn callback_error_names_the_request() {
     let e = ring.drain().unwrap().run(|| true, |_| Err(Error::new("connection to PE 3 lost"))).unwrap_err();
     assert_eq!(e.message(), "proxy ring: request 1 (op 1, target PE 3): connection to PE 3 lost");
     // SAFETY: as above. Not completed.
-    assert_eq!(unsafe { rshmem::proxy_ring::counters(ring.ring()) }, (1, 1, 0));
+    assert_eq!(unsafe { rshmem::transport::ring::counters(ring.ring()) }, (1, 1, 0));
 }
 
 /// Writes `v` into the seq word of slot `i` of the ring at `base` (test corruption).
@@ -338,7 +338,7 @@ fn fuzz_ring_memory_never_panics() {
                 0 => 0,
                 1 => rng.next() % 8,
                 2 => u64::MAX,
-                3 => rshmem::proxy_ring::RING_MAGIC,
+                3 => rshmem::transport::ring::RING_MAGIC,
                 _ => rng.next(),
             };
             // SAFETY: i < words: inside the ring memory.
@@ -357,7 +357,7 @@ fn fuzz_ring_memory_never_panics() {
             continue;
         };
         attached += 1;
-        assert!(d.slots().is_power_of_two() && rshmem::proxy_ring::ring_bytes(d.slots() as usize) <= bytes);
+        assert!(d.slots().is_power_of_two() && rshmem::transport::ring::ring_bytes(d.slots() as usize) <= bytes);
         for _ in 0..3 {
             let expect = d.next() + 1;
             let mut k = 0;
@@ -527,5 +527,5 @@ fn plain_post_on_a_bad_ring_ref_fails_naming_the_call() {
     assert!(msg.contains("rshmem proxy post (not a request ring: null or misaligned header, or bad slot count)"), "{msg}");
     // Nothing was reserved or written.
     // SAFETY: the ring is alive.
-    assert_eq!(unsafe { rshmem::proxy_ring::counters(ring.ring()) }, (0, 0, 0));
+    assert_eq!(unsafe { rshmem::transport::ring::counters(ring.ring()) }, (0, 0, 0));
 }

@@ -13,8 +13,11 @@
 //!
 //! Built so far: the proxy transport's wire protocol ([`wire`]: fixed headers, validation, chunking,
 //! a frame reader over any byte stream) and its TCP provider ([`tcp`]: connect with retry, the hello
-//! with the job key, framed send and receive with deadlines). Both are transport-agnostic pieces the
-//! proxy builds on; the `p2p`, `proxy` and `ibgda` modules come next.
+//! with the job key, framed send and receive with deadlines), and the host side of the proxy's request
+//! ring ([`ring`]: device threads post requests with `rshmem_device::remote::proxy`, the proxy thread
+//! drains them). These are the pieces the proxy transport builds on; the `p2p`, `proxy` and `ibgda`
+//! modules come next.
 
+pub mod ring;
 pub mod tcp;
 pub mod wire;

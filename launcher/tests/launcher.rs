@@ -3,14 +3,16 @@
 //! Every job runs under a [`Running`] guard that ends it (and so its PEs) if the test fails half-way, and
 //! every wait is bounded, so a broken rshmrun fails the tests instead of hanging them.
 
+mod common;
+
+use common::collect;
 use std::collections::HashMap;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, sleep, JoinHandle};
+use std::thread::{sleep, JoinHandle};
 use std::time::{Duration, Instant};
 
 const RSHMRUN: &str = env!("CARGO_BIN_EXE_rshmrun");
@@ -36,18 +38,6 @@ struct Finished {
     stderr: String,
     /// When rshmrun's exit was noticed.
     ended: Instant,
-}
-
-fn collect(mut pipe: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
-    thread::spawn(move || {
-        let mut buf = [0u8; 65536];
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => into.lock().unwrap().extend_from_slice(&buf[..n]),
-            }
-        }
-    })
 }
 
 impl Running {

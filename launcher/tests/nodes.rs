@@ -5,13 +5,15 @@
 //! The PEs here are plain `sh` processes; the rshmem side (node team, heaps, host RMA across nodes)
 //! is tested by `tests/tests/nodes.rs` with the real PE program.
 
+mod common;
+
+use common::collect;
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, sleep, JoinHandle};
+use std::thread::{sleep, JoinHandle};
 use std::time::{Duration, Instant};
 
 const RSHMRUN: &str = env!("CARGO_BIN_EXE_rshmrun");
@@ -39,18 +41,6 @@ struct Job {
     out: Arc<Mutex<Vec<u8>>>,
     err: Arc<Mutex<Vec<u8>>>,
     readers: Vec<JoinHandle<()>>,
-}
-
-fn collect(mut pipe: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
-    thread::spawn(move || {
-        let mut buf = [0u8; 65536];
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => into.lock().unwrap().extend_from_slice(&buf[..n]),
-            }
-        }
-    })
 }
 
 impl Job {

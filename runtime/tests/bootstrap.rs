@@ -121,16 +121,7 @@ fn probe() {
     let mut words = spec.split_whitespace();
     let name = words.next().unwrap_or("init").to_string();
     let arg = words.next().and_then(|a| a.parse().ok()).unwrap_or(1);
-    match scenario(&name, arg) {
-        Ok(msg) => {
-            println!("OK {msg}");
-            std::process::exit(0);
-        }
-        Err(e) => {
-            println!("ERROR: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit_with(scenario(&name, arg))
 }
 
 // ---- the launcher side ----

@@ -180,16 +180,7 @@ fn probe() {
     let words: Vec<&str> = spec.split_whitespace().collect();
     let [name, arg, port] = words[..] else { panic!("bad {PROBE_VAR}: {spec}") };
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    match scenario(name, arg, addr) {
-        Ok(msg) => {
-            println!("OK {msg}");
-            std::process::exit(0);
-        }
-        Err(e) => {
-            println!("ERROR: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit_with(scenario(name, arg, addr))
 }
 
 // ---- PE 1: the test ----

@@ -4,25 +4,11 @@
 //! put/get reaching this node's PEs and refusing the others' by name.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+mod common;
+
+use common::tool;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin_dir() -> PathBuf {
-    // target/<profile>/deps/nodes-xxxx -> target/<profile>
-    let mut p = std::env::current_exe().unwrap();
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    p
-}
-
-fn tool(name: &str) -> PathBuf {
-    let p = bin_dir().join(name);
-    assert!(p.exists(), "{} not built: run `cargo build --workspace` (or scripts/test.sh) first", p.display());
-    p
-}
 
 /// `rshmrun --nodes K [--netns] -np N rshmem-test-pe nodes`, with a deadline.
 fn run_nodes(np: usize, nodes: usize, netns: bool) -> (Output, String) {

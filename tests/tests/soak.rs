@@ -2,21 +2,11 @@
 //! processes, TCP bootstrap, shared-memory heaps), about 10^5 device calls checked against the model;
 //! and proof that its checker fails when one value is wrong.
 
-use std::path::PathBuf;
+mod common;
+
+use common::tool;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn tool(name: &str) -> PathBuf {
-    // target/<profile>/deps/soak-xxxx -> target/<profile>
-    let mut p = std::env::current_exe().unwrap();
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    let p = p.join(name);
-    assert!(p.exists(), "{} not built: run `cargo build --workspace` (or scripts/test.sh) first", p.display());
-    p
-}
 
 fn soak(args: &[&str]) -> (Output, String) {
     let deadline = Duration::from_secs(120);

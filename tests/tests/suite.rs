@@ -1,25 +1,11 @@
 //! Multi-process tests: the PE program `rshmem-test-pe` under the real `rshmrun` (real processes, TCP
 //! bootstrap, shared-memory heaps) on whatever backend this machine has (the CPU backend in CI).
 
-use std::path::PathBuf;
+mod common;
+
+use common::{text, tool};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin_dir() -> PathBuf {
-    // target/<profile>/deps/suite-xxxx -> target/<profile>
-    let mut p = std::env::current_exe().unwrap();
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    p
-}
-
-fn tool(name: &str) -> PathBuf {
-    let p = bin_dir().join(name);
-    assert!(p.exists(), "{} not built: run `cargo build --workspace` (or scripts/test.sh) first", p.display());
-    p
-}
 
 /// Runs `rshmrun -np N rshmem-test-pe ARGS` with a deadline; returns the output.
 fn rshmrun(np: usize, args: &[&str], env: &[(&str, &str)], deadline: Duration) -> Output {
@@ -34,10 +20,6 @@ fn rshmrun(np: usize, args: &[&str], env: &[(&str, &str)], deadline: Duration) -
     let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
     assert!(start.elapsed() < deadline + Duration::from_secs(10), "rshmrun overran its own --timeout");
     out
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 fn expect_ok(np: usize, scenario: &str) -> String {

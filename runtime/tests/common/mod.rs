@@ -111,3 +111,18 @@ pub fn assert_all_ok(outs: &[Outcome]) {
         assert!(o.out.contains("OK"), "PE {}: {}", o.pe, o.out);
     }
 }
+
+/// Ends a probe (one PE run as a child process): prints "OK msg" and exits 0, or "ERROR: e" and exits 1;
+/// the parent test reads that line.
+pub fn exit_with(r: Result<String, String>) -> ! {
+    match r {
+        Ok(msg) => {
+            println!("OK {msg}");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            println!("ERROR: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -140,8 +140,9 @@ impl FrameBuf {
     }
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends at a character boundary.
-pub(super) fn truncate(s: &str, max: usize) -> &str {
+/// The longest prefix of `s` of at most `max` bytes that ends at a character boundary (shared with the
+/// proxy's wire, which carries peer text the same way).
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

@@ -37,6 +37,7 @@
 //! - ERROR: UTF-8 text (at most [`MAX_ERROR_TEXT`] bytes), the sender's last word before it closes.
 //! - CLOSE: an orderly end; nothing follows.
 
+use crate::bootstrap::truncate;
 use crate::error::Error;
 use bytemuck::{Pod, Zeroable};
 use std::io::{self, Read};
@@ -375,17 +376,6 @@ impl Message<'_> {
     }
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends at a character boundary.
-pub fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
 
 /// A frame's bytes (header, then payload): for tests and tools; the TCP path sends the two parts
 /// without joining them.

@@ -32,6 +32,10 @@ pub trait Backend: Send + Sync + std::any::Any {
     fn ensure_backed(&self, _c: Collective, _upto: usize) -> Result<()> {
         Ok(())
     }
+    /// How many bytes from the heap's start are backed (usable) now: the whole heap on the CPU.
+    fn backed(&self) -> usize {
+        self.heap_size()
+    }
     /// Zeroes `len` bytes at heap offset `off` of this PE (calloc). An error, writing nothing, when the
     /// range is not inside the heap (on GPUs: inside its backed part).
     fn zero(&self, off: usize, len: usize) -> Result<()>;

@@ -86,7 +86,7 @@ pub unsafe fn getmem(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Res
 }
 /// Completes this PE's outstanding operations.
 pub fn quiet() -> Result<()> {
-    runtime::get("rshmem_quiet")?.backend().quiet()
+    runtime::get("rshmem_quiet")?.quiet()
 }
 /// Name of the backend in use ("cpu" or "cuda").
 pub fn backend_name() -> Result<&'static str> {

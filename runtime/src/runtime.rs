@@ -11,7 +11,7 @@ use crate::jobstatus::JobStatus;
 use crate::transport::{p2p::P2p, Transport};
 use crate::{env, log};
 use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, STATE_MAGIC};
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
@@ -37,16 +37,13 @@ pub struct Runtime {
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 static MY_PE: AtomicI32 = AtomicI32::new(-1);
 static N_PES: AtomicI32 = AtomicI32::new(0);
-/// This process's PE number as soon as it is known (launcher variables, unique-id arguments, bootstrap),
-/// for messages; -1 until then. Unlike MY_PE it is kept after a failed init and after finalize.
-static KNOWN_PE: AtomicI64 = AtomicI64::new(-1);
-
-/// The PE number messages should carry: known before init completes, and after a failed init.
+/// The PE number messages should carry: known before init completes, and after a failed init (kept by
+/// `log`, which the runtime tells as soon as it knows).
 pub fn known_pe() -> Option<usize> {
-    usize::try_from(KNOWN_PE.load(Ordering::Relaxed)).ok()
+    log::pe()
 }
 fn note_pe(pe: usize) {
-    KNOWN_PE.store(i64::try_from(pe).unwrap_or(-1), Ordering::Relaxed);
+    log::set_pe(pe);
 }
 
 pub(crate) fn get(call: &str) -> Result<Arc<Runtime>> {

@@ -5,11 +5,19 @@
 //! collective malloc, mapped on every peer before malloc returns.
 //!
 //! The driver is loaded at run time (cudarc, dynamic loading): binaries build and run without CUDA.
+//!
+//! Layers: this file (the backend), `driver` and `module` are the CUDA *platform*, below the runtime:
+//! they are handed what they need (bootstrap, fd server, job id) and never ask the runtime. The granule
+//! exchange with node-local peers is the p2p transport's (`transport::p2p::exchange`). `api` (re-exported
+//! here: `Module::load`, device memory, timers, on-stream calls, `with_backend`) is user API above the
+//! runtime.
 
 pub mod driver;
+mod api;
 mod module;
 
-pub use module::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, Module, Stream, Timer};
+pub use api::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, with_backend, Timer};
+pub use module::{Module, Stream};
 
 use crate::backend::{Backend, Collective, SEG_GRANULE0};
 use crate::transport::p2p::{exchange, Export};
@@ -370,15 +378,5 @@ impl Drop for CudaBackend {
                 unsafe { driver::unreserve(b, self.heap_size) };
             }
         }
-    }
-}
-
-/// The CUDA backend of the running runtime, if that is the backend in use.
-pub fn with_backend<R>(call: &str, f: impl FnOnce(&CudaBackend) -> Result<R>) -> Result<R> {
-    let rt = crate::runtime::get(call)?;
-    let any = rt.backend().as_any();
-    match any.downcast_ref::<CudaBackend>() {
-        Some(b) => f(b),
-        None => Err(Error::new(format!("{call}: needs the CUDA backend (this job runs on the {} backend)", rt.backend().name()))),
     }
 }

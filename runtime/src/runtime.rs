@@ -460,10 +460,9 @@ impl Runtime {
             Some(t) => Ok(&*self.transports[t]),
             None => {
                 let asked: Vec<&str> = self.transports.iter().map(|t| t.name()).collect();
-                let remote = if self.transports.len() > 1 {
-                    String::new()
-                } else {
-                    format!(" ({}=none)", env::REMOTE_TRANSPORT)
+                let remote = match self.transports.len() {
+                    1 => format!("; {}=none, so no transport serves other nodes", env::REMOTE_TRANSPORT),
+                    _ => String::new(),
                 };
                 Err(Error::new(format!(
                     "{call}: PE {pe} is on another node; no transport reaches it (asked: {}{remote})",

@@ -1,6 +1,11 @@
-//! What a backend provides to the runtime: where the heap is, how peers reach it, and the few host
-//! operations that differ between the CPU and the GPU. Everything else (allocation, collectives,
-//! barriers, the device API) is shared.
+//! The platform: what the CPU or the CUDA backend provides to the runtime — where kernels run and the
+//! heap lives, copies, zeroing, quiet, and the heap's memory exported as descriptors (memfd segments,
+//! cuMem granules) that the p2p transport's exchange (`transport::p2p::exchange`) hands to node-local
+//! peers, which map them. Which PEs are reached, and how, is the transports' business
+//! (`crate::transport`): the runtime builds the p2p transport from `peer_base` and asks the transports
+//! per PE. Everything else (allocation, collectives, barriers, the device API) is shared.
+//!
+//! The trait keeps its old name, `Backend`; the platforms are `crate::cpu` and `crate::cuda`.
 
 use crate::bootstrap::Bootstrap;
 use crate::error::Result;
@@ -25,19 +30,27 @@ pub trait Backend: Send + Sync + std::any::Any {
     /// Address of this PE's heap in this process (device address on GPUs) and its reserved size.
     fn heap_base(&self) -> usize;
     fn heap_size(&self) -> usize;
-    /// Where PE `pe`'s heap is mapped here, 0 when not mapped.
+    /// Where PE `pe`'s heap is mapped here (by the p2p exchange), 0 when not mapped. The runtime reads
+    /// it once, to build the p2p transport.
     fn peer_base(&self, pe: usize) -> usize;
-    /// Collective: makes `[0, upto)` of every node-local heap usable here (GPU heap growth). Called by
-    /// every PE with the same `upto` inside the collective allocation.
+    /// Collective: makes `[0, upto)` of every node-local heap usable here (GPU heap growth: new
+    /// granules, exchanged with node-local peers through `transport::p2p::exchange`). Called by every PE
+    /// with the same `upto` inside the collective allocation (`Runtime::grow`, which then registers the
+    /// new range with every transport).
     fn ensure_backed(&self, _c: Collective, _upto: usize) -> Result<()> {
         Ok(())
+    }
+    /// How many bytes from the heap's start are backed (usable) now: the whole heap on the CPU.
+    fn backed(&self) -> usize {
+        self.heap_size()
     }
     /// Zeroes `len` bytes at heap offset `off` of this PE (calloc). An error, writing nothing, when the
     /// range is not inside the heap (on GPUs: inside its backed part).
     fn zero(&self, off: usize, len: usize) -> Result<()>;
     /// Completes this PE's outstanding device work that touches the heap (host view).
     fn quiet(&self) -> Result<()>;
-    /// Host-initiated blocking put/get (dst resp. src symmetric, already range-checked).
+    /// Host-initiated blocking put/get to a mapped (node-local) PE (dst resp. src symmetric, already
+    /// range-checked): the p2p transport's host copies.
     ///
     /// # Safety
     /// The local buffer must be valid for `bytes`; the symmetric range must lie in the heap.

@@ -28,6 +28,7 @@ pub const DEBUG: &str = "RSHMEM_DEBUG";
 pub const WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
 pub const STATUS_FD: &str = "RSHMEM_STATUS_FD";
 pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
+pub const REMOTE_TRANSPORT: &str = "RSHMEM_REMOTE_TRANSPORT";
 
 pub const VARS: &[EnvVar] = &[
     EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)", check: is_count },
@@ -43,6 +44,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)", check: is_size },
     EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
+    EnvVar { name: REMOTE_TRANSPORT, default: "none", meaning: "transport for PEs on other nodes: none (they are not reachable; device calls to them fail naming the PE), proxy (CPU proxy thread over TCP: not built yet) or ibgda (GPU-driven NIC: not built yet). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
     EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds any wait may last before the PE fails naming what it waits for: device-side wait_until/signal_wait_until/barrier on the CPU backend, host barriers, the runtime's collectives and bootstrap collectives (the error names the PEs not yet arrived and what they last entered); 0 = wait forever", check: is_secs },
     EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
@@ -104,6 +106,9 @@ fn is_backend(v: &str) -> std::result::Result<(), String> {
         "auto" | "cpu" | "cuda" | "gpu" => Ok(()),
         _ => Err("expected auto, cpu or cuda".into()),
     }
+}
+fn is_remote_transport(v: &str) -> std::result::Result<(), String> {
+    crate::transport::parse_remote(Some(v)).map(|_| ())
 }
 fn is_level(v: &str) -> std::result::Result<(), String> {
     parse_level(v).map(|_| ()).ok_or_else(|| "expected error, warn, info or debug".into())
@@ -283,6 +288,8 @@ mod tests {
             (STATUS_FD, "-3"),
             (BOOTSTRAP_TIMEOUT, "0"),
             (CUMEM_GRANULE, "1q"),
+            (REMOTE_TRANSPORT, "tcp"),
+            (REMOTE_TRANSPORT, "p2p"),
         ] {
             let e = validate_vars(&vars(&[(name, bad)])).expect_err(name).to_string();
             assert!(e.contains(name) && e.contains(bad), "{e}");
@@ -300,6 +307,9 @@ mod tests {
             (JOB_KEY, "0123456789abcdef0123456789ABCDEF"),
             (BOOTSTRAP, "127.0.0.1:4000"),
             (STATUS_FD, "5"),
+            (REMOTE_TRANSPORT, "none"),
+            (REMOTE_TRANSPORT, "proxy"),
+            (REMOTE_TRANSPORT, "IBGDA"),
             (DEBUG, ""),
             ("RSHMEM_TEST_THREADS", "4"),
             ("RSHMEM_SKIP_PTX", "1"),

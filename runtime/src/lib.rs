@@ -1,5 +1,27 @@
 //! rshmem host runtime: bootstrap, symmetric heap, host API, CPU and CUDA backends.
 //!
+//! # Layers: who may import whom
+//!
+//! From the top; a module may use the ones below it, never one above (no import circle):
+//! 1. **API** — this file's free functions, [`kernels`] (kernel launch for user programs), [`capi`]
+//!    (the C ABI) and `cuda/api.rs` (`cuda::Module::load`, device memory, on-stream calls): they find
+//!    the running instance with `runtime::get`.
+//! 2. **Runtime** — [`runtime`]: init/finalize, the collective allocator, host barrier and RMA. It owns
+//!    the process-wide state and passes what the layers below need (bootstrap, fd server, job id, the
+//!    platform) down as arguments; it tells [`log`] the PE number ([`log::set_pe`]).
+//! 3. **Transports** — [`transport`]: which PEs this PE reaches and how. `transport::p2p` serves the
+//!    node-local PEs (and does the one same-node fd exchange, `transport::p2p::exchange`, both
+//!    platforms use); `RSHMEM_REMOTE_TRANSPORT` names the one for other nodes (`proxy`, `ibgda`: not
+//!    built yet). Its proxy pieces: `transport::{wire, tcp, ring}`.
+//! 4. **Platforms** — [`backend::Backend`] implemented by [`cpu`] (memfd heap via [`segment`], kernels
+//!    on host threads) and [`cuda`] (cuMem granules, modules; `cuda::{driver, module}` and the backend
+//!    in `cuda/mod.rs`): where kernels run and memory lives, copies, zeroing, quiet, and exporting the
+//!    heap as descriptors for the p2p exchange. [`hostsync`] (shared-memory host barrier) sits here too.
+//! 5. **Services** — [`bootstrap`], [`fdpass`], [`heap`] (the allocator), [`jobstatus`], [`env`],
+//!    [`log`], [`error`]: no rshmem layer above them.
+//!
+//! `transports_and_platforms_never_ask_the_runtime` (below) checks rule 1-vs-rest on the sources.
+//!
 //! ```no_run
 //! rshmem::init().unwrap();
 //! let me = rshmem::my_pe();
@@ -86,7 +108,7 @@ pub unsafe fn getmem(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Res
 }
 /// Completes this PE's outstanding operations.
 pub fn quiet() -> Result<()> {
-    runtime::get("rshmem_quiet")?.backend().quiet()
+    runtime::get("rshmem_quiet")?.quiet()
 }
 /// Name of the backend in use ("cpu" or "cuda").
 pub fn backend_name() -> Result<&'static str> {
@@ -132,4 +154,45 @@ pub fn heap_offset(p: *const u8) -> Option<usize> {
 /// Size in bytes of this PE's symmetric heap.
 pub fn heap_size() -> usize {
     runtime::get("rshmem::heap_size").map(|rt| rt.backend().heap_size()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The layering rule that breaks the old import circle: only the API files (and the runtime itself)
+    /// name `crate::runtime`, `crate::kernels` or `crate::capi`; every other source file of this crate
+    /// (platforms, transports, services), present and future, must not.
+    #[test]
+    fn transports_and_platforms_never_ask_the_runtime() {
+        const ABOVE: &[&str] = &["lib.rs", "runtime.rs", "kernels.rs", "capi.rs", "cuda/api.rs"];
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![];
+        let mut dirs = vec![src.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() > 20, "found only {} source files under {}", files.len(), src.display());
+        let mut bad = vec![];
+        for f in &files {
+            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+            if ABOVE.contains(&rel.as_str()) {
+                continue;
+            }
+            for (i, line) in std::fs::read_to_string(f).unwrap().lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                for upper in ["crate::runtime", "crate::kernels", "crate::capi", "super::runtime", "crate::{"] {
+                    if code.contains(upper) && (upper != "crate::{" || ["runtime", "kernels", "capi"].iter().any(|m| code.contains(m))) {
+                        bad.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(bad.is_empty(), "lower layers import the API/runtime layer:\n{}", bad.join("\n"));
+    }
 }

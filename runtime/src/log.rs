@@ -1,7 +1,22 @@
 //! Minimal leveled logging to stderr (RSHMEM_DEBUG = error | warn | info | debug). A garbage level is
 //! an init error (env::validate); until then, and in that case, the level is warn.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
+
+/// This process's PE number for messages, pushed here by the runtime as soon as it knows it
+/// ([`set_pe`]); -1 until then. Kept after a failed init and after finalize.
+static PE: AtomicI64 = AtomicI64::new(-1);
+
+/// Records this process's PE number: every message from now on carries it.
+pub fn set_pe(pe: usize) {
+    PE.store(i64::try_from(pe).unwrap_or(-1), Ordering::Relaxed);
+}
+
+/// The PE number set by [`set_pe`], if any.
+pub fn pe() -> Option<usize> {
+    usize::try_from(PE.load(Ordering::Relaxed)).ok()
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -21,11 +36,12 @@ pub fn level() -> Level {
     })
 }
 
-/// "rshmem {tag} [PE n]: " with the PE number as soon as this process knows it (from the launcher's
-/// variables or the bootstrap, before init completes, and still after a failed init or finalize).
+/// "rshmem {tag} [PE n]: " with the PE number as soon as this process knows it (the runtime sets it
+/// from the launcher's variables or the bootstrap, before init completes; it stays after a failed init
+/// or finalize).
 fn emit(l: Level, tag: &str, msg: &str) {
     if l <= level() {
-        match crate::runtime::known_pe() {
+        match pe() {
             Some(pe) => eprintln!("rshmem {tag} [PE {pe}]: {msg}"),
             None => eprintln!("rshmem {tag}: {msg}"),
         }

@@ -8,15 +8,22 @@ use crate::fdpass::FdServer;
 use crate::heap::Allocator;
 use crate::hostsync::HostSync;
 use crate::jobstatus::JobStatus;
+use crate::transport::{p2p::P2p, Transport};
 use crate::{env, log};
 use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, STATE_MAGIC};
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 pub struct Runtime {
     pub(crate) boot: Bootstrap,
     pub(crate) backend: Box<dyn Backend>,
+    /// The transports: p2p first (node-local PEs), then the remote one if `RSHMEM_REMOTE_TRANSPORT`
+    /// names one.
+    transports: Vec<Box<dyn Transport>>,
+    /// `route[pe]`: index in `transports` of the one that reaches PE `pe` (None: no transport does).
+    /// Decided once at init by `transport::route_table`.
+    route: Vec<Option<usize>>,
     alloc: Mutex<Allocator>,
     pub(crate) state: Box<DeviceState>,
     /// Shared-memory host barrier and collective announcements (None: PEs on several nodes).
@@ -30,16 +37,13 @@ pub struct Runtime {
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 static MY_PE: AtomicI32 = AtomicI32::new(-1);
 static N_PES: AtomicI32 = AtomicI32::new(0);
-/// This process's PE number as soon as it is known (launcher variables, unique-id arguments, bootstrap),
-/// for messages; -1 until then. Unlike MY_PE it is kept after a failed init and after finalize.
-static KNOWN_PE: AtomicI64 = AtomicI64::new(-1);
-
-/// The PE number messages should carry: known before init completes, and after a failed init.
+/// The PE number messages should carry: known before init completes, and after a failed init (kept by
+/// `log`, which the runtime tells as soon as it knows).
 pub fn known_pe() -> Option<usize> {
-    usize::try_from(KNOWN_PE.load(Ordering::Relaxed)).ok()
+    log::pe()
 }
 fn note_pe(pe: usize) {
-    KNOWN_PE.store(i64::try_from(pe).unwrap_or(-1), Ordering::Relaxed);
+    log::set_pe(pe);
 }
 
 pub(crate) fn get(call: &str) -> Result<Arc<Runtime>> {
@@ -158,8 +162,19 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     }
     let job = boot.broadcast("rshmem_init", 0, &job)?;
     let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &job).map_err(|e| boot.abort(e))?;
+    // The remote transport is chosen (and a bad or unbuilt one refused) before anything is mapped.
+    let remote = crate::transport::remote_by_name(env::REMOTE_TRANSPORT, env::get(env::REMOTE_TRANSPORT).as_deref())?;
     let fds = FdServer::start(job, boot.job_key(), me)?;
     let backend = make_backend(&boot, &fds, job, heap_size)?;
+    let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];
+    transports.extend(remote);
+    let route = crate::transport::route_table(n, &transports.iter().map(|t| &**t).collect::<Vec<_>>());
+    // What the platform backed at its start (the whole heap on the CPU, the first granule on GPUs) is
+    // registered like every later growth.
+    for t in &transports {
+        t.register(Collective { boot: &boot, fds: &fds, job }, 0..backend.backed())
+            .map_err(|e| e.context(format!("registering the heap with the {} transport", t.name())))?;
+    }
     let sync = if boot.node_pes().len() == n && n > 1 {
         Some(HostSync::new(Collective { boot: &boot, fds: &fds, job })?)
     } else {
@@ -175,7 +190,8 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     st.node_my_pe = boot.local_pe() as i32;
     st.node_n_pes = boot.node_pes().len() as i32;
     for pe in 0..n {
-        st.peer_base[pe] = backend.peer_base(pe) as u64;
+        // Only a transport that maps the peer gives a base (p2p); others give 0 (not mapped).
+        st.peer_base[pe] = route[pe].map_or(0, |t| transports[t].peer_base(pe)) as u64;
     }
     for (i, &pe) in boot.node_pes().iter().enumerate() {
         st.node_pe[i] = pe as i32;
@@ -198,6 +214,8 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
         boot,
         alloc: Mutex::new(Allocator::new(INTERNAL_BYTES, backend.heap_size())),
         backend,
+        transports,
+        route,
         state: st,
         sync,
         fds,
@@ -317,7 +335,7 @@ impl Runtime {
                 env::SYMMETRIC_SIZE
             ))
         })?;
-        if let Err(e) = self.backend.ensure_backed(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, alloc.high_water()) {
+        if let Err(e) = self.grow(alloc.high_water()) {
             alloc.free(off);
             return Err(e.context(call));
         }
@@ -330,6 +348,22 @@ impl Runtime {
             self.host_barrier(call)?;
         }
         Ok((self.state.heap_base as usize + off) as *mut u8)
+    }
+
+    /// Collective (inside an allocation): makes `[0, upto)` of the heap usable. The platform backs it
+    /// (on GPUs, granule by granule, mapping node-local peers' through the p2p exchange), then the
+    /// newly backed range is registered with every transport.
+    fn grow(&self, upto: usize) -> Result<()> {
+        let c = Collective { boot: &self.boot, fds: &self.fds, job: self.job };
+        let before = self.backend.backed();
+        self.backend.ensure_backed(c, upto)?;
+        let after = self.backend.backed();
+        if after > before {
+            for t in &self.transports {
+                t.register(c, before..after).map_err(|e| e.context(format!("registering heap growth with the {} transport", t.name())))?;
+            }
+        }
+        Ok(())
     }
 
     /// Collective free.
@@ -363,7 +397,7 @@ impl Runtime {
 
     /// Host barrier of all PEs: completes this PE's outstanding operations first.
     pub fn host_barrier(&self, call: &str) -> Result<()> {
-        self.backend.quiet()?;
+        self.quiet()?;
         match &self.sync {
             // All PEs on this node: in shared memory, with mismatches, dead peers and (with
             // RSHMEM_WAIT_TIMEOUT) stuck peers detected. It announces the collective itself.
@@ -415,25 +449,52 @@ impl Runtime {
         if off >= self.backend.heap_size() || bytes > self.backend.heap_size() - off {
             return Err(Error::new(format!("{call}: {sym:p} + {bytes} bytes is not inside the symmetric heap")));
         }
-        if self.backend.peer_base(pe as usize) == 0 {
-            return Err(Error::new(format!("{call}: PE {pe} is on another node; no transport reaches it yet")));
-        }
+        self.transport_to(call, pe as usize)?;
         Ok(())
+    }
+
+    /// The transport that reaches PE `pe` (in range), from the per-PE table; an error naming the PE and
+    /// the transports asked when none does.
+    fn transport_to(&self, call: &str, pe: usize) -> Result<&dyn Transport> {
+        match self.route.get(pe).copied().flatten() {
+            Some(t) => Ok(&*self.transports[t]),
+            None => {
+                let asked: Vec<&str> = self.transports.iter().map(|t| t.name()).collect();
+                let remote = match self.transports.len() {
+                    1 => format!("; {}=none, so no transport serves other nodes", env::REMOTE_TRANSPORT),
+                    _ => String::new(),
+                };
+                Err(Error::new(format!(
+                    "{call}: PE {pe} is on another node; no transport reaches it (asked: {}{remote})",
+                    asked.join(", ")
+                )))
+            }
+        }
     }
 
     /// # Safety
     /// `src` must be readable for `bytes`.
     pub unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
         self.check_rma("rshmem_putmem", dst, bytes, pe)?;
-        // SAFETY: the symmetric range was checked; the local one is the caller's promise.
-        unsafe { self.backend.putmem(dst, src, bytes, pe) }
+        let t = self.transport_to("rshmem_putmem", pe as usize)?;
+        // SAFETY: the symmetric range and the route were checked; the local one is the caller's promise.
+        unsafe { t.putmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// `dst` must be writable for `bytes`.
     pub unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
         self.check_rma("rshmem_getmem", src, bytes, pe)?;
+        let t = self.transport_to("rshmem_getmem", pe as usize)?;
         // SAFETY: as in putmem.
-        unsafe { self.backend.getmem(dst, src, bytes, pe) }
+        unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
+    }
+    /// Completes this PE's outstanding operations: the platform's device work, then every transport's.
+    pub fn quiet(&self) -> Result<()> {
+        self.backend.quiet()?;
+        for t in &self.transports {
+            t.quiet()?;
+        }
+        Ok(())
     }
     pub fn backend(&self) -> &dyn Backend {
         &*self.backend

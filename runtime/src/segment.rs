@@ -1,10 +1,12 @@
 //! Shared-memory segments mapped by every PE of a node: a memfd per PE, handed to the node's other PEs
-//! through the fd server. Used for the CPU backend's symmetric heap and for the host-side
-//! synchronization area both backends use.
+//! through the fd server by the p2p transport's exchange (`transport::p2p::exchange`). Used for the CPU
+//! platform's symmetric heap and for the host-side synchronization area both platforms use.
 
+use crate::backend::Collective;
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
 use crate::fdpass::{memfd, FdServer};
+use crate::transport::p2p::{exchange, Export};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Segments are mapped at addresses aligned to this, so `rshmem_align` can promise absolute
@@ -80,28 +82,23 @@ impl Segment {
         let fd = memfd(&format!("rshmem-{what}-pe{me}"), size as u64)?;
         let local = Mapping::new(&fd, size)
             .map_err(|e| Error::os(format!("cannot map this PE's {what} ({size} bytes)"), e))?;
-        fds.offer(id, fd.try_clone().map_err(|e| Error::os("dup", e))?, size as u64);
-        boot.barrier("rshmem_init")?;
         let mut maps: Vec<Option<Mapping>> = (0..boot.npes()).map(|_| None).collect();
-        for &pe in boot.node_pes() {
-            if pe == me {
-                continue;
-            }
-            let (pfd, psize) = fds.fetch(job, pe, id)?;
-            if psize as usize != size {
-                return Err(Error::new(format!(
-                    "PE {pe}'s {what} is {psize} bytes but this PE's is {size}: set the same RSHMEM_SYMMETRIC_SIZE on every PE"
-                )));
-            }
+        let export = Export {
+            id,
+            fd: fd.try_clone().map_err(|e| Error::os("dup", e))?,
+            size: size as u64,
+            what,
+            size_var: crate::env::SYMMETRIC_SIZE,
+        };
+        // Everyone maps everyone's; then the descriptors are no longer needed (the mappings keep the
+        // memory alive; when the last process unmaps, it is gone — nothing is left behind).
+        exchange(Collective { boot, fds, job }, "rshmem_init", export, |pe, pfd| {
             let m = Mapping::new(&pfd, size)
                 .map_err(|e| Error::os(format!("cannot map PE {pe}'s {what} ({size} bytes)"), e))?;
             maps[pe] = Some(m);
-        }
+            Ok(())
+        })?;
         maps[me] = Some(local);
-        // Everyone has mapped everyone: the descriptors are no longer needed (the mappings keep the
-        // memory alive; when the last process unmaps, it is gone — nothing is left behind).
-        boot.barrier("rshmem_init")?;
-        fds.withdraw(id);
         Ok(Segment { maps, size })
     }
 

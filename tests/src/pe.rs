@@ -729,8 +729,8 @@ fn nodes(c: &Ctx) {
                     Ok(()) => die(format!("host {what} to PE {q} (another node) succeeded: the nodes share memory")),
                     Err(e) => {
                         let e = e.to_string();
-                        if !(e.contains(&format!("PE {q} ")) && e.contains("another node") && e.contains("no transport")) {
-                            die(format!("host {what} to PE {q} (another node) failed without naming it: {e}"));
+                        if !(e.contains(&format!("PE {q} ")) && e.contains("another node") && e.contains("no transport") && e.contains("asked: p2p")) {
+                            die(format!("host {what} to PE {q} (another node) failed without naming it and the transport asked: {e}"));
                         }
                     }
                 }

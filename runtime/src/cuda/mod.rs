@@ -5,13 +5,22 @@
 //! collective malloc, mapped on every peer before malloc returns.
 //!
 //! The driver is loaded at run time (cudarc, dynamic loading): binaries build and run without CUDA.
+//!
+//! Layers: this file (the backend), `driver` and `module` are the CUDA *platform*, below the runtime:
+//! they are handed what they need (bootstrap, fd server, job id) and never ask the runtime. The granule
+//! exchange with node-local peers is the p2p transport's (`transport::p2p::exchange`). `api` (re-exported
+//! here: `Module::load`, device memory, timers, on-stream calls, `with_backend`) is user API above the
+//! runtime.
 
 pub mod driver;
+mod api;
 mod module;
 
-pub use module::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, Module, Stream, Timer};
+pub use api::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, with_backend, Timer};
+pub use module::{Module, Stream};
 
 use crate::backend::{Backend, Collective, SEG_GRANULE0};
+use crate::transport::p2p::{exchange, Export};
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
 use crate::fdpass::FdServer;
@@ -176,26 +185,21 @@ impl CudaBackend {
             driver::map(va, self.granule, h, self.dev)?;
             inner.mapped.push((va, self.granule));
             let fd = driver::export_fd(h)?;
-            c.fds.offer(id, fd, self.granule as u64);
-            c.boot.barrier("rshmem_malloc (heap growth)")?;
-            for &pe in c.boot.node_pes() {
-                if pe == self.me {
-                    continue;
-                }
-                let (pfd, size) = c.fds.fetch(c.job, pe, id)?;
-                if size as usize != self.granule {
-                    return Err(Error::new(format!("PE {pe}'s heap granule is {size} bytes, ours {}: set the same RSHMEM_CUMEM_GRANULE everywhere", self.granule)));
-                }
+            let what = format!("heap granule {idx}");
+            let export = Export { id, fd, size: self.granule as u64, what: &what, size_var: crate::env::CUMEM_GRANULE };
+            let (granule, dev, bases) = (self.granule, self.dev, &self.bases);
+            let mapped = &mut inner.mapped;
+            exchange(c, "rshmem_malloc (heap growth)", export, |pe, pfd| {
                 let ph = driver::import_fd(&pfd).map_err(|e| e.context(format!("importing PE {pe}'s heap granule {idx}")))?;
-                let pva = self.bases[pe] + off as u64;
-                driver::map(pva, self.granule, ph, self.dev).map_err(|e| e.context(format!("mapping PE {pe}'s heap (peer access between GPUs?)")))?;
+                let pva = bases[pe] + off as u64;
+                let r = driver::map(pva, granule, ph, dev).map_err(|e| e.context(format!("mapping PE {pe}'s heap (peer access between GPUs?)")));
                 // The mapping keeps the memory; our import handle is no longer needed.
                 // SAFETY: ph was imported above, is owned here and not used again.
                 unsafe { driver::release(ph) };
-                inner.mapped.push((pva, self.granule));
-            }
-            c.boot.barrier("rshmem_malloc (heap growth)")?;
-            c.fds.withdraw(id);
+                r?;
+                mapped.push((pva, granule));
+                Ok(())
+            })?;
             inner.granules += 1;
         }
         Ok(())
@@ -280,6 +284,9 @@ impl Backend for CudaBackend {
     }
     fn ensure_backed(&self, c: Collective, upto: usize) -> Result<()> {
         self.grow(c, upto.div_ceil(self.granule))
+    }
+    fn backed(&self) -> usize {
+        self.inner.lock().unwrap().granules * self.granule
     }
     fn zero(&self, off: usize, len: usize) -> Result<()> {
         self.bind()?;
@@ -371,15 +378,5 @@ impl Drop for CudaBackend {
                 unsafe { driver::unreserve(b, self.heap_size) };
             }
         }
-    }
-}
-
-/// The CUDA backend of the running runtime, if that is the backend in use.
-pub fn with_backend<R>(call: &str, f: impl FnOnce(&CudaBackend) -> Result<R>) -> Result<R> {
-    let rt = crate::runtime::get(call)?;
-    let any = rt.backend().as_any();
-    match any.downcast_ref::<CudaBackend>() {
-        Some(b) => f(b),
-        None => Err(Error::new(format!("{call}: needs the CUDA backend (this job runs on the {} backend)", rt.backend().name()))),
     }
 }

@@ -1,23 +1,173 @@
 //! Transports: how this PE reaches another PE's symmetric heap.
 //!
-//! This is where the runtime's transport layer goes (issue 8, design.md "Where the code goes next").
-//! One interface, chosen per peer PE, with one sibling module per transport:
-//! - `p2p`: the peer's heap is mapped into this process (same node): the device code loads, stores and
-//!   runs atomics on it directly;
-//! - `proxy`: otherwise: the device code posts a request into a channel, and this PE's CPU proxy thread
-//!   carries it over the network to the peer's proxy, which applies it to the peer's heap and answers
-//!   gets and fetching AMOs (TCP always, verbs later);
-//! - `ibgda`: the GPU drives an mlx5 NIC itself (next issue).
+//! The runtime has two layers below it (design.md "Where the code goes next: the transport line"):
+//! - the *platform* (`crate::backend::Backend`, implemented by `crate::cpu` and `crate::cuda`): where
+//!   kernels run and the heap lives, copies between host and heap, zeroing, quiet, and exporting the
+//!   heap's memory as file descriptors (memfd segments resp. cuMem granules);
+//! - the *transports* (this module): which PEs this PE reaches and how. One interface, [`Transport`],
+//!   one sibling module per transport, found by name in one registry ([`remote_by_name`]):
+//!   - [`p2p`]: the peer's heap is mapped into this process (same node): device code loads, stores and
+//!     runs atomics on it directly. It always serves the node-local PEs. The same-node descriptor
+//!     exchange both platforms use is written once there ([`p2p::exchange`]);
+//!   - `proxy` (not built yet): the device code posts a request into a channel, and this PE's CPU proxy
+//!     thread carries it over the network to the peer's proxy (TCP always, verbs later). Its pieces are
+//!     built: the wire protocol ([`wire`]), the TCP provider ([`tcp`]) and the request ring ([`ring`]);
+//!   - `ibgda` (not built yet): the GPU drives an mlx5 NIC itself.
 //!
-//! The device state says which transport each PE uses; heap growth is registered with every transport.
+//! `RSHMEM_REMOTE_TRANSPORT` (`none` | `proxy` | `ibgda`, default `none`) names the transport for PEs on
+//! other nodes. The runtime asks the transports, per PE, which one reaches it ([`route_table`]: the one
+//! place that decides) and keeps the answer; heap growth is registered with every transport
+//! ([`Transport::register`]).
 //!
-//! Built so far: the proxy transport's wire protocol ([`wire`]: fixed headers, validation, chunking,
-//! a frame reader over any byte stream) and its TCP provider ([`tcp`]: connect with retry, the hello
-//! with the job key, framed send and receive with deadlines), and the host side of the proxy's request
-//! ring ([`ring`]: device threads post requests with `rshmem_device::remote::proxy`, the proxy thread
-//! drains them). These are the pieces the proxy transport builds on; the `p2p`, `proxy` and `ibgda`
-//! modules come next.
+//! This module imports nothing of the runtime above it: what a transport needs (the bootstrap, the fd
+//! server, the platform for copies) is passed down.
 
+pub mod p2p;
 pub mod ring;
 pub mod tcp;
 pub mod wire;
+
+use crate::backend::{Backend, Collective};
+use crate::error::{Error, Result};
+use std::ops::Range;
+
+/// What a transport does for the runtime.
+pub trait Transport: Send + Sync {
+    /// The registry name ("p2p", "proxy", "ibgda").
+    fn name(&self) -> &'static str;
+    /// Whether this transport reaches PE `pe` (this PE included, for p2p).
+    fn reaches(&self, pe: usize) -> bool;
+    /// The address through which device code reaches PE `pe`'s heap directly (the device state's
+    /// `peer_base`): the mapped address for p2p, 0 for transports that do not map peers.
+    fn peer_base(&self, _pe: usize) -> usize {
+        0
+    }
+    /// Collective (every PE, same range, inside the collective allocation): the heap range `range` (heap
+    /// offsets) has just become backed on every PE; a transport that must register memory (a NIC, a
+    /// proxy's view of the heap) does so here.
+    fn register(&self, _c: Collective, _range: Range<usize>) -> Result<()> {
+        Ok(())
+    }
+    /// Host-initiated blocking put to PE `pe`, which this transport reaches (the runtime checked the
+    /// symmetric range and the route).
+    ///
+    /// # Safety
+    /// `src` must be readable for `bytes`; `[dst, dst+bytes)` must lie in the symmetric heap.
+    unsafe fn putmem(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()>;
+    /// Host-initiated blocking get from PE `pe`.
+    ///
+    /// # Safety
+    /// `dst` must be writable for `bytes`; `[src, src+bytes)` must lie in the symmetric heap.
+    unsafe fn getmem(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()>;
+    /// Completes this PE's operations issued through this transport.
+    fn quiet(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The transport chosen for PEs on other nodes (`RSHMEM_REMOTE_TRANSPORT`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Remote {
+    None,
+    Proxy,
+    Ibgda,
+}
+
+/// The values `RSHMEM_REMOTE_TRANSPORT` takes, for messages and `rshmrun --info`.
+pub const REMOTE_VALUES: &str = "none, proxy or ibgda";
+
+/// Parses a `RSHMEM_REMOTE_TRANSPORT` value (unset: `none`). Case-insensitive, surrounding blanks
+/// ignored; anything else is an error saying what is expected.
+pub fn parse_remote(v: Option<&str>) -> std::result::Result<Remote, String> {
+    match v.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("none") => Ok(Remote::None),
+        Some("proxy") => Ok(Remote::Proxy),
+        Some("ibgda") => Ok(Remote::Ibgda),
+        Some(other) => Err(format!("{other:?} is not a transport: expected {REMOTE_VALUES}")),
+    }
+}
+
+/// The registry: the transport for PEs on other nodes, by name. `var` is the variable that named it
+/// (for messages). `Ok(None)`: no remote transport (`none`).
+pub fn remote_by_name(var: &str, value: Option<&str>) -> Result<Option<Box<dyn Transport>>> {
+    match parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))? {
+        Remote::None => Ok(None),
+        Remote::Proxy => Err(Error::new(format!(
+            "{var}=proxy: the proxy transport is not built yet (its wire protocol, TCP provider and request ring exist; the proxy thread does not); unset {var} or set it to none"
+        ))),
+        Remote::Ibgda => Err(Error::new(format!(
+            "{var}=ibgda: the ibgda transport is not built yet; unset {var} or set it to none"
+        ))),
+    }
+}
+
+/// Which transport reaches each PE: `table[pe]` is the index in `transports` of the first one that
+/// reaches `pe` (the p2p transport first, so node-local PEs always go through it), None when none does.
+pub fn route_table(npes: usize, transports: &[&dyn Transport]) -> Vec<Option<usize>> {
+    (0..npes).map(|pe| transports.iter().position(|t| t.reaches(pe))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::p2p::P2p;
+    use super::*;
+
+    /// A remote transport that reaches every PE it is told to (the shape a proxy will have: every PE of
+    /// the job). Only the table logic is under test here.
+    struct Everyone;
+    impl Transport for Everyone {
+        fn name(&self) -> &'static str {
+            "everyone"
+        }
+        fn reaches(&self, _pe: usize) -> bool {
+            true
+        }
+        unsafe fn putmem(&self, _: &dyn Backend, _: *mut u8, _: *const u8, _: usize, _: usize) -> Result<()> {
+            unreachable!()
+        }
+        unsafe fn getmem(&self, _: &dyn Backend, _: *mut u8, _: *const u8, _: usize, _: usize) -> Result<()> {
+            unreachable!()
+        }
+    }
+
+    #[test]
+    fn node_local_pes_go_through_p2p_others_through_the_remote_transport_or_none() {
+        // PEs 0..4 on this node (mapped at some addresses), 4..8 on another.
+        let bases: Vec<usize> = (0..8).map(|pe| if pe < 4 { 0x1000_0000 * (pe + 1) } else { 0 }).collect();
+        let p2p = P2p::new(bases.clone());
+        for pe in 0..8 {
+            assert_eq!(p2p.peer_base(pe), bases[pe]);
+            assert_eq!(p2p.reaches(pe), pe < 4);
+        }
+        assert!(!p2p.reaches(8), "a PE past the job must not be reached");
+        let only = route_table(8, &[&p2p]);
+        assert_eq!(only, vec![Some(0), Some(0), Some(0), Some(0), None, None, None, None]);
+        let with_remote = route_table(8, &[&p2p, &Everyone]);
+        assert_eq!(with_remote, vec![Some(0), Some(0), Some(0), Some(0), Some(1), Some(1), Some(1), Some(1)]);
+        // A single PE, and the other node first in the job.
+        assert_eq!(route_table(1, &[&P2p::new(vec![0x1000])]), vec![Some(0)]);
+        let p = P2p::new(vec![0, 0, 0x2000, 0x3000]);
+        assert_eq!(route_table(4, &[&p, &Everyone]), vec![Some(1), Some(1), Some(0), Some(0)]);
+    }
+
+    #[test]
+    fn remote_transport_values() {
+        assert_eq!(parse_remote(None), Ok(Remote::None));
+        assert_eq!(parse_remote(Some("none")), Ok(Remote::None));
+        assert_eq!(parse_remote(Some(" Proxy ")), Ok(Remote::Proxy));
+        assert_eq!(parse_remote(Some("IBGDA")), Ok(Remote::Ibgda));
+        for bad in ["", "tcp", "p2p", "proxy,ibgda", "nonee"] {
+            let e = parse_remote(Some(bad)).unwrap_err();
+            assert!(e.contains(REMOTE_VALUES) && e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
+        }
+        const V: &str = "RSHMEM_REMOTE_TRANSPORT";
+        assert!(remote_by_name(V, None).unwrap().is_none());
+        assert!(remote_by_name(V, Some("none")).unwrap().is_none());
+        for (value, name) in [("proxy", "proxy"), ("ibgda", "ibgda")] {
+            let e = remote_by_name(V, Some(value)).err().unwrap().to_string();
+            assert!(e.contains(&format!("{V}={name}")) && e.contains("not built yet"), "{e}");
+        }
+        let e = remote_by_name(V, Some("tcp")).err().unwrap().to_string();
+        assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
+    }
+}

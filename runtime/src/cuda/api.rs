@@ -1,0 +1,192 @@
+//! The CUDA API of user programs: loading kernels into the running runtime (`Module::load`), device
+//! memory, timers, and the on-stream calls. This file is above the runtime (it asks it for the running
+//! instance, `crate::runtime::get`), like `kernels.rs` and `capi.rs`; the rest of `cuda/` is the CUDA
+//! platform below the runtime and never asks it.
+
+use super::driver::{check, check_ctx};
+use super::module::{state_ptx, Module, Stream};
+use super::CudaBackend;
+use crate::error::{Error, Result};
+use cudarc::driver::sys as cu;
+
+/// The CUDA backend of the running runtime, if that is the backend in use.
+pub fn with_backend<R>(call: &str, f: impl FnOnce(&CudaBackend) -> Result<R>) -> Result<R> {
+    let rt = crate::runtime::get(call)?;
+    let any = rt.backend().as_any();
+    match any.downcast_ref::<CudaBackend>() {
+        Some(b) => f(b),
+        None => Err(Error::new(format!("{call}: needs the CUDA backend (this job runs on the {} backend)", rt.backend().name()))),
+    }
+}
+
+impl Module {
+    /// Links `user_ptx` (Rust kernels written against rshmem-device) with the device library, loads
+    /// the result into the runtime's context and fills in its device state.
+    ///
+    /// The module belongs to the running runtime instance: that instance keeps it (and writes its
+    /// device state) until `finalize` drops the instance; then it is unloaded once every `Arc` to it is
+    /// gone. After a second `init`, load the PTX again (`KernelSet` does): a module of an earlier
+    /// instance still holds that instance's (stale) device state. Returns the module and the
+    /// generation of the runtime instance it belongs to (`CudaBackend::generation`).
+    pub fn load(user_ptx: &str) -> Result<(std::sync::Arc<Module>, u64)> {
+        with_backend("rshmem::cuda::Module::load", |b| {
+            // Kernels written with rshmem-device inline the whole device API; their only external
+            // symbol is the device state. Linking a PTX that just defines it is far faster than JIT-
+            // compiling the whole device library; fall back to the library if more is needed.
+            let m = match Module::link(b.ctx, &[("rshmem_state.ptx", &state_ptx()), ("kernels.ptx", user_ptx)]) {
+                Ok(m) => m,
+                Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)])?,
+            };
+            let m = std::sync::Arc::new(m);
+            b.adopt(&m)?;
+            Ok((m, b.generation()))
+        })
+    }
+
+}
+
+// ------------------------------------------------------------------ host helpers for GPU programs
+
+fn backend_op<R>(call: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    with_backend(call, |b| {
+        b.bind()?;
+        f()
+    })
+}
+
+/// Copies host bytes to device memory (symmetric or not) of this PE.
+///
+/// # Safety
+/// `dst..dst+src.len()` must be device memory of this PE that the caller may overwrite (a symmetric
+/// allocation or one from `device_alloc`, still live).
+pub unsafe fn copy_to_device(dst: *mut u8, src: &[u8]) -> Result<()> {
+    // SAFETY: src is a live slice; dst is the caller's promise (above).
+    backend_op("rshmem::cuda::copy_to_device", || unsafe { super::driver::htod(dst as u64, src.as_ptr(), src.len()) })
+}
+/// Copies device memory of this PE to host bytes.
+///
+/// # Safety
+/// `src..src+dst.len()` must be readable device memory of this PE (a live symmetric allocation or one
+/// from `device_alloc`).
+pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
+    // SAFETY: dst is a live, exclusive slice; src is the caller's promise (above).
+    backend_op("rshmem::cuda::copy_from_device", || unsafe { super::driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) })
+}
+/// Waits for all GPU work of this PE.
+pub fn synchronize() -> Result<()> {
+    // SAFETY: plain context synchronization.
+    backend_op("rshmem::cuda::synchronize", || check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize"))
+}
+/// Allocates ordinary (non-symmetric) device memory.
+pub fn device_alloc(bytes: usize) -> Result<*mut u8> {
+    backend_op("rshmem::cuda::device_alloc", || {
+        let mut p = 0;
+        // SAFETY: out-pointer.
+        check(unsafe { cu::cuMemAlloc_v2(&mut p, bytes.max(1)) }, "cuMemAlloc")?;
+        Ok(p as *mut u8)
+    })
+}
+/// Frees memory from `device_alloc`.
+///
+/// # Safety
+/// `p` must come from `device_alloc` and not be freed yet, and no kernel or copy may still use it.
+pub unsafe fn device_free(p: *mut u8) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    backend_op("rshmem::cuda::device_free", || check(unsafe { cu::cuMemFree_v2(p as u64) }, "cuMemFree"))
+}
+
+/// A pair of events for timing GPU work on a stream (milliseconds between them).
+pub struct Timer {
+    a: cu::CUevent,
+    b: cu::CUevent,
+}
+// SAFETY: event handles are plain tokens.
+unsafe impl Send for Timer {}
+impl Timer {
+    pub fn new() -> Result<Timer> {
+        backend_op("rshmem::cuda::Timer::new", || {
+            let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: out-pointers.
+            unsafe {
+                check(cu::cuEventCreate(&mut a, 0), "cuEventCreate")?;
+                check(cu::cuEventCreate(&mut b, 0), "cuEventCreate")?;
+            }
+            Ok(Timer { a, b })
+        })
+    }
+    pub fn start(&self, s: Stream) -> Result<()> {
+        // SAFETY: live event and stream.
+        check(unsafe { cu::cuEventRecord(self.a, s.0) }, "cuEventRecord")
+    }
+    pub fn stop(&self, s: Stream) -> Result<()> {
+        // SAFETY: live event and stream.
+        check(unsafe { cu::cuEventRecord(self.b, s.0) }, "cuEventRecord")
+    }
+    /// Waits for the stop event and returns the elapsed milliseconds.
+    pub fn elapsed_ms(&self) -> Result<f32> {
+        let mut ms = 0f32;
+        // SAFETY: live events.
+        unsafe {
+            check_ctx(cu::cuEventSynchronize(self.b), "cuEventSynchronize")?;
+            check(cu::cuEventElapsedTime_v2(&mut ms, self.a, self.b), "cuEventElapsedTime")?;
+        }
+        Ok(ms)
+    }
+}
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: events created in new().
+        unsafe {
+            cu::cuEventDestroy_v2(self.a);
+            cu::cuEventDestroy_v2(self.b);
+        }
+    }
+}
+
+/// On-stream operations through the runtime's own module.
+pub fn barrier_all_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    with_backend("rshmem_barrier_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_barrier_all_kernel", 1, 1, 0, s, &mut []) })
+}
+pub fn sync_all_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    with_backend("rshmem_sync_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_sync_all_kernel", 1, 1, 0, s, &mut []) })
+}
+pub fn quiet_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    with_backend("rshmem_quiet_on_stream", |b| unsafe { b.module()?.launch("rshmemi_quiet_kernel", 1, 1, 0, s, &mut []) })
+}
+/// Enqueues a copy into symmetric `dst` on `pe` (copy engine over NVLink/PCIe). The symmetric range
+/// and the PE are checked.
+///
+/// # Safety
+/// `src` must be readable for `bytes` (host or device memory) until the copy has run on `s`, and `s`
+/// must be a live stream of this PE's context (or `Stream::DEFAULT`).
+pub unsafe fn putmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    unsafe { onstream_copy("rshmem_putmem_on_stream", dst, src, bytes, pe, s, true) }
+}
+/// Enqueues a copy from symmetric `src` on `pe`. The symmetric range and the PE are checked.
+///
+/// # Safety
+/// `dst` must be writable for `bytes` (host or device memory), not used by anything else until the
+/// copy has run on `s`, and `s` must be a live stream of this PE's context (or `Stream::DEFAULT`).
+pub unsafe fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    unsafe { onstream_copy("rshmem_getmem_on_stream", dst, src, bytes, pe, s, false) }
+}
+
+/// # Safety
+/// As `putmem_on_stream` (`put`) or `getmem_on_stream` for the local side and the stream.
+unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
+    let rt = crate::runtime::get(call)?;
+    let sym = if put { dst } else { src as *mut u8 };
+    rt.check_rma(call, sym, bytes, pe)?;
+    let remote = rshmem_device::ptr(sym, pe) as u64;
+    let (d, sr) = if put { (remote, src as u64) } else { (dst as u64, remote) };
+    with_backend(call, |b| {
+        b.bind()?;
+        // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing.
+        check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyAsync"))
+    })
+}

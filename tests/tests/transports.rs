@@ -1,0 +1,83 @@
+//! The transport choice through real processes: `rshmrun --nodes 2 -np 4` (two simulated nodes, TCP
+//! bootstrap, shared-memory heaps on each node, CPU backend) with `RSHMEM_REMOTE_TRANSPORT` set.
+//! `none` (the default) runs the `nodes` scenario (node-local PEs through p2p, the other node's refused
+//! by name); `proxy` and `ibgda` are not built yet and must fail at init saying so, naming the variable.
+
+mod common;
+
+use common::{text, tool};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const VAR: &str = "RSHMEM_REMOTE_TRANSPORT";
+
+/// `rshmrun --nodes 2 -np 4 rshmem-test-pe nodes` with `VAR` set to `value` (None: unset). Returns
+/// whether it succeeded and its output.
+fn run(value: Option<&str>) -> (bool, String) {
+    let deadline = Duration::from_secs(30);
+    let mut cmd = Command::new(tool("rshmrun"));
+    cmd.args(["--nodes", "2", "-np", "4", "--timeout", &deadline.as_secs().to_string()]);
+    cmd.arg(tool("rshmem-test-pe")).arg("nodes");
+    cmd.env("RSHMEM_SYMMETRIC_SIZE", "64m").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_BOOTSTRAP_TIMEOUT", "10");
+    cmd.env("RSHMEM_TEST_NODES", "2").env_remove("RSHMEM_TEST_NETNS");
+    match value {
+        Some(v) => cmd.env(VAR, v),
+        None => cmd.env_remove(VAR),
+    };
+    let start = Instant::now();
+    let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+    assert!(start.elapsed() < deadline + Duration::from_secs(10), "rshmrun overran its own --timeout");
+    (out.status.success(), text(&out))
+}
+
+fn assert_nodes_ok(value: Option<&str>) {
+    let (ok, text) = run(value);
+    assert!(ok, "{VAR}={value:?}: the nodes scenario failed:\n{text}");
+    for pe in 0..4 {
+        assert!(text.contains(&format!("[pe {pe}] PE {pe}: nodes ok")), "{VAR}={value:?}: PE {pe} did not report nodes ok:\n{text}");
+    }
+}
+
+#[test]
+fn none_runs_the_nodes_scenario() {
+    assert_nodes_ok(Some("none"));
+}
+
+#[test]
+fn unset_is_none() {
+    assert_nodes_ok(None);
+}
+
+#[test]
+fn proxy_and_ibgda_fail_at_init_as_not_built_yet() {
+    for value in ["proxy", "ibgda"] {
+        let (ok, text) = run(Some(value));
+        assert!(!ok, "{VAR}={value} succeeded, but that transport does not exist yet:\n{text}");
+        let want = format!("rshmem_init: {VAR}={value}: the {value} transport is not built yet");
+        assert!(text.contains(&want), "{VAR}={value}: no PE said {want:?}:\n{text}");
+        assert!(!text.contains("nodes ok"), "{VAR}={value}: a PE got past init:\n{text}");
+    }
+}
+
+#[test]
+fn a_garbage_value_fails_at_init_naming_the_variable_and_the_choices() {
+    let (ok, text) = run(Some("tcp"));
+    assert!(!ok, "{VAR}=tcp succeeded:\n{text}");
+    assert!(
+        text.contains(&format!("rshmem_init: {VAR}=\"tcp\"")) && text.contains("expected none, proxy or ibgda"),
+        "{VAR}=tcp: no PE named the variable and its values:\n{text}"
+    );
+}
+
+#[test]
+fn rshmrun_info_lists_the_variable_with_its_values() {
+    let out = Command::new(tool("rshmrun")).arg("--info").env_remove(VAR).output().expect("run rshmrun --info");
+    let text = text(&out);
+    assert!(out.status.success(), "rshmrun --info failed:\n{text}");
+    let at = text.find(&format!("{VAR}\n")).unwrap_or_else(|| panic!("rshmrun --info does not list {VAR}:\n{text}"));
+    let entry: String = text[at..].lines().take(3).collect::<Vec<_>>().join("\n");
+    assert!(entry.contains("default: none"), "{entry}");
+    for v in ["none", "proxy", "ibgda", "p2p"] {
+        assert!(entry.contains(v), "rshmrun --info's {VAR} entry does not mention {v}:\n{entry}");
+    }
+}

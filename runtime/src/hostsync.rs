@@ -50,6 +50,8 @@ pub struct HostSync {
     local: Vec<usize>,
     /// Host collectives entered by this PE; also serializes writers of this PE's record.
     seq: std::sync::Mutex<u64>,
+    /// RSHMEM_WAIT_TIMEOUT, read once at init (validated there).
+    limit: Option<Duration>,
 }
 
 fn record(seg: &Segment, pe: usize) -> &Record {
@@ -69,7 +71,9 @@ impl HostSync {
         let me = c.boot.pe();
         record(&seg, me).pid.store(std::process::id() as u64, Ordering::Release);
         c.boot.barrier("rshmem_init")?;
-        Ok(HostSync { seg, me, local: c.boot.node_pes().to_vec(), seq: std::sync::Mutex::new(0) })
+        // Validated at init (env::validate); a failure here cannot happen, and means "no limit".
+        let limit = crate::env::wait_timeout().ok().flatten();
+        Ok(HostSync { seg, me, local: c.boot.node_pes().to_vec(), seq: std::sync::Mutex::new(0), limit })
     }
 
     /// Announces that this PE enters host collective `call`; returns its sequence number.
@@ -101,6 +105,21 @@ impl HostSync {
         Some([(a.0, unpack_name(&a.1)), (b.0, unpack_name(&b.1))])
     }
 
+    /// The packed name PE `pe` announced for collective `seq`, if it has announced it (and it is still
+    /// kept), read without allocating.
+    fn peer_packed(&self, pe: usize, seq: u64) -> Option<[u64; NAME_WORDS]> {
+        let r = record(&self.seg, pe);
+        let e = &r.entries[(seq % 2) as usize];
+        let (s, name) = crate::seqlock::read(&r.ver, 1000, || {
+            let mut w = [0u64; NAME_WORDS];
+            for (d, x) in w.iter_mut().zip(e.name.iter()) {
+                *d = x.load(Ordering::Relaxed);
+            }
+            (e.seq.load(Ordering::Relaxed), w)
+        })?;
+        (s == seq).then_some(name)
+    }
+
     /// The name PE `pe` announced for collective `seq`, if it has announced it (and it is still kept).
     fn peer_call(&self, pe: usize, seq: u64) -> Option<String> {
         let e = self.peer_entries(pe)?;
@@ -126,8 +145,8 @@ impl HostSync {
         // Release: a peer that sees `arrived >= seq` sees our entry for `seq` (announced above).
         record(&self.seg, self.me).arrived.store(seq, Ordering::Release);
         let start = Instant::now();
-        // Validated at init (env::validate); a failure here cannot happen, and means "no limit".
-        let limit = crate::env::wait_timeout().ok().flatten();
+        let limit = self.limit;
+        let mine = pack_name(call);
         for &pe in &self.local {
             if pe == self.me {
                 continue;
@@ -138,9 +157,10 @@ impl HostSync {
                 if r.arrived.load(Ordering::Acquire) >= seq {
                     // The peer's entry for `seq` is published (acquire above) and still kept (it is at
                     // most one collective ahead). Pass it only if it entered the same collective.
-                    match self.peer_call(pe, seq) {
-                        Some(other) if other == call => break,
-                        Some(other) => return Err(c.boot.abort(self.mismatch(pe, seq, call, &other))),
+                    // Compared packed, without allocating: this is the barrier's fast path.
+                    match self.peer_packed(pe, seq) {
+                        Some(other) if other == mine => break,
+                        Some(other) => return Err(c.boot.abort(self.mismatch(pe, seq, call, &unpack_name(&other)))),
                         // Being rewritten right now (the peer moves to its next collective): retry.
                         None => {}
                     }

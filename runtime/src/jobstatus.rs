@@ -257,9 +257,11 @@ impl JobStatus {
     /// Records that this PE left the collective it entered last (or init).
     pub fn leave(&self) {
         let Some(me) = self.me else { return };
-        let seq = self.seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let call = self.read(me).map(|s| s.call).unwrap_or_default();
-        self.write(*seq, &call, false);
+        // Under `seq`'s lock, as every writer of this PE's record; only the inside flag changes (no
+        // read-back of the name: this runs in every host barrier).
+        let _seq = self.seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let s = self.slot(me);
+        crate::seqlock::write(&s.ver, || s.inside.store(0, Ordering::Relaxed));
     }
     /// Every PE's record (a PE whose record cannot be read consistently is left out).
     pub fn snapshot(&self) -> Vec<PeStatus> {

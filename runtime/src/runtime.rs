@@ -441,7 +441,8 @@ impl Runtime {
         Inside(self.status.as_ref())
     }
 
-    pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<()> {
+    /// Checks a host RMA's PE and symmetric range; returns the transport that reaches the PE.
+    pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<&dyn Transport> {
         if pe < 0 || pe as usize >= self.npes() {
             return Err(Error::new(format!("{call}: PE {pe} out of range (n_pes {})", self.npes())));
         }
@@ -449,8 +450,7 @@ impl Runtime {
         if off >= self.backend.heap_size() || bytes > self.backend.heap_size() - off {
             return Err(Error::new(format!("{call}: {sym:p} + {bytes} bytes is not inside the symmetric heap")));
         }
-        self.transport_to(call, pe as usize)?;
-        Ok(())
+        self.transport_to(call, pe as usize)
     }
 
     /// The transport that reaches PE `pe` (in range), from the per-PE table; an error naming the PE and
@@ -475,16 +475,14 @@ impl Runtime {
     /// # Safety
     /// `src` must be readable for `bytes`.
     pub unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        self.check_rma("rshmem_putmem", dst, bytes, pe)?;
-        let t = self.transport_to("rshmem_putmem", pe as usize)?;
+        let t = self.check_rma("rshmem_putmem", dst, bytes, pe)?;
         // SAFETY: the symmetric range and the route were checked; the local one is the caller's promise.
         unsafe { t.putmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// `dst` must be writable for `bytes`.
     pub unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        self.check_rma("rshmem_getmem", src, bytes, pe)?;
-        let t = self.transport_to("rshmem_getmem", pe as usize)?;
+        let t = self.check_rma("rshmem_getmem", src, bytes, pe)?;
         // SAFETY: as in putmem.
         unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
     }

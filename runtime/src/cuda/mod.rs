@@ -290,7 +290,7 @@ impl Backend for CudaBackend {
     }
     fn zero(&self, off: usize, len: usize) -> Result<()> {
         self.bind()?;
-        let backed = self.inner.lock().unwrap().granules * self.granule;
+        let backed = self.backed();
         if off > backed || len > backed - off {
             return Err(Error::new(format!("zeroing {len} bytes at heap offset {off}: outside the {backed} backed bytes of the heap")));
         }

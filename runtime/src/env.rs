@@ -68,28 +68,16 @@ fn is_fd(v: &str) -> std::result::Result<(), String> {
     }
 }
 fn is_host_port(v: &str) -> std::result::Result<(), String> {
-    let bad = || "expected host:port (e.g. node001:29500)".to_string();
-    let (host, port) = v.trim().rsplit_once(':').ok_or_else(bad)?;
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 && !host.is_empty() => Ok(()),
-        _ => Err(bad()),
-    }
+    crate::bootstrap::addr_syntax(v.trim()).map_err(|why| format!("expected host:port, e.g. node001:29500 ({why})"))
 }
 fn is_job_key(v: &str) -> std::result::Result<(), String> {
-    if v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(())
-    } else {
-        Err(format!("expected 32 hex digits (got {} characters)", v.chars().count()))
-    }
+    crate::bootstrap::decode_job_key(v.trim()).map(|_| ())
 }
 fn is_secs(v: &str) -> std::result::Result<(), String> {
     parse_secs(v).map(|_| ()).ok_or_else(|| "expected a number of seconds (examples: 30, 0.5; 0 = no limit)".into())
 }
 fn is_positive_secs(v: &str) -> std::result::Result<(), String> {
-    match parse_secs(v) {
-        Some(Some(_)) => Ok(()),
-        _ => Err("expected a positive number of seconds (examples: 30, 0.5)".into()),
-    }
+    parse_positive_secs(v).map(|_| ())
 }
 fn is_ifname(v: &str) -> std::result::Result<(), String> {
     if v.trim().is_empty() || v.len() >= 16 || v.contains(['/', ' ']) {
@@ -102,9 +90,15 @@ fn is_size(v: &str) -> std::result::Result<(), String> {
     parse_size(v).map(|_| ()).ok_or_else(|| "expected a size in bytes, with an optional k/m/g/t suffix (examples: 1073741824, 512m, 2g)".into())
 }
 fn is_backend(v: &str) -> std::result::Result<(), String> {
+    parse_backend(v).map(|_| ()).ok_or_else(|| "expected auto, cpu or cuda".into())
+}
+/// RSHMEM_BACKEND's value, canonical: "auto", "cpu" or "cuda" ("gpu" = "cuda"); None when garbage.
+pub fn parse_backend(v: &str) -> Option<&'static str> {
     match v.trim().to_ascii_lowercase().as_str() {
-        "auto" | "cpu" | "cuda" | "gpu" => Ok(()),
-        _ => Err("expected auto, cpu or cuda".into()),
+        "auto" => Some("auto"),
+        "cpu" => Some("cpu"),
+        "cuda" | "gpu" => Some("cuda"),
+        _ => None,
     }
 }
 fn is_remote_transport(v: &str) -> std::result::Result<(), String> {
@@ -183,6 +177,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Seconds: None when malformed, Some(None) for 0 (no limit), Some(Some(d)) otherwise.
+/// A positive number of seconds (RSHMEM_BOOTSTRAP_TIMEOUT), or why not.
+pub fn parse_positive_secs(v: &str) -> std::result::Result<std::time::Duration, String> {
+    match parse_secs(v) {
+        Some(Some(d)) => Ok(d),
+        _ => Err("expected a positive number of seconds (examples: 30, 0.5)".into()),
+    }
+}
+
 fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
     match v.trim().parse::<f64>() {
         Ok(0.0) => Some(None),

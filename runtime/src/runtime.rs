@@ -64,11 +64,12 @@ pub enum BackendKind {
 }
 
 fn backend_kind() -> Result<BackendKind> {
-    match env::get(env::BACKEND).as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None | Some("auto") => Ok(BackendKind::Auto),
-        Some("cpu") => Ok(BackendKind::Cpu),
-        Some("cuda") | Some("gpu") => Ok(BackendKind::Cuda),
-        Some(other) => Err(Error::new(format!("{}={other:?}: expected auto, cpu or cuda", env::BACKEND))),
+    let v = env::get(env::BACKEND);
+    match v.as_deref().map(env::parse_backend) {
+        None | Some(Some("auto")) => Ok(BackendKind::Auto),
+        Some(Some("cpu")) => Ok(BackendKind::Cpu),
+        Some(Some(_)) => Ok(BackendKind::Cuda),
+        Some(None) => Err(Error::new(format!("{}={:?}: expected auto, cpu or cuda", env::BACKEND, v.unwrap_or_default()))),
     }
 }
 

@@ -140,18 +140,26 @@ fn slurm_local_npes(get: &dyn Fn(&str) -> Option<String>, npes: usize) -> Result
 /// Parses RSHMEM_BOOTSTRAP_TIMEOUT (seconds, fractions allowed).
 pub fn parse_timeout(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
     let name = env::BOOTSTRAP_TIMEOUT;
-    let secs = match lookup(get, name) {
-        None => DEFAULT_TIMEOUT_SECS,
-        Some(v) => match v.parse::<f64>() {
-            Ok(s) if s.is_finite() && s > 0.0 && s <= 1e9 => s,
-            _ => {
-                return Err(Error::new(format!(
-                    "rshmem bootstrap: {name}={v:?} is not a positive number of seconds (examples: 30, 0.5)"
-                )))
-            }
-        },
+    match lookup(get, name) {
+        None => Ok(Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS)),
+        Some(v) => env::parse_positive_secs(&v).map_err(|why| Error::new(format!("rshmem bootstrap: {name}={v:?}: {why}"))),
+    }
+}
+
+/// RSHMEM_JOB_KEY's value as a key: 32 hex digits, not all zero. The one decoder of it (the env table's
+/// check uses it too).
+pub(crate) fn decode_job_key(v: &str) -> std::result::Result<[u8; 16], String> {
+    let bad = || {
+        format!(
+            "must be 32 hex digits (got {} characters; make one with: od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')",
+            v.chars().count()
+        )
     };
-    Ok(Duration::from_secs_f64(secs))
+    let key: [u8; 16] = decode_hex(v).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+    if key == [0; 16] {
+        return Err("is all zeros, which is no secret: use a random key".into());
+    }
+    Ok(key)
 }
 
 /// Parses RSHMEM_JOB_KEY (32 hex digits); None when unset.
@@ -163,18 +171,7 @@ pub fn parse_timeout(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
 pub fn parse_job_key(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<[u8; 16]>> {
     let name = env::JOB_KEY;
     let Some(v) = lookup(get, name) else { return Ok(None) };
-    let bad = || {
-        Error::new(format!(
-            "rshmem bootstrap: {name} must be 32 hex digits (got {} characters; make one with: od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')",
-            v.len()
-        ))
-    };
-    let bytes = decode_hex(&v).ok_or_else(bad)?;
-    let key: [u8; 16] = bytes.try_into().map_err(|_| bad())?;
-    if key == [0; 16] {
-        return Err(Error::new(format!("rshmem bootstrap: {name} is all zeros, which is no secret: use a random key")));
-    }
-    Ok(Some(key))
+    decode_job_key(&v).map(Some).map_err(|why| Error::new(format!("rshmem bootstrap: {name} {why}")))
 }
 
 /// The job identity that the launcher of `source_pe_var` gives (see `LaunchEnv::job_id`).

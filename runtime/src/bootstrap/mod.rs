@@ -33,6 +33,8 @@ mod root;
 mod wire;
 
 pub use launch::{parse_launch_env, pe_list, LaunchEnv};
+pub(crate) use launch::decode_job_key;
+pub(crate) use net::addr_syntax;
 pub(crate) use wire::truncate;
 pub(crate) use ratelimit::WarnLimiter;
 pub(crate) use wire::poll;

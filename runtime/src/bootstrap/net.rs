@@ -62,19 +62,20 @@ pub(super) fn random16() -> Result<[u8; 16]> {
 
 /// Checks the text form of a rendezvous address ("host:port", "[v6]:port") without resolving it.
 pub(super) fn check_addr_syntax(addr: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Error::new(format!(
-            "rshmem bootstrap: {}={addr:?} is not host:port ({why}; example: node001:29500)",
-            env::BOOTSTRAP
-        ))
-    };
-    let (host, port) = addr.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+    addr_syntax(addr).map_err(|why| {
+        Error::new(format!("rshmem bootstrap: {}={addr:?} is not host:port ({why}; example: node001:29500)", env::BOOTSTRAP))
+    })
+}
+
+/// Why `addr` is not host:port, if it is not (the env table's check uses it too).
+pub(crate) fn addr_syntax(addr: &str) -> std::result::Result<(), &'static str> {
+    let (host, port) = addr.rsplit_once(':').ok_or("no port")?;
     if host.is_empty() {
-        return Err(bad("no host"));
+        return Err("no host");
     }
     match port.parse::<u16>() {
         Ok(p) if p != 0 => Ok(()),
-        _ => Err(bad("the port must be 1 to 65535")),
+        _ => Err("the port must be 1 to 65535"),
     }
 }
 

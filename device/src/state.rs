@@ -5,8 +5,17 @@
 /// Most PEs a job may have. The device state holds one peer base per PE.
 pub const MAX_PES: usize = 512;
 
+use crate::remote::proxy::RingRef;
+
+/// `DeviceState::route` values: no transport reaches the PE; its heap is mapped (loads and stores);
+/// the CPU proxy carries requests to it; the GPU drives a NIC to it (IBGDA).
+pub const ROUTE_NONE: u8 = 0;
+pub const ROUTE_P2P: u8 = 1;
+pub const ROUTE_PROXY: u8 = 2;
+pub const ROUTE_IBGDA: u8 = 3;
+
 /// `DeviceState::magic` once the runtime has filled the state in.
-pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0001; // "RSHMEM" v1
+pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0002; // "RSHMEM" v2 (v2: routes and the proxy ring)
 
 /// Name of the device state variable in every GPU module (PTX text in `declare_device_state!`, the
 /// inline assembly of `arch::nvptx`, and the runtime's definition must spell it the same way).
@@ -34,6 +43,16 @@ pub struct DeviceState {
     /// Node-local PEs of this PE's node: `team_node_my_pe`, count, and the first global PE of the node.
     pub node_my_pe: i32,
     pub node_n_pes: i32,
+    /// The proxy transport's request ring as device code sees it (`header == 0`: no proxy transport).
+    /// One ring per PE, shared by every thread that reaches a PE routed `ROUTE_PROXY`.
+    pub proxy_ring: RingRef,
+    /// Address (as device code sees it) of the ring's return area: `proxy_ring.slots` [`ReturnSlot`]s
+    /// (`remote::proxy`), where the proxy delivers fetched values. 0 when there is no proxy transport.
+    pub proxy_ret: u64,
+    pub _pad2: u64,
+    /// `route[pe]`: how device code reaches PE `pe` (`ROUTE_*`). Read only on the cold path: a PE with
+    /// a non-zero `peer_base` is reached by loads and stores whatever this says.
+    pub route: [u8; MAX_PES],
     /// `peer_base[pe]`: where PE `pe`'s heap is mapped in this process, or 0 when it is not mapped
     /// (a PE on another node). `peer_base[my_pe] == heap_base`.
     pub peer_base: [u64; MAX_PES],
@@ -52,6 +71,10 @@ impl DeviceState {
         _pad: 0,
         node_my_pe: -1,
         node_n_pes: 0,
+        proxy_ring: RingRef { header: 0, slots: 0 },
+        proxy_ret: 0,
+        _pad2: 0,
+        route: [ROUTE_NONE; MAX_PES],
         peer_base: [0; MAX_PES],
         node_pe: [0; MAX_PES],
     };
@@ -68,6 +91,9 @@ pub struct Internal {
 }
 
 const _: () = assert!(core::mem::size_of::<Internal>() <= INTERNAL_BYTES);
+// `route` is read as little-endian u32 words of four routes (host: one atomic per word).
+const _: () = assert!(core::mem::offset_of!(DeviceState, route).is_multiple_of(4) && MAX_PES.is_multiple_of(4));
+const _: () = assert!(cfg!(target_endian = "little"));
 
 // Comparison operators of wait_until / test / signal_wait_until (NVSHMEM_CMP_* values).
 pub const CMP_EQ: i32 = 0;

@@ -111,6 +111,13 @@ pub fn set_state(s: &DeviceState) {
     store_u32(offset_of!(DeviceState, _pad), s._pad);
     store_u32(offset_of!(DeviceState, node_my_pe), s.node_my_pe as u32);
     store_u32(offset_of!(DeviceState, node_n_pes), s.node_n_pes as u32);
+    store_u64(offset_of!(DeviceState, proxy_ring), s.proxy_ring.header);
+    store_u64(offset_of!(DeviceState, proxy_ring) + 8, s.proxy_ring.slots);
+    store_u64(offset_of!(DeviceState, proxy_ret), s.proxy_ret);
+    store_u64(offset_of!(DeviceState, _pad2), s._pad2);
+    for (i, w) in s.route.chunks_exact(4).enumerate() {
+        store_u32(offset_of!(DeviceState, route) + 4 * i, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    }
     for (i, &b) in s.peer_base.iter().enumerate() {
         store_u64(offset_of!(DeviceState, peer_base) + 8 * i, b);
     }
@@ -144,6 +151,10 @@ const fn is_u64_field(off: usize) -> bool {
     off == MAGIC_OFF
         || off == offset_of!(DeviceState, heap_base)
         || off == offset_of!(DeviceState, heap_size)
+        || off == offset_of!(DeviceState, proxy_ring)
+        || off == offset_of!(DeviceState, proxy_ring) + 8
+        || off == offset_of!(DeviceState, proxy_ret)
+        || off == offset_of!(DeviceState, _pad2)
         || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers).is_multiple_of(8))
 }
 /// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).
@@ -151,6 +162,7 @@ const fn is_u64_field(off: usize) -> bool {
 const fn is_u32_field(off: usize) -> bool {
     use core::mem::offset_of;
     let nodes = offset_of!(DeviceState, node_pe);
+    let routes = offset_of!(DeviceState, route);
     off == offset_of!(DeviceState, my_pe)
         || off == offset_of!(DeviceState, n_pes)
         || off == offset_of!(DeviceState, checks)
@@ -158,6 +170,7 @@ const fn is_u32_field(off: usize) -> bool {
         || off == offset_of!(DeviceState, node_my_pe)
         || off == offset_of!(DeviceState, node_n_pes)
         || (off >= nodes && off < nodes + 4 * crate::state::MAX_PES && (off - nodes).is_multiple_of(4))
+        || (off >= routes && off < routes + crate::state::MAX_PES && (off - routes).is_multiple_of(4))
 }
 
 /// Reads a u64 field of the device state (see the nvptx version). The magic is read with acquire, so

@@ -200,6 +200,110 @@ impl RingRef {
     }
 }
 
+/// Flag in `Request::sub`: the request's result goes to its return slot (index `(seq - 1) % slots` of
+/// the return area): the old value of a fetching AMO, or the `len` (1, 2, 4 or 8) bytes of a GET with
+/// `src == 0` (`g`), zero-extended into `ReturnSlot::value`.
+pub const SUB_RETURN: u16 = 0x8000;
+
+/// AMO codes (`Request::sub & 0xff` of an `op::AMO`; signals use `SET`/`ADD` on 8 bytes). The same
+/// numbers as the wire's `AmoOp` (the runtime asserts it), so a request is forwarded without mapping.
+pub mod amo {
+    pub const FETCH: u16 = 1;
+    pub const SET: u16 = 2;
+    pub const SWAP: u16 = 3;
+    pub const COMPARE_SWAP: u16 = 4;
+    pub const FETCH_ADD: u16 = 5;
+    pub const ADD: u16 = 6;
+    pub const FETCH_AND: u16 = 7;
+    pub const AND: u16 = 8;
+    pub const FETCH_OR: u16 = 9;
+    pub const OR: u16 = 10;
+    pub const FETCH_XOR: u16 = 11;
+    pub const XOR: u16 = 12;
+    pub const LAST: u16 = XOR;
+}
+
+/// One return slot: the proxy delivers a result to the poster of request `seq` here.
+///
+/// Protocol (slot `i = (seq - 1) % slots`; the area is `slots` of these, zeroed by the host):
+/// 1. The proxy waits until `seq` of the slot reads 0 (acquire): the poster of the previous request
+///    that used this slot (`seq - slots`, which completed earlier) has taken its value.
+/// 2. It writes `value`, then stores `seq` with release.
+/// 3. The poster polls `seq` (acquire) until it equals its own sequence number, reads `value`, then
+///    stores 0 into `seq` (release), giving the slot back.
+///
+/// Only requests with `SUB_RETURN` use their slot; the slot of any other request stays 0, so the
+/// proxy never waits on a slot nobody will free. A poster of a returning request always waits for its
+/// value, so step 1 waits at most as long as that poster takes to read it.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
+pub struct ReturnSlot {
+    pub value: u64,
+    /// 0: free; otherwise the sequence number whose value is in `value`.
+    pub seq: u64,
+}
+pub const RETURN_SLOT_BYTES: usize = 16;
+const _: () = assert!(core::mem::size_of::<ReturnSlot>() == RETURN_SLOT_BYTES);
+
+/// Bytes of the return area of a ring of `slots` slots.
+pub const fn return_area_bytes(slots: usize) -> usize {
+    slots * RETURN_SLOT_BYTES
+}
+
+/// Applies AMO `code` (an `amo::*`) of `width` bytes (4 or 8) at `p` with `value` (and `compare` for
+/// COMPARE_SWAP); returns the old value (the stored value for SET, whose old value nobody reads), or
+/// None for an unknown code or width, touching nothing. The one definition of what each AMO does at
+/// the target: the CPU backend's proxy runs it on the host, the GPU's AMO service kernel on the GPU,
+/// so a remote AMO is atomic with the target's own device atomics on the same word.
+///
+/// # Safety
+/// `p` must be non-null, aligned to `width` and point to memory of this process that, while this runs,
+/// is accessed only atomically.
+#[inline(always)]
+pub unsafe fn apply_amo(code: u16, width: u32, p: *mut u8, value: u64, compare: u64) -> Option<u64> {
+    use amo::*;
+    // SAFETY (every arm): the caller's contract covers both widths' atomics on `p`.
+    unsafe {
+        match width {
+            4 => {
+                let (p, v, c) = (p as *mut u32, value as u32, compare as u32);
+                Some(match code {
+                    FETCH => arch::load_relaxed_u32(p),
+                    SET => {
+                        arch::store_relaxed_u32(p, v);
+                        v
+                    }
+                    SWAP => arch::rmw_u32(Rmw::Swap, p, v),
+                    COMPARE_SWAP => arch::cas_u32(p, c, v),
+                    FETCH_ADD | ADD => arch::rmw_u32(Rmw::Add, p, v),
+                    FETCH_AND | AND => arch::rmw_u32(Rmw::And, p, v),
+                    FETCH_OR | OR => arch::rmw_u32(Rmw::Or, p, v),
+                    FETCH_XOR | XOR => arch::rmw_u32(Rmw::Xor, p, v),
+                    _ => return None,
+                } as u64)
+            }
+            8 => {
+                let p = p as *mut u64;
+                Some(match code {
+                    FETCH => arch::load_relaxed_u64(p),
+                    SET => {
+                        arch::store_relaxed_u64(p, value);
+                        value
+                    }
+                    SWAP => arch::rmw_u64(Rmw::Swap, p, value),
+                    COMPARE_SWAP => arch::cas_u64(p, compare, value),
+                    FETCH_ADD | ADD => arch::rmw_u64(Rmw::Add, p, value),
+                    FETCH_AND | AND => arch::rmw_u64(Rmw::And, p, value),
+                    FETCH_OR | OR => arch::rmw_u64(Rmw::Or, p, value),
+                    FETCH_XOR | XOR => arch::rmw_u64(Rmw::Xor, p, value),
+                    _ => return None,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Byte offsets of the header's atomics, for code that addresses the ring through a base pointer.
 pub const MAGIC_OFF: usize = core::mem::offset_of!(RingHeader, magic);
 pub const SLOTS_OFF: usize = core::mem::offset_of!(RingHeader, slots);

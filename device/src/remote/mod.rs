@@ -162,6 +162,7 @@ pub(crate) struct Sig {
 /// this process or GPU), unchanged until the call returns (blocking) or the next quiet (nbi).
 #[cold]
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
     let ring = proxy_for(call, pe, dst_local, bytes);
     scope.sync();

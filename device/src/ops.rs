@@ -99,12 +99,22 @@ fn state(call: &'static str) -> St {
 /// which picks the PE's transport or stops naming the call.
 #[inline(always)]
 pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize {
+    let (r, mapped) = locate(call, local, len, pe);
+    if mapped { r } else { 0 }
+}
+
+/// `translate` for the device calls: the address, and whether PE `pe`'s heap is mapped here. The flag
+/// depends on the PE alone (its `peer_base`), not on the address: in a loop over one PE the compiler
+/// hoists the test out of the loop, so the P2P hot path pays nothing per call for the remote arm.
+#[inline(always)]
+fn locate(call: &'static str, local: usize, len: usize, pe: i32) -> (usize, bool) {
     // All fields are loaded before any test (independent loads, issued together); the PE index is
     // masked so the peer-base load is in bounds whatever `pe` is.
     let f = St;
-    let magic = arch::state_u64(core::mem::offset_of!(DeviceState, magic));
+    let base_off = core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1));
+    let (magic, base) = arch::state_u64_pair(core::mem::offset_of!(DeviceState, magic), base_off);
+    let base = base as usize;
     let (heap_base, heap_size, n_pes, checks) = (f.heap_base() as usize, f.heap_size() as usize, f.n_pes(), f.checks());
-    let base = f.peer_base(pe as usize) as usize;
     if magic != STATE_MAGIC {
         fail(call, Problem::NotInitialized, pe, local, len);
     }
@@ -118,10 +128,7 @@ pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize
             fail(call, Problem::NotInHeap, pe, local, len);
         }
     }
-    if base == 0 {
-        return 0;
-    }
-    base + off
+    (base.wrapping_add(off), base != 0)
 }
 
 /// The bits of a value of at most 8 bytes, zero-extended (for the remote arm of `p`).
@@ -206,8 +213,8 @@ pub fn ptr<T>(dest: *const T, pe: i32) -> *mut T {
 #[inline(always)]
 pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
     let call = "rshmem_p\0";
-    let r = translate(call, dst as usize, core::mem::size_of::<T>(), pe);
-    if r == 0 {
+    let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
+    if !mapped {
         return remote::put_inline(call, dst as usize, core::mem::size_of::<T>(), to_bits(value), pe);
     }
     // SAFETY: `r` is `dst`'s mapping on `pe` (checked above); a volatile store is a strong
@@ -222,8 +229,8 @@ pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
 #[inline(always)]
 pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
     let call = "rshmem_g\0";
-    let r = translate(call, src as usize, core::mem::size_of::<T>(), pe);
-    if r == 0 {
+    let (r, mapped) = locate(call, src as usize, core::mem::size_of::<T>(), pe);
+    if !mapped {
         return from_bits(remote::get_inline(call, src as usize, core::mem::size_of::<T>(), pe));
     }
     // A weak load, as NVSHMEM's: on GPUs it may be served from L1 until this thread's next acquire
@@ -251,8 +258,8 @@ pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: u
 /// As `putmem_scoped`; for a non-blocking put, `src` must stay unchanged until the next quiet.
 #[inline(always)]
 pub unsafe fn put_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
-    let r = translate(call, dst as usize, bytes, pe);
-    if r == 0 {
+    let (r, mapped) = locate(call, dst as usize, bytes, pe);
+    if !mapped {
         return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, None);
     }
     arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
@@ -274,8 +281,8 @@ pub unsafe fn getmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: u
 /// As `getmem_scoped`.
 #[inline(always)]
 pub unsafe fn get_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
-    let r = translate(call, src as usize, bytes, pe);
-    if r == 0 {
+    let (r, mapped) = locate(call, src as usize, bytes, pe);
+    if !mapped {
         return remote::get(scope, call, dst, src as usize, bytes, pe, blocking);
     }
     arch::copy(dst, r as *const u8, bytes, scope.rank(), scope.size());
@@ -338,8 +345,7 @@ pub fn fence() {
 /// taken only when this PE has a remote transport).
 #[inline(always)]
 pub fn quiet() {
-    arch::fence_sc();
-    if remote::has_proxy() {
+    if arch::fence_sc_reading_state(core::mem::offset_of!(DeviceState, proxy_ring)) != 0 {
         remote::quiet();
     }
 }
@@ -432,8 +438,9 @@ amo_types! {
 /// None beyond `translate`'s checks; the AMO that uses the address needs `dst` to be a naturally
 /// aligned `T` of a live symmetric allocation.
 #[inline(always)]
-unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> *mut T {
-    translate(call, dst as usize, core::mem::size_of::<T>(), pe) as *mut T
+unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, bool) {
+    let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
+    (r as *mut T, mapped)
 }
 
 /// The remote arm of an AMO on `dst` at `pe` (not mapped here): AMO `code` through the PE's transport.
@@ -456,8 +463,8 @@ macro_rules! amo_rmw {
         #[inline(always)]
         pub unsafe fn $fetch<T: AmoInt>(dst: *mut T, value: T, pe: i32) -> T {
             let call = concat!("rshmem_atomic_fetch_", $call, "\0");
-            let r = amo_target(call, dst, pe);
-            if r.is_null() {
+            let (r, mapped) = amo_target(call, dst, pe);
+            if !mapped {
                 return amo_remote(call, dst, remote::code::$fcode, value.to_bits(), value.to_bits(), pe, true);
             }
             T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
@@ -469,8 +476,8 @@ macro_rules! amo_rmw {
         #[inline(always)]
         pub unsafe fn $plain<T: AmoInt>(dst: *mut T, value: T, pe: i32) {
             let call = concat!("rshmem_atomic_", $call, "\0");
-            let r = amo_target(call, dst, pe);
-            if r.is_null() {
+            let (r, mapped) = amo_target(call, dst, pe);
+            if !mapped {
                 amo_remote::<T>(call, dst, remote::code::$pcode, value.to_bits(), value.to_bits(), pe, false);
                 return;
             }
@@ -490,8 +497,8 @@ amo_rmw! {
 #[inline(always)]
 pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
     let call = "rshmem_atomic_fetch_inc\0";
-    let r = amo_target(call, dst, pe);
-    if r.is_null() {
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
         return amo_remote(call, dst, remote::code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
     }
     T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
@@ -501,8 +508,8 @@ pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
 #[inline(always)]
 pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
     let call = "rshmem_atomic_inc\0";
-    let r = amo_target(call, dst, pe);
-    if r.is_null() {
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
         amo_remote::<T>(call, dst, remote::code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
         return;
     }
@@ -513,8 +520,8 @@ pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
 #[inline(always)]
 pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
     let call = "rshmem_atomic_swap\0";
-    let r = amo_target(call, dst, pe);
-    if r.is_null() {
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
         return amo_remote(call, dst, remote::code::SWAP, value.to_bits(), value.to_bits(), pe, true);
     }
     T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
@@ -524,8 +531,8 @@ pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
 #[inline(always)]
 pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i32) -> T {
     let call = "rshmem_atomic_compare_swap\0";
-    let r = amo_target(call, dst, pe);
-    if r.is_null() {
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
         return amo_remote(call, dst, remote::code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
     }
     T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
@@ -535,8 +542,8 @@ pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i3
 #[inline(always)]
 pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
     let call = "rshmem_atomic_fetch\0";
-    let r = amo_target(call, src, pe);
-    if r.is_null() {
+    let (r, mapped) = amo_target(call, src, pe);
+    if !mapped {
         let zero = T::Bits::from_u64(0);
         return amo_remote(call, src, remote::code::FETCH, zero, zero, pe, true);
     }
@@ -547,8 +554,8 @@ pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
 #[inline(always)]
 pub unsafe fn atomic_set<T: Amo>(dst: *mut T, value: T, pe: i32) {
     let call = "rshmem_atomic_set\0";
-    let r = amo_target(call, dst, pe);
-    if r.is_null() {
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
         amo_remote::<T>(call, dst, remote::code::SET, value.to_bits(), value.to_bits(), pe, false);
         return;
     }
@@ -648,8 +655,9 @@ pub unsafe fn test<T: Wait>(ivar: *const T, cmp: i32, value: T) -> bool {
 /// only atomically.
 #[inline(always)]
 unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, pe: i32) {
-    let r = translate(call, sig as usize, 8, pe) as *mut u64;
-    if r.is_null() {
+    let (r, mapped) = locate(call, sig as usize, 8, pe);
+    let r = r as *mut u64;
+    if !mapped {
         if op != SIGNAL_SET && op != SIGNAL_ADD {
             fail(call, Problem::BadSignalOp, pe, sig as usize, 8);
         }
@@ -719,10 +727,10 @@ pub unsafe fn put_signal_scoped(
     if op != SIGNAL_SET && op != SIGNAL_ADD {
         fail(call, Problem::BadSignalOp, pe, sig as usize, 8);
     }
-    let r = translate(call, dst as usize, bytes, pe);
-    if r == 0 {
-        // The signal word is checked like every symmetric address (translate: 0 again, same PE).
-        translate(call, sig as usize, 8, pe);
+    let (r, mapped) = locate(call, dst as usize, bytes, pe);
+    if !mapped {
+        // The signal word is checked like every symmetric address.
+        locate(call, sig as usize, 8, pe);
         let s = remote::Sig { local: sig as usize, value, op };
         return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, Some(s));
     }
@@ -797,10 +805,9 @@ pub unsafe fn barrier_exchange(
     // sequentially consistent fence, which also completes this thread's outstanding puts: quiet).
     // Both wait for this thread's earlier stores to be acknowledged; they cost the same.
     if with_quiet {
-        arch::fence_sc();
         // Remote PEs: this PE's requests must be complete at their targets before any PE can leave
         // (a PE that leaves may read what we put on a third PE).
-        if remote::has_proxy() {
+        if arch::fence_sc_reading_state(core::mem::offset_of!(DeviceState, proxy_ring)) != 0 {
             remote::quiet();
         }
     } else {
@@ -842,8 +849,9 @@ unsafe fn device_barrier(call: &'static str, with_quiet: bool) {
         me as i32,
         s.n_pes(),
         |pe, epoch| {
-            let r = translate(call, my_slot, 8, pe) as *mut u64;
-            if r.is_null() {
+            let (r, mapped) = locate(call, my_slot, 8, pe);
+            let r = r as *mut u64;
+            if !mapped {
                 // SAFETY: my slot is a u64 of the internal area, in every PE's heap.
                 unsafe { remote::put_inline(call, my_slot, 8, epoch, pe) }
             } else {

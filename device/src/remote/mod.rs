@@ -46,12 +46,6 @@ fn ring() -> RingRef {
     RingRef { header: arch::state_u64(at), slots: arch::state_u64(at + 8) }
 }
 
-/// Whether this PE has a proxy ring at all (the one test `quiet` makes on the P2P path).
-#[inline(always)]
-pub(crate) fn has_proxy() -> bool {
-    arch::state_u64(offset_of!(DeviceState, proxy_ring)) != 0
-}
-
 /// The route of PE `pe` (in range: the caller checked it).
 #[inline(always)]
 fn route(pe: i32) -> u8 {
@@ -166,7 +160,29 @@ pub(crate) struct Sig {
 pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
     let ring = proxy_for(call, pe, dst_local, bytes);
     scope.sync();
-    if scope.rank() == 0 {
+    if scope.rank() == 0 && arch::is_local(src) {
+        // A local variable (GPU thread stack): the proxy cannot read it. Up to 8 bytes travel in the
+        // request itself; more is an error naming the call.
+        if bytes > 8 {
+            fail(call, Problem::LocalBuffer, pe, src as usize, bytes);
+        }
+        let mut bits = 0u64;
+        // SAFETY: src is readable for bytes <= 8 (the caller's contract); bits has 8 bytes.
+        unsafe { core::ptr::copy_nonoverlapping(src, &mut bits as *mut u64 as *mut u8, bytes) };
+        if bytes != 0 {
+            let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(dst_local), len: bytes as u64, value: bits, ..Request::default() };
+            // SAFETY: see `post`.
+            unsafe { post(ring, &req) };
+        }
+        if let Some(s) = sig {
+            // Posted after the data by the same thread, so applied after it at the target.
+            // SAFETY: the signal word was checked by the caller.
+            unsafe { signal(call, s.local, s.value, s.op, pe) };
+        }
+        if blocking {
+            quiet();
+        }
+    } else if scope.rank() == 0 {
         // The proxy reads the source outside this thread (DMA on GPUs): make every store the group
         // made to it visible at system scope first.
         arch::fence_sc();
@@ -204,7 +220,17 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
 pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_local: usize, bytes: usize, pe: i32, blocking: bool) {
     let ring = proxy_for(call, pe, src_local, bytes);
     scope.sync();
-    if scope.rank() == 0 && bytes != 0 {
+    if scope.rank() == 0 && bytes != 0 && arch::is_local(dst) {
+        // A local variable: up to 8 bytes come back through the return slot, as for `g`.
+        if bytes > 8 {
+            fail(call, Problem::LocalBuffer, pe, dst as usize, bytes);
+        }
+        // SAFETY: as `get_inline`; dst is writable for bytes <= 8 (the caller's contract).
+        unsafe {
+            let bits = get_inline(call, src_local, bytes, pe);
+            core::ptr::copy_nonoverlapping(&bits as *const u64 as *const u8, dst, bytes);
+        }
+    } else if scope.rank() == 0 && bytes != 0 {
         let req = Request { op: op::GET, pe: pe as u32, offset: offset(src_local), len: bytes as u64, src: dst as u64, ..Request::default() };
         // SAFETY: see `post`; the destination's contract is the caller's.
         unsafe {

@@ -345,7 +345,9 @@ pub fn fence() {
 /// taken only when this PE has a remote transport).
 #[inline(always)]
 pub fn quiet() {
-    if arch::fence_sc_reading_state(core::mem::offset_of!(DeviceState, proxy_ring)) != 0 {
+    let proxy = arch::state_u64(core::mem::offset_of!(DeviceState, proxy_ring));
+    arch::fence_sc_after(proxy);
+    if proxy != 0 {
         remote::quiet();
     }
 }
@@ -807,7 +809,9 @@ pub unsafe fn barrier_exchange(
     if with_quiet {
         // Remote PEs: this PE's requests must be complete at their targets before any PE can leave
         // (a PE that leaves may read what we put on a third PE).
-        if arch::fence_sc_reading_state(core::mem::offset_of!(DeviceState, proxy_ring)) != 0 {
+        let proxy = arch::state_u64(core::mem::offset_of!(DeviceState, proxy_ring));
+        arch::fence_sc_after(proxy);
+        if proxy != 0 {
             remote::quiet();
         }
     } else {

@@ -249,12 +249,10 @@ pub fn compiler_barrier() {
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
 }
 
-/// `fence_sc` after reading a u64 field of the device state (see the nvptx version).
+/// `fence_sc` (the nvptx version takes a value computed before it; see there).
 #[inline(always)]
-pub fn fence_sc_reading_state(off: usize) -> u64 {
-    let v = state_u64(off);
-    fence_sc();
-    v
+pub fn fence_sc_after(_after: u64) {
+    fence_sc()
 }
 #[inline(always)]
 pub fn fence_sc() {

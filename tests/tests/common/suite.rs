@@ -238,9 +238,21 @@ pub fn finalize_against_barrier_all_is_a_mismatch_on_every_pe(l: &Layout) {
         assert!(!o.status.success(), "run {run}: rshmrun exited 0 after a collective mismatch:\n{t}");
         for pe in 0..np {
             let other = if pe == 0 { 1 } else { pe };
-            let want = format!("[pe {pe}] PE {pe}: finalize_mismatch detected: collective mismatch: PE 0 called rshmem_finalize");
-            let line = t.lines().find(|l| l.starts_with(&want)).unwrap_or_else(|| panic!("run {run}: PE {pe} did not report the mismatch:\n{t}"));
-            assert!(line.contains(&format!("PE {other} called rshmem_barrier_all")), "run {run}: {line}\n{t}");
+            // On one node the shared host barrier detects it; across nodes the bootstrap's barrier,
+            // which says so first ("rshmem bootstrap: collective mismatch: ...").
+            let head = format!("[pe {pe}] PE {pe}: finalize_mismatch detected: ");
+            let line = t
+                .lines()
+                .find(|l| {
+                    l.strip_prefix(&head).is_some_and(|m| {
+                        m.trim_start_matches("rshmem bootstrap: ").starts_with("collective mismatch: PE 0 called rshmem_finalize")
+                    })
+                })
+                .unwrap_or_else(|| panic!("run {run}: PE {pe} did not report the mismatch:\n{t}"));
+            // One node: each PE names itself beside PE 0. Across nodes the bootstrap names the first
+            // PE it found calling barrier_all, which may be another.
+            let named = |q: usize| line.contains(&format!("PE {q} called rshmem_barrier_all"));
+            assert!(if l.nodes == 1 { named(other) } else { (1..np).any(named) }, "run {run}: {line}\n{t}");
         }
         assert!(!t.contains("exited while"), "run {run}: blamed an exit instead of the mismatch:\n{t}");
     }
@@ -259,12 +271,25 @@ pub fn stuck_pe_is_named_with_what_it_last_entered(l: &Layout) {
             .lines()
             .find(|l| l.starts_with(&format!("[pe {pe}] PE {pe}: stuck_pe named after")))
             .unwrap_or_else(|| panic!("PE {pe} did not fail in its barrier:\n{t}"));
+        // Every layout: the barrier, the stuck PE, what it last entered and the variable are named.
+        let at = line.find("rshmem_barrier_all").unwrap_or_else(|| panic!("{line}\n{t}"));
+        let stuck = &line[at..];
         assert!(
-            line.contains("rshmem_barrier_all (host collective #3)")
-                && line.contains("PE 1, which last entered rshmem_free (host collective #2)")
+            (stuck.contains("PE 1, which last entered rshmem_free") || (stuck.contains("waits for PE 1 of 3") && stuck.contains(") last entered rshmem_free")))
                 && line.contains("RSHMEM_WAIT_TIMEOUT"),
             "{line}\n{t}"
         );
+        // On one node the shared host barrier counts host collectives, as the status board does;
+        // across nodes the bootstrap counts its own collectives, and the board is quoted beside.
+        if l.nodes == 1 {
+            assert!(
+                line.contains("rshmem_barrier_all (host collective #3)") && line.contains("PE 1, which last entered rshmem_free (host collective #2)"),
+                "{line}\n{t}"
+            );
+        } else {
+            let board = format!("[pe {pe}] job status: PEs 0, 2 wait in rshmem_barrier_all (host collective #3) for PE 1, which last entered rshmem_free (host collective #2)");
+            assert!(t.contains(&board), "PE {pe} did not quote the status board:\n{t}");
+        }
     }
 }
 

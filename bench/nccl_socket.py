@@ -10,6 +10,7 @@ Two processes (torch.multiprocessing), rank r on GPU r, torch.distributed send/r
 For each size from 8 B to 256 MiB (x4 steps, and 64 KiB and 1 MiB):
   * correctness first: the receive buffer is poisoned (0xA5), one message is received and compared
     with the sender's data (seeded random bytes, the same on both ranks); a difference stops the run;
+    the receive buffers are compared again after the timed bandwidth and ping-pong runs;
   * bandwidth (one direction): rank 0 sends ITERS messages back to back, rank 1 receives them and
     answers one byte; CUDA events on rank 0 around all of it (the one-byte answer is included, under
     0.5% at 64 KiB); warm-up once, then the median of R repetitions; bytes x ITERS / time, GB/s (10^9);
@@ -113,47 +114,58 @@ def worker(rank, port, args, out):
             dist.send(src[:b], peer)
         return None
 
+    def check(b, what):
+        """dst[:b] must hold the sender's data (src is the same seeded bytes on both ranks)."""
+        if not torch.equal(dst[:b], src[:b]):
+            i = int((dst[:b] != src[:b]).nonzero()[0])
+            raise SystemExit(f"nccl_socket: rank {rank}: {what}, {b} bytes: byte {i} is {int(dst[i]):#x}, the peer sent {int(src[i]):#x}")
+
+    def barrier():
+        if cuda:
+            dist.barrier(device_ids=[rank])
+        else:
+            dist.barrier()
+
     for b in sizes(args.max_bytes):
         n = iters_for(b)
-        # Correctness: poisoned receive buffer, one message, compared.
-        dst[:b].fill_(0xA5)
+        # Correctness first: poisoned receive buffer, one message, compared.
         if rank == 0:
             dist.send(src[:b], peer)
         else:
+            dst[:b].fill_(0xA5)
             dist.recv(dst[:b], peer)
-            if not torch.equal(dst[:b], src[:b]):
-                i = int((dst[:b] != src[:b]).nonzero()[0])
-                raise SystemExit(f"nccl_socket: {b} bytes: byte {i} is {int(dst[i]):#x}, rank 0 sent {int(src[i]):#x}")
-        dist.barrier()
+            check(b, "send/recv")
+        barrier()
         bw_once(b, n)  # warm-up
         t = [bw_once(b, n) for _ in range(args.reps)]
         row = {"bytes": b, "iters": n}
         if rank == 0:
             row["bw_GBps"] = b * n / statistics.median(t) / 1e6
             row["bw_GBps_all"] = [b * n / x / 1e6 for x in t]
+        if rank == 1:
+            check(b, "after the bandwidth runs")
         if b <= 1 << 20:
             m = 1000 if b <= 64 << 10 else 100
+            dst[:b].fill_(0xA5)
             pingpong_once(b, m)
             t = [pingpong_once(b, m) for _ in range(args.reps)]
+            check(b, "after the ping-pongs")
             if rank == 0:
                 row["half_rtt_us"] = statistics.median(t) * 1e3 / m / 2
                 row["half_rtt_us_all"] = [x * 1e3 / m / 2 for x in t]
-        dist.barrier()
+        barrier()
         if rank == 0:
             rows.append(row)
             print(f"RESULT lib=nccl_socket case=sendrecv_bw scope=- bytes={b} value={row['bw_GBps']:.4f} unit=GBps", flush=True)
             if "half_rtt_us" in row:
                 print(f"RESULT lib=nccl_socket case=sendrecv_half_rtt scope=- bytes={b} value={row['half_rtt_us']:.4f} unit=us", flush=True)
-    # The last pass received into dst: check the final ping-pong data on both ranks.
-    b = min(args.max_bytes, 1 << 20)
-    if not torch.equal(dst[:b], src[:b]):
-        raise SystemExit(f"nccl_socket: rank {rank}: the last ping-pong data differ from what was sent")
     if rank == 0:
+        ver = torch.cuda.nccl.version() if cuda else None
         info = {
             "what": "NCCL send/recv between two GPUs (bench/nccl_socket.py)",
             "backend": args.backend,
             "torch": torch.__version__,
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+            "nccl": ".".join(map(str, ver)) if isinstance(ver, tuple) else ver,
             "gpus": [torch.cuda.get_device_name(i) for i in range(2)] if cuda else None,
             "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
             "reps": args.reps,

@@ -131,7 +131,8 @@ def main():
         if kind == "bw_ratio":
             p, n = put.get(b), nbw.get(b)
             if p is None or n is None:
-                md.append(f"| {name} | rshmem {fmt(p)} GB/s, NCCL {fmt(n)} GB/s | not measured |")
+                gbps = lambda x: "not measured" if x is None else f"{x:.2f} GB/s"
+                md.append(f"| {name} | rshmem {gbps(p)}, NCCL {gbps(n)} | not measured |")
             else:
                 md.append(f"| {name} | rshmem {p:.2f} GB/s, NCCL {n:.2f} GB/s: {p / n:.2f} x | {'pass' if p >= want * n else 'miss'} |")
         else:

@@ -10,10 +10,12 @@
 #      p + quiet, fetch_add, ping-pong, barrier_all;
 #   4. NCCL's socket transport between the same two GPUs (bench/nccl_socket.py, torch);
 #   5. one loopback TCP stream, the medium's limit (bench/loopback_tcp.py);
-#   6. the suite once more with -np 4 (two PEs per node: p2p inside a node, proxy across).
-# Selection: STEPS="ring suite bench nccl loopback suite4" (default all, in that order), SUITE_RUNS=2,
+#   6. the suite once more with -np 4 (two PEs per node: p2p inside a node, proxy across);
+#   7. the Rust ring shift with --netns (each node in its own network namespace; needs root).
+# Selection: STEPS="ring suite bench nccl loopback suite4 netns" (default all, in that order), SUITE_RUNS=2,
 # GRID/THREADS (rshmem-bench, default 32 x 256), BENCH_ARGS (more rshmem-bench options), NETNS=1 (add
-# --netns to every rshmrun).
+# --netns to every rshmrun). A step that hangs runs into its own limit (rshmrun --timeout names the
+# stalled PEs); if the call as a whole nears the device tool's 10 minutes, split STEPS over two calls.
 # Output ($OUT, default /tmp/gpu-remote; at most 8 files come back from a device call, so 5 files):
 #   remote.log            everything printed, step by step, with exit codes
 #   rshmem_proxy.log      rshmem-bench's output (RESULT lines, route=remote)
@@ -31,7 +33,7 @@ exec > >(tee "$out/remote.log") 2>&1
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda} RSHMEM_REMOTE_TRANSPORT=proxy
 # NVLink multicast stays off everywhere (KINDS.md): NVSHMEM, NCCL, PyTorch.
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-STEPS=${STEPS:-ring suite bench nccl loopback suite4}
+STEPS=${STEPS:-ring suite bench nccl loopback suite4 netns}
 card=$root/scripts/gpu-node-card.sh
 netns=(); [ "${NETNS:-0}" = 1 ] && netns=(--netns)
 summary=()
@@ -95,6 +97,10 @@ fi
 if has suite4; then
   step "suite: rshmrun --nodes 2 -np 4 rshmem-test-pe all (2 PEs per node: p2p inside, proxy across)"
   RSHMEM_SYMMETRIC_SIZE=1g rrun suite_np4 150 4 "$c/rshmem-test-pe" all
+fi
+if has netns; then
+  step "ring shift (Rust kernel), --nodes 2 --netns -np 4 (a network namespace per node)"
+  run ring_shift_netns 75 "$c/rshmrun" --nodes 2 --netns -np 4 --timeout 60 "$card" "$c/ring_shift"
 fi
 
 step summary

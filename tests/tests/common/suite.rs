@@ -107,13 +107,9 @@ macro_rules! suite_cases {
                 rshmrun_timeout_names_the_pe_everyone_waits_for, bad_peer_payload_is_an_error_naming_the_peer,
                 garbage_environment_stops_init_naming_the_variable, bad_pe_in_device_call_stops_with_message,
                 address_outside_heap_in_device_call_stops_with_message, pe_killed_mid_run_ends_job_naming_it,
-                ring_shift_example_under_rshmrun,
+                ring_shift_example_under_rshmrun, job_status_board_names_the_stuck_pe,
             ],
             one_node: [
-                // The test hands every PE a status board it created itself, through a shell in front of
-                // each PE reopening /proc/<test pid>/fd/N: a trick of one machine. The board across
-                // nodes is covered by stuck_pe and rshmrun_timeout above.
-                job_status_board_names_the_stuck_pe: "reopens the test's own file descriptor through /proc",
                 // mpirun starts the PEs, not rshmrun: there are no simulated nodes to ask for.
                 ring_shift_under_mpirun: "runs under mpirun, which has no simulated nodes",
             ],

@@ -30,6 +30,7 @@ c=$root/carry
 out=${OUT:-/tmp/gpu-remote}
 mkdir -p "$out"
 exec > >(tee "$out/remote.log") 2>&1
+tee_pid=$!
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda} RSHMEM_REMOTE_TRANSPORT=proxy
 # NVLink multicast stays off everywhere (KINDS.md): NVSHMEM, NCCL, PyTorch.
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -115,3 +116,6 @@ gpus=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
 } >"$out/remote_summary.json"
 cat "$out/remote_summary.json"
 echo "results in $out: $(find "$out" -maxdepth 1 -type f -printf '%f ')"
+# Let tee write the end of remote.log before the call collects $OUT.
+exec >&- 2>&-
+wait "$tee_pid" 2>/dev/null || true

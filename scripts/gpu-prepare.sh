@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Prepares carry/ (git-ignored) for a run on the GPU machine: release binaries, the host library, the
 # device library archive, the CUDA C++ programs fully linked here (CUDA 13.0 tools from PyPI), and the
-# NVSHMEM anchor benchmark sources (built there against the image's NVSHMEM). Then, on the device
-# machine: `bash scripts/gpu-run.sh` (see that script).
+# NVSHMEM anchor benchmark sources (built there against the image's NVSHMEM), and carry/COMMIT (the
+# commit the binaries were built from, "+dirty" with uncommitted changes). Then, on the device machine:
+# `bash scripts/gpu-run.sh`, or `NODES=2 bash scripts/gpu-run.sh` for remote PEs across two simulated
+# nodes (scripts/gpu-remote.sh; it also needs bench/nccl_socket.py and bench/loopback_tcp.py, which
+# travel with the working tree, and torch on the machine).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -21,4 +24,5 @@ scripts/build-device-lib.sh "$ptx" "$c" sm_90 >&2
 MODE=full scripts/check-cuda-examples.sh "$c" >&2 || echo "gpu-prepare: full link here failed; gpu-run.sh builds the CUDA programs there" >&2
 cp "$root/../shared/anchor/nvshmem_bench.cu" "$root/../shared/anchor/run.sh" "$c/anchor/"
 cp "$root/../shared/seeds/simple_shift.cu" "$c/"
+{ git rev-parse HEAD; git diff --quiet HEAD 2>/dev/null || echo "+dirty"; } | paste -sd '' >"$c/COMMIT"
 du -sh "$c"

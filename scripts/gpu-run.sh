@@ -6,8 +6,15 @@
 #   2. the three ring shifts: Rust kernel, CUDA C++ against rshmem.h, the NVSHMEM seed unchanged;
 #   3. rshmem-bench beside NVSHMEM (bench/run-compare.sh) and, unless ANCHOR=0, NVSHMEM's anchor benchmark.
 # Everything is logged to $OUT/gpu-run.log (when OUT is set) and printed.
+# NODES=2: instead, the remote-PE evidence on 2 GPUs, two simulated nodes with the proxy transport
+# (scripts/gpu-remote.sh: ring shifts, the suite twice, rshmem-bench, NCCL socket, loopback TCP).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+case "${NODES:-1}" in
+  1) ;;
+  2) exec bash scripts/gpu-remote.sh ;;
+  *) echo "gpu-run.sh: NODES=$NODES: only 1 (this script) or 2 (scripts/gpu-remote.sh)" >&2; exit 2 ;;
+esac
 c=$PWD/carry
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} NVSHMEM_DISABLE_NVLS=1 RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda}
 log=${OUT:-/tmp}/gpu-run.log

@@ -3,7 +3,9 @@
 #  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI);
 #  2. builds the workspace (release; the device library and kernels are also compiled to PTX);
 #  3. runs all Rust tests: unit tests, the launcher and bootstrap tests, and the multi-process suite
-#     under rshmrun and mpirun (CPU backend unless a GPU is present);
+#     under rshmrun and mpirun (CPU backend unless a GPU is present), on one node (tests/tests/suite.rs)
+#     and across two simulated nodes through the proxy transport, with --netns as root
+#     (tests/tests/suite_nodes.rs; the cases are defined once, in tests/tests/common/suite.rs);
 #  4. assembles the PTX with ptxas and compiles + device-links the CUDA C++ examples and the seed
 #     program against rshmem's headers (no GPU needed);
 #  5. reproduces a fresh machine (nightly's rust-src hidden from rustup, then visible again) and checks

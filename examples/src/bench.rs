@@ -4,7 +4,13 @@
 //! Method: warm-up, then the median of R timed repeats (device events on GPUs), random source data,
 //! poisoned destinations, and the 256 MiB put checked for delivery.
 //!
-//!     rshmrun -np 2 target/release/rshmem-bench [--grid G] [--threads T] [--quick] [--max-bytes N]
+//!     rshmrun [--nodes 2] -np 2 target/release/rshmem-bench [--grid G] [--threads T] [--quick]
+//!         [--max-bytes N] [--peer P]
+//!
+//! The pair measured is PE 0 and its peer: `--peer P`, by default the first PE that PE 0 cannot map
+//! (another node: the remote transport, e.g. `RSHMEM_REMOTE_TRANSPORT=proxy`), else PE 1. Each RESULT
+//! line says `route=p2p` or `route=remote`. The analysis variants that store through a pointer from
+//! `rshmem_ptr` (x_*) need a mapped peer and are left out, saying so, for a remote one.
 
 use rshmem::kernels::KernelSet;
 use std::time::Instant;
@@ -22,10 +28,13 @@ struct Opt {
     quick: bool,
     max_bytes: usize,
     reps: usize,
+    peer: Option<usize>,
+    /// "p2p" or "remote": how PE 0 reaches its peer (printed in every RESULT line).
+    route: &'static str,
 }
 
 fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
-    let mut o = Opt { grid: if gpu { 132 } else { 1 }, threads: if gpu { 512 } else { 2 }, quick: false, max_bytes: if gpu { 256 << 20 } else { 16 << 20 }, reps: 5 };
+    let mut o = Opt { grid: if gpu { 132 } else { 1 }, threads: if gpu { 512 } else { 2 }, quick: false, max_bytes: if gpu { 256 << 20 } else { 16 << 20 }, reps: 5, peer: None, route: "p2p" };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     let num = |i: usize, name: &str| -> Result<usize, rshmem::Error> {
@@ -36,8 +45,9 @@ fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
             "--grid" => { o.grid = num(i, "--grid")? as u32; i += 1; }
             "--threads" => { o.threads = num(i, "--threads")? as u32; i += 1; }
             "--max-bytes" => { o.max_bytes = num(i, "--max-bytes")?; i += 1; }
+            "--peer" => { o.peer = Some(num(i, "--peer")?); i += 1; }
             "--quick" => { o.quick = true; o.reps = 3; }
-            other => return Err(rshmem::Error::new(format!("unknown option {other:?} (--grid G --threads T --quick --max-bytes N)"))),
+            other => return Err(rshmem::Error::new(format!("unknown option {other:?} (--grid G --threads T --quick --max-bytes N --peer P)"))),
         }
         i += 1;
     }
@@ -45,7 +55,7 @@ fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
 }
 
 fn result(case: &str, scope: &str, bytes: usize, o: &Opt, value: f64, unit: &str) {
-    println!("RESULT lib=rshmem case={case} scope={scope} bytes={bytes} grid={} threads={} value={value:.4} unit={unit}", o.grid, o.threads);
+    println!("RESULT lib=rshmem case={case} scope={scope} bytes={bytes} grid={} threads={} value={value:.4} unit={unit} route={}", o.grid, o.threads, o.route);
 }
 
 fn main() -> Result<(), rshmem::Error> {
@@ -68,10 +78,37 @@ fn main() -> Result<(), rshmem::Error> {
         return Err(rshmem::Error::new("rshmem-bench needs at least 2 PEs (rshmrun -np 2 ...)"));
     }
     let gpu = rshmem::backend_name()? == "cuda";
-    let o = opts(gpu)?;
-    let peer = if me == 0 { 1u64 } else { 0 };
+    let mut o = opts(gpu)?;
+    // PE 0's partner: --peer, else the first PE whose heap PE 0 cannot map (another node), else PE 1.
+    // PE 0 chooses and tells every PE (a host put, through whichever transport reaches it).
+    let choice = rshmem::calloc(1, 8)?;
+    if me == 0 {
+        let pair = match o.peer {
+            Some(p) if p == 0 || p >= n as usize => return Err(rshmem::Error::new(format!("--peer {p}: expected a PE from 1 to {}", n - 1))),
+            Some(p) => p,
+            None => (1..n as usize).find(|&q| rshmem::ptr(choice, q as i32).is_null()).unwrap_or(1),
+        };
+        for q in 0..n {
+            // SAFETY: choice is a symmetric allocation of 8 bytes; the source is 8 bytes.
+            unsafe { rshmem::putmem(choice, (pair as u64).to_le_bytes().as_ptr(), 8, q)? };
+        }
+    }
+    rshmem::barrier_all()?;
+    let mut pb = [0u8; 8];
+    // SAFETY: choice holds 8 bytes on this PE.
+    unsafe { rshmem::copy_out(&mut pb, choice)? };
+    let pair = u64::from_le_bytes(pb) as i32;
+    rshmem::free(choice)?;
+    // Both PEs of the pair agree on the route: the partner's heap is mapped here or not.
+    let partner = if me == 0 { pair } else { 0 };
+    let probe = rshmem::malloc(8)?;
+    o.route = if rshmem::ptr(probe, partner).is_null() { "remote" } else { "p2p" };
+    rshmem::free(probe)?;
+    let peer = partner as u64;
+    let in_pair = me == 0 || me == pair;
     if me == 0 {
         println!("# rshmem-bench: {} backend, {n} PEs, grid {} x {} threads, median of {}", rshmem::backend_name()?, o.grid, o.threads, o.reps);
+        println!("# pair: PE 0 and PE {pair} (route={}, RSHMEM_REMOTE_TRANSPORT={})", o.route, std::env::var("RSHMEM_REMOTE_TRANSPORT").unwrap_or_else(|_| "unset".into()));
         if let Some(c) = ctx_s {
             println!("# CUDA context creation before init: {c:.3} s (not part of init_s)");
         }
@@ -153,7 +190,11 @@ fn main() -> Result<(), rshmem::Error> {
         }
     }
     // Analysis variant: deeper copy pipeline on the large block put.
-    if me == 0 && maxb >= 16 << 20 {
+    let mapped = o.route == "p2p";
+    if me == 0 && !mapped {
+        println!("# x_put_bw_deep8, x_raw_*, x_barrier_raw left out: they store through rshmem_ptr, null for a remote peer");
+    }
+    if me == 0 && maxb >= 16 << 20 && mapped {
         for &bytes in &[64usize << 10, maxb] {
             let iters: u64 = if bytes < 1 << 20 { 200 } else { 10 };
             let ms = time("x_bw_deep", o.grid, o.threads, &[rbuf as u64, sbuf as u64, bytes as u64, iters, peer])?;
@@ -161,7 +202,7 @@ fn main() -> Result<(), rshmem::Error> {
         }
     }
     rshmem::barrier_all()?;
-    // Delivery check of the largest put: PE 1 holds PE 0's data.
+    // Delivery check of the largest put: PE 0's partner holds PE 0's data.
     if me == 0 {
         let args = [rbuf as u64, sbuf as u64, maxb as u64, 1, peer, 2, 0];
         // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
@@ -169,7 +210,7 @@ fn main() -> Result<(), rshmem::Error> {
         unsafe { K.run("bench_bw", o.grid, o.threads, &args)? };
     }
     rshmem::barrier_all()?;
-    if me == 1 {
+    if me == pair {
         let mut got = vec![0u8; maxb];
         // SAFETY: rbuf holds maxb bytes on this PE.
         unsafe { rshmem::copy_out(&mut got, rbuf)? };
@@ -178,9 +219,9 @@ fn main() -> Result<(), rshmem::Error> {
         // The block put moves grid chunks rounded down to 8 bytes: check exactly what it covers.
         let covered = o.grid as usize * ((maxb / o.grid as usize) & !7);
         if let Some(i) = (0..covered).find(|&i| got[i] != want[i]) {
-            return Err(rshmem::Error::new(format!("put bandwidth check: byte {i} on PE 1 is {:#x}, PE 0 sent {:#x}", got[i], want[i])));
+            return Err(rshmem::Error::new(format!("put bandwidth check: byte {i} on PE {pair} is {:#x}, PE 0 sent {:#x}", got[i], want[i])));
         }
-        println!("# put of {covered} bytes verified on PE 1");
+        println!("# put of {covered} bytes verified on PE {pair} (route={})", o.route);
     }
     rshmem::barrier_all()?;
     // Latencies (one thread).
@@ -190,6 +231,9 @@ fn main() -> Result<(), rshmem::Error> {
     rshmem::barrier_all()?;
     if me == 0 {
         for (kind, case) in [(0u64, "p_lat"), (1, "g_lat"), (2, "put_lat"), (3, "get_lat"), (4, "amo_fetch_add_lat"), (5, "amo_cswap_lat"), (6, "x_raw_st_fence_sc"), (7, "x_raw_st_fence_acqrel"), (8, "x_quiet_only"), (9, "x_raw_fetch_add")] {
+            if !mapped && matches!(kind, 6 | 7 | 9) {
+                continue;
+            }
             let ms = time("bench_lat", 1, 1, &[lat as u64, it, peer, out as u64, kind])?;
             result(case, "-", if kind == 2 || kind == 3 { 8 } else { 4 }, &o, ms * 1e3 / it as f64, "us");
         }
@@ -205,7 +249,7 @@ fn main() -> Result<(), rshmem::Error> {
             // SAFETY: lat is symmetric, 1 MiB.
             unsafe { rshmem::copy_in(lat, &[0u8; 4096])? };
             rshmem::barrier_all()?;
-            if me < 2 {
+            if in_pair {
                 let l = lat as u64;
                 // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
                 v.push(unsafe { K.run_timed("bench_pingpong", 1, 1, &[l, it, peer, kind, l + 1024, l + 2048])? });
@@ -236,7 +280,7 @@ fn main() -> Result<(), rshmem::Error> {
         let slots = rshmem::calloc(n as usize, 8)?;
         rshmem::barrier_all()?;
         // GPUs only: it spins without yielding, which host threads sharing cores cannot afford.
-        if gpu && n <= 8 {
+        if gpu && n <= 8 && rshmem::team_n_pes(rshmem_device::TEAM_NODE) == n {
             // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
             // benchmark's live symmetric buffers of the sizes the kernel touches.
             unsafe { K.run("x_barrier_raw", 1, 1, &[slots as u64, 10])? };

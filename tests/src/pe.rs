@@ -121,7 +121,8 @@ fn rma(c: &Ctx) {
                     let poison = fill(!seed_of(c.me), max + 64);
                     put_bytes(dst, &poison);
                     barrier();
-                    let (d, s) = if dir == 0 { (dst as u64 + doff as u64, src as u64 + soff as u64) } else { (dst as u64 + doff as u64, src as u64 + soff as u64) };
+                    // Put or get, the kernel writes dst + doff from src + soff (of the next or previous PE).
+                    let (d, s) = (dst as u64 + doff as u64, src as u64 + soff as u64);
                     run("k_rma", 1, c.threads, &[d, s, bytes as u64, scope, nbi, dir]);
                     barrier();
                     let from = if dir == 0 { (c.me + c.n - 1) % c.n } else { (c.me + 1) % c.n };
@@ -350,10 +351,13 @@ fn barrier_test(c: &Ctx) {
 /// heap.
 fn reinit(c: &Ctx, stale: bool) {
     let mut kept = std::ptr::null_mut();
-    let mut live = vec![];
+    // Live bytes right after each finalize, when the runtime is fully stopped (its threads joined):
+    // right after init the new runtime's threads may still be allocating their buffers.
+    let mut live = Vec::with_capacity(2);
     for cycle in 0..3u64 {
         if cycle > 0 {
             ck(rshmem::finalize());
+            live.push(LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed));
             if rshmem::my_pe() != -1 || rshmem::n_pes() != 0 {
                 die(format!("reinit cycle {cycle}: after finalize my_pe {} n_pes {}", rshmem::my_pe(), rshmem::n_pes()));
             }
@@ -361,7 +365,6 @@ fn reinit(c: &Ctx, stale: bool) {
             if rshmem::my_pe() as usize != c.me || rshmem::n_pes() as usize != c.n {
                 die(format!("reinit cycle {cycle}: init gave PE {} of {}, expected {} of {}", rshmem::my_pe(), rshmem::n_pes(), c.me, c.n));
             }
-            live.push(LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed));
         }
         let bytes = [4096 + 8, 100_000 + 3, 777][cycle as usize];
         // A different layout each cycle: cycle 1 shifts every offset by a leading allocation.
@@ -398,12 +401,12 @@ fn reinit(c: &Ctx, stale: bool) {
         }
         kept = ck(rshmem::malloc(64));
     }
-    // Between the inits of cycles 1 and 2 a whole cycle ran (work, finalize, init): the process must
-    // not hold more memory after the second init than after the first (each init used to leak a
+    // Between the first and second finalize a whole cycle ran (init, work, finalize): the process must
+    // not hold more memory after the second than after the first (each init used to leak a
     // DeviceState, 6 KiB).
-    println!("PE {}: reinit: live heap bytes after the 2nd and 3rd init {live:?}", c.me);
+    println!("PE {}: reinit: live heap bytes after the 1st and 2nd finalize {live:?}", c.me);
     if live[1] - live[0] >= 1024 {
-        die(format!("reinit: {} bytes more live after the 3rd init than after the 2nd: something leaks per init", live[1] - live[0]));
+        die(format!("reinit: {} bytes more live after the 2nd finalize than after the 1st: something leaks per init/finalize cycle", live[1] - live[0]));
     }
     if stale {
         ck(rshmem::finalize());
@@ -439,7 +442,7 @@ fn alloc(c: &Ctx) {
     let sizes = [1usize, 100, 4096, 1 << 20, 7];
     let mut ptrs: Vec<*mut u8> = sizes.iter().map(|&s| ck(rshmem::malloc(s))).collect();
     ptrs.push(ck(rshmem::align(1 << 16, 10)));
-    if ptrs[5] as usize % (1 << 16) != 0 {
+    if !(ptrs[5] as usize).is_multiple_of(1 << 16) {
         die("rshmem::align: result not aligned");
     }
     let offs: Vec<u64> = ptrs.iter().map(|&p| rshmem::heap_offset(p).unwrap_or_else(|| die("allocation outside the heap")) as u64).collect();
@@ -571,7 +574,10 @@ fn finalize_mismatch(c: &Ctx) {
         Err(e) => {
             let m = e.message();
             let me_call = if c.me == 0 { "rshmem_finalize" } else { "rshmem_barrier_all" };
-            if !(m.contains("mismatch") && m.contains("PE 0 called rshmem_finalize") && m.contains(&format!("PE {} called rshmem_barrier_all", c.me.max(1))) && m.contains(me_call)) {
+            // The PE named beside PE 0 is this one where the node's shared barrier found it, and may
+            // be any of the others where the bootstrap's barrier did (across nodes).
+            let names_other = (1..c.n).any(|q| m.contains(&format!("PE {q} called rshmem_barrier_all")));
+            if !(m.contains("mismatch") && m.contains("PE 0 called rshmem_finalize") && names_other && m.contains(me_call)) {
                 die(format!("mismatch error does not name both calls and PEs: {m}"));
             }
             println!("PE {}: finalize_mismatch detected: {m}", c.me);
@@ -654,15 +660,93 @@ fn bad_device_call(c: &Ctx, what: &str) {
     }
 }
 
+/// The node team and `rshmem::ptr` on any layout (one node, or simulated nodes): `ptr` gives an
+/// address exactly for the PEs of this node (a contiguous block of node-team size holding this PE,
+/// the same block seen from each of them) and null for the others, and a store through it reaches
+/// that PE. Prints `teams: node team PE i of n, peers with an address [..]` for the test to check
+/// against the layout it asked for.
 fn teams(c: &Ctx) {
     let (tp, tn) = (rshmem::team_my_pe(TEAM_NODE), rshmem::team_n_pes(TEAM_NODE));
-    if tn < 1 || tp < 0 || tp >= tn {
+    if tn < 1 || tp < 0 || tp >= tn || tn as usize > c.n {
         die(format!("team node: pe {tp} of {tn}"));
     }
-    if rshmem::ptr(std::ptr::null(), 0) != std::ptr::null_mut() {
+    if !rshmem::ptr(std::ptr::null(), 0).is_null() {
         die("ptr(null) is not null");
     }
-    let _ = (c, CMP_EQ);
+    let slots = ck(rshmem::calloc(c.n, 8));
+    barrier();
+    let reach: Vec<usize> = (0..c.n).filter(|&q| !rshmem::ptr(slots, q as i32).is_null()).collect();
+    let first = c.me - tp as usize;
+    let want: Vec<usize> = (first..first + tn as usize).collect();
+    if reach != want {
+        die(format!("rshmem::ptr gives an address for PEs {reach:?}; the node team (PE {tp} of {tn}) is PEs {want:?}"));
+    }
+    if rshmem::ptr(slots, c.me as i32) != slots {
+        die("rshmem::ptr of this PE's own buffer is not the buffer");
+    }
+    // A store through each address lands in that PE's slot for this PE (on the CPU backend, where the
+    // address is host memory; on GPUs it is device memory, which only kernels may store to).
+    let cpu = ck(rshmem::backend_name()) == "cpu";
+    for &q in reach.iter().filter(|_| cpu) {
+        let p = rshmem::ptr(slots, q as i32) as *mut u64;
+        // SAFETY: p is PE q's copy of `slots` (n u64), mapped here (ptr is non-null); slot c.me is
+        // written by this PE only, and read by q after the barrier.
+        unsafe { p.add(c.me).write_volatile(1000 + c.me as u64) };
+    }
+    barrier();
+    let got = get_u64s(slots, c.n);
+    for (q, &v) in got.iter().enumerate() {
+        let w = if cpu && want.contains(&q) { 1000 + q as u64 } else { 0 };
+        if v != w {
+            die(format!("slot of PE {q} holds {v}, expected {w} (stores through rshmem::ptr from this node's PEs only)"));
+        }
+    }
+    println!("PE {}: teams: node team PE {tp} of {tn}, peers with an address {reach:?}", c.me);
+    barrier();
+    ck(rshmem::free(slots));
+    let _ = CMP_EQ;
+}
+
+/// Device fetch_add on one counter of PE 0 from every thread of every PE (k_contention on several
+/// blocks), PE 0's own threads included and running 4 times as many iterations, so that its local
+/// device atomics overlap the whole stream of the others'. Across nodes those arrive through the proxy
+/// transport: the proxy's AMOs must be atomic with the target's own device atomics. The final counts
+/// (64- and 32-bit) are exact and the fetched 64-bit values are exactly 0..total, each once.
+fn amo_mixed(c: &Ctx) {
+    let (grid, base) = (2u32, 40usize);
+    let iters = |pe: usize| if pe == 0 { 4 * base } else { base };
+    let per = |pe: usize| (grid * c.threads) as usize * iters(pe);
+    let ctr = ck(rshmem::calloc(2, 8));
+    let out = ck(rshmem::malloc(8 * per(0)));
+    barrier();
+    run("k_contention", grid, c.threads, &[ctr as u64, out as u64, iters(c.me) as u64, ctr as u64 + 8]);
+    barrier();
+    if c.me == 0 {
+        let total: usize = (0..c.n).map(per).sum();
+        let mut all = Vec::with_capacity(total);
+        for pe in 0..c.n {
+            let mut buf = vec![0u8; 8 * per(pe)];
+            // SAFETY: buf holds 8*per(pe) bytes; out is symmetric of 8*per(0) >= that.
+            ck(unsafe { rshmem::getmem(buf.as_mut_ptr(), out, buf.len(), pe as i32) });
+            all.extend(buf.chunks(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())));
+        }
+        all.sort_unstable();
+        if let Some(i) = (0..total).find(|&i| all[i] != i as u64) {
+            let dup = all.windows(2).filter(|w| w[0] == w[1]).count();
+            die(format!("amo_mixed: fetched values are not {{0..{total}}}: sorted value #{i} is {} ({dup} duplicates)", all[i]));
+        }
+        let cnt = get_bytes(ctr, 16);
+        let c64 = u64::from_le_bytes(cnt[0..8].try_into().unwrap());
+        let c32 = u32::from_le_bytes(cnt[8..12].try_into().unwrap());
+        if c64 != total as u64 || c32 != total as u32 {
+            die(format!("amo_mixed: counters {c64} / {c32}, expected {total} (lost updates)"));
+        }
+        let remote = (0..c.n).filter(|&q| rshmem::ptr(ctr, q as i32).is_null()).count();
+        println!("PE 0: amo_mixed: {total} fetch_adds ({} by PE 0's threads), {remote} PEs without a mapped heap", per(0));
+    }
+    barrier();
+    ck(rshmem::free(out));
+    ck(rshmem::free(ctr));
 }
 
 /// Simulated nodes (`rshmrun --nodes K`, K in RSHMEM_TEST_NODES): the launcher's split, the node team,
@@ -812,7 +896,7 @@ fn main() {
         .or_else(|| std::env::var("RSHMEM_JOB_KEY").ok().map(|k| k.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))))
         .unwrap_or(0x5eed);
     let c = Ctx { me, n, threads, seed };
-    let all = ["ring", "pg", "rma", "amo", "contention", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
+    let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
     let list: Vec<String> = args.iter().flat_map(|a| if a == "all" { all.iter().map(|s| s.to_string()).collect::<Vec<_>>() } else { vec![a.clone()] }).collect();
     for s in &list {
         let t = std::time::Instant::now();
@@ -822,6 +906,7 @@ fn main() {
             "rma" => rma(&c),
             "amo" => amo(&c),
             "contention" => contention(&c),
+            "amo_mixed" => amo_mixed(&c),
             "lock" => lock(&c),
             "fence" => fence(&c),
             "put_signal" => put_signal(&c),

@@ -1,4 +1,5 @@
-//! Helpers shared by the multi-process tests of this crate (suite.rs, nodes.rs, soak.rs).
+//! Helpers shared by the multi-process tests of this crate (suite.rs, suite_nodes.rs, nodes.rs, soak.rs);
+//! `suite` is the one definition of the multi-process suite.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -25,3 +26,5 @@ pub fn tool(name: &str) -> PathBuf {
 pub fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
+
+pub mod suite;

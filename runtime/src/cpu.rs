@@ -77,6 +77,19 @@ impl Backend for CpuBackend {
         unsafe { rshmem_device::getmem(dst, src, bytes, pe) };
         Ok(())
     }
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        // SAFETY: the caller's contract (readable src, writable dst, no overlap). Heap memory is shared
+        // with other processes and device threads, which access it through raw pointers only.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        Ok(())
+    }
+    unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
+        // On the CPU backend "device" atomics are host atomics on the shared heap, so the proxy thread
+        // applies the AMO itself with the one definition of each AMO.
+        // SAFETY: the caller's contract: aligned, in the heap, accessed only atomically.
+        unsafe { rshmem_device::remote::proxy::apply_amo(code, width, addr, value, compare) }
+            .ok_or_else(|| crate::error::Error::new(format!("atomic operation {code} on {width} bytes: unknown operation or width")))
+    }
 }
 
 // ------------------------------------------------------------------ CPU kernels

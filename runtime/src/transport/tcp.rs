@@ -569,6 +569,34 @@ impl Connection {
         self.fail(err)
     }
 
+    /// Splits the connection into a sending half and a receiving half over the same socket (for a
+    /// proxy whose sender and receiver are different threads). Each half keeps its own bookkeeping;
+    /// a failure of either shuts the socket down, so the other half fails too.
+    pub fn split(self) -> Result<(Connection, Connection)> {
+        self.check_usable()?;
+        let stream = self.stream.try_clone().map_err(|e| Error::os(format!("transport: splitting the connection to {}", self.who()), e))?;
+        let rx = Connection {
+            stream,
+            ctx: self.ctx,
+            peer_max_chunk: self.peer_max_chunk,
+            lane: self.lane,
+            peer_addr: self.peer_addr,
+            reader: FrameReader::new(),
+            io_timeout: self.io_timeout,
+            read_timeout: None,
+            broken: None,
+            awaiting: 0,
+            last_sent: None,
+        };
+        Ok((self, rx))
+    }
+
+    /// Stops sending (the peer reads end-of-stream after what was sent); the receiving half of a
+    /// split connection keeps reading.
+    pub fn shutdown_write(&self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+
     /// Ends the connection: a CLOSE frame, then no more sending.
     pub fn close(mut self) -> Result<()> {
         self.send_message(&Message::Close)?;

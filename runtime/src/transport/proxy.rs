@@ -136,6 +136,7 @@ struct Inner {
 pub struct Proxy {
     inner: Arc<Inner>,
     threads: Mutex<Vec<(String, JoinHandle<()>)>>,
+    #[allow(dead_code)]
     listen: SocketAddr,
 }
 
@@ -171,6 +172,22 @@ fn listen_ip() -> Result<IpAddr> {
         }
     }
     crate::bootstrap::local_ipv4(env::get(env::BOOTSTRAP_IFNAME).as_deref().map(str::trim)).map(IpAddr::V4)
+}
+
+/// This process's proxy channel as host threads address it: (ring, return area) — for tests and tools
+/// that post requests the way device code does. None when no proxy transport is running.
+static HOST_CHANNEL: Mutex<Option<(RingRef, u64)>> = Mutex::new(None);
+/// This process's proxy listen address, while a proxy transport runs.
+static LISTEN: Mutex<Option<SocketAddr>> = Mutex::new(None);
+
+/// The running proxy's request ring and return area (host addresses), for tests and tools that post
+/// requests as device code does (`rshmem_device::remote::proxy::post`); None without a proxy.
+pub fn host_channel() -> Option<(RingRef, u64)> {
+    *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner())
+}
+/// The address the running proxy listens on (None without a proxy).
+pub fn listen_addr() -> Option<SocketAddr> {
+    *LISTEN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The registry's constructor (`RSHMEM_REMOTE_TRANSPORT=proxy`). Collective: every PE calls it.
@@ -313,12 +330,11 @@ impl Proxy {
         threads.push(spawn("rshmem-proxy-drain".into(), Box::new(move || i.drain()))?);
         let i = inner.clone();
         threads.push(spawn("rshmem-proxy-listen".into(), Box::new(move || i.listen(listener, ep)))?);
-        Ok(Proxy { inner, threads: Mutex::new(threads), listen })
-    }
-
-    /// The address this PE's proxy listens on.
-    pub fn listen_addr(&self) -> SocketAddr {
-        self.listen
+        let p = Proxy { inner, threads: Mutex::new(threads), listen };
+        *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((p.host_ring(), p.inner.chan.host_ptr() as u64 + ring_area(p.inner.slots) as u64));
+        *LISTEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(listen);
+        Ok(p)
     }
 
     fn host_ring(&self) -> RingRef {
@@ -815,6 +831,8 @@ impl Transport for Proxy {
         if threads.is_empty() {
             return Ok(());
         }
+        *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *LISTEN.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let inner = &self.inner;
         // Everything is complete (the final barrier quieted): stop the drain, then the responders.
         inner.stop.store(true, Ordering::Release);

@@ -367,6 +367,11 @@ pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
         op::AMO if !matches!(r.len, 4 | 8) || !r.offset.is_multiple_of(r.len.max(1)) => {
             return bad(format!("atomic on {} bytes at offset {:#x} (4 or 8, aligned)", r.len, r.offset))
         }
+        // `g`: a GET of at most 8 bytes into the request's return slot has no local address.
+        op::GET if r.sub & rshmem_device::remote::proxy::SUB_RETURN != 0 && (r.len > 8 || r.src != 0) => {
+            return bad(format!("GET into the return slot of {} bytes with local address {:#x} (at most 8 bytes, no address)", r.len, r.src));
+        }
+        op::GET if r.sub & rshmem_device::remote::proxy::SUB_RETURN != 0 => {}
         op::PUT | op::GET | op::PUT_SIGNAL if r.len > 0 && r.src == 0 => return bad("null local address".into()),
         _ => {}
     }

@@ -102,6 +102,21 @@ pub fn rma(c: &Ctx) {
         die(format!("proxy_rma: 16 MiB read back from PE {next} differ"));
     }
     barrier();
+    // Throughput (for the record; every PE streams at once, so this is a shared figure).
+    let t = Instant::now();
+    for _ in 0..8 {
+        put(b, &data, next);
+    }
+    let put_rate = 8.0 * big as f64 / t.elapsed().as_secs_f64() / 1e6;
+    let t = Instant::now();
+    let mut back = vec![0u8; big];
+    for _ in 0..8 {
+        // SAFETY: back holds big bytes; b is a symmetric allocation of big bytes.
+        ck(unsafe { rshmem::getmem(back.as_mut_ptr(), b, big, next as i32) });
+    }
+    let get_rate = 8.0 * big as f64 / t.elapsed().as_secs_f64() / 1e6;
+    println!("PE {}: 16 MiB host putmem to PE {next}: {put_rate:.0} MB/s, getmem {get_rate:.0} MB/s (all PEs at once)", c.me);
+    barrier();
     ck(rshmem::free(b));
     println!("PE {}: proxy_rma: {} sizes to {} PEs ({} through the proxy), 16 MiB to PE {next}", c.me, sizes.len(), c.n, remote.iter().filter(|&&r| r).count());
 }
@@ -157,6 +172,9 @@ fn off(p: *const u8) -> u64 {
 
 pub fn ops(c: &Ctx) {
     let ch = chan();
+    // On the CUDA backend the heap is GPU memory: the host reads it through copies only, and the
+    // node-local adds (host atomics on a mapped heap) exist on the CPU backend only.
+    let gpu = ck(rshmem::backend_name()) == "cuda";
     // [0]: counter (u64) everyone adds to on PE 0; [1]: u32 counter pair; [2..10]: inline targets;
     // [10]: signal word; [16..16+4096): put_signal payload (per sender: its own signal word at [11+me]).
     let words = 16 + 4096 / 8 * c.n + 16;
@@ -170,18 +188,21 @@ pub fn ops(c: &Ctx) {
     // Every PE adds me+1, 200 times, to PE 0's counter, through the proxy when PE 0 is remote (and
     // the local ones by p2p atomics from the host: the proxy's AMOs must be atomic with those).
     let iters = 200u64;
+    let mut rtt = Duration::ZERO;
     for k in 0..iters {
         if is_remote(w, 0) {
             let fetch = k % 2 == 0;
             let code = if fetch { amo::FETCH_ADD } else { amo::ADD };
             let r = Request { op: op::AMO, sub: code | if fetch { SUB_RETURN } else { 0 }, pe: 0, offset: at(0), len: 8, value: c.me as u64 + 1, ..Default::default() };
+            let t = Instant::now();
             let old = ch.call(r);
+            rtt += t.elapsed();
             if fetch && old > (1..=c.n as u64).sum::<u64>() * iters {
                 die(format!("proxy_ops: fetch_add returned {old}, more than the total"));
             }
             // 4-byte adds on the u32 at word 1.
             ch.call(Request { op: op::AMO, sub: amo::ADD, pe: 0, offset: at(1), len: 4, value: 1, ..Default::default() });
-        } else {
+        } else if !gpu {
             let p = rshmem::ptr(w, 0) as *mut u64;
             // SAFETY: PE 0's counter is mapped here (same node), 8-aligned, accessed atomically by all.
             unsafe { AtomicU64::from_ptr(p) }.fetch_add(c.me as u64 + 1, Ordering::SeqCst);
@@ -189,15 +210,26 @@ pub fn ops(c: &Ctx) {
             unsafe { std::sync::atomic::AtomicU32::from_ptr(rshmem::ptr(w, 0).add(8) as *mut u32) }.fetch_add(1, Ordering::SeqCst);
         }
     }
+    if is_remote(w, 0) {
+        println!(
+            "PE {}: remote AMO round trip to PE 0 ({} backend, host poster): {:.1} us",
+            c.me,
+            if gpu { "cuda: the GPU AMO service runs it" } else { "cpu" },
+            rtt.as_secs_f64() * 1e6 / iters as f64
+        );
+    }
     barrier();
     if c.me == 0 {
         let v = get_u64s(w, 2);
-        let want = (1..=c.n as u64).sum::<u64>() * iters;
+        // On the GPU only the remote PEs add (see above).
+        let counted: Vec<u64> = (0..c.n).filter(|&pe| !gpu || !same_node_as_0(pe, w)).map(|pe| pe as u64 + 1).collect();
+        let want = counted.iter().sum::<u64>() * iters;
+        let want_u32 = counted.len() as u64 * iters;
         if v[0] != want {
             die(format!("proxy_ops: the counter on PE 0 is {}, expected {want}: a remote AMO was lost or doubled", v[0]));
         }
-        if v[1] as u32 != (c.n as u32) * iters as u32 || v[1] >> 32 != 0 {
-            die(format!("proxy_ops: the 4-byte counter is {:#x}, expected {} in the low word and 0 above", v[1], c.n as u64 * iters));
+        if v[1] != want_u32 {
+            die(format!("proxy_ops: the 4-byte counter is {:#x}, expected {want_u32} in the low word and 0 above", v[1]));
         }
     }
     barrier();
@@ -255,10 +287,10 @@ pub fn ops(c: &Ctx) {
         ch.call(Request { op: op::NOP, ..Default::default() });
     }
     // Wait for the signals of every PE that sees this one as remote (symmetric: same count).
-    let sig = (w as usize + 80) as *mut u64;
     let start = Instant::now();
-    // SAFETY: word 10 of this PE's own allocation, written by the proxy with atomics.
-    while unsafe { AtomicU64::from_ptr(sig) }.load(Ordering::Acquire) < sig_total {
+    // Word 10 of this PE's own allocation, written by the proxy with atomics (read through copies:
+    // on the GPU the heap is device memory).
+    while get_u64s(w, 11)[10] < sig_total {
         if start.elapsed() > Duration::from_secs(20) {
             die("proxy_ops: the put_signal signals did not all arrive");
         }
@@ -277,8 +309,36 @@ pub fn ops(c: &Ctx) {
         die(format!("proxy_ops: signal set word is {s11}, expected {}", 1000 + c.me));
     }
     barrier();
+    if gpu {
+        on_stream(c, w, &remote);
+    }
     ck(rshmem::free(w));
     println!("PE {}: proxy_ops: AMOs, g, inline puts, signals and put_signal through the proxy to PEs {remote:?}", c.me);
+}
+
+/// Called on PE 0: whether PE `pe` is on PE 0's node (its heap is mapped here).
+fn same_node_as_0(pe: usize, w: *const u8) -> bool {
+    !is_remote(w, pe)
+}
+
+/// CUDA only: putmem_on_stream / getmem_on_stream to a PE on another node (a host function on the
+/// stream runs the proxy put/get), on the legacy default stream, then a context synchronize.
+fn on_stream(c: &Ctx, w: *mut u8, remote: &[usize]) {
+    let pe = remote[0];
+    let data = fill(c.seed ^ 0x57 ^ c.me as u64, 4096);
+    // SAFETY (pointer arithmetic): words 32.. of the allocation (room for 4 KiB per PE).
+    let dst = unsafe { w.add(8 * (32 + c.me * 512)) };
+    // SAFETY: dst is symmetric with 4 KiB of room; data lives until the synchronize below.
+    ck(unsafe { rshmem::cuda::putmem_on_stream(dst, data.as_ptr(), data.len(), pe as i32, rshmem::cuda::Stream::DEFAULT) });
+    let mut back = vec![0u8; 4096];
+    // SAFETY: back holds 4 KiB and lives until the synchronize below.
+    ck(unsafe { rshmem::cuda::getmem_on_stream(back.as_mut_ptr(), dst, 4096, pe as i32, rshmem::cuda::Stream::DEFAULT) });
+    ck(rshmem::cuda::synchronize());
+    if back != data {
+        die(format!("proxy_ops: putmem_on_stream then getmem_on_stream to PE {pe}: the bytes read back differ"));
+    }
+    barrier();
+    println!("PE {}: on-stream put/get through the proxy to PE {pe} ok", c.me);
 }
 
 // ---------------------------------------------------------------- failures
@@ -311,8 +371,8 @@ pub fn kill(c: &Ctx) {
         }
         3 => {
             let start = Instant::now();
-            // SAFETY: this PE's own 8-byte flag, written by its proxy.
-            while unsafe { AtomicU64::from_ptr(flag as *mut u64) }.load(Ordering::Acquire) == 0 {
+            // This PE's own 8-byte flag, written by its proxy (read through copies: GPU heaps).
+            while get_u64s(flag, 1)[0] == 0 {
                 if start.elapsed() > Duration::from_secs(30) {
                     die("proxy_kill: PE 0 never said it had sent 64 MiB");
                 }

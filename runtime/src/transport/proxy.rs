@@ -33,8 +33,8 @@
 //! - **Providers.** The engine talks to [`tcp::Connection`] through a few calls (send a frame, receive
 //!   one, close); a verbs provider would offer the same calls.
 //!
-//! Not done yet: PUT data is staged chunk by chunk (copy, then send) without overlapping the staging
-//! copy of chunk k+1 with the send of chunk k, and one connection per pair (no lanes).
+//! Large transfers (PUT data, GET responses) are staged through two pinned buffers: the staging copy
+//! of chunk k+1 overlaps the send of chunk k. Not done yet: several connections (lanes) per pair.
 
 use super::ring::{self, Completion, Drain, Request, RingRef};
 use super::tcp::{self, Connection, Endpoint};
@@ -421,9 +421,9 @@ impl Inner {
             Ok(d) => d,
             Err(e) => fatal(me, e),
         };
-        let staging = match self.platform.host_shared(self.max_chunk as usize) {
+        let staging = match self.staging() {
             Ok(s) => s,
-            Err(e) => fatal(me, e.context("staging buffer")),
+            Err(e) => fatal(me, e.context("staging buffers")),
         };
         let mut quiet: Vec<Option<u64>> = vec![None; self.npes as usize];
         let mut idle = 0u64;
@@ -460,7 +460,7 @@ impl Inner {
     }
 
     /// Sends request `seq` to its target (or completes it, for a NOP).
-    fn issue(&self, seq: u64, r: &Request, staging: &HostShared, quiet: &mut [Option<u64>]) -> Result<()> {
+    fn issue(&self, seq: u64, r: &Request, staging: &[HostShared; 2], quiet: &mut [Option<u64>]) -> Result<()> {
         ring::check_request(r, self.npes, self.heap_size)?;
         if r.op == op::NOP {
             self.completion.done(seq);
@@ -485,15 +485,8 @@ impl Inner {
                 let sig = if r.op == op::PUT_SIGNAL { Some(signal()?) } else { None };
                 acked(quiet);
                 let chunk = self.send(link, |c| Ok(c.send_chunk()))?.min(self.max_chunk);
-                for ch in Chunks::put(me, seq, r.offset, r.len, chunk, sig) {
-                    let len = ch.range.len();
-                    // SAFETY: the poster promises `src` readable for `len` bytes until completion;
-                    // staging holds max_chunk >= len bytes, ours alone (this thread).
-                    unsafe { self.platform.copy(staging.host_ptr(), (r.src as usize + ch.range.start) as *const u8, len)? };
-                    // SAFETY: staging holds len initialized bytes (just copied), not written meanwhile.
-                    let data = unsafe { std::slice::from_raw_parts(staging.host_ptr(), len) };
-                    self.send(link, |c| c.send(&ch.header, data))?;
-                }
+                // The poster promises `src` readable for `len` bytes until completion.
+                self.staged_send(link, staging, Chunks::put(me, seq, r.offset, r.len, chunk, sig), r.src as usize)?;
             }
             op::PUT_INLINE => {
                 acked(quiet);
@@ -715,9 +708,9 @@ impl Inner {
 
     fn respond(self: Arc<Self>, q: usize, jobs: mpsc::Receiver<Job>) {
         let link = self.links[q].as_ref().expect("a responder only for linked peers");
-        let staging = match self.platform.host_shared(self.max_chunk as usize) {
+        let staging = match self.staging() {
             Ok(s) => s,
-            Err(e) => fatal(self.me, e.context("staging buffer")),
+            Err(e) => fatal(self.me, e.context("staging buffers")),
         };
         while let Ok(j) = jobs.recv() {
             let r = match j {
@@ -734,19 +727,62 @@ impl Inner {
         }
     }
 
-    fn get_response(&self, link: &Link, staging: &HostShared, seq: u64, offset: u64, len: u64) -> Result<()> {
+    fn get_response(&self, link: &Link, staging: &[HostShared; 2], seq: u64, offset: u64, len: u64) -> Result<()> {
         let chunk = self.send(link, |c| Ok(c.send_chunk()))?.min(self.max_chunk);
-        for ch in Chunks::get_response(self.me, seq, offset, len, chunk) {
-            let n = ch.range.len();
-            let src = self.heap_addr(link.peer, offset + ch.range.start as u64, n as u64)?;
-            // SAFETY: src..src+n lies in the backed heap (checked); staging holds max_chunk >= n
-            // bytes, used by this thread alone.
-            unsafe { self.platform.copy(staging.host_ptr(), src, n)? };
-            // SAFETY: staging holds n bytes just copied.
-            let data = unsafe { std::slice::from_raw_parts(staging.host_ptr(), n) };
-            self.send(link, |c| c.send(&ch.header, data))?;
+        let src = self.heap_addr(link.peer, offset, len)?;
+        self.staged_send(link, staging, Chunks::get_response(self.me, seq, offset, len, chunk), src as usize)
+    }
+
+    /// Two pinned staging buffers of a chunk each (one being filled while the other is sent).
+    fn staging(&self) -> Result<[HostShared; 2]> {
+        Ok([self.platform.host_shared(self.max_chunk as usize)?, self.platform.host_shared(self.max_chunk as usize)?])
+    }
+
+    /// Sends the chunks of a transfer whose bytes start at `src` (any address the platform copies
+    /// from: host memory, the heap, GPU memory), staged through pinned buffers. With several chunks
+    /// the staging copy of chunk k+1 (a helper thread) overlaps the send of chunk k.
+    fn staged_send(&self, link: &Link, staging: &[HostShared; 2], chunks: Chunks, src: usize) -> Result<()> {
+        let chunks: Vec<wire::Chunk> = chunks.collect();
+        let stage = |b: usize, ch: &wire::Chunk| -> Result<()> {
+            // SAFETY: the caller guarantees src..src+len readable (the transfer's bytes); the chunk's
+            // range lies inside the transfer; staging[b] holds max_chunk >= range.len() bytes and is
+            // written only by the one stager while the sender does not read it (buffer hand-off
+            // through the channels below).
+            unsafe { self.platform.copy(staging[b].host_ptr(), (src + ch.range.start) as *const u8, ch.range.len()) }
+        };
+        // SAFETY (both slices below): staging[b] holds range.len() bytes just staged into it, not
+        // written again until the buffer is handed back.
+        let bytes = |b: usize, n: usize| unsafe { std::slice::from_raw_parts(staging[b].host_ptr(), n) };
+        if chunks.len() == 1 {
+            let ch = &chunks[0];
+            stage(0, ch)?;
+            return self.send(link, |c| c.send(&ch.header, bytes(0, ch.range.len())));
         }
-        Ok(())
+        std::thread::scope(|sc| {
+            let (full_tx, full_rx) = mpsc::sync_channel::<(usize, Result<()>)>(2);
+            let (free_tx, free_rx) = mpsc::sync_channel::<usize>(2);
+            let _ = free_tx.send(0);
+            let _ = free_tx.send(1);
+            let list = &chunks;
+            let stage = &stage;
+            sc.spawn(move || {
+                for ch in list {
+                    let Ok(b) = free_rx.recv() else { return };
+                    let r = stage(b, ch);
+                    let failed = r.is_err();
+                    if full_tx.send((b, r)).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+            for ch in &chunks {
+                let (b, r) = full_rx.recv().map_err(|_| Error::new("proxy: the staging thread stopped"))?;
+                r?;
+                self.send(link, |c| c.send(&ch.header, bytes(b, ch.range.len())))?;
+                let _ = free_tx.send(b);
+            }
+            Ok(())
+        })
     }
 
     // ------------------------------------------------------------ late connections

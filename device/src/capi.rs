@@ -153,19 +153,19 @@ wait! {
 
 // ---------------------------------------------------------------- signals
 macro_rules! put_signal {
-    ($($name:ident => $scope:expr;)*) => {$(
+    ($($name:ident => $scope:expr, $blocking:expr;)*) => {$(
         /// # Safety
         /// See `ops::putmem_signal_scoped`.
         #[no_mangle]
         pub unsafe extern "C" fn $name(dst: *mut c_void, src: *const c_void, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
-            ops::putmem_signal_scoped($scope, dst as *mut u8, src as *const u8, bytes, sig, value, op, pe, concat!(stringify!($name), "\0"))
+            ops::put_signal_scoped($scope, dst as *mut u8, src as *const u8, bytes, sig, value, op, pe, concat!(stringify!($name), "\0"), $blocking)
         }
     )*};
 }
 put_signal! {
-    rshmem_putmem_signal => Scope::Thread; rshmem_putmem_signal_nbi => Scope::Thread;
-    rshmem_putmem_signal_warp => Scope::Warp; rshmem_putmem_signal_nbi_warp => Scope::Warp;
-    rshmem_putmem_signal_block => Scope::Block; rshmem_putmem_signal_nbi_block => Scope::Block;
+    rshmem_putmem_signal => Scope::Thread, true; rshmem_putmem_signal_nbi => Scope::Thread, false;
+    rshmem_putmem_signal_warp => Scope::Warp, true; rshmem_putmem_signal_nbi_warp => Scope::Warp, false;
+    rshmem_putmem_signal_block => Scope::Block, true; rshmem_putmem_signal_nbi_block => Scope::Block, false;
 }
 /// # Safety
 /// `sig` a symmetric u64.

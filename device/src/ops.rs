@@ -6,6 +6,7 @@
 //! (weak) vector accesses, published by a fence before the flag.
 
 use crate::arch::{self, Failure, Problem, Rmw};
+use crate::remote;
 use crate::state::*;
 use core::ptr;
 
@@ -93,15 +94,27 @@ fn state(call: &'static str) -> St {
 }
 
 /// Address in this process of the symmetric object at `local` (an address in my heap) on PE `pe`,
-/// after checking the PE number and that `[local, local+len)` lies in the heap.
+/// after checking the PE number and that `[local, local+len)` lies in the heap; 0 when PE `pe`'s heap
+/// is not mapped here (a PE on another node): the caller then takes its remote arm (`crate::remote`),
+/// which picks the PE's transport or stops naming the call.
 #[inline(always)]
 pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize {
+    let (r, mapped) = locate(call, local, len, pe);
+    if mapped { r } else { 0 }
+}
+
+/// `translate` for the device calls: the address, and whether PE `pe`'s heap is mapped here. The flag
+/// depends on the PE alone (its `peer_base`), not on the address: in a loop over one PE the compiler
+/// hoists the test out of the loop, so the P2P hot path pays nothing per call for the remote arm.
+#[inline(always)]
+fn locate(call: &'static str, local: usize, len: usize, pe: i32) -> (usize, bool) {
     // All fields are loaded before any test (independent loads, issued together); the PE index is
     // masked so the peer-base load is in bounds whatever `pe` is.
     let f = St;
-    let magic = arch::state_u64(core::mem::offset_of!(DeviceState, magic));
+    let base_off = core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1));
+    let (magic, base) = arch::state_u64_pair(core::mem::offset_of!(DeviceState, magic), base_off);
+    let base = base as usize;
     let (heap_base, heap_size, n_pes, checks) = (f.heap_base() as usize, f.heap_size() as usize, f.n_pes(), f.checks());
-    let base = f.peer_base(pe as usize) as usize;
     if magic != STATE_MAGIC {
         fail(call, Problem::NotInitialized, pe, local, len);
     }
@@ -115,10 +128,27 @@ pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize
             fail(call, Problem::NotInHeap, pe, local, len);
         }
     }
-    if base == 0 {
-        fail(call, Problem::NoTransport, pe, local, len);
-    }
-    base + off
+    (base.wrapping_add(off), base != 0)
+}
+
+/// The bits of a value of at most 8 bytes, zero-extended (for the remote arm of `p`).
+#[inline(always)]
+fn to_bits<T: Copy>(v: T) -> u64 {
+    const { assert!(core::mem::size_of::<T>() <= 8) };
+    let mut b = 0u64;
+    // SAFETY: T is Copy and at most 8 bytes (asserted); both ranges are valid and disjoint.
+    unsafe { ptr::copy_nonoverlapping(&v as *const T as *const u8, &mut b as *mut u64 as *mut u8, core::mem::size_of::<T>()) };
+    b
+}
+/// The inverse of `to_bits`.
+///
+/// # Safety
+/// The low `size_of::<T>()` bytes of `b` must be a valid `T` (they came from a `T` in the heap).
+#[inline(always)]
+unsafe fn from_bits<T: Copy>(b: u64) -> T {
+    const { assert!(core::mem::size_of::<T>() <= 8) };
+    // SAFETY: at least size_of::<T>() readable bytes (asserted); validity is the caller's promise.
+    unsafe { ptr::read_unaligned(&b as *const u64 as *const T) }
 }
 
 /// Checks that a local symmetric address (one that is waited on) lies in my heap.
@@ -182,7 +212,11 @@ pub fn ptr<T>(dest: *const T, pe: i32) -> *mut T {
 /// `dst` must be a symmetric address of a `T` (checked unless checks are off).
 #[inline(always)]
 pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
-    let r = translate("rshmem_p\0", dst as usize, core::mem::size_of::<T>(), pe);
+    let call = "rshmem_p\0";
+    let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
+    if !mapped {
+        return remote::put_inline(call, dst as usize, core::mem::size_of::<T>(), to_bits(value), pe);
+    }
     // SAFETY: `r` is `dst`'s mapping on `pe` (checked above); a volatile store is a strong
     // (relaxed, system-scope) store on the GPU, so a later fence orders it.
     ptr::write_volatile(r as *mut T, value)
@@ -194,7 +228,11 @@ pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
 /// `src` must be a symmetric address of a `T`.
 #[inline(always)]
 pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
-    let r = translate("rshmem_g\0", src as usize, core::mem::size_of::<T>(), pe);
+    let call = "rshmem_g\0";
+    let (r, mapped) = locate(call, src as usize, core::mem::size_of::<T>(), pe);
+    if !mapped {
+        return from_bits(remote::get_inline(call, src as usize, core::mem::size_of::<T>(), pe));
+    }
     // A weak load, as NVSHMEM's: on GPUs it may be served from L1 until this thread's next acquire
     // (wait, barrier, fence), which is what the memory model allows for a get of data not
     // synchronized since. The compiler fence makes every call load (never hoisted out of a loop or
@@ -211,7 +249,19 @@ pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
 /// `dst` symmetric, `src` readable for `bytes`; with Warp/Block scope every thread of the group calls.
 #[inline(always)]
 pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
-    let r = translate(call, dst as usize, bytes, pe);
+    put_scoped(scope, dst, src, bytes, pe, call, true)
+}
+
+/// `putmem_scoped`, blocking or not (`_nbi`: a remote put only posts; P2P stores are the same).
+///
+/// # Safety
+/// As `putmem_scoped`; for a non-blocking put, `src` must stay unchanged until the next quiet.
+#[inline(always)]
+pub unsafe fn put_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
+    let (r, mapped) = locate(call, dst as usize, bytes, pe);
+    if !mapped {
+        return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, None);
+    }
     arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
     scope.sync();
 }
@@ -222,34 +272,46 @@ pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: u
 /// As `putmem_scoped`, with the roles of the buffers swapped.
 #[inline(always)]
 pub unsafe fn getmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
-    let r = translate(call, src as usize, bytes, pe);
+    get_scoped(scope, dst, src, bytes, pe, call, true)
+}
+
+/// `getmem_scoped`, blocking or not (`_nbi`: a remote get only posts; `dst` is valid after quiet).
+///
+/// # Safety
+/// As `getmem_scoped`.
+#[inline(always)]
+pub unsafe fn get_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
+    let (r, mapped) = locate(call, src as usize, bytes, pe);
+    if !mapped {
+        return remote::get(scope, call, dst, src as usize, bytes, pe, blocking);
+    }
     arch::copy(dst, r as *const u8, bytes, scope.rank(), scope.size());
     scope.sync();
 }
 
 macro_rules! rma_fns {
-    ($($name:ident, $scope:expr, $dir:ident, $call:literal;)*) => {$(
+    ($($name:ident, $scope:expr, $dir:ident, $blocking:expr, $call:literal;)*) => {$(
         /// # Safety
         /// See `putmem_scoped` / `getmem_scoped`.
         #[inline(always)]
         pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) {
-            $dir($scope, dst, src, bytes, pe, concat!($call, "\0"))
+            $dir($scope, dst, src, bytes, pe, concat!($call, "\0"), $blocking)
         }
     )*};
 }
 rma_fns! {
-    putmem, Scope::Thread, putmem_scoped, "rshmem_putmem";
-    putmem_nbi, Scope::Thread, putmem_scoped, "rshmem_putmem_nbi";
-    putmem_warp, Scope::Warp, putmem_scoped, "rshmem_putmem_warp";
-    putmem_nbi_warp, Scope::Warp, putmem_scoped, "rshmem_putmem_nbi_warp";
-    putmem_block, Scope::Block, putmem_scoped, "rshmem_putmem_block";
-    putmem_nbi_block, Scope::Block, putmem_scoped, "rshmem_putmem_nbi_block";
-    getmem, Scope::Thread, getmem_scoped, "rshmem_getmem";
-    getmem_nbi, Scope::Thread, getmem_scoped, "rshmem_getmem_nbi";
-    getmem_warp, Scope::Warp, getmem_scoped, "rshmem_getmem_warp";
-    getmem_nbi_warp, Scope::Warp, getmem_scoped, "rshmem_getmem_nbi_warp";
-    getmem_block, Scope::Block, getmem_scoped, "rshmem_getmem_block";
-    getmem_nbi_block, Scope::Block, getmem_scoped, "rshmem_getmem_nbi_block";
+    putmem, Scope::Thread, put_scoped, true, "rshmem_putmem";
+    putmem_nbi, Scope::Thread, put_scoped, false, "rshmem_putmem_nbi";
+    putmem_warp, Scope::Warp, put_scoped, true, "rshmem_putmem_warp";
+    putmem_nbi_warp, Scope::Warp, put_scoped, false, "rshmem_putmem_nbi_warp";
+    putmem_block, Scope::Block, put_scoped, true, "rshmem_putmem_block";
+    putmem_nbi_block, Scope::Block, put_scoped, false, "rshmem_putmem_nbi_block";
+    getmem, Scope::Thread, get_scoped, true, "rshmem_getmem";
+    getmem_nbi, Scope::Thread, get_scoped, false, "rshmem_getmem_nbi";
+    getmem_warp, Scope::Warp, get_scoped, true, "rshmem_getmem_warp";
+    getmem_nbi_warp, Scope::Warp, get_scoped, false, "rshmem_getmem_nbi_warp";
+    getmem_block, Scope::Block, get_scoped, true, "rshmem_getmem_block";
+    getmem_nbi_block, Scope::Block, get_scoped, false, "rshmem_getmem_nbi_block";
 }
 
 /// Typed put of `nelems` elements.
@@ -271,15 +333,21 @@ pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 
 // ---------------------------------------------------------------- ordering
 
-/// Orders this thread's earlier puts/AMOs to each PE before its later ones to the same PE.
+/// Orders this thread's earlier puts/AMOs to each PE before its later ones to the same PE. P2P: the
+/// fence. Proxy: requests are applied in the order they were posted (see `crate::remote`), so the
+/// same fence covers them.
 #[inline(always)]
 pub fn fence() {
     arch::fence_sc()
 }
-/// Completes all of this thread's outstanding puts, gets and AMOs (P2P stores: visible system-wide).
+/// Completes all of this thread's outstanding puts, gets and AMOs: P2P stores become visible
+/// system-wide (the fence); requests to remote PEs complete at their targets (the proxy's part,
+/// taken only when this PE has a remote transport).
 #[inline(always)]
 pub fn quiet() {
-    arch::fence_sc()
+    if arch::fence_sc_reading_state(core::mem::offset_of!(DeviceState, proxy_ring)) != 0 {
+        remote::quiet();
+    }
 }
 
 // ---------------------------------------------------------------- atomics
@@ -311,6 +379,9 @@ pub trait AmoBits: Copy {
     /// this runs, is accessed only atomically (the arch width ops' contract).
     unsafe fn store(p: *mut Self, v: Self);
     fn one() -> Self;
+    /// Zero-extended to 64 bits, and back (the remote arm's operands and results).
+    fn to_u64(self) -> u64;
+    fn from_u64(v: u64) -> Self;
 }
 impl AmoBits for u32 {
     unsafe fn rmw(op: Rmw, p: *mut u32, v: u32) -> u32 { arch::rmw_u32(op, p, v) }
@@ -318,6 +389,8 @@ impl AmoBits for u32 {
     unsafe fn load(p: *const u32) -> u32 { arch::load_relaxed_u32(p) }
     unsafe fn store(p: *mut u32, v: u32) { arch::store_relaxed_u32(p, v) }
     fn one() -> u32 { 1 }
+    fn to_u64(self) -> u64 { self as u64 }
+    fn from_u64(v: u64) -> u32 { v as u32 }
 }
 impl AmoBits for u64 {
     unsafe fn rmw(op: Rmw, p: *mut u64, v: u64) -> u64 { arch::rmw_u64(op, p, v) }
@@ -325,6 +398,8 @@ impl AmoBits for u64 {
     unsafe fn load(p: *const u64) -> u64 { arch::load_relaxed_u64(p) }
     unsafe fn store(p: *mut u64, v: u64) { arch::store_relaxed_u64(p, v) }
     fn one() -> u64 { 1 }
+    fn to_u64(self) -> u64 { self }
+    fn from_u64(v: u64) -> u64 { v }
 }
 
 /// Types usable with swap/set/fetch/compare_swap (NVSHMEM's extended AMO types).
@@ -363,19 +438,35 @@ amo_types! {
 /// None beyond `translate`'s checks; the AMO that uses the address needs `dst` to be a naturally
 /// aligned `T` of a live symmetric allocation.
 #[inline(always)]
-unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> *mut T {
-    translate(call, dst as usize, core::mem::size_of::<T>(), pe) as *mut T
+unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, bool) {
+    let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
+    (r as *mut T, mapped)
+}
+
+/// The remote arm of an AMO on `dst` at `pe` (not mapped here): AMO `code` through the PE's transport.
+/// `fetch`: wait for and return the old value.
+///
+/// # Safety
+/// As the AMO calls: `dst` a symmetric, naturally aligned `T` (checked by `translate`).
+#[inline(always)]
+unsafe fn amo_remote<T: Amo>(call: &'static str, dst: *const T, code: u16, value: T::Bits, compare: T::Bits, pe: i32, fetch: bool) -> T {
+    let width = core::mem::size_of::<T::Bits>();
+    T::from_bits(T::Bits::from_u64(remote::amo(call, dst as usize, width, code, value.to_u64(), compare.to_u64(), pe, fetch)))
 }
 
 macro_rules! amo_rmw {
-    ($($fetch:ident, $plain:ident, $op:expr, $call:literal;)*) => {$(
+    ($($fetch:ident, $plain:ident, $op:expr, $fcode:ident, $pcode:ident, $call:literal;)*) => {$(
         /// Atomic read-modify-write on `dst` at `pe`; returns the old value.
         ///
         /// # Safety
         /// `dst` must be a symmetric, naturally aligned `T`.
         #[inline(always)]
         pub unsafe fn $fetch<T: AmoInt>(dst: *mut T, value: T, pe: i32) -> T {
-            let r = amo_target(concat!("rshmem_atomic_", $call, "\0"), dst, pe);
+            let call = concat!("rshmem_atomic_fetch_", $call, "\0");
+            let (r, mapped) = amo_target(call, dst, pe);
+            if !mapped {
+                return amo_remote(call, dst, remote::code::$fcode, value.to_bits(), value.to_bits(), pe, true);
+            }
             T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
         }
         /// Same without returning the old value.
@@ -384,57 +475,90 @@ macro_rules! amo_rmw {
         /// As the fetching form.
         #[inline(always)]
         pub unsafe fn $plain<T: AmoInt>(dst: *mut T, value: T, pe: i32) {
-            let r = amo_target(concat!("rshmem_atomic_", $call, "\0"), dst, pe);
+            let call = concat!("rshmem_atomic_", $call, "\0");
+            let (r, mapped) = amo_target(call, dst, pe);
+            if !mapped {
+                amo_remote::<T>(call, dst, remote::code::$pcode, value.to_bits(), value.to_bits(), pe, false);
+                return;
+            }
             T::Bits::rmw($op, r as *mut T::Bits, value.to_bits());
         }
     )*};
 }
 amo_rmw! {
-    atomic_fetch_add, atomic_add, Rmw::Add, "add";
-    atomic_fetch_and, atomic_and, Rmw::And, "and";
-    atomic_fetch_or, atomic_or, Rmw::Or, "or";
-    atomic_fetch_xor, atomic_xor, Rmw::Xor, "xor";
+    atomic_fetch_add, atomic_add, Rmw::Add, FETCH_ADD, ADD, "add";
+    atomic_fetch_and, atomic_and, Rmw::And, FETCH_AND, AND, "and";
+    atomic_fetch_or, atomic_or, Rmw::Or, FETCH_OR, OR, "or";
+    atomic_fetch_xor, atomic_xor, Rmw::Xor, FETCH_XOR, XOR, "xor";
 }
 
 /// # Safety
 /// `dst` must be a symmetric, naturally aligned `T`.
 #[inline(always)]
 pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
-    let r = amo_target("rshmem_atomic_inc\0", dst, pe);
+    let call = "rshmem_atomic_fetch_inc\0";
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
+        return amo_remote(call, dst, remote::code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
+    }
     T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
 }
 /// # Safety
 /// As `atomic_fetch_inc`.
 #[inline(always)]
 pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
-    atomic_fetch_inc(dst, pe);
+    let call = "rshmem_atomic_inc\0";
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
+        amo_remote::<T>(call, dst, remote::code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
+        return;
+    }
+    T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one());
 }
 /// # Safety
 /// `dst` must be a symmetric, naturally aligned `T`.
 #[inline(always)]
 pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
-    let r = amo_target("rshmem_atomic_swap\0", dst, pe);
+    let call = "rshmem_atomic_swap\0";
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
+        return amo_remote(call, dst, remote::code::SWAP, value.to_bits(), value.to_bits(), pe, true);
+    }
     T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
 }
 /// # Safety
 /// As `atomic_swap`.
 #[inline(always)]
 pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i32) -> T {
-    let r = amo_target("rshmem_atomic_compare_swap\0", dst, pe);
+    let call = "rshmem_atomic_compare_swap\0";
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
+        return amo_remote(call, dst, remote::code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
+    }
     T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
 }
 /// # Safety
 /// As `atomic_swap`.
 #[inline(always)]
 pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
-    let r = amo_target("rshmem_atomic_fetch\0", src, pe);
+    let call = "rshmem_atomic_fetch\0";
+    let (r, mapped) = amo_target(call, src, pe);
+    if !mapped {
+        let zero = T::Bits::from_u64(0);
+        return amo_remote(call, src, remote::code::FETCH, zero, zero, pe, true);
+    }
     T::from_bits(T::Bits::load(r as *const T::Bits))
 }
 /// # Safety
 /// As `atomic_swap`.
 #[inline(always)]
 pub unsafe fn atomic_set<T: Amo>(dst: *mut T, value: T, pe: i32) {
-    let r = amo_target("rshmem_atomic_set\0", dst, pe);
+    let call = "rshmem_atomic_set\0";
+    let (r, mapped) = amo_target(call, dst, pe);
+    if !mapped {
+        amo_remote::<T>(call, dst, remote::code::SET, value.to_bits(), value.to_bits(), pe, false);
+        return;
+    }
     T::Bits::store(r as *mut T::Bits, value.to_bits())
 }
 
@@ -531,7 +655,15 @@ pub unsafe fn test<T: Wait>(ivar: *const T, cmp: i32, value: T) -> bool {
 /// only atomically.
 #[inline(always)]
 unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, pe: i32) {
-    let r = translate(call, sig as usize, 8, pe) as *mut u64;
+    let (r, mapped) = locate(call, sig as usize, 8, pe);
+    let r = r as *mut u64;
+    if !mapped {
+        if op != SIGNAL_SET && op != SIGNAL_ADD {
+            fail(call, Problem::BadSignalOp, pe, sig as usize, 8);
+        }
+        // Posted after this thread's earlier requests, so applied after them at the target.
+        return remote::signal(call, sig as usize, value, op, pe);
+    }
     // Release: everything this thread (and, after a group sync, its group) wrote before is visible
     // to whoever observes the signal.
     arch::fence_acq_rel();
@@ -570,10 +702,40 @@ pub unsafe fn putmem_signal_scoped(
     pe: i32,
     call: &'static str,
 ) {
+    put_signal_scoped(scope, dst, src, bytes, sig, value, op, pe, call, true)
+}
+
+/// `putmem_signal_scoped`, blocking or not. A remote put-with-signal is one request: the target
+/// applies the data, then the signal.
+///
+/// # Safety
+/// As `putmem_signal_scoped`; for a non-blocking one, `src` must stay unchanged until the next quiet.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn put_signal_scoped(
+    scope: Scope,
+    dst: *mut u8,
+    src: *const u8,
+    bytes: usize,
+    sig: *mut u64,
+    value: u64,
+    op: i32,
+    pe: i32,
+    call: &'static str,
+    blocking: bool,
+) {
     if op != SIGNAL_SET && op != SIGNAL_ADD {
         fail(call, Problem::BadSignalOp, pe, sig as usize, 8);
     }
-    putmem_scoped(scope, dst, src, bytes, pe, call); // ends with the group's sync
+    let (r, mapped) = locate(call, dst as usize, bytes, pe);
+    if !mapped {
+        // The signal word is checked like every symmetric address.
+        locate(call, sig as usize, 8, pe);
+        let s = remote::Sig { local: sig as usize, value, op };
+        return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, Some(s));
+    }
+    arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
+    scope.sync();
     if scope.rank() == 0 {
         signal_update(call, sig, value, op, pe);
     }
@@ -581,22 +743,22 @@ pub unsafe fn putmem_signal_scoped(
 }
 
 macro_rules! put_signal_fns {
-    ($($name:ident, $scope:expr, $call:literal;)*) => {$(
+    ($($name:ident, $scope:expr, $blocking:expr, $call:literal;)*) => {$(
         /// # Safety
         /// See `putmem_signal_scoped`.
         #[inline(always)]
         pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
-            putmem_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"))
+            put_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"), $blocking)
         }
     )*};
 }
 put_signal_fns! {
-    putmem_signal, Scope::Thread, "rshmem_putmem_signal";
-    putmem_signal_nbi, Scope::Thread, "rshmem_putmem_signal_nbi";
-    putmem_signal_warp, Scope::Warp, "rshmem_putmem_signal_warp";
-    putmem_signal_nbi_warp, Scope::Warp, "rshmem_putmem_signal_nbi_warp";
-    putmem_signal_block, Scope::Block, "rshmem_putmem_signal_block";
-    putmem_signal_nbi_block, Scope::Block, "rshmem_putmem_signal_nbi_block";
+    putmem_signal, Scope::Thread, true, "rshmem_putmem_signal";
+    putmem_signal_nbi, Scope::Thread, false, "rshmem_putmem_signal_nbi";
+    putmem_signal_warp, Scope::Warp, true, "rshmem_putmem_signal_warp";
+    putmem_signal_nbi_warp, Scope::Warp, false, "rshmem_putmem_signal_nbi_warp";
+    putmem_signal_block, Scope::Block, true, "rshmem_putmem_signal_block";
+    putmem_signal_nbi_block, Scope::Block, false, "rshmem_putmem_signal_nbi_block";
 }
 
 /// Waits until the local signal `sig` compares true against `value`; returns the signal's value.
@@ -624,7 +786,8 @@ pub unsafe fn signal_fetch(sig: *const u64) -> u64 {
 /// the slots only grow and a late reader can never be confused by an older barrier.
 ///
 /// # Safety
-/// `epoch_ctr` is this PE's private counter; `slot_on(pe)` returns where my slot lives for PE `pe`;
+/// `epoch_ctr` is this PE's private counter; `announce(pe, epoch)` stores `epoch` into my slot on PE
+/// `pe` (a relaxed store after the fence made here; a posted request for a remote PE);
 /// `local_slots` points at the `n` slots of this PE.
 #[inline(always)]
 pub unsafe fn barrier_exchange(
@@ -632,7 +795,7 @@ pub unsafe fn barrier_exchange(
     epoch_ctr: *mut u64,
     me: i32,
     n: i32,
-    slot_on: impl Fn(i32) -> *mut u64,
+    announce: impl Fn(i32, u64),
     local_slots: *const u64,
     with_quiet: bool,
 ) {
@@ -642,7 +805,11 @@ pub unsafe fn barrier_exchange(
     // sequentially consistent fence, which also completes this thread's outstanding puts: quiet).
     // Both wait for this thread's earlier stores to be acknowledged; they cost the same.
     if with_quiet {
-        arch::fence_sc();
+        // Remote PEs: this PE's requests must be complete at their targets before any PE can leave
+        // (a PE that leaves may read what we put on a third PE).
+        if arch::fence_sc_reading_state(core::mem::offset_of!(DeviceState, proxy_ring)) != 0 {
+            remote::quiet();
+        }
     } else {
         arch::fence_acq_rel();
     }
@@ -650,7 +817,7 @@ pub unsafe fn barrier_exchange(
     // a slot I just wrote would only add a memory round trip.
     for pe in 0..n {
         if pe != me {
-            arch::store_relaxed_u64(slot_on(pe), epoch);
+            announce(pe, epoch);
         }
     }
     ptr::write_volatile(epoch_ctr, epoch);
@@ -681,7 +848,17 @@ unsafe fn device_barrier(call: &'static str, with_quiet: bool) {
         ptr::addr_of_mut!((*internal).barrier_epoch),
         me as i32,
         s.n_pes(),
-        |pe| translate(call, my_slot, 8, pe) as *mut u64,
+        |pe, epoch| {
+            let (r, mapped) = locate(call, my_slot, 8, pe);
+            let r = r as *mut u64;
+            if !mapped {
+                // SAFETY: my slot is a u64 of the internal area, in every PE's heap.
+                unsafe { remote::put_inline(call, my_slot, 8, epoch, pe) }
+            } else {
+                // SAFETY: r is my slot's mapping on pe, accessed only atomically.
+                unsafe { arch::store_relaxed_u64(r, epoch) }
+            }
+        },
         ptr::addr_of!((*internal).barrier_flags) as *const u64,
         with_quiet,
     );

@@ -184,6 +184,11 @@ pub fn state_u64(off: usize) -> u64 {
     // SAFETY: checked above: an 8-aligned u64 inside STATE, only ever accessed as an 8-byte atomic.
     unsafe { AtomicU64::from_ptr(state_ptr().add(off) as *mut u64) }.load(order)
 }
+/// Two u64 fields of the device state (see the nvptx version for why the pair exists).
+#[inline(always)]
+pub fn state_u64_pair(a: usize, b: usize) -> (u64, u64) {
+    (state_u64(a), state_u64(b))
+}
 /// Reads an i32/u32 field of the device state. `off` must be the offset of a 4-byte field.
 #[inline(always)]
 pub fn state_u32(off: usize) -> u32 {
@@ -231,12 +236,26 @@ pub fn sync_warp() {
     (hooks().sync_warp)()
 }
 
+/// Whether `p` is in thread-local memory: never on the host, where every address of the process is
+/// reachable by the proxy thread.
+#[inline(always)]
+pub fn is_local(_p: *const u8) -> bool {
+    false
+}
+
 /// Keeps the compiler from moving memory accesses across this point (no instruction).
 #[inline(always)]
 pub fn compiler_barrier() {
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
 }
 
+/// `fence_sc` after reading a u64 field of the device state (see the nvptx version).
+#[inline(always)]
+pub fn fence_sc_reading_state(off: usize) -> u64 {
+    let v = state_u64(off);
+    fence_sc();
+    v
+}
 #[inline(always)]
 pub fn fence_sc() {
     fence(Ordering::SeqCst)

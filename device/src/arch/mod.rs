@@ -24,6 +24,7 @@ pub enum Problem {
     BadCmp,
     BadSignalOp,
     WaitTimeout,
+    LocalBuffer,
 }
 
 impl Problem {
@@ -36,6 +37,7 @@ impl Problem {
             Problem::BadCmp => "invalid comparison operator (use CMP_EQ..CMP_GE)\0",
             Problem::BadSignalOp => "invalid signal operator (use SIGNAL_SET or SIGNAL_ADD)\0",
             Problem::WaitTimeout => "wait timed out (RSHMEM_WAIT_TIMEOUT)\0",
+            Problem::LocalBuffer => "the local buffer is a thread-local variable, which the transport to another node cannot reach (use global memory: rshmem_malloc, cudaMalloc or a __device__ array)\0",
         }
     }
 }

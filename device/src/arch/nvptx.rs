@@ -86,11 +86,35 @@ pub fn compiler_barrier() {
     unsafe { asm!("", options(nostack, preserves_flags)) }
 }
 
+/// Whether `p` (a generic address) points into this thread's local memory (its stack: a local
+/// variable), which nothing outside the thread can reach — not a peer, not a DMA copy.
+#[inline(always)]
+pub fn is_local(p: *const u8) -> bool {
+    let r: u32;
+    // SAFETY: isspacep only inspects the address value.
+    unsafe { asm!("{{ .reg .pred q; isspacep.local q, {a}; selp.u32 {r}, 1, 0, q; }}", a = in(reg64) p as u64, r = out(reg32) r, options(pure, nomem, nostack)) };
+    r != 0
+}
+
 /// Completes and orders all earlier memory operations of this thread at system scope.
 #[inline(always)]
 pub fn fence_sc() {
     // SAFETY: a fence has no memory-safety preconditions.
     unsafe { asm!("fence.sc.sys;") }
+}
+/// `fence_sc`, with a u64 field of the device state read in the same statement, before the fence:
+/// the constant load overlaps the fence instead of following it (a separate, side-effect-free read
+/// would be placed after the fence, next to its use, adding its latency to every `quiet`).
+#[inline(always)]
+pub fn fence_sc_reading_state(off: usize) -> u64 {
+    let v: u64;
+    // SAFETY: `off` is a field offset inside the state (as for `state_u64`); a fence has no
+    // memory-safety preconditions.
+    unsafe {
+        asm!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {o}; ld.const.u64 {v}, [a]; fence.sc.sys; }}",
+             o = in(reg64) off as u64, v = out(reg64) v)
+    };
+    v
 }
 /// Orders earlier stores before later stores (release/acquire fence at system scope).
 #[inline(always)]
@@ -207,6 +231,22 @@ macro_rules! state_read {
     };
 }
 state_read!(state_u64, u64, reg64, "ld.const.u64");
+
+/// Two u64 fields of the device state in one statement. `ops::locate` reads the magic (tested first)
+/// and the peer base (tested last) together, so the peer base is loaded where the magic is: in a
+/// caller's loop that is the loop header, from which the compiler hoists both out of the loop. Read
+/// separately, the peer base load was sunk next to its last use, inside the loop, and its latency
+/// landed on every `g`'s address.
+#[inline(always)]
+pub fn state_u64_pair(a: usize, b: usize) -> (u64, u64) {
+    let (x, y): (u64, u64);
+    // SAFETY: both offsets are field offsets inside the state (as for `state_u64`).
+    unsafe {
+        asm!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {oa}; ld.const.u64 {x}, [a]; mov.u64 a, rshmemi_device_state; add.u64 a, a, {ob}; ld.const.u64 {y}, [a]; }}",
+             oa = in(reg64) a as u64, ob = in(reg64) b as u64, x = out(reg64) x, y = out(reg64) y, options(pure, nomem, nostack))
+    };
+    (x, y)
+}
 state_read!(state_u32, u32, reg32, "ld.const.u32");
 
 /// Copies a few bytes (a head or tail) with the widest accesses both pointers allow.

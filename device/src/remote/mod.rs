@@ -1,5 +1,306 @@
-//! The device side of the remote transports: what a GPU thread does to reach a PE whose heap is not
-//! mapped into its process. `proxy`: a request channel (a ring in host memory the GPU writes and a CPU
-//! proxy thread drains). The IBGDA transport will be a sibling module.
+//! The device side of the remote transports: what a thread does to reach a PE whose heap is not mapped
+//! into its process (a PE on another node).
+//!
+//! Every device call first translates the target address (`ops::translate`); a PE whose heap is mapped
+//! here is reached with loads, stores and atomics, and that is the hot path. Only when the PE has no
+//! mapping does a call come here, through one `#[cold]`, never-inlined function per kind of operation,
+//! so the P2P loops carry no code of the remote path but a test and a call they never take. Here the
+//! PE's route (`DeviceState::route`) picks the transport:
+//! - `ROUTE_PROXY` ([`proxy`]): a request into the ring in host memory; this PE's CPU proxy thread
+//!   carries it over the network. Ordering: one ring per PE, drained in ticket order, one connection
+//!   per peer, applied in order at the target. A thread's requests get increasing tickets (its
+//!   fetch_adds of `head` are ordered), so its requests to one PE are applied in program order:
+//!   `fence` needs nothing more than the P2P fence. `quiet` waits until the proxy has completed every
+//!   ticket handed out before it (completion is in ticket order, and a put counts as complete only
+//!   once the target acknowledged it).
+//! - anything else (no transport, or IBGDA, which is a sibling still to come): the call stops the PE
+//!   naming the call and the PE.
+//!
+//! Blocking calls (`putmem`, `getmem`, blocking put_signal) wait for their request's completion, which
+//! also means the proxy has finished reading the source buffer. `_nbi` calls, `p`, non-fetching AMOs
+//! and signals only post; `quiet` (and `barrier_all`) complete them. Fetching calls (`g`, fetching
+//! AMOs) get their value through the request's return slot.
+//!
+//! Warp- and block-scoped calls: the group synchronizes (its threads' source data is then written),
+//! one thread posts ONE request for the whole range after a system-scope fence (the proxy reads the
+//! source with a DMA copy, outside this SM), and the group synchronizes again after the wait.
 
 pub mod proxy;
+
+use crate::arch::{self, Failure, Problem};
+use crate::ops::Scope;
+use crate::state::{DeviceState, MAX_PES, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
+use core::mem::offset_of;
+use proxy::{amo, op, Request, RingRef, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
+
+#[cold]
+#[inline]
+fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
+    arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
+}
+
+/// This PE's proxy ring (header 0: none).
+#[inline(always)]
+fn ring() -> RingRef {
+    let at = offset_of!(DeviceState, proxy_ring);
+    RingRef { header: arch::state_u64(at), slots: arch::state_u64(at + 8) }
+}
+
+/// The route of PE `pe` (in range: the caller checked it).
+#[inline(always)]
+fn route(pe: i32) -> u8 {
+    let i = pe as usize & (MAX_PES - 1);
+    let w = arch::state_u32(offset_of!(DeviceState, route) + (i & !3));
+    (w >> (8 * (i & 3))) as u8
+}
+
+/// The ring to post requests for `pe` to, or a failure naming the call: no transport reaches `pe`.
+#[inline(always)]
+fn proxy_for(call: &'static str, pe: i32, local: usize, len: usize) -> RingRef {
+    let r = ring();
+    if route(pe) != ROUTE_PROXY || r.header == 0 {
+        fail(call, Problem::NoTransport, pe, local, len);
+    }
+    r
+}
+
+/// The heap offset of `local`, an address of this PE's heap (checked by `translate` before).
+#[inline(always)]
+fn offset(local: usize) -> u64 {
+    local.wrapping_sub(arch::state_u64(offset_of!(DeviceState, heap_base)) as usize) as u64
+}
+
+/// Posts `req` to `ring` (waiting while the ring is full).
+#[inline(always)]
+unsafe fn post(ring: RingRef, req: &Request) -> u64 {
+    // SAFETY: `ring` is the runtime's ring for this PE (non-zero header, checked by the caller), mapped
+    // and set up before the state was published, and alive until finalize.
+    unsafe { proxy::post(ring, req) }
+}
+
+#[inline(always)]
+unsafe fn wait(ring: RingRef, seq: u64) {
+    // SAFETY: as in `post`.
+    unsafe { proxy::wait_completed(ring, seq) }
+}
+
+/// Waits for the value the proxy delivers to request `seq`'s return slot and frees the slot.
+#[inline(always)]
+unsafe fn take_return(call: &'static str, ring: RingRef, seq: u64) -> u64 {
+    let ret = arch::state_u64(offset_of!(DeviceState, proxy_ret)) as usize;
+    if ret == 0 {
+        fail(call, Problem::NoTransport, -1, 0, 0);
+    }
+    let slot = (ret + ((seq - 1) & (ring.slots - 1)) as usize * RETURN_SLOT_BYTES) as *mut u64;
+    let seq_p = slot.wrapping_add(offset_of!(ReturnSlot, seq) / 8);
+    let value_p = slot.wrapping_add(offset_of!(ReturnSlot, value) / 8);
+    let mut spins = 0u64;
+    // SAFETY: the return area has `slots` slots (runtime invariant, set up with the ring); the slot's
+    // words are accessed only atomically, per the ReturnSlot protocol: the proxy writes `value`, then
+    // `seq` with release; our acquire of `seq == seq` makes `value` visible; we free the slot with a
+    // release store of 0 after reading `value`, so the proxy's next write of it comes after our read.
+    unsafe {
+        while arch::load_acquire_u64(seq_p) != seq {
+            arch::idle(&mut spins, call);
+        }
+        let v = arch::load_relaxed_u64(value_p);
+        arch::store_release_u64(seq_p, 0);
+        v
+    }
+}
+
+/// `p` of `len` bytes (`bits` holds them, zero-extended) to `local` on `pe`: posted, completed by
+/// quiet.
+///
+/// # Safety
+/// `local` is a checked symmetric address of `len` bytes.
+#[cold]
+#[inline(always)]
+pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bits: u64, pe: i32) {
+    let ring = proxy_for(call, pe, local, len);
+    let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(local), len: len as u64, value: bits, ..Request::default() };
+    // SAFETY: see `post`.
+    unsafe { post(ring, &req) };
+}
+
+/// `g` of `len` (1..=8) bytes at `local` on `pe`: the bytes, zero-extended.
+///
+/// # Safety
+/// `local` is a checked symmetric address of `len` bytes.
+#[cold]
+#[inline(always)]
+pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe: i32) -> u64 {
+    let ring = proxy_for(call, pe, local, len);
+    let req = Request { op: op::GET, sub: SUB_RETURN, pe: pe as u32, offset: offset(local), len: len as u64, ..Request::default() };
+    // SAFETY: see `post`; the return slot protocol in `take_return`.
+    unsafe {
+        let seq = post(ring, &req);
+        take_return(call, ring, seq)
+    }
+}
+
+/// A put signal: `op` (SIGNAL_SET / SIGNAL_ADD, checked by the caller) of `value` on the u64 at
+/// `sig_local` on the target.
+#[derive(Clone, Copy)]
+pub(crate) struct Sig {
+    pub local: usize,
+    pub value: u64,
+    pub op: i32,
+}
+
+/// putmem (and put_signal) to `pe` of `bytes` from `src` to the symmetric `dst_local`, by every
+/// thread of `scope` (one request for the whole range). `blocking`: wait until the request is complete.
+///
+/// # Safety
+/// As `ops::putmem_scoped`: `dst_local` checked, `src` readable for `bytes` by the proxy (memory of
+/// this process or GPU), unchanged until the call returns (blocking) or the next quiet (nbi).
+#[cold]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
+    let ring = proxy_for(call, pe, dst_local, bytes);
+    scope.sync();
+    if scope.rank() == 0 && arch::is_local(src) {
+        // A local variable (GPU thread stack): the proxy cannot read it. Up to 8 bytes travel in the
+        // request itself; more is an error naming the call.
+        if bytes > 8 {
+            fail(call, Problem::LocalBuffer, pe, src as usize, bytes);
+        }
+        let mut bits = 0u64;
+        // SAFETY: src is readable for bytes <= 8 (the caller's contract); bits has 8 bytes.
+        unsafe { core::ptr::copy_nonoverlapping(src, &mut bits as *mut u64 as *mut u8, bytes) };
+        if bytes != 0 {
+            let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(dst_local), len: bytes as u64, value: bits, ..Request::default() };
+            // SAFETY: see `post`.
+            unsafe { post(ring, &req) };
+        }
+        if let Some(s) = sig {
+            // Posted after the data by the same thread, so applied after it at the target.
+            // SAFETY: the signal word was checked by the caller.
+            unsafe { signal(call, s.local, s.value, s.op, pe) };
+        }
+        if blocking {
+            quiet();
+        }
+    } else if scope.rank() == 0 {
+        // The proxy reads the source outside this thread (DMA on GPUs): make every store the group
+        // made to it visible at system scope first.
+        arch::fence_sc();
+        let mut req = Request { op: op::PUT, pe: pe as u32, offset: offset(dst_local), len: bytes as u64, src: src as u64, ..Request::default() };
+        if let Some(s) = sig {
+            req.op = if bytes == 0 { op::SIGNAL } else { op::PUT_SIGNAL };
+            req.sub = s.op as u16;
+            req.sig_offset = offset(s.local);
+            req.sig_value = s.value;
+            if bytes == 0 {
+                (req.offset, req.len, req.src) = (0, 0, 0);
+            }
+        }
+        if bytes != 0 || sig.is_some() {
+            // SAFETY: see `post`; the source's contract is the caller's.
+            unsafe {
+                let seq = post(ring, &req);
+                if blocking {
+                    wait(ring, seq);
+                }
+            }
+        }
+    }
+    scope.sync();
+}
+
+/// getmem from `pe`: `bytes` from the symmetric `src_local` to the local `dst`, by every thread of
+/// `scope`. `blocking`: wait until the data is here.
+///
+/// # Safety
+/// As `ops::getmem_scoped`: `src_local` checked, `dst` writable for `bytes` by the proxy and not
+/// read before the call returns (blocking) or the next quiet (nbi).
+#[cold]
+#[inline(always)]
+pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_local: usize, bytes: usize, pe: i32, blocking: bool) {
+    let ring = proxy_for(call, pe, src_local, bytes);
+    scope.sync();
+    if scope.rank() == 0 && bytes != 0 && arch::is_local(dst) {
+        // A local variable: up to 8 bytes come back through the return slot, as for `g`.
+        if bytes > 8 {
+            fail(call, Problem::LocalBuffer, pe, dst as usize, bytes);
+        }
+        // SAFETY: as `get_inline`; dst is writable for bytes <= 8 (the caller's contract).
+        unsafe {
+            let bits = get_inline(call, src_local, bytes, pe);
+            core::ptr::copy_nonoverlapping(&bits as *const u64 as *const u8, dst, bytes);
+        }
+    } else if scope.rank() == 0 && bytes != 0 {
+        let req = Request { op: op::GET, pe: pe as u32, offset: offset(src_local), len: bytes as u64, src: dst as u64, ..Request::default() };
+        // SAFETY: see `post`; the destination's contract is the caller's.
+        unsafe {
+            let seq = post(ring, &req);
+            if blocking {
+                wait(ring, seq);
+            }
+        }
+    }
+    scope.sync();
+}
+
+/// An AMO on the `width`-byte word at `local` on `pe`. `fetch`: wait for the old value and return it
+/// (else posted, completed by quiet, and 0 is returned).
+///
+/// # Safety
+/// `local` is a checked symmetric address, aligned to `width`.
+#[cold]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u16, value: u64, compare: u64, pe: i32, fetch: bool) -> u64 {
+    let ring = proxy_for(call, pe, local, width);
+    let req = Request {
+        op: op::AMO,
+        sub: code | if fetch { SUB_RETURN } else { 0 },
+        pe: pe as u32,
+        offset: offset(local),
+        len: width as u64,
+        value,
+        sig_value: compare,
+        ..Request::default()
+    };
+    // SAFETY: see `post`; the return slot protocol in `take_return`.
+    unsafe {
+        let seq = post(ring, &req);
+        if fetch { take_return(call, ring, seq) } else { 0 }
+    }
+}
+
+/// The AMO codes of the device API's read-modify-writes.
+pub(crate) mod code {
+    pub use super::amo::*;
+}
+
+/// signal_op on `pe`: posted, completed by quiet.
+///
+/// # Safety
+/// `sig_local` is a checked symmetric u64.
+#[cold]
+#[inline(always)]
+pub(crate) unsafe fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i32, pe: i32) {
+    debug_assert!(sig_op == SIGNAL_SET || sig_op == SIGNAL_ADD);
+    let ring = proxy_for(call, pe, sig_local, 8);
+    let req = Request { op: op::SIGNAL, sub: sig_op as u16, pe: pe as u32, sig_offset: offset(sig_local), sig_value: value, ..Request::default() };
+    // SAFETY: see `post`.
+    unsafe { post(ring, &req) };
+}
+
+/// The proxy part of `quiet`: waits until every request handed out so far (this thread's among them)
+/// is complete at its target.
+#[cold]
+#[inline(always)]
+pub(crate) fn quiet() {
+    let ring = ring();
+    if ring.header == 0 {
+        return;
+    }
+    // SAFETY: the runtime's ring (non-zero header), as in `post`; `head` is accessed only atomically.
+    unsafe {
+        let head = arch::load_acquire_u64((ring.header as usize + proxy::HEAD_OFF) as *const u64);
+        wait(ring, head);
+    }
+}

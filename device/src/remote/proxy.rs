@@ -364,7 +364,11 @@ pub unsafe fn post_with(ring: RingRef, req: &Request, mut wait: impl FnMut(u64) 
     unsafe {
         let slot = base.add(HEADER_BYTES + (t & (slots - 1)) as usize * SLOT_BYTES) as *mut u64;
         // Seven unrolled word stores (a loop here became a copy through local memory on nvptx).
-        let w: &[u64; 8] = bytemuck::cast_ref(req);
+        // Not `bytemuck::cast_ref`: its (unreachable) size-mismatch panic path would be exported from
+        // the device library as a function of its own.
+        // SAFETY: Request is a Pod of exactly 64 bytes with 8-byte alignment (asserted above), so its
+        // bytes are a valid [u64; 8] at the same address.
+        let w: &[u64; 8] = &*(req as *const Request as *const [u64; 8]);
         core::ptr::write(slot, w[0]);
         core::ptr::write(slot.add(1), w[1]);
         core::ptr::write(slot.add(2), w[2]);

@@ -37,7 +37,9 @@ fn run(scenarios: &[&str]) -> (bool, String, u128) {
 fn assert_ok(scenarios: &[&str], netns: bool) -> String {
     let (ok, text, _) = run_with(scenarios, netns, &[]);
     assert!(ok, "{scenarios:?} failed under the proxy transport:\n{text}");
-    for s in scenarios {
+    let all = ["ring", "pg", "rma", "amo", "contention", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
+    let names: Vec<&str> = scenarios.iter().flat_map(|s| if *s == "all" { all.to_vec() } else { vec![*s] }).collect();
+    for s in names {
         for pe in 0..4 {
             assert!(text.contains(&format!("[pe {pe}] PE {pe}: {s} ok")), "PE {pe} did not report {s} ok:\n{text}");
         }
@@ -57,6 +59,32 @@ fn is_root() -> bool {
 fn host_put_get_to_every_pe() {
     let text = assert_ok(&["proxy_rma", "host_rma"], false);
     assert!(text.contains("(2 through the proxy)"), "the scenario did not go through the proxy:\n{text}");
+}
+
+/// The whole multi-process suite (device kernels: p/g, put/get of every scope, AMOs, locks, fence,
+/// put_signal, wait, device barrier; host RMA, allocation, teams) with half of every PE's peers on the
+/// other node, reached through the proxy; with `--netns` too when root.
+#[test]
+fn whole_suite_across_two_nodes() {
+    assert_ok(&["all"], false);
+    if is_root() {
+        assert_ok(&["all"], true);
+    }
+}
+
+/// Uneven nodes and one PE per node: every PE pair across nodes gets its connection.
+#[test]
+fn other_node_layouts() {
+    for (nodes, np) in [(3, 4), (4, 4)] {
+        let mut cmd = Command::new(tool("rshmrun"));
+        cmd.args(["--nodes", &nodes.to_string(), "-np", &np.to_string(), "--timeout", "90"]);
+        cmd.arg(tool("rshmem-test-pe")).args(["proxy_rma", "proxy_ops", "barrier"]);
+        cmd.env("RSHMEM_REMOTE_TRANSPORT", "proxy").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_SYMMETRIC_SIZE", "64m");
+        let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+        let t = text(&out);
+        assert!(out.status.success(), "--nodes {nodes} -np {np} failed:\n{t}");
+        assert_eq!(t.matches(" ok (").count(), 3 * np, "--nodes {nodes} -np {np}:\n{t}");
+    }
 }
 
 /// Requests as device code posts them: AMOs of every kind (atomic against concurrent p2p atomics on the

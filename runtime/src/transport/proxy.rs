@@ -63,6 +63,8 @@ const _: () = {
 pub const DEFAULT_SLOTS: usize = 4096;
 /// How long finalize waits for a peer's CLOSE.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// Keepalive period of the peer connections (`tcp::Connection::set_liveness`).
+const LIVENESS: Duration = Duration::from_secs(1);
 /// How often idle receivers look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -280,6 +282,9 @@ impl Proxy {
         for (q, c) in conns.into_iter().enumerate() {
             match c {
                 Some(c) => {
+                    // A peer host that vanishes without closing is noticed within about 4 s when
+                    // the connection is quiet, 10 s with data in flight.
+                    c.set_liveness(LIVENESS, Duration::from_secs(10))?;
                     let (tx, rx) = c.split()?;
                     let (jtx, jrx) = mpsc::channel();
                     links.push(Some(Link {
@@ -378,6 +383,9 @@ impl Inner {
         let seq_w = unsafe { AtomicU64::from_ptr(slot.add(std::mem::offset_of!(ReturnSlot, seq)) as *mut u64) };
         let mut spins = 0u64;
         while seq_w.load(Ordering::Acquire) != 0 {
+            if self.closing.load(Ordering::Acquire) {
+                return;
+            }
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();

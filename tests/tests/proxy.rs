@@ -72,6 +72,19 @@ fn whole_suite_across_two_nodes() {
     }
 }
 
+/// init/finalize three times (the proxy's threads, connections and memory go and come back, no leak),
+/// and a job of one PE (no peer to connect to).
+#[test]
+fn reinit_and_single_pe() {
+    assert_ok(&["reinit", "host_rma"], false);
+    let mut cmd = Command::new(tool("rshmrun"));
+    cmd.args(["-np", "1", "--timeout", "60"]).arg(tool("rshmem-test-pe")).args(["reinit", "host_rma"]);
+    cmd.env("RSHMEM_REMOTE_TRANSPORT", "proxy").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_SYMMETRIC_SIZE", "64m");
+    let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+    let t = text(&out);
+    assert!(out.status.success() && t.contains("PE 0: reinit ok") && t.contains("PE 0: host_rma ok"), "{t}");
+}
+
 /// Uneven nodes and one PE per node: every PE pair across nodes gets its connection.
 #[test]
 fn other_node_layouts() {

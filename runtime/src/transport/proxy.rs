@@ -327,12 +327,16 @@ impl Proxy {
             let i = inner.clone();
             threads.push(spawn(format!("rshmem-proxy-rx{q}"), Box::new(move || i.receive(rx)))?);
         }
+        // Staging buffers are made here, before the threads start, so that init has allocated all it
+        // will (a caller measuring memory after init sees the same every time).
         for (q, jrx) in job_rx {
             let i = inner.clone();
-            threads.push(spawn(format!("rshmem-proxy-tx{q}"), Box::new(move || i.respond(q, jrx)))?);
+            let st = inner.staging()?;
+            threads.push(spawn(format!("rshmem-proxy-tx{q}"), Box::new(move || i.respond(q, jrx, st)))?);
         }
         let i = inner.clone();
-        threads.push(spawn("rshmem-proxy-drain".into(), Box::new(move || i.drain()))?);
+        let st = inner.staging()?;
+        threads.push(spawn("rshmem-proxy-drain".into(), Box::new(move || i.drain(st)))?);
         let i = inner.clone();
         threads.push(spawn("rshmem-proxy-listen".into(), Box::new(move || i.listen(listener, ep)))?);
         let p = Proxy { inner, threads: Mutex::new(threads), listen };
@@ -421,17 +425,13 @@ impl Inner {
 
     // ------------------------------------------------------------ the drain thread
 
-    fn drain(self: Arc<Self>) {
+    fn drain(self: Arc<Self>, staging: [HostShared; 2]) {
         let me = self.me;
         // SAFETY: the ring lives in self.chan, which this thread keeps alive (Arc) while it drains;
         // this is the only drain of the ring.
         let mut d: Drain<'static> = match unsafe { Drain::attach(self.chan.host_ptr(), ring_area(self.slots)) } {
             Ok(d) => d,
             Err(e) => fatal(me, e),
-        };
-        let staging = match self.staging() {
-            Ok(s) => s,
-            Err(e) => fatal(me, e.context("staging buffers")),
         };
         let mut quiet: Vec<Option<u64>> = vec![None; self.npes as usize];
         let mut idle = 0u64;
@@ -714,12 +714,8 @@ impl Inner {
 
     // ------------------------------------------------------------ responders
 
-    fn respond(self: Arc<Self>, q: usize, jobs: mpsc::Receiver<Job>) {
+    fn respond(self: Arc<Self>, q: usize, jobs: mpsc::Receiver<Job>, staging: [HostShared; 2]) {
         let link = self.links[q].as_ref().expect("a responder only for linked peers");
-        let staging = match self.staging() {
-            Ok(s) => s,
-            Err(e) => fatal(self.me, e.context("staging buffers")),
-        };
         while let Ok(j) = jobs.recv() {
             let r = match j {
                 Job::QuietAck { seq } => self.send(link, |c| c.send_message(&Message::QuietAck { seq })),

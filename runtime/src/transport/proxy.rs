@@ -30,8 +30,10 @@
 //!   fatal for this PE: the error, naming the peer and what was in flight, goes to the log's error path
 //!   and the process exits with 1, so rshmrun ends the job; nothing waits on a dead peer. Finalize sends
 //!   CLOSE on every connection after the final barrier, so a clean job reports nothing.
-//! - **Providers.** The engine talks to [`tcp::Connection`] through a few calls (send a frame, receive
-//!   one, close); a verbs provider would offer the same calls.
+//! - **Providers.** The engine talks to its peers through [`FrameLink`] (send a frame, receive one,
+//!   close), implemented by the TCP provider's [`tcp::Connection`]; only the setup in [`Proxy::new`]
+//!   (listen, connect, accept, split into halves) is TCP's. A verbs provider implements `FrameLink` and
+//!   its own setup; the engine (draining, completion, applying frames, answers) stays as it is.
 //!
 //! Large transfers (PUT data, GET responses) are staged through two pinned buffers: the staging copy
 //! of chunk k+1 overlaps the send of chunk k. Not done yet: several connections (lanes) per pair.
@@ -67,6 +69,50 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 const LIVENESS: Duration = Duration::from_secs(1);
 /// How often idle receivers look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
+
+/// One direction of a connection to a peer PE, as the engine uses it: frames of the wire protocol
+/// (`wire`), validated by the receiving side before anything is applied. The sending half and the
+/// receiving half of one connection are two `FrameLink`s used by different threads.
+pub trait FrameLink: Send {
+    /// The PE on the other end.
+    fn peer(&self) -> u32;
+    /// The largest payload one frame to the peer may carry.
+    fn send_chunk(&self) -> u32;
+    /// Sends one frame (header and payload); a frame the peer would refuse is an error, not sent.
+    fn send(&mut self, h: &wire::OpHeader, payload: &[u8]) -> Result<()>;
+    /// Sends a message (`Message::encode`).
+    fn send_message(&mut self, m: &Message<'_>) -> Result<()>;
+    /// Waits at most `idle` for a frame; Ok(true): [`FrameLink::current`] holds it (validated).
+    fn recv_timeout(&mut self, idle: Duration) -> Result<bool>;
+    /// The frame the last successful receive read.
+    fn current(&self) -> Result<Message<'_>>;
+    /// Ends the sending direction in order (a CLOSE frame).
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+impl FrameLink for Connection {
+    fn peer(&self) -> u32 {
+        Connection::peer(self)
+    }
+    fn send_chunk(&self) -> u32 {
+        Connection::send_chunk(self)
+    }
+    fn send(&mut self, h: &wire::OpHeader, payload: &[u8]) -> Result<()> {
+        Connection::send(self, h, payload)
+    }
+    fn send_message(&mut self, m: &Message<'_>) -> Result<()> {
+        Connection::send_message(self, m)
+    }
+    fn recv_timeout(&mut self, idle: Duration) -> Result<bool> {
+        Connection::recv_timeout(self, idle)
+    }
+    fn current(&self) -> Result<Message<'_>> {
+        Connection::current(self)
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        Connection::close(*self)
+    }
+}
 
 /// A GET awaiting its response: where the bytes go.
 struct PendingGet {
@@ -104,7 +150,7 @@ enum Job {
 struct Link {
     peer: u32,
     /// The sending half (None once closed).
-    tx: Mutex<Option<Connection>>,
+    tx: Mutex<Option<Box<dyn FrameLink>>>,
     pending: Mutex<Pending>,
     /// Work for the responder thread (None once finalize closed it).
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
@@ -144,9 +190,9 @@ pub struct Proxy {
 
 /// Ends this PE: a failed peer connection (or a broken ring) is fatal. The message names the peer
 /// and what was in flight; rshmrun sees exit code 1 and ends the job.
-fn fatal(me: u32, what: impl std::fmt::Display) -> ! {
+fn fatal(what: impl std::fmt::Display) -> ! {
+    // The log's error path prefixes the PE ("rshmem error [PE n]: proxy: ...").
     log::error(format!("proxy: {what}"));
-    let _ = me;
     std::process::exit(1)
 }
 
@@ -289,12 +335,12 @@ impl Proxy {
                     let (jtx, jrx) = mpsc::channel();
                     links.push(Some(Link {
                         peer: q as u32,
-                        tx: Mutex::new(Some(tx)),
+                        tx: Mutex::new(Some(Box::new(tx))),
                         pending: Mutex::new(Pending::default()),
                         jobs: Mutex::new(Some(jtx)),
                         closed: AtomicBool::new(false),
                     }));
-                    halves.push(rx);
+                    halves.push(Box::new(rx) as Box<dyn FrameLink>);
                     job_rx.push((q, jrx));
                 }
                 None => links.push(None),
@@ -415,10 +461,10 @@ impl Inner {
         Ok((self.heap_base + offset) as *mut u8)
     }
 
-    fn send<T>(&self, link: &Link, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    fn send<T>(&self, link: &Link, f: impl FnOnce(&mut dyn FrameLink) -> Result<T>) -> Result<T> {
         let mut tx = link.tx.lock().unwrap_or_else(|e| e.into_inner());
         match tx.as_mut() {
-            Some(c) => f(c),
+            Some(c) => f(&mut **c),
             None => Err(Error::new(format!("proxy: the connection to PE {} is closed", link.peer))),
         }
     }
@@ -426,12 +472,11 @@ impl Inner {
     // ------------------------------------------------------------ the drain thread
 
     fn drain(self: Arc<Self>, staging: [HostShared; 2]) {
-        let me = self.me;
         // SAFETY: the ring lives in self.chan, which this thread keeps alive (Arc) while it drains;
         // this is the only drain of the ring.
         let mut d: Drain<'static> = match unsafe { Drain::attach(self.chan.host_ptr(), ring_area(self.slots)) } {
             Ok(d) => d,
-            Err(e) => fatal(me, e),
+            Err(e) => fatal(e),
         };
         let mut quiet: Vec<Option<u64>> = vec![None; self.npes as usize];
         let mut idle = 0u64;
@@ -439,13 +484,13 @@ impl Inner {
             let r = d.poll_entries(|seq, r| self.issue(seq, r, &staging, &mut quiet));
             let n = match r {
                 Ok(n) => n,
-                Err(e) => fatal(me, e),
+                Err(e) => fatal(e),
             };
             for (q, s) in quiet.iter_mut().enumerate() {
                 if let Some(seq) = s.take() {
                     let link = self.links[q].as_ref().expect("a quiet only for linked peers");
                     if let Err(e) = self.send(link, |c| c.send_message(&Message::Quiet { seq })) {
-                        fatal(me, e.context(format!("sending QUIET (request {seq}) to PE {q}")));
+                        fatal(e.context(format!("sending QUIET (request {seq}) to PE {q}")));
                     }
                 }
             }
@@ -541,7 +586,7 @@ impl Inner {
 
     // ------------------------------------------------------------ receivers
 
-    fn receive(self: Arc<Self>, mut rx: Connection) {
+    fn receive(self: Arc<Self>, mut rx: Box<dyn FrameLink>) {
         let peer = rx.peer();
         let link = self.links[peer as usize].as_ref().expect("a receiver only for linked peers");
         let mut closing_since: Option<Instant> = None;
@@ -561,12 +606,12 @@ impl Inner {
                         log::debug(format!("proxy: after finalize: {e}"));
                         return;
                     }
-                    fatal(self.me, format!("connection to PE {peer} failed: {e}{}", self.in_flight(link)));
+                    fatal(format!("connection to PE {peer} failed: {e}{}", self.in_flight(link)));
                 }
             }
             let m = match rx.current() {
                 Ok(m) => m,
-                Err(e) => fatal(self.me, format!("connection to PE {peer}: {e}")),
+                Err(e) => fatal(format!("connection to PE {peer}: {e}")),
             };
             match self.apply(link, m) {
                 Ok(true) => {}
@@ -574,7 +619,7 @@ impl Inner {
                     link.closed.store(true, Ordering::Release);
                     return;
                 }
-                Err(e) => fatal(self.me, format!("connection to PE {peer}: {e}{}", self.in_flight(link))),
+                Err(e) => fatal(format!("connection to PE {peer}: {e}{}", self.in_flight(link))),
             }
         }
     }
@@ -726,7 +771,7 @@ impl Inner {
                 if self.closing.load(Ordering::Acquire) {
                     return;
                 }
-                fatal(self.me, format!("answering PE {q}: {e}"));
+                fatal(format!("answering PE {q}: {e}"));
             }
         }
     }

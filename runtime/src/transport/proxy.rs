@@ -946,3 +946,247 @@ impl Transport for Proxy {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The engine's receiving side against random and mutated frames: whatever a peer sends, the
+    //! frames that pass the wire's decoder and the engine's own checks (answers to requests this PE
+    //! made) write only inside the heap or inside the destination of a pending GET, and never panic.
+    use super::*;
+    use crate::backend::Backend;
+    use std::sync::atomic::AtomicUsize;
+
+    const HEAP: usize = 1 << 16;
+    const LOCAL: usize = 4096;
+
+    /// A platform whose heap and one local buffer are plain memory; every write is checked.
+    struct Fake {
+        heap: HostShared,
+        local: HostShared,
+        writes: AtomicUsize,
+    }
+    impl Fake {
+        fn inside(&self, p: usize, len: usize) -> bool {
+            let within = |m: &HostShared, n: usize| p >= m.host_ptr() as usize && p + len <= m.host_ptr() as usize + n;
+            within(&self.heap, HEAP) || within(&self.local, LOCAL)
+        }
+    }
+    impl Backend for Fake {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+        fn heap_base(&self) -> usize {
+            self.heap.host_ptr() as usize
+        }
+        fn heap_size(&self) -> usize {
+            HEAP
+        }
+        fn peer_base(&self, _: usize) -> usize {
+            0
+        }
+        fn zero(&self, _: usize, _: usize) -> Result<()> {
+            Ok(())
+        }
+        fn quiet(&self) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn putmem(&self, _: *mut u8, _: *const u8, _: usize, _: i32) -> Result<()> {
+            unreachable!()
+        }
+        unsafe fn getmem(&self, _: *mut u8, _: *const u8, _: usize, _: i32) -> Result<()> {
+            unreachable!()
+        }
+        unsafe fn copy_in(&self, _: *mut u8, _: &[u8]) -> Result<()> {
+            unreachable!()
+        }
+        unsafe fn copy_out(&self, _: &mut [u8], _: *const u8) -> Result<()> {
+            unreachable!()
+        }
+        unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+            assert!(self.inside(dst as usize, len), "a write of {len} bytes at {dst:p} outside the heap and the local buffer");
+            self.writes.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: dst checked inside our memory; src is the frame's payload.
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+            Ok(())
+        }
+        unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
+            assert!(self.inside(addr as usize, width as usize) && (addr as usize).is_multiple_of(width as usize), "atomic at {addr:p}");
+            // SAFETY: checked inside the heap and aligned.
+            Ok(unsafe { rshmem_device::remote::proxy::apply_amo(code, width, addr, value, compare) }.unwrap())
+        }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    fn engine() -> (Arc<Inner>, Arc<Fake>) {
+        let fake = Arc::new(Fake { heap: HostShared::host_alloc(HEAP).unwrap(), local: HostShared::host_alloc(LOCAL).unwrap(), writes: AtomicUsize::new(0) });
+        let slots = 64;
+        let chan = HostShared::host_alloc(ring_area(slots) + return_area_bytes(slots)).unwrap();
+        // SAFETY: fresh zeroed memory of the right size; chan lives in Inner with the Completion.
+        unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots).unwrap() };
+        // SAFETY: as above.
+        let completion = unsafe { Completion::attach(chan.host_ptr()) };
+        let link = Link { peer: 1, tx: Mutex::new(None), pending: Mutex::new(Pending::default()), jobs: Mutex::new(None), closed: AtomicBool::new(false) };
+        let inner = Inner {
+            me: 0,
+            npes: 2,
+            heap_base: fake.heap.host_ptr() as u64,
+            heap_size: HEAP as u64,
+            platform: fake.clone(),
+            remote: vec![false, true],
+            chan,
+            slots,
+            completion,
+            links: vec![None, Some(link)],
+            stop: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            max_chunk: wire::MIN_CHUNK,
+            wait_limit: Duration::from_secs(1),
+        };
+        (Arc::new(inner), fake)
+    }
+
+    #[test]
+    fn random_frames_write_only_inside_the_heap_or_a_pending_destination() {
+        let (inner, fake) = engine();
+        let link = inner.links[1].as_ref().unwrap();
+        let ctx = wire::Context { me: 0, peer: 1, npes: 2, heap_size: HEAP as u64, max_chunk: wire::MIN_CHUNK };
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut applied, mut refused) = (0, 0);
+        let edge = |rng: &mut Rng| match rng.below(5) {
+            0 => rng.below(HEAP as u64 + 64),
+            1 => HEAP as u64 - rng.below(16),
+            2 => u64::MAX - rng.below(16),
+            3 => 8 * rng.below(HEAP as u64 / 8),
+            _ => rng.next(),
+        };
+        let payload = vec![0xabu8; wire::MIN_CHUNK as usize + 64];
+        for i in 0..100_000u64 {
+            // Some GETs of this PE await answers into the local buffer (seq 1..=8, ranges of the heap).
+            if i % 1000 == 0 {
+                let mut p = link.pending.lock().unwrap();
+                p.gets.clear();
+                for seq in 1..=8u64 {
+                    let len = 1 + rng.below(LOCAL as u64 - 1);
+                    let offset = rng.below(HEAP as u64 - len);
+                    p.gets.insert(seq, PendingGet { dst: fake.local.host_ptr() as u64, offset, len, got: 0, ret: None });
+                }
+            }
+            let mut h = wire::OpHeader {
+                kind: 1 + rng.below(13) as u8,
+                flags: rng.below(2) as u8,
+                op: rng.below(14) as u8,
+                width: [0u8, 4, 8, 3][rng.below(4) as usize],
+                src_pe: if rng.below(20) == 0 { rng.below(3) as u32 } else { 1 },
+                seq: rng.below(10),
+                offset: edge(&mut rng),
+                len: [rng.below(64), rng.below(wire::MIN_CHUNK as u64 + 2), edge(&mut rng)][rng.below(3) as usize],
+                payload_len: 0,
+                _reserved: 0,
+                value: if rng.below(2) == 0 { rng.below(1 << 32) } else { rng.next() },
+                compare: if rng.below(3) == 0 { rng.below(1 << 32) } else { 0 },
+                signal_offset: edge(&mut rng),
+            };
+            h.payload_len = if rng.below(4) == 0 { rng.below(wire::MIN_CHUNK as u64 + 64) as u32 } else { h.len.min(u32::MAX as u64) as u32 };
+            // Clear, now and then, the fields a kind does not use, so that many frames pass the decoder.
+            if rng.below(2) == 0 {
+                let (k, _) = (h.kind, 0);
+                if !matches!(k, 2 | 7) {
+                    h.signal_offset = 0;
+                }
+                if !matches!(k, 5) {
+                    h.compare = 0;
+                }
+                if !matches!(k, 5 | 6) {
+                    h.width = 0;
+                }
+                if !matches!(k, 2 | 5 | 7) {
+                    h.op = 0;
+                }
+                if matches!(k, 3 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 13) {
+                    h.payload_len = 0;
+                }
+                if matches!(k, 6 | 7 | 8 | 9 | 10 | 13 | 12) {
+                    h.offset = 0;
+                    h.len = 0;
+                }
+                if matches!(k, 3 | 8 | 9 | 10 | 12 | 13 | 1 | 4) {
+                    h.value = 0;
+                }
+                if matches!(k, 12) {
+                    h.payload_len = rng.below(64) as u32;
+                }
+                // Data frames mostly well formed: a small payload inside the heap.
+                if matches!(k, 1 | 2 | 4) && rng.below(4) != 0 {
+                    h.len = rng.below(64);
+                    h.offset = rng.below(HEAP as u64 - h.len + 8);
+                    h.payload_len = h.len as u32;
+                }
+            }
+            let plen = (h.payload_len as usize).min(payload.len());
+            let frame = wire::encode_frame(&h, &payload[..plen]);
+            match wire::decode_frame(&frame, &ctx) {
+                Ok(m) => {
+                    if matches!(m, Message::Close) {
+                        continue;
+                    }
+                    match inner.apply(link, m) {
+                        Ok(_) => applied += 1,
+                        Err(e) => {
+                            assert!(e.message().contains("PE 1"), "{e}");
+                            refused += 1
+                        }
+                    }
+                }
+                Err(e) => assert!(e.message().contains("PE 1"), "{e}"),
+            }
+        }
+        assert!(applied > 1000 && refused > 100, "applied {applied}, refused {refused}: the generator misses the interesting frames");
+        assert!(fake.writes.load(Ordering::Relaxed) > 1000, "too few frames wrote anything");
+    }
+
+    #[test]
+    fn answers_outside_the_request_are_refused() {
+        let (inner, fake) = engine();
+        let link = inner.links[1].as_ref().unwrap();
+        let dst = fake.local.host_ptr() as u64;
+        link.pending.lock().unwrap().gets.insert(5, PendingGet { dst, offset: 0x100, len: 16, got: 0, ret: None });
+        let data = [7u8; 16];
+        for (offset, len, what) in [(0xf8u64, 16usize, "outside the requested"), (0x108, 16, "outside the requested"), (0x100, 0, "")] {
+            let m = Message::GetResponse { seq: 5, offset, data: &data[..len], last: false };
+            let r = inner.apply(link, m);
+            if what.is_empty() {
+                r.unwrap();
+            } else {
+                assert!(r.unwrap_err().message().contains(what));
+            }
+        }
+        let e = inner.apply(link, Message::GetResponse { seq: 6, offset: 0x100, data: &data, last: true }).unwrap_err();
+        assert!(e.message().contains("did not ask"), "{e}");
+        let e = inner.apply(link, Message::AmoResponse { seq: 9, width: Width::W8, value: 1 }).unwrap_err();
+        assert!(e.message().contains("did not ask"), "{e}");
+        // Short answer: the last chunk arrives with bytes missing.
+        let e = inner.apply(link, Message::GetResponse { seq: 5, offset: 0x100, data: &data[..8], last: true }).unwrap_err();
+        assert!(e.message().contains("8 of 16 bytes"), "{e}");
+        // A complete one completes the request and lands in the destination.
+        link.pending.lock().unwrap().gets.insert(1, PendingGet { dst, offset: 0x200, len: 16, got: 0, ret: None });
+        inner.apply(link, Message::GetResponse { seq: 1, offset: 0x200, data: &data, last: true }).unwrap();
+        assert_eq!(inner.completion.completed(), 1);
+        // SAFETY: the local buffer holds LOCAL bytes.
+        assert_eq!(unsafe { std::slice::from_raw_parts(fake.local.host_ptr(), 16) }, &data);
+    }
+}

@@ -112,7 +112,9 @@ impl CudaBackend {
     }
 
     /// A copy between any two addresses (unified addressing), on a non-blocking stream of the pool,
-    /// waited for on that stream only.
+    /// waited for on that stream only. A small aligned copy into GPU memory (a proxied `p`, a device
+    /// barrier's 8-byte epoch) is expected to land as one PCIe write, so a polling kernel does not see
+    /// it torn; this is not verified on the GPU yet (TODO with the AMO latency measurement).
     ///
     /// # Safety
     /// `src` readable, `dst` writable for `len` bytes, not overlapping.

@@ -85,6 +85,28 @@ fn reinit_and_single_pe() {
     assert!(out.status.success() && t.contains("PE 0: reinit ok") && t.contains("PE 0: host_rma ok"), "{t}");
 }
 
+/// The randomized soak against its reference model (every device call kind, fences, quiet, messages,
+/// locks, barriers) with PEs on two nodes: ordering at the target (a GET is not overtaken by a write
+/// behind it), completion, fetched values. Fixed seeds (reproducible), with --netns too when root.
+#[test]
+fn soak_across_two_nodes() {
+    for (seed, netns) in [("20261123", false), ("2", false), ("18099131915878047159", false), ("7", true)] {
+        if netns && !is_root() {
+            continue;
+        }
+        let mut cmd = Command::new(tool("rshmrun"));
+        cmd.args(["--nodes", "2", "-np", "4", "--timeout", "120"]);
+        if netns {
+            cmd.arg("--netns");
+        }
+        cmd.arg(tool("rshmem-soak")).args(["--seed", seed, "--ops", "30000", "--threads", "4", "--blocks", "2"]);
+        cmd.env("RSHMEM_REMOTE_TRANSPORT", "proxy").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_SYMMETRIC_SIZE", "16m").env("RSHMEM_WAIT_TIMEOUT", "60");
+        let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+        let t = text(&out);
+        assert!(out.status.success() && t.contains("rshmem-soak: PASSED"), "soak seed {seed} across two nodes failed:\n{t}");
+    }
+}
+
 /// Uneven nodes and one PE per node: every PE pair across nodes gets its connection.
 #[test]
 fn other_node_layouts() {

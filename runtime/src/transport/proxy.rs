@@ -10,8 +10,9 @@
 //!   from draining ([`Completion`]): a request is complete when its effect is done *at the target*, and
 //!   the ring's `completed` is the largest complete prefix. Per connection a *receiver* thread applies
 //!   what the peer sends (its requests, and the answers to ours) and a *responder* thread sends the
-//!   answers to the peer's requests (GET data, fetched values, QUIET completions) so that the receiver
-//!   never blocks on sending: two receivers each blocked on sending to the other would deadlock.
+//!   answers to the peer's requests (GET data the receiver read, fetched values, QUIET completions),
+//!   so that the receiver never blocks on sending: two receivers each blocked on sending to the
+//!   other would deadlock.
 //!   A *listener* thread refuses (or, with a valid hello, cuts off) connections opened after setup.
 //! - **Connections.** One TCP connection per pair of PEs on different nodes (lower PE connects, higher
 //!   accepts; hello with the job key, `tcp`). One connection per pair carries every frame between
@@ -35,8 +36,9 @@
 //!   (listen, connect, accept, split into halves) is TCP's. A verbs provider implements `FrameLink` and
 //!   its own setup; the engine (draining, completion, applying frames, answers) stays as it is.
 //!
-//! Large transfers (PUT data, GET responses) are staged through two pinned buffers: the staging copy
-//! of chunk k+1 overlaps the send of chunk k. Not done yet: several connections (lanes) per pair.
+//! PUT data is staged through two pinned buffers: the staging copy of chunk k+1 overlaps the send of
+//! chunk k. A GET is read at the target when its request arrives (in the connection's order, so a
+//! later write to the range is not seen), into a host buffer the responder sends from. Not done yet: several connections (lanes) per pair.
 
 use super::ring::{self, Completion, Drain, Request, RingRef};
 use super::tcp::{self, Connection, Endpoint};
@@ -141,7 +143,8 @@ struct Pending {
 
 /// What a responder thread sends for the receiver.
 enum Job {
-    Get { seq: u64, offset: u64, len: u64 },
+    /// A GET's bytes, read at the target when the request arrived (see `apply`).
+    Get { seq: u64, offset: u64, data: Vec<u8> },
     Amo { seq: u64, width: Width, value: u64 },
     QuietAck { seq: u64 },
 }
@@ -373,12 +376,11 @@ impl Proxy {
             let i = inner.clone();
             threads.push(spawn(format!("rshmem-proxy-rx{q}"), Box::new(move || i.receive(rx)))?);
         }
-        // Staging buffers are made here, before the threads start, so that init has allocated all it
-        // will (a caller measuring memory after init sees the same every time).
+        // The drain's staging buffers are made here, before the threads start, so that init has
+        // allocated all it will (a caller measuring memory after init sees the same every time).
         for (q, jrx) in job_rx {
             let i = inner.clone();
-            let st = inner.staging()?;
-            threads.push(spawn(format!("rshmem-proxy-tx{q}"), Box::new(move || i.respond(q, jrx, st)))?);
+            threads.push(spawn(format!("rshmem-proxy-tx{q}"), Box::new(move || i.respond(q, jrx)))?);
         }
         let i = inner.clone();
         let st = inner.staging()?;
@@ -673,8 +675,15 @@ impl Inner {
                 }
             }
             Message::GetRequest { seq, offset, len } => {
-                self.heap_addr(peer, offset, len)?;
-                push(Job::Get { seq, offset, len });
+                // The bytes are read here, in the connection's order, not later by the responder: a
+                // write the peer sent after this GET (ordered behind it by a fence, e.g. reusing the
+                // range) must not be seen by it. The cost is a host buffer of the GET's size until
+                // it is sent; the responder sends it without blocking this receiver.
+                let src = self.heap_addr(peer, offset, len)?;
+                let mut data = vec![0u8; len as usize];
+                // SAFETY: src..src+len lies in the backed heap (checked); data holds len bytes.
+                unsafe { self.platform.copy(data.as_mut_ptr(), src, len as usize)? };
+                push(Job::Get { seq, offset, data });
             }
             Message::Quiet { seq } => push(Job::QuietAck { seq }),
             Message::Fence { .. } => {}
@@ -759,13 +768,13 @@ impl Inner {
 
     // ------------------------------------------------------------ responders
 
-    fn respond(self: Arc<Self>, q: usize, jobs: mpsc::Receiver<Job>, staging: [HostShared; 2]) {
+    fn respond(self: Arc<Self>, q: usize, jobs: mpsc::Receiver<Job>) {
         let link = self.links[q].as_ref().expect("a responder only for linked peers");
         while let Ok(j) = jobs.recv() {
             let r = match j {
                 Job::QuietAck { seq } => self.send(link, |c| c.send_message(&Message::QuietAck { seq })),
                 Job::Amo { seq, width, value } => self.send(link, |c| c.send_message(&Message::AmoResponse { seq, width, value })),
-                Job::Get { seq, offset, len } => self.get_response(link, &staging, seq, offset, len),
+                Job::Get { seq, offset, data } => self.get_response(link, seq, offset, &data),
             };
             if let Err(e) = r {
                 if self.closing.load(Ordering::Acquire) {
@@ -776,10 +785,12 @@ impl Inner {
         }
     }
 
-    fn get_response(&self, link: &Link, staging: &[HostShared; 2], seq: u64, offset: u64, len: u64) -> Result<()> {
+    fn get_response(&self, link: &Link, seq: u64, offset: u64, data: &[u8]) -> Result<()> {
         let chunk = self.send(link, |c| Ok(c.send_chunk()))?.min(self.max_chunk);
-        let src = self.heap_addr(link.peer, offset, len)?;
-        self.staged_send(link, staging, Chunks::get_response(self.me, seq, offset, len, chunk), src as usize)
+        for ch in Chunks::get_response(self.me, seq, offset, data.len() as u64, chunk) {
+            self.send(link, |c| c.send(&ch.header, &data[ch.range.clone()]))?;
+        }
+        Ok(())
     }
 
     /// Two pinned staging buffers of a chunk each (one being filled while the other is sent).
@@ -1006,8 +1017,14 @@ mod tests {
             unreachable!()
         }
         unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
-            assert!(self.inside(dst as usize, len), "a write of {len} bytes at {dst:p} outside the heap and the local buffer");
-            self.writes.fetch_add(1, Ordering::Relaxed);
+            if self.inside(dst as usize, len) {
+                self.writes.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // Not a write into our memory: then it is a read of the heap (a GET's bytes) into a
+                // buffer of the engine's own, and the read must lie inside the heap.
+                let h = self.heap.host_ptr() as usize;
+                assert!(src as usize >= h && src as usize + len <= h + HEAP, "a copy of {len} bytes from {src:p} to {dst:p}: neither a write into the heap or local buffer nor a read of the heap");
+            }
             // SAFETY: dst checked inside our memory; src is the frame's payload.
             unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
             Ok(())

@@ -92,6 +92,12 @@ pub trait Backend: Send + Sync + std::any::Any {
     /// `addr` must be aligned to `width` and lie in this PE's heap (or other memory device code accesses
     /// only atomically).
     unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64>;
+    /// Prepares `copy` and `amo` at proxy setup, so that the first remote request does not pay for it
+    /// (CUDA: loading the runtime's module, which JIT-compiles the device library, can take seconds
+    /// that a peer's sends would otherwise wait for).
+    fn prepare_proxy(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Zeroed memory that device code and host threads both read and write (the proxy's request ring and

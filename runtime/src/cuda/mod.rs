@@ -352,6 +352,9 @@ impl Backend for CudaBackend {
         // SAFETY: forwarded contract.
         unsafe { self.proxy_copy(dst, src, len) }
     }
+    fn prepare_proxy(&self) -> Result<()> {
+        self.module().map(|_| ())
+    }
     unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
         // SAFETY: forwarded contract (aligned, in GPU memory accessed atomically).
         let v = unsafe { self.amo_batch(&[AmoOp { addr: addr as u64, code, width, value, compare }])? };

@@ -257,6 +257,7 @@ impl Proxy {
             Some(v) => env::parse_proxy_slots(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_SLOTS)))?,
             None => DEFAULT_SLOTS,
         };
+        platform.prepare_proxy()?;
         let chan = platform.host_shared(ring_area(slots) + return_area_bytes(slots))?;
         // SAFETY: chan is ours, zeroed, 64-aligned and holds ring_bytes(slots); nobody posts yet.
         unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots)? };

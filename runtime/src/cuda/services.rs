@@ -88,9 +88,14 @@ impl CudaBackend {
         }
         // SAFETY: p is valid for `bytes` (cuMemHostAlloc), zeroed just below before anyone sees it.
         unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
-        // SAFETY: zeroed, 64-aligned (checked), valid for bytes; d is its device address; freed once.
+        // SAFETY: zeroed, 64-aligned (checked), valid for bytes; d is its device address; freed once,
+        // with cuMemFreeHost in the context that allocated it.
+        // The memory may be freed on any thread (the last user of a proxy's buffers): make the
+        // context current there first (the primary context, retained for the process's life).
+        let ctx = self.ctx as usize;
         Ok(unsafe {
-            HostShared::from_raw(p as *mut u8, d, bytes, Box::new(|p| {
+            HostShared::from_raw(p as *mut u8, d, bytes, Box::new(move |p| {
+                cu::cuCtxSetCurrent(ctx as cu::CUcontext);
                 cu::cuMemFreeHost(p as *mut std::ffi::c_void);
             }))
         })

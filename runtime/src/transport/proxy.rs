@@ -12,8 +12,7 @@
 //!   what the peer sends (its requests, and the answers to ours) and a *responder* thread sends the
 //!   answers to the peer's requests (GET data the receiver read, fetched values, QUIET completions),
 //!   so that the receiver never blocks on sending: two receivers each blocked on sending to the
-//!   other would deadlock.
-//!   A *listener* thread refuses (or, with a valid hello, cuts off) connections opened after setup.
+//!   other would deadlock. A *listener* thread refuses (or, with a valid hello, cuts off) connections opened after setup.
 //! - **Connections.** One TCP connection per pair of PEs on different nodes (lower PE connects, higher
 //!   accepts; hello with the job key, `tcp`). One connection per pair carries every frame between
 //!   them in order, which gives `fence` (per-target ordering) for free. Frames are the wire's
@@ -38,7 +37,11 @@
 //!
 //! PUT data is staged through two pinned buffers: the staging copy of chunk k+1 overlaps the send of
 //! chunk k. A GET is read at the target when its request arrives (in the connection's order, so a
-//! later write to the range is not seen), into a host buffer the responder sends from. Not done yet: several connections (lanes) per pair.
+//! later write to the range is not seen), into a host buffer the responder sends from.
+//!
+//! Not done yet: several connections (lanes) per pair (not measured to help yet); batching the GPU
+//! AMO service over consecutive AMO frames (`CudaBackend::amo_batch` takes up to 32); GPU figures
+//! (AMO service latency, staging overlap) are still to be measured on the device machine.
 
 use super::ring::{self, Completion, Drain, Request, RingRef};
 use super::tcp::{self, Connection, Endpoint};

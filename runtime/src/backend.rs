@@ -70,4 +70,95 @@ pub trait Backend: Send + Sync + std::any::Any {
     fn publish_state(&self, _state: &rshmem_device::state::DeviceState) -> Result<()> {
         Ok(())
     }
+
+    // ---- what a proxy thread needs (transport::proxy). Proxy threads call these concurrently, while
+    // the user's kernels may be running and spinning until the proxy completes their requests: none of
+    // them may wait for the user's work (no legacy default stream, no context synchronize).
+
+    /// `bytes` of zeroed memory that device code and host threads both read and write, 64-aligned.
+    fn host_shared(&self, bytes: usize) -> Result<HostShared> {
+        HostShared::host_alloc(bytes)
+    }
+    /// Copies `len` bytes between any two addresses of this process (host memory, this PE's heap, GPU
+    /// memory), complete when it returns. Safe to call from several threads at once.
+    ///
+    /// # Safety
+    /// `src` must be readable and `dst` writable for `len` bytes; the ranges must not overlap.
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()>;
+    /// Atomic `code` (an `rshmem_device::remote::proxy::amo` code) of `width` (4 or 8) bytes at `addr`,
+    /// atomic with respect to the device code's own atomics on the same word; returns the old value.
+    ///
+    /// # Safety
+    /// `addr` must be aligned to `width` and lie in this PE's heap (or other memory device code accesses
+    /// only atomically).
+    unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64>;
+    /// Prepares `copy` and `amo` at proxy setup, so that the first remote request does not pay for it
+    /// (CUDA: loading the runtime's module, which JIT-compiles the device library, can take seconds
+    /// that a peer's sends would otherwise wait for).
+    fn prepare_proxy(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Zeroed memory that device code and host threads both read and write (the proxy's request ring and
+/// return area, argument blocks of service kernels), 64-byte aligned: pinned, mapped host memory on
+/// CUDA (`cuMemHostAlloc(DEVICEMAP | PORTABLE)`), an aligned allocation on the CPU backend. Freed on
+/// drop by the platform that made it.
+pub struct HostShared {
+    host: *mut u8,
+    device: u64,
+    bytes: usize,
+    free: Option<Box<dyn FnOnce(*mut u8) + Send + Sync>>,
+}
+
+// SAFETY: the memory is plain bytes shared with device code; HostShared only hands out its addresses
+// and frees it once, on drop. Users access it through atomics or their own protocol.
+unsafe impl Send for HostShared {}
+// SAFETY: as above (no interior state besides the addresses).
+unsafe impl Sync for HostShared {}
+
+impl HostShared {
+    /// Wraps memory a platform allocated: `host` (this process's address), `device` (the address device
+    /// code uses), `bytes`, and how to free it.
+    ///
+    /// # Safety
+    /// `host` must be zeroed, 64-aligned and valid for `bytes` bytes until `free` runs (exactly once,
+    /// on drop); `device` must name the same memory for device code.
+    pub unsafe fn from_raw(host: *mut u8, device: u64, bytes: usize, free: Box<dyn FnOnce(*mut u8) + Send + Sync>) -> HostShared {
+        HostShared { host, device, bytes, free: Some(free) }
+    }
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.host
+    }
+    pub fn device_addr(&self) -> u64 {
+        self.device
+    }
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+    /// An aligned, zeroed host allocation (the CPU platform's `host_shared`; device code runs on host
+    /// threads there, so the device address is the host address).
+    pub fn host_alloc(bytes: usize) -> Result<HostShared> {
+        let layout = std::alloc::Layout::from_size_align(bytes.max(64), 64)
+            .map_err(|e| crate::error::Error::new(format!("host_shared({bytes} bytes): {e}")))?;
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            return Err(crate::error::Error::new(format!("host_shared: cannot allocate {bytes} bytes")));
+        }
+        // SAFETY: a fresh zeroed 64-aligned allocation of layout.size() >= bytes; freed once with the
+        // same layout.
+        Ok(unsafe { HostShared::from_raw(p, p as u64, bytes, Box::new(move |p| std::alloc::dealloc(p, layout))) })
+    }
+}
+
+impl Drop for HostShared {
+    fn drop(&mut self) {
+        if let Some(f) = self.free.take() {
+            f(self.host);
+        }
+    }
 }

@@ -77,6 +77,36 @@ impl Backend for CpuBackend {
         unsafe { rshmem_device::getmem(dst, src, bytes, pe) };
         Ok(())
     }
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Release};
+        // A small aligned copy (a proxied `p`, a device barrier's epoch, a signal word) is one atomic
+        // store with release, so that a device thread polling the word with acquire loads never sees
+        // it torn, and sees what this thread wrote before it. memcpy promises neither.
+        if matches!(len, 1 | 2 | 4 | 8) && (dst as usize).is_multiple_of(len) {
+            // SAFETY: dst is writable for len bytes and aligned to len (checked), so it is a valid
+            // atomic of that width; src is readable for len bytes (read unaligned).
+            unsafe {
+                match len {
+                    1 => AtomicU8::from_ptr(dst).store(src.read(), Release),
+                    2 => AtomicU16::from_ptr(dst as *mut u16).store((src as *const u16).read_unaligned(), Release),
+                    4 => AtomicU32::from_ptr(dst as *mut u32).store((src as *const u32).read_unaligned(), Release),
+                    _ => AtomicU64::from_ptr(dst as *mut u64).store((src as *const u64).read_unaligned(), Release),
+                }
+            }
+            return Ok(());
+        }
+        // SAFETY: the caller's contract (readable src, writable dst, no overlap). Heap memory is shared
+        // with other processes and device threads, which access it through raw pointers only.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        Ok(())
+    }
+    unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
+        // On the CPU backend "device" atomics are host atomics on the shared heap, so the proxy thread
+        // applies the AMO itself with the one definition of each AMO.
+        // SAFETY: the caller's contract: aligned, in the heap, accessed only atomically.
+        unsafe { rshmem_device::remote::proxy::apply_amo(code, width, addr, value, compare) }
+            .ok_or_else(|| crate::error::Error::new(format!("atomic operation {code} on {width} bytes: unknown operation or width")))
+    }
 }
 
 // ------------------------------------------------------------------ CPU kernels

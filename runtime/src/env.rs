@@ -29,6 +29,8 @@ pub const WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
 pub const STATUS_FD: &str = "RSHMEM_STATUS_FD";
 pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
 pub const REMOTE_TRANSPORT: &str = "RSHMEM_REMOTE_TRANSPORT";
+pub const PROXY_SLOTS: &str = "RSHMEM_PROXY_SLOTS";
+pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
 
 pub const VARS: &[EnvVar] = &[
     EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)", check: is_count },
@@ -44,7 +46,9 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)", check: is_size },
     EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
-    EnvVar { name: REMOTE_TRANSPORT, default: "none", meaning: "transport for PEs on other nodes: none (they are not reachable; device calls to them fail naming the PE), proxy (CPU proxy thread over TCP: not built yet) or ibgda (GPU-driven NIC: not built yet). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
+    EnvVar { name: REMOTE_TRANSPORT, default: "none", meaning: "transport for PEs on other nodes: none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU-driven NIC: not built yet). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
+    EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each PE's request ring (a power of two from 1 to 1048576); 64 bytes each, in pinned host memory on CUDA", check: is_proxy_slots },
+    EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
     EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds any wait may last before the PE fails naming what it waits for: device-side wait_until/signal_wait_until/barrier on the CPU backend, host barriers, the runtime's collectives and bootstrap collectives (the error names the PEs not yet arrived and what they last entered); 0 = wait forever", check: is_secs },
     EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
@@ -99,6 +103,17 @@ pub fn parse_backend(v: &str) -> Option<&'static str> {
         "cpu" => Some("cpu"),
         "cuda" | "gpu" => Some("cuda"),
         _ => None,
+    }
+}
+fn is_proxy_slots(v: &str) -> std::result::Result<(), String> {
+    parse_proxy_slots(v).map(|_| ())
+}
+/// A `RSHMEM_PROXY_SLOTS` value: a power of two from 1 to the ring's maximum.
+pub fn parse_proxy_slots(v: &str) -> std::result::Result<usize, String> {
+    let max = rshmem_device::remote::proxy::MAX_SLOTS;
+    match v.trim().parse::<u64>() {
+        Ok(n) if n >= 1 && n <= max && n.is_power_of_two() => Ok(n as usize),
+        _ => Err(format!("expected a power of two from 1 to {max}")),
     }
 }
 fn is_remote_transport(v: &str) -> std::result::Result<(), String> {

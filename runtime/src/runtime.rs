@@ -8,16 +8,16 @@ use crate::fdpass::FdServer;
 use crate::heap::Allocator;
 use crate::hostsync::HostSync;
 use crate::jobstatus::JobStatus;
-use crate::transport::{p2p::P2p, Transport};
+use crate::transport::{p2p::P2p, RemoteSetup, Transport};
 use crate::{env, log};
-use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, STATE_MAGIC};
+use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, ROUTE_NONE, ROUTE_P2P, STATE_MAGIC};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 pub struct Runtime {
     pub(crate) boot: Bootstrap,
-    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) backend: Arc<dyn Backend>,
     /// The transports: p2p first (node-local PEs), then the remote one if `RSHMEM_REMOTE_TRANSPORT`
     /// names one.
     transports: Vec<Box<dyn Transport>>,
@@ -168,7 +168,9 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let fds = FdServer::start(job, boot.job_key(), me)?;
     let backend = make_backend(&boot, &fds, job, heap_size)?;
     let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];
-    transports.extend(remote);
+    if let Some(make) = remote {
+        transports.push(make(&RemoteSetup { boot: &boot, platform: backend.clone() })?);
+    }
     let route = crate::transport::route_table(n, &transports.iter().map(|t| &**t).collect::<Vec<_>>());
     // What the platform backed at its start (the whole heap on the CPU, the first granule on GPUs) is
     // registered like every later growth.
@@ -190,9 +192,19 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     st.checks = 1;
     st.node_my_pe = boot.local_pe() as i32;
     st.node_n_pes = boot.node_pes().len() as i32;
-    for pe in 0..n {
+    for (pe, r) in route.iter().enumerate() {
         // Only a transport that maps the peer gives a base (p2p); others give 0 (not mapped).
-        st.peer_base[pe] = route[pe].map_or(0, |t| transports[t].peer_base(pe)) as u64;
+        st.peer_base[pe] = r.map_or(0, |t| transports[t].peer_base(pe)) as u64;
+        // Transport 0 is p2p (mapped); the others say which route they are.
+        st.route[pe] = match *r {
+            None => ROUTE_NONE,
+            Some(0) => ROUTE_P2P,
+            Some(t) => transports[t].route_code(),
+        };
+    }
+    if let Some((ring, ret)) = transports.iter().find_map(|t| t.device_channel()) {
+        st.proxy_ring = ring;
+        st.proxy_ret = ret;
     }
     for (i, &pe) in boot.node_pes().iter().enumerate() {
         st.node_pe[i] = pe as i32;
@@ -225,18 +237,18 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     })
 }
 
-fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<Box<dyn Backend>> {
+fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<Arc<dyn Backend>> {
     let kind = backend_kind()?;
     if kind != BackendKind::Cpu {
         match crate::cuda::CudaBackend::new(boot, fds, job, heap_size) {
-            Ok(b) => return Ok(Box::new(b)),
+            Ok(b) => return Ok(Arc::new(b)),
             Err(e) if kind == BackendKind::Auto && e.is_no_gpu() => {
                 log::info(format!("no usable GPU ({e}); using the CPU backend"));
             }
             Err(e) => return Err(e.into_error()),
         }
     }
-    Ok(Box::new(crate::cpu::CpuBackend::new(boot, fds, job, heap_size)?))
+    Ok(Arc::new(crate::cpu::CpuBackend::new(boot, fds, job, heap_size)?))
 }
 
 fn random16() -> [u8; 16] {
@@ -252,6 +264,13 @@ fn random16() -> [u8; 16] {
 pub fn finalize() -> Result<()> {
     let rt = RT.write().unwrap_or_else(PoisonError::into_inner).take().ok_or_else(|| Error::new("rshmem_finalize: rshmem is not initialized"))?;
     let r = rt.host_barrier("rshmem_finalize");
+    // After the final barrier every operation is complete: the transports close their connections
+    // (a peer then sees an orderly CLOSE, not a failure) and stop their threads.
+    for t in &rt.transports {
+        if let Err(e) = t.shutdown() {
+            log::warn(format!("rshmem_finalize: the {} transport: {e}", t.name()));
+        }
+    }
     // Device calls from now on fail naming the call instead of using the heap unmapped below.
     #[cfg(not(target_arch = "nvptx64"))]
     rshmem_device::arch::host::clear_state();

@@ -428,6 +428,54 @@ fn fuzz_check_request() {
     assert!(check_request(&put(1, heap - 4, 8), 4, heap).unwrap_err().message().contains("outside the 1048576-byte heap"));
     assert!(check_request(&put(1, u64::MAX, 2), 4, heap).is_err());
     assert!(check_request(&Request { op: 99, ..put(1, 0, 8) }, 4, heap).unwrap_err().message().contains("unknown operation 99"));
+    // `g`: a GET of at most 8 bytes into the return slot has no local address; with one, or longer,
+    // it is refused; a plain GET still needs its address.
+    use rshmem_device::remote::proxy::SUB_RETURN;
+    let g = |len, src| Request { op: op::GET, sub: SUB_RETURN, pe: 1, offset: 64, len, src, ..Request::default() };
+    for len in [1, 2, 4, 8] {
+        check_request(&g(len, 0), 4, heap).unwrap();
+    }
+    assert!(check_request(&g(16, 0), 4, heap).unwrap_err().message().contains("return slot of 16 bytes"));
+    assert!(check_request(&g(8, 64), 4, heap).unwrap_err().message().contains("return slot"));
+    assert!(check_request(&Request { sub: 0, ..g(8, 0) }, 4, heap).unwrap_err().message().contains("null local address"));
+}
+
+/// Completion out of order: `completed` is always the largest complete prefix.
+#[test]
+fn completion_advances_over_the_complete_prefix_only() {
+    let ring = RingBuf::new(16).unwrap();
+    let r = ring.ring();
+    // SAFETY: the RingBuf's header, alive for the test.
+    let c = unsafe { rshmem::transport::ring::Completion::attach(r.header as usize as *mut u8) };
+    let completed = || unsafe { rshmem::transport::ring::counters(r) }.2;
+    c.done(3);
+    c.done(2);
+    assert_eq!(completed(), 0, "1 is not complete yet");
+    c.done(1);
+    assert_eq!(completed(), 3);
+    c.done(5);
+    c.done(5);
+    c.done(2);
+    assert_eq!(completed(), 3);
+    c.done(4);
+    assert_eq!(completed(), 5);
+    assert_eq!(c.completed(), 5);
+    // Many threads completing a shuffled range.
+    let c = std::sync::Arc::new(c);
+    let hs: Vec<_> = (0..4u64)
+        .map(|t| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for i in (0..1000u64).rev() {
+                    c.done(6 + i * 4 + t);
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(completed(), 4005);
 }
 
 // ---------------------------------------------------------------- processes sharing one ring

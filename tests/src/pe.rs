@@ -11,6 +11,8 @@ use rshmem::kernels::KernelSet;
 use rshmem_device::{CMP_EQ, TEAM_NODE};
 use std::process::exit;
 
+mod remote;
+
 /// Counts the bytes this process has allocated and not freed, for the re-init scenario's leak check.
 struct Counting;
 static LIVE_BYTES: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
@@ -924,6 +926,10 @@ fn main() {
             "finalize_mismatch" => finalize_mismatch(&c),
             "stuck_pe" => stuck_pe(&c),
             "bad_pe" | "bad_addr" => bad_device_call(&c, s),
+            "proxy_rma" => remote::rma(&c),
+            "proxy_ops" => remote::ops(&c),
+            "proxy_kill" => remote::kill(&c),
+            "proxy_garbage" => remote::garbage(&c),
             other => die(format!("unknown scenario {other:?}")),
         }
         println!("PE {me}: {s} ok ({} backend, {n} PEs, {threads} threads, {:.2} s)", if gpu { "cuda" } else { "cpu" }, t.elapsed().as_secs_f64());

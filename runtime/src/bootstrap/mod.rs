@@ -39,6 +39,16 @@ pub(crate) use wire::truncate;
 pub(crate) use ratelimit::WarnLimiter;
 pub(crate) use wire::poll;
 
+/// The IPv4 address this host would use on interface `ifname` (None: the default route's interface,
+/// else the first non-loopback one, else loopback), for other listeners (the proxy transport's).
+pub(crate) fn local_ipv4(ifname: Option<&str>) -> Result<std::net::Ipv4Addr> {
+    net::choose_ipv4(ifname).map(|(ip, _)| ip)
+}
+/// Resolves a host:port (for other listeners that follow the bootstrap's address).
+pub(crate) fn resolve_addr(addr: &str) -> std::io::Result<Vec<std::net::SocketAddr>> {
+    net::resolve(addr)
+}
+
 use crate::env;
 use crate::error::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};

@@ -181,12 +181,77 @@ pub unsafe fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i
 unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
     let rt = crate::runtime::get(call)?;
     let sym = if put { dst } else { src as *mut u8 };
-    rt.check_rma(call, sym, bytes, pe)?;
+    let t = rt.check_rma(call, sym, bytes, pe)?;
+    if t.peer_base(pe as usize) == 0 {
+        // SAFETY: forwarded contract; the range and the route were checked.
+        return unsafe { onstream_remote(call, dst, src, bytes, pe, s, put) };
+    }
     let remote = rshmem_device::ptr(sym, pe) as u64;
     let (d, sr) = if put { (remote, src as u64) } else { (dst as u64, remote) };
     with_backend(call, |b| {
         b.bind()?;
         // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing.
         check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyAsync"))
+    })
+}
+
+/// What a host function enqueued by `onstream_remote` does when the stream reaches it.
+struct HostCopy {
+    call: &'static str,
+    dst: usize,
+    src: usize,
+    bytes: usize,
+    pe: i32,
+    put: bool,
+}
+
+/// The host function: runs the blocking host put/get through the remote transport (the proxy posts
+/// the request into its ring and waits for completion at the target).
+///
+/// Why this is safe inside a stream callback: host functions must not call CUDA. This one does not:
+/// it writes a request into the proxy's ring (host memory) and polls the ring's `completed` word. The
+/// CUDA copies that move the data are made by the proxy's own threads on their own non-blocking
+/// streams (`cuda::services`), which do not wait for this stream, so the callback's wait cannot
+/// deadlock with the work it waits for. Stream order gives the on-stream semantics: the copy starts
+/// after everything enqueued before it on `s` (e.g. the kernel that produced `src`) and everything
+/// enqueued after it waits until it is complete at the target. A failure cannot be returned from a
+/// callback: it is fatal for the PE, named on the log's error path (like a proxy connection failure).
+unsafe extern "C" fn host_copy(user: *mut std::ffi::c_void) {
+    // SAFETY: `user` is the Box<HostCopy> leaked by onstream_remote for exactly this one call.
+    let c = unsafe { Box::from_raw(user as *mut HostCopy) };
+    let r = crate::runtime::get(c.call).and_then(|rt| {
+        // SAFETY: the ranges were checked when the call was enqueued, and the caller of the on-stream
+        // call keeps its local buffer valid until the stream has run the copy.
+        unsafe {
+            if c.put {
+                rt.putmem(c.dst as *mut u8, c.src as *const u8, c.bytes, c.pe)
+            } else {
+                rt.getmem(c.dst as *mut u8, c.src as *const u8, c.bytes, c.pe)
+            }
+        }
+    });
+    if let Err(e) = r {
+        crate::log::error(format!("proxy: {}: {e}", c.call));
+        std::process::exit(1);
+    }
+}
+
+/// An on-stream put/get to a PE on another node: a host function on `s` (`cuLaunchHostFunc`) that
+/// runs the host call through the proxy (see `host_copy`).
+///
+/// # Safety
+/// As `onstream_copy`.
+unsafe fn onstream_remote(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
+    let name: &'static str = if put { "rshmem_putmem_on_stream" } else { "rshmem_getmem_on_stream" };
+    let job = Box::into_raw(Box::new(HostCopy { call: name, dst: dst as usize, src: src as usize, bytes, pe, put }));
+    with_backend(call, |b| {
+        b.bind()?;
+        // SAFETY: host_copy takes ownership of `job` when it runs; on failure to enqueue we free it.
+        let r = check(unsafe { cu::cuLaunchHostFunc(s.0, Some(host_copy), job as *mut std::ffi::c_void) }, &format!("{call}: cuLaunchHostFunc"));
+        if r.is_err() {
+            // SAFETY: not enqueued, so host_copy never runs; the box is still ours.
+            drop(unsafe { Box::from_raw(job) });
+        }
+        r
     })
 }

@@ -15,11 +15,13 @@
 pub mod driver;
 mod api;
 mod module;
+mod services;
+pub use services::{AmoOp, MAX_AMO_BATCH};
 
 pub use api::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, with_backend, Timer};
 pub use module::{Module, Stream};
 
-use crate::backend::{Backend, Collective, SEG_GRANULE0};
+use crate::backend::{Backend, Collective, HostShared, SEG_GRANULE0};
 use crate::transport::p2p::{exchange, Export};
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
@@ -102,6 +104,8 @@ pub struct CudaBackend {
     module: Mutex<Option<Arc<Module>>>,
     /// This instance's number (`GENERATION`), different for every `init` of the process.
     generation: u64,
+    /// Non-blocking streams and AMO argument blocks for the proxy transport (`services`).
+    services: services::Services,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
@@ -158,6 +162,7 @@ impl CudaBackend {
             inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![], state_addrs: vec![], state: None, modules: vec![] }),
             module: Mutex::new(None),
             generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
+            services: Default::default(),
         };
         // The first granule holds the runtime's internal area: back it now.
         be.grow(Collective { boot, fds, job }, 1)?;
@@ -339,6 +344,21 @@ impl Backend for CudaBackend {
         let mut inner = self.inner.lock().unwrap();
         inner.state = Some(*state);
         self.publish_all(&inner)
+    }
+    fn host_shared(&self, bytes: usize) -> Result<HostShared> {
+        self.pinned_shared(bytes)
+    }
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.proxy_copy(dst, src, len) }
+    }
+    fn prepare_proxy(&self) -> Result<()> {
+        self.module().map(|_| ())
+    }
+    unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
+        // SAFETY: forwarded contract (aligned, in GPU memory accessed atomically).
+        let v = unsafe { self.amo_batch(&[AmoOp { addr: addr as u64, code, width, value, compare }])? };
+        Ok(v[0])
     }
 }
 

@@ -9,9 +9,10 @@
 //!   - [`p2p`]: the peer's heap is mapped into this process (same node): device code loads, stores and
 //!     runs atomics on it directly. It always serves the node-local PEs. The same-node descriptor
 //!     exchange both platforms use is written once there ([`p2p::exchange`]);
-//!   - `proxy` (not built yet): the device code posts a request into a channel, and this PE's CPU proxy
-//!     thread carries it over the network to the peer's proxy (TCP always, verbs later). Its pieces are
-//!     built: the wire protocol ([`wire`]), the TCP provider ([`tcp`]) and the request ring ([`ring`]);
+//!   - [`proxy`]: the device code (or a host thread) posts a request into a channel, and this PE's CPU
+//!     proxy thread carries it over the network to the peer's proxy (TCP now, verbs later). Its pieces:
+//!     the wire protocol ([`wire`]), the TCP provider ([`tcp`]), the request ring ([`ring`]) and the
+//!     engine ([`proxy`]);
 //!   - `ibgda` (not built yet): the GPU drives an mlx5 NIC itself.
 //!
 //! `RSHMEM_REMOTE_TRANSPORT` (`none` | `proxy` | `ibgda`, default `none`) names the transport for PEs on
@@ -23,13 +24,17 @@
 //! server, the platform for copies) is passed down.
 
 pub mod p2p;
+pub mod proxy;
 pub mod ring;
 pub mod tcp;
 pub mod wire;
 
 use crate::backend::{Backend, Collective};
+use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
+use rshmem_device::remote::proxy::RingRef;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// What a transport does for the runtime.
 pub trait Transport: Send + Sync {
@@ -63,7 +68,31 @@ pub trait Transport: Send + Sync {
     fn quiet(&self) -> Result<()> {
         Ok(())
     }
+    /// The device state's `route` value for PEs this transport reaches (`ROUTE_*`); the runtime uses
+    /// ROUTE_P2P for the p2p transport.
+    fn route_code(&self) -> u8 {
+        rshmem_device::state::ROUTE_NONE
+    }
+    /// The request channel device code posts to (ring, return area), as device code addresses them.
+    fn device_channel(&self) -> Option<(RingRef, u64)> {
+        None
+    }
+    /// Collective end, after the runtime's final host barrier (everything is complete): closes the
+    /// transport's connections and stops its threads.
+    fn shutdown(&self) -> Result<()> {
+        Ok(())
+    }
 }
+
+/// What a remote transport gets to set itself up (collectively, at init).
+pub struct RemoteSetup<'a> {
+    pub boot: &'a Bootstrap,
+    /// The platform, shared with the transport's threads (copies, AMOs, host-shared memory).
+    pub platform: Arc<dyn Backend>,
+}
+
+/// Builds a remote transport (collective: every PE calls it at init).
+pub type RemoteFactory = fn(&RemoteSetup) -> Result<Box<dyn Transport>>;
 
 /// The transport chosen for PEs on other nodes (`RSHMEM_REMOTE_TRANSPORT`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -87,14 +116,13 @@ pub fn parse_remote(v: Option<&str>) -> std::result::Result<Remote, String> {
     }
 }
 
-/// The registry: the transport for PEs on other nodes, by name. `var` is the variable that named it
-/// (for messages). `Ok(None)`: no remote transport (`none`).
-pub fn remote_by_name(var: &str, value: Option<&str>) -> Result<Option<Box<dyn Transport>>> {
+/// The registry: the constructor of the transport for PEs on other nodes, by name. `var` is the
+/// variable that named it (for messages). `Ok(None)`: no remote transport (`none`). The runtime calls
+/// the constructor once the platform exists.
+pub fn remote_by_name(var: &str, value: Option<&str>) -> Result<Option<RemoteFactory>> {
     match parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))? {
         Remote::None => Ok(None),
-        Remote::Proxy => Err(Error::new(format!(
-            "{var}=proxy: the proxy transport is not built yet (its wire protocol, TCP provider and request ring exist; the proxy thread does not); unset {var} or set it to none"
-        ))),
+        Remote::Proxy => Ok(Some(proxy::create)),
         Remote::Ibgda => Err(Error::new(format!(
             "{var}=ibgda: the ibgda transport is not built yet; unset {var} or set it to none"
         ))),
@@ -135,8 +163,8 @@ mod tests {
         // PEs 0..4 on this node (mapped at some addresses), 4..8 on another.
         let bases: Vec<usize> = (0..8).map(|pe| if pe < 4 { 0x1000_0000 * (pe + 1) } else { 0 }).collect();
         let p2p = P2p::new(bases.clone());
-        for pe in 0..8 {
-            assert_eq!(p2p.peer_base(pe), bases[pe]);
+        for (pe, &base) in bases.iter().enumerate() {
+            assert_eq!(p2p.peer_base(pe), base);
             assert_eq!(p2p.reaches(pe), pe < 4);
         }
         assert!(!p2p.reaches(8), "a PE past the job must not be reached");
@@ -163,10 +191,10 @@ mod tests {
         const V: &str = "RSHMEM_REMOTE_TRANSPORT";
         assert!(remote_by_name(V, None).unwrap().is_none());
         assert!(remote_by_name(V, Some("none")).unwrap().is_none());
-        for (value, name) in [("proxy", "proxy"), ("ibgda", "ibgda")] {
-            let e = remote_by_name(V, Some(value)).err().unwrap().to_string();
-            assert!(e.contains(&format!("{V}={name}")) && e.contains("not built yet"), "{e}");
-        }
+        assert!(remote_by_name(V, Some("proxy")).unwrap().is_some(), "proxy is built");
+        assert!(remote_by_name(V, Some(" PROXY ")).unwrap().is_some());
+        let e = remote_by_name(V, Some("ibgda")).err().unwrap().to_string();
+        assert!(e.contains(&format!("{V}=ibgda")) && e.contains("not built yet"), "{e}");
         let e = remote_by_name(V, Some("tcp")).err().unwrap().to_string();
         assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
     }

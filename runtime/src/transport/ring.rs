@@ -183,10 +183,12 @@ impl<'a> Drain<'a> {
         unsafe { word(self.base, slot + SEQ_OFF) }
     }
 
-    /// Takes every published entry in order (at most `MAX_BATCH`), frees their slots, and hands them
-    /// to `f`; returns how many it handled (0: the next slot is not published yet). An error of `f`
-    /// ends the drain; it names the request. A slot holding a foreign sequence number is an error.
-    pub fn poll(&mut self, mut f: impl FnMut(&Request) -> Result<()>) -> Result<usize> {
+    /// Takes every published entry in order (at most `MAX_BATCH`) and frees their slots (one `tail`
+    /// store), without completing them: `f` gets each entry with its sequence number, in order, and
+    /// completion is reported separately (a [`Completion`]). Returns how many it took (0: the next slot
+    /// is not published yet). A slot holding a foreign sequence number is an error; an error of `f`
+    /// ends the drain and names the request.
+    pub fn poll_entries(&mut self, mut f: impl FnMut(u64, &Request) -> Result<()>) -> Result<usize> {
         let mut batch = [Request::default(); MAX_BATCH];
         let mut n = 0;
         while n < MAX_BATCH {
@@ -222,15 +224,23 @@ impl<'a> Drain<'a> {
         let tail = unsafe { word(self.base, TAIL_OFF) };
         // Release: our reads of the bodies and the clears of `seq` happen before a poster's reuse.
         tail.store(self.next, Ordering::Release);
-        // SAFETY: as above.
-        let completed = unsafe { word(self.base, COMPLETED_OFF) };
         for (i, r) in batch[..n].iter().enumerate() {
             let seq = first + i as u64 + 1;
-            f(r).map_err(|e| e.context(format!("proxy ring: request {seq} (op {}, target PE {})", r.op, r.pe)))?;
-            // Release: the operation's effects happen before a poster's acquire of `completed`.
-            completed.store(seq, Ordering::Release);
+            f(seq, r).map_err(|e| e.context(format!("proxy ring: request {seq} (op {}, target PE {})", r.op, r.pe)))?;
         }
         Ok(n)
+    }
+
+    /// As [`Drain::poll_entries`], completing each entry as soon as `f` returns Ok for it (`completed`
+    /// stored with release after the callback, so its effects happen before a poster's acquire).
+    pub fn poll(&mut self, mut f: impl FnMut(&Request) -> Result<()>) -> Result<usize> {
+        // SAFETY: completed is an 8-aligned u64 in the header checked at attach.
+        let completed = unsafe { word(self.base, COMPLETED_OFF) };
+        self.poll_entries(|seq, r| {
+            f(r)?;
+            completed.store(seq, Ordering::Release);
+            Ok(())
+        })
     }
 
     /// The drain loop a proxy thread runs: polls until `stop()` returns true while the ring is idle,
@@ -259,6 +269,62 @@ impl<'a> Drain<'a> {
                 std::thread::sleep(Duration::from_micros(20));
             }
         }
+    }
+}
+
+/// Completion decoupled from draining: requests are complete in any order ([`Completion::done`]),
+/// and the ring's `completed` is advanced (release store) to the largest complete prefix of sequence
+/// numbers, which is what `wait_completed` on the device requires. Shared by the proxy's threads.
+pub struct Completion {
+    completed: &'static AtomicU64,
+    state: std::sync::Mutex<Prefix>,
+}
+
+/// `base`: every sequence number `<= base` is complete; `done[i]` says whether `base + 1 + i` is.
+struct Prefix {
+    base: u64,
+    done: std::collections::VecDeque<bool>,
+}
+
+impl Completion {
+    /// Over the ring whose header is at `base`, starting at its current `completed`.
+    ///
+    /// # Safety
+    /// `base` must point to a set-up ring header that stays mapped while the Completion is used (the
+    /// caller keeps the memory alive); only this Completion stores `completed` from now on.
+    pub unsafe fn attach(base: *mut u8) -> Completion {
+        // SAFETY: the caller's contract: the header's completed word, mapped while we are used.
+        let completed: &'static AtomicU64 = unsafe { word(base, COMPLETED_OFF) };
+        let start = completed.load(Ordering::Acquire);
+        Completion { completed, state: std::sync::Mutex::new(Prefix { base: start, done: Default::default() }) }
+    }
+    /// Marks request `seq` complete (its effects must be finished and visible) and advances
+    /// `completed` over every complete prefix. Marking a sequence number twice, or one at or below the
+    /// prefix, is a no-op.
+    pub fn done(&self, seq: u64) {
+        let mut p = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seq <= p.base {
+            return;
+        }
+        let i = (seq - p.base - 1) as usize;
+        if p.done.len() <= i {
+            p.done.resize(i + 1, false);
+        }
+        p.done[i] = true;
+        let mut advanced = 0u64;
+        while p.done.front() == Some(&true) {
+            p.done.pop_front();
+            advanced += 1;
+        }
+        if advanced > 0 {
+            p.base += advanced;
+            // Release: the effects of every request up to base happen before a poster's acquire.
+            self.completed.store(p.base, Ordering::Release);
+        }
+    }
+    /// The largest complete prefix.
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Acquire)
     }
 }
 
@@ -301,6 +367,11 @@ pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
         op::AMO if !matches!(r.len, 4 | 8) || !r.offset.is_multiple_of(r.len.max(1)) => {
             return bad(format!("atomic on {} bytes at offset {:#x} (4 or 8, aligned)", r.len, r.offset))
         }
+        // `g`: a GET of at most 8 bytes into the request's return slot has no local address.
+        op::GET if r.sub & rshmem_device::remote::proxy::SUB_RETURN != 0 && (r.len > 8 || r.src != 0) => {
+            return bad(format!("GET into the return slot of {} bytes with local address {:#x} (at most 8 bytes, no address)", r.len, r.src));
+        }
+        op::GET if r.sub & rshmem_device::remote::proxy::SUB_RETURN != 0 => {}
         op::PUT | op::GET | op::PUT_SIGNAL if r.len > 0 && r.src == 0 => return bad("null local address".into()),
         _ => {}
     }

@@ -569,6 +569,62 @@ impl Connection {
         self.fail(err)
     }
 
+    /// Splits the connection into a sending half and a receiving half over the same socket (for a
+    /// proxy whose sender and receiver are different threads). Each half keeps its own bookkeeping;
+    /// a failure of either shuts the socket down, so the other half fails too.
+    pub fn split(self) -> Result<(Connection, Connection)> {
+        self.check_usable()?;
+        let stream = self.stream.try_clone().map_err(|e| Error::os(format!("transport: splitting the connection to {}", self.who()), e))?;
+        let rx = Connection {
+            stream,
+            ctx: self.ctx,
+            peer_max_chunk: self.peer_max_chunk,
+            lane: self.lane,
+            peer_addr: self.peer_addr,
+            reader: FrameReader::new(),
+            io_timeout: self.io_timeout,
+            read_timeout: None,
+            broken: None,
+            awaiting: 0,
+            last_sent: None,
+        };
+        Ok((self, rx))
+    }
+
+    /// Detects a peer host that vanished without closing (power loss, cable, a frozen node): TCP
+    /// keepalive probes after `idle` of silence, every `idle`, 3 unanswered ones end the connection
+    /// (about `4 * idle` while the connection is quiet); data that stays unacknowledged (or unsent
+    /// for a zero window) for `user_timeout` ends it too (TCP_USER_TIMEOUT). Keep `user_timeout`
+    /// well above the longest time the peer's receiver may legitimately stop reading. A dead
+    /// *process* is seen at once (its kernel closes the socket); this bounds the rest.
+    pub fn set_liveness(&self, idle: Duration, user_timeout: Duration) -> Result<()> {
+        let fd = self.stream.as_raw_fd();
+        let secs = idle.as_secs().max(1) as libc::c_int;
+        let user_ms = user_timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        for (level, name, v, what) in [
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1, "SO_KEEPALIVE"),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs, "TCP_KEEPIDLE"),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs, "TCP_KEEPINTVL"),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3, "TCP_KEEPCNT"),
+            (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, user_ms, "TCP_USER_TIMEOUT"),
+        ] {
+            // SAFETY: fd is our open socket; the option value is a live c_int of the size passed.
+            let r = unsafe {
+                libc::setsockopt(fd, level, name, &v as *const libc::c_int as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+            };
+            if r != 0 {
+                return Err(Error::os(format!("transport: {what} on the connection to {}", self.who()), io::Error::last_os_error()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops sending (the peer reads end-of-stream after what was sent); the receiving half of a
+    /// split connection keeps reading.
+    pub fn shutdown_write(&self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+
     /// Ends the connection: a CLOSE frame, then no more sending.
     pub fn close(mut self) -> Result<()> {
         self.send_message(&Message::Close)?;

@@ -1,0 +1,194 @@
+//! What the proxy transport needs from the CUDA platform (`Backend::host_shared`, `copy`, `amo`):
+//! pinned mapped host memory, copies on the runtime's own non-blocking streams, and remote AMOs run by
+//! the GPU itself (the `rshmemi_amo_service` kernel of the runtime's module).
+//!
+//! # Why never the legacy default stream or `cuCtxSynchronize`
+//! The proxy thread serves requests posted by the user's kernels, and those kernels may be spinning
+//! (in `quiet`, `g`, a fetching AMO, a barrier) until the proxy completes them. The legacy default
+//! stream synchronizes with every blocking stream, and `cuCtxSynchronize` waits for every kernel of the
+//! context: either would wait for the spinning kernel, which waits for the proxy — a deadlock. Every
+//! operation here runs on a stream created with `CU_STREAM_NON_BLOCKING`, and waits for that stream
+//! only (`cuStreamSynchronize`).
+//!
+//! # Why AMOs run on the GPU
+//! A CPU read-modify-write on GPU memory (through a mapping, or a copy out, modify, copy in) is not
+//! atomic with respect to the GPU's own atomics on the same word: a GPU `atom.add` between the CPU's
+//! read and write is lost. So the proxy hands the AMO to the target GPU: a one-thread launch of
+//! `rshmemi_amo_service`, which runs the one `apply_amo` (system-scope atomics) and writes the old
+//! value into mapped host memory. The launch goes on its own non-blocking stream, so it runs next to a
+//! user kernel that spins waiting for it. Its cost is a launch plus a stream synchronize per AMO
+//! (a batch form takes several at once).
+//! TODO(GPU measurement): the latency of one `Backend::amo` on H100/H200 has not been measured yet;
+//! measure it with the proxy AMO scenario on the device machine and record it here.
+
+use super::driver::{check, check_ctx};
+use super::module::Stream;
+use super::CudaBackend;
+use crate::backend::HostShared;
+use crate::error::{Error, Result};
+use cudarc::driver::sys as cu;
+use std::sync::Mutex;
+
+/// Non-blocking streams for proxy copies and AMO launches, reused across calls: a thread takes one
+/// from the pool for the duration of a call (so several threads copy at once).
+#[derive(Default)]
+pub(super) struct Services {
+    streams: Mutex<Vec<usize>>,
+    /// Argument blocks of the AMO service (pinned mapped memory), one per concurrent caller.
+    amo_args: Mutex<Vec<HostShared>>,
+}
+
+/// Words of one AMO argument block: [n, out, (cw, addr, value, compare) x MAX_BATCH, out x MAX_BATCH].
+pub const MAX_AMO_BATCH: usize = 32;
+const ARG_WORDS: usize = 2 + 4 * MAX_AMO_BATCH + MAX_AMO_BATCH;
+
+/// One AMO for [`CudaBackend::amo_batch`].
+#[derive(Clone, Copy, Debug)]
+pub struct AmoOp {
+    pub addr: u64,
+    pub code: u16,
+    pub width: u32,
+    pub value: u64,
+    pub compare: u64,
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for &s in self.streams.get_mut().unwrap_or_else(|e| e.into_inner()).iter() {
+            // SAFETY: streams made by `stream()`, destroyed once here; nothing uses them any more (the
+            // backend is being dropped).
+            unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
+        }
+    }
+}
+
+impl CudaBackend {
+    /// Pinned, mapped, zeroed host memory (`cuMemHostAlloc(DEVICEMAP | PORTABLE)`), with the address
+    /// device code uses for it.
+    pub(super) fn pinned_shared(&self, bytes: usize) -> Result<HostShared> {
+        self.bind()?;
+        let bytes = bytes.max(64);
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the flags are valid.
+        check(
+            unsafe { cu::cuMemHostAlloc(&mut p, bytes, cu::CU_MEMHOSTALLOC_DEVICEMAP | cu::CU_MEMHOSTALLOC_PORTABLE) },
+            &format!("cuMemHostAlloc({bytes} bytes)"),
+        )?;
+        let mut d: cu::CUdeviceptr = 0;
+        // SAFETY: p is a live mapped host allocation (above); out-pointer to a local.
+        if let Err(e) = check(unsafe { cu::cuMemHostGetDevicePointer_v2(&mut d, p, 0) }, "cuMemHostGetDevicePointer") {
+            // SAFETY: p was allocated above and is not used again.
+            unsafe { cu::cuMemFreeHost(p) };
+            return Err(e);
+        }
+        if !(p as usize).is_multiple_of(64) {
+            // SAFETY: as above.
+            unsafe { cu::cuMemFreeHost(p) };
+            return Err(Error::new(format!("cuMemHostAlloc returned {p:p}, not 64-byte aligned")));
+        }
+        // SAFETY: p is valid for `bytes` (cuMemHostAlloc), zeroed just below before anyone sees it.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
+        // SAFETY: zeroed, 64-aligned (checked), valid for bytes; d is its device address; freed once,
+        // with cuMemFreeHost in the context that allocated it.
+        // The memory may be freed on any thread (the last user of a proxy's buffers): make the
+        // context current there first (the primary context, retained for the process's life).
+        let ctx = self.ctx as usize;
+        Ok(unsafe {
+            HostShared::from_raw(p as *mut u8, d, bytes, Box::new(move |p| {
+                cu::cuCtxSetCurrent(ctx as cu::CUcontext);
+                cu::cuMemFreeHost(p as *mut std::ffi::c_void);
+            }))
+        })
+    }
+
+    fn take_stream(&self) -> Result<Stream> {
+        if let Some(s) = self.services.streams.lock().unwrap().pop() {
+            return Ok(Stream(s as cu::CUstream));
+        }
+        self.bind()?;
+        let mut s: cu::CUstream = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; CU_STREAM_NON_BLOCKING: the stream never synchronizes with
+        // the legacy default stream (see the module's notes).
+        check(unsafe { cu::cuStreamCreate(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate")?;
+        Ok(Stream(s))
+    }
+    fn give_stream(&self, s: Stream) {
+        self.services.streams.lock().unwrap().push(s.0 as usize);
+    }
+
+    /// A copy between any two addresses (unified addressing), on a non-blocking stream of the pool,
+    /// waited for on that stream only. A small aligned copy into GPU memory (a proxied `p`, a device
+    /// barrier's 8-byte epoch) is expected to land as one PCIe write, so a polling kernel does not see
+    /// it torn; this is not verified on the GPU yet (TODO with the AMO latency measurement).
+    ///
+    /// # Safety
+    /// `src` readable, `dst` writable for `len` bytes, not overlapping.
+    pub(super) unsafe fn proxy_copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let s = self.take_stream()?;
+        // SAFETY: the caller's contract; s is a live stream of our context.
+        let r = check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, s.0) }, "proxy copy: cuMemcpyAsync")
+            // SAFETY: s is a live stream.
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy copy: cuStreamSynchronize"));
+        self.give_stream(s);
+        r
+    }
+
+    /// Runs `ops` (at most MAX_AMO_BATCH) on the GPU with one launch of `rshmemi_amo_service`, in
+    /// order; returns the old values.
+    ///
+    /// # Safety
+    /// Every `addr` must be aligned to its width and lie in GPU memory of this context that device
+    /// code accesses only atomically.
+    pub unsafe fn amo_batch(&self, ops: &[AmoOp]) -> Result<Vec<u64>> {
+        if ops.is_empty() {
+            return Ok(vec![]);
+        }
+        if ops.len() > MAX_AMO_BATCH {
+            return Err(Error::new(format!("AMO batch of {} (at most {MAX_AMO_BATCH})", ops.len())));
+        }
+        let module = self.module()?;
+        let args = match self.services.amo_args.lock().unwrap().pop() {
+            Some(a) => a,
+            None => self.pinned_shared(ARG_WORDS * 8)?,
+        };
+        let w = args.host_ptr() as *mut u64;
+        let out_off = 2 + 4 * MAX_AMO_BATCH;
+        // SAFETY: args holds ARG_WORDS words (pinned_shared), exclusively ours until pushed back; the
+        // kernel reads them only after the launch below (stream order after these host stores, which
+        // the launch makes visible).
+        unsafe {
+            *w = ops.len() as u64;
+            *w.add(1) = args.device_addr() + out_off as u64 * 8;
+            for (i, o) in ops.iter().enumerate() {
+                let r = w.add(2 + 4 * i);
+                *r = o.code as u64 | ((o.width as u64) << 16);
+                *r.add(1) = o.addr;
+                *r.add(2) = o.value;
+                *r.add(3) = o.compare;
+            }
+        }
+        let s = self.take_stream()?;
+        let mut a = args.device_addr();
+        let mut params = [&mut a as *mut u64 as *mut std::ffi::c_void];
+        // SAFETY: the kernel takes one pointer to the argument block laid out as capi.rs documents;
+        // every address is the caller's promise; s is a live non-blocking stream.
+        let r = unsafe { module.launch("rshmemi_amo_service", 1, 1, 0, s, &mut params) }
+            // SAFETY: s is a live stream.
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "AMO service: cuStreamSynchronize"));
+        self.give_stream(s);
+        let out = r.map(|_| {
+            // SAFETY: the kernel finished (stream synchronized) and wrote ops.len() results, fenced.
+            (0..ops.len()).map(|i| unsafe { std::ptr::read_volatile(w.add(out_off + i)) }).collect::<Vec<u64>>()
+        });
+        self.services.amo_args.lock().unwrap().push(args);
+        let out = out?;
+        if let Some(i) = out.iter().zip(ops).position(|(&v, o)| v == u64::MAX && !matches!(o.width, 4 | 8)) {
+            return Err(Error::new(format!("AMO service: bad operation {} of width {}", ops[i].code, ops[i].width)));
+        }
+        Ok(out)
+    }
+}

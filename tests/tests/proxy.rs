@@ -1,0 +1,206 @@
+//! The proxy transport through real processes: `rshmrun --nodes 2 -np 4` with
+//! `RSHMEM_REMOTE_TRANSPORT=proxy` (CPU backend, TCP between the PEs' proxies, and with `--netns` when
+//! root: every node in its own network namespace). Scenarios in tests/src/remote.rs.
+
+mod common;
+
+use common::{text, tool};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// `rshmrun --nodes 2 -np 4 [--netns] rshmem-test-pe SCENARIOS...` with the proxy transport. Returns
+/// whether it succeeded, its output, and the wall-clock time (ms since the epoch) when it ended.
+fn run_with(scenarios: &[&str], netns: bool, extra: &[(&str, &str)]) -> (bool, String, u128) {
+    let deadline = Duration::from_secs(90);
+    let mut cmd = Command::new(tool("rshmrun"));
+    cmd.args(["--nodes", "2", "-np", "4", "--timeout", &deadline.as_secs().to_string()]);
+    if netns {
+        cmd.arg("--netns");
+    }
+    cmd.arg(tool("rshmem-test-pe")).args(scenarios);
+    cmd.env("RSHMEM_REMOTE_TRANSPORT", "proxy").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_SYMMETRIC_SIZE", "64m");
+    cmd.env("RSHMEM_BOOTSTRAP_TIMEOUT", "10").env_remove("RSHMEM_TEST_NETNS").env_remove("RSHMEM_DEBUG");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+    let end = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis();
+    assert!(start.elapsed() < deadline + Duration::from_secs(10), "rshmrun overran its own --timeout");
+    (out.status.success(), text(&out), end)
+}
+
+fn run(scenarios: &[&str]) -> (bool, String, u128) {
+    run_with(scenarios, false, &[])
+}
+
+fn assert_ok(scenarios: &[&str], netns: bool) -> String {
+    let (ok, text, _) = run_with(scenarios, netns, &[]);
+    assert!(ok, "{scenarios:?} failed under the proxy transport:\n{text}");
+    let all = ["ring", "pg", "rma", "amo", "contention", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
+    let names: Vec<&str> = scenarios.iter().flat_map(|s| if *s == "all" { all.to_vec() } else { vec![*s] }).collect();
+    for s in names {
+        for pe in 0..4 {
+            assert!(text.contains(&format!("[pe {pe}] PE {pe}: {s} ok")), "PE {pe} did not report {s} ok:\n{text}");
+        }
+    }
+    assert!(!text.contains("rshmem error"), "a clean job reported an error:\n{text}");
+    text
+}
+
+fn is_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1).map(|s| s == "0")).unwrap_or(false)
+}
+
+/// Host putmem/getmem from every PE to every PE (half of them through the proxy), 1 B to 16 MiB, and
+/// the suite's own host_rma scenario.
+#[test]
+fn host_put_get_to_every_pe() {
+    let text = assert_ok(&["proxy_rma", "host_rma"], false);
+    assert!(text.contains("(2 through the proxy)"), "the scenario did not go through the proxy:\n{text}");
+}
+
+/// The whole multi-process suite (device kernels: p/g, put/get of every scope, AMOs, locks, fence,
+/// put_signal, wait, device barrier; host RMA, allocation, teams) with half of every PE's peers on the
+/// other node, reached through the proxy; with `--netns` too when root.
+#[test]
+fn whole_suite_across_two_nodes() {
+    assert_ok(&["all"], false);
+    if is_root() {
+        assert_ok(&["all"], true);
+    }
+}
+
+/// init/finalize three times (the proxy's threads, connections and memory go and come back, no leak),
+/// and a job of one PE (no peer to connect to).
+#[test]
+fn reinit_and_single_pe() {
+    assert_ok(&["reinit", "host_rma"], false);
+    let mut cmd = Command::new(tool("rshmrun"));
+    cmd.args(["-np", "1", "--timeout", "60"]).arg(tool("rshmem-test-pe")).args(["reinit", "host_rma"]);
+    cmd.env("RSHMEM_REMOTE_TRANSPORT", "proxy").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_SYMMETRIC_SIZE", "64m");
+    let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+    let t = text(&out);
+    assert!(out.status.success() && t.contains("PE 0: reinit ok") && t.contains("PE 0: host_rma ok"), "{t}");
+}
+
+/// The randomized soak against its reference model (every device call kind, fences, quiet, messages,
+/// locks, barriers) with PEs on two nodes: ordering at the target (a GET is not overtaken by a write
+/// behind it), completion, fetched values. Fixed seeds (reproducible), with --netns too when root.
+#[test]
+fn soak_across_two_nodes() {
+    for (seed, netns) in [("20261123", false), ("2", false), ("18099131915878047159", false), ("7", true)] {
+        if netns && !is_root() {
+            continue;
+        }
+        let mut cmd = Command::new(tool("rshmrun"));
+        cmd.args(["--nodes", "2", "-np", "4", "--timeout", "120"]);
+        if netns {
+            cmd.arg("--netns");
+        }
+        cmd.arg(tool("rshmem-soak")).args(["--seed", seed, "--ops", "30000", "--threads", "4", "--blocks", "2"]);
+        cmd.env("RSHMEM_REMOTE_TRANSPORT", "proxy").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_SYMMETRIC_SIZE", "16m").env("RSHMEM_WAIT_TIMEOUT", "60");
+        let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+        let t = text(&out);
+        assert!(out.status.success() && t.contains("rshmem-soak: PASSED"), "soak seed {seed} across two nodes failed:\n{t}");
+    }
+}
+
+/// Uneven nodes and one PE per node: every PE pair across nodes gets its connection.
+#[test]
+fn other_node_layouts() {
+    for (nodes, np) in [(3, 4), (4, 4)] {
+        let mut cmd = Command::new(tool("rshmrun"));
+        cmd.args(["--nodes", &nodes.to_string(), "-np", &np.to_string(), "--timeout", "90"]);
+        cmd.arg(tool("rshmem-test-pe")).args(["proxy_rma", "proxy_ops", "barrier"]);
+        cmd.env("RSHMEM_REMOTE_TRANSPORT", "proxy").env("RSHMEM_BACKEND", "cpu").env("RSHMEM_SYMMETRIC_SIZE", "64m");
+        let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+        let t = text(&out);
+        assert!(out.status.success(), "--nodes {nodes} -np {np} failed:\n{t}");
+        assert_eq!(t.matches(" ok (").count(), 3 * np, "--nodes {nodes} -np {np}:\n{t}");
+    }
+}
+
+/// Requests as device code posts them: AMOs of every kind (atomic against concurrent p2p atomics on the
+/// same word), fetched values and `g` through return slots, inline puts, signals, put_signal.
+#[test]
+fn device_style_requests() {
+    assert_ok(&["proxy_ops"], false);
+}
+
+/// The same, with each node in its own network namespace (root only; CI is root).
+#[test]
+fn across_network_namespaces() {
+    if !is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root: the --netns test must run there");
+        eprintln!("SKIPPED: --netns needs root");
+        return;
+    }
+    assert_ok(&["proxy_rma", "proxy_ops"], true);
+}
+
+/// PE 3 is SIGKILLed in the middle of a 64 MiB+ stream of puts from PE 0: the job ends within 5 s,
+/// nonzero, and a PE's proxy names PE 3.
+#[test]
+fn a_killed_pe_ends_the_job_within_5_s_naming_it() {
+    for netns in [false, true] {
+        if netns && !is_root() {
+            continue;
+        }
+        let (ok, text, end) = run_with(&["proxy_kill"], netns, &[]);
+        assert!(!ok, "the job succeeded although PE 3 was killed:\n{text}");
+        let killed: u128 = text
+            .lines()
+            .find_map(|l| l.split("PE 3: killing itself at ").nth(1))
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("PE 3 did not say when it killed itself:\n{text}"));
+        assert!(text.contains("64 MiB sent to PE 3"), "PE 0 had not streamed 64 MiB before the kill:\n{text}");
+        let took = end.saturating_sub(killed);
+        assert!(took < 5000, "the job ended {took} ms after PE 3 was killed (at most 5 s):\n{text}");
+        let named = text.lines().any(|l| l.contains("rshmem error") && l.contains("proxy:") && l.contains("PE 3"));
+        assert!(named, "no proxy error naming PE 3:\n{text}");
+        assert!(!text.contains("kept putting") && !text.contains("a barrier without PE 3 completed"), "{text}");
+    }
+}
+
+/// A stranger with a wrong key is refused; one with the job's key and a bad frame (a PUT into a watched
+/// buffer with a non-zero reserved field; a PUT past the end of the heap) is cut off with an error
+/// naming the field, and nothing is written. The job goes on.
+#[test]
+fn garbage_is_cut_off_and_writes_nothing() {
+    let text = assert_ok_allowing_errors(&["proxy_garbage"]);
+    assert!(text.contains("refused the connection") && text.contains("wrong job key"), "no refusal of the wrong key:\n{text}");
+    assert!(text.contains("PE 2 sent a bad PUT frame (seq 1): field `_reserved` is 0x7"), "the bad field is not named:\n{text}");
+    assert!(text.contains("outside this PE's heap"), "the out-of-heap frame is not named:\n{text}");
+    assert!(text.contains("PE 2: rogue bad frame answered: ") && text.contains("dropped the connection"), "{text}");
+}
+
+fn assert_ok_allowing_errors(scenarios: &[&str]) -> String {
+    let (ok, text, _) = run(scenarios);
+    assert!(ok, "{scenarios:?} failed:\n{text}");
+    for pe in 0..4 {
+        assert!(text.contains(&format!("[pe {pe}] PE {pe}: {} ok", scenarios[0])), "PE {pe} did not finish:\n{text}");
+    }
+    text
+}
+
+/// A bad RSHMEM_PROXY_SLOTS stops init naming the variable; a small ring (2 slots: posters wait for
+/// free slots all the time) still works.
+#[test]
+fn ring_size() {
+    let (ok, text, _) = run_with(&["host_rma"], false, &[("RSHMEM_PROXY_SLOTS", "1000")]);
+    assert!(!ok && text.contains("RSHMEM_PROXY_SLOTS") && text.contains("power of two"), "{text}");
+    let (ok, text, _) = run_with(&["proxy_ops", "host_rma"], false, &[("RSHMEM_PROXY_SLOTS", "2")]);
+    assert!(ok, "a 2-slot ring failed:\n{text}");
+}
+
+/// `rshmrun --info` lists the transport's variables.
+#[test]
+fn info_lists_the_variables() {
+    let out = Command::new(tool("rshmrun")).arg("--info").output().expect("rshmrun --info");
+    let t = text(&out);
+    for v in ["RSHMEM_REMOTE_TRANSPORT", "RSHMEM_PROXY_SLOTS", "RSHMEM_PROXY_IFNAME"] {
+        assert!(t.contains(v), "--info does not list {v}:\n{t}");
+    }
+}

@@ -270,3 +270,32 @@ pub unsafe extern "ptx-kernel" fn rshmemi_amo_service(args: *const u64) {
         crate::arch::fence_sc();
     }
 }
+
+/// One proxy request posted from the GPU on the host's behalf (the host API's and the on-stream API's
+/// requests to PEs on other nodes; see `remote::post_from_device`). The request travels in the kernel
+/// parameters: `w0` = op | sub << 16 | pe << 32, then the other fields; `wait` != 0: wait until the
+/// proxy has completed it (blocking host call, or stream order for the on-stream calls).
+///
+/// # Safety
+/// The fields must form a request the host checked against this PE's heap and route.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn rshmemi_proxy_request(w0: u64, offset: u64, len: u64, src: u64, value: u64, sig_offset: u64, sig_value: u64, wait: u64) {
+    if crate::arch::block_rank() != 0 || crate::arch::block_index() != 0 {
+        return;
+    }
+    let req = crate::remote::proxy::Request {
+        op: w0 as u16,
+        sub: (w0 >> 16) as u16,
+        pe: (w0 >> 32) as u32,
+        offset,
+        len,
+        src,
+        value,
+        sig_offset,
+        sig_value,
+        seq: 0,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { crate::remote::post_from_device(&req, wait != 0) }
+}

@@ -98,6 +98,22 @@ pub trait Backend: Send + Sync + std::any::Any {
     fn prepare_proxy(&self) -> Result<()> {
         Ok(())
     }
+    /// Posts `req` into this PE's proxy ring the way device code does, when the host may not post
+    /// itself: on a GPU the ring's `head` is advanced by the GPU's atomics on pinned host memory, and a
+    /// CPU atomic on the same word is not atomic with them (CUDA: "atomic operations on mapped
+    /// page-locked memory are not atomic from the point of view of the host"). CUDA: a one-thread
+    /// kernel (`rshmemi_proxy_request`) on `stream` (None: the platform's own non-blocking stream, then
+    /// synchronized, so the request is complete when this returns) that posts the request and waits
+    /// for its completion. Returns false where host threads post directly (CPU backend: device code
+    /// runs on host threads, and the ring is ordinary memory with ordinary atomics).
+    ///
+    /// # Safety
+    /// `req` must be checked against the heap and route; its local buffer must stay valid until the
+    /// request is complete (with a stream: until the stream has run it); `stream` a live stream of this
+    /// PE's context (Some(0): the legacy default stream) or None.
+    unsafe fn post_request(&self, _req: &rshmem_device::remote::proxy::Request, _stream: Option<u64>) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// Zeroed memory that device code and host threads both read and write (the proxy's request ring and

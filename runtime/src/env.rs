@@ -46,7 +46,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)", check: is_size },
     EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
-    EnvVar { name: REMOTE_TRANSPORT, default: "none", meaning: "transport for PEs on other nodes: none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU-driven NIC: not built yet). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
+    EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (proxy when the job has PEs on other nodes, else none), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU-driven NIC: not built yet). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
     EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each PE's request ring (a power of two from 1 to 1048576); 64 bytes each, in pinned host memory on CUDA", check: is_proxy_slots },
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
@@ -135,7 +135,7 @@ pub fn parse_level(v: &str) -> Option<u8> {
 }
 
 /// `RSHMEM_*` names that rshmem's build, tools and tests read, not the runtime: never warned about.
-const NOT_RUNTIME: &[&str] = &["RSHMEM_SKIP_PTX", "RSHMEM_LIBDIR", "RSHMEM_TEST_"];
+const NOT_RUNTIME: &[&str] = &["RSHMEM_SKIP_PTX", "RSHMEM_PTX_MISSING_WHY", "RSHMEM_LIBDIR", "RSHMEM_TEST_"];
 
 /// Checks every set variable of [`VARS`] (the first bad one is the error, naming the variable and its
 /// value) and returns one warning per unknown `RSHMEM_*` name in `vars` (with the closest known name).

@@ -164,7 +164,8 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let job = boot.broadcast("rshmem_init", 0, &job)?;
     let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &job).map_err(|e| boot.abort(e))?;
     // The remote transport is chosen (and a bad or unbuilt one refused) before anything is mapped.
-    let remote = crate::transport::remote_by_name(env::REMOTE_TRANSPORT, env::get(env::REMOTE_TRANSPORT).as_deref())?;
+    let spans_nodes = boot.node_pes().len() < n;
+    let remote = crate::transport::remote_by_name(env::REMOTE_TRANSPORT, env::get(env::REMOTE_TRANSPORT).as_deref(), spans_nodes)?;
     let fds = FdServer::start(job, boot.job_key(), me)?;
     let backend = make_backend(&boot, &fds, job, heap_size)?;
     let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];
@@ -267,7 +268,7 @@ pub fn finalize() -> Result<()> {
     // After the final barrier every operation is complete: the transports close their connections
     // (a peer then sees an orderly CLOSE, not a failure) and stop their threads.
     for t in &rt.transports {
-        if let Err(e) = t.shutdown() {
+        if let Err(e) = t.shutdown(r.is_ok()) {
             log::warn(format!("rshmem_finalize: the {} transport: {e}", t.name()));
         }
     }

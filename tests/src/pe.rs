@@ -809,6 +809,17 @@ fn nodes(c: &Ctx) {
             if p.is_null() {
                 die(format!("rshmem::ptr gives null for PE {q}, which is on this node"));
             }
+        } else if remote_transport() {
+            // Another node, reached through the remote transport (auto or proxy): the put lands and
+            // reads back, but never through a mapping.
+            ck(put);
+            ck(get);
+            if back != data {
+                die(format!("host put/get to PE {q} (another node, remote transport): read back {back:?}, wrote {data:?}"));
+            }
+            if !p.is_null() {
+                die(format!("rshmem::ptr gives an address for PE {q}, which is on another node"));
+            }
         } else {
             for (what, r) in [("putmem", put), ("getmem", get)] {
                 match r {
@@ -830,7 +841,7 @@ fn nodes(c: &Ctx) {
     // Each node's PEs wrote only into this node's heaps: the slots of this node's PEs hold what they wrote.
     let slots = get_u64s(buf, c.n);
     for (q, &slot) in slots.iter().enumerate() {
-        let want = if mine.contains(&q) { q as u64 * 1000 + c.me as u64 } else { 0 };
+        let want = if mine.contains(&q) || remote_transport() { q as u64 * 1000 + c.me as u64 } else { 0 };
         if slot != want {
             die(format!("slot of PE {q} holds {slot}; expected {want}"));
         }
@@ -842,6 +853,12 @@ fn nodes(c: &Ctx) {
     for b in bufs {
         ck(rshmem::free(b));
     }
+}
+
+/// Whether PEs on other nodes are reachable: `RSHMEM_REMOTE_TRANSPORT` is anything but `none` (unset
+/// means auto, the proxy across nodes).
+fn remote_transport() -> bool {
+    !std::env::var("RSHMEM_REMOTE_TRANSPORT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("none"))
 }
 
 fn netns_checks(c: &Ctx, my_node: usize) {

@@ -1,7 +1,8 @@
 //! The transport choice through real processes: `rshmrun --nodes 2 -np 4` (two simulated nodes, TCP
 //! bootstrap, shared-memory heaps on each node, CPU backend) with `RSHMEM_REMOTE_TRANSPORT` set.
-//! `none` (the default) runs the `nodes` scenario (node-local PEs through p2p, the other node's refused
-//! by name); `proxy` and `ibgda` are not built yet and must fail at init saying so, naming the variable.
+//! `none` runs the `nodes` scenario with the other node's PEs refused by name; `auto` (the default) and
+//! `proxy` run it with them reached through the proxy; `ibgda` is not built yet and must fail at init
+//! saying so, naming the variable.
 
 mod common;
 
@@ -44,19 +45,24 @@ fn none_runs_the_nodes_scenario() {
 }
 
 #[test]
-fn unset_is_none() {
+fn unset_is_auto_which_is_the_proxy_across_nodes() {
     assert_nodes_ok(None);
+    assert_nodes_ok(Some("auto"));
 }
 
 #[test]
-fn proxy_and_ibgda_fail_at_init_as_not_built_yet() {
-    for value in ["proxy", "ibgda"] {
-        let (ok, text) = run(Some(value));
-        assert!(!ok, "{VAR}={value} succeeded, but that transport does not exist yet:\n{text}");
-        let want = format!("rshmem_init: {VAR}={value}: the {value} transport is not built yet");
-        assert!(text.contains(&want), "{VAR}={value}: no PE said {want:?}:\n{text}");
-        assert!(!text.contains("nodes ok"), "{VAR}={value}: a PE got past init:\n{text}");
-    }
+fn proxy_runs_the_nodes_scenario() {
+    assert_nodes_ok(Some("proxy"));
+}
+
+#[test]
+fn ibgda_fails_at_init_as_not_built_yet() {
+    let value = "ibgda";
+    let (ok, text) = run(Some(value));
+    assert!(!ok, "{VAR}={value} succeeded, but that transport does not exist yet:\n{text}");
+    let want = format!("rshmem_init: {VAR}={value}: the {value} transport is not built yet");
+    assert!(text.contains(&want), "{VAR}={value}: no PE said {want:?}:\n{text}");
+    assert!(!text.contains("nodes ok"), "{VAR}={value}: a PE got past init:\n{text}");
 }
 
 #[test]
@@ -64,7 +70,7 @@ fn a_garbage_value_fails_at_init_naming_the_variable_and_the_choices() {
     let (ok, text) = run(Some("tcp"));
     assert!(!ok, "{VAR}=tcp succeeded:\n{text}");
     assert!(
-        text.contains(&format!("rshmem_init: {VAR}=\"tcp\"")) && text.contains("expected none, proxy or ibgda"),
+        text.contains(&format!("rshmem_init: {VAR}=\"tcp\"")) && text.contains("expected auto, none, proxy or ibgda"),
         "{VAR}=tcp: no PE named the variable and its values:\n{text}"
     );
 }
@@ -76,7 +82,7 @@ fn rshmrun_info_lists_the_variable_with_its_values() {
     assert!(out.status.success(), "rshmrun --info failed:\n{text}");
     let at = text.find(&format!("{VAR}\n")).unwrap_or_else(|| panic!("rshmrun --info does not list {VAR}:\n{text}"));
     let entry: String = text[at..].lines().take(3).collect::<Vec<_>>().join("\n");
-    assert!(entry.contains("default: none"), "{entry}");
+    assert!(entry.contains("default: auto"), "{entry}");
     for v in ["none", "proxy", "ibgda", "p2p"] {
         assert!(entry.contains(v), "rshmrun --info's {VAR} entry does not mention {v}:\n{entry}");
     }

@@ -304,3 +304,25 @@ pub(crate) fn quiet() {
         wait(ring, head);
     }
 }
+
+/// Posts `req` (built by the host) to this PE's proxy ring from device code and, with `wait`, waits
+/// for its completion: the host API's and the on-stream API's remote requests on GPUs go through here
+/// (`rshmemi_proxy_request`), because the ring's `head` is advanced by GPU atomics, and a CPU's atomic
+/// on the same pinned word is not atomic with them.
+///
+/// # Safety
+/// `req` must be a valid request for this PE's heap (the host checked it); its local address must be
+/// readable/writable by the proxy until completion.
+pub unsafe fn post_from_device(req: &Request, wait: bool) {
+    let ring = ring();
+    if ring.header == 0 {
+        fail("rshmemi_proxy_request\0", Problem::NoTransport, req.pe as i32, 0, 0);
+    }
+    // SAFETY: see `post`; the request's contract is the caller's.
+    unsafe {
+        let seq = post(ring, req);
+        if wait {
+            proxy::wait_completed(ring, seq);
+        }
+    }
+}

@@ -195,63 +195,34 @@ unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, 
     })
 }
 
-/// What a host function enqueued by `onstream_remote` does when the stream reaches it.
-struct HostCopy {
-    call: &'static str,
-    dst: usize,
-    src: usize,
-    bytes: usize,
-    pe: i32,
-    put: bool,
-}
-
-/// The host function: runs the blocking host put/get through the remote transport (the proxy posts
-/// the request into its ring and waits for completion at the target).
-///
-/// Why this is safe inside a stream callback: host functions must not call CUDA. This one does not:
-/// it writes a request into the proxy's ring (host memory) and polls the ring's `completed` word. The
-/// CUDA copies that move the data are made by the proxy's own threads on their own non-blocking
-/// streams (`cuda::services`), which do not wait for this stream, so the callback's wait cannot
-/// deadlock with the work it waits for. Stream order gives the on-stream semantics: the copy starts
-/// after everything enqueued before it on `s` (e.g. the kernel that produced `src`) and everything
-/// enqueued after it waits until it is complete at the target. A failure cannot be returned from a
-/// callback: it is fatal for the PE, named on the log's error path (like a proxy connection failure).
-unsafe extern "C" fn host_copy(user: *mut std::ffi::c_void) {
-    // SAFETY: `user` is the Box<HostCopy> leaked by onstream_remote for exactly this one call.
-    let c = unsafe { Box::from_raw(user as *mut HostCopy) };
-    let r = crate::runtime::get(c.call).and_then(|rt| {
-        // SAFETY: the ranges were checked when the call was enqueued, and the caller of the on-stream
-        // call keeps its local buffer valid until the stream has run the copy.
-        unsafe {
-            if c.put {
-                rt.putmem(c.dst as *mut u8, c.src as *const u8, c.bytes, c.pe)
-            } else {
-                rt.getmem(c.dst as *mut u8, c.src as *const u8, c.bytes, c.pe)
-            }
-        }
-    });
-    if let Err(e) = r {
-        crate::log::error(format!("proxy: {}: {e}", c.call));
-        std::process::exit(1);
-    }
-}
-
-/// An on-stream put/get to a PE on another node: a host function on `s` (`cuLaunchHostFunc`) that
-/// runs the host call through the proxy (see `host_copy`).
+/// An on-stream put/get to a PE on another node: a one-thread kernel on `s` (`rshmemi_proxy_request`)
+/// posts the request into this PE's proxy ring and waits until the proxy has completed it. Stream
+/// order gives the on-stream semantics: the request is posted after everything enqueued before it on
+/// `s` (e.g. the kernel that produced `src`), and everything enqueued after it starts once it is
+/// complete at the target. A GPU thread posts, not a host function: the ring's counters are advanced by
+/// GPU atomics, which a CPU atomic on the same pinned word would not be atomic with
+/// (`Backend::post_request`). The proxy's own copies run on its non-blocking streams, so the waiting
+/// kernel never waits for work queued behind it.
 ///
 /// # Safety
 /// As `onstream_copy`.
 unsafe fn onstream_remote(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
-    let name: &'static str = if put { "rshmem_putmem_on_stream" } else { "rshmem_getmem_on_stream" };
-    let job = Box::into_raw(Box::new(HostCopy { call: name, dst: dst as usize, src: src as usize, bytes, pe, put }));
-    with_backend(call, |b| {
-        b.bind()?;
-        // SAFETY: host_copy takes ownership of `job` when it runs; on failure to enqueue we free it.
-        let r = check(unsafe { cu::cuLaunchHostFunc(s.0, Some(host_copy), job as *mut std::ffi::c_void) }, &format!("{call}: cuLaunchHostFunc"));
-        if r.is_err() {
-            // SAFETY: not enqueued, so host_copy never runs; the box is still ours.
-            drop(unsafe { Box::from_raw(job) });
-        }
-        r
-    })
+    use rshmem_device::remote::proxy::{op, Request};
+    if bytes == 0 {
+        return Ok(());
+    }
+    let rt = crate::runtime::get(call)?;
+    let base = rt.backend().heap_base() as u64;
+    let r = if put {
+        Request { op: op::PUT, pe: pe as u32, offset: dst as u64 - base, len: bytes as u64, src: src as u64, ..Request::default() }
+    } else {
+        Request { op: op::GET, pe: pe as u32, offset: src as u64 - base, len: bytes as u64, src: dst as u64, ..Request::default() }
+    };
+    // SAFETY: the symmetric range and the route were checked by the caller (onstream_copy); the local
+    // buffer's validity until the stream has run the request is this function's contract.
+    let posted = unsafe { rt.backend().post_request(&r, Some(s.0 as u64)) }.map_err(|e| e.context(call))?;
+    if !posted {
+        return Err(Error::new(format!("{call}: this platform posts no proxy requests from a stream")));
+    }
+    Ok(())
 }

@@ -355,6 +355,11 @@ impl Backend for CudaBackend {
     fn prepare_proxy(&self) -> Result<()> {
         self.module().map(|_| ())
     }
+    unsafe fn post_request(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<bool> {
+        // SAFETY: forwarded contract.
+        unsafe { self.post_from_gpu(req, stream)? };
+        Ok(true)
+    }
     unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
         // SAFETY: forwarded contract (aligned, in GPU memory accessed atomically).
         let v = unsafe { self.amo_batch(&[AmoOp { addr: addr as u64, code, width, value, compare }])? };

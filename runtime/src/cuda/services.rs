@@ -191,4 +191,36 @@ impl CudaBackend {
         }
         Ok(out)
     }
+
+    /// `Backend::post_request` on CUDA: `rshmemi_proxy_request` on `stream` (None: one of the services'
+    /// non-blocking streams, synchronized before returning). The request travels in the kernel's
+    /// parameters (copied at launch), so nothing here must outlive the call.
+    ///
+    /// # Safety
+    /// As `Backend::post_request`.
+    pub(super) unsafe fn post_from_gpu(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<()> {
+        let module = self.module()?;
+        let mut w = [
+            req.op as u64 | (req.sub as u64) << 16 | (req.pe as u64) << 32,
+            req.offset,
+            req.len,
+            req.src,
+            req.value,
+            req.sig_offset,
+            req.sig_value,
+            1u64, // wait for completion
+        ];
+        let mut params: Vec<*mut std::ffi::c_void> = w.iter_mut().map(|v| v as *mut u64 as *mut std::ffi::c_void).collect();
+        if let Some(stream) = stream {
+            // SAFETY: eight u64 parameters as the kernel declares them; the stream is the caller's.
+            return unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, Stream(stream as cu::CUstream), &mut params) };
+        }
+        let s = self.take_stream()?;
+        // SAFETY: as above, on our own live non-blocking stream, synchronized before the parameters go.
+        let r = unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, s, &mut params) }
+            // SAFETY: s is a live stream.
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy request from the GPU: cuStreamSynchronize"));
+        self.give_stream(s);
+        r
+    }
 }

@@ -79,7 +79,9 @@ pub trait Transport: Send + Sync {
     }
     /// Collective end, after the runtime's final host barrier (everything is complete): closes the
     /// transport's connections and stops its threads.
-    fn shutdown(&self) -> Result<()> {
+    /// `clean`: the final barrier succeeded, so every peer is finalizing too and closes in order;
+    /// otherwise the transport does not wait for the peers.
+    fn shutdown(&self, _clean: bool) -> Result<()> {
         Ok(())
     }
 }
@@ -97,19 +99,22 @@ pub type RemoteFactory = fn(&RemoteSetup) -> Result<Box<dyn Transport>>;
 /// The transport chosen for PEs on other nodes (`RSHMEM_REMOTE_TRANSPORT`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Remote {
+    /// The default: `proxy` when the job has PEs on other nodes, else nothing.
+    Auto,
     None,
     Proxy,
     Ibgda,
 }
 
 /// The values `RSHMEM_REMOTE_TRANSPORT` takes, for messages and `rshmrun --info`.
-pub const REMOTE_VALUES: &str = "none, proxy or ibgda";
+pub const REMOTE_VALUES: &str = "auto, none, proxy or ibgda";
 
 /// Parses a `RSHMEM_REMOTE_TRANSPORT` value (unset: `none`). Case-insensitive, surrounding blanks
 /// ignored; anything else is an error saying what is expected.
 pub fn parse_remote(v: Option<&str>) -> std::result::Result<Remote, String> {
     match v.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("none") => Ok(Remote::None),
+        None | Some("auto") => Ok(Remote::Auto),
+        Some("none") => Ok(Remote::None),
         Some("proxy") => Ok(Remote::Proxy),
         Some("ibgda") => Ok(Remote::Ibgda),
         Some(other) => Err(format!("{other:?} is not a transport: expected {REMOTE_VALUES}")),
@@ -119,9 +124,14 @@ pub fn parse_remote(v: Option<&str>) -> std::result::Result<Remote, String> {
 /// The registry: the constructor of the transport for PEs on other nodes, by name. `var` is the
 /// variable that named it (for messages). `Ok(None)`: no remote transport (`none`). The runtime calls
 /// the constructor once the platform exists.
-pub fn remote_by_name(var: &str, value: Option<&str>) -> Result<Option<RemoteFactory>> {
+///
+/// `spans_nodes`: whether the job has PEs on other nodes; `auto` (the default) then means `proxy`
+/// (the transport that needs nothing but TCP; `ibgda` will be chosen when a NIC is found), and
+/// otherwise no remote transport at all (no threads, no sockets for a single-node job).
+pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool) -> Result<Option<RemoteFactory>> {
     match parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))? {
-        Remote::None => Ok(None),
+        Remote::Auto if spans_nodes => Ok(Some(proxy::create)),
+        Remote::Auto | Remote::None => Ok(None),
         Remote::Proxy => Ok(Some(proxy::create)),
         Remote::Ibgda => Err(Error::new(format!(
             "{var}=ibgda: the ibgda transport is not built yet; unset {var} or set it to none"
@@ -180,7 +190,8 @@ mod tests {
 
     #[test]
     fn remote_transport_values() {
-        assert_eq!(parse_remote(None), Ok(Remote::None));
+        assert_eq!(parse_remote(None), Ok(Remote::Auto));
+        assert_eq!(parse_remote(Some(" Auto")), Ok(Remote::Auto));
         assert_eq!(parse_remote(Some("none")), Ok(Remote::None));
         assert_eq!(parse_remote(Some(" Proxy ")), Ok(Remote::Proxy));
         assert_eq!(parse_remote(Some("IBGDA")), Ok(Remote::Ibgda));
@@ -189,13 +200,16 @@ mod tests {
             assert!(e.contains(REMOTE_VALUES) && e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
         }
         const V: &str = "RSHMEM_REMOTE_TRANSPORT";
-        assert!(remote_by_name(V, None).unwrap().is_none());
-        assert!(remote_by_name(V, Some("none")).unwrap().is_none());
-        assert!(remote_by_name(V, Some("proxy")).unwrap().is_some(), "proxy is built");
-        assert!(remote_by_name(V, Some(" PROXY ")).unwrap().is_some());
-        let e = remote_by_name(V, Some("ibgda")).err().unwrap().to_string();
+        // auto (unset): the proxy exactly when the job spans nodes.
+        assert!(remote_by_name(V, None, false).unwrap().is_none());
+        assert!(remote_by_name(V, None, true).unwrap().is_some());
+        assert!(remote_by_name(V, Some("auto"), true).unwrap().is_some());
+        assert!(remote_by_name(V, Some("none"), true).unwrap().is_none());
+        assert!(remote_by_name(V, Some("proxy"), false).unwrap().is_some(), "proxy is built");
+        assert!(remote_by_name(V, Some(" PROXY "), true).unwrap().is_some());
+        let e = remote_by_name(V, Some("ibgda"), true).err().unwrap().to_string();
         assert!(e.contains(&format!("{V}=ibgda")) && e.contains("not built yet"), "{e}");
-        let e = remote_by_name(V, Some("tcp")).err().unwrap().to_string();
+        let e = remote_by_name(V, Some("tcp"), true).err().unwrap().to_string();
         assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
     }
 }

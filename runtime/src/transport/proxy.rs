@@ -70,6 +70,8 @@ const _: () = {
 pub const DEFAULT_SLOTS: usize = 4096;
 /// How long finalize waits for a peer's CLOSE.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How long a PE keeps running after a peer's connection ended without CLOSE while nothing was in flight.
+const GONE_GRACE: Duration = Duration::from_secs(4);
 /// Keepalive period of the peer connections (`tcp::Connection::set_liveness`).
 const LIVENESS: Duration = Duration::from_secs(1);
 /// How often idle receivers look at the stop flag.
@@ -162,6 +164,8 @@ struct Link {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     /// Set when the peer sent CLOSE.
     closed: AtomicBool,
+    /// Set when the connection ended without CLOSE while nothing was in flight (see `receive`).
+    gone: AtomicBool,
 }
 
 struct Inner {
@@ -181,6 +185,8 @@ struct Inner {
     stop: AtomicBool,
     /// Finalize has begun: a peer's end of stream is no longer an error.
     closing: AtomicBool,
+    /// Set by a finalize whose final barrier failed: nothing waits for the peers' CLOSE.
+    abort: AtomicBool,
     max_chunk: u32,
     /// How long a host call waits for a free slot or a completion.
     wait_limit: Duration,
@@ -346,6 +352,7 @@ impl Proxy {
                         pending: Mutex::new(Pending::default()),
                         jobs: Mutex::new(Some(jtx)),
                         closed: AtomicBool::new(false),
+                        gone: AtomicBool::new(false),
                     }));
                     halves.push(Box::new(rx) as Box<dyn FrameLink>);
                     job_rx.push((q, jrx));
@@ -367,6 +374,7 @@ impl Proxy {
             links,
             stop: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
             max_chunk: wire::DEFAULT_MAX_CHUNK,
             wait_limit,
         });
@@ -404,6 +412,12 @@ impl Proxy {
 
     /// Posts `r` from a host thread and waits for its completion.
     fn post_and_wait(&self, call: &str, r: &Request) -> Result<()> {
+        // On GPUs the request is posted by a GPU thread (see `Backend::post_request`), which also
+        // waits for its completion.
+        // SAFETY: the caller checked the request; its buffers stay valid until this returns.
+        if unsafe { self.inner.platform.post_request(r, None) }.map_err(|e| e.context(format!("{call}: proxy request to PE {}", r.pe)))? {
+            return Ok(());
+        }
         let ring = self.host_ring();
         let limit = self.inner.wait_limit;
         // SAFETY: the ring is set up in self.inner.chan, which lives as long as self.
@@ -526,6 +540,9 @@ impl Inner {
             return Ok(());
         }
         let link = self.link(r.pe)?;
+        if link.gone.load(Ordering::Acquire) {
+            fatal(format!("request {seq} to PE {}: that PE closed its connection earlier (it exited or crashed)", r.pe));
+        }
         let me = self.me;
         let signal = || -> Result<Signal> {
             let op = match r.sub as i32 {
@@ -599,7 +616,7 @@ impl Inner {
         loop {
             if self.closing.load(Ordering::Acquire) {
                 let since = *closing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > CLOSE_WAIT {
+                if self.abort.load(Ordering::Acquire) || since.elapsed() > CLOSE_WAIT {
                     log::debug(format!("proxy: PE {peer} sent no CLOSE within {CLOSE_WAIT:?} of finalize"));
                     return;
                 }
@@ -610,6 +627,24 @@ impl Inner {
                 Err(e) => {
                     if self.closing.load(Ordering::Acquire) {
                         log::debug(format!("proxy: after finalize: {e}"));
+                        return;
+                    }
+                    if self.nothing_in_flight(link) {
+                        // The peer went away while we owed it nothing and it owed us nothing: most
+                        // often a PE that reported an error and exited. This PE may be about to
+                        // report its own; it ends only if it is still running after GONE_GRACE (then
+                        // something may wait on the dead peer), or at once when it next needs it.
+                        link.gone.store(true, Ordering::Release);
+                        log::debug(format!("proxy: PE {peer} closed its connection: {e}"));
+                        let me = self.clone();
+                        std::thread::spawn(move || {
+                            std::thread::sleep(GONE_GRACE);
+                            if !me.closing.load(Ordering::Acquire) {
+                                fatal(format!(
+                                    "PE {peer} closed its connection {GONE_GRACE:?} ago without finalizing (it exited or crashed: {e}); ending this PE so that nothing waits on it"
+                                ));
+                            }
+                        });
                         return;
                     }
                     fatal(format!("connection to PE {peer} failed: {e}{}", self.in_flight(link)));
@@ -628,6 +663,12 @@ impl Inner {
                 Err(e) => fatal(format!("connection to PE {peer}: {e}{}", self.in_flight(link))),
             }
         }
+    }
+
+    /// Whether this PE awaits nothing from `link`'s peer.
+    fn nothing_in_flight(&self, link: &Link) -> bool {
+        let p = link.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.gets.is_empty() && p.amos.is_empty() && p.acks.is_empty()
     }
 
     /// What this PE still awaits from `link`'s peer, for error messages.
@@ -926,7 +967,10 @@ impl Transport for Proxy {
         unsafe { wait_completed_with(ring, head, ring::deadline(limit)) }
             .map_err(|s| Error::new(format!("rshmem quiet: the proxy did not complete this PE's requests within {limit:?} ({s:?})")))
     }
-    fn shutdown(&self) -> Result<()> {
+    fn shutdown(&self, clean: bool) -> Result<()> {
+        if !clean {
+            self.inner.abort.store(true, Ordering::Release);
+        }
         let threads = std::mem::take(&mut *self.threads.lock().unwrap());
         if threads.is_empty() {
             return Ok(());
@@ -1061,7 +1105,7 @@ mod tests {
         unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots).unwrap() };
         // SAFETY: as above.
         let completion = unsafe { Completion::attach(chan.host_ptr()) };
-        let link = Link { peer: 1, tx: Mutex::new(None), pending: Mutex::new(Pending::default()), jobs: Mutex::new(None), closed: AtomicBool::new(false) };
+        let link = Link { peer: 1, tx: Mutex::new(None), pending: Mutex::new(Pending::default()), jobs: Mutex::new(None), closed: AtomicBool::new(false), gone: AtomicBool::new(false) };
         let inner = Inner {
             me: 0,
             npes: 2,
@@ -1075,6 +1119,7 @@ mod tests {
             links: vec![None, Some(link)],
             stop: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
             max_chunk: wire::MIN_CHUNK,
             wait_limit: Duration::from_secs(1),
         };

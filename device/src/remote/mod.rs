@@ -313,7 +313,8 @@ pub(crate) fn quiet() {
 /// # Safety
 /// `req` must be a valid request for this PE's heap (the host checked it); its local address must be
 /// readable/writable by the proxy until completion.
-pub unsafe fn post_from_device(req: &Request, wait: bool) {
+#[inline(always)]
+pub(crate) unsafe fn post_from_device(req: &Request, wait: bool) {
     let ring = ring();
     if ring.header == 0 {
         fail("rshmemi_proxy_request\0", Problem::NoTransport, req.pe as i32, 0, 0);

@@ -314,6 +314,7 @@ pub(crate) fn quiet() {
 /// `req` must be a valid request for this PE's heap (the host checked it); its local address must be
 /// readable/writable by the proxy until completion.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), allow(dead_code))]
 pub(crate) unsafe fn post_from_device(req: &Request, wait: bool) {
     let ring = ring();
     if ring.header == 0 {

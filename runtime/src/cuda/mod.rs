@@ -353,6 +353,7 @@ impl Backend for CudaBackend {
         unsafe { self.proxy_copy(dst, src, len) }
     }
     fn prepare_proxy(&self) -> Result<()> {
+        self.prepare_services()?;
         self.module().map(|_| ())
     }
     unsafe fn post_request(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<bool> {

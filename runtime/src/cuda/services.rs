@@ -18,6 +18,16 @@
 //! value into mapped host memory. The launch goes on its own non-blocking stream, so it runs next to a
 //! user kernel that spins waiting for it. Its cost is a launch plus a stream synchronize per AMO
 //! (a batch form takes several at once).
+//!
+//! # Why every copy's host side is pinned
+//! A copy from or to *pageable* host memory goes through the driver's own staging buffers. While a
+//! user thread waits in such a copy (`cudaMemcpyAsync` of a kernel's result into a local variable,
+//! behind a kernel spinning on the proxy, as NVSHMEM's own `simple_shift` does), another thread's
+//! pageable copy waits for it (seen on 2 x H200: the proxy's receiver stuck in the driver, both
+//! kernels spinning, the job hung). So the proxy never hands the driver a pageable address: a copy
+//! whose host side is pageable (frame buffers, a host `getmem`'s destination) is bounced through a
+//! pinned buffer of the pool, which is allocated up front (`prepare`), because allocating pinned
+//! memory later may also wait for the device.
 //! TODO(GPU measurement): the latency of one `Backend::amo` on H100/H200 has not been measured yet;
 //! measure it with the proxy AMO scenario on the device machine and record it here.
 
@@ -34,9 +44,16 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub(super) struct Services {
     streams: Mutex<Vec<usize>>,
+    /// Pinned bounce buffers (BOUNCE_BYTES each) for copies whose host side is pageable.
+    bounce: Mutex<Vec<HostShared>>,
     /// Argument blocks of the AMO service (pinned mapped memory), one per concurrent caller.
     amo_args: Mutex<Vec<HostShared>>,
 }
+
+/// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per proxy thread that
+/// copies at once: the drain, and per peer a receiver and a responder; more callers wait for one).
+const BOUNCE_BYTES: usize = 4 << 20;
+const BOUNCE_BUFFERS: usize = 6;
 
 /// Words of one AMO argument block: [n, out, (cw, addr, value, compare) x MAX_BATCH, out x MAX_BATCH].
 pub const MAX_AMO_BATCH: usize = 32;
@@ -128,6 +145,17 @@ impl CudaBackend {
             return Ok(());
         }
         self.bind()?;
+        let (dst_ok, src_ok) = (driver_visible(dst as u64), driver_visible(src as u64));
+        if !dst_ok && !src_ok {
+            // Host to host: no device involved.
+            // SAFETY: the caller's contract (valid, non-overlapping).
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+            return Ok(());
+        }
+        if !dst_ok || !src_ok {
+            // SAFETY: forwarded contract.
+            return unsafe { self.bounced_copy(dst, src, len, dst_ok) };
+        }
         let s = self.take_stream()?;
         // SAFETY: the caller's contract; s is a live stream of our context.
         let r = check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, s.0) }, "proxy copy: cuMemcpyAsync")
@@ -223,4 +251,83 @@ impl CudaBackend {
         self.give_stream(s);
         r
     }
+
+    /// Allocates what the proxy's copies need before any kernel runs (see the module notes).
+    pub(super) fn prepare_services(&self) -> Result<()> {
+        let mut b = self.services.bounce.lock().unwrap();
+        while b.len() < BOUNCE_BUFFERS {
+            b.push(self.pinned_shared(BOUNCE_BYTES)?);
+        }
+        drop(b);
+        let mut a = self.services.amo_args.lock().unwrap();
+        while a.len() < BOUNCE_BUFFERS {
+            a.push(self.pinned_shared(ARG_WORDS * 8)?);
+        }
+        drop(a);
+        // And the streams (one per concurrent caller), so none is created while kernels run.
+        let streams: Vec<Stream> = (0..BOUNCE_BUFFERS).map(|_| self.take_stream()).collect::<Result<_>>()?;
+        for s in streams {
+            self.give_stream(s);
+        }
+        Ok(())
+    }
+
+    /// A copy with a pageable host side (`dst` pageable unless `dst_visible`), through a pinned bounce
+    /// buffer, chunk by chunk, on a non-blocking stream.
+    ///
+    /// # Safety
+    /// As `proxy_copy`.
+    unsafe fn bounced_copy(&self, dst: *mut u8, src: *const u8, len: usize, dst_visible: bool) -> Result<()> {
+        let buf = loop {
+            if let Some(b) = self.services.bounce.lock().unwrap().pop() {
+                break b;
+            }
+            std::thread::yield_now();
+        };
+        let s = match self.take_stream() {
+            Ok(s) => s,
+            Err(e) => {
+                self.services.bounce.lock().unwrap().push(buf);
+                return Err(e);
+            }
+        };
+        let stage = buf.host_ptr();
+        let mut r = Ok(());
+        let mut done = 0usize;
+        while done < len && r.is_ok() {
+            let n = (len - done).min(BOUNCE_BYTES);
+            // SAFETY: the caller's contract covers [done, done+n) of both ranges; the bounce buffer holds
+            // BOUNCE_BYTES >= n bytes and is ours until pushed back; the stream is synchronized before
+            // the buffer is read or reused.
+            r = unsafe {
+                if dst_visible {
+                    // Pageable source: into the bounce buffer by the CPU, then DMA.
+                    std::ptr::copy_nonoverlapping(src.add(done), stage, n);
+                    check_ctx(cu::cuMemcpyAsync(dst.add(done) as u64, stage as u64, n, s.0), "proxy copy: cuMemcpyAsync (bounced)")
+                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.0), "proxy copy: cuStreamSynchronize"))
+                } else {
+                    // Pageable destination: DMA into the bounce buffer, then the CPU.
+                    check_ctx(cu::cuMemcpyAsync(stage as u64, src.add(done) as u64, n, s.0), "proxy copy: cuMemcpyAsync (bounced)")
+                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.0), "proxy copy: cuStreamSynchronize"))
+                        .map(|_| std::ptr::copy_nonoverlapping(stage, dst.add(done), n))
+                }
+            };
+            done += n;
+        }
+        self.give_stream(s);
+        self.services.bounce.lock().unwrap().push(buf);
+        r
+    }
+}
+
+/// Whether the driver knows `p` (device memory, or host memory it pinned/registered): such addresses
+/// are copied by DMA without the driver's pageable staging.
+fn driver_visible(p: u64) -> bool {
+    let mut ty: u32 = 0;
+    // SAFETY: out-pointer to a local u32 (the attribute's type is CUmemorytype, an unsigned int); the
+    // call only inspects the address. Unknown (pageable) addresses return an error.
+    let r = unsafe {
+        cu::cuPointerGetAttribute(&mut ty as *mut u32 as *mut std::ffi::c_void, cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p)
+    };
+    r == cu::CUresult::CUDA_SUCCESS && ty != 0
 }

@@ -166,6 +166,14 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     // The remote transport is chosen (and a bad or unbuilt one refused) before anything is mapped.
     let spans_nodes = boot.node_pes().len() < n;
     let remote = crate::transport::remote_by_name(env::REMOTE_TRANSPORT, env::get(env::REMOTE_TRANSPORT).as_deref(), spans_nodes)?;
+    if remote.is_some() && std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
+        // The proxy's copies and AMO launches must never queue behind a user kernel that spins waiting
+        // for them. Streams share the device's hardware work queues round-robin (8 by default); with the
+        // most (32), the proxy's few early streams get queues of their own (cuda::services). Read when
+        // the CUDA context is created, which is after this point unless the program made it earlier;
+        // set here, before this runtime starts any thread that could read the environment.
+        std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32");
+    }
     let fds = FdServer::start(job, boot.job_key(), me)?;
     let backend = make_backend(&boot, &fds, job, heap_size)?;
     let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];

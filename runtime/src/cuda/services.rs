@@ -44,6 +44,8 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub(super) struct Services {
     streams: Mutex<Vec<usize>>,
+    /// How many streams the pool has made (at most PROXY_STREAMS).
+    made: std::sync::atomic::AtomicUsize,
     /// Pinned bounce buffers (BOUNCE_BYTES each) for copies whose host side is pageable.
     bounce: Mutex<Vec<HostShared>>,
     /// Argument blocks of the AMO service (pinned mapped memory), one per concurrent caller.
@@ -54,6 +56,8 @@ pub(super) struct Services {
 /// copies at once: the drain, and per peer a receiver and a responder; more callers wait for one).
 const BOUNCE_BYTES: usize = 4 << 20;
 const BOUNCE_BUFFERS: usize = 6;
+/// Streams of the pool (see `take_stream`): the drain, one receiver and one responder copy at once.
+const PROXY_STREAMS: usize = 3;
 
 /// Words of one AMO argument block: [n, out, (cw, addr, value, compare) x MAX_BATCH, out x MAX_BATCH].
 pub const MAX_AMO_BATCH: usize = 32;
@@ -118,15 +122,36 @@ impl CudaBackend {
         })
     }
 
+    /// A stream of the pool, waiting while all are taken. The pool is made once, at setup
+    /// (`prepare_services`), and never grows: every stream occupies one of the device's hardware work
+    /// queues (CUDA_DEVICE_MAX_CONNECTIONS), and a proxy stream that shares a queue with the stream of
+    /// a user kernel spinning on the proxy waits behind that kernel forever (streams share queues
+    /// round-robin by creation order). Few streams, made early, get queues of their own.
     fn take_stream(&self) -> Result<Stream> {
-        if let Some(s) = self.services.streams.lock().unwrap().pop() {
-            return Ok(Stream(s as cu::CUstream));
+        loop {
+            if let Some(s) = self.services.streams.lock().unwrap().pop() {
+                return Ok(Stream(s as cu::CUstream));
+            }
+            if self.services.made.load(std::sync::atomic::Ordering::Acquire) < PROXY_STREAMS {
+                return self.new_stream();
+            }
+            std::thread::yield_now();
         }
+    }
+    fn new_stream(&self) -> Result<Stream> {
         self.bind()?;
+        let (mut least, mut greatest) = (0i32, 0i32);
+        // SAFETY: out-pointers to locals.
+        check(unsafe { cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }, "cuCtxGetStreamPriorityRange")?;
         let mut s: cu::CUstream = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; CU_STREAM_NON_BLOCKING: the stream never synchronizes with
-        // the legacy default stream (see the module's notes).
-        check(unsafe { cu::cuStreamCreate(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate")?;
+        // the legacy default stream (see the module's notes); the highest priority, so the proxy's small
+        // launches and copies are scheduled ahead of queued user work.
+        check(
+            unsafe { cu::cuStreamCreateWithPriority(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) },
+            "cuStreamCreateWithPriority",
+        )?;
+        self.services.made.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(Stream(s))
     }
     fn give_stream(&self, s: Stream) {
@@ -265,7 +290,7 @@ impl CudaBackend {
         }
         drop(a);
         // And the streams (one per concurrent caller), so none is created while kernels run.
-        let streams: Vec<Stream> = (0..BOUNCE_BUFFERS).map(|_| self.take_stream()).collect::<Result<_>>()?;
+        let streams: Vec<Stream> = (0..PROXY_STREAMS).map(|_| self.take_stream()).collect::<Result<_>>()?;
         for s in streams {
             self.give_stream(s);
         }

@@ -208,6 +208,12 @@ fn fatal(what: impl std::fmt::Display) -> ! {
     std::process::exit(1)
 }
 
+/// Whether every request and frame is logged (RSHMEM_DEBUG=trace): for finding where a job stops.
+fn tracing() -> bool {
+    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *T.get_or_init(|| env::get(env::DEBUG).is_some_and(|v| v.trim().eq_ignore_ascii_case("trace")))
+}
+
 fn ring_area(slots: usize) -> usize {
     ring_bytes(slots).next_multiple_of(64)
 }
@@ -447,6 +453,9 @@ impl Inner {
     /// Delivers `value` to request `seq`'s return slot (ReturnSlot protocol: wait until the previous
     /// user gave it back, write the value, publish `seq` with release).
     fn deliver(&self, seq: u64, value: u64) {
+        if tracing() {
+            log::debug(format!("proxy trace: deliver {seq} = {value:#x}"));
+        }
         let slot = self.ret_slot(seq);
         // SAFETY: the slot is 16-aligned in chan (alive with self); `seq` is only accessed atomically,
         // `value` only by us (before the release) and the poster (after its acquire).
@@ -535,6 +544,9 @@ impl Inner {
     /// Sends request `seq` to its target (or completes it, for a NOP).
     fn issue(&self, seq: u64, r: &Request, staging: &[HostShared; 2], quiet: &mut [Option<u64>]) -> Result<()> {
         ring::check_request(r, self.npes, self.heap_size)?;
+        if tracing() {
+            log::debug(format!("proxy trace: issue {seq}: op {} sub {:#x} to PE {} offset {:#x} len {} value {:#x}", r.op, r.sub, r.pe, r.offset, r.len, r.value));
+        }
         if r.op == op::NOP {
             self.completion.done(seq);
             return Ok(());
@@ -688,6 +700,9 @@ impl Inner {
     /// Applies one frame from `link`'s peer. Ok(false): the peer closed in order.
     fn apply(&self, link: &Link, m: Message<'_>) -> Result<bool> {
         let peer = link.peer;
+        if tracing() {
+            log::debug(format!("proxy trace: from PE {peer}: {:?}", m.kind()));
+        }
         let jobs = || link.jobs.lock().unwrap().clone();
         let push = |j: Job| {
             if let Some(tx) = jobs() {
@@ -714,6 +729,9 @@ impl Inner {
                 let addr = self.heap_addr(peer, offset, width.bytes())?;
                 // SAFETY: aligned (the wire checked) and inside the backed heap.
                 let old = unsafe { self.platform.amo(addr, op as u16, width.bytes() as u32, value, compare)? };
+                if tracing() {
+                    log::debug(format!("proxy trace: applied AMO {seq} from PE {peer}: {} at {offset:#x} -> old {old:#x}", op.name()));
+                }
                 if op.fetches() {
                     let old = if width == Width::W4 { old & u32::MAX as u64 } else { old };
                     push(Job::Amo { seq, width, value: old });
@@ -781,6 +799,9 @@ impl Inner {
                 self.completion.done(seq);
             }
             Message::QuietAck { seq } => {
+                if tracing() {
+                    log::debug(format!("proxy trace: QUIET completion {seq} from PE {peer}"));
+                }
                 let done: Vec<u64> = {
                     let mut p = link.pending.lock().unwrap();
                     let mut v = Vec::new();

@@ -122,7 +122,8 @@ impl KernelSet {
                 }
                 None => None,
             };
-            cuda::synchronize().map_err(|e| e.context(format!("kernel {name}")))?;
+            // Not cuCtxSynchronize: see wait_default_stream (the proxy must get through meanwhile).
+            cuda::wait_default_stream(&format!("kernel {name}"))?;
             Ok(ms)
         })();
         if r.is_err() {

@@ -73,6 +73,46 @@ pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
     backend_op("rshmem::cuda::copy_from_device", || unsafe { super::driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) })
 }
 /// Waits for all GPU work of this PE.
+/// Waits until everything queued so far on the legacy default stream (and so, by its rules, on every
+/// blocking stream) has run, by polling an event, not in `cuCtxSynchronize`.
+///
+/// Why polling: a kernel of this PE may spin until the proxy transport completes its requests, and the
+/// proxy's own CUDA work (a copy into GPU memory, a launch of the AMO service) must get through the
+/// driver meanwhile. A thread parked inside `cuCtxSynchronize` was seen to keep the proxy's launches
+/// from completing on 2 x H200 (the suite's `amo` and `wait` scenarios across nodes). An event query
+/// holds the driver only for the query; between queries this thread sleeps.
+pub fn wait_default_stream(call: &str) -> Result<()> {
+    backend_op(call, || {
+        let mut ev: cu::CUevent = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; a timing-free event.
+        check(unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
+        let r = (|| {
+            // SAFETY: ev is a live event of the current context; the null stream is the legacy default.
+            check_ctx(unsafe { cu::cuEventRecord(ev, std::ptr::null_mut()) }, "cuEventRecord")?;
+            let mut polls = 0u32;
+            loop {
+                // SAFETY: ev is live.
+                match unsafe { cu::cuEventQuery(ev) } {
+                    cu::CUresult::CUDA_SUCCESS => return Ok(()),
+                    cu::CUresult::CUDA_ERROR_NOT_READY => {}
+                    other => return check_ctx(other, &format!("{call}: waiting for the kernel")),
+                }
+                polls += 1;
+                if polls < 64 {
+                    std::hint::spin_loop();
+                } else if polls < 1024 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            }
+        })();
+        // SAFETY: ev was created above and is destroyed once.
+        unsafe { cu::cuEventDestroy_v2(ev) };
+        r
+    })
+}
+
 pub fn synchronize() -> Result<()> {
     // SAFETY: plain context synchronization.
     backend_op("rshmem::cuda::synchronize", || check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize"))

@@ -18,7 +18,7 @@ mod module;
 mod services;
 pub use services::{AmoOp, MAX_AMO_BATCH};
 
-pub use api::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, with_backend, Timer};
+pub use api::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, wait_default_stream, with_backend, Timer};
 pub use module::{Module, Stream};
 
 use crate::backend::{Backend, Collective, HostShared, SEG_GRANULE0};

@@ -3,6 +3,7 @@
 #   fresh-build-first:  cargo build --release && target/release/rshmrun -np 4 target/release/ring_shift,
 #                       then scripts/test.sh
 #   fresh-test-first:   scripts/test.sh, then the first command
+# and in both, last: target/release/rshmrun --nodes 2 -np 4 target/release/ring_shift (remote PEs).
 # Before each clone, nightly's rust-src is REMOVED from rustup (the state of the machine that showed the
 # stale CPU-only build), so this changes your toolchain: the build puts rust-src back by itself.
 # Each clone is made next to this checkout (so that ../shared is beside it, as in CI) and deleted
@@ -27,10 +28,14 @@ one() {
   local first='cargo build --release && target/release/rshmrun -np 4 target/release/ring_shift'
   local second='scripts/test.sh'
   if [ "$order" = fresh-test-first ]; then local t=$first; first=$second; second=$t; fi
-  ( cd "$dir" && unset CARGO_TARGET_DIR && for cmd in "$first" "$second"; do
+  # Then, as the README's remote-PE section says, the ring shift across two simulated nodes.
+  local nodes='target/release/rshmrun --nodes 2 -np 4 target/release/ring_shift'
+  ( cd "$dir" && unset CARGO_TARGET_DIR && for cmd in "$first" "$second" "$nodes"; do
       echo "+ $cmd"; bash -c "$cmd" || { echo "FAILED: $cmd"; exit 1; }
     done ) >"$log" 2>&1 || { tail -30 "$log" >&2; say "$order FAILED"; return 1; }
   grep -q 'received message' "$log" || { say "$order: the ring shift printed nothing"; return 1; }
+  sed -n "/^+ ${nodes//\//\\/}/,\$p" "$log" | grep -c 'received message' | grep -qx 4 ||
+    { say "$order: the ring shift across two nodes did not print 4 lines"; return 1; }
   has_ptx "$dir/target/release/ring_shift" || { say "$order: ring_shift holds no device PTX"; return 1; }
   mkdir -p "$root/target/$order"
   cp "$dir/target/release/"{rshmrun,ring_shift} "$root/target/$order/"

@@ -299,3 +299,14 @@ pub unsafe extern "ptx-kernel" fn rshmemi_proxy_request(w0: u64, offset: u64, le
     // SAFETY: the caller's contract.
     unsafe { crate::remote::post_from_device(&req, wait != 0) }
 }
+
+/// The proxy's fallback for inbound operations nobody waiting took (`remote::inbound`): one thread
+/// applies every published one. Launched by the proxy without waiting for it.
+#[no_mangle]
+pub extern "ptx-kernel" fn rshmemi_inbound_service() {
+    if crate::arch::block_rank() != 0 || crate::arch::block_index() != 0 {
+        return;
+    }
+    // SAFETY: the runtime launches this only while initialized.
+    unsafe { crate::remote::inbound::progress(u32::MAX) };
+}

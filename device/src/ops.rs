@@ -624,7 +624,9 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
         if compare(cmp, v, value) {
             return v;
         }
-        arch::idle(&mut spins, call);
+        // What is waited for may come from another node: this thread also applies the inbound
+        // operations queued here (remote::idle).
+        remote::idle(&mut spins, call);
     }
 }
 
@@ -830,7 +832,7 @@ pub unsafe fn barrier_exchange(
     let mut spins = 0u64;
     for pe in (0..n as usize).filter(|&pe| pe != me as usize) {
         while arch::load_acquire_u64(local_slots.add(pe)) < epoch {
-            arch::idle(&mut spins, call);
+            remote::idle(&mut spins, call);
         }
     }
 }

@@ -49,7 +49,10 @@ pub struct DeviceState {
     /// Address (as device code sees it) of the ring's return area: `proxy_ring.slots` [`ReturnSlot`]s
     /// (`remote::proxy`), where the proxy delivers fetched values. 0 when there is no proxy transport.
     pub proxy_ret: u64,
-    pub _pad2: u64,
+    /// Address (as device code sees it) of this PE's inbound queue (`remote::inbound`): small
+    /// operations other nodes' PEs sent here (AMOs, signals, inline puts), which device threads that
+    /// wait for the proxy apply. 0 when there is no proxy transport.
+    pub inbound: u64,
     /// `route[pe]`: how device code reaches PE `pe` (`ROUTE_*`). Read only on the cold path: a PE with
     /// a non-zero `peer_base` is reached by loads and stores whatever this says.
     pub route: [u8; MAX_PES],
@@ -73,7 +76,7 @@ impl DeviceState {
         node_n_pes: 0,
         proxy_ring: RingRef { header: 0, slots: 0 },
         proxy_ret: 0,
-        _pad2: 0,
+        inbound: 0,
         route: [ROUTE_NONE; MAX_PES],
         peer_base: [0; MAX_PES],
         node_pe: [0; MAX_PES],
@@ -85,7 +88,10 @@ impl DeviceState {
 pub struct Internal {
     /// Number of device barriers this PE has entered (touched only by the PE's barrier caller).
     pub barrier_epoch: u64,
-    pub _pad: [u64; 15],
+    /// Inbound operations (`remote::inbound`) claimed so far: claims are compare-and-swaps on this word
+    /// by device threads (and, on the CPU backend, the proxy thread), so each is applied once.
+    pub inbound_claim: u64,
+    pub _pad: [u64; 14],
     /// `barrier_flags[j]` on PE i: the last device-barrier epoch PE j announced to PE i.
     pub barrier_flags: [u64; MAX_PES],
 }

@@ -114,6 +114,12 @@ pub trait Backend: Send + Sync + std::any::Any {
     unsafe fn post_request(&self, _req: &rshmem_device::remote::proxy::Request, _stream: Option<u64>) -> Result<bool> {
         Ok(false)
     }
+    /// Applies the inbound operations queued for this PE (`rshmem_device::remote::inbound`) when no
+    /// device thread took them: CPU backend: at once, on the calling (proxy) thread; CUDA: a launch of
+    /// the service kernel, not waited for.
+    fn kick_inbound(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Zeroed memory that device code and host threads both read and write (the proxy's request ring and

@@ -67,6 +67,13 @@ impl Backend for CpuBackend {
         std::ptr::copy(src, dst.as_mut_ptr(), dst.len());
         Ok(())
     }
+    fn kick_inbound(&self) -> Result<()> {
+        // Device code runs on host threads here: the proxy thread applies the queued operations itself,
+        // with the same function device threads use while they wait.
+        // SAFETY: called by the proxy while the runtime (its queue and heap) is alive.
+        unsafe { rshmem_device::remote::inbound::progress(u32::MAX) };
+        Ok(())
+    }
     unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
         // SAFETY: the device API checks that dst lies in the heap and pe is valid.
         unsafe { rshmem_device::putmem(dst, src, bytes, pe) };

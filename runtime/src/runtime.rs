@@ -211,9 +211,10 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
             Some(t) => transports[t].route_code(),
         };
     }
-    if let Some((ring, ret)) = transports.iter().find_map(|t| t.device_channel()) {
-        st.proxy_ring = ring;
-        st.proxy_ret = ret;
+    if let Some(ch) = transports.iter().find_map(|t| t.device_channel()) {
+        st.proxy_ring = ch.ring;
+        st.proxy_ret = ch.ret;
+        st.inbound = ch.inbound;
     }
     for (i, &pe) in boot.node_pes().iter().enumerate() {
         st.node_pe[i] = pe as i32;

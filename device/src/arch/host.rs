@@ -114,7 +114,7 @@ pub fn set_state(s: &DeviceState) {
     store_u64(offset_of!(DeviceState, proxy_ring), s.proxy_ring.header);
     store_u64(offset_of!(DeviceState, proxy_ring) + 8, s.proxy_ring.slots);
     store_u64(offset_of!(DeviceState, proxy_ret), s.proxy_ret);
-    store_u64(offset_of!(DeviceState, _pad2), s._pad2);
+    store_u64(offset_of!(DeviceState, inbound), s.inbound);
     for (i, w) in s.route.chunks_exact(4).enumerate() {
         store_u32(offset_of!(DeviceState, route) + 4 * i, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
     }
@@ -154,7 +154,7 @@ const fn is_u64_field(off: usize) -> bool {
         || off == offset_of!(DeviceState, proxy_ring)
         || off == offset_of!(DeviceState, proxy_ring) + 8
         || off == offset_of!(DeviceState, proxy_ret)
-        || off == offset_of!(DeviceState, _pad2)
+        || off == offset_of!(DeviceState, inbound)
         || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers).is_multiple_of(8))
 }
 /// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).

@@ -25,6 +25,7 @@
 //! one thread posts ONE request for the whole range after a system-scope fence (the proxy reads the
 //! source with a DMA copy, outside this SM), and the group synchronizes again after the wait.
 
+pub mod inbound;
 pub mod proxy;
 
 use crate::arch::{self, Failure, Problem};
@@ -80,8 +81,32 @@ unsafe fn post(ring: RingRef, req: &Request) -> u64 {
 
 #[inline(always)]
 unsafe fn wait(ring: RingRef, seq: u64) {
-    // SAFETY: as in `post`.
-    unsafe { proxy::wait_completed(ring, seq) }
+    const CALL: &str = "rshmem proxy quiet (waiting for the proxy to complete requests)\0";
+    let mut s = 0u64;
+    // SAFETY: as in `post`. The policy never gives up, so the only error is a ring that is none.
+    let r = unsafe {
+        proxy::wait_completed_with(ring, seq, |_| {
+            idle(&mut s, CALL);
+            true
+        })
+    };
+    if r.is_err() {
+        fail(CALL, Problem::NotInitialized, -1, ring.header as usize, ring.slots as usize);
+    }
+}
+
+/// One spin of a wait for something another node's PE (through the proxies) or this PE's proxy must
+/// do: the usual back-off, and every 32 spins the inbound operations waiting here (`inbound`): a
+/// thread that waits for the proxy also does the proxy's GPU-side work, so that work never depends on
+/// the CUDA driver getting a launch or a copy through while this thread spins.
+#[inline(always)]
+pub(crate) fn idle(spins: &mut u64, call: &'static str) {
+    arch::idle(spins, call);
+    if *spins & 31 == 0 {
+        // SAFETY: called only from device calls, which require an initialized rshmem (checked by
+        // the calls that lead here).
+        unsafe { inbound::progress(8) };
+    }
 }
 
 /// Waits for the value the proxy delivers to request `seq`'s return slot and frees the slot.
@@ -101,7 +126,7 @@ unsafe fn take_return(call: &'static str, ring: RingRef, seq: u64) -> u64 {
     // release store of 0 after reading `value`, so the proxy's next write of it comes after our read.
     unsafe {
         while arch::load_acquire_u64(seq_p) != seq {
-            arch::idle(&mut spins, call);
+            idle(&mut spins, call);
         }
         let v = arch::load_relaxed_u64(value_p);
         arch::store_release_u64(seq_p, 0);
@@ -324,7 +349,7 @@ pub(crate) unsafe fn post_from_device(req: &Request, wait: bool) {
     unsafe {
         let seq = post(ring, req);
         if wait {
-            proxy::wait_completed(ring, seq);
+            self::wait(ring, seq);
         }
     }
 }

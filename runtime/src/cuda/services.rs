@@ -37,10 +37,13 @@
 //! kernel on the target GPU spun waiting for the proxy and the program's main thread waited inside the
 //! driver (`cuCtxSynchronize`, or a `cudaMemcpyAsync` into pageable memory): the suite's `amo`, `lock`,
 //! `put_signal` and `wait` scenarios and the CUDA C++ ring shift hung across nodes (traced with
-//! `RSHMEM_DEBUG=trace`). The runtime's own waits no longer park in `cuCtxSynchronize`
-//! (`cuda::wait_default_stream`); a program's own waits still can. The robust fix is a data path
-//! without CUDA driver calls (NVSHMEM's proxy needs GDRCopy for the same reason): for example, device
-//! threads that wait for the proxy also apply the inbound requests it queued in pinned memory.
+//! `RSHMEM_DEBUG=trace`). Two changes answer it, not yet run on a GPU:
+//! - the runtime's own waits no longer park in `cuCtxSynchronize` (`cuda::wait_default_stream`);
+//! - AMOs, signals and small puts no longer need a CUDA call at all: device threads that wait for the
+//!   proxy apply them from the inbound queue (`rshmem_device::remote::inbound`); the service kernel
+//!   (`launch_inbound_service`) is only the fallback when no thread waits.
+//!
+//! Larger puts still use CUDA copies, which a program thread waiting in a pageable copy can hold up.
 
 use super::driver::{check, check_ctx};
 use super::module::Stream;
@@ -284,6 +287,18 @@ impl CudaBackend {
         let r = unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, s, &mut params) }
             // SAFETY: s is a live stream.
             .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy request from the GPU: cuStreamSynchronize"));
+        self.give_stream(s);
+        r
+    }
+
+    /// Launches `rshmemi_inbound_service` (one thread applies the queued inbound operations) on a
+    /// stream of the pool, without waiting for it: the proxy polls the operation's `done` word, and a
+    /// waiting device thread may apply it first.
+    pub(super) fn launch_inbound_service(&self) -> Result<()> {
+        let module = self.module()?;
+        let s = self.take_stream()?;
+        // SAFETY: the kernel takes no parameters; s is a live stream of our context.
+        let r = unsafe { module.launch("rshmemi_inbound_service", 1, 1, 0, s, &mut []) };
         self.give_stream(s);
         r
     }

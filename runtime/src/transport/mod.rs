@@ -73,8 +73,8 @@ pub trait Transport: Send + Sync {
     fn route_code(&self) -> u8 {
         rshmem_device::state::ROUTE_NONE
     }
-    /// The request channel device code posts to (ring, return area), as device code addresses them.
-    fn device_channel(&self) -> Option<(RingRef, u64)> {
+    /// The request channel device code posts to, as device code addresses it.
+    fn device_channel(&self) -> Option<DeviceChannel> {
         None
     }
     /// Collective end, after the runtime's final host barrier (everything is complete): closes the
@@ -84,6 +84,15 @@ pub trait Transport: Send + Sync {
     fn shutdown(&self, _clean: bool) -> Result<()> {
         Ok(())
     }
+}
+
+/// Where device code finds a remote transport's channel (device addresses): the request ring, its
+/// return area, and the inbound queue (`rshmem_device::remote::inbound`).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceChannel {
+    pub ring: RingRef,
+    pub ret: u64,
+    pub inbound: u64,
 }
 
 /// What a remote transport gets to set itself up (collectively, at init).

@@ -22,10 +22,11 @@
 //!   the peer's QUIET completion (sent once everything before the QUIET was applied there) completes
 //!   them. GETs complete when their last response chunk has been written locally; fetching AMOs when
 //!   their response arrived (the old value goes to the request's return slot, `ReturnSlot` protocol).
-//! - **At the target.** PUT data is written with `Backend::copy` (complete when it returns); AMOs and
-//!   signals with `Backend::amo`, which on a GPU runs on the GPU (a CPU read-modify-write is not atomic
-//!   against the GPU's own atomics; see `cuda::services`). A PUT_SIGNAL's signal is applied after its
-//!   data, behind a fence.
+//! - **At the target.** AMOs, signals and small aligned puts (1, 2, 4 or 8 bytes: `p`, barrier epochs)
+//!   go through the inbound queue (`rshmem_device::remote::inbound`): device threads of this PE that
+//!   wait for the proxy apply them, so they are atomic with the GPU's own atomics and need no CUDA call
+//!   (`Inner::inbound`). Larger PUT data is written with `Backend::copy` (complete when it returns). A
+//!   PUT_SIGNAL's signal is applied after its data, behind a fence.
 //! - **Failures.** A peer connection that fails (EOF without CLOSE, reset, timeout, a bad frame) is
 //!   fatal for this PE: the error, naming the peer and what was in flight, goes to the log's error path
 //!   and the process exits with 1, so rshmrun ends the job; nothing waits on a dead peer. Finalize sends
@@ -46,10 +47,11 @@
 use super::ring::{self, Completion, Drain, Request, RingRef};
 use super::tcp::{self, Connection, Endpoint};
 use super::wire::{self, AmoOp, Chunks, Message, Signal, SignalOp, Width};
-use super::{RemoteSetup, Transport};
+use super::{DeviceChannel, RemoteSetup, Transport};
 use crate::backend::{Backend, HostShared};
 use crate::error::{Error, Result};
 use crate::{env, log};
+use rshmem_device::remote::inbound::{self, InboundOp};
 use rshmem_device::remote::proxy::{amo, op, post_with, return_area_bytes, ring_bytes, wait_completed_with, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -190,6 +192,8 @@ struct Inner {
     max_chunk: u32,
     /// How long a host call waits for a free slot or a completion.
     wait_limit: Duration,
+    /// Tickets handed out in the inbound queue (held for a whole inbound operation: one at a time).
+    inbound_next: Mutex<u64>,
 }
 
 /// The proxy transport of one PE.
@@ -212,6 +216,11 @@ fn fatal(what: impl std::fmt::Display) -> ! {
 fn tracing() -> bool {
     static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *T.get_or_init(|| env::get(env::DEBUG).is_some_and(|v| v.trim().eq_ignore_ascii_case("trace")))
+}
+
+/// Offset of the inbound queue in the channel memory: after the ring and the return area, 64-aligned.
+fn inbound_at(slots: usize) -> usize {
+    (ring_area(slots) + return_area_bytes(slots)).next_multiple_of(64)
 }
 
 fn ring_area(slots: usize) -> usize {
@@ -273,7 +282,7 @@ impl Proxy {
             None => DEFAULT_SLOTS,
         };
         platform.prepare_proxy()?;
-        let chan = platform.host_shared(ring_area(slots) + return_area_bytes(slots))?;
+        let chan = platform.host_shared(inbound_at(slots) + inbound::queue_bytes())?;
         // SAFETY: chan is ours, zeroed, 64-aligned and holds ring_bytes(slots); nobody posts yet.
         unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots)? };
         // SAFETY: the header was just set up; chan lives in Inner as long as the Completion.
@@ -383,6 +392,7 @@ impl Proxy {
             abort: AtomicBool::new(false),
             max_chunk: wire::DEFAULT_MAX_CHUNK,
             wait_limit,
+            inbound_next: Mutex::new(0),
         });
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<(String, JoinHandle<()>)> {
@@ -436,6 +446,58 @@ impl Proxy {
 }
 
 impl Inner {
+    /// Has operation `code` (an AMO code or `inbound::STORE`) of `width` bytes applied at heap offset
+    /// `offset` of this PE through the inbound queue (`rshmem_device::remote::inbound`), and returns the
+    /// old value. Device threads of this PE that wait for the proxy apply it; if none does quickly, the
+    /// platform is asked to (`Backend::kick_inbound`: the CPU backend runs it on this thread, a GPU
+    /// launches a service kernel without waiting for it). The heap range was checked by the caller.
+    fn inbound(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64) -> Result<u64> {
+        let mut next = self.inbound_next.lock().unwrap_or_else(|e| e.into_inner());
+        let t = *next;
+        *next += 1;
+        let slot = (self.chan.host_ptr() as usize + inbound_at(self.slots) + (t % inbound::SLOTS) as usize * 64) as *mut u64;
+        let word = |f: usize| slot.wrapping_add(f / 8);
+        // SAFETY: the slot lies in chan (alive with self); seq and done are accessed only atomically,
+        // the body only by us before the release of seq (its previous lap is done: we waited for it,
+        // holding `next`, before this ticket was handed out).
+        unsafe {
+            let op = slot as *mut InboundOp;
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).code), code);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).width), width);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).offset), offset);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).value), value);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).compare), compare);
+            AtomicU64::from_ptr(word(std::mem::offset_of!(InboundOp, seq))).store(t + 1, Ordering::Release);
+        }
+        // SAFETY: as above.
+        let done = unsafe { AtomicU64::from_ptr(word(std::mem::offset_of!(InboundOp, done))) };
+        let start = Instant::now();
+        let mut kicked = false;
+        let mut spins = 0u64;
+        while done.load(Ordering::Acquire) != t + 1 {
+            spins += 1;
+            // The CPU backend applies it here at once; a GPU gets 50 us for a waiting thread to take
+            // it, then one launch of the service.
+            if !kicked && (self.platform.name() == "cpu" || start.elapsed() > Duration::from_micros(50)) {
+                self.platform.kick_inbound()?;
+                kicked = self.platform.name() != "cpu";
+            }
+            if self.closing.load(Ordering::Acquire) && start.elapsed() > CLOSE_WAIT {
+                return Err(Error::new("inbound operation not applied before finalize"));
+            }
+            if start.elapsed() > self.wait_limit {
+                return Err(Error::new(format!("inbound operation {t} (code {code:#x}) not applied within {:?}", self.wait_limit)));
+            }
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        // SAFETY: done was published (release) after result; our acquire above orders this read.
+        Ok(unsafe { std::ptr::read_volatile(word(std::mem::offset_of!(InboundOp, result))) })
+    }
+
     fn link(&self, pe: u32) -> Result<&Link> {
         self.links
             .get(pe as usize)
@@ -710,6 +772,14 @@ impl Inner {
             }
         };
         match m {
+            Message::Put { offset, data, .. } if matches!(data.len(), 1 | 2 | 4 | 8) && offset.is_multiple_of(data.len() as u64) => {
+                // A small aligned put (`p`, a barrier's epoch): one store by a device thread
+                // (inbound queue), never torn, and no CUDA call.
+                self.heap_addr(peer, offset, data.len() as u64)?;
+                let mut b = [0u8; 8];
+                b[..data.len()].copy_from_slice(data);
+                self.inbound(inbound::STORE, data.len() as u32, offset, u64::from_le_bytes(b), 0)?;
+            }
             Message::Put { offset, data, .. } => {
                 let dst = self.heap_addr(peer, offset, data.len() as u64)?;
                 // SAFETY: dst..dst+len lies in this PE's backed heap (checked); data is the frame's
@@ -728,7 +798,8 @@ impl Inner {
             Message::Amo { seq, op, width, offset, value, compare } => {
                 let addr = self.heap_addr(peer, offset, width.bytes())?;
                 // SAFETY: aligned (the wire checked) and inside the backed heap.
-                let old = unsafe { self.platform.amo(addr, op as u16, width.bytes() as u32, value, compare)? };
+                let _ = addr; // checked: inside the backed heap
+                let old = self.inbound(op as u32, width.bytes() as u32, offset, value, compare)?;
                 if tracing() {
                     log::debug(format!("proxy trace: applied AMO {seq} from PE {peer}: {} at {offset:#x} -> old {old:#x}", op.name()));
                 }
@@ -827,8 +898,8 @@ impl Inner {
             SignalOp::Set => amo::SET,
             SignalOp::Add => amo::ADD,
         };
-        // SAFETY: an aligned (the wire checked) u64 in the backed heap.
-        unsafe { self.platform.amo(addr, code, 8, s.value, 0)? };
+        let _ = addr; // checked: an aligned (the wire checked) u64 in the backed heap
+        self.inbound(code as u32, 8, s.offset, s.value, 0)?;
         Ok(())
     }
 
@@ -956,9 +1027,14 @@ impl Transport for Proxy {
     fn route_code(&self) -> u8 {
         rshmem_device::state::ROUTE_PROXY
     }
-    fn device_channel(&self) -> Option<(RingRef, u64)> {
+    fn device_channel(&self) -> Option<DeviceChannel> {
         let c = &self.inner.chan;
-        Some((RingRef { header: c.device_addr(), slots: self.inner.slots as u64 }, c.device_addr() + ring_area(self.inner.slots) as u64))
+        let slots = self.inner.slots;
+        Some(DeviceChannel {
+            ring: RingRef { header: c.device_addr(), slots: slots as u64 },
+            ret: c.device_addr() + ring_area(slots) as u64,
+            inbound: c.device_addr() + inbound_at(slots) as u64,
+        })
     }
     unsafe fn putmem(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()> {
         if bytes == 0 {
@@ -1044,6 +1120,10 @@ mod tests {
         heap: HostShared,
         local: HostShared,
         writes: AtomicUsize,
+        /// The engine's inbound queue (host address), set once the engine exists.
+        queue: AtomicUsize,
+        /// The queue's claim word (outside the heap here: random frames write all over this heap).
+        claim: AtomicU64,
     }
     impl Fake {
         fn inside(&self, p: usize, len: usize) -> bool {
@@ -1053,7 +1133,8 @@ mod tests {
     }
     impl Backend for Fake {
         fn name(&self) -> &'static str {
-            "fake"
+            // Behaves as the CPU backend does (memory is plain memory; kick_inbound applies at once).
+            "cpu"
         }
         fn as_any(&self) -> &dyn std::any::Any {
             self
@@ -1098,6 +1179,25 @@ mod tests {
             unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
             Ok(())
         }
+        fn kick_inbound(&self) -> Result<()> {
+            // The queued operation must name a range inside the heap (the engine checked it before
+            // queueing): look before applying it as device threads would.
+            let q = self.queue.load(Ordering::Acquire);
+            let heap = self.heap.host_ptr() as usize;
+            if q != 0 {
+                for i in 0..inbound::SLOTS as usize {
+                    // SAFETY: q is the engine's queue (set by engine()); the body is read only.
+                    let op = unsafe { std::ptr::read_volatile((q + i * 64) as *const InboundOp) };
+                    if op.seq != 0 && op.done != op.seq {
+                        assert!(self.inside(heap + op.offset as usize, op.width as usize), "inbound op at heap offset {:#x}", op.offset);
+                        self.writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                // SAFETY: the queue and the heap of this test's engine; ranges checked just above.
+                unsafe { inbound::progress_at(q, heap, self.claim.as_ptr(), u32::MAX) };
+            }
+            Ok(())
+        }
         unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
             assert!(self.inside(addr as usize, width as usize) && (addr as usize).is_multiple_of(width as usize), "atomic at {addr:p}");
             // SAFETY: checked inside the heap and aligned.
@@ -1119,9 +1219,9 @@ mod tests {
     }
 
     fn engine() -> (Arc<Inner>, Arc<Fake>) {
-        let fake = Arc::new(Fake { heap: HostShared::host_alloc(HEAP).unwrap(), local: HostShared::host_alloc(LOCAL).unwrap(), writes: AtomicUsize::new(0) });
+        let fake = Arc::new(Fake { heap: HostShared::host_alloc(HEAP).unwrap(), local: HostShared::host_alloc(LOCAL).unwrap(), writes: AtomicUsize::new(0), queue: AtomicUsize::new(0), claim: AtomicU64::new(0) });
         let slots = 64;
-        let chan = HostShared::host_alloc(ring_area(slots) + return_area_bytes(slots)).unwrap();
+        let chan = HostShared::host_alloc(inbound_at(slots) + inbound::queue_bytes()).unwrap();
         // SAFETY: fresh zeroed memory of the right size; chan lives in Inner with the Completion.
         unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots).unwrap() };
         // SAFETY: as above.
@@ -1143,7 +1243,9 @@ mod tests {
             abort: AtomicBool::new(false),
             max_chunk: wire::MIN_CHUNK,
             wait_limit: Duration::from_secs(1),
+            inbound_next: Mutex::new(0),
         };
+        fake.queue.store(inner.chan.host_ptr() as usize + inbound_at(slots), Ordering::Release);
         (Arc::new(inner), fake)
     }
 

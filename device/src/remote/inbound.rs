@@ -1,0 +1,141 @@
+//! The inbound queue: small operations that other nodes' PEs sent to this PE (AMOs, signals, inline
+//! puts of at most 8 bytes), applied to this PE's heap by *device threads*, not by CUDA calls.
+//!
+//! # Why
+//! The proxy's receiver could apply them itself with a CUDA launch (AMOs must run on the GPU to be
+//! atomic with its own atomics) or a CUDA copy. On 2 x H200 those did not complete while a kernel on
+//! the target GPU spun waiting for the proxy and the program's main thread waited inside the driver,
+//! and the job hung (bench/results/2026-11-23-h200x2-remote-pes.md). Here the receiver queues the
+//! operation in pinned memory, and whichever comes first applies it:
+//! - a device thread of this PE that is waiting for the proxy (quiet, a fetched value, wait_until, a
+//!   barrier), from its wait loop (`progress`);
+//! - the proxy's fallback: on the CPU backend the proxy thread itself (the same function, on host
+//!   threads); on GPUs a launch of `rshmemi_inbound_service` if nobody took the operation quickly.
+//!
+//! # Layout and protocol
+//! `SLOTS` [`InboundOp`]s at `DeviceState::inbound`. Ticket `t` uses slot `t % SLOTS`.
+//! 1. The host producer (one at a time: the proxy serializes its receivers) waits until the slot's
+//!    previous lap is done (`done == t + 1 - SLOTS`, or 0 in the first lap), writes the body, then
+//!    `seq = t + 1` with a release store.
+//! 2. A consumer reads `c = Internal::inbound_claim` (device memory of this PE's heap), then the slot's
+//!    `seq` with acquire. If it equals `c + 1`, it claims the ticket with a compare-and-swap of the
+//!    claim word from `c` to `c + 1`: exactly one consumer wins. The winner applies the operation,
+//!    writes `result`, then `done = c + 1` with a release store.
+//! 3. The producer polls `done` (acquire) and reads `result`.
+//!
+//! Claims are GPU atomics on device memory (on the CPU backend, host atomics on shared memory): no CPU
+//! atomic ever meets a GPU atomic on the same word. `seq`, the body and `result`/`done` each have one
+//! writer.
+
+use crate::arch;
+use crate::remote::proxy::apply_amo;
+use crate::state::{DeviceState, Internal};
+use bytemuck::{Pod, Zeroable};
+use core::mem::offset_of;
+
+/// Slots of the queue.
+pub const SLOTS: u64 = 64;
+/// `InboundOp::code` of a plain store of `width` (1, 2, 4 or 8) bytes of `value` (an inline put).
+pub const STORE: u32 = 0x100;
+
+/// One queued operation: 64 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
+pub struct InboundOp {
+    /// `ticket + 1` once published (host, release).
+    pub seq: u64,
+    /// An AMO code (`proxy::amo`) or `STORE`.
+    pub code: u32,
+    /// Bytes: 4 or 8 for AMOs, 1, 2, 4 or 8 for a store.
+    pub width: u32,
+    /// Heap offset (naturally aligned to `width`; the proxy checked it against the heap).
+    pub offset: u64,
+    pub value: u64,
+    pub compare: u64,
+    /// The old value (AMOs), written before `done`.
+    pub result: u64,
+    /// `ticket + 1` once applied (consumer, release).
+    pub done: u64,
+    pub _r: u64,
+}
+const _: () = assert!(core::mem::size_of::<InboundOp>() == 64);
+
+/// Bytes of the queue.
+pub const fn queue_bytes() -> usize {
+    SLOTS as usize * 64
+}
+
+/// Applies one operation at `p` (this PE's heap). `u64::MAX` for an unknown code or width.
+///
+/// # Safety
+/// `p` must be naturally aligned to `width` inside this PE's heap.
+#[inline(always)]
+unsafe fn apply(code: u32, width: u32, p: *mut u8, value: u64, compare: u64) -> u64 {
+    if code == STORE {
+        // SAFETY: the caller's contract; each width is one naturally aligned store.
+        unsafe {
+            match width {
+                1 => core::ptr::write_volatile(p, value as u8),
+                2 => core::ptr::write_volatile(p as *mut u16, value as u16),
+                4 => arch::store_relaxed_u32(p as *mut u32, value as u32),
+                8 => arch::store_relaxed_u64(p as *mut u64, value),
+                _ => return u64::MAX,
+            }
+        }
+        return value;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { apply_amo(code as u16, width, p, value, compare) }.unwrap_or(u64::MAX)
+}
+
+/// Applies every inbound operation published and not yet claimed (at most `max`); returns how many
+/// this caller applied. Does nothing without a proxy (no queue) or before init.
+///
+/// # Safety
+/// rshmem must be initialized (the queue and the heap are the runtime's, alive until finalize).
+#[cold]
+#[inline]
+pub unsafe fn progress(max: u32) -> u32 {
+    let q = arch::state_u64(offset_of!(DeviceState, inbound)) as usize;
+    let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+    if q == 0 || heap == 0 {
+        return 0;
+    }
+    let claim = (heap + offset_of!(Internal, inbound_claim)) as *mut u64;
+    // SAFETY: forwarded: the runtime's queue and heap, and the claim word of its internal area.
+    unsafe { progress_at(q, heap, claim, max) }
+}
+
+/// `progress` on the queue at `q` for the heap at `heap`, with claims on `claim`.
+///
+/// # Safety
+/// `q` must be an inbound queue of `SLOTS` slots, `heap` the heap its operations name, and `claim` the
+/// queue's claim word (only ever accessed atomically), all alive and accessed as the protocol says;
+/// every published operation's range lies in the heap (its producer checked).
+#[inline]
+pub unsafe fn progress_at(q: usize, heap: usize, claim: *mut u64, max: u32) -> u32 {
+    let mut applied = 0;
+    while applied < max {
+        // SAFETY: claim is a u64 of this PE's heap's internal area, accessed only atomically; the slot
+        // words are accessed atomically per the protocol above (seq and done), the body after the
+        // acquire of seq.
+        unsafe {
+            let c = arch::load_acquire_u64(claim);
+            let slot = (q + (c % SLOTS) as usize * 64) as *mut u64;
+            if arch::load_acquire_u64(slot) != c + 1 {
+                return applied;
+            }
+            if arch::cas_u64(claim, c, c + 1) != c {
+                continue; // another consumer took it; look again
+            }
+            let op = &*(slot as *const InboundOp);
+            let (code, width, offset) = (core::ptr::read_volatile(&op.code), core::ptr::read_volatile(&op.width), core::ptr::read_volatile(&op.offset));
+            let (value, compare) = (core::ptr::read_volatile(&op.value), core::ptr::read_volatile(&op.compare));
+            let old = apply(code, width, (heap + offset as usize) as *mut u8, value, compare);
+            arch::store_relaxed_u64(slot.add(offset_of!(InboundOp, result) / 8), old);
+            arch::store_release_u64(slot.add(offset_of!(InboundOp, done) / 8), c + 1);
+        }
+        applied += 1;
+    }
+    applied
+}

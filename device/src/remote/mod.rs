@@ -96,13 +96,13 @@ unsafe fn wait(ring: RingRef, seq: u64) {
 }
 
 /// One spin of a wait for something another node's PE (through the proxies) or this PE's proxy must
-/// do: the usual back-off, and every 32 spins the inbound operations waiting here (`inbound`): a
+/// do: the usual back-off, and every 8 spins the inbound operations waiting here (`inbound`): a
 /// thread that waits for the proxy also does the proxy's GPU-side work, so that work never depends on
 /// the CUDA driver getting a launch or a copy through while this thread spins.
 #[inline(always)]
 pub(crate) fn idle(spins: &mut u64, call: &'static str) {
     arch::idle(spins, call);
-    if *spins & 31 == 0 {
+    if *spins & 7 == 0 {
         // SAFETY: called only from device calls, which require an initialized rshmem (checked by
         // the calls that lead here).
         unsafe { inbound::progress(8) };

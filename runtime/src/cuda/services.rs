@@ -64,6 +64,8 @@ pub(super) struct Services {
     bounce: Mutex<Vec<HostShared>>,
     /// Argument blocks of the AMO service (pinned mapped memory), one per concurrent caller.
     amo_args: Mutex<Vec<HostShared>>,
+    /// Wakes the kicker thread, which launches the inbound service (see `launch_inbound_service`).
+    kicker: Mutex<Option<std::sync::mpsc::Sender<()>>>,
 }
 
 /// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per proxy thread that
@@ -291,16 +293,46 @@ impl CudaBackend {
         r
     }
 
-    /// Launches `rshmemi_inbound_service` (one thread applies the queued inbound operations) on a
-    /// stream of the pool, without waiting for it: the proxy polls the operation's `done` word, and a
-    /// waiting device thread may apply it first.
+    /// Asks for a launch of `rshmemi_inbound_service` (one thread applies the queued inbound
+    /// operations) and returns at once. The launch itself is made by a kicker thread of its own: the
+    /// launch call may block in the driver while a program thread waits inside it (the hang this
+    /// queue exists for), and the proxy's receiver must keep polling the operation's `done` word,
+    /// which a waiting device thread may set first. Kicks that arrive while a launch is under way are
+    /// folded into the next one.
     pub(super) fn launch_inbound_service(&self) -> Result<()> {
-        let module = self.module()?;
-        let s = self.take_stream()?;
-        // SAFETY: the kernel takes no parameters; s is a live stream of our context.
-        let r = unsafe { module.launch("rshmemi_inbound_service", 1, 1, 0, s, &mut []) };
-        self.give_stream(s);
-        r
+        let mut k = self.services.kicker.lock().unwrap();
+        if k.is_none() {
+            let module = self.module()?;
+            let ctx = self.ctx as usize;
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            std::thread::Builder::new()
+                .name("rshmem-inbound-kick".into())
+                .spawn(move || {
+                    // SAFETY: ctx is the retained primary context (valid for the process's life).
+                    unsafe { cu::cuCtxSetCurrent(ctx as cu::CUcontext) };
+                    let mut s: cu::CUstream = std::ptr::null_mut();
+                    // SAFETY: out-pointer to a local; a non-blocking stream of its own.
+                    if unsafe { cu::cuStreamCreate(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) } != cu::CUresult::CUDA_SUCCESS {
+                        return;
+                    }
+                    while rx.recv().is_ok() {
+                        while rx.try_recv().is_ok() {}
+                        // SAFETY: the kernel takes no parameters; s is this thread's live stream; the
+                        // module is held (Arc) by this thread.
+                        if let Err(e) = unsafe { module.launch("rshmemi_inbound_service", 1, 1, 0, Stream(s), &mut []) } {
+                            crate::log::warn(format!("proxy: launching the inbound service: {e}"));
+                        }
+                    }
+                    // SAFETY: s was created above and is destroyed once, after the last launch on it.
+                    unsafe { cu::cuStreamDestroy_v2(s) };
+                })
+                .map_err(|e| Error::os("proxy: starting the inbound kicker thread", e))?;
+            *k = Some(tx);
+        }
+        if let Some(tx) = k.as_ref() {
+            let _ = tx.send(());
+        }
+        Ok(())
     }
 
     /// Allocates what the proxy's copies need before any kernel runs (see the module notes).

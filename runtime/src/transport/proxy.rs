@@ -476,9 +476,10 @@ impl Inner {
         let mut spins = 0u64;
         while done.load(Ordering::Acquire) != t + 1 {
             spins += 1;
-            // The CPU backend applies it here at once; a GPU gets 50 us for a waiting thread to take
-            // it, then one launch of the service.
-            if !kicked && (self.platform.name() == "cpu" || start.elapsed() > Duration::from_micros(50)) {
+            // The CPU backend applies it here at once; a GPU gets 20 us for a waiting thread to take
+            // it, then a request for one launch of the service (made by another thread: this one keeps
+            // polling).
+            if !kicked && (self.platform.name() == "cpu" || start.elapsed() > Duration::from_micros(20)) {
                 self.platform.kick_inbound()?;
                 kicked = self.platform.name() != "cpu";
             }

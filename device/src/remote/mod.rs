@@ -109,6 +109,21 @@ pub(crate) fn idle(spins: &mut u64, call: &'static str) {
     }
 }
 
+/// Posts `req` and, when `blocking`, waits until the proxy has completed it.
+///
+/// # Safety
+/// As `post`.
+#[inline(always)]
+unsafe fn submit(ring: RingRef, req: &Request, blocking: bool) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let seq = post(ring, req);
+        if blocking {
+            wait(ring, seq);
+        }
+    }
+}
+
 /// Waits for the value the proxy delivers to request `seq`'s return slot and frees the slot.
 #[inline(always)]
 unsafe fn take_return(call: &'static str, ring: RingRef, seq: u64) -> u64 {
@@ -223,12 +238,7 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
         }
         if bytes != 0 || sig.is_some() {
             // SAFETY: see `post`; the source's contract is the caller's.
-            unsafe {
-                let seq = post(ring, &req);
-                if blocking {
-                    wait(ring, seq);
-                }
-            }
+            unsafe { submit(ring, &req, blocking) };
         }
     }
     scope.sync();
@@ -258,12 +268,7 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
     } else if scope.rank() == 0 && bytes != 0 {
         let req = Request { op: op::GET, pe: pe as u32, offset: offset(src_local), len: bytes as u64, src: dst as u64, ..Request::default() };
         // SAFETY: see `post`; the destination's contract is the caller's.
-        unsafe {
-            let seq = post(ring, &req);
-            if blocking {
-                wait(ring, seq);
-            }
-        }
+        unsafe { submit(ring, &req, blocking) };
     }
     scope.sync();
 }
@@ -346,10 +351,5 @@ pub(crate) unsafe fn post_from_device(req: &Request, wait: bool) {
         fail("rshmemi_proxy_request\0", Problem::NoTransport, req.pe as i32, 0, 0);
     }
     // SAFETY: see `post`; the request's contract is the caller's.
-    unsafe {
-        let seq = post(ring, req);
-        if wait {
-            self::wait(ring, seq);
-        }
-    }
+    unsafe { submit(ring, req, wait) };
 }

@@ -689,34 +689,15 @@ pub unsafe fn signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
     signal_update("rshmem_signal_op\0", sig, value, op, pe)
 }
 
-/// Puts `bytes` and then updates `sig` on `pe`; the signal is never visible before the data.
+/// Puts `bytes` and then updates `sig` on `pe`; the signal is never visible before the data. A remote
+/// put-with-signal is one request: the target applies the data, then the signal. `blocking`: return
+/// once `src` may be reused (`_nbi`: it must stay unchanged until the next quiet).
 ///
 /// # Safety
 /// As `putmem_scoped`; `sig` a symmetric u64.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn putmem_signal_scoped(
-    scope: Scope,
-    dst: *mut u8,
-    src: *const u8,
-    bytes: usize,
-    sig: *mut u64,
-    value: u64,
-    op: i32,
-    pe: i32,
-    call: &'static str,
-) {
-    put_signal_scoped(scope, dst, src, bytes, sig, value, op, pe, call, true)
-}
-
-/// `putmem_signal_scoped`, blocking or not. A remote put-with-signal is one request: the target
-/// applies the data, then the signal.
-///
-/// # Safety
-/// As `putmem_signal_scoped`; for a non-blocking one, `src` must stay unchanged until the next quiet.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn put_signal_scoped(
     scope: Scope,
     dst: *mut u8,
     src: *const u8,
@@ -752,7 +733,7 @@ macro_rules! put_signal_fns {
         /// See `putmem_signal_scoped`.
         #[inline(always)]
         pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
-            put_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"), $blocking)
+            putmem_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"), $blocking)
         }
     )*};
 }

@@ -252,7 +252,7 @@ sh::kernels! {
             sh::thread::sync_block();
             if active {
                 let val = if op == sh::SIGNAL_SET { r } else { 1 };
-                sh::putmem_signal_scoped(s, data, stg, bytes, sig, val, op, nx, "k_put_signal\0");
+                sh::putmem_signal_scoped(s, data, stg, bytes, sig, val, op, nx, "k_put_signal\0", true);
             }
             if lead {
                 let got = sh::signal_wait_until(sig, sh::CMP_GE, r);

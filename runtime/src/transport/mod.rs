@@ -148,6 +148,24 @@ pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool) -> Resu
     }
 }
 
+/// xorshift64*: a dependency-free generator, reproducible from its seed, for the wire's and the proxy
+/// engine's randomized tests.
+#[cfg(test)]
+pub(crate) mod test_rng {
+    pub(crate) struct Rng(pub(crate) u64);
+    impl Rng {
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+}
+
 /// Which transport reaches each PE: `table[pe]` is the index in `transports` of the first one that
 /// reaches `pe` (the p2p transport first, so node-local PEs always go through it), None when none does.
 pub fn route_table(npes: usize, transports: &[&dyn Transport]) -> Vec<Option<usize>> {

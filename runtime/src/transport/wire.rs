@@ -932,19 +932,7 @@ mod tests {
         }
     }
 
-    /// xorshift64*: a dependency-free generator, reproducible from its seed.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
-        }
-    }
+    use super::super::test_rng::Rng;
 
     /// Checks what the decoder accepted: every range it lets through lies inside the heap.
     fn assert_in_heap(m: &Message<'_>, c: &Context) {

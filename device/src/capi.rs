@@ -158,7 +158,7 @@ macro_rules! put_signal {
         /// See `ops::putmem_signal_scoped`.
         #[no_mangle]
         pub unsafe extern "C" fn $name(dst: *mut c_void, src: *const c_void, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
-            ops::put_signal_scoped($scope, dst as *mut u8, src as *const u8, bytes, sig, value, op, pe, concat!(stringify!($name), "\0"), $blocking)
+            ops::putmem_signal_scoped($scope, dst as *mut u8, src as *const u8, bytes, sig, value, op, pe, concat!(stringify!($name), "\0"), $blocking)
         }
     )*};
 }
@@ -235,40 +235,6 @@ pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_sync_all_kernel() {
     ops::sync_all()
-}
-
-/// The AMO service: the proxy transport's way to run atomics that arrive from other nodes on this
-/// GPU's heap. A CPU thread's read-modify-write of GPU memory is not atomic with the GPU's own
-/// atomics on the same word; an atomic run by a GPU thread is (same L2, same atomic unit), so the proxy
-/// hands every remote AMO to this kernel, launched on a stream of its own (see the runtime's CUDA
-/// platform). One thread runs the batch in order (two AMOs of a batch may hit one word).
-///
-/// `args[0]` = n, `args[1]` = where the old values go (n u64s, device-writable: pinned mapped host
-/// memory), then n records of 4 words: `code | width << 16`, address, value, compare. A record with an
-/// unknown code or width yields `u64::MAX` and touches nothing (the host validated it already).
-///
-/// # Safety
-/// `args` must point to 2 + 4n readable u64s; each record's address must be a naturally aligned word
-/// of this GPU's memory (the host checked it lies in the heap), accessed only atomically meanwhile.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn rshmemi_amo_service(args: *const u64) {
-    if crate::arch::block_rank() != 0 || crate::arch::block_index() != 0 {
-        return;
-    }
-    // SAFETY: the caller's contract: 2 + 4n readable words, out writable for n words, valid addresses.
-    unsafe {
-        let n = *args as usize;
-        let out = *args.add(1) as usize as *mut u64;
-        for i in 0..n {
-            let r = args.add(2 + 4 * i);
-            let (cw, addr, value, compare) = (*r, *r.add(1), *r.add(2), *r.add(3));
-            let old = crate::remote::proxy::apply_amo((cw & 0xffff) as u16, (cw >> 16) as u32, addr as usize as *mut u8, value, compare);
-            core::ptr::write_volatile(out.add(i), old.unwrap_or(u64::MAX));
-        }
-        // The results are read by the host after the stream synchronizes; the fence makes the atomics'
-        // effects and the results visible system-wide before the kernel is seen complete.
-        crate::arch::fence_sc();
-    }
 }
 
 /// One proxy request posted from the GPU on the host's behalf (the host API's and the on-stream API's

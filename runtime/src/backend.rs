@@ -85,14 +85,7 @@ pub trait Backend: Send + Sync + std::any::Any {
     /// # Safety
     /// `src` must be readable and `dst` writable for `len` bytes; the ranges must not overlap.
     unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()>;
-    /// Atomic `code` (an `rshmem_device::remote::proxy::amo` code) of `width` (4 or 8) bytes at `addr`,
-    /// atomic with respect to the device code's own atomics on the same word; returns the old value.
-    ///
-    /// # Safety
-    /// `addr` must be aligned to `width` and lie in this PE's heap (or other memory device code accesses
-    /// only atomically).
-    unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64>;
-    /// Prepares `copy` and `amo` at proxy setup, so that the first remote request does not pay for it
+    /// Prepares `copy` and the inbound service at proxy setup, so that the first remote request does not pay for it
     /// (CUDA: loading the runtime's module, which JIT-compiles the device library, can take seconds
     /// that a peer's sends would otherwise wait for).
     fn prepare_proxy(&self) -> Result<()> {
@@ -119,6 +112,11 @@ pub trait Backend: Send + Sync + std::any::Any {
     /// the service kernel, not waited for.
     fn kick_inbound(&self) -> Result<()> {
         Ok(())
+    }
+    /// Whether `kick_inbound` applies the queue on the calling thread (so the proxy calls it at once
+    /// and as often as it polls) rather than asking for a launch (asked once, after a grace period).
+    fn inbound_on_host(&self) -> bool {
+        false
     }
 }
 

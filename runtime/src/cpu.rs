@@ -67,6 +67,9 @@ impl Backend for CpuBackend {
         std::ptr::copy(src, dst.as_mut_ptr(), dst.len());
         Ok(())
     }
+    fn inbound_on_host(&self) -> bool {
+        true
+    }
     fn kick_inbound(&self) -> Result<()> {
         // Device code runs on host threads here: the proxy thread applies the queued operations itself,
         // with the same function device threads use while they wait.
@@ -107,13 +110,7 @@ impl Backend for CpuBackend {
         unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
         Ok(())
     }
-    unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
-        // On the CPU backend "device" atomics are host atomics on the shared heap, so the proxy thread
-        // applies the AMO itself with the one definition of each AMO.
-        // SAFETY: the caller's contract: aligned, in the heap, accessed only atomically.
-        unsafe { rshmem_device::remote::proxy::apply_amo(code, width, addr, value, compare) }
-            .ok_or_else(|| crate::error::Error::new(format!("atomic operation {code} on {width} bytes: unknown operation or width")))
-    }
+
 }
 
 // ------------------------------------------------------------------ CPU kernels

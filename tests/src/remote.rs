@@ -214,7 +214,7 @@ pub fn ops(c: &Ctx) {
         println!(
             "PE {}: remote AMO round trip to PE 0 ({} backend, host poster): {:.1} us",
             c.me,
-            if gpu { "cuda: the GPU AMO service runs it" } else { "cpu" },
+            if gpu { "cuda: the target GPU's threads run it" } else { "cpu" },
             rtt.as_secs_f64() * 1e6 / iters as f64
         );
     }

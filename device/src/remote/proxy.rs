@@ -253,8 +253,9 @@ pub const fn return_area_bytes(slots: usize) -> usize {
 /// Applies AMO `code` (an `amo::*`) of `width` bytes (4 or 8) at `p` with `value` (and `compare` for
 /// COMPARE_SWAP); returns the old value (the stored value for SET, whose old value nobody reads), or
 /// None for an unknown code or width, touching nothing. The one definition of what each AMO does at
-/// the target: the CPU backend's proxy runs it on the host, the GPU's AMO service kernel on the GPU,
-/// so a remote AMO is atomic with the target's own device atomics on the same word.
+/// the target, run by whoever applies the inbound queue (`remote::inbound`): device threads of the
+/// target (on the GPU or, on the CPU backend, host threads), so a remote AMO is atomic with the
+/// target's own device atomics on the same word.
 ///
 /// # Safety
 /// `p` must be non-null, aligned to `width` and point to memory of this process that, while this runs,

@@ -77,7 +77,7 @@ pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
 /// blocking stream) has run, by polling an event, not in `cuCtxSynchronize`.
 ///
 /// Why polling: a kernel of this PE may spin until the proxy transport completes its requests, and the
-/// proxy's own CUDA work (a copy into GPU memory, a launch of the AMO service) must get through the
+/// proxy's own CUDA work (a copy into GPU memory, a launch of the inbound service) must get through the
 /// driver meanwhile. A thread parked inside `cuCtxSynchronize` was seen to keep the proxy's launches
 /// from completing on 2 x H200 (the suite's `amo` and `wait` scenarios across nodes). An event query
 /// holds the driver only for the query; between queries this thread sleeps.

@@ -16,7 +16,6 @@ pub mod driver;
 mod api;
 mod module;
 mod services;
-pub use services::{AmoOp, MAX_AMO_BATCH};
 
 pub use api::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, wait_default_stream, with_backend, Timer};
 pub use module::{Module, Stream};
@@ -364,11 +363,7 @@ impl Backend for CudaBackend {
         unsafe { self.post_from_gpu(req, stream)? };
         Ok(true)
     }
-    unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
-        // SAFETY: forwarded contract (aligned, in GPU memory accessed atomically).
-        let v = unsafe { self.amo_batch(&[AmoOp { addr: addr as u64, code, width, value, compare }])? };
-        Ok(v[0])
-    }
+
 }
 
 /// Runs when the last reference to the finalized runtime goes. The primary context stays (retained for

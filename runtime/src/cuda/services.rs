@@ -1,6 +1,8 @@
-//! What the proxy transport needs from the CUDA platform (`Backend::host_shared`, `copy`, `amo`):
-//! pinned mapped host memory, copies on the runtime's own non-blocking streams, and remote AMOs run by
-//! the GPU itself (the `rshmemi_amo_service` kernel of the runtime's module).
+//! What the proxy transport needs from the CUDA platform (`Backend::host_shared`, `copy`,
+//! `kick_inbound`): pinned mapped host memory, copies on the runtime's own non-blocking streams, and
+//! the fallback launch of the inbound service (remote AMOs, signals and small puts are applied on the
+//! GPU by device threads, `rshmem_device::remote::inbound`: a CPU read-modify-write on GPU memory is
+//! not atomic with the GPU's own atomics).
 //!
 //! # Why never the legacy default stream or `cuCtxSynchronize`
 //! The proxy thread serves requests posted by the user's kernels, and those kernels may be spinning
@@ -9,15 +11,6 @@
 //! context: either would wait for the spinning kernel, which waits for the proxy — a deadlock. Every
 //! operation here runs on a stream created with `CU_STREAM_NON_BLOCKING`, and waits for that stream
 //! only (`cuStreamSynchronize`).
-//!
-//! # Why AMOs run on the GPU
-//! A CPU read-modify-write on GPU memory (through a mapping, or a copy out, modify, copy in) is not
-//! atomic with respect to the GPU's own atomics on the same word: a GPU `atom.add` between the CPU's
-//! read and write is lost. So the proxy hands the AMO to the target GPU: a one-thread launch of
-//! `rshmemi_amo_service`, which runs the one `apply_amo` (system-scope atomics) and writes the old
-//! value into mapped host memory. The launch goes on its own non-blocking stream, so it runs next to a
-//! user kernel that spins waiting for it. Its cost is a launch plus a stream synchronize per AMO
-//! (a batch form takes several at once).
 //!
 //! # Why every copy's host side is pinned
 //! A copy from or to *pageable* host memory goes through the driver's own staging buffers. While a
@@ -28,9 +21,9 @@
 //! whose host side is pageable (frame buffers, a host `getmem`'s destination) is bounced through a
 //! pinned buffer of the pool, which is allocated up front (`prepare`), because allocating pinned
 //! memory later may also wait for the device.
-//! Measured on 2 x H200 (bench/results/2026-11-23-h200x2-remote-pes.md, call 5): a remote fetch_add
-//! across two simulated nodes takes 52.2 us end to end, one service launch included, against 44.4 us
-//! for a remote `g` (no launch).
+//! Measured on 2 x H200 (bench/results/2026-11-23-h200x2-remote-pes.md, call 5), with the earlier
+//! design (one synchronized launch of an AMO service kernel per AMO): a remote fetch_add across two
+//! simulated nodes took 52.2 us end to end, against 44.4 us for a remote `g` (no launch).
 //!
 //! # Open: the proxy's CUDA work while the target's kernel waits for it
 //! On 2 x H200 the AMO-service launch, and sometimes a copy into GPU memory, did not complete while a
@@ -53,7 +46,7 @@ use crate::error::{Error, Result};
 use cudarc::driver::sys as cu;
 use std::sync::Mutex;
 
-/// Non-blocking streams for proxy copies and AMO launches, reused across calls: a thread takes one
+/// Non-blocking streams for proxy copies, reused across calls: a thread takes one
 /// from the pool for the duration of a call (so several threads copy at once).
 #[derive(Default)]
 pub(super) struct Services {
@@ -62,8 +55,6 @@ pub(super) struct Services {
     made: std::sync::atomic::AtomicUsize,
     /// Pinned bounce buffers (BOUNCE_BYTES each) for copies whose host side is pageable.
     bounce: Mutex<Vec<HostShared>>,
-    /// Argument blocks of the AMO service (pinned mapped memory), one per concurrent caller.
-    amo_args: Mutex<Vec<HostShared>>,
     /// Wakes the kicker thread, which launches the inbound service (see `launch_inbound_service`).
     kicker: Mutex<Option<std::sync::mpsc::Sender<()>>>,
 }
@@ -74,20 +65,6 @@ const BOUNCE_BYTES: usize = 4 << 20;
 const BOUNCE_BUFFERS: usize = 6;
 /// Streams of the pool (see `take_stream`): the drain, one receiver and one responder copy at once.
 const PROXY_STREAMS: usize = 3;
-
-/// Words of one AMO argument block: [n, out, (cw, addr, value, compare) x MAX_BATCH, out x MAX_BATCH].
-pub const MAX_AMO_BATCH: usize = 32;
-const ARG_WORDS: usize = 2 + 4 * MAX_AMO_BATCH + MAX_AMO_BATCH;
-
-/// One AMO for [`CudaBackend::amo_batch`].
-#[derive(Clone, Copy, Debug)]
-pub struct AmoOp {
-    pub addr: u64,
-    pub code: u16,
-    pub width: u32,
-    pub value: u64,
-    pub compare: u64,
-}
 
 impl Drop for Services {
     fn drop(&mut self) {
@@ -206,60 +183,7 @@ impl CudaBackend {
         r
     }
 
-    /// Runs `ops` (at most MAX_AMO_BATCH) on the GPU with one launch of `rshmemi_amo_service`, in
-    /// order; returns the old values.
-    ///
-    /// # Safety
-    /// Every `addr` must be aligned to its width and lie in GPU memory of this context that device
-    /// code accesses only atomically.
-    pub unsafe fn amo_batch(&self, ops: &[AmoOp]) -> Result<Vec<u64>> {
-        if ops.is_empty() {
-            return Ok(vec![]);
-        }
-        if ops.len() > MAX_AMO_BATCH {
-            return Err(Error::new(format!("AMO batch of {} (at most {MAX_AMO_BATCH})", ops.len())));
-        }
-        let module = self.module()?;
-        let args = match self.services.amo_args.lock().unwrap().pop() {
-            Some(a) => a,
-            None => self.pinned_shared(ARG_WORDS * 8)?,
-        };
-        let w = args.host_ptr() as *mut u64;
-        let out_off = 2 + 4 * MAX_AMO_BATCH;
-        // SAFETY: args holds ARG_WORDS words (pinned_shared), exclusively ours until pushed back; the
-        // kernel reads them only after the launch below (stream order after these host stores, which
-        // the launch makes visible).
-        unsafe {
-            *w = ops.len() as u64;
-            *w.add(1) = args.device_addr() + out_off as u64 * 8;
-            for (i, o) in ops.iter().enumerate() {
-                let r = w.add(2 + 4 * i);
-                *r = o.code as u64 | ((o.width as u64) << 16);
-                *r.add(1) = o.addr;
-                *r.add(2) = o.value;
-                *r.add(3) = o.compare;
-            }
-        }
-        let s = self.take_stream()?;
-        let mut a = args.device_addr();
-        let mut params = [&mut a as *mut u64 as *mut std::ffi::c_void];
-        // SAFETY: the kernel takes one pointer to the argument block laid out as capi.rs documents;
-        // every address is the caller's promise; s is a live non-blocking stream.
-        let r = unsafe { module.launch("rshmemi_amo_service", 1, 1, 0, s, &mut params) }
-            // SAFETY: s is a live stream.
-            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "AMO service: cuStreamSynchronize"));
-        self.give_stream(s);
-        let out = r.map(|_| {
-            // SAFETY: the kernel finished (stream synchronized) and wrote ops.len() results, fenced.
-            (0..ops.len()).map(|i| unsafe { std::ptr::read_volatile(w.add(out_off + i)) }).collect::<Vec<u64>>()
-        });
-        self.services.amo_args.lock().unwrap().push(args);
-        let out = out?;
-        if let Some(i) = out.iter().zip(ops).position(|(&v, o)| v == u64::MAX && !matches!(o.width, 4 | 8)) {
-            return Err(Error::new(format!("AMO service: bad operation {} of width {}", ops[i].code, ops[i].width)));
-        }
-        Ok(out)
-    }
+
 
     /// `Backend::post_request` on CUDA: `rshmemi_proxy_request` on `stream` (None: one of the services'
     /// non-blocking streams, synchronized before returning). The request travels in the kernel's
@@ -342,11 +266,6 @@ impl CudaBackend {
             b.push(self.pinned_shared(BOUNCE_BYTES)?);
         }
         drop(b);
-        let mut a = self.services.amo_args.lock().unwrap();
-        while a.len() < BOUNCE_BUFFERS {
-            a.push(self.pinned_shared(ARG_WORDS * 8)?);
-        }
-        drop(a);
         // And the streams (one per concurrent caller), so none is created while kernels run.
         let streams: Vec<Stream> = (0..PROXY_STREAMS).map(|_| self.take_stream()).collect::<Result<_>>()?;
         for s in streams {

@@ -40,9 +40,8 @@
 //! chunk k. A GET is read at the target when its request arrives (in the connection's order, so a
 //! later write to the range is not seen), into a host buffer the responder sends from.
 //!
-//! Not done yet: several connections (lanes) per pair (not measured to help yet); batching the GPU
-//! AMO service over consecutive AMO frames (`CudaBackend::amo_batch` takes up to 32); GPU figures
-//! (AMO service latency, staging overlap) are still to be measured on the device machine.
+//! Not done yet: several connections (lanes) per pair (not measured to help yet); GPU figures of the
+//! inbound queue (AMO latency with waiting device threads applying them) are still to be measured.
 
 use super::ring::{self, Completion, Drain, Request, RingRef};
 use super::tcp::{self, Connection, Endpoint};
@@ -472,6 +471,7 @@ impl Inner {
         // SAFETY: as above.
         let done = unsafe { AtomicU64::from_ptr(word(std::mem::offset_of!(InboundOp, done))) };
         let start = Instant::now();
+        let on_host = self.platform.inbound_on_host();
         let mut kicked = false;
         let mut spins = 0u64;
         while done.load(Ordering::Acquire) != t + 1 {
@@ -479,9 +479,9 @@ impl Inner {
             // The CPU backend applies it here at once; a GPU gets 20 us for a waiting thread to take
             // it, then a request for one launch of the service (made by another thread: this one keeps
             // polling).
-            if !kicked && (self.platform.name() == "cpu" || start.elapsed() > Duration::from_micros(20)) {
+            if !kicked && (on_host || start.elapsed() > Duration::from_micros(20)) {
                 self.platform.kick_inbound()?;
-                kicked = self.platform.name() != "cpu";
+                kicked = !on_host;
             }
             if self.closing.load(Ordering::Acquire) && start.elapsed() > CLOSE_WAIT {
                 return Err(Error::new("inbound operation not applied before finalize"));
@@ -1134,8 +1134,11 @@ mod tests {
     }
     impl Backend for Fake {
         fn name(&self) -> &'static str {
-            // Behaves as the CPU backend does (memory is plain memory; kick_inbound applies at once).
-            "cpu"
+            "fake"
+        }
+        fn inbound_on_host(&self) -> bool {
+            // As the CPU backend: memory is plain memory, and kick_inbound applies the queue at once.
+            true
         }
         fn as_any(&self) -> &dyn std::any::Any {
             self
@@ -1199,25 +1202,10 @@ mod tests {
             }
             Ok(())
         }
-        unsafe fn amo(&self, addr: *mut u8, code: u16, width: u32, value: u64, compare: u64) -> Result<u64> {
-            assert!(self.inside(addr as usize, width as usize) && (addr as usize).is_multiple_of(width as usize), "atomic at {addr:p}");
-            // SAFETY: checked inside the heap and aligned.
-            Ok(unsafe { rshmem_device::remote::proxy::apply_amo(code, width, addr, value, compare) }.unwrap())
-        }
+
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
-        }
-    }
+    use super::super::test_rng::Rng;
 
     fn engine() -> (Arc<Inner>, Arc<Fake>) {
         let fake = Arc::new(Fake { heap: HostShared::host_alloc(HEAP).unwrap(), local: HostShared::host_alloc(LOCAL).unwrap(), writes: AtomicUsize::new(0), queue: AtomicUsize::new(0), claim: AtomicU64::new(0) });

@@ -90,11 +90,35 @@ impl Module {
             let mut module = std::ptr::null_mut();
             // SAFETY: cubin is a complete image produced by the linker.
             check(unsafe { cu::cuModuleLoadData(&mut module, cubin) }, "cuModuleLoadData")?;
-            Ok(Module { ctx, module })
+            let m = Module { ctx, module };
+            m.load_functions()?;
+            Ok(m)
         })();
         // SAFETY: link was created above.
         unsafe { cu::cuLinkDestroy(link) };
         result
+    }
+
+    /// Loads the code of every kernel of the module now. Under CUDA's lazy loading (the default since
+    /// CUDA 12.2) a kernel's code is loaded at its first launch, and that load may wait for the kernels
+    /// already running on the device. The runtime's service kernels (`rshmemi_inbound_service`,
+    /// `rshmemi_proxy_request`) are first launched exactly while a user kernel spins waiting for the
+    /// proxy, so a lazy first launch waits for a kernel that waits for it. Seen on 2 x H200
+    /// (bench/results/2026-11-23-h200x2-remote-pes.md): the remote `g`, `fence`, `lock` and
+    /// `put_signal` scenarios hung across nodes, the kicker thread in its first launch holding up the
+    /// proxy's copies. `cuFuncLoad` (CUDA 12.4) loads each function up front, while nothing spins.
+    fn load_functions(&self) -> Result<()> {
+        let mut n: std::ffi::c_uint = 0;
+        // SAFETY: out-pointer to a local; module is loaded.
+        check(unsafe { cu::cuModuleGetFunctionCount(&mut n, self.module) }, "cuModuleGetFunctionCount")?;
+        let mut fs: Vec<cu::CUfunction> = vec![std::ptr::null_mut(); n as usize];
+        // SAFETY: fs has room for n handles; module is loaded.
+        check(unsafe { cu::cuModuleEnumerateFunctions(fs.as_mut_ptr(), n, self.module) }, "cuModuleEnumerateFunctions")?;
+        for f in fs {
+            // SAFETY: f is a function handle of this live module (enumerated above).
+            check(unsafe { cu::cuFuncLoad(f) }, "cuFuncLoad (loading a kernel of the module up front)")?;
+        }
+        Ok(())
     }
 
     /// Calls `f` with the device address of this module's `rshmemi_device_state`.

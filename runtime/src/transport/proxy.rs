@@ -444,6 +444,13 @@ impl Proxy {
     }
 }
 
+/// How long an inbound operation waits for a device thread of this PE (one waiting for the proxy polls
+/// the queue every few microseconds) before the service kernel is launched for it. A launch costs a
+/// few microseconds and runs beside any waiting thread (the claim decides who applies it), so a short
+/// wait only saves launches when threads are waiting, and a long one is added to every remote `p` or
+/// AMO on a GPU whose kernels are not waiting for the proxy.
+const KICK_AFTER: Duration = Duration::from_micros(3);
+
 impl Inner {
     /// Has operation `code` (an AMO code or `inbound::STORE`) of `width` bytes applied at heap offset
     /// `offset` of this PE through the inbound queue (`rshmem_device::remote::inbound`), and returns the
@@ -476,10 +483,10 @@ impl Inner {
         let mut spins = 0u64;
         while done.load(Ordering::Acquire) != t + 1 {
             spins += 1;
-            // The CPU backend applies it here at once; a GPU gets 20 us for a waiting thread to take
-            // it, then a request for one launch of the service (made by another thread: this one keeps
-            // polling).
-            if !kicked && (on_host || start.elapsed() > Duration::from_micros(20)) {
+            // The CPU backend applies it here at once; a GPU gets KICK_AFTER for a waiting thread to
+            // take it, then a request for one launch of the service (made by another thread: this one
+            // keeps polling, and whichever of them claims the operation first applies it).
+            if !kicked && (on_host || start.elapsed() > KICK_AFTER) {
                 self.platform.kick_inbound()?;
                 kicked = !on_host;
             }

@@ -14,12 +14,12 @@ exec > >(tee "$o/steps.log") 2>&1
 echo "commit $(cat "$c/COMMIT" 2>/dev/null)"; nvidia-smi -L
 for p in simple_shift ring_shift_cuda ring_shift; do r 20 -np 2 "$card" "$c/$p"; done
 r 20 -np 4 "$card" "$c/ring_shift"
-if RSHMEM_SYMMETRIC_SIZE=2g r 60 -np 2 "$card" "$c/rshmem-test-pe" all; then
-  RSHMEM_SYMMETRIC_SIZE=2g r 60 -np 2 "$card" "$c/rshmem-test-pe" all
-  RSHMEM_SYMMETRIC_SIZE=1g r 60 -np 4 "$card" "$c/rshmem-test-pe" all
+if RSHMEM_SYMMETRIC_SIZE=2g r "${ALL_LIMIT:-90}" -np 2 "$card" "$c/rshmem-test-pe" all; then
+  RSHMEM_SYMMETRIC_SIZE=2g r "${ALL_LIMIT:-90}" -np 2 "$card" "$c/rshmem-test-pe" all
+  RSHMEM_SYMMETRIC_SIZE=1g r "${ALL_LIMIT:-90}" -np 4 "$card" "$c/rshmem-test-pe" all
 else
   for s in ring pg rma amo contention amo_mixed lock fence put_signal wait barrier host_rma alloc teams; do
-    RSHMEM_SYMMETRIC_SIZE=2g r 12 -np 2 "$card" "$c/rshmem-test-pe" "$s"
+    RSHMEM_SYMMETRIC_SIZE=2g r "${ONE_LIMIT:-30}" -np 2 "$card" "$c/rshmem-test-pe" "$s"
   done
 fi
 echo done

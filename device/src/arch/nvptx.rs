@@ -208,6 +208,16 @@ pub fn idle(spins: &mut u64, _call: &'static str) {
     }
 }
 
+/// The GPU's global timer, in nanoseconds (`%globaltimer`; its update granularity is about a
+/// microsecond on recent GPUs, fine for waits of tens of microseconds).
+#[inline(always)]
+pub fn globaltimer_ns() -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register; no memory access.
+    unsafe { asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack)) };
+    t
+}
+
 /// Reads a field of the device state (constant bank). The state never changes while a kernel runs,
 /// so the read is declared a pure function of the offset (`nomem`): the compiler may keep the value in
 /// a register across fences and loop iterations, or read it again; both give the same value.

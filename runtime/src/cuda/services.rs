@@ -239,16 +239,37 @@ impl CudaBackend {
                     if unsafe { cu::cuStreamCreate(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) } != cu::CUresult::CUDA_SUCCESS {
                         return;
                     }
+                    // Recorded after each launch: while it is not reached, the last service kernel
+                    // still runs (it polls for a while, `rshmemi_inbound_service`) and will take the
+                    // new operation, so no second one is launched. If it ends just before taking it,
+                    // the receiver's next kick (it kicks again while the operation waits) launches one.
+                    let mut ev: cu::CUevent = std::ptr::null_mut();
+                    // SAFETY: out-pointer to a local.
+                    if unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) } != cu::CUresult::CUDA_SUCCESS {
+                        ev = std::ptr::null_mut();
+                    }
                     while rx.recv().is_ok() {
                         while rx.try_recv().is_ok() {}
+                        // SAFETY: ev is null or this thread's live event.
+                        if !ev.is_null() && unsafe { cu::cuEventQuery(ev) } == cu::CUresult::CUDA_ERROR_NOT_READY {
+                            continue;
+                        }
                         // SAFETY: the kernel takes no parameters; s is this thread's live stream; the
                         // module is held (Arc) by this thread.
                         if let Err(e) = unsafe { module.launch("rshmemi_inbound_service", 1, 1, 0, Stream(s), &mut []) } {
                             crate::log::warn(format!("proxy: launching the inbound service: {e}"));
+                        } else if !ev.is_null() {
+                            // SAFETY: live event and stream of this thread.
+                            unsafe { cu::cuEventRecord(ev, s) };
                         }
                     }
-                    // SAFETY: s was created above and is destroyed once, after the last launch on it.
-                    unsafe { cu::cuStreamDestroy_v2(s) };
+                    // SAFETY: s and ev were created above and are destroyed once, after the last use.
+                    unsafe {
+                        if !ev.is_null() {
+                            cu::cuEventDestroy_v2(ev);
+                        }
+                        cu::cuStreamDestroy_v2(s)
+                    };
                 })
                 .map_err(|e| Error::os("proxy: starting the inbound kicker thread", e))?;
             *k = Some(tx);

@@ -450,6 +450,8 @@ impl Proxy {
 /// wait only saves launches when threads are waiting, and a long one is added to every remote `p` or
 /// AMO on a GPU whose kernels are not waiting for the proxy.
 const KICK_AFTER: Duration = Duration::from_micros(3);
+/// How often the kick is repeated while the operation waits (see `inbound`).
+const KICK_AGAIN: Duration = Duration::from_micros(100);
 
 impl Inner {
     /// Has operation `code` (an AMO code or `inbound::STORE`) of `width` bytes applied at heap offset
@@ -479,16 +481,17 @@ impl Inner {
         let done = unsafe { AtomicU64::from_ptr(word(std::mem::offset_of!(InboundOp, done))) };
         let start = Instant::now();
         let on_host = self.platform.inbound_on_host();
-        let mut kicked = false;
+        let mut next_kick = KICK_AFTER;
         let mut spins = 0u64;
         while done.load(Ordering::Acquire) != t + 1 {
             spins += 1;
             // The CPU backend applies it here at once; a GPU gets KICK_AFTER for a waiting thread to
-            // take it, then a request for one launch of the service (made by another thread: this one
-            // keeps polling, and whichever of them claims the operation first applies it).
-            if !kicked && (on_host || start.elapsed() > KICK_AFTER) {
+            // take it, then a request for a launch of the service (made by another thread: this one
+            // keeps polling, and whichever of them claims the operation first applies it), and again
+            // every KICK_AGAIN (a service kernel that was ending as the operation came skips it).
+            if on_host || start.elapsed() > next_kick {
                 self.platform.kick_inbound()?;
-                kicked = !on_host;
+                next_kick = start.elapsed() + KICK_AGAIN;
             }
             if self.closing.load(Ordering::Acquire) && start.elapsed() > CLOSE_WAIT {
                 return Err(Error::new("inbound operation not applied before finalize"));

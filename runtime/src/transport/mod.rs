@@ -240,3 +240,13 @@ mod tests {
         assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
     }
 }
+
+/// Whether the proxy's threads poll briefly before they sleep (`RSHMEM_PROXY_SPIN`; auto: when this
+/// process may use at least 8 CPUs). Read once per process.
+pub(crate) fn busy_poll() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let set = crate::env::get(crate::env::PROXY_SPIN).and_then(|v| crate::env::parse_proxy_spin(&v).ok().flatten());
+        set.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() >= 8).unwrap_or(false))
+    })
+}

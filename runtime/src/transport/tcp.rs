@@ -77,7 +77,17 @@ pub struct Connection {
     /// Requests sent that await an answer (GET, fetching AMO, QUIET).
     awaiting: u64,
     last_sent: Option<OpHeader>,
+    /// When the last frame arrived: a receive soon after one polls before it sleeps (`recv_timeout`).
+    last_frame: Option<Instant>,
 }
+
+/// A receive within BUSY_WINDOW of the previous frame first polls the socket for up to BUSY_SPIN
+/// before it sleeps in `read`. A sleeping reader is woken by the scheduler, which adds several
+/// microseconds to every hop of a request and its answer (a remote `p` + `quiet` is four hops); on a
+/// busy link the poll usually finds the next frame first. An idle link sleeps at once, and so does
+/// every link when polling is off (`RSHMEM_PROXY_SPIN`).
+const BUSY_WINDOW: Duration = Duration::from_millis(1);
+const BUSY_SPIN: Duration = Duration::from_micros(50);
 
 /// Connects to `peer` at `addr` (retrying until `deadline` while nobody listens), as connection
 /// `lane` of `lanes` between the two PEs, and exchanges hellos.
@@ -372,6 +382,7 @@ impl Connection {
             broken: None,
             awaiting: 0,
             last_sent: None,
+            last_frame: None,
         }
     }
 
@@ -510,6 +521,9 @@ impl Connection {
             self.stream.set_read_timeout(Some(idle)).map_err(|e| Error::os("transport: set_read_timeout", e))?;
             self.read_timeout = Some(idle);
         }
+        if self.last_frame.is_some_and(|t| t.elapsed() < BUSY_WINDOW) && super::busy_poll() {
+            self.poll_briefly();
+        }
         // The first byte may take `idle`; once a frame started, the rest gets the I/O timeout.
         let mut timed = TimedRead { s: &self.stream, started: false, io_timeout: self.io_timeout, idle };
         let res = self.reader.read_frame(&mut timed, &self.ctx);
@@ -518,6 +532,7 @@ impl Connection {
         }
         match res {
             Ok(()) => {
+                self.last_frame = Some(Instant::now());
                 let h = self.reader.last_header();
                 let answers = match Kind::from_u8(h.kind) {
                     Some(Kind::GetResponse) => h.flags & wire::FLAG_LAST != 0,
@@ -531,6 +546,21 @@ impl Connection {
             }
             Err(ReadError::Idle) => Ok(false),
             Err(e) => Err(self.read_failed(e)),
+        }
+    }
+
+    /// Polls the socket without sleeping until it is readable (or has an error or hangup, which the
+    /// read then reports) or BUSY_SPIN passes.
+    fn poll_briefly(&self) {
+        let start = Instant::now();
+        let mut fds = [libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        while start.elapsed() < BUSY_SPIN {
+            fds[0].revents = 0;
+            // SAFETY: one valid pollfd for a socket we own, timeout 0 (returns at once).
+            if unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) } != 0 {
+                return;
+            }
+            std::hint::spin_loop();
         }
     }
 
@@ -587,6 +617,7 @@ impl Connection {
             broken: None,
             awaiting: 0,
             last_sent: None,
+            last_frame: None,
         };
         Ok((self, rx))
     }

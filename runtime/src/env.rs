@@ -50,7 +50,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (proxy when the job has PEs on other nodes, else none), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU-driven NIC: not built yet). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
     EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each PE's request ring (a power of two from 1 to 1048576); 64 bytes each, in pinned host memory on CUDA", check: is_proxy_slots },
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
-    EnvVar { name: PROXY_SPIN, default: "auto", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: polling threads on a small machine take the CPUs the PEs need)", check: is_proxy_spin },
+    EnvVar { name: PROXY_SPIN, default: "off", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: polling threads on a small machine take the CPUs the PEs need). Off by default until measured on GPUs", check: is_proxy_spin },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
     EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds any wait may last before the PE fails naming what it waits for: device-side wait_until/signal_wait_until/barrier on the CPU backend, host barriers, the runtime's collectives and bootstrap collectives (the error names the PEs not yet arrived and what they last entered); 0 = wait forever", check: is_secs },
     EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
@@ -127,7 +127,8 @@ fn is_proxy_spin(v: &str) -> std::result::Result<(), String> {
 /// A `RSHMEM_PROXY_SPIN` value: Some(on/off), None for auto.
 pub fn parse_proxy_spin(v: &str) -> std::result::Result<Option<bool>, String> {
     match v.trim() {
-        "auto" | "" => Ok(None),
+        "auto" => Ok(None),
+        "" => Ok(Some(false)),
         "on" | "1" => Ok(Some(true)),
         "off" | "0" => Ok(Some(false)),
         _ => Err("expected auto, on or off".into()),

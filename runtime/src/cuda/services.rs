@@ -25,18 +25,20 @@
 //! design (one synchronized launch of an AMO service kernel per AMO): a remote fetch_add across two
 //! simulated nodes took 52.2 us end to end, against 44.4 us for a remote `g` (no launch).
 //!
-//! # Open: the proxy's CUDA work while the target's kernel waits for it
-//! On 2 x H200 the AMO-service launch, and sometimes a copy into GPU memory, did not complete while a
-//! kernel on the target GPU spun waiting for the proxy and the program's main thread waited inside the
-//! driver (`cuCtxSynchronize`, or a `cudaMemcpyAsync` into pageable memory): the suite's `amo`, `lock`,
-//! `put_signal` and `wait` scenarios and the CUDA C++ ring shift hung across nodes (traced with
-//! `RSHMEM_DEBUG=trace`). Two changes answer it, not yet run on a GPU:
-//! - the runtime's own waits no longer park in `cuCtxSynchronize` (`cuda::wait_default_stream`);
-//! - AMOs, signals and small puts no longer need a CUDA call at all: device threads that wait for the
-//!   proxy apply them from the inbound queue (`rshmem_device::remote::inbound`); the service kernel
-//!   (`launch_inbound_service`) is only the fallback when no thread waits.
+//! # The proxy's CUDA work while the target's kernel waits for it
+//! On 2 x H200 (bench/results/2026-11-23-h200x2-remote-pes.md) the proxy's CUDA work sometimes did
+//! not complete while a kernel on the target GPU spun waiting for the proxy, and the suite hung across
+//! nodes. Three things answer it, and the suite now passes there:
+//! - AMOs, signals and puts of at most 8 bytes need no CUDA call: device threads that wait for the
+//!   proxy apply them from the inbound queue (`rshmem_device::remote::inbound`), and the service
+//!   kernel (`launch_inbound_service`) is the fallback when no thread waits;
+//! - every kernel of the runtime's modules is loaded up front (`Module::load_functions`): a lazily
+//!   loaded kernel's first launch waited for the spinning kernel, and held up the proxy's copies too;
+//! - the runtime's own waits do not park in `cuCtxSynchronize` (`cuda::wait_default_stream`).
 //!
-//! Larger puts still use CUDA copies, which a program thread waiting in a pageable copy can hold up.
+//! Larger puts and GET data still use CUDA copies. A program thread waiting in a copy to or from
+//! pageable memory behind a spinning kernel can hold them up (seen with the CUDA C++ ring shift
+//! before its barrier flag went through the inbound queue).
 
 use super::driver::{check, check_ctx};
 use super::module::Stream;

@@ -241,12 +241,17 @@ mod tests {
     }
 }
 
-/// Whether the proxy's threads poll briefly before they sleep (`RSHMEM_PROXY_SPIN`; auto: when this
-/// process may use at least 8 CPUs). Read once per process.
+/// Whether the proxy's threads poll briefly before they sleep (`RSHMEM_PROXY_SPIN`: off by default;
+/// auto: when this process may use at least 8 CPUs). Off by default because it is not yet measured on
+/// the GPU machines: on the 2-core CI machine, always-on polling made remote latencies 3 to 4 times
+/// worse (the polling threads took the CPUs the PEs' threads needed). Read once per process.
 pub(crate) fn busy_poll() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
-        let set = crate::env::get(crate::env::PROXY_SPIN).and_then(|v| crate::env::parse_proxy_spin(&v).ok().flatten());
-        set.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() >= 8).unwrap_or(false))
+        let set = crate::env::get(crate::env::PROXY_SPIN).map(|v| crate::env::parse_proxy_spin(&v).unwrap_or(Some(false)));
+        match set.unwrap_or(Some(false)) {
+            Some(on) => on,
+            None => std::thread::available_parallelism().map(|n| n.get() >= 8).unwrap_or(false),
+        }
     })
 }

@@ -13,8 +13,6 @@
  * (NVSHMEMX_INIT_WITH_MPI_COMM...), nvshmemx_cumodule_init, nvshmemx_buffer_register.
  *
  * Differences to keep in mind:
- *  - NVSHMEM_SIGNAL_SET / NVSHMEM_SIGNAL_ADD have rshmem's values (0 / 1), not NVSHMEM's (9 / 10): use
- *    the names.
  *  - Host-side nvshmem_TYPE_put_nbi / get_nbi / putmem_nbi are blocking (a valid nbi implementation).
  *  - long is 64-bit (LP64 Linux only).
  */

@@ -54,7 +54,7 @@ enum {
     RSHMEM_CMP_GE = 5
 };
 /* Signal operators of rshmem_putmem_signal* and rshmem_signal_op. */
-enum { RSHMEM_SIGNAL_SET = 0, RSHMEM_SIGNAL_ADD = 1 };
+enum { RSHMEM_SIGNAL_SET = 9, RSHMEM_SIGNAL_ADD = 10 }; /* NVSHMEM's values */
 /* Teams. */
 enum { RSHMEM_TEAM_WORLD = 0, RSHMEM_TEAM_SHARED = 1, RSHMEM_TEAM_NODE = 2 };
 

@@ -109,9 +109,10 @@ pub const CMP_LE: i32 = 3;
 pub const CMP_LT: i32 = 4;
 pub const CMP_GE: i32 = 5;
 
-// Signal operators of put_signal / signal_op (NVSHMEM_SIGNAL_* values).
-pub const SIGNAL_SET: i32 = 0;
-pub const SIGNAL_ADD: i32 = 1;
+// Signal operators of put_signal / signal_op: NVSHMEM's own values (its nvshmemx_signal_op_t), so a
+// program that passes the numbers rather than the names behaves the same under both libraries.
+pub const SIGNAL_SET: i32 = 9;
+pub const SIGNAL_ADD: i32 = 10;
 
 // Teams known to the device library (NVSHMEM_TEAM_WORLD, NVSHMEMX_TEAM_NODE).
 pub const TEAM_WORLD: i32 = 0;

@@ -308,6 +308,11 @@ __global__ void sync_coverage(Args a) {
     SIG(nvshmem_team_n_pes, int(nvshmem_team_t))
     SIG(nvshmem_ptr, void *(const void *, int))
     static_assert(std::is_same<nvshmem_team_t, int32_t>::value, "nvshmem_team_t must be int32_t");
+    // NVSHMEM's own values of the operator constants (nvshmemx_signal_op_t, nvshmemi_cmp_type).
+    static_assert(NVSHMEM_SIGNAL_SET == 9 && NVSHMEM_SIGNAL_ADD == 10, "NVSHMEM_SIGNAL_SET/ADD must be 9/10");
+    static_assert(NVSHMEM_CMP_EQ == 0 && NVSHMEM_CMP_NE == 1 && NVSHMEM_CMP_GT == 2 && NVSHMEM_CMP_LE == 3 &&
+                      NVSHMEM_CMP_LT == 4 && NVSHMEM_CMP_GE == 5,
+                  "NVSHMEM_CMP_* must have NVSHMEM's values");
     const nvshmem_team_t teams[] = {NVSHMEM_TEAM_WORLD, NVSHMEM_TEAM_SHARED, NVSHMEMX_TEAM_NODE};
     int acc = nvshmem_my_pe() + nvshmem_n_pes();
     for (nvshmem_team_t t : teams) acc += nvshmem_team_my_pe(t) + nvshmem_team_n_pes(t);

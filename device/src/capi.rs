@@ -285,8 +285,8 @@ pub extern "ptx-kernel" fn rshmemi_inbound_service() {
     }
     let mut last = crate::arch::globaltimer_ns();
     loop {
-        // SAFETY: the runtime launches this only while initialized (and finalize waits for the
-        // device before the queue goes).
+        // SAFETY: the runtime launches this only while initialized, and the proxy waits for the last
+        // launch to end before it frees the queue (`Backend::inbound_release`).
         if unsafe { crate::remote::inbound::progress(u32::MAX) } > 0 {
             last = crate::arch::globaltimer_ns();
         } else if crate::arch::globaltimer_ns().wrapping_sub(last) > INBOUND_LINGER_NS {

@@ -118,6 +118,10 @@ pub trait Backend: Send + Sync + std::any::Any {
     fn inbound_on_host(&self) -> bool {
         false
     }
+    /// Called before the proxy frees its inbound queue: ends whatever `kick_inbound` started that may
+    /// still read the queue (CUDA: waits, at most about a second, for the last service kernel, which
+    /// keeps polling the queue for a while after its last operation).
+    fn inbound_release(&self) {}
 }
 
 /// Zeroed memory that device code and host threads both read and write (the proxy's request ring and

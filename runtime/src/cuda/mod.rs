@@ -358,6 +358,9 @@ impl Backend for CudaBackend {
     fn kick_inbound(&self) -> Result<()> {
         self.launch_inbound_service()
     }
+    fn inbound_release(&self) {
+        self.release_inbound_service()
+    }
     unsafe fn post_request(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<bool> {
         // SAFETY: forwarded contract.
         unsafe { self.post_from_gpu(req, stream)? };

@@ -57,8 +57,9 @@ pub(super) struct Services {
     made: std::sync::atomic::AtomicUsize,
     /// Pinned bounce buffers (BOUNCE_BYTES each) for copies whose host side is pageable.
     bounce: Mutex<Vec<HostShared>>,
-    /// Wakes the kicker thread, which launches the inbound service (see `launch_inbound_service`).
-    kicker: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    /// Wakes the kicker thread, which launches the inbound service (see `launch_inbound_service`),
+    /// and hears from it when it has ended (`inbound_release`).
+    kicker: Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
 }
 
 /// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per proxy thread that
@@ -231,6 +232,7 @@ impl CudaBackend {
             let module = self.module()?;
             let ctx = self.ctx as usize;
             let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let (ended_tx, ended_rx) = std::sync::mpsc::channel::<()>();
             std::thread::Builder::new()
                 .name("rshmem-inbound-kick".into())
                 .spawn(move || {
@@ -265,6 +267,14 @@ impl CudaBackend {
                             unsafe { cu::cuEventRecord(ev, s) };
                         }
                     }
+                    // The proxy is going (`inbound_release`): let the last service kernel end before
+                    // its queue is freed. It ends INBOUND_LINGER after its last operation; a kernel
+                    // that does not end within a second is left (the error path, never a hang).
+                    let start = std::time::Instant::now();
+                    // SAFETY: ev is null or this thread's live event.
+                    while !ev.is_null() && unsafe { cu::cuEventQuery(ev) } == cu::CUresult::CUDA_ERROR_NOT_READY && start.elapsed() < std::time::Duration::from_secs(1) {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
                     // SAFETY: s and ev were created above and are destroyed once, after the last use.
                     unsafe {
                         if !ev.is_null() {
@@ -272,14 +282,26 @@ impl CudaBackend {
                         }
                         cu::cuStreamDestroy_v2(s)
                     };
+                    let _ = ended_tx.send(());
                 })
                 .map_err(|e| Error::os("proxy: starting the inbound kicker thread", e))?;
-            *k = Some(tx);
+            *k = Some((tx, ended_rx));
         }
-        if let Some(tx) = k.as_ref() {
+        if let Some((tx, _)) = k.as_ref() {
             let _ = tx.send(());
         }
         Ok(())
+    }
+
+    /// `Backend::inbound_release`: stops the kicker thread, which first waits (at most a second) for
+    /// the last service kernel to end; waits for that at most two seconds (a kicker stuck in the
+    /// driver is left behind rather than hanging the finalize).
+    pub(super) fn release_inbound_service(&self) {
+        let k = self.services.kicker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((tx, ended)) = k {
+            drop(tx);
+            let _ = ended.recv_timeout(std::time::Duration::from_secs(2));
+        }
     }
 
     /// Allocates what the proxy's copies need before any kernel runs (see the module notes).

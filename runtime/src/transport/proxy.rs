@@ -195,6 +195,13 @@ struct Inner {
     inbound_next: Mutex<u64>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Before `chan` (which holds the inbound queue) is freed: nothing may read it afterwards.
+        self.platform.inbound_release();
+    }
+}
+
 /// The proxy transport of one PE.
 pub struct Proxy {
     inner: Arc<Inner>,

@@ -7,7 +7,48 @@
 
 #include "nvshmem.h"
 
-#define NVSHMEMX_SUCCESS 0
+#include <limits.h>
+
+/* ------------------------------------------------------------------ status codes (NVSHMEM's values) */
+enum nvshmemx_status {
+    NVSHMEMX_SUCCESS = 0,
+    NVSHMEMX_ERROR_INVALID_VALUE = 1,
+    NVSHMEMX_ERROR_OUT_OF_MEMORY = 2,
+    NVSHMEMX_ERROR_NOT_SUPPORTED = 3,
+    NVSHMEMX_ERROR_SYMMETRY = 4,
+    NVSHMEMX_ERROR_GPU_NOT_SELECTED = 5,
+    NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED = 6,
+    NVSHMEMX_ERROR_INTERNAL = 7,
+    NVSHMEMX_ERROR_SENTINEL = INT_MAX
+};
+
+/* The name of a status code, for messages (host code). */
+static inline const char *nvshmemx_status_string(int status) {
+    switch (status) {
+    case NVSHMEMX_SUCCESS: return "NVSHMEMX_SUCCESS";
+    case NVSHMEMX_ERROR_INVALID_VALUE: return "NVSHMEMX_ERROR_INVALID_VALUE";
+    case NVSHMEMX_ERROR_OUT_OF_MEMORY: return "NVSHMEMX_ERROR_OUT_OF_MEMORY";
+    case NVSHMEMX_ERROR_NOT_SUPPORTED: return "NVSHMEMX_ERROR_NOT_SUPPORTED";
+    case NVSHMEMX_ERROR_SYMMETRY: return "NVSHMEMX_ERROR_SYMMETRY";
+    case NVSHMEMX_ERROR_GPU_NOT_SELECTED: return "NVSHMEMX_ERROR_GPU_NOT_SELECTED";
+    case NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED: return "NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED";
+    case NVSHMEMX_ERROR_INTERNAL: return "NVSHMEMX_ERROR_INTERNAL";
+    default: return "NVSHMEMX_ERROR_<unknown>";
+    }
+}
+
+/* The error-report macros public NVSHMEM programs use (its perftests among them): the source
+ * location, then a printf-style message, on stderr; the _EXIT form then ends the process. */
+#define NVSHMEMI_ERROR_PRINT(...)                                          \
+    do {                                                                   \
+        fprintf(stderr, "%s:%s:%d: ", __FILE__, __func__, __LINE__);       \
+        fprintf(stderr, __VA_ARGS__);                                      \
+    } while (0)
+#define NVSHMEMI_ERROR_EXIT(...)                                           \
+    do {                                                                   \
+        NVSHMEMI_ERROR_PRINT(__VA_ARGS__);                                 \
+        exit(-1);                                                          \
+    } while (0)
 
 /* ------------------------------------------------------------------ unique-id initialization (host) */
 enum { NVSHMEMX_INIT_WITH_UNIQUEID = 1 << 3 }; /* NVSHMEM's value; the other bootstraps are not provided */

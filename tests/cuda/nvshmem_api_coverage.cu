@@ -313,6 +313,11 @@ __global__ void sync_coverage(Args a) {
     static_assert(NVSHMEM_CMP_EQ == 0 && NVSHMEM_CMP_NE == 1 && NVSHMEM_CMP_GT == 2 && NVSHMEM_CMP_LE == 3 &&
                       NVSHMEM_CMP_LT == 4 && NVSHMEM_CMP_GE == 5,
                   "NVSHMEM_CMP_* must have NVSHMEM's values");
+    static_assert(NVSHMEMX_SUCCESS == 0 && NVSHMEMX_ERROR_INVALID_VALUE == 1 && NVSHMEMX_ERROR_OUT_OF_MEMORY == 2 &&
+                      NVSHMEMX_ERROR_NOT_SUPPORTED == 3 && NVSHMEMX_ERROR_SYMMETRY == 4 &&
+                      NVSHMEMX_ERROR_GPU_NOT_SELECTED == 5 && NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED == 6 &&
+                      NVSHMEMX_ERROR_INTERNAL == 7,
+                  "nvshmemx_status must have NVSHMEM's values");
     const nvshmem_team_t teams[] = {NVSHMEM_TEAM_WORLD, NVSHMEM_TEAM_SHARED, NVSHMEMX_TEAM_NODE};
     int acc = nvshmem_my_pe() + nvshmem_n_pes();
     for (nvshmem_team_t t : teams) acc += nvshmem_team_my_pe(t) + nvshmem_team_n_pes(t);
@@ -430,7 +435,11 @@ static void host_coverage(int rank, int nranks) {
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
     nvshmemx_set_attr_uniqueid_args(rank, nranks, &id, &attr);
     int rc = nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
-    if (rc != NVSHMEMX_SUCCESS) return;
+    if (rc != NVSHMEMX_SUCCESS) {
+        NVSHMEMI_ERROR_PRINT("nvshmemx_init_attr: %s\n", nvshmemx_status_string(rc));
+        if (rank < 0) NVSHMEMI_ERROR_EXIT("unreachable: %d\n", rank);
+        return;
+    }
     if (rank < 0) nvshmem_init();
     if (rank < 0) rshmem_init_cuda();
 

@@ -19,9 +19,18 @@
 #ifndef RSHMEM_NVSHMEM_H
 #define RSHMEM_NVSHMEM_H
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "rshmem.h"
+/* What NVSHMEM's headers bring in under nvcc, for programs that rely on it (`half`, `__nv_bfloat16`,
+ * the driver API's types). With the PyPI CUDA tools, cuda_fp16.h needs the CCCL headers
+ * (nvidia-cuda-cccl; scripts/install-cuda-tools.sh installs them). */
+#if defined(__CUDACC__)
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
 
 /* ------------------------------------------------------------------ qualifiers */
 #if defined(__CUDACC__)

@@ -318,6 +318,9 @@ __global__ void sync_coverage(Args a) {
                       NVSHMEMX_ERROR_GPU_NOT_SELECTED == 5 && NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED == 6 &&
                       NVSHMEMX_ERROR_INTERNAL == 7,
                   "nvshmemx_status must have NVSHMEM's values");
+    // Brought in by nvshmem.h, as by NVSHMEM's (this file includes no CUDA header itself).
+    static_assert(sizeof(half) == 2 && sizeof(__nv_bfloat16) == 2 && sizeof(CUdeviceptr) == 8,
+                  "half, __nv_bfloat16 and CUdeviceptr come with nvshmem.h");
     const nvshmem_team_t teams[] = {NVSHMEM_TEAM_WORLD, NVSHMEM_TEAM_SHARED, NVSHMEMX_TEAM_NODE};
     int acc = nvshmem_my_pe() + nvshmem_n_pes();
     for (nvshmem_team_t t : teams) acc += nvshmem_team_my_pe(t) + nvshmem_team_n_pes(t);

@@ -56,6 +56,16 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
 ];
 
+/// NVSHMEM's names honoured as aliases of rshmem's variables, as (NVSHMEM name, rshmem name). Programs
+/// written for NVSHMEM set them before init (NVSHMEM's perftests set NVSHMEM_SYMMETRIC_SIZE). The
+/// rshmem name wins when both are set; an alias's value gets the same check, under its own name.
+pub const ALIASES: &[(&str, &str)] = &[("NVSHMEM_SYMMETRIC_SIZE", SYMMETRIC_SIZE)];
+
+/// The NVSHMEM alias of rshmem variable `name`, if it has one.
+fn alias_of(name: &str) -> Option<&'static str> {
+    ALIASES.iter().find(|(_, r)| *r == name).map(|(a, _)| *a)
+}
+
 // ------------------------------------------------------------------ per-variable checks
 
 fn is_count(v: &str) -> std::result::Result<(), String> {
@@ -158,7 +168,8 @@ const NOT_RUNTIME: &[&str] = &["RSHMEM_SKIP_PTX", "RSHMEM_PTX_MISSING_WHY", "RSH
 pub fn validate_vars(vars: &[(String, String)]) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
     for (name, value) in vars {
-        if let Some(v) = VARS.iter().find(|v| v.name == name) {
+        let target = ALIASES.iter().find(|(a, _)| a == name).map(|(_, r)| *r).unwrap_or(name.as_str());
+        if let Some(v) = VARS.iter().find(|v| v.name == target) {
             if value.is_empty() {
                 continue; // empty means unset, as everywhere in rshmem
             }
@@ -181,7 +192,7 @@ pub fn validate() -> Result<()> {
         .filter_map(|(k, v)| {
             let k = k.into_string().ok()?;
             // A value that is not UTF-8 is garbage too: keep it, lossily, so the check names it.
-            k.starts_with("RSHMEM_").then(|| (k, v.to_string_lossy().into_owned()))
+            (k.starts_with("RSHMEM_") || ALIASES.iter().any(|(a, _)| *a == k)).then(|| (k, v.to_string_lossy().into_owned()))
         })
         .collect();
     for w in validate_vars(&vars)? {
@@ -223,9 +234,10 @@ fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
     }
 }
 
-/// Reads a variable as text ("" when unset).
+/// Reads a variable as text (None when unset or empty), else its NVSHMEM alias (`ALIASES`).
 pub fn get(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|s| !s.is_empty())
+    let read = |n: &str| std::env::var(n).ok().filter(|s| !s.is_empty());
+    read(name).or_else(|| alias_of(name).and_then(read))
 }
 
 /// Reads a variable that must parse as an integer, naming the variable and the value on error.
@@ -284,7 +296,8 @@ pub fn info_text() -> String {
     for v in VARS {
         let dflt = if v.default.is_empty() { "(unset)" } else { v.default };
         let cur = get(v.name).map(|c| format!("  [now: {c}]")).unwrap_or_default();
-        s.push_str(&format!("{}\n    default: {dflt}{cur}\n    {}\n", v.name, v.meaning));
+        let alias = alias_of(v.name).map(|a| format!("\n    also read as {a} (NVSHMEM's name; {} wins when both are set)", v.name)).unwrap_or_default();
+        s.push_str(&format!("{}\n    default: {dflt}{cur}\n    {}{alias}\n", v.name, v.meaning));
     }
     s
 }
@@ -299,6 +312,18 @@ mod tests {
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("x"), None);
         assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn nvshmem_aliases_are_checked_under_their_own_name() {
+        let e = validate_vars(&vars(&[("NVSHMEM_SYMMETRIC_SIZE", "lots")])).unwrap_err().to_string();
+        assert!(e.contains("NVSHMEM_SYMMETRIC_SIZE=\"lots\""), "{e}");
+        assert!(validate_vars(&vars(&[("NVSHMEM_SYMMETRIC_SIZE", "2G")])).unwrap().is_empty());
+        // Every alias names a variable of the table.
+        for (a, r) in ALIASES {
+            assert!(VARS.iter().any(|v| v.name == *r), "{a} aliases {r}, which is not in VARS");
+            assert!(info_text().contains(a), "--info does not list {a}");
+        }
     }
 
     fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {

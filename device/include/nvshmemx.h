@@ -94,6 +94,16 @@ typedef char nvshmemi_init_attr_size_check[(sizeof(nvshmemx_init_attr_t) == 144)
     {(1 << 16) + (int)sizeof(nvshmemx_init_attr_t), NULL,                               \
      {(1 << 16) + (int)sizeof(nvshmemx_init_args_t), NVSHMEMX_UNIQUEID_ARGS_INITIALIZER, {0}}}
 
+/* Modules the program loads itself (see rshmem_cumodule_init). Declared when cuda.h is in (CUmodule). */
+#if defined(CUDA_VERSION)
+NVSHMEMI_HOST int nvshmemx_cumodule_init(CUmodule module) {
+    return rshmem_cumodule_init((void *)module) == 0 ? NVSHMEMX_SUCCESS : NVSHMEMX_ERROR_INVALID_VALUE;
+}
+NVSHMEMI_HOST int nvshmemx_cumodule_finalize(CUmodule module) {
+    return rshmem_cumodule_finalize((void *)module) == 0 ? NVSHMEMX_SUCCESS : NVSHMEMX_ERROR_INVALID_VALUE;
+}
+#endif
+
 /* On one PE (then pass the bytes to all). 0 on success. */
 NVSHMEMI_HOST int nvshmemx_get_uniqueid(nvshmemx_uniqueid_t *uniqueid) {
     return rshmem_get_unique_id((rshmem_uniqueid_t *)(void *)uniqueid);

@@ -80,6 +80,13 @@ void rshmem_quiet_on_stream(RSHMEM_STREAM_T stream);
 void rshmem_putmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
 void rshmem_getmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
 
+/* Modules the program loads itself (cuModuleLoad* of code linked with librshmem_device.a): init fills
+ * in the module's copy of the device state, now and whenever it changes (heap growth); call finalize
+ * before unloading the module. `module` is a CUmodule. 0 on success; otherwise the error is printed
+ * (for instance: the module was not linked with the device library) and 1 returned. CUDA backend only. */
+int rshmem_cumodule_init(void *module);
+int rshmem_cumodule_finalize(void *module);
+
 /* Internal: tells the runtime where an nvcc-linked module's rshmemi_device_state lives (bytes: 0 = the
  * runtime's own sizeof(DeviceState)). Called by rshmemi_bind_device_library. */
 int rshmemi_register_device_state(void *device_address, size_t bytes);

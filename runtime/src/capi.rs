@@ -241,6 +241,24 @@ unsafe fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::Resul
     cuda::with_backend("rshmem_init (device library)", |b| unsafe { b.register_state(addr as u64) }).map(|()| 0)
 }
 
+/// `rshmem_cumodule_init`: fills in the device state of a module the program loaded itself (and keeps
+/// it filled in) until `rshmem_cumodule_finalize`.
+///
+/// # Safety
+/// `module` must be a CUmodule loaded in the runtime's context, and stay loaded until
+/// `rshmem_cumodule_finalize(module)` (or finalize).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_cumodule_init(module: *mut c_void) -> i32 {
+    // SAFETY: the caller's contract above is register_module's.
+    entry("rshmem_cumodule_init", OnFail::Report(1), || cuda::with_backend("rshmem_cumodule_init", |b| unsafe { b.register_module(module as _) }).map(|()| 0))
+}
+
+/// `rshmem_cumodule_finalize`: stops filling in the module's device state (before it is unloaded).
+#[no_mangle]
+pub extern "C" fn rshmem_cumodule_finalize(module: *mut c_void) -> i32 {
+    entry("rshmem_cumodule_finalize", OnFail::Report(1), || cuda::with_backend("rshmem_cumodule_finalize", |b| b.unregister_module(module as _)).map(|()| 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +271,8 @@ mod tests {
         assert_eq!(entry("rshmem_test_call", OnFail::<i32>::Exit, || Ok(5)), 5);
         // Not initialized: an error return, not a panic or an exit.
         assert!(rshmem_malloc(8).is_null());
+        // SAFETY: a null module is rejected before it is used.
+        assert_eq!(unsafe { rshmem_cumodule_init(std::ptr::null_mut()) }, 1);
+        assert_eq!(rshmem_cumodule_finalize(std::ptr::null_mut()), 1);
     }
 }

@@ -444,6 +444,7 @@ static void host_coverage(int rank, int nranks) {
         return;
     }
     if (rank < 0) nvshmem_init();
+    if (rank < 0 && nvshmemx_cumodule_init((CUmodule)0) == NVSHMEMX_SUCCESS) nvshmemx_cumodule_finalize((CUmodule)0);
     if (rank < 0) rshmem_init_cuda();
 
     int pe = (nvshmem_my_pe() + 1) % nvshmem_n_pes();

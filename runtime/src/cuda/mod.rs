@@ -238,6 +238,55 @@ impl CudaBackend {
         self.publish_all(&inner)
     }
 
+    /// The device address of `module`'s `rshmemi_device_state`, checked to be the size this runtime
+    /// writes. `call` names the API call for errors.
+    fn module_state(&self, module: cu::CUmodule, call: &str) -> Result<u64> {
+        if module.is_null() {
+            return Err(Error::new(format!("{call}: the module is null")));
+        }
+        self.bind()?;
+        let name = std::ffi::CString::new(rshmem_device::state::STATE_SYMBOL).unwrap();
+        let (mut addr, mut bytes) = (0, 0);
+        // SAFETY: out-pointers to locals; the driver checks the module handle.
+        let r = unsafe { cu::cuModuleGetGlobal_v2(&mut addr, &mut bytes, module, name.as_ptr()) };
+        if r != cu::CUresult::CUDA_SUCCESS {
+            return Err(Error::new(format!(
+                "{call}: the module has no {} ({r:?}): was it device-linked with librshmem_device.a (nvcc -rdc=true ... librshmem_device.a)?",
+                rshmem_device::state::STATE_SYMBOL
+            )));
+        }
+        let want = std::mem::size_of::<DeviceState>();
+        if bytes != want {
+            return Err(Error::new(format!(
+                "{call}: the module's device state is {bytes} bytes but this librshmem writes {want}: it was linked with a librshmem_device.a of another rshmem build"
+            )));
+        }
+        Ok(addr)
+    }
+
+    /// `rshmem_cumodule_init`: registers the module's device state (see `register_state`).
+    ///
+    /// # Safety
+    /// `module` must stay loaded until `unregister_module(module)` or until this instance is dropped.
+    pub unsafe fn register_module(&self, module: cu::CUmodule) -> Result<()> {
+        let addr = self.module_state(module, "rshmem_cumodule_init")?;
+        // SAFETY: addr is the module's own rshmemi_device_state of the right size (checked above); the
+        // caller keeps the module loaded while it is registered.
+        unsafe { self.register_state(addr) }
+    }
+
+    /// `rshmem_cumodule_finalize`: the module's device state is no longer written.
+    pub fn unregister_module(&self, module: cu::CUmodule) -> Result<()> {
+        let addr = self.module_state(module, "rshmem_cumodule_finalize")?;
+        let mut inner = self.inner.lock().unwrap();
+        let before = inner.state_addrs.len();
+        inner.state_addrs.retain(|&a| a != addr);
+        if inner.state_addrs.len() == before {
+            return Err(Error::new("rshmem_cumodule_finalize: the module was not registered by rshmem_cumodule_init"));
+        }
+        Ok(())
+    }
+
     /// Makes `m` (loaded in this instance's context) one of this instance's modules: it stays loaded
     /// while the instance lives, and its device state (if it has one) is registered and filled in.
     pub(crate) fn adopt(&self, m: &Arc<Module>) -> Result<()> {

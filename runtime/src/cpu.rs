@@ -110,7 +110,6 @@ impl Backend for CpuBackend {
         unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
         Ok(())
     }
-
 }
 
 // ------------------------------------------------------------------ CPU kernels

@@ -138,7 +138,6 @@ fn is_proxy_spin(v: &str) -> std::result::Result<(), String> {
 pub fn parse_proxy_spin(v: &str) -> std::result::Result<Option<bool>, String> {
     match v.trim() {
         "auto" => Ok(None),
-        "" => Ok(Some(false)),
         "on" | "1" => Ok(Some(true)),
         "off" | "0" => Ok(Some(false)),
         _ => Err("expected auto, on or off".into()),

@@ -72,7 +72,6 @@ pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
     // SAFETY: dst is a live, exclusive slice; src is the caller's promise (above).
     backend_op("rshmem::cuda::copy_from_device", || unsafe { super::driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) })
 }
-/// Waits for all GPU work of this PE.
 /// Waits until everything queued so far on the legacy default stream (and so, by its rules, on every
 /// blocking stream) has run, by polling an event, not in `cuCtxSynchronize`.
 ///
@@ -113,6 +112,7 @@ pub fn wait_default_stream(call: &str) -> Result<()> {
     })
 }
 
+/// Waits for all GPU work of this PE.
 pub fn synchronize() -> Result<()> {
     // SAFETY: plain context synchronization.
     backend_op("rshmem::cuda::synchronize", || check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize"))

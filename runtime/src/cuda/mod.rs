@@ -415,7 +415,6 @@ impl Backend for CudaBackend {
         unsafe { self.post_from_gpu(req, stream)? };
         Ok(true)
     }
-
 }
 
 /// Runs when the last reference to the finalized runtime goes. The primary context stays (retained for

@@ -244,14 +244,35 @@ mod tests {
 /// Whether the proxy's threads poll briefly before they sleep (`RSHMEM_PROXY_SPIN`: off by default;
 /// auto: when this process may use at least 8 CPUs). Off by default because it is not yet measured on
 /// the GPU machines: on the 2-core CI machine, always-on polling made remote latencies 3 to 4 times
-/// worse (the polling threads took the CPUs the PEs' threads needed). Read once per process.
-pub(crate) fn busy_poll() -> bool {
+/// worse (the polling threads took the CPUs the PEs' threads needed). Read once per process (init
+/// validated the value).
+fn busy_poll() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        let set = crate::env::get(crate::env::PROXY_SPIN).map(|v| crate::env::parse_proxy_spin(&v).unwrap_or(Some(false)));
-        match set.unwrap_or(Some(false)) {
-            Some(on) => on,
-            None => std::thread::available_parallelism().map(|n| n.get() >= 8).unwrap_or(false),
-        }
+    *ON.get_or_init(|| match crate::env::get(crate::env::PROXY_SPIN).map(|v| crate::env::parse_proxy_spin(&v)) {
+        Some(Ok(Some(on))) => on,
+        Some(Ok(None)) => std::thread::available_parallelism().is_ok_and(|n| n.get() >= 8),
+        _ => false,
     })
+}
+
+/// The proxy's threads (a receiver reading its socket, a responder its job queue) wait for the next
+/// event this way before they sleep: within BUSY_WINDOW of the previous event (`last`), and when
+/// polling is on (`busy_poll`), `ready` is polled without sleeping for up to BUSY_SPIN. A sleeping
+/// thread is woken by the scheduler, which adds several microseconds to every hop of a request and its
+/// answer (a remote `p` + `quiet` is four hops); on a busy link the poll usually sees the next event
+/// first, and an idle link sleeps at once. Returns whether `ready` said yes.
+pub(crate) fn poll_briefly(last: Option<std::time::Instant>, mut ready: impl FnMut() -> bool) -> bool {
+    const BUSY_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
+    const BUSY_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+    if last.is_none_or(|t| t.elapsed() >= BUSY_WINDOW) || !busy_poll() {
+        return false;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < BUSY_SPIN {
+        if ready() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
 }

@@ -814,9 +814,8 @@ impl Inner {
             }
             Message::Signal { signal, .. } => self.signal(peer, signal)?,
             Message::Amo { seq, op, width, offset, value, compare } => {
-                let addr = self.heap_addr(peer, offset, width.bytes())?;
-                // SAFETY: aligned (the wire checked) and inside the backed heap.
-                let _ = addr; // checked: inside the backed heap
+                // Inside the backed heap (checked here) and aligned (the wire checked).
+                self.heap_addr(peer, offset, width.bytes())?;
                 let old = self.inbound(op as u32, width.bytes() as u32, offset, value, compare)?;
                 if tracing() {
                     log::debug(format!("proxy trace: applied AMO {seq} from PE {peer}: {} at {offset:#x} -> old {old:#x}", op.name()));
@@ -911,12 +910,12 @@ impl Inner {
     }
 
     fn signal(&self, peer: u32, s: Signal) -> Result<()> {
-        let addr = self.heap_addr(peer, s.offset, 8)?;
+        // An aligned (the wire checked) u64 in the backed heap (checked here).
+        self.heap_addr(peer, s.offset, 8)?;
         let code = match s.op {
             SignalOp::Set => amo::SET,
             SignalOp::Add => amo::ADD,
         };
-        let _ = addr; // checked: an aligned (the wire checked) u64 in the backed heap
         self.inbound(code as u32, 8, s.offset, s.value, 0)?;
         Ok(())
     }
@@ -1122,30 +1121,25 @@ impl Transport for Proxy {
     }
 }
 
-/// The responder's next job. Within RESPOND_BUSY_WINDOW of the previous job it polls the queue for
-/// up to RESPOND_SPIN before sleeping in `recv`: a sleeping responder is woken by the scheduler, which
-/// adds several microseconds to every answer (AMO results, GET data, QUIET acknowledgements). `last`
-/// is when the previous job came. None: the receiver is gone. Off with `RSHMEM_PROXY_SPIN`.
+/// The responder's next job: soon after the previous one (`last`), the queue is polled before the
+/// responder sleeps in `recv` (`super::poll_briefly`). None: the receiver is gone.
 fn next_job(jobs: &mpsc::Receiver<Job>, last: &mut Instant) -> Option<Job> {
-    if last.elapsed() < RESPOND_BUSY_WINDOW && super::busy_poll() {
-        let start = Instant::now();
-        while start.elapsed() < RESPOND_SPIN {
-            match jobs.try_recv() {
-                Ok(j) => {
-                    *last = Instant::now();
-                    return Some(j);
-                }
-                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
-                Err(mpsc::TryRecvError::Disconnected) => return None,
-            }
+    let mut got = None;
+    super::poll_briefly(Some(*last), || match jobs.try_recv() {
+        Ok(j) => {
+            got = Some(Some(j));
+            true
         }
-    }
-    let j = jobs.recv().ok();
+        Err(mpsc::TryRecvError::Empty) => false,
+        Err(mpsc::TryRecvError::Disconnected) => {
+            got = Some(None);
+            true
+        }
+    });
+    let j = got.unwrap_or_else(|| jobs.recv().ok());
     *last = Instant::now();
     j
 }
-const RESPOND_BUSY_WINDOW: Duration = Duration::from_millis(1);
-const RESPOND_SPIN: Duration = Duration::from_micros(50);
 
 #[cfg(test)]
 mod tests {

@@ -81,14 +81,6 @@ pub struct Connection {
     last_frame: Option<Instant>,
 }
 
-/// A receive within BUSY_WINDOW of the previous frame first polls the socket for up to BUSY_SPIN
-/// before it sleeps in `read`. A sleeping reader is woken by the scheduler, which adds several
-/// microseconds to every hop of a request and its answer (a remote `p` + `quiet` is four hops); on a
-/// busy link the poll usually finds the next frame first. An idle link sleeps at once, and so does
-/// every link when polling is off (`RSHMEM_PROXY_SPIN`).
-const BUSY_WINDOW: Duration = Duration::from_millis(1);
-const BUSY_SPIN: Duration = Duration::from_micros(50);
-
 /// Connects to `peer` at `addr` (retrying until `deadline` while nobody listens), as connection
 /// `lane` of `lanes` between the two PEs, and exchanges hellos.
 pub fn connect(addr: SocketAddr, me: &Endpoint, peer: u32, lane: u16, lanes: u16, deadline: Instant) -> Result<Connection> {
@@ -521,9 +513,14 @@ impl Connection {
             self.stream.set_read_timeout(Some(idle)).map_err(|e| Error::os("transport: set_read_timeout", e))?;
             self.read_timeout = Some(idle);
         }
-        if self.last_frame.is_some_and(|t| t.elapsed() < BUSY_WINDOW) && super::busy_poll() {
-            self.poll_briefly();
-        }
+        // Soon after a frame, poll the socket before sleeping in `read` (see `poll_briefly`).
+        let mut fds = [libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        super::poll_briefly(self.last_frame, || {
+            fds[0].revents = 0;
+            // SAFETY: one valid pollfd for a socket we own, timeout 0 (returns at once). Readable, an
+            // error or a hangup all end the poll; the read reports them.
+            unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) != 0 }
+        });
         // The first byte may take `idle`; once a frame started, the rest gets the I/O timeout.
         let mut timed = TimedRead { s: &self.stream, started: false, io_timeout: self.io_timeout, idle };
         let res = self.reader.read_frame(&mut timed, &self.ctx);
@@ -546,21 +543,6 @@ impl Connection {
             }
             Err(ReadError::Idle) => Ok(false),
             Err(e) => Err(self.read_failed(e)),
-        }
-    }
-
-    /// Polls the socket without sleeping until it is readable (or has an error or hangup, which the
-    /// read then reports) or BUSY_SPIN passes.
-    fn poll_briefly(&self) {
-        let start = Instant::now();
-        let mut fds = [libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-        while start.elapsed() < BUSY_SPIN {
-            fds[0].revents = 0;
-            // SAFETY: one valid pollfd for a socket we own, timeout 0 (returns at once).
-            if unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) } != 0 {
-                return;
-            }
-            std::hint::spin_loop();
         }
     }
 

@@ -226,6 +226,19 @@ pub extern "C" fn rshmem_sync_all_warp() {
 pub extern "ptx-kernel" fn rshmemi_barrier_all_kernel() {
     ops::barrier_all()
 }
+/// Host-initiated and on-stream collectives (`coll::run`), run by one block.
+///
+/// # Safety
+/// The arguments must satisfy the collective's contract (`coll::run`); launched with one block.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn rshmemi_collective(what: u32, team: i32, dest: u64, src: u64, n: u64, a: u64, b: u64) {
+    if crate::arch::block_index() != 0 {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::coll::run(what, Scope::Block, team, dest as *mut u8, src as *const u8, n, a, b) }
+}
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {

@@ -9,6 +9,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod arch;
+pub mod coll;
 pub mod ops;
 pub mod remote;
 pub mod state;
@@ -18,7 +19,7 @@ pub mod capi;
 
 pub use arch::{Failure, Problem};
 pub use ops::*;
-pub use state::{CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, SIGNAL_ADD, SIGNAL_SET, TEAM_NODE, TEAM_SHARED, TEAM_WORLD};
+pub use state::{CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, SIGNAL_ADD, SIGNAL_SET, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_WORLD};
 
 /// Thread coordinates, the same on both backends (x dimension of the grid; linear index in the block).
 pub mod thread {

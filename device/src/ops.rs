@@ -48,28 +48,29 @@ impl Scope {
 
 #[cold]
 #[inline]
-fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
+pub(crate) fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
     arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
 }
 
 /// The fields of the device state the API reads, loaded field by field (see `arch::state_u64`).
 #[derive(Clone, Copy)]
-struct St;
+pub(crate) struct St;
 
 macro_rules! field {
     ($name:ident, u64) => {
         #[inline(always)]
-        fn $name(self) -> u64 {
+        pub(crate) fn $name(self) -> u64 {
             arch::state_u64(core::mem::offset_of!(DeviceState, $name))
         }
     };
     ($name:ident, i32) => {
         #[inline(always)]
-        fn $name(self) -> i32 {
+        pub(crate) fn $name(self) -> i32 {
             arch::state_u32(core::mem::offset_of!(DeviceState, $name)) as i32
         }
     };
 }
+#[allow(dead_code)]
 impl St {
     field!(heap_base, u64);
     field!(heap_size, u64);
@@ -86,7 +87,7 @@ impl St {
 
 /// The initialized device state, or a failure naming `call`.
 #[inline(always)]
-fn state(call: &'static str) -> St {
+pub(crate) fn state(call: &'static str) -> St {
     if arch::state_u64(core::mem::offset_of!(DeviceState, magic)) != STATE_MAGIC {
         fail(call, Problem::NotInitialized, -1, 0, 0);
     }
@@ -107,7 +108,7 @@ pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize
 /// depends on the PE alone (its `peer_base`), not on the address: in a loop over one PE the compiler
 /// hoists the test out of the loop, so the P2P hot path pays nothing per call for the remote arm.
 #[inline(always)]
-fn locate(call: &'static str, local: usize, len: usize, pe: i32) -> (usize, bool) {
+pub(crate) fn locate(call: &'static str, local: usize, len: usize, pe: i32) -> (usize, bool) {
     // All fields are loaded before any test (independent loads, issued together); the PE index is
     // masked so the peer-base load is in bounds whatever `pe` is.
     let f = St;
@@ -174,25 +175,7 @@ pub fn my_pe() -> i32 {
 pub fn n_pes() -> i32 {
     state("rshmem_n_pes\0").n_pes()
 }
-/// PE number in `team` (TEAM_WORLD, TEAM_NODE/TEAM_SHARED), -1 for an unknown team.
-#[inline]
-pub fn team_my_pe(team: i32) -> i32 {
-    let s = state("rshmem_team_my_pe\0");
-    match team {
-        TEAM_WORLD => s.my_pe(),
-        TEAM_NODE | TEAM_SHARED => s.node_my_pe(),
-        _ => -1,
-    }
-}
-#[inline]
-pub fn team_n_pes(team: i32) -> i32 {
-    let s = state("rshmem_team_n_pes\0");
-    match team {
-        TEAM_WORLD => s.n_pes(),
-        TEAM_NODE | TEAM_SHARED => s.node_n_pes(),
-        _ => -1,
-    }
-}
+pub use crate::coll::{team_my_pe, team_n_pes, team_translate_pe};
 /// Direct pointer to `dest` on `pe` when loads/stores reach it (same node), else null.
 pub fn ptr<T>(dest: *const T, pe: i32) -> *mut T {
     let s = state("rshmem_ptr\0");
@@ -766,102 +749,14 @@ pub unsafe fn signal_fetch(sig: *const u64) -> u64 {
 
 // ---------------------------------------------------------------- barriers
 
-/// A dissemination-free all-to-all barrier: announce `epoch` in my slot on every PE, then wait until
-/// every PE's slot here has reached it. `epoch` counts barriers of this kind (one caller per PE), so
-/// the slots only grow and a late reader can never be confused by an older barrier.
+/// The barrier (`with_quiet`) or sync of all PEs: the world team's synchronization.
 ///
 /// # Safety
-/// `epoch_ctr` is this PE's private counter; `announce(pe, epoch)` stores `epoch` into my slot on PE
-/// `pe` (a relaxed store after the fence made here; a posted request for a remote PE);
-/// `local_slots` points at the `n` slots of this PE.
-#[inline(always)]
-pub unsafe fn barrier_exchange(
-    call: &'static str,
-    epoch_ctr: *mut u64,
-    me: i32,
-    n: i32,
-    announce: impl Fn(i32, u64),
-    local_slots: *const u64,
-    with_quiet: bool,
-) {
-    // The counter is read before the fence so that its load overlaps the fence's wait.
-    let epoch = ptr::read_volatile(epoch_ctr) + 1;
-    // One fence on the way in: the release for everything before the barrier (with `with_quiet`, a
-    // sequentially consistent fence, which also completes this thread's outstanding puts: quiet).
-    // Both wait for this thread's earlier stores to be acknowledged; they cost the same.
-    if with_quiet {
-        // Remote PEs: this PE's requests must be complete at their targets before any PE can leave
-        // (a PE that leaves may read what we put on a third PE).
-        let proxy = arch::state_u64(core::mem::offset_of!(DeviceState, proxy_ring));
-        arch::fence_sc_after(proxy);
-        if proxy != 0 {
-            remote::quiet();
-        }
-    } else {
-        arch::fence_acq_rel();
-    }
-    // My own slot is neither written nor polled: the counter already says where I am, and a poll of
-    // a slot I just wrote would only add a memory round trip.
-    for pe in 0..n {
-        if pe != me {
-            announce(pe, epoch);
-        }
-    }
-    ptr::write_volatile(epoch_ctr, epoch);
-    // Acquire polls (a strong load and an L1 invalidation each, no memory barrier): once every PE's
-    // announcement is seen, everything each PE did before its fence is visible here.
-    let mut spins = 0u64;
-    for pe in (0..n as usize).filter(|&pe| pe != me as usize) {
-        while arch::load_acquire_u64(local_slots.add(pe)) < epoch {
-            remote::idle(&mut spins, call);
-        }
-    }
-}
-
-/// The barrier of all PEs on the runtime's internal area (one thread of the PE calls it).
-///
-/// # Safety
-/// rshmem must be initialized and stay so until this returns (the state's magic is checked; the heap
-/// it names must stay mapped), every PE must take part, and only one thread of this PE may be in a
-/// device barrier at a time (the epoch counter is this PE's private, non-atomic counter).
-#[inline(always)]
-unsafe fn device_barrier(call: &'static str, with_quiet: bool) {
-    let s = state(call);
-    let internal = s.heap_base() as *mut Internal;
-    let me = s.my_pe() as usize;
-    let my_slot = ptr::addr_of_mut!((*internal).barrier_flags[me]) as usize;
-    barrier_exchange(
-        call,
-        ptr::addr_of_mut!((*internal).barrier_epoch),
-        me as i32,
-        s.n_pes(),
-        |pe, epoch| {
-            let (r, mapped) = locate(call, my_slot, 8, pe);
-            let r = r as *mut u64;
-            if !mapped {
-                // SAFETY: my slot is a u64 of the internal area, in every PE's heap.
-                unsafe { remote::put_inline(call, my_slot, 8, epoch, pe) }
-            } else {
-                // SAFETY: r is my slot's mapping on pe, accessed only atomically.
-                unsafe { arch::store_relaxed_u64(r, epoch) }
-            }
-        },
-        ptr::addr_of!((*internal).barrier_flags) as *const u64,
-        with_quiet,
-    );
-}
-
-/// `device_barrier` by one thread of `scope`, with the scope synchronized before and after.
-///
-/// # Safety
-/// As `device_barrier`; every thread of the scope calls it, and one scope per PE at a time.
+/// rshmem must be initialized and stay so until this returns, every PE must take part, and only one
+/// scope of this PE may be in a synchronization of the world team at a time.
 #[inline(always)]
 unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
-    scope.sync();
-    if scope.rank() == 0 {
-        device_barrier(call, with_quiet);
-    }
-    scope.sync();
+    crate::coll::team_sync_scoped(scope, TEAM_WORLD, with_quiet, call)
 }
 
 /// Completes this PE's outstanding operations and waits for all PEs (one calling thread per PE).

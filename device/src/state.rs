@@ -23,7 +23,7 @@ pub const STATE_SYMBOL: &str = "rshmemi_device_state";
 
 /// Bytes reserved at the start of every symmetric heap for the runtime's own synchronization
 /// variables (`Internal`). User allocations start after it.
-pub const INTERNAL_BYTES: usize = 64 * 1024;
+pub const INTERNAL_BYTES: usize = 1024 * 1024;
 
 /// Per-PE state the device library reads. On GPUs it is a global in device memory (`rshmemi_device_state`)
 /// of every module that contains the device library; on the CPU backend a process global.
@@ -83,17 +83,62 @@ impl DeviceState {
     };
 }
 
+/// Most teams a job may have at once, the predefined ones included (NVSHMEM's default
+/// NVSHMEM_MAX_TEAMS). Each has its descriptor, synchronization words and scratch in `Internal`.
+pub const MAX_TEAMS: usize = 32;
+
+/// Bytes of collective scratch per team and PE (`Internal::scratch`): the chunk buffers of reductions
+/// that fetch from PEs whose heap is not mapped here, or that reduce in place.
+pub const SCRATCH_BYTES: usize = 16 * 1024;
+
+/// A team as device code sees it: member `i` is PE `start + i * stride` of the job (`node_list == 0`),
+/// or, for the node teams and their splits, the PE `node_pe[start + i * stride]` of this node.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TeamDesc {
+    pub start: i32,
+    pub stride: i32,
+    pub size: i32,
+    /// This PE's index in the team (-1: not a member).
+    pub my_index: i32,
+    /// 1: members index `DeviceState::node_pe` (node teams); 0: they are job PE numbers.
+    pub node_list: u32,
+    /// `TEAM_VALID` while the team exists; anything else: no such team (never made, or destroyed).
+    pub valid: u32,
+    /// The team it was split from (-1 for the predefined teams).
+    pub parent: i32,
+    pub _pad: u32,
+}
+
+/// `TeamDesc::valid` of a live team.
+pub const TEAM_VALID: u32 = 0x7ea3_0001;
+
+/// One team's synchronization words on one PE.
+#[repr(C)]
+pub struct TeamSync {
+    /// Number of synchronizations this PE has entered in this team (touched only by the PE's caller).
+    pub epoch: u64,
+    pub _pad: [u64; 7],
+    /// `flags[j]`: what team member `j` last announced here: `epoch << 16 | tag` (`crate::coll`).
+    pub flags: [u64; MAX_PES],
+}
+
 /// The runtime's synchronization variables, at offset 0 of every PE's symmetric heap.
 #[repr(C)]
 pub struct Internal {
-    /// Number of device barriers this PE has entered (touched only by the PE's barrier caller).
-    pub barrier_epoch: u64,
     /// Inbound operations (`remote::inbound`) claimed so far: claims are compare-and-swaps on this word
     /// by device threads (and, on the CPU backend, the proxy thread), so each is applied once.
     pub inbound_claim: u64,
-    pub _pad: [u64; 14],
-    /// `barrier_flags[j]` on PE i: the last device-barrier epoch PE j announced to PE i.
-    pub barrier_flags: [u64; MAX_PES],
+    pub _pad: [u64; 15],
+    /// The team table (written by the host at init and at every split and destroy).
+    pub teams: [TeamDesc; MAX_TEAMS],
+    /// Source and result words of the host's own team operations (the slot agreement of a split).
+    pub team_work: [u64; 16],
+    /// Per team: the synchronization words every collective of the team uses (team 0, the world,
+    /// is also barrier_all's and sync_all's).
+    pub sync: [TeamSync; MAX_TEAMS],
+    /// Per team: this PE's collective scratch.
+    pub scratch: [[u8; SCRATCH_BYTES]; MAX_TEAMS],
 }
 
 const _: () = assert!(core::mem::size_of::<Internal>() <= INTERNAL_BYTES);
@@ -114,7 +159,10 @@ pub const CMP_GE: i32 = 5;
 pub const SIGNAL_SET: i32 = 9;
 pub const SIGNAL_ADD: i32 = 10;
 
-// Teams known to the device library (NVSHMEM_TEAM_WORLD, NVSHMEMX_TEAM_NODE).
+// Team handles, NVSHMEM's values: the predefined teams, and the first index of teams made by splits
+// (3..5 are NVSHMEM's internal teams, which rshmem does not make).
+pub const TEAM_INVALID: i32 = -1;
 pub const TEAM_WORLD: i32 = 0;
 pub const TEAM_SHARED: i32 = 1;
 pub const TEAM_NODE: i32 = 2;
+pub const TEAMS_MIN: i32 = 6;

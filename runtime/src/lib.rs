@@ -36,6 +36,7 @@
 pub mod backend;
 pub mod capi;
 pub mod bootstrap;
+pub mod coll;
 pub mod cpu;
 pub mod cuda;
 pub mod env;
@@ -114,19 +115,7 @@ pub fn quiet() -> Result<()> {
 pub fn backend_name() -> Result<&'static str> {
     Ok(runtime::get("rshmem_backend_name")?.backend().name())
 }
-/// Team queries on the host (TEAM_WORLD, TEAM_NODE/TEAM_SHARED).
-pub fn team_my_pe(team: i32) -> i32 {
-    if runtime::get("rshmem_team_my_pe").is_err() {
-        return -1;
-    }
-    rshmem_device::team_my_pe(team)
-}
-pub fn team_n_pes(team: i32) -> i32 {
-    if runtime::get("rshmem_team_n_pes").is_err() {
-        return -1;
-    }
-    rshmem_device::team_n_pes(team)
-}
+pub use coll::{team_my_pe, team_n_pes, team_translate_pe, Team};
 
 /// Copies host bytes into this PE's memory (a symmetric buffer, or device memory on GPUs), whichever
 /// backend runs.
@@ -163,7 +152,7 @@ mod tests {
     /// (platforms, transports, services), present and future, must not.
     #[test]
     fn transports_and_platforms_never_ask_the_runtime() {
-        const ABOVE: &[&str] = &["lib.rs", "runtime.rs", "kernels.rs", "capi.rs", "cuda/api.rs"];
+        const ABOVE: &[&str] = &["lib.rs", "runtime.rs", "kernels.rs", "capi.rs", "coll.rs", "cuda/api.rs"];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut files = vec![];
         let mut dirs = vec![src.clone()];

@@ -32,6 +32,8 @@ pub struct Runtime {
     job: [u8; 16],
     /// rshmrun's job status board (None outside rshmrun): every host collective is recorded there.
     status: Option<JobStatus>,
+    /// The team table as this PE wrote it into its internal area.
+    pub(crate) teams: Mutex<crate::coll::Teams>,
 }
 
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
@@ -222,8 +224,11 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     st.magic = STATE_MAGIC;
     let state: &DeviceState = &st;
     backend.publish_state(state)?;
-    // The runtime's own area at the start of the heap starts zeroed on every PE.
+    // The runtime's own area at the start of the heap starts zeroed on every PE, then gets the table of
+    // the predefined teams.
     backend.zero(0, INTERNAL_BYTES)?;
+    let teams = crate::coll::Teams::new(me, n, boot.local_pe(), boot.node_pes().len());
+    teams.publish(&*backend)?;
     boot.barrier("rshmem_init")?;
     // Last, when nothing can fail any more: a failed init must not leave device calls pointed at a heap
     // that is unmapped when the backend is dropped.
@@ -244,6 +249,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
         fds,
         job,
         status,
+        teams: Mutex::new(teams),
     })
 }
 
@@ -440,6 +446,12 @@ impl Runtime {
             // Through the bootstrap: every collective carries its name and sequence number.
             None => self.collective(call, |b| b.barrier(call)),
         }
+    }
+
+    /// An all-gather of `payload` among all PEs through the bootstrap, as host collective `call` (named
+    /// on the status board, so a PE in another collective is reported).
+    pub(crate) fn host_allgather(&self, call: &str, payload: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.collective(call, |b| b.allgather(call, payload))
     }
 
     /// Runs bootstrap collective `call`, announced in the host sync records and on the job status

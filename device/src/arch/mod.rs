@@ -25,6 +25,17 @@ pub enum Problem {
     BadSignalOp,
     WaitTimeout,
     LocalBuffer,
+    /// Team handle out of range, never made, or destroyed.
+    BadTeam,
+    /// This PE is not a member of the team.
+    NotMember,
+    /// Root PE out of the team's range.
+    BadRoot,
+    /// Reduction type/operator pair unknown or not allowed (bitwise on floats, maxloc on non-pairs).
+    BadReduction,
+    /// Team members entered different collectives, or the same one with different arguments: the
+    /// variant says what the other PE (the failure's PE) is in.
+    Mismatch(crate::coll::Kind),
 }
 
 impl Problem {
@@ -38,6 +49,11 @@ impl Problem {
             Problem::BadSignalOp => "invalid signal operator (use SIGNAL_SET or SIGNAL_ADD)\0",
             Problem::WaitTimeout => "wait timed out (RSHMEM_WAIT_TIMEOUT)\0",
             Problem::LocalBuffer => "the local buffer is a thread-local variable, which the transport to another node cannot reach (use global memory: rshmem_malloc, cudaMalloc or a __device__ array)\0",
+            Problem::BadTeam => "invalid team (out of range, never created, or destroyed; target PE is the team handle)\0",
+            Problem::NotMember => "this PE is not a member of the team (target PE is the team handle)\0",
+            Problem::BadRoot => "root out of the team's range (target PE is the root given)\0",
+            Problem::BadReduction => "unknown reduction type or operator, or an operator the type does not have (bitwise operators are for integers; target PE is the type code, address the operator)\0",
+            Problem::Mismatch(k) => k.mismatch_text(),
         }
     }
 }

@@ -1,0 +1,507 @@
+//! Teams and collectives on the host: team creation and destruction (the team table in every member's
+//! internal heap area), and the host-initiated and on-stream collectives. The collectives themselves
+//! are the device library's (`rshmem_device::coll`): on GPUs a one-block kernel of the runtime's module
+//! runs them (`rshmemi_collective`), on the CPU backend the calling thread does.
+
+use crate::error::{Error, Result};
+use crate::runtime::{self, Runtime};
+use rshmem_device::coll::{self as dc, host_op};
+use rshmem_device::state::{Internal, TeamDesc, MAX_TEAMS, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_VALID, TEAM_WORLD};
+use std::mem::{offset_of, size_of};
+
+pub use rshmem_device::coll::{dtype, op, Bf16, DoubleLoc, F16};
+
+/// Threads of the block that runs a host collective on GPUs.
+const HOST_COLL_THREADS: u32 = 512;
+
+/// NVSHMEM's team configuration (`nvshmem_team_config_t`, 64 bytes): kept with the team and given back
+/// by `team_get_config`. rshmem has no per-team contexts, so `num_contexts` is only recorded.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TeamConfig {
+    pub version: i32,
+    pub num_contexts: i32,
+    pub uniqueid: u64,
+    pub padding: [u8; 48],
+}
+const _: () = assert!(size_of::<TeamConfig>() == 64);
+
+impl Default for TeamConfig {
+    fn default() -> TeamConfig {
+        // NVSHMEM's version word: 2 << 16 plus the struct's size.
+        TeamConfig { version: (2 << 16) + 64, num_contexts: 0, uniqueid: 0, padding: [0; 48] }
+    }
+}
+
+/// The host's copy of the team table (what it wrote into the internal area), with each team's config.
+pub(crate) struct Teams {
+    desc: [TeamDesc; MAX_TEAMS],
+    config: [TeamConfig; MAX_TEAMS],
+}
+
+impl Teams {
+    /// The predefined teams of a PE: the world, and the node teams (TEAM_SHARED and TEAM_NODE, the PEs
+    /// of this node, which share memory).
+    pub(crate) fn new(me: usize, n: usize, node_me: usize, node_n: usize) -> Teams {
+        let mut desc = [TeamDesc::default(); MAX_TEAMS];
+        desc[TEAM_WORLD as usize] = TeamDesc { start: 0, stride: 1, size: n as i32, my_index: me as i32, node_list: 0, valid: TEAM_VALID, parent: -1, _pad: 0 };
+        let node = TeamDesc { start: 0, stride: 1, size: node_n as i32, my_index: node_me as i32, node_list: 1, valid: TEAM_VALID, parent: -1, _pad: 0 };
+        desc[TEAM_SHARED as usize] = node;
+        desc[TEAM_NODE as usize] = node;
+        Teams { desc, config: [TeamConfig::default(); MAX_TEAMS] }
+    }
+    /// Writes the table into this PE's internal area.
+    pub(crate) fn publish(&self, backend: &dyn crate::backend::Backend) -> Result<()> {
+        let at = backend.heap_base() + offset_of!(Internal, teams);
+        // SAFETY: the team table lies in the internal area at the start of this PE's heap, backed
+        // from init on.
+        unsafe { backend.copy_in(at as *mut u8, bytemuck::cast_slice(&self.desc)) }
+    }
+    /// The mask of team slots free here (bit i: slot i).
+    fn free_mask(&self) -> u64 {
+        (TEAMS_MIN as usize..MAX_TEAMS).filter(|&i| self.desc[i].valid != TEAM_VALID).fold(0, |m, i| m | 1 << i)
+    }
+}
+
+fn desc_of(rt: &Runtime, call: &str, team: i32) -> Result<TeamDesc> {
+    let teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
+    match usize::try_from(team).ok().and_then(|t| teams.desc.get(t)) {
+        Some(d) if d.valid == TEAM_VALID => Ok(*d),
+        _ => Err(Error::new(format!("{call}: team {team} does not exist (never created, or destroyed)"))),
+    }
+}
+
+/// The PE's index in `team`, -1 when it is not a member or the team does not exist.
+pub fn team_my_pe(team: i32) -> i32 {
+    runtime::get("rshmem_team_my_pe").ok().and_then(|rt| desc_of(&rt, "", team).ok()).map_or(-1, |d| d.my_index)
+}
+/// The number of PEs in `team`, -1 when the team does not exist.
+pub fn team_n_pes(team: i32) -> i32 {
+    runtime::get("rshmem_team_n_pes").ok().and_then(|rt| desc_of(&rt, "", team).ok()).map_or(-1, |d| d.size)
+}
+/// Member `pe` of team `src` as a member index of team `dest`, or -1 (NVSHMEM's rule).
+pub fn team_translate_pe(src: i32, pe: i32, dest: i32) -> i32 {
+    if runtime::get("rshmem_team_translate_pe").is_err() {
+        return -1;
+    }
+    rshmem_device::team_translate_pe(src, pe, dest)
+}
+/// The configuration `team` was made with.
+pub fn team_get_config(team: i32) -> Result<TeamConfig> {
+    let call = "rshmem_team_get_config";
+    let rt = runtime::get(call)?;
+    desc_of(&rt, call, team)?;
+    let config = rt.teams.lock().unwrap_or_else(|e| e.into_inner()).config[team as usize];
+    Ok(config)
+}
+
+/// Collective over `parent`: the team of its members `start, start + stride, ...` (`size` of them).
+/// Returns the new team's handle on its members and `TEAM_INVALID` on the other members of the parent.
+pub fn team_split_strided(parent: i32, start: i32, stride: i32, size: i32, config: Option<TeamConfig>) -> Result<i32> {
+    let call = "rshmem_team_split_strided";
+    let rt = runtime::get(call)?;
+    let p = desc_of(&rt, call, parent)?;
+    if p.my_index < 0 {
+        return Err(Error::new(format!("{call}: this PE is not a member of the parent team {parent}")));
+    }
+    let stride = if size == 1 { 1 } else { stride };
+    if start < 0 || size < 1 || stride < 1 || start as i64 + (size as i64 - 1) * stride as i64 >= p.size as i64 {
+        return Err(Error::new(format!(
+            "{call}: start {start}, stride {stride}, size {size} do not select PEs of the parent team {parent} ({} PEs): need start >= 0, size >= 1, stride >= 1 and start + (size - 1) * stride < {}",
+            p.size, p.size
+        )));
+    }
+    let child = TeamDesc {
+        start: p.start + start * p.stride,
+        stride: p.stride * stride,
+        size,
+        my_index: {
+            let rel = p.my_index - start;
+            if rel >= 0 && rel % stride == 0 && rel / stride < size { rel / stride } else { -1 }
+        },
+        node_list: p.node_list,
+        valid: TEAM_VALID,
+        parent,
+        _pad: 0,
+    };
+    let slots = agree_slots(&rt, call, parent, &p, 1, [start as u64, stride as u64, size as u64])?;
+    let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
+    if child.my_index < 0 {
+        return Ok(TEAM_INVALID);
+    }
+    teams.desc[slots[0]] = child;
+    teams.config[slots[0]] = config.unwrap_or_default();
+    teams.publish(rt.backend())?;
+    Ok(slots[0] as i32)
+}
+
+/// Collective over `parent`: splits it into rows of `xrange` members (the x-axis teams) and the columns
+/// across them (the y-axis teams). Returns this PE's (x team, y team).
+pub fn team_split_2d(parent: i32, xrange: i32, xconfig: Option<TeamConfig>, yconfig: Option<TeamConfig>) -> Result<(i32, i32)> {
+    let call = "rshmem_team_split_2d";
+    let rt = runtime::get(call)?;
+    let p = desc_of(&rt, call, parent)?;
+    if p.my_index < 0 {
+        return Err(Error::new(format!("{call}: this PE is not a member of the parent team {parent}")));
+    }
+    if xrange < 1 {
+        return Err(Error::new(format!("{call}: xrange {xrange} must be at least 1")));
+    }
+    let x = xrange.min(p.size);
+    let slots = agree_slots(&rt, call, parent, &p, 2, [x as u64, u64::MAX, 0])?;
+    let (row, col) = (p.my_index / x, p.my_index % x);
+    let row_start = row * x;
+    let xdesc = TeamDesc {
+        start: p.start + row_start * p.stride,
+        stride: p.stride,
+        size: x.min(p.size - row_start),
+        my_index: col,
+        node_list: p.node_list,
+        valid: TEAM_VALID,
+        parent,
+        _pad: 0,
+    };
+    let ydesc = TeamDesc {
+        start: p.start + col * p.stride,
+        stride: p.stride * x,
+        size: (p.size - col + x - 1) / x,
+        my_index: row,
+        node_list: p.node_list,
+        valid: TEAM_VALID,
+        parent,
+        _pad: 0,
+    };
+    let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
+    teams.desc[slots[0]] = xdesc;
+    teams.config[slots[0]] = xconfig.unwrap_or_default();
+    teams.desc[slots[1]] = ydesc;
+    teams.config[slots[1]] = yconfig.unwrap_or_default();
+    teams.publish(rt.backend())?;
+    Ok((slots[0] as i32, slots[1] as i32))
+}
+
+/// The `k` lowest team slots free on every member of `parent`, agreed by all of them; `args` are the
+/// split's arguments, which must be the same everywhere. Over the world team the bootstrap carries the
+/// agreement (so a PE in another host collective is named); over other teams, a device collective of
+/// the parent does.
+fn agree_slots(rt: &Runtime, call: &str, parent: i32, p: &TeamDesc, k: usize, args: [u64; 3]) -> Result<Vec<usize>> {
+    let mine = rt.teams.lock().unwrap_or_else(|e| e.into_inner()).free_mask();
+    let mask = if parent == TEAM_WORLD {
+        let mut payload = mine.to_le_bytes().to_vec();
+        for a in args {
+            payload.extend_from_slice(&a.to_le_bytes());
+        }
+        let all = rt.host_allgather(call, &payload)?;
+        let mut mask = u64::MAX;
+        for (pe, r) in all.iter().enumerate() {
+            let r: [u8; 32] = r.as_slice().try_into().map_err(|_| {
+                Error::new(format!("{call}: PE {pe} sent {} bytes in the split's agreement (expected 32): is it running the same rshmem?", r.len()))
+            })?;
+            let w = |i: usize| u64::from_le_bytes(r[8 * i..8 * i + 8].try_into().unwrap());
+            if [w(1), w(2), w(3)] != args {
+                return Err(Error::new(format!(
+                    "{call}: PEs split the team with different arguments: PE {} passed ({}), PE {pe} passed ({}); every member of the parent must pass the same",
+                    rt.pe(),
+                    show_args(args),
+                    show_args([w(1), w(2), w(3)])
+                )));
+            }
+            mask &= w(0);
+        }
+        mask
+    } else {
+        let base = rt.backend().heap_base() + offset_of!(Internal, team_work);
+        // SAFETY: the team work words lie in this PE's internal area; the device collective reads word
+        // 0 on every member and writes word 1 here.
+        unsafe {
+            rt.backend().copy_in(base as *mut u8, &mine.to_le_bytes())?;
+            let h = dc::tag(dc::Kind::Split, args) as u64;
+            run_blocking(rt, host_op::SPLIT, parent, (base + 8) as *mut u8, base as *const u8, 1, h, 0)?;
+            let mut out = [0u8; 8];
+            rt.backend().copy_out(&mut out, (base + 8) as *const u8)?;
+            u64::from_le_bytes(out)
+        }
+    };
+    let _ = p;
+    let slots: Vec<usize> = (0..MAX_TEAMS).filter(|&i| mask >> i & 1 == 1).take(k).collect();
+    if slots.len() < k {
+        return Err(Error::new(format!(
+            "{call}: no free team slot on every member of the parent team (at most {} teams at once, the predefined ones included); destroy teams no longer used",
+            MAX_TEAMS
+        )));
+    }
+    Ok(slots)
+}
+
+fn show_args(a: [u64; 3]) -> String {
+    if a[1] == u64::MAX {
+        format!("xrange {}", a[0])
+    } else {
+        format!("start {}, stride {}, size {}", a[0], a[1], a[2])
+    }
+}
+
+/// Destroys `team` on this PE after a barrier of the team (every member calls it).
+pub fn team_destroy(team: i32) -> Result<()> {
+    let call = "rshmem_team_destroy";
+    let rt = runtime::get(call)?;
+    if team == TEAM_INVALID {
+        return Ok(());
+    }
+    if (0..TEAMS_MIN).contains(&team) {
+        return Err(Error::new(format!("{call}: team {team} is predefined and cannot be destroyed")));
+    }
+    desc_of(&rt, call, team)?;
+    barrier(team)?;
+    let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
+    teams.desc[team as usize] = TeamDesc::default();
+    teams.publish(rt.backend())
+}
+
+/// Host barrier of `team`: completes this PE's operations, then waits for every member.
+pub fn barrier(team: i32) -> Result<()> {
+    if team == TEAM_WORLD {
+        return crate::barrier_all();
+    }
+    let rt = runtime::get("rshmem_barrier")?;
+    rt.quiet()?;
+    // SAFETY: a synchronization has no buffers.
+    unsafe { run_blocking(&rt, host_op::BARRIER, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0) }
+}
+/// Host sync of `team`: waits for every member (outstanding operations are not completed).
+pub fn team_sync(team: i32) -> Result<()> {
+    let rt = runtime::get("rshmem_team_sync")?;
+    // SAFETY: a synchronization has no buffers.
+    unsafe { run_blocking(&rt, host_op::SYNC, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0) }
+}
+
+/// Runs host collective `what` (`host_op`) and waits for it.
+///
+/// # Safety
+/// The buffers must satisfy the collective's contract (`rshmem_device::coll`): symmetric, of the sizes
+/// it reads and writes (ranges are checked against the heap).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn collective(what: u32, team: i32, dest: *mut u8, src: *const u8, n: usize, a: u64, b: u64) -> Result<()> {
+    let rt = runtime::get(name_of(what))?;
+    precheck(&rt, what, team, a, b)?;
+    // SAFETY: forwarded contract.
+    unsafe { run_blocking(&rt, what, team, dest, src, n as u64, a, b) }
+}
+
+/// Enqueues host collective `what` on `stream` (GPUs; the CPU backend runs it at once).
+///
+/// # Safety
+/// As `collective`; the buffers must stay valid until the stream has run it.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn collective_on_stream(what: u32, team: i32, dest: *mut u8, src: *const u8, n: usize, a: u64, b: u64, stream: *mut std::ffi::c_void) -> Result<()> {
+    let call = name_of(what);
+    let rt = runtime::get(call)?;
+    precheck(&rt, what, team, a, b)?;
+    if rt.backend().name() != "cuda" {
+        // SAFETY: forwarded contract.
+        return unsafe { run_blocking(&rt, what, team, dest, src, n as u64, a, b) };
+    }
+    // SAFETY: forwarded contract; the kernel's parameters match rshmemi_collective's.
+    unsafe { launch(call, what, team, dest, src, n as u64, a, b, crate::cuda::Stream(stream as _)) }
+}
+
+fn name_of(what: u32) -> &'static str {
+    match what {
+        host_op::SYNC => "rshmem_team_sync",
+        host_op::BARRIER => "rshmem_barrier",
+        host_op::BROADCAST => "rshmem_broadcast",
+        host_op::FCOLLECT => "rshmem_fcollect",
+        host_op::COLLECT => "rshmem_collect",
+        host_op::ALLTOALL => "rshmem_alltoall",
+        host_op::REDUCE => "rshmem_reduce",
+        host_op::REDUCESCATTER => "rshmem_reducescatter",
+        _ => "rshmem collective",
+    }
+}
+
+/// What the host can check before starting a collective, as errors rather than a stopped PE.
+fn precheck(rt: &Runtime, what: u32, team: i32, a: u64, b: u64) -> Result<()> {
+    let call = name_of(what);
+    let d = desc_of(rt, call, team)?;
+    if d.my_index < 0 {
+        return Err(Error::new(format!("{call}: this PE is not a member of team {team}")));
+    }
+    match what {
+        host_op::BROADCAST if a as i64 >= d.size as i64 || (a as i64) < 0 => {
+            Err(Error::new(format!("{call}: root {} is not a member index of team {team} ({} PEs)", a as i64, d.size)))
+        }
+        host_op::REDUCE | host_op::REDUCESCATTER if !dc::valid_reduction(a as u32, b as u32) => {
+            Err(Error::new(format!("{call}: type code {a} has no operator {b} (bitwise operators are for integer types, maxloc for double2)")))
+        }
+        host_op::SYNC | host_op::BARRIER | host_op::BROADCAST | host_op::FCOLLECT | host_op::COLLECT | host_op::ALLTOALL | host_op::REDUCE
+        | host_op::REDUCESCATTER => Ok(()),
+        _ => Err(Error::new(format!("rshmem collective: unknown operation {what}"))),
+    }
+}
+
+/// Runs `what` and waits: on GPUs a one-block kernel on the default stream, on the CPU backend this
+/// thread.
+///
+/// # Safety
+/// As `collective`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_blocking(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64) -> Result<()> {
+    if rt.backend().name() == "cuda" {
+        let call = name_of(what);
+        // SAFETY: forwarded contract.
+        unsafe { launch(call, what, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? };
+        return crate::cuda::wait_default_stream(call);
+    }
+    // SAFETY: forwarded contract; on the CPU backend device code runs on host threads, this one a
+    // one-thread "block".
+    unsafe { dc::run(what, rshmem_device::ops::Scope::Thread, team, dest, src, n, a, b) };
+    Ok(())
+}
+
+/// # Safety
+/// As `collective`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch(call: &str, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::cuda::Stream) -> Result<()> {
+    let (mut what, mut team, mut dest, mut src, mut n, mut a, mut b) = (what, team, dest as u64, src as u64, n, a, b);
+    let mut args: [*mut std::ffi::c_void; 7] = [
+        &mut what as *mut u32 as _,
+        &mut team as *mut i32 as _,
+        &mut dest as *mut u64 as _,
+        &mut src as *mut u64 as _,
+        &mut n as *mut u64 as _,
+        &mut a as *mut u64 as _,
+        &mut b as *mut u64 as _,
+    ];
+    crate::cuda::with_backend(call, |be| {
+        // SAFETY: the parameters match rshmemi_collective(u32, i32, u64 x 5) in order and size.
+        unsafe { be.module()?.launch("rshmemi_collective", 1, HOST_COLL_THREADS, 0, s, &mut args) }
+    })
+}
+
+// ---------------------------------------------------------------- typed Rust API
+
+/// A team handle (NVSHMEM's `nvshmem_team_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Team(pub i32);
+
+impl Team {
+    pub const WORLD: Team = Team(TEAM_WORLD);
+    pub const SHARED: Team = Team(TEAM_SHARED);
+    pub const NODE: Team = Team(TEAM_NODE);
+    pub const INVALID: Team = Team(TEAM_INVALID);
+
+    pub fn my_pe(self) -> i32 {
+        team_my_pe(self.0)
+    }
+    pub fn n_pes(self) -> i32 {
+        team_n_pes(self.0)
+    }
+    /// My member `pe` of this team as a member index of `dest`, or None.
+    pub fn translate_pe(self, pe: i32, dest: Team) -> Option<i32> {
+        let r = team_translate_pe(self.0, pe, dest.0);
+        (r >= 0).then_some(r)
+    }
+    /// Collective over this team: the members `start, start + stride, ...`; None on the others.
+    pub fn split_strided(self, start: i32, stride: i32, size: i32) -> Result<Option<Team>> {
+        team_split_strided(self.0, start, stride, size, None).map(|t| (t != TEAM_INVALID).then_some(Team(t)))
+    }
+    /// Collective over this team: (row team, column team) of a grid `xrange` members wide.
+    pub fn split_2d(self, xrange: i32) -> Result<(Team, Team)> {
+        team_split_2d(self.0, xrange, None, None).map(|(x, y)| (Team(x), Team(y)))
+    }
+    pub fn destroy(self) -> Result<()> {
+        team_destroy(self.0)
+    }
+    pub fn barrier(self) -> Result<()> {
+        barrier(self.0)
+    }
+    pub fn sync(self) -> Result<()> {
+        team_sync(self.0)
+    }
+}
+
+/// Element types of the typed reductions.
+pub trait ReduceElem: Copy {
+    const DTYPE: u32;
+}
+macro_rules! reduce_elems {
+    ($($t:ty => $d:ident),*) => {$( impl ReduceElem for $t { const DTYPE: u32 = dtype::$d; } )*};
+}
+reduce_elems!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64, F16 => F16, Bf16 => BF16, f32 => F32, f64 => F64, DoubleLoc => DOUBLE2);
+
+/// Reduction operators of the typed API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    And,
+    Or,
+    Xor,
+    Min,
+    Max,
+    Sum,
+    Prod,
+    MaxLoc,
+}
+impl ReduceOp {
+    pub fn code(self) -> u32 {
+        match self {
+            ReduceOp::And => op::AND,
+            ReduceOp::Or => op::OR,
+            ReduceOp::Xor => op::XOR,
+            ReduceOp::Min => op::MIN,
+            ReduceOp::Max => op::MAX,
+            ReduceOp::Sum => op::SUM,
+            ReduceOp::Prod => op::PROD,
+            ReduceOp::MaxLoc => op::MAXLOC,
+        }
+    }
+}
+
+/// Host broadcast of `nelems` elements from `src` on member `root` into `dest` on every member.
+///
+/// # Safety
+/// `dest` and `src` symmetric, each of `nelems` elements.
+pub unsafe fn broadcast<T: Copy>(team: Team, dest: *mut T, src: *const T, nelems: usize, root: i32) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { collective(host_op::BROADCAST, team.0, dest as *mut u8, src as *const u8, nelems * size_of::<T>(), root as u64, 0) }
+}
+/// Host fcollect: every member's `nelems` elements, in member order, on every member.
+///
+/// # Safety
+/// `dest` symmetric of `n_pes * nelems` elements, `src` of `nelems`.
+pub unsafe fn fcollect<T: Copy>(team: Team, dest: *mut T, src: *const T, nelems: usize) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { collective(host_op::FCOLLECT, team.0, dest as *mut u8, src as *const u8, nelems * size_of::<T>(), 0, 0) }
+}
+/// Host collect: like fcollect with a different `nelems` on each member.
+///
+/// # Safety
+/// `dest` symmetric and large enough for all members' elements, `src` of `nelems`.
+pub unsafe fn collect<T: Copy>(team: Team, dest: *mut T, src: *const T, nelems: usize) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { collective(host_op::COLLECT, team.0, dest as *mut u8, src as *const u8, nelems * size_of::<T>(), 0, 0) }
+}
+/// Host alltoall: block `i` of my `src` to block `my index` of `dest` on member `i`.
+///
+/// # Safety
+/// `dest` and `src` symmetric of `n_pes * nelems` elements.
+pub unsafe fn alltoall<T: Copy>(team: Team, dest: *mut T, src: *const T, nelems: usize) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { collective(host_op::ALLTOALL, team.0, dest as *mut u8, src as *const u8, nelems * size_of::<T>(), 0, 0) }
+}
+/// Host reduction of `nreduce` elements with `op` into `dest` on every member.
+///
+/// # Safety
+/// `dest` and `src` symmetric of `nreduce` elements.
+pub unsafe fn reduce<T: ReduceElem>(team: Team, op: ReduceOp, dest: *mut T, src: *const T, nreduce: usize) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { collective(host_op::REDUCE, team.0, dest as *mut u8, src as *const u8, nreduce, T::DTYPE as u64, op.code() as u64) }
+}
+/// Host reducescatter: member `i` gets block `i` (of `nreduce` elements) of the reduction of all
+/// members' `n_pes * nreduce`-element `src`.
+///
+/// # Safety
+/// `dest` symmetric of `nreduce` elements, `src` of `n_pes * nreduce`.
+pub unsafe fn reducescatter<T: ReduceElem>(team: Team, op: ReduceOp, dest: *mut T, src: *const T, nreduce: usize) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { collective(host_op::REDUCESCATTER, team.0, dest as *mut u8, src as *const u8, nreduce, T::DTYPE as u64, op.code() as u64) }
+}

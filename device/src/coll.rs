@@ -332,7 +332,7 @@ pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u
     if t.me() == root {
         for k in 0..t.size() {
             let i = push_order(&t, k);
-            if i == root && dest as *const u8 == src {
+            if i == root && core::ptr::eq(dest, src) {
                 continue;
             }
             ops::put_scoped(scope, dest, src, bytes, t.pe(i), call, false);
@@ -352,7 +352,7 @@ pub unsafe fn fcollect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8
     let at = dest.add(t.me() as usize * bytes);
     for k in 0..t.size() {
         let i = push_order(&t, k);
-        if i == t.me() && at as *const u8 == src {
+        if i == t.me() && core::ptr::eq(at, src) {
             continue;
         }
         ops::put_scoped(scope, at, src, bytes, t.pe(i), call, false);

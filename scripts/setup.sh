@@ -18,10 +18,17 @@ fi
 if [ "${SETUP_SKIP_CUDA:-0}" != 1 ]; then
   "$root/scripts/install-cuda-tools.sh" >/dev/null
 fi
-if [ "${SETUP_SKIP_MPI:-0}" != 1 ] && ! command -v mpirun >/dev/null 2>&1; then
+# Open MPI: mpirun for the suite's run under mpirun, mpicc and mpi.h for the NVSHMEMX_INIT_WITH_MPI_COMM
+# test (an MPI program).
+have_mpi() {
+  command -v mpirun >/dev/null 2>&1 || return 1
+  local t; t=$(mktemp --suffix=.c); printf '#include <mpi.h>\n' >"$t"
+  mpicc -E "$t" >/dev/null 2>&1; local rc=$?; rm -f "$t"; return $rc
+}
+if [ "${SETUP_SKIP_MPI:-0}" != 1 ] && ! have_mpi; then
   if command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin >/dev/null) >&2 \
-      || echo "setup: could not install openmpi-bin (the mpirun test will be skipped)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null) >&2 \
+      || echo "setup: could not install openmpi-bin/libopenmpi-dev (the MPI tests will be skipped)" >&2
   fi
 fi
 echo "setup: ok" >&2

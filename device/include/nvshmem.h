@@ -10,7 +10,7 @@
  * collectives (broadcast, fcollect, alltoall, reductions), team creation/split and team-based
  * barriers/syncs, strided iput/iget, contexts (nvshmem_ctx_*), nvshmem_realloc, host-initiated atomics,
  * wait/test from the host, nvshmemx_*_on_stream for p/g/signal/wait, MPI/SHMEM bootstraps
- * (NVSHMEMX_INIT_WITH_MPI_COMM...), nvshmemx_buffer_register.
+ * nvshmemx_buffer_register.
  *
  * Differences to keep in mind:
  *  - Host-side nvshmem_TYPE_put_nbi / get_nbi / putmem_nbi are blocking (a valid nbi implementation).

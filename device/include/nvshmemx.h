@@ -51,7 +51,7 @@ static inline const char *nvshmemx_status_string(int status) {
     } while (0)
 
 /* ------------------------------------------------------------------ unique-id initialization (host) */
-enum { NVSHMEMX_INIT_WITH_UNIQUEID = 1 << 3 }; /* NVSHMEM's value; the other bootstraps are not provided */
+enum { NVSHMEMX_INIT_WITH_MPI_COMM = 1 << 1, NVSHMEMX_INIT_WITH_UNIQUEID = 1 << 3 }; /* NVSHMEM's values */
 
 typedef struct {
     int version;
@@ -76,7 +76,7 @@ typedef nvshmemx_init_args_v1 nvshmemx_init_args_t;
 
 typedef struct {
     int version;
-    void *mpi_comm; /* kept for layout; NVSHMEMX_INIT_WITH_MPI_COMM is not provided */
+    void *mpi_comm; /* NVSHMEMX_INIT_WITH_MPI_COMM: the address of an MPI_Comm */
     nvshmemx_init_args_t args;
 } nvshmemx_init_attr_v1;
 typedef nvshmemx_init_attr_v1 nvshmemx_init_attr_t;
@@ -117,15 +117,29 @@ NVSHMEMI_HOST int nvshmemx_set_attr_uniqueid_args(const int myrank, const int nr
     return 0;
 }
 /* flags 0: as nvshmem_init (the launcher's environment); NVSHMEMX_INIT_WITH_UNIQUEID: the id, rank and
- * size set by nvshmemx_set_attr_uniqueid_args. Exits on failure, as NVSHMEM does. */
+ * size set by nvshmemx_set_attr_uniqueid_args; NVSHMEMX_INIT_WITH_MPI_COMM: the ranks of the MPI
+ * communicator at attr->mpi_comm are the PEs (the program links MPI; rshmem finds it at run time).
+ * Exits on failure, as NVSHMEM does. */
 NVSHMEMI_HOST int nvshmemx_init_attr(unsigned int flags, nvshmemx_init_attr_t *attr) {
     int rc;
     if (flags == 0) {
         nvshmem_init();
         return 0;
     }
+    if (flags == (unsigned int)NVSHMEMX_INIT_WITH_MPI_COMM) {
+        if (attr == NULL || rshmem_init_mpi_comm(attr->mpi_comm) != 0) {
+            fprintf(stderr, "nvshmemx_init_attr (rshmem): NVSHMEMX_INIT_WITH_MPI_COMM initialization failed, aborting\n");
+            exit(1);
+        }
+        if (nvshmemi_bind_device_library() != 0) {
+            fprintf(stderr, "nvshmemx_init_attr (rshmem): binding the device library failed, aborting\n");
+            exit(1);
+        }
+        return 0;
+    }
     if (flags != (unsigned int)NVSHMEMX_INIT_WITH_UNIQUEID) {
-        fprintf(stderr, "nvshmemx_init_attr (rshmem): unsupported flags 0x%x (only NVSHMEMX_INIT_WITH_UNIQUEID)\n",
+        fprintf(stderr, "nvshmemx_init_attr (rshmem): unsupported flags 0x%x (NVSHMEMX_INIT_WITH_UNIQUEID or "
+                        "NVSHMEMX_INIT_WITH_MPI_COMM)\n",
                 flags);
         exit(1);
     }

@@ -66,6 +66,9 @@ typedef struct {
 /* ------------------------------------------------------------------ host library */
 int rshmem_init(void);
 int rshmem_init_unique_id(const rshmem_uniqueid_t *id, int pe, int npes);
+/* Initializes with the ranks of the MPI communicator that mpi_comm points to (an MPI_Comm *) as the PEs.
+ * The program links MPI; rshmem finds MPI_Comm_rank/size/Bcast in the process. 0 on success. */
+int rshmem_init_mpi_comm(const void *mpi_comm);
 int rshmem_get_unique_id(rshmem_uniqueid_t *id);
 void rshmem_finalize(void);
 

@@ -276,3 +276,11 @@ mod tests {
         assert_eq!(rshmem_cumodule_finalize(std::ptr::null_mut()), 1);
     }
 }
+
+/// # Safety
+/// `mpi_comm` must point to a valid `MPI_Comm` of the MPI the program is linked with (see `crate::mpi`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_init_mpi_comm(mpi_comm: *const c_void) -> i32 {
+    // SAFETY: the caller's contract is init_with_mpi_comm's.
+    entry("rshmem_init_mpi_comm", OnFail::Return(1), || unsafe { crate::mpi::init_with_mpi_comm(mpi_comm) }.map(|()| 0))
+}

@@ -47,6 +47,7 @@ pub mod hostsync;
 pub mod jobstatus;
 pub mod kernels;
 pub mod log;
+pub mod mpi;
 pub mod runtime;
 pub mod segment;
 pub mod transport;

@@ -104,6 +104,11 @@ NVSHMEMI_HOST int nvshmemx_cumodule_finalize(CUmodule module) {
 }
 #endif
 
+/* Local buffers for RMA to other nodes: rshmem's transports need no registration, but the calls check as
+ * NVSHMEM's do (overlaps, the symmetric heap, unknown buffers) and return non-zero with a message. */
+NVSHMEMI_HOST int nvshmemx_buffer_register(void *addr, size_t length) { return rshmem_buffer_register(addr, length); }
+NVSHMEMI_HOST int nvshmemx_buffer_unregister(void *addr) { return rshmem_buffer_unregister(addr); }
+
 /* On one PE (then pass the bytes to all). 0 on success. */
 NVSHMEMI_HOST int nvshmemx_get_uniqueid(nvshmemx_uniqueid_t *uniqueid) {
     return rshmem_get_unique_id((rshmem_uniqueid_t *)(void *)uniqueid);

@@ -69,6 +69,9 @@ int rshmem_init_unique_id(const rshmem_uniqueid_t *id, int pe, int npes);
 /* Initializes with the ranks of the MPI communicator that mpi_comm points to (an MPI_Comm *) as the PEs.
  * The program links MPI; rshmem finds MPI_Comm_rank/size/Bcast in the process. 0 on success. */
 int rshmem_init_mpi_comm(const void *mpi_comm);
+/* nvshmemx_buffer_register / unregister: bookkeeping with NVSHMEM's checks (no transport of rshmem needs it). */
+int rshmem_buffer_register(void *addr, size_t len);
+int rshmem_buffer_unregister(void *addr);
 int rshmem_get_unique_id(rshmem_uniqueid_t *id);
 void rshmem_finalize(void);
 

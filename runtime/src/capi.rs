@@ -284,3 +284,21 @@ pub unsafe extern "C" fn rshmem_init_mpi_comm(mpi_comm: *const c_void) -> i32 {
     // SAFETY: the caller's contract is init_with_mpi_comm's.
     entry("rshmem_init_mpi_comm", OnFail::Return(1), || unsafe { crate::mpi::init_with_mpi_comm(mpi_comm) }.map(|()| 0))
 }
+
+/// `nvshmemx_buffer_register`: 0, or non-zero with a message (see `crate::register`).
+#[no_mangle]
+pub extern "C" fn rshmem_buffer_register(addr: *mut c_void, len: usize) -> i32 {
+    entry("rshmem_buffer_register", OnFail::Report(1), || {
+        let rt = crate::runtime::get("rshmem_buffer_register")?;
+        let base = rt.backend().heap_base();
+        crate::register::register(addr as usize, len, base..base + rt.backend().heap_size()).map(|()| 0)
+    })
+}
+/// `nvshmemx_buffer_unregister`: 0, or non-zero with a message.
+#[no_mangle]
+pub extern "C" fn rshmem_buffer_unregister(addr: *mut c_void) -> i32 {
+    entry("rshmem_buffer_unregister", OnFail::Report(1), || {
+        crate::runtime::get("rshmem_buffer_unregister")?;
+        crate::register::unregister(addr as usize).map(|()| 0)
+    })
+}

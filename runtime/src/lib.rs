@@ -48,6 +48,7 @@ pub mod jobstatus;
 pub mod kernels;
 pub mod log;
 pub mod mpi;
+pub mod register;
 pub mod runtime;
 pub mod segment;
 pub mod transport;

@@ -292,6 +292,7 @@ pub fn finalize() -> Result<()> {
     rshmem_device::arch::host::clear_state();
     MY_PE.store(-1, Ordering::Release);
     N_PES.store(0, Ordering::Release);
+    crate::register::clear();
     drop(rt);
     r
 }

@@ -29,6 +29,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     int *buf = (int *)nvshmem_malloc(sizeof(int));
+    /* nvshmemx_buffer_register: a local buffer registers once; the symmetric heap and a second
+     * registration of the same buffer are refused; only a registered buffer unregisters. */
+    static char local[256];
+    if (nvshmemx_buffer_register(local, sizeof local) != 0 || nvshmemx_buffer_register(local + 8, 8) == 0 ||
+        nvshmemx_buffer_register(buf, sizeof(int)) == 0 || nvshmemx_buffer_unregister(local) != 0 ||
+        nvshmemx_buffer_unregister(local) == 0) {
+        printf("rank %d: FAILED: nvshmemx_buffer_register/unregister\n", wrank);
+        return 1;
+    }
     nvshmem_int_p(buf, wrank, (me + 1) % n);
     nvshmem_barrier_all();
     int got = *buf; /* CPU backend: the heap is host memory */

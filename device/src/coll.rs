@@ -21,12 +21,17 @@
 //!   ready for the result when the collective is called (the OpenSHMEM rule), so the only round is the
 //!   closing one. Ring or tree schedules pay off when a PE's links are the bottleneck; with one NVLink
 //!   switch domain (every GPU pair at full rate) direct writes are as fast and have the fewest rounds.
-//! - reductions pull: after an opening exchange (every member's source is ready), each PE reads every
-//!   member's source, combines in team order (so every PE computes bitwise the same result, floats
-//!   included) and writes only its own destination; a closing exchange keeps sources unchanged until
-//!   all have read them. When every member is mapped, one pass combines in registers; otherwise (PEs on
-//!   other nodes, or an in-place reduction) chunks go through the team's scratch. Reducescatter is the
-//!   same with each PE reducing only its own block, so each source byte is read once in total.
+//! - small reductions (all members' data fit half the team's scratch, 8 KiB) push: each PE writes its
+//!   source (its block `i`, for reducescatter) into an inbox in member `i`'s scratch, one exchange
+//!   publishes them, and each PE combines its inbox locally in team order (so every PE computes bitwise
+//!   the same result, floats included). One round: latency is what counts at these sizes.
+//! - larger reductions pull: after an opening exchange (every member's source is ready), each PE reads
+//!   every member's source, combines in team order and writes only its own destination; a closing
+//!   exchange keeps sources unchanged until all have read them. Two rounds, but each source byte
+//!   crosses a link once per reader and no scratch limits the size. When every member is mapped, one
+//!   pass combines in registers; otherwise (PEs on other nodes, or an in-place reduction) chunks go
+//!   through the team's scratch. Reducescatter is the same with each PE reducing only its own block, so
+//!   each source byte is read once in total.
 
 use crate::arch::{self, Problem};
 use crate::ops::{self, fail, locate, state, Scope};
@@ -219,6 +224,23 @@ fn scratch(id: i32) -> *mut u8 {
     (base + offset_of!(Internal, scratch) + id as usize * SCRATCH_BYTES) as *mut u8
 }
 
+/// Where the data that the next synchronization of team `id` publishes may be written into this PE's
+/// scratch by other members: the half of the scratch of that synchronization's epoch parity.
+///
+/// Why this is safe: a member writes into my half `x % 2` only data that synchronization `x` publishes,
+/// so it is past synchronization `x - 1`, which I have announced: I am done with what synchronization
+/// `x - 2` published into the same half (I read it before announcing `x - 1`). Every thread of a scope
+/// reads the counter before the scope's synchronization, so all pick the same half.
+///
+/// # Safety
+/// rshmem initialized; `id` a live team.
+#[inline(always)]
+unsafe fn inbox(id: i32) -> *mut u8 {
+    let sync = sync_words(id);
+    let next = ptr::read_volatile(ptr::addr_of!((*sync).epoch)) + 1;
+    scratch(id).add((next as usize & 1) * (SCRATCH_BYTES / 2))
+}
+
 /// One synchronization of team `t` by one thread of this PE: announce, then wait for every member
 /// (see the module doc). `with_quiet`: complete this PE's outstanding operations first (barrier);
 /// else a release fence (sync).
@@ -386,7 +408,7 @@ pub unsafe fn alltoall(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8
 pub unsafe fn collect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, call: &'static str) {
     let t = team(call, team_id);
     check_sym(call, src as usize, bytes);
-    let sizes = scratch(t.id) as *mut u64;
+    let sizes = inbox(t.id) as *mut u64;
     scope.sync();
     if scope.rank() == 0 {
         for k in 0..t.size() {
@@ -669,7 +691,32 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
     check_sym(call, dest as usize, n * sz);
     check_sym(call, src as usize, src_len * sz);
     let tg = tag(kind, [n as u64, T::DTYPE as u64, OP as u64]);
-    // Every member's source is ready.
+    let (rank, threads) = (scope.rank() as usize, scope.size() as usize);
+    let slot = n * sz;
+    if slot * t.size() as usize <= SCRATCH_BYTES / 2 {
+        // Small: push. Every member gets every member's (block of the) source in its inbox, one
+        // synchronization publishes them, and each PE combines locally: one round instead of two.
+        let buf = inbox(t.id);
+        for k in 0..t.size() {
+            let i = push_order(&t, k);
+            let block = if scatter { src.add(i as usize * n) } else { src };
+            ops::put_scoped(scope, buf.add(t.me() as usize * slot), block as *const u8, slot, t.pe(i), call, false);
+        }
+        team_exchange_scoped(scope, call, &t, tg, true);
+        let b = buf as *const T;
+        let mut e = rank;
+        while e < n {
+            let mut acc = ptr::read(b.add(e));
+            for j in 1..t.size() as usize {
+                acc = T::combine::<OP>(acc, ptr::read(b.add(j * n + e)));
+            }
+            ptr::write(dest.add(e), acc);
+            e += threads;
+        }
+        scope.sync();
+        return;
+    }
+    // Large: pull. Every member's source is ready.
     team_exchange_scoped(scope, call, &t, tg, false);
     // The block of the sources this PE reduces.
     let first = if scatter { t.me() as usize * n } else { 0 };
@@ -679,7 +726,6 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
     let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
     let off = src as usize - heap + first * sz;
     let all_mapped = (0..t.size()).all(|i| arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (t.pe(i) as usize & (MAX_PES - 1))) != 0);
-    let (rank, threads) = (scope.rank() as usize, scope.size() as usize);
     let peer = |i: i32| (arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (t.pe(i) as usize & (MAX_PES - 1))) as usize + off) as *const T;
     if all_mapped && !in_place {
         // One pass, combined in registers, in team order.

@@ -14,13 +14,14 @@
 //! fail with a message naming what the other PE is in instead of hanging or mixing data.
 //!
 //! # Algorithms, and why
-//! - broadcast, fcollect, collect, alltoall push: each PE writes its contribution straight into the
-//!   destination of every member (NVLink stores for mapped PEs, one proxy request per member for the
-//!   others), then one exchange with quiet completes and publishes them. With direct writes every byte
-//!   crosses the link once, and a push needs no synchronization before it: the destination must be
-//!   ready for the result when the collective is called (the OpenSHMEM rule), so the only round is the
-//!   closing one. Ring or tree schedules pay off when a PE's links are the bottleneck; with one NVLink
-//!   switch domain (every GPU pair at full rate) direct writes are as fast and have the fewest rounds.
+//! - broadcast, fcollect, collect, alltoall push: each PE writes its contribution to every member
+//!   (NVLink stores for mapped PEs, one proxy request per member for the others), then one exchange with
+//!   quiet completes and publishes them. No PE writes a member's destination before that member has
+//!   entered the collective (`deliver`): small data lands in the member's inbox and is copied out after
+//!   the one round; large data is written in place after an opening round. With direct writes every
+//!   byte crosses a link once. Ring or tree schedules pay off when a PE's links are the bottleneck; with
+//!   one NVLink switch domain (every GPU pair at full rate) direct writes are as fast and have the
+//!   fewest rounds.
 //! - small reductions (all members' data fit half the team's scratch, 8 KiB) push: each PE writes its
 //!   source (its block `i`, for reducescatter) into an inbox in member `i`'s scratch, one exchange
 //!   publishes them, and each PE combines its inbox locally in team order (so every PE computes bitwise
@@ -340,6 +341,37 @@ fn push_order(t: &Team, k: i32) -> i32 {
     (t.me() + 1 + k) % t.size()
 }
 
+/// The delivery of a data collective that lands `landing` bytes in every member's `dest`: `push(base)`
+/// writes this PE's contributions relative to `base` on each target (the same symmetric address on
+/// every member), then a synchronization with quiet publishes them.
+///
+/// No PE writes into another member's `dest` before that member has entered the collective (NVSHMEM's
+/// collectives behave so, and programs rely on it: a broadcast right after reading the result of the
+/// last one). Small deliveries (`landing` fits half the scratch) therefore land in the inbox, and each
+/// PE copies its inbox into its `dest` after the one synchronization; large ones first synchronize
+/// (every member has entered, and mismatched arguments are caught before any data moves), then write
+/// straight into `dest`.
+///
+/// # Safety
+/// As the collectives: `dest` symmetric with `landing` bytes (checked by the caller); every member
+/// calls with the same `landing` and tag.
+#[inline(always)]
+unsafe fn deliver(scope: Scope, call: &'static str, t: &Team, tg: u16, dest: *mut u8, landing: usize, push: impl Fn(*mut u8)) {
+    let small = landing <= SCRATCH_BYTES / 2;
+    let base = if small {
+        inbox(t.id)
+    } else {
+        team_exchange_scoped(scope, call, t, tg, false);
+        dest
+    };
+    push(base);
+    team_exchange_scoped(scope, call, t, tg, true);
+    if small {
+        arch::copy(dest, base, landing, scope.rank(), scope.size());
+        scope.sync();
+    }
+}
+
 /// broadcast: `bytes` from `src` on member `root` into `dest` on every member (the root included).
 ///
 /// # Safety
@@ -351,16 +383,18 @@ pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u
     }
     check_sym(call, dest as usize, bytes);
     check_sym(call, src as usize, bytes);
-    if t.me() == root {
-        for k in 0..t.size() {
-            let i = push_order(&t, k);
-            if i == root && core::ptr::eq(dest, src) {
-                continue;
+    let tg = tag(Kind::Broadcast, [bytes as u64, root as u64, 0]);
+    deliver(scope, call, &t, tg, dest, bytes, |base| {
+        if t.me() == root {
+            for k in 0..t.size() {
+                let i = push_order(&t, k);
+                if i == root && core::ptr::eq(base, src) {
+                    continue;
+                }
+                ops::put_scoped(scope, base, src, bytes, t.pe(i), call, false);
             }
-            ops::put_scoped(scope, dest, src, bytes, t.pe(i), call, false);
         }
-    }
-    team_exchange_scoped(scope, call, &t, tag(Kind::Broadcast, [bytes as u64, root as u64, 0]), true);
+    });
 }
 
 /// fcollect: every member's `bytes` from `src` into `dest + index * bytes` on every member.
@@ -369,17 +403,20 @@ pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u
 /// `dest` symmetric of `size * bytes`, `src` of `bytes` (checked); same arguments everywhere.
 pub unsafe fn fcollect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, call: &'static str) {
     let t = team(call, team_id);
-    check_sym(call, dest as usize, bytes * t.size() as usize);
+    let total = bytes * t.size() as usize;
+    check_sym(call, dest as usize, total);
     check_sym(call, src as usize, bytes);
-    let at = dest.add(t.me() as usize * bytes);
-    for k in 0..t.size() {
-        let i = push_order(&t, k);
-        if i == t.me() && core::ptr::eq(at, src) {
-            continue;
+    let tg = tag(Kind::Fcollect, [bytes as u64, 0, 0]);
+    deliver(scope, call, &t, tg, dest, total, |base| {
+        let at = base.add(t.me() as usize * bytes);
+        for k in 0..t.size() {
+            let i = push_order(&t, k);
+            if i == t.me() && core::ptr::eq(at, src) {
+                continue;
+            }
+            ops::put_scoped(scope, at, src, bytes, t.pe(i), call, false);
         }
-        ops::put_scoped(scope, at, src, bytes, t.pe(i), call, false);
-    }
-    team_exchange_scoped(scope, call, &t, tag(Kind::Fcollect, [bytes as u64, 0, 0]), true);
+    });
 }
 
 /// alltoall: block `i` (of `bytes`) of my `src` goes to block `my index` of `dest` on member `i`.
@@ -391,12 +428,14 @@ pub unsafe fn alltoall(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8
     let total = bytes * t.size() as usize;
     check_sym(call, dest as usize, total);
     check_sym(call, src as usize, total);
-    let at = dest.add(t.me() as usize * bytes);
-    for k in 0..t.size() {
-        let i = push_order(&t, k);
-        ops::put_scoped(scope, at, src.add(i as usize * bytes), bytes, t.pe(i), call, false);
-    }
-    team_exchange_scoped(scope, call, &t, tag(Kind::Alltoall, [bytes as u64, 0, 0]), true);
+    let tg = tag(Kind::Alltoall, [bytes as u64, 0, 0]);
+    deliver(scope, call, &t, tg, dest, total, |base| {
+        let at = base.add(t.me() as usize * bytes);
+        for k in 0..t.size() {
+            let i = push_order(&t, k);
+            ops::put_scoped(scope, at, src.add(i as usize * bytes), bytes, t.pe(i), call, false);
+        }
+    });
 }
 
 /// collect: like fcollect with a different `bytes` on each member; member `i`'s block starts after

@@ -20,12 +20,15 @@ fn sym(name: &CStr) -> *mut c_void {
     unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
 }
 
+/// Broadcasts a buffer from rank 0 of the communicator; returns MPI's error code.
+type Bcast = Box<dyn Fn(&mut [u8]) -> c_int>;
+
 /// Rank and size of the communicator at `comm` (a pointer to the program's `MPI_Comm` variable, as
 /// NVSHMEM's `nvshmemx_init_attr_t::mpi_comm`), and a function that broadcasts bytes from its rank 0.
 struct Comm {
     rank: c_int,
     size: c_int,
-    bcast: Box<dyn Fn(&mut [u8]) -> c_int>,
+    bcast: Bcast,
 }
 
 /// # Safety
@@ -42,7 +45,7 @@ unsafe fn comm(call: &str, comm: *const c_void) -> Result<Comm> {
         )));
     }
     // SAFETY: MPI_Initialized(int *) in every MPI ABI.
-    let initialized: unsafe extern "C" fn(*mut c_int) -> c_int = unsafe { std::mem::transmute(initialized) };
+    let initialized = unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_int) -> c_int>(initialized) };
     let mut flag = 0;
     // SAFETY: out-pointer to a live int.
     if unsafe { initialized(&mut flag) } != 0 || flag == 0 {
@@ -51,14 +54,16 @@ unsafe fn comm(call: &str, comm: *const c_void) -> Result<Comm> {
     let ompi_byte = sym(c"ompi_mpi_byte");
     let (mut r, mut s) = (0, 0);
     let rc;
-    let bcast: Box<dyn Fn(&mut [u8]) -> c_int> = if !ompi_byte.is_null() {
+    let bcast: Bcast = if !ompi_byte.is_null() {
         // Open MPI: MPI_Comm and MPI_Datatype are pointers.
         // SAFETY: the caller's contract: `comm` points to an Open MPI communicator handle.
         let c = unsafe { *(comm as *const *mut c_void) };
         type RankFn = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
         type BcastFn = unsafe extern "C" fn(*mut c_void, c_int, *mut c_void, c_int, *mut c_void) -> c_int;
         // SAFETY: Open MPI's signatures of MPI_Comm_rank/size and MPI_Bcast.
-        let (rank_f, size_f, bcast_f): (RankFn, RankFn, BcastFn) = unsafe { (std::mem::transmute(rank), std::mem::transmute(size), std::mem::transmute(bcast)) };
+        let (rank_f, size_f, bcast_f) = unsafe {
+            (std::mem::transmute::<*mut c_void, RankFn>(rank), std::mem::transmute::<*mut c_void, RankFn>(size), std::mem::transmute::<*mut c_void, BcastFn>(bcast))
+        };
         // SAFETY: valid communicator (caller), out-pointers to live ints.
         rc = unsafe { rank_f(c, &mut r) | size_f(c, &mut s) };
         // SAFETY: (for the closure's call) a live buffer of the given length, Open MPI's MPI_BYTE, root 0.
@@ -70,7 +75,9 @@ unsafe fn comm(call: &str, comm: *const c_void) -> Result<Comm> {
         type RankFn = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
         type BcastFn = unsafe extern "C" fn(*mut c_void, c_int, c_int, c_int, c_int) -> c_int;
         // SAFETY: MPICH's signatures of MPI_Comm_rank/size and MPI_Bcast.
-        let (rank_f, size_f, bcast_f): (RankFn, RankFn, BcastFn) = unsafe { (std::mem::transmute(rank), std::mem::transmute(size), std::mem::transmute(bcast)) };
+        let (rank_f, size_f, bcast_f) = unsafe {
+            (std::mem::transmute::<*mut c_void, RankFn>(rank), std::mem::transmute::<*mut c_void, RankFn>(size), std::mem::transmute::<*mut c_void, BcastFn>(bcast))
+        };
         // SAFETY: valid communicator (caller), out-pointers to live ints.
         rc = unsafe { rank_f(c, &mut r) | size_f(c, &mut s) };
         // SAFETY: (for the closure's call) a live buffer of the given length, MPICH's MPI_BYTE, root 0.

@@ -16,6 +16,9 @@
 // PEs x 64 MiB) (the all-pairs receive buffer) + a few MiB, NVSHMEM_DISABLE_NVLS=1.
 // bench/run-compare.sh does all of this.
 //
+// With PE_SIZE=1 (self mode) every one-sided case goes from PE 0 to itself, without ping-pongs: the
+// libraries' call paths on one GPU, without the link.
+//
 // Options: --grid G (132) --threads T (512, a multiple of 32) --max-bytes N (256 MiB; k/m/g suffixes)
 //          --quick (sizes x16 apart instead of x4, 3 repeats instead of 5)
 //          --repeats R, --lat-iters N (10000): extras, not passed by run-compare.sh.
@@ -425,7 +428,7 @@ int main(int argc, char **argv) {
   if (!rank_s || !size_s || !uidf) usage_exit("PE_RANK, PE_SIZE and UID_FILE must be set", nullptr);
   const int rank = atoi(rank_s), size = atoi(size_s);
   g_pe = rank;
-  if (size < 2 || rank < 0 || rank >= size) die("needs PE_SIZE >= 2 and 0 <= PE_RANK < PE_SIZE (got %d of %d)", rank, size);
+  if (size < 1 || rank < 0 || rank >= size) die("needs PE_SIZE >= 1 and 0 <= PE_RANK < PE_SIZE (got %d of %d)", rank, size);
 
   int ndev = 0;
   CK(cudaGetDeviceCount(&ndev));
@@ -462,8 +465,10 @@ int main(int argc, char **argv) {
   if (st != 0) die("nvshmemx_init_attr failed with %d", st);
   const int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
   g_pe = me;
-  if (npes < 2) die("needs at least 2 PEs, has %d", npes);
-  const int peer = me == 0 ? 1 : me == 1 ? 0 : -1;  // PEs >= 2 only join collectives
+  // One PE: the self mode, every one-sided case towards PE 0 itself (the library's call path without
+  // the link: a single-GPU measurement of each library's per-call costs); no ping-pongs.
+  const bool self = npes == 1;
+  const int peer = self ? 0 : me == 0 ? 1 : me == 1 ? 0 : -1;  // PEs >= 2 only join collectives
 
   CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
   CK(cudaEventCreate(&g_ev0));
@@ -538,8 +543,8 @@ int main(int argc, char **argv) {
     char what[128];
     snprintf(what, sizeof what, "%s of %zu bytes (block scope, %zu bytes moved)", put ? "put" : "get", largest, covered);
     size_t bad = 0;
-    if (put && me == 1) bad = check_words(rbuf, covered, 0, what);
-    if (!put && me == 0) bad = check_words(rbuf, covered, 1, what);
+    if (put && me == peer && (self || me == 1)) bad = check_words(rbuf, covered, 0, what);
+    if (!put && me == 0) bad = check_words(rbuf, covered, peer, what);
     if (any_pe(bad != 0, flag, npes)) die("%s: data check failed (see PE %d's message)", what, put ? 1 : 0);
   }
 
@@ -561,7 +566,7 @@ int main(int argc, char **argv) {
   hbar();
 
   // Ping-pongs between PE 0 and PE 1: flag at lat, data at lat + 1024, signal at lat + 2048.
-  for (int kind = 0; kind < 2; kind++) {
+  for (int kind = 0; kind < 2 && !self; kind++) {
     const int n = g_o.lat_iters;
     auto once = [&](int iters) {
       CK(cudaMemsetAsync(lat, 0, 4096, g_st));
@@ -583,7 +588,7 @@ int main(int argc, char **argv) {
   }
 
   // Device barriers, all PEs.
-  for (int kind = 0; kind < 2; kind++) {
+  for (int kind = 0; kind < 2 && !self; kind++) {
     const int n = g_o.lat_iters;
     auto launch = [&](int iters) {
       if (kind == 0) barrier_kernel<false><<<1, 1, 0, g_st>>>(iters);

@@ -106,6 +106,27 @@ NVSHMEMI_HOST void nvshmem_init(void) {
 NVSHMEMI_HOST void nvshmem_finalize(void) { rshmem_finalize(); }
 
 /* ------------------------------------------------------------------ queries (host and device) */
+/* Versions: the OpenSHMEM specification version NVSHMEM reports (1.3), and as the vendor version
+ * rshmem's own (so a program that prints or logs it says what it runs on). */
+#define NVSHMEM_MAJOR_VERSION 1
+#define NVSHMEM_MINOR_VERSION 3
+#define NVSHMEM_VENDOR_MAJOR_VERSION 0
+#define NVSHMEM_VENDOR_MINOR_VERSION 1
+#define NVSHMEM_VENDOR_PATCH_VERSION 0
+#define NVSHMEM_VENDOR_VERSION \
+    ((NVSHMEM_VENDOR_MAJOR_VERSION)*10000 + (NVSHMEM_VENDOR_MINOR_VERSION)*100 + (NVSHMEM_VENDOR_PATCH_VERSION))
+#define NVSHMEM_VENDOR_STRING "rshmem v0.1.0 (NVSHMEM API)"
+#define NVSHMEM_MAX_NAME_LEN 256
+NVSHMEMI_HOSTDEV void nvshmem_info_get_version(int *major, int *minor) {
+    *major = NVSHMEM_MAJOR_VERSION;
+    *minor = NVSHMEM_MINOR_VERSION;
+}
+NVSHMEMI_HOSTDEV void nvshmem_info_get_name(char *name) {
+    const char *s = NVSHMEM_VENDOR_STRING;
+    int i = 0;
+    for (; i < NVSHMEM_MAX_NAME_LEN - 1 && s[i] != '\0'; i++) name[i] = s[i];
+    name[i] = '\0';
+}
 NVSHMEMI_HOSTDEV int nvshmem_my_pe(void) { return rshmem_my_pe(); }
 NVSHMEMI_HOSTDEV int nvshmem_n_pes(void) { return rshmem_n_pes(); }
 NVSHMEMI_HOSTDEV int nvshmem_team_my_pe(nvshmem_team_t team) { return rshmem_team_my_pe(team); }

@@ -109,6 +109,12 @@ NVSHMEMI_HOST int nvshmemx_cumodule_finalize(CUmodule module) {
 NVSHMEMI_HOST int nvshmemx_buffer_register(void *addr, size_t length) { return rshmem_buffer_register(addr, length); }
 NVSHMEMI_HOST int nvshmemx_buffer_unregister(void *addr) { return rshmem_buffer_unregister(addr); }
 
+NVSHMEMI_HOSTDEV void nvshmemx_vendor_get_version_info(int *major, int *minor, int *patch) {
+    *major = NVSHMEM_VENDOR_MAJOR_VERSION;
+    *minor = NVSHMEM_VENDOR_MINOR_VERSION;
+    *patch = NVSHMEM_VENDOR_PATCH_VERSION;
+}
+
 /* On one PE (then pass the bytes to all). 0 on success. */
 NVSHMEMI_HOST int nvshmemx_get_uniqueid(nvshmemx_uniqueid_t *uniqueid) {
     return rshmem_get_unique_id((rshmem_uniqueid_t *)(void *)uniqueid);

@@ -718,31 +718,102 @@ pub unsafe fn reduce(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, 
     }
 }
 
-/// `reduce` for one type and operator.
+/// What a reduction needs besides its element loops (those are per type and operator; everything else
+/// is here once, out of line, so that the 70-odd instances stay small).
+struct Red {
+    t: Team,
+    tg: u16,
+    /// This PE's symmetric source address of its block (`src`, or block `me` for reducescatter).
+    first: *const u8,
+    in_place: bool,
+    all_mapped: bool,
+}
+
+/// The checks, tag and algorithm facts of a reduction of `n` elements of `sz` bytes.
+///
+/// # Safety
+/// As `reduce`.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn red_setup(call: &'static str, team_id: i32, dest: *mut u8, src: *const u8, n: usize, sz: usize, scatter: bool, dt: u32, o: u32) -> Red {
+    let t = team(call, team_id);
+    let (kind, src_len) = if scatter { (Kind::Reducescatter, n * t.size() as usize) } else { (Kind::Reduce, n) };
+    check_sym(call, dest as usize, n * sz);
+    check_sym(call, src as usize, src_len * sz);
+    let (d0, d1) = (dest as usize, dest as usize + n * sz);
+    let (s0, s1) = (src as usize, src as usize + src_len * sz);
+    let first = if scatter { src.add(t.me() as usize * n * sz) } else { src };
+    let all_mapped = (0..t.size()).all(|i| peer_base(t.pe(i)) != 0);
+    Red { t, tg: tag(kind, [n as u64, dt as u64, o as u64]), first, in_place: d0 < s1 && s0 < d1, all_mapped }
+}
+
+#[inline(always)]
+fn peer_base(pe: i32) -> usize {
+    arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1))) as usize
+}
+
+/// The push of a small reduction: every member's (block of the) source into my inbox, published by one
+/// synchronization. Returns the inbox (member `j`'s data at `j * slot`).
+///
+/// # Safety
+/// As `reduce`; `slot * size` fits half the scratch.
+#[inline(never)]
+unsafe fn red_push(scope: Scope, call: &'static str, r: &Red, src: *const u8, slot: usize, scatter: bool) -> *const u8 {
+    let t = &r.t;
+    let buf = inbox(t.id);
+    for k in 0..t.size() {
+        let i = push_order(t, k);
+        let block = if scatter { src.add(i as usize * slot) } else { src };
+        ops::put_scoped(scope, buf.add(t.me() as usize * slot), block, slot, t.pe(i), call, false);
+    }
+    team_exchange_scoped(scope, call, t, r.tg, true);
+    buf
+}
+
+/// One synchronization of a reduction, out of line.
+///
+/// # Safety
+/// As `team_exchange_scoped`.
+#[inline(never)]
+unsafe fn red_exchange(scope: Scope, call: &'static str, r: &Red) {
+    team_exchange_scoped(scope, call, &r.t, r.tg, false);
+}
+
+/// Member `i`'s chunk `[c0, c0 + bytes)` of the reduced block, readable here: in its heap when mapped,
+/// else fetched into `fetch`. The scope is synchronized after.
+///
+/// # Safety
+/// As `reduce`; `fetch` is this PE's scratch with room for `bytes`.
+#[inline(never)]
+unsafe fn red_chunk(scope: Scope, call: &'static str, r: &Red, i: i32, c0: usize, bytes: usize, fetch: *mut u8) -> *const u8 {
+    let pe = r.t.pe(i);
+    let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+    let base = peer_base(pe);
+    let p = if base != 0 {
+        (base + (r.first as usize - heap) + c0) as *const u8
+    } else {
+        ops::get_scoped(scope, fetch, r.first.add(c0), bytes, pe, call, true);
+        fetch as *const u8
+    };
+    scope.sync();
+    p
+}
+
+/// `reduce` for one type and operator: only the element loops are per type.
 ///
 /// # Safety
 /// As `reduce`.
 #[inline(never)]
 pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest: *mut T, src: *const T, n: usize, scatter: bool, call: &'static str) {
-    let t = team(call, team_id);
     let sz = size_of::<T>();
-    let (kind, src_len) = if scatter { (Kind::Reducescatter, n * t.size() as usize) } else { (Kind::Reduce, n) };
-    check_sym(call, dest as usize, n * sz);
-    check_sym(call, src as usize, src_len * sz);
-    let tg = tag(kind, [n as u64, T::DTYPE as u64, OP as u64]);
+    let r = red_setup(call, team_id, dest as *mut u8, src as *const u8, n, sz, scatter, T::DTYPE, OP);
+    let t = &r.t;
     let (rank, threads) = (scope.rank() as usize, scope.size() as usize);
     let slot = n * sz;
     if slot * t.size() as usize <= SCRATCH_BYTES / 2 {
         // Small: push. Every member gets every member's (block of the) source in its inbox, one
         // synchronization publishes them, and each PE combines locally: one round instead of two.
-        let buf = inbox(t.id);
-        for k in 0..t.size() {
-            let i = push_order(&t, k);
-            let block = if scatter { src.add(i as usize * n) } else { src };
-            ops::put_scoped(scope, buf.add(t.me() as usize * slot), block as *const u8, slot, t.pe(i), call, false);
-        }
-        team_exchange_scoped(scope, call, &t, tg, true);
-        let b = buf as *const T;
+        let b = red_push(scope, call, &r, src as *const u8, slot, scatter) as *const T;
         let mut e = rank;
         while e < n {
             let mut acc = ptr::read(b.add(e));
@@ -756,18 +827,12 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
         return;
     }
     // Large: pull. Every member's source is ready.
-    team_exchange_scoped(scope, call, &t, tg, false);
-    // The block of the sources this PE reduces.
-    let first = if scatter { t.me() as usize * n } else { 0 };
-    let (d0, d1) = (dest as usize, dest as usize + n * sz);
-    let (s0, s1) = (src as usize, src as usize + src_len * sz);
-    let in_place = d0 < s1 && s0 < d1;
-    let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
-    let off = src as usize - heap + first * sz;
-    let all_mapped = (0..t.size()).all(|i| arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (t.pe(i) as usize & (MAX_PES - 1))) != 0);
-    let peer = |i: i32| (arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (t.pe(i) as usize & (MAX_PES - 1))) as usize + off) as *const T;
-    if all_mapped && !in_place {
+    red_exchange(scope, call, &r);
+    if r.all_mapped && !r.in_place {
         // One pass, combined in registers, in team order.
+        let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+        let off = r.first as usize - heap;
+        let peer = |i: i32| (peer_base(t.pe(i)) + off) as *const T;
         let mut e = rank;
         while e < n {
             let mut acc = ptr::read(peer(0).add(e));
@@ -781,20 +846,13 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
         // Chunks through the scratch: the first half accumulates, the second receives what is fetched
         // from PEs not mapped here.
         let acc = scratch(t.id) as *mut T;
-        let fetch = scratch(t.id).add(SCRATCH_BYTES / 2) as *mut T;
+        let fetch = scratch(t.id).add(SCRATCH_BYTES / 2);
         let chunk = SCRATCH_BYTES / 2 / sz;
         let mut c0 = 0;
         while c0 < n {
             let len = core::cmp::min(chunk, n - c0);
             for i in 0..t.size() {
-                let pe = t.pe(i);
-                let p = if arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1))) != 0 {
-                    peer(i).add(c0)
-                } else {
-                    ops::get_scoped(scope, fetch as *mut u8, src.add(first + c0) as *const u8, len * sz, pe, call, true);
-                    fetch as *const T
-                };
-                scope.sync();
+                let p = red_chunk(scope, call, &r, i, c0 * sz, len * sz, fetch) as *const T;
                 let mut e = rank;
                 while e < len {
                     let v = ptr::read(p.add(e));
@@ -803,9 +861,9 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
                 }
                 scope.sync();
             }
-            if in_place {
+            if r.in_place {
                 // Every member has read this chunk of my source before I overwrite it.
-                team_exchange_scoped(scope, call, &t, tg, false);
+                red_exchange(scope, call, &r);
             }
             let mut e = rank;
             while e < len {
@@ -817,7 +875,7 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
         }
     }
     // No member changes its source before every member has read it.
-    team_exchange_scoped(scope, call, &t, tg, false);
+    red_exchange(scope, call, &r);
 }
 
 // ---------------------------------------------------------------- host-initiated collectives

@@ -10,9 +10,12 @@
 #
 # Variants (each a full program; the same source):
 #   nvshmem     the image's NVSHMEM (built there with its nvcc)
-#   rshmem      rshmem's device library as shipped (scripts/build-device-lib.sh, -maxrregcount=64)
-#   rshmem_r128 the device library assembled with -maxrregcount=128 (RSHMEM_DEVICE_MAXRREG=128)
-# ARGS go to every run (default: --quick). Each runs twice: --grid 4 --threads 1024 (issue 11's shape)
+#   rshmem      rshmem's nvshmem.h and device library as shipped (inline fast paths, rshmem_inline.h)
+#   rshmem_lib  the same with -DRSHMEM_NO_INLINE_FASTPATH: every call goes to the device library
+#               (scripts/build-device-lib.sh, -maxrregcount=64), as before the fast paths
+#   rshmem_r128 the library-only build against a device library assembled with -maxrregcount=128
+#               (RSHMEM_DEVICE_MAXRREG=128; it cannot launch 1024-thread blocks)
+# VARIANTS="nvshmem rshmem" picks some. ARGS go to every run (default: --quick). Each runs twice: --grid 4 --threads 1024 (issue 11's shape)
 # and --grid 132 --threads 512.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -28,15 +31,17 @@ if [ "$mode" = prepare ]; then
   cudalib=$(cd "$(dirname "$nvcc")/../lib" && pwd)
   mkdir -p "$c/cpp"
   "$nvcc" -O2 -rdc=true -arch=sm_90 -I device/include -c bench/nvshmem/nvshmem_perf.cu -o "$c/cpp/perf.o"
-  link() { # link NAME ARCHIVE
-    "$nvcc" -rdc=true -arch=sm_90 "$c/cpp/perf.o" "$2" -L "$c" -lrshmem -L "$cudalib" \
+  "$nvcc" -O2 -rdc=true -arch=sm_90 -I device/include -DRSHMEM_NO_INLINE_FASTPATH -c bench/nvshmem/nvshmem_perf.cu -o "$c/cpp/perf_lib.o"
+  link() { # link NAME OBJECT ARCHIVE
+    "$nvcc" -rdc=true -arch=sm_90 "$2" "$3" -L "$c" -lrshmem -L "$cudalib" \
       -Xlinker -rpath -Xlinker '$ORIGIN/..' -o "$c/cpp/$1"
   }
-  link perf_rshmem "$c/librshmem_device.a"
+  link perf_rshmem "$c/cpp/perf.o" "$c/librshmem_device.a"
+  link perf_rshmem_lib "$c/cpp/perf_lib.o" "$c/librshmem_device.a"
   mkdir -p "$c/cpp/r128"
   RSHMEM_DEVICE_MAXRREG=128 scripts/build-device-lib.sh "$c/rshmem_device.ptx" "$c/cpp/r128" sm_90 >&2
-  link perf_rshmem_r128 "$c/cpp/r128/librshmem_device.a"
-  rm -rf "$c/cpp/r128" "$c/cpp/perf.o"
+  link perf_rshmem_r128 "$c/cpp/perf_lib.o" "$c/cpp/r128/librshmem_device.a"
+  rm -rf "$c/cpp/r128" "$c/cpp/perf.o" "$c/cpp/perf_lib.o"
   ls -la "$c/cpp"
   exit 0
 fi
@@ -54,7 +59,7 @@ nvcc -O2 -rdc=true -arch=sm_90 -I"$NV/include" bench/nvshmem/nvshmem_perf.cu -o 
   { echo "cpp-self: building against NVSHMEM failed:"; cat "$work/build.log"; }
 for shape in "4 1024" "132 512"; do
   set -- $shape
-  for v in nvshmem rshmem rshmem_r128; do
+  for v in ${VARIANTS:-nvshmem rshmem rshmem_lib rshmem_r128}; do
     if [ "$v" = nvshmem ]; then
       bin=$work/perf_nvshmem
       envs=(LD_LIBRARY_PATH="$NV/lib:${LD_LIBRARY_PATH:-}" NVSHMEM_SYMMETRIC_SIZE=2147483648)

@@ -224,4 +224,8 @@ static inline int rshmem_init_cuda(void) {
 }
 #endif
 
+/* Inline fast paths of put/get/p/g for mapped PEs in CUDA C++ kernels (device pass only; they fall back
+ * to the library functions declared above). */
+#include "rshmem_inline.h"
+
 #endif /* RSHMEM_H */

@@ -166,3 +166,32 @@ pub const TEAM_WORLD: i32 = 0;
 pub const TEAM_SHARED: i32 = 1;
 pub const TEAM_NODE: i32 = 2;
 pub const TEAMS_MIN: i32 = 6;
+
+#[cfg(all(test, not(target_arch = "nvptx64")))]
+mod tests {
+    use super::*;
+    use core::mem::offset_of;
+
+    /// The C++ fast paths (include/rshmem_inline.h) read the device state at fixed offsets: they must be
+    /// this struct's.
+    #[test]
+    fn inline_header_matches_the_device_state() {
+        let h = include_str!("../include/rshmem_inline.h");
+        let def = |name: &str| -> u64 {
+            let rest = h
+                .lines()
+                .find_map(|l| l.strip_prefix("#define ").and_then(|r| r.strip_prefix(name)).filter(|r| r.starts_with(' ')))
+                .unwrap_or_else(|| panic!("{name} not in rshmem_inline.h"));
+            let v = rest.trim().trim_end_matches("ULL");
+            if let Some(x) = v.strip_prefix("0x") { u64::from_str_radix(x, 16).unwrap() } else { v.parse().unwrap() }
+        };
+        assert_eq!(def("RSHMEMI_STATE_MAGIC"), STATE_MAGIC);
+        assert_eq!(def("RSHMEMI_OFF_MAGIC"), offset_of!(DeviceState, magic) as u64);
+        assert_eq!(def("RSHMEMI_OFF_N_PES"), offset_of!(DeviceState, n_pes) as u64);
+        assert_eq!(def("RSHMEMI_OFF_HEAP_BASE"), offset_of!(DeviceState, heap_base) as u64);
+        assert_eq!(def("RSHMEMI_OFF_HEAP_SIZE"), offset_of!(DeviceState, heap_size) as u64);
+        assert_eq!(def("RSHMEMI_OFF_CHECKS"), offset_of!(DeviceState, checks) as u64);
+        assert_eq!(def("RSHMEMI_OFF_PEER_BASE"), offset_of!(DeviceState, peer_base) as u64);
+        assert_eq!(def("RSHMEMI_MAX_PES"), MAX_PES as u64);
+    }
+}

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::runtime::{self, Runtime};
 use rshmem_device::coll::{self as dc, host_op};
-use rshmem_device::state::{Internal, TeamDesc, MAX_TEAMS, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_VALID, TEAM_WORLD};
+use rshmem_device::state::{Internal, TeamDesc, TeamSync, MAX_TEAMS, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_VALID, TEAM_WORLD};
 use std::mem::{offset_of, size_of};
 
 pub use rshmem_device::coll::{dtype, op, Bf16, DoubleLoc, F16};
@@ -253,6 +253,13 @@ pub fn team_destroy(team: i32) -> Result<()> {
     }
     desc_of(&rt, call, team)?;
     barrier(team)?;
+    // The slot's synchronization words start over: the next team made in this slot may have other
+    // members, which used the slot for other teams (other epochs) or never. Every member has seen this
+    // barrier's announcements here, so nothing more arrives for this team.
+    let sync = rt.backend().heap_base() + offset_of!(Internal, sync) + team as usize * size_of::<TeamSync>();
+    // SAFETY: the team's synchronization words lie in this PE's internal area; no device code uses
+    // them now (the team is being destroyed on every member, past its last barrier).
+    unsafe { rt.backend().copy_in(sync as *mut u8, &[0u8; size_of::<TeamSync>()])? };
     let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
     teams.desc[team as usize] = TeamDesc::default();
     teams.publish(rt.backend())

@@ -79,12 +79,15 @@ pub fn team_my_pe(team: i32) -> i32 {
 pub fn team_n_pes(team: i32) -> i32 {
     runtime::get("rshmem_team_n_pes").ok().and_then(|rt| desc_of(&rt, "", team).ok()).map_or(-1, |d| d.size)
 }
-/// Member `pe` of team `src` as a member index of team `dest`, or -1 (NVSHMEM's rule).
+/// Member `pe` of team `src` as a member index of team `dest`, or -1 (NVSHMEM's rule). From the
+/// host's copy of the team table: the one in the heap is device memory on GPUs.
 pub fn team_translate_pe(src: i32, pe: i32, dest: i32) -> i32 {
-    if runtime::get("rshmem_team_translate_pe").is_err() {
+    let Ok(rt) = runtime::get("rshmem_team_translate_pe") else { return -1 };
+    let (Ok(s), Ok(d)) = (desc_of(&rt, "", src), desc_of(&rt, "", dest)) else { return -1 };
+    if pe < 0 || pe >= s.size {
         return -1;
     }
-    rshmem_device::team_translate_pe(src, pe, dest)
+    dc::index_of(&d, dc::member(&s, pe))
 }
 /// The configuration `team` was made with.
 pub fn team_get_config(team: i32) -> Result<TeamConfig> {

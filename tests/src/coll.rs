@@ -1108,6 +1108,15 @@ pub fn mismatch(c: &Ctx, which: &str) {
             "coll_mm_split_args_team" => {
                 let _ = copy.team().split_strided(0, 1, if c.me == 0 { 1 } else { c.n as i32 });
             }
+            // PE 0 splits the copy of the world (a device agreement) while the others are in
+            // barrier_all (a host barrier): neither side can see the other's call.
+            "coll_mm_split_team_barrier_all" => {
+                if c.me == 0 {
+                    let _ = copy.team().split_strided(0, 1, 1);
+                } else {
+                    ck(rshmem::barrier_all());
+                }
+            }
             // PE 0 splits the world while the others are in barrier_all: a host error naming both.
             "coll_mm_split_barrier_all" => {
                 let r = if c.me == 0 { Team::WORLD.split_strided(0, 1, 1).map(|_| ()) } else { rshmem::barrier_all() };

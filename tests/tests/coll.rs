@@ -166,3 +166,22 @@ fn collectives_on_different_teams_end_by_the_wait_timeout() {
     assert!(start.elapsed() < Duration::from_secs(15), "took {:?}:\n{t}", start.elapsed());
     assert!(t.contains("rshmem_team_sync (host): wait timed out (RSHMEM_WAIT_TIMEOUT)"), "{t}");
 }
+
+/// PE 0 splits a team other than the world (the agreement is a device collective of that team) while
+/// PE 1 enters barrier_all (a host barrier): neither sees the other's call; RSHMEM_WAIT_TIMEOUT ends
+/// it (the host barrier's names PE 0).
+/// (The job status board records host collectives only, so it cannot say that PE 0 is in the split.)
+#[test]
+fn split_of_a_team_against_barrier_all_ends_by_the_wait_timeout() {
+    let start = Instant::now();
+    let o = rshmrun(&ONE_NODE, 2, &["coll_mm_split_team_barrier_all"], &[("RSHMEM_WAIT_TIMEOUT", "2")], Duration::from_secs(60));
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(15), "took {:?}:\n{t}", start.elapsed());
+    // Whichever wait times out first ends the job: PE 1's host barrier, or PE 0's device wait.
+    assert!(
+        t.contains("[pe 1] PE 1: FAILED: rshmem_barrier_all (host collective #5): PE 1 waited 2 s (RSHMEM_WAIT_TIMEOUT) for PE 0")
+            || t.contains("[pe 0] rshmem: PE 0: rshmem_team_split (agreement): wait timed out (RSHMEM_WAIT_TIMEOUT)"),
+        "{t}"
+    );
+}

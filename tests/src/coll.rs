@@ -13,8 +13,8 @@
 //!   reducescatter for every type and every operator it has; in-place variants, counts beyond the
 //!   16 KiB scratch (chunked reductions), zero-length calls; sources must be unchanged afterwards and
 //!   nothing outside each destination written.
-//! - `coll_prop`: seeded random cases: a random split (strided or 2-D, of the world, the node team or
-//!   a split), a random scope, random collectives with random counts, roots, types and operators.
+//! - `coll_prop`: seeded random cases: a random split (strided or 2-D, of the world, a node team or a
+//!   split), a random scope, random collectives with random counts, roots, types and operators.
 //! - `coll_mm_*`: mismatched collectives (roots, counts, operators, types, kinds, splits, teams); each
 //!   must end with an error naming the problem, not a hang (see the test for what each must say).
 //!
@@ -998,10 +998,11 @@ pub fn prop_scenario(c: &Ctx) {
         let (mut cases, mut shapes) = (0, std::collections::BTreeSet::new());
         for it in 0..iters {
             let mut rng = Rng::new(mix(c.seed, 0x9_0000 + it as u64));
-            // The parent: the world, the node team, or a split of the world (made here, destroyed after).
+            // The parent: the world, a node team, or a split of the world (made here, destroyed after).
             let mut made = Vec::new();
-            let parent = match rng.below(4) {
+            let parent = match rng.below(5) {
                 0 => nd.clone(),
+                4 => node(c, TEAM_SHARED),
                 1 => {
                     let p = w.size();
                     let stride = rng.range(1, p.max(2) - 1).min(p);

@@ -5,7 +5,8 @@
 #  3. runs all Rust tests: unit tests, the launcher and bootstrap tests, and the multi-process suite
 #     under rshmrun and mpirun (CPU backend unless a GPU is present), on one node (tests/tests/suite.rs)
 #     and across two simulated nodes through the proxy transport, with --netns as root
-#     (tests/tests/suite_nodes.rs; the cases are defined once, in tests/tests/common/suite.rs);
+#     (tests/tests/suite_nodes.rs; the cases are defined once, in tests/tests/common/suite.rs), and teams
+#     and collectives on 1-4 PEs and two nodes, against a model (tests/tests/coll.rs);
 #  4. assembles the PTX with ptxas and compiles + device-links the CUDA C++ examples and the seed
 #     program against rshmem's headers (no GPU needed);
 #  5. reproduces a fresh machine (nightly's rust-src hidden from rustup, then visible again) and checks

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::runtime::{self, Runtime};
 use rshmem_device::coll::{self as dc, host_op};
-use rshmem_device::state::{Internal, TeamDesc, MAX_TEAMS, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_VALID, TEAM_WORLD};
+use rshmem_device::state::{Internal, TeamDesc, TeamSync, MAX_TEAMS, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_VALID, TEAM_WORLD};
 use std::mem::{offset_of, size_of};
 
 pub use rshmem_device::coll::{dtype, op, Bf16, DoubleLoc, F16};
@@ -79,12 +79,15 @@ pub fn team_my_pe(team: i32) -> i32 {
 pub fn team_n_pes(team: i32) -> i32 {
     runtime::get("rshmem_team_n_pes").ok().and_then(|rt| desc_of(&rt, "", team).ok()).map_or(-1, |d| d.size)
 }
-/// Member `pe` of team `src` as a member index of team `dest`, or -1 (NVSHMEM's rule).
+/// Member `pe` of team `src` as a member index of team `dest`, or -1 (NVSHMEM's rule). From the
+/// host's copy of the team table: the one in the heap is device memory on GPUs.
 pub fn team_translate_pe(src: i32, pe: i32, dest: i32) -> i32 {
-    if runtime::get("rshmem_team_translate_pe").is_err() {
+    let Ok(rt) = runtime::get("rshmem_team_translate_pe") else { return -1 };
+    let (Ok(s), Ok(d)) = (desc_of(&rt, "", src), desc_of(&rt, "", dest)) else { return -1 };
+    if pe < 0 || pe >= s.size {
         return -1;
     }
-    rshmem_device::team_translate_pe(src, pe, dest)
+    dc::index_of(&d, dc::member(&s, pe))
 }
 /// The configuration `team` was made with.
 pub fn team_get_config(team: i32) -> Result<TeamConfig> {
@@ -253,6 +256,13 @@ pub fn team_destroy(team: i32) -> Result<()> {
     }
     desc_of(&rt, call, team)?;
     barrier(team)?;
+    // The slot's synchronization words start over: the next team made in this slot may have other
+    // members, which used the slot for other teams (other epochs) or never. Every member has seen this
+    // barrier's announcements here, so nothing more arrives for this team.
+    let sync = rt.backend().heap_base() + offset_of!(Internal, sync) + team as usize * size_of::<TeamSync>();
+    // SAFETY: the team's synchronization words lie in this PE's internal area; no device code uses
+    // them now (the team is being destroyed on every member, past its last barrier).
+    unsafe { rt.backend().copy_in(sync as *mut u8, &[0u8; size_of::<TeamSync>()])? };
     let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
     teams.desc[team as usize] = TeamDesc::default();
     teams.publish(rt.backend())
@@ -264,6 +274,7 @@ pub fn barrier(team: i32) -> Result<()> {
         return crate::barrier_all();
     }
     let rt = runtime::get("rshmem_barrier")?;
+    precheck(&rt, host_op::BARRIER, team, 0, 0)?;
     rt.quiet()?;
     // SAFETY: a synchronization has no buffers.
     unsafe { run_blocking(&rt, host_op::BARRIER, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0) }
@@ -271,6 +282,7 @@ pub fn barrier(team: i32) -> Result<()> {
 /// Host sync of `team`: waits for every member (outstanding operations are not completed).
 pub fn team_sync(team: i32) -> Result<()> {
     let rt = runtime::get("rshmem_team_sync")?;
+    precheck(&rt, host_op::SYNC, team, 0, 0)?;
     // SAFETY: a synchronization has no buffers.
     unsafe { run_blocking(&rt, host_op::SYNC, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0) }
 }

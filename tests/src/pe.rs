@@ -11,6 +11,7 @@ use rshmem::kernels::KernelSet;
 use rshmem_device::{CMP_EQ, TEAM_NODE};
 use std::process::exit;
 
+mod coll;
 mod remote;
 
 /// Counts the bytes this process has allocated and not freed, for the re-init scenario's leak check.
@@ -943,6 +944,10 @@ fn main() {
             "finalize_mismatch" => finalize_mismatch(&c),
             "stuck_pe" => stuck_pe(&c),
             "bad_pe" | "bad_addr" => bad_device_call(&c, s),
+            "coll_teams" => coll::teams_scenario(&c),
+            "coll" => coll::coll_scenario(&c),
+            "coll_prop" => coll::prop_scenario(&c),
+            m if m.starts_with("coll_mm_") || m == "coll_bad_team" => coll::mismatch(&c, m),
             "proxy_rma" => remote::rma(&c),
             "proxy_ops" => remote::ops(&c),
             "proxy_kill" => remote::kill(&c),

@@ -366,6 +366,67 @@ sh::kernels! {
         }
     }
 
+    /// [table, count] — team collectives from device code: `count` entries of 8 u64s in `table`
+    /// (symmetric memory, this PE's own copy), each [what, scope, team, dest, src, n, a, b] with `what`
+    /// a `coll::host_op` code (0 sync, 1 barrier, 2 broadcast, 3 fcollect, 4 collect, 5 alltoall,
+    /// 6 reduce, 7 reducescatter), `scope` 0 thread (the block's last thread), 1 warp (warp 0), 2 block,
+    /// `n` bytes for the data collectives and elements for the reductions, `a` the root or the type
+    /// code, `b` the operator. Entries run in order, the block synchronized between them.
+    fn k_coll(a) {
+        use rshmem_device::coll::{self as c, host_op};
+        use rshmem_device::thread::sync_block;
+        let (tab, count) = (arg(a, 0) as *const u64, arg(a, 1) as usize);
+        for k in 0..count {
+            let e = tab.add(8 * k);
+            let f = |i: usize| core::ptr::read_volatile(e.add(i));
+            let s = scope(f(1));
+            let takes_part = match s {
+                Scope::Thread => block_rank() == block_size() - 1,
+                Scope::Warp => block_rank() < 32,
+                Scope::Block => true,
+            };
+            if takes_part {
+                let (team, dest, src, n, x, y) = (f(2) as i32, f(3) as *mut u8, f(4) as *const u8, f(5) as usize, f(6), f(7));
+                match f(0) as u32 {
+                    host_op::SYNC => c::team_sync_scoped(s, team, false, "rshmem_team_sync (k_coll)\0"),
+                    host_op::BARRIER => c::team_sync_scoped(s, team, true, "rshmem_barrier (k_coll)\0"),
+                    host_op::BROADCAST => c::broadcast(s, team, dest, src, n, x as i32, "rshmem_broadcast (k_coll)\0"),
+                    host_op::FCOLLECT => c::fcollect(s, team, dest, src, n, "rshmem_fcollect (k_coll)\0"),
+                    host_op::COLLECT => c::collect(s, team, dest, src, n, "rshmem_collect (k_coll)\0"),
+                    host_op::ALLTOALL => c::alltoall(s, team, dest, src, n, "rshmem_alltoall (k_coll)\0"),
+                    host_op::REDUCE => c::reduce(s, team, dest, src, n, x as u32, y as u32, false, "rshmem_reduce (k_coll)\0"),
+                    _ => c::reduce(s, team, dest, src, n, x as u32, y as u32, true, "rshmem_reducescatter (k_coll)\0"),
+                }
+            }
+            sync_block();
+        }
+    }
+
+    /// [teams(i32 handles as u64), count, out, max] — device team queries, by thread 0: for each team
+    /// t, out gets team_my_pe(t), team_n_pes(t), then for each team u and each i in -1..max,
+    /// team_translate_pe(t, i, u) (all as i64).
+    fn k_team_info(a) {
+        if gtid() != 0 {
+            return;
+        }
+        let (teams, count, out, max) = (arg(a, 0) as *const u64, arg(a, 1) as usize, arg(a, 2) as *mut i64, arg(a, 3) as i32);
+        let mut k = 0;
+        let mut rec = |v: i32| {
+            *out.add(k) = v as i64;
+            k += 1;
+        };
+        for t in 0..count {
+            let tt = *teams.add(t) as i32;
+            rec(sh::team_my_pe(tt));
+            rec(sh::team_n_pes(tt));
+            for u in 0..count {
+                for i in -1..max {
+                    rec(sh::team_translate_pe(tt, i, *teams.add(u) as i32));
+                }
+            }
+        }
+    }
+
     /// [dst, pe] — a device call with a bad PE number or address (bad-input test).
     fn k_bad(a) {
         if gtid() == 0 {

@@ -1,4 +1,4 @@
-//! Helpers shared by the multi-process tests of this crate (suite.rs, suite_nodes.rs, nodes.rs, soak.rs);
+//! Helpers shared by the multi-process tests of this crate (suite.rs, suite_nodes.rs, coll.rs, nodes.rs, soak.rs);
 //! `suite` is the one definition of the multi-process suite.
 #![allow(dead_code)]
 

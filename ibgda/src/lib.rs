@@ -20,4 +20,8 @@
 extern crate std;
 
 pub mod mlx5;
+pub mod qp;
+pub mod wqe;
 
+pub use qp::{CqeError, PollError, QpCounters, QpDesc, Sys};
+pub use wqe::{Amo, Atomic, Local, Remote, Wqe};

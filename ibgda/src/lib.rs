@@ -23,5 +23,8 @@ pub mod mlx5;
 pub mod qp;
 pub mod wqe;
 
+#[cfg(feature = "emulator")]
+pub mod emu;
+
 pub use qp::{CqeError, PollError, QpCounters, QpDesc, Sys};
 pub use wqe::{Amo, Atomic, Local, Remote, Wqe};

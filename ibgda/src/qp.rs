@@ -21,7 +21,10 @@ use core::mem::offset_of;
 ///
 /// # Safety
 /// Implementations must provide the stated atomicity and ordering for memory the NIC (or emulator) and
-/// all posting threads share; the posting code's correctness relies on it.
+/// all posting threads share; the posting code's correctness relies on it. Callers of the `unsafe`
+/// methods pass pointers that are non-null, naturally aligned and point to live memory that is
+/// accessed only atomically while the QP is in use (the methods' common safety contract).
+#[allow(clippy::missing_safety_doc)]
 pub unsafe trait Sys {
     /// Atomic fetch-and-add (relaxed or stronger) visible to every thread posting to the QP.
     unsafe fn fetch_add_u64(&self, p: *mut u64, v: u64) -> u64;

@@ -345,8 +345,8 @@ fn error_completions_name_the_syndrome() {
             let st = nic.stats(0);
             assert_eq!(st.first_error.map(|e| (e.syndrome, e.reason)), Some((syn, reason)), "{st:?}");
             assert!(st.in_error);
-            nic.reset_qp(0, 0);
             rig.qp.reset_at(0);
+            nic.reset_qp(0, 0);
             rig.nic = Some(nic.spawn());
         }
         // A misaligned atomic on a region with the rights.

@@ -72,7 +72,7 @@ impl FaultConfig {
 /// their own vendor codes there; these are the emulator's, for diagnostics). The PRM syndrome is in
 /// `syndrome`.
 #[repr(u8)]
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum Reason {
     UnknownOpcode = 0xe0,
     BadOpmod = 0xe1,

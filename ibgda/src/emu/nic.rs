@@ -236,11 +236,11 @@ impl Nic {
             q.error = false;
             q.pending = None;
             q.holding = false;
+            // Whatever the doorbell register holds next counts as a new doorbell (one equal to the
+            // last seen before the reset must not be missed); a stale one finds nothing to do.
+            q.last_db = u64::MAX;
             // SAFETY: add_qp's contract.
-            unsafe {
-                q.last_db = load_u64(q.s.db);
-                q.last_dbr = dbr_counter(q.s.dbr);
-            }
+            q.last_dbr = unsafe { dbr_counter(q.s.dbr) };
             q.stats.in_error = false;
             q.stats.first_error = None;
             q.stats.cq_overrun = false;

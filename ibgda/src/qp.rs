@@ -295,12 +295,17 @@ impl QpDesc {
     pub unsafe fn write<S: Sys>(&self, s: &S, pos: u64, wqe: &Wqe) {
         let mut w = *wqe;
         w.stamp(pos as u16, self.qpn);
-        let words: [[u32; 4]; crate::wqe::MAX_DS] = bytemuck::cast(w.seg);
-        for (i, seg) in words.iter().enumerate().take(w.ds as usize) {
-            let addr = self.wqebb_addr(pos + (i / 4) as u64) + ((i % 4) * mlx5::DS) as u64;
-            for (j, v) in seg.iter().enumerate() {
-                // SAFETY: inside the reserved WQEBBs of the ring (caller's contract); 4-byte aligned.
-                unsafe { s.store_u32((addr as usize + 4 * j) as *mut u32, *v) };
+        let words: [[u32; 4]; crate::wqe::MAX_DS] = bytemuck::must_cast(w.seg);
+        let ds = w.ds as usize;
+        // A loop of constant trip count with a predicate (not `take(ds)`): it unrolls, so the WQE stays
+        // in registers on the GPU instead of going through local memory.
+        for (i, seg) in words.iter().enumerate() {
+            if i < ds {
+                let addr = self.wqebb_addr(pos + (i / 4) as u64) + ((i % 4) * mlx5::DS) as u64;
+                for (j, v) in seg.iter().enumerate() {
+                    // SAFETY: inside the reserved WQEBBs of the ring (caller's contract); 4-byte aligned.
+                    unsafe { s.store_u32((addr as usize + 4 * j) as *mut u32, *v) };
+                }
             }
         }
     }

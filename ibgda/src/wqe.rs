@@ -214,25 +214,19 @@ impl Wqe {
     /// Puts a 16-byte segment at DS `at` (callers use constant positions below `MAX_DS`).
     #[inline(always)]
     fn put<T: bytemuck::Pod>(&mut self, at: usize, v: T) {
-        const { assert!(core::mem::size_of::<T>() == DS || core::mem::size_of::<T>() == 4) };
         if let Some(s) = self.seg.get_mut(at) {
-            if core::mem::size_of::<T>() == DS {
-                *s = bytemuck::cast(v);
-            } else {
-                let b: [u8; 4] = bytemuck::cast(v);
-                s[..4].copy_from_slice(&b);
-            }
+            *s = bytemuck::must_cast(v);
         }
     }
 
     /// The control segment.
     #[inline(always)]
     pub fn ctrl(&self) -> CtrlSeg {
-        bytemuck::cast(self.seg[0])
+        bytemuck::must_cast(self.seg[0])
     }
     #[inline(always)]
     pub fn set_ctrl(&mut self, c: CtrlSeg) {
-        self.seg[0] = bytemuck::cast(c);
+        self.seg[0] = bytemuck::must_cast(c);
     }
     /// WQEBBs this WQE takes (`ceil(ds / 4)`).
     #[inline(always)]
@@ -259,7 +253,7 @@ impl Wqe {
     /// The WQE's bytes (`ds * 16`).
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        let all: &[u8] = bytemuck::cast_slice(&self.seg);
+        let all: &[u8] = self.seg.as_flattened();
         let n = (self.ds as usize * DS).min(all.len());
         all.get(..n).unwrap_or(all)
     }
@@ -308,8 +302,11 @@ impl Wqe {
         w.ds = ds;
         w.set_ctrl(CtrlSeg::new(opcode::RDMA_WRITE, 0, 0, 0, ds, fm_ce_se));
         w.put(1, RaddrSeg::new(remote.addr, remote.rkey));
-        w.put(2, InlineHdr::new(len));
-        let flat: &mut [u8] = bytemuck::cast_slice_mut(&mut w.seg);
+        let flat: &mut [u8] = w.seg.as_flattened_mut();
+        let hdr: [u8; 4] = bytemuck::must_cast(InlineHdr::new(len));
+        if let Some(dst) = flat.get_mut(2 * DS..2 * DS + 4) {
+            dst.copy_from_slice(&hdr);
+        }
         if let Some(dst) = flat.get_mut(2 * DS + 4..2 * DS + 4 + data.len()) {
             dst.copy_from_slice(data);
         }
@@ -369,7 +366,7 @@ impl Wqe {
             ),
             Atomic::MaskedFa64 { add, boundary } => w.put(2, MaskedFa64Seg { add: mlx5::Be64::new(add), field_boundary: mlx5::Be64::new(boundary) }),
             Atomic::MaskedCs64 { swap, compare, swap_mask, compare_mask } => {
-                let two: [[u8; DS]; 2] = bytemuck::cast(MaskedCs64Seg {
+                let two: [[u8; DS]; 2] = bytemuck::must_cast(MaskedCs64Seg {
                     swap: mlx5::Be64::new(swap),
                     compare: mlx5::Be64::new(compare),
                     swap_mask: mlx5::Be64::new(swap_mask),

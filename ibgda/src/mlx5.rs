@@ -62,6 +62,27 @@ pub mod opcode {
     /// NVSHMEM's "DUMP": the NIC reads a local buffer; used as a cheap flush point.
     pub const DUMP: u8 = 0x23;
     pub const UMR: u8 = 0x25;
+
+    /// The opcode's name (for error messages), NUL-terminated so C and PTX `printf` can take it.
+    pub const fn name(op: u8) -> &'static str {
+        match op {
+            NOP => "NOP\0",
+            SEND_INVAL => "SEND_INVAL\0",
+            RDMA_WRITE => "RDMA WRITE\0",
+            RDMA_WRITE_IMM => "RDMA WRITE with immediate\0",
+            SEND => "SEND\0",
+            SEND_IMM => "SEND with immediate\0",
+            RDMA_READ => "RDMA READ\0",
+            ATOMIC_CS => "atomic compare-and-swap\0",
+            ATOMIC_FA => "atomic fetch-and-add\0",
+            ATOMIC_MASKED_CS => "masked atomic compare-and-swap\0",
+            ATOMIC_MASKED_FA => "masked atomic fetch-and-add\0",
+            LOCAL_INVAL => "LOCAL_INVAL\0",
+            DUMP => "DUMP\0",
+            UMR => "UMR\0",
+            _ => "unknown opcode\0",
+        }
+    }
 }
 
 /// Opmod values of the masked atomics (control segment byte 0) [note §1.3, NVSHMEM].
@@ -536,6 +557,13 @@ mod tests {
     fn doorbell_and_dbr_bytes() {
         assert_eq!(dbr_word(0x1_2345).to_ne_bytes(), [0, 0, 0x23, 0x45]);
         assert_eq!(doorbell_word(0x1_2345, 0xab_cdef).to_ne_bytes(), [0, 0x23, 0x45, 0, 0xab, 0xcd, 0xef, 0]);
+    }
+
+    #[test]
+    fn names_are_nul_terminated() {
+        for v in 0..=255u8 {
+            assert!(opcode::name(v).ends_with('\0') && syndrome::name(v).ends_with('\0'));
+        }
     }
 
     #[test]

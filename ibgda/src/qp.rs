@@ -198,12 +198,13 @@ impl core::fmt::Display for PollError {
         match self {
             PollError::Cqe(e) => write!(
                 f,
-                "error completion: {} (syndrome {:#x}, vendor syndrome {:#x}) for WQE {:#x} (opcode {:#x})",
+                "error completion: {} (syndrome {:#x}, vendor syndrome {:#x}) for the {} (opcode {:#x}) at WQE index {:#x}",
                 e.syndrome_name().trim_end_matches('\0'),
                 e.syndrome,
                 e.vendor_syndrome,
-                e.wqe_counter,
-                e.wqe_opcode
+                mlx5::opcode::name(e.wqe_opcode).trim_end_matches('\0'),
+                e.wqe_opcode,
+                e.wqe_counter
             ),
             PollError::Timeout { idx, prod, cons } => write!(f, "timed out waiting for completion of WQEBB {idx:#x} (announced {prod:#x}, completed {cons:#x})"),
             PollError::TooLarge { wqebbs, sq_size } => write!(f, "{wqebbs} WQEBBs asked for at once, more than the send queue's {sq_size}"),

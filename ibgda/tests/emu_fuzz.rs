@@ -90,11 +90,12 @@ fn setup(arena: &Arena, mrs: &MrTable) -> Layout {
     let c = arena.page(6);
     let d = arena.page(8);
     let e = arena.page(9);
-    // SAFETY (these three): accessible pages of the arena; no NIC runs yet.
+    // SAFETY: accessible pages of the arena; no NIC runs yet.
     for (i, x) in unsafe { bytes(c, PAGE) }.iter_mut().enumerate() {
         *x = (i * 31 + 7) as u8;
     }
     unsafe { bytes(d, PAGE) }.fill(0xcd);
+    // SAFETY: as above.
     unsafe { bytes(e, PAGE) }.fill(0xee);
     // SAFETY: pages of the arena, which outlives the NIC.
     unsafe {
@@ -112,12 +113,14 @@ fn setup(arena: &Arena, mrs: &MrTable) -> Layout {
 }
 
 fn check_untouched(l: &Layout) {
-    // SAFETY (these three): accessible pages of the arena; the NIC is not running (it only runs
+    // SAFETY: accessible pages of the arena; the NIC is not running (it only runs
     // inside `nic.poll()`).
     let d = unsafe { bytes(l.d_page, PAGE) };
     assert!(d[..D_OFF].iter().all(|&x| x == 0xcd), "canary before region D written");
     assert!(d[D_OFF + D_LEN..].iter().all(|&x| x == 0xcd), "canary after region D written");
+    // SAFETY: as above.
     assert!(unsafe { bytes(l.e_page, PAGE) }.iter().all(|&x| x == 0xee), "unregistered page written");
+    // SAFETY: as above.
     assert!(unsafe { bytes(l.c_page, PAGE) }.iter().enumerate().all(|(i, &x)| x == (i * 31 + 7) as u8), "read-only region written");
 }
 

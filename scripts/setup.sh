@@ -27,7 +27,7 @@ have_mpi() {
 }
 if [ "${SETUP_SKIP_MPI:-0}" != 1 ] && ! have_mpi; then
   if command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null) >&2 \
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev libibverbs-dev >/dev/null) >&2 \
       || echo "setup: could not install openmpi-bin/libopenmpi-dev (the MPI tests will be skipped)" >&2
   fi
 fi

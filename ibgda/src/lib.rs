@@ -1,3 +1,30 @@
+//! GPU-initiated networking (IBGDA) for rshmem: the mlx5 pieces GPU threads use to drive a ConnectX
+//! NIC directly, and an emulated NIC that runs them without hardware.
+//!
+//! - [`mlx5`]: the WQE segments, CQE, doorbell record and doorbell layouts (`bytemuck` Pod structs with
+//!   big-endian accessors and compile-time offset checks), opcodes, `fm_ce_se` bits, syndromes.
+//! - [`wqe`]: building RDMA WRITE (pointer and inline), READ, atomics (standard and masked), NOP and
+//!   DUMP WQEs as values.
+//! - [`qp`]: what a posting thread runs: WQEBB reservation with an atomic producer counter, writing
+//!   WQEs into the ring, the ready chain, doorbell record + doorbell in NVSHMEM's order, CQ polling
+//!   (collapsed or normal with owner bits). Generic over [`qp::Sys`] (atomics, fences, spin policy)
+//!   and over where the queues live ([`qp::QpDesc`] holds their addresses).
+//! - `emu` (feature `emulator`, std): the emulated mlx5 NIC.
+//!
+//! Without the `emulator`/`std` features the crate is `no_std`, allocation-free and compiles to PTX
+//! (`cargo +nightly build -p rshmem-ibgda --target nvptx64-nvidia-cuda -Zbuild-std=core --release`).
+//! Layouts and their sources: `shared/research/ibgda-mlx5.md`.
 #![no_std]
-//! GPU-initiated networking (IBGDA). Placeholder crate: the mlx5 WQE/CQE/doorbell structures and the
-//! emulated NIC land in a later issue.
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod mlx5;
+pub mod qp;
+pub mod wqe;
+
+#[cfg(feature = "emulator")]
+pub mod emu;
+
+pub use qp::{CqeError, PollError, QpCounters, QpDesc, Sys};
+pub use wqe::{Amo, Atomic, Local, Remote, Wqe};

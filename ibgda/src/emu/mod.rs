@@ -1,0 +1,131 @@
+//! The emulated mlx5 NIC (host side, feature `emulator`).
+//!
+//! It consumes exactly what a ConnectX would: the send queue, the QP doorbell record, the doorbell
+//! register (in a UAR-like page) and the CQ, laid out as on hardware ([`crate::mlx5`]), at addresses
+//! the caller gives ([`QpSetup`]), so the same posting code ([`crate::qp`]) drives it and a real NIC.
+//! Each WQE is parsed strictly by the PRM and executed against registered memory regions
+//! ([`MrTable`]: key -> base, length, access); remote operations go through a [`Remote`] (the peer's
+//! responder: [`Loopback`] in-process, later the proxy transport's TCP wire). Completions are CQEs
+//! with the owner bit, or in slot 0 of a collapsed CQ.
+//!
+//! Bad input never panics and never touches memory outside a registered region: unknown opcodes, a
+//! bad `ds`, unknown keys and accesses outside a region or without the rights complete with an error
+//! CQE carrying the PRM syndrome (and an emulator-specific [`Reason`] in `vendor_err_synd`); the QP
+//! then goes to the error state and flushes what follows, as hardware does.
+//!
+//! Fault injection ([`FaultConfig`], research note §8): a delay between the doorbell and the WQE fetch,
+//! dropped doorbells (the doorbell record still honoured), a start index near a 16-bit wrap, holding
+//! WQEs until the send queue is full, slow completions.
+
+use std::prelude::rust_2021::*;
+mod hostqp;
+mod mr;
+mod nic;
+mod remote;
+
+pub use hostqp::{HostQp, HostQpConfig};
+pub use mr::{respond_atomic, respond_read, respond_write, Access, MrError, MrTable, Region};
+pub use nic::{CqSetup, ErrorInfo, Nic, NicThread, QpId, QpSetup, QpStats, SetupError};
+pub use remote::{Loopback, Remote, RemoteError};
+
+use std::time::Duration;
+
+/// Fault-injection modes of the emulated NIC (all off by default). A later change maps environment
+/// variables onto this.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultConfig {
+    /// Wait this long between seeing a doorbell and fetching the WQEs it announces (catches WQE slots
+    /// reused before their completion, and missing fences, that a fast NIC would hide).
+    pub fetch_delay: Duration,
+    /// Drop every n-th doorbell (0: none). The doorbell record is still honoured: a later doorbell, or
+    /// the doorbell-record scan, processes everything it announces (catches a stale doorbell record).
+    pub drop_doorbell_every: u32,
+    /// Read the doorbell record this often even without a doorbell (doorbell recovery). `None`: only
+    /// when doorbells are dropped, every millisecond.
+    pub dbr_scan: Option<Duration>,
+    /// First WQE count of every QP (0 normally; e.g. `65536 - 64` wraps the 16-bit WQE index and
+    /// doorbell-record counter soon). The posting side must start there too ([`crate::QpCounters::new`];
+    /// [`HostQp`] does both).
+    pub start_index: u64,
+    /// Hold WQEs until the send queue is full, or until the doorbell record has not moved for this
+    /// long (forces posters into the wait for free slots).
+    pub hold_until_full: Option<Duration>,
+    /// Wait this long before writing each CQE.
+    pub cqe_delay: Duration,
+}
+
+impl FaultConfig {
+    /// Whether any fault is switched on.
+    pub fn any(&self) -> bool {
+        *self != FaultConfig::default()
+    }
+    pub(crate) fn scan_interval(&self) -> Option<Duration> {
+        match (self.dbr_scan, self.drop_doorbell_every) {
+            (Some(d), _) => Some(d),
+            (None, 0) => None,
+            (None, _) => Some(Duration::from_millis(1)),
+        }
+    }
+}
+
+/// Why the emulator failed a WQE: written to the error CQE's `vendor_err_synd` byte (real NICs put
+/// their own vendor codes there; these are the emulator's, for diagnostics). The PRM syndrome is in
+/// `syndrome`.
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub enum Reason {
+    UnknownOpcode = 0xe0,
+    BadOpmod = 0xe1,
+    BadDs = 0xe2,
+    WqeIndexMismatch = 0xe3,
+    QpnMismatch = 0xe4,
+    BeyondProducer = 0xe5,
+    BadInline = 0xe6,
+    BadFence = 0xe7,
+    UnknownLkey = 0xe8,
+    LocalRange = 0xe9,
+    LocalRights = 0xea,
+    BadLength = 0xeb,
+    UnknownRkey = 0xf0,
+    RemoteRange = 0xf1,
+    RemoteRights = 0xf2,
+    Misaligned = 0xf3,
+    NoReceiveQueue = 0xf4,
+    Unreachable = 0xf5,
+    Flushed = 0xf6,
+}
+
+impl Reason {
+    pub fn from_u8(v: u8) -> Option<Reason> {
+        use Reason::*;
+        [
+            UnknownOpcode, BadOpmod, BadDs, WqeIndexMismatch, QpnMismatch, BeyondProducer, BadInline, BadFence, UnknownLkey, LocalRange, LocalRights, BadLength, UnknownRkey,
+            RemoteRange, RemoteRights, Misaligned, NoReceiveQueue, Unreachable, Flushed,
+        ]
+        .into_iter()
+        .find(|r| *r as u8 == v)
+    }
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reason::UnknownOpcode => "unknown or unsupported WQE opcode",
+            Reason::BadOpmod => "opmod not valid for the opcode",
+            Reason::BadDs => "ds does not match the opcode's segments",
+            Reason::WqeIndexMismatch => "control segment's WQE index is not the NIC's consumer index (stale or overwritten WQE)",
+            Reason::QpnMismatch => "control segment's QPN is not this QP's",
+            Reason::BeyondProducer => "WQE extends past the doorbell record's producer count",
+            Reason::BadInline => "malformed inline segment",
+            Reason::BadFence => "reserved fence mode",
+            Reason::UnknownLkey => "unknown lkey",
+            Reason::LocalRange => "local buffer outside its memory region",
+            Reason::LocalRights => "local memory region not writable",
+            Reason::BadLength => "bad byte count",
+            Reason::UnknownRkey => "unknown rkey",
+            Reason::RemoteRange => "remote range outside its memory region",
+            Reason::RemoteRights => "remote memory region lacks the access right",
+            Reason::Misaligned => "misaligned atomic target",
+            Reason::NoReceiveQueue => "send-type opcode: the emulated responder has no receive queue",
+            Reason::Unreachable => "remote side unreachable",
+            Reason::Flushed => "flushed: QP in error state",
+        }
+    }
+}

@@ -1,0 +1,703 @@
+//! The emulated NIC's engine: doorbell and doorbell-record handling, strict WQE parsing, execution,
+//! CQE writing.
+
+use std::prelude::rust_2021::*;
+use std::vec;
+use super::mr::Denied;
+use super::{Access, FaultConfig, MrTable, Reason, Remote, RemoteError};
+use crate::mlx5::{self, cqe_opcode, fm_ce_se, opcode, opmod, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg, RaddrSeg};
+use crate::wqe::Atomic;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Index of a QP in its [`Nic`].
+pub type QpId = usize;
+
+/// Where a QP's CQ is.
+#[derive(Clone, Copy, Debug)]
+pub struct CqSetup {
+    /// CQE 0 (64-byte aligned; `64 << log_n` bytes).
+    pub base: *mut u8,
+    pub log_n: u32,
+    /// NVSHMEM's collapsed CQ (`cc = 1`): every CQE goes to slot 0 (owner bit written as 0).
+    pub collapsed: bool,
+    /// The CQ doorbell record (its `set_ci` word tells how far software consumed), or null. Read only
+    /// for the overrun check of a normal CQ without `overrun_ignore`.
+    pub dbr: *const u8,
+    /// `oi = 1`: never check for overrun (NVSHMEM sets it).
+    pub overrun_ignore: bool,
+}
+
+/// Where one QP's queues are, as the NIC sees them: what `CREATE_QP`/`CREATE_CQ` would be given.
+#[derive(Clone, Copy, Debug)]
+pub struct QpSetup {
+    pub qpn: u32,
+    /// WQEBB 0 of the send queue (64-byte aligned), `1 << log_sq` WQEBBs. The NIC only reads it.
+    pub sq: *const u8,
+    pub log_sq: u32,
+    /// The QP doorbell record (8 bytes, 4-byte aligned). The NIC only reads it.
+    pub dbr: *const u8,
+    /// The doorbell register (8 bytes, 8-byte aligned), e.g. `UAR + 0x800`. The NIC only reads it.
+    pub db: *const u8,
+    pub cq: CqSetup,
+    /// The WQE count the QP starts at (hardware: 0 after RST->INIT; the wrap fault starts elsewhere).
+    pub start: u64,
+}
+
+/// Why [`Nic::add_qp`] refused a setup.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SetupError {
+    /// A null or misaligned address (which one).
+    Misaligned(&'static str),
+    /// A queue size out of range (which one).
+    BadSize(&'static str),
+    /// The QPN is taken or wider than 24 bits.
+    BadQpn(u32),
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::Misaligned(w) => write!(f, "emulated NIC: {w} is null or misaligned"),
+            SetupError::BadSize(w) => write!(f, "emulated NIC: {w} out of range"),
+            SetupError::BadQpn(q) => write!(f, "emulated NIC: QPN {q:#x} is in use or wider than 24 bits"),
+        }
+    }
+}
+impl std::error::Error for SetupError {}
+
+/// The first error a QP completed with.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ErrorInfo {
+    pub wqe_counter: u16,
+    pub wqe_opcode: u8,
+    pub syndrome: u8,
+    pub reason: Reason,
+}
+
+/// What one QP of the emulator did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QpStats {
+    /// WQEs consumed (executed, failed or flushed).
+    pub wqes: u64,
+    pub wqebbs: u64,
+    pub cqes: u64,
+    pub error_cqes: u64,
+    /// Doorbells seen for this QP (dropped ones included).
+    pub doorbells: u64,
+    pub doorbells_dropped: u64,
+    /// Doorbell writes that named another QPN (ignored).
+    pub doorbells_foreign: u64,
+    /// Doorbells whose producer count was ahead of the doorbell record when the NIC read it: the
+    /// doorbell was written before the record (an ordering bug in the posting code).
+    pub doorbell_ahead_of_dbr: u64,
+    /// Doorbell-record scans that found work no doorbell had announced (dropped doorbells recovered).
+    pub scans_with_work: u64,
+    /// Times the NIC held WQEs back waiting for a full send queue (fault `hold_until_full`).
+    pub holds: u64,
+    /// The NIC's consumer count (next WQEBB it will read).
+    pub hw_ci: u64,
+    pub first_error: Option<ErrorInfo>,
+    pub in_error: bool,
+    /// A CQE found the (normal, non-`oi`) CQ full and was lost; the QP went to the error state.
+    pub cq_overrun: bool,
+}
+
+struct EmuQp {
+    s: QpSetup,
+    remote: Box<dyn Remote>,
+    hw_ci: u64,
+    cq_pi: u64,
+    error: bool,
+    last_db: u64,
+    /// A doorbell seen and not yet acted on: when, and its producer count.
+    pending: Option<(Instant, u16)>,
+    last_dbr: u16,
+    dbr_moved: Instant,
+    holding: bool,
+    last_scan: Instant,
+    stats: QpStats,
+}
+
+// SAFETY: the raw pointers in `s` name memory the caller of `add_qp` keeps valid for the NIC's life
+// and that the NIC accesses only through atomics (or as DMA through registered regions); nothing in
+// an EmuQp is tied to the thread that made it.
+unsafe impl Send for EmuQp {}
+
+/// An emulated mlx5 NIC: QPs, each with its CQ and remote peer, and the region table of its
+/// protection domain.
+pub struct Nic {
+    qps: Vec<EmuQp>,
+    mrs: Arc<MrTable>,
+    fault: FaultConfig,
+}
+
+type Failure = (u8, Reason);
+
+fn qp_op(r: Reason) -> Failure {
+    (syndrome::LOCAL_QP_OP, r)
+}
+
+fn local_denied(d: Denied) -> Failure {
+    (
+        syndrome::LOCAL_PROT,
+        match d {
+            Denied::UnknownKey => Reason::UnknownLkey,
+            Denied::OutOfRange => Reason::LocalRange,
+            Denied::NoRight => Reason::LocalRights,
+        },
+    )
+}
+
+fn remote_failed(e: RemoteError) -> Failure {
+    (e.syndrome, e.reason)
+}
+
+/// The 16-byte segment `i` of a WQE's bytes (callers check `i < ds` first).
+fn seg<T: bytemuck::Pod>(wqe: &[u8], i: usize) -> Option<T> {
+    wqe.get(i * 16..i * 16 + core::mem::size_of::<T>()).map(bytemuck::pod_read_unaligned)
+}
+
+impl Nic {
+    /// A NIC whose protection domain is `mrs` (the local regions its WQEs' lkeys name).
+    pub fn new(mrs: Arc<MrTable>, fault: FaultConfig) -> Nic {
+        Nic { qps: Vec::new(), mrs, fault }
+    }
+
+    pub fn fault(&self) -> &FaultConfig {
+        &self.fault
+    }
+
+    pub fn regions(&self) -> &Arc<MrTable> {
+        &self.mrs
+    }
+
+    /// Adds a QP in the ready-to-send state, connected to `remote`.
+    ///
+    /// # Safety
+    /// Every address in `setup` must stay valid (the SQ, doorbell record and doorbell readable, the
+    /// CQ writable) while the NIC lives, and be accessed by others only atomically or as the posting
+    /// code does (WQE words written before the doorbell record announces them).
+    pub unsafe fn add_qp(&mut self, setup: QpSetup, remote: Box<dyn Remote>) -> Result<QpId, SetupError> {
+        let s = setup;
+        if s.qpn > 0x00ff_ffff || self.qps.iter().any(|q| q.s.qpn == s.qpn) {
+            return Err(SetupError::BadQpn(s.qpn));
+        }
+        if s.sq.is_null() || !(s.sq as usize).is_multiple_of(mlx5::WQEBB) {
+            return Err(SetupError::Misaligned("send queue"));
+        }
+        if s.dbr.is_null() || !(s.dbr as usize).is_multiple_of(4) {
+            return Err(SetupError::Misaligned("doorbell record"));
+        }
+        if s.db.is_null() || !(s.db as usize).is_multiple_of(8) {
+            return Err(SetupError::Misaligned("doorbell register"));
+        }
+        if s.cq.base.is_null() || !(s.cq.base as usize).is_multiple_of(mlx5::CQE_SIZE) {
+            return Err(SetupError::Misaligned("CQ"));
+        }
+        if !s.cq.dbr.is_null() && !(s.cq.dbr as usize).is_multiple_of(4) {
+            return Err(SetupError::Misaligned("CQ doorbell record"));
+        }
+        if s.log_sq > 15 {
+            return Err(SetupError::BadSize("log2 of the send queue size (at most 15)"));
+        }
+        if s.cq.log_n > 24 {
+            return Err(SetupError::BadSize("log2 of the CQ size (at most 24)"));
+        }
+        let now = Instant::now();
+        // SAFETY: the caller's doorbell register and record (checked aligned and non-null above).
+        let (last_db, last_dbr) = unsafe { (load_u64(s.db), dbr_counter(s.dbr)) };
+        self.qps.push(EmuQp {
+            s,
+            remote,
+            hw_ci: s.start,
+            cq_pi: 0,
+            error: false,
+            last_db,
+            pending: None,
+            last_dbr,
+            dbr_moved: now,
+            holding: false,
+            last_scan: now,
+            stats: QpStats { hw_ci: s.start, ..QpStats::default() },
+        });
+        Ok(self.qps.len() - 1)
+    }
+
+    /// Puts a QP back in the ready state at WQE count `start`, its CQ producer at 0 (what a transition
+    /// through RESET does), and forgets its first error (the counters stay). The caller re-initializes
+    /// the CQ, doorbell record and posting counters.
+    pub fn reset_qp(&mut self, id: QpId, start: u64) {
+        if let Some(q) = self.qps.get_mut(id) {
+            q.hw_ci = start;
+            q.cq_pi = 0;
+            q.error = false;
+            q.pending = None;
+            q.holding = false;
+            // Whatever the doorbell register holds next counts as a new doorbell (one equal to the
+            // last seen before the reset must not be missed); a stale one finds nothing to do.
+            q.last_db = u64::MAX;
+            // SAFETY: add_qp's contract.
+            q.last_dbr = unsafe { dbr_counter(q.s.dbr) };
+            q.stats.in_error = false;
+            q.stats.first_error = None;
+            q.stats.cq_overrun = false;
+            q.stats.hw_ci = start;
+        }
+    }
+
+    /// What QP `id` did so far.
+    pub fn stats(&self, id: QpId) -> QpStats {
+        self.qps.get(id).map(|q| q.stats.clone()).unwrap_or_default()
+    }
+
+    /// One pass over every QP: act on new doorbells (and doorbell-record scans) and execute the WQEs
+    /// they announce. Returns the number of WQEs consumed.
+    pub fn poll(&mut self) -> usize {
+        let mut n = 0;
+        for q in self.qps.iter_mut() {
+            n += poll_qp(q, &self.mrs, &self.fault);
+        }
+        n
+    }
+
+    /// Runs the NIC on its own thread until [`NicThread::stop`].
+    pub fn spawn(self) -> NicThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("emulated-mlx5".into())
+            .spawn(move || {
+                let mut nic = self;
+                let mut idle = 0u32;
+                while !st.load(Ordering::Acquire) {
+                    if nic.poll() > 0 {
+                        idle = 0;
+                        continue;
+                    }
+                    idle = idle.saturating_add(1);
+                    if idle < 64 {
+                        std::hint::spin_loop();
+                    } else if idle < 4096 {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
+                }
+                nic
+            })
+            .expect("spawn the emulated NIC thread");
+        NicThread { stop, handle: Some(handle) }
+    }
+}
+
+/// A NIC running on its own thread.
+pub struct NicThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Nic>>,
+}
+
+impl NicThread {
+    /// Stops the thread after its current pass and returns the NIC (for its statistics).
+    pub fn stop(mut self) -> Nic {
+        self.stop.store(true, Ordering::Release);
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(nic)) => nic,
+            Some(Err(p)) => std::panic::resume_unwind(p),
+            None => unreachable!("NicThread stopped twice"),
+        }
+    }
+}
+
+impl Drop for NicThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// # Safety
+/// `p`: 8 readable bytes, 8-byte aligned, accessed by others only atomically.
+unsafe fn load_u64(p: *const u8) -> u64 {
+    // SAFETY: caller's contract.
+    unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Acquire)
+}
+
+/// The send counter of a QP doorbell record (low 16 bits of the producer count).
+///
+/// # Safety
+/// `dbr`: 8 readable bytes, 4-byte aligned, accessed by others only atomically.
+unsafe fn dbr_counter(dbr: *const u8) -> u16 {
+    // SAFETY: caller's contract; the send counter is the second word.
+    let w = unsafe { AtomicU32::from_ptr(dbr.add(4 * mlx5::SND_DBR) as *mut u32) }.load(Ordering::Acquire);
+    (u32::from_be_bytes(w.to_ne_bytes()) & 0xffff) as u16
+}
+
+fn poll_qp(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig) -> usize {
+    let now = Instant::now();
+    // SAFETY: add_qp's contract (aligned, live doorbell register).
+    let db = unsafe { load_u64(q.s.db) };
+    if db != q.last_db {
+        q.last_db = db;
+        let b = db.to_ne_bytes();
+        let qpn = u32::from_be_bytes([0, b[4], b[5], b[6]]);
+        let pi = u16::from_be_bytes([b[1], b[2]]);
+        if qpn != q.s.qpn {
+            q.stats.doorbells_foreign += 1;
+        } else {
+            q.stats.doorbells += 1;
+            if fault.drop_doorbell_every > 0 && q.stats.doorbells.is_multiple_of(fault.drop_doorbell_every as u64) {
+                q.stats.doorbells_dropped += 1;
+            } else {
+                let since = q.pending.map_or(now, |(t, _)| t);
+                q.pending = Some((since, pi));
+            }
+        }
+    }
+    let scan_due = fault.scan_interval().is_some_and(|d| now.duration_since(q.last_scan) >= d);
+    let fetch_due = q.pending.is_some_and(|(t, _)| now.duration_since(t) >= fault.fetch_delay);
+    if !fetch_due && !scan_due {
+        return 0;
+    }
+    if scan_due {
+        q.last_scan = now;
+    }
+    // SAFETY: add_qp's contract (aligned, live doorbell record).
+    let dbr_pi = unsafe { dbr_counter(q.s.dbr) };
+    if dbr_pi != q.last_dbr {
+        q.last_dbr = dbr_pi;
+        q.dbr_moved = now;
+    }
+    let hw = q.hw_ci as u16;
+    let posted = dbr_pi.wrapping_sub(hw);
+    let from_doorbell = fetch_due;
+    // Counted when the doorbell is consumed (below), once per doorbell.
+    let ahead = matches!((fetch_due, q.pending), (true, Some((_, db_pi))) if db_pi.wrapping_sub(hw) > posted);
+    if posted == 0 {
+        if fetch_due {
+            q.pending = None;
+            q.stats.doorbell_ahead_of_dbr += ahead as u64;
+        }
+        return 0;
+    }
+    if let Some(hold) = fault.hold_until_full {
+        if (posted as u32) < (1u32 << q.s.log_sq) && now.duration_since(q.dbr_moved) < hold {
+            if !q.holding {
+                q.holding = true;
+                q.stats.holds += 1;
+            }
+            return 0;
+        }
+    }
+    q.holding = false;
+    if !from_doorbell {
+        q.stats.scans_with_work += 1;
+    }
+    if from_doorbell {
+        q.stats.doorbell_ahead_of_dbr += ahead as u64;
+    }
+    q.pending = None;
+    let mut n = 0;
+    while q.hw_ci as u16 != dbr_pi {
+        let posted = dbr_pi.wrapping_sub(q.hw_ci as u16) as u32;
+        step(q, mrs, fault, posted);
+        n += 1;
+    }
+    q.stats.hw_ci = q.hw_ci;
+    n
+}
+
+/// Copies `count` WQEBBs starting at count `pos` (wrapping around the ring) into `out`.
+fn read_wqebbs(q: &EmuQp, pos: u64, count: usize, out: &mut [u8]) {
+    let mask = (1u64 << q.s.log_sq) - 1;
+    for (k, bb) in out.chunks_exact_mut(mlx5::WQEBB).take(count).enumerate() {
+        let slot = (pos + k as u64) & mask;
+        for (w, word) in bb.chunks_exact_mut(4).enumerate() {
+            // SAFETY: inside the send queue (slot < size, w < 16); add_qp's contract: live, 64-byte
+            // aligned, written by the posting code with atomic stores.
+            let p = unsafe { q.s.sq.add((slot as usize) * mlx5::WQEBB + 4 * w) };
+            // SAFETY: as above; 4-byte aligned.
+            let v = unsafe { AtomicU32::from_ptr(p as *mut u32) }.load(Ordering::Relaxed);
+            word.copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+}
+
+/// Consumes the WQE at the NIC's consumer count: `posted` WQEBBs are announced from there on.
+fn step(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig, posted: u32) {
+    let mut buf = [0u8; mlx5::WQEBB * mlx5::MAX_WQEBBS_PER_WQE as usize];
+    read_wqebbs(q, q.hw_ci, 1, &mut buf);
+    let ctrl: CtrlSeg = bytemuck::pod_read_unaligned(&buf[..16]);
+    let hw16 = q.hw_ci as u16;
+    let ds = ctrl.ds() as usize;
+    let nbb = (ds as u32).div_ceil(4).max(1);
+    let advance = nbb.min(posted).max(1);
+    let result: Result<u32, Failure> = if q.error {
+        Err((syndrome::WR_FLUSH, Reason::Flushed))
+    } else if ds == 0 {
+        Err(qp_op(Reason::BadDs))
+    } else if nbb > posted {
+        Err(qp_op(Reason::BeyondProducer))
+    } else if ctrl.wqe_index() != hw16 {
+        Err(qp_op(Reason::WqeIndexMismatch))
+    } else if ctrl.qpn() != q.s.qpn {
+        Err(qp_op(Reason::QpnMismatch))
+    } else if ctrl.fm_ce_se & fm_ce_se::FM_MASK > fm_ce_se::FM_FENCE_AND_SMALL {
+        Err(qp_op(Reason::BadFence))
+    } else {
+        if nbb > 1 {
+            read_wqebbs(q, q.hw_ci + 1, nbb as usize - 1, &mut buf[mlx5::WQEBB..]);
+        }
+        // Fences (FM) hold trivially: this NIC completes every WQE before it reads the next.
+        execute(&ctrl, &buf[..ds * 16], mrs, q.remote.as_mut())
+    };
+    q.stats.wqes += 1;
+    q.stats.wqebbs += advance as u64;
+    match result {
+        Ok(bytes) => {
+            let ce = ctrl.fm_ce_se & fm_ce_se::CE_MASK;
+            if ce == fm_ce_se::CQ_UPDATE || ce == fm_ce_se::CQ_UPDATE_EQE {
+                let c = Cqe64::req(ctrl.opcode(), q.s.qpn, hw16, bytes, false);
+                write_cqe(q, fault, bytemuck::cast(c));
+            }
+        }
+        Err((syn, reason)) => {
+            if q.stats.first_error.is_none() {
+                q.stats.first_error = Some(ErrorInfo { wqe_counter: hw16, wqe_opcode: ctrl.opcode(), syndrome: syn, reason });
+            }
+            q.error = true;
+            q.stats.in_error = true;
+            let c = ErrCqe::req_err(ctrl.opcode(), q.s.qpn, hw16, syn, reason as u8, false);
+            write_cqe(q, fault, bytemuck::cast(c));
+        }
+    }
+    q.hw_ci += advance as u64;
+}
+
+/// Writes a CQE: the body, then the last word (`wqe_counter`, `signature`, `op_own`) with a release
+/// store, since pollers read that word alone.
+fn write_cqe(q: &mut EmuQp, fault: &FaultConfig, mut cqe: [u8; 64]) {
+    if !fault.cqe_delay.is_zero() {
+        std::thread::sleep(fault.cqe_delay);
+    }
+    let cq = q.s.cq;
+    let n = 1u64 << cq.log_n;
+    if !cq.collapsed && !cq.overrun_ignore && !cq.dbr.is_null() {
+        // SAFETY: add_qp's contract (aligned, live CQ doorbell record).
+        let w = unsafe { AtomicU32::from_ptr(cq.dbr as *mut u32) }.load(Ordering::Acquire);
+        let ci = u32::from_be_bytes(w.to_ne_bytes()) & 0x00ff_ffff;
+        if ((q.cq_pi as u32).wrapping_sub(ci) & 0x00ff_ffff) as u64 >= n {
+            q.stats.cq_overrun = true;
+            q.error = true;
+            q.stats.in_error = true;
+            return;
+        }
+    }
+    let (slot, owner) = if cq.collapsed { (0, 0) } else { (q.cq_pi & (n - 1), ((q.cq_pi >> cq.log_n) & 1) as u8) };
+    cqe[63] = (cqe[63] & !1) | owner;
+    // SAFETY: slot < n: inside the CQ (add_qp's contract: live, 64-byte aligned, `64 << log_n` bytes).
+    let base = unsafe { cq.base.add(slot as usize * mlx5::CQE_SIZE) };
+    for (i, w) in cqe.chunks_exact(4).enumerate() {
+        let v = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
+        // SAFETY: word i of the CQE slot above, 4-byte aligned.
+        let a = unsafe { AtomicU32::from_ptr(base.add(4 * i) as *mut u32) };
+        a.store(v, if i == 15 { Ordering::Release } else { Ordering::Relaxed });
+    }
+    q.cq_pi += 1;
+    q.stats.cqes += 1;
+    if cqe[63] >> 4 == cqe_opcode::REQ_ERR {
+        q.stats.error_cqes += 1;
+    }
+}
+
+/// The gather list of a WRITE (the segments after raddr): one inline segment, or data segments.
+fn gather(rest: &[u8], mrs: &MrTable) -> Result<Vec<u8>, Failure> {
+    let Some(hdr) = seg::<InlineHdr>(rest, 0) else {
+        return Ok(Vec::new()); // ds 2: a zero-length WRITE
+    };
+    if hdr.is_inline() {
+        let len = hdr.len() as usize;
+        if mlx5::inline_ds(hdr.len()) as usize != rest.len() / 16 {
+            return Err(qp_op(Reason::BadInline));
+        }
+        return rest.get(4..4 + len).map(<[u8]>::to_vec).ok_or(qp_op(Reason::BadInline));
+    }
+    let mut parts = Vec::new();
+    let mut total = 0u64;
+    for i in 0..rest.len() / 16 {
+        let d: DataSeg = seg(rest, i).ok_or(qp_op(Reason::BadDs))?;
+        let (bc, lkey, addr) = (d.byte_count.get(), d.lkey.get(), d.addr.get());
+        if bc & mlx5::INLINE_SEG != 0 {
+            return Err(qp_op(Reason::BadInline));
+        }
+        if bc == 0 {
+            if lkey == mlx5::INVALID_LKEY {
+                break;
+            }
+            continue;
+        }
+        total += bc as u64;
+        if total > mlx5::MAX_MSG as u64 {
+            return Err((syndrome::LOCAL_LENGTH, Reason::BadLength));
+        }
+        let p = mrs.check(lkey, addr, bc as u64, Access::NONE).map_err(local_denied)?;
+        parts.push((p, bc as usize));
+    }
+    let mut data = Vec::with_capacity(total as usize);
+    for (p, n) in parts {
+        // SAFETY: `check` found `[p, p + n)` inside a registered region (its contract: live memory
+        // of this process); read as DMA does.
+        data.extend_from_slice(unsafe { std::slice::from_raw_parts(p as *const u8, n) });
+    }
+    Ok(data)
+}
+
+/// Checked (address, length) pieces of a scatter list.
+type Pieces = Vec<(*mut u8, usize)>;
+
+/// The scatter list of a READ: data segments whose regions allow local writes; and its total length.
+fn scatter(rest: &[u8], mrs: &MrTable) -> Result<(Pieces, usize), Failure> {
+    let mut parts = Vec::new();
+    let mut total = 0u64;
+    for i in 0..rest.len() / 16 {
+        let d: DataSeg = seg(rest, i).ok_or(qp_op(Reason::BadDs))?;
+        let (bc, lkey, addr) = (d.byte_count.get(), d.lkey.get(), d.addr.get());
+        if bc & mlx5::INLINE_SEG != 0 {
+            return Err(qp_op(Reason::BadInline));
+        }
+        if bc == 0 {
+            if lkey == mlx5::INVALID_LKEY {
+                break;
+            }
+            continue;
+        }
+        total += bc as u64;
+        if total > mlx5::MAX_MSG as u64 {
+            return Err((syndrome::LOCAL_LENGTH, Reason::BadLength));
+        }
+        parts.push((mrs.check(lkey, addr, bc as u64, Access::LOCAL_WRITE).map_err(local_denied)?, bc as usize));
+    }
+    Ok((parts, total as usize))
+}
+
+/// Executes one well-framed WQE (`wqe` = its `ds * 16` bytes); returns the CQE byte count.
+fn execute(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, remote: &mut dyn Remote) -> Result<u32, Failure> {
+    let ds = wqe.len() / 16;
+    let op = ctrl.opcode();
+    let om = ctrl.opmod();
+    let raddr = || seg::<RaddrSeg>(wqe, 1).ok_or(qp_op(Reason::BadDs));
+    match op {
+        opcode::NOP => {
+            if om != 0 {
+                return Err(qp_op(Reason::BadOpmod));
+            }
+            Ok(0)
+        }
+        opcode::RDMA_WRITE => {
+            if om != 0 {
+                return Err(qp_op(Reason::BadOpmod));
+            }
+            let ra = raddr()?;
+            let data = gather(wqe.get(32..).unwrap_or(&[]), mrs)?;
+            remote.write(ra.rkey.get(), ra.raddr.get(), &data).map_err(remote_failed)?;
+            Ok(data.len() as u32)
+        }
+        opcode::RDMA_WRITE_IMM | opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL => Err((syndrome::RNR_RETRY_EXC, Reason::NoReceiveQueue)),
+        opcode::RDMA_READ => {
+            if om != 0 {
+                return Err(qp_op(Reason::BadOpmod));
+            }
+            if ds < 3 {
+                return Err(qp_op(Reason::BadDs));
+            }
+            let ra = raddr()?;
+            let (parts, total) = scatter(wqe.get(32..).unwrap_or(&[]), mrs)?;
+            let mut data = vec![0u8; total];
+            remote.read(ra.rkey.get(), ra.raddr.get(), &mut data).map_err(remote_failed)?;
+            let mut off = 0;
+            for (p, n) in parts {
+                // SAFETY: `scatter` checked `[p, p + n)` inside a locally writable registered region;
+                // `data` is the NIC's own buffer.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(off), p, n) };
+                off += n;
+            }
+            Ok(total as u32)
+        }
+        opcode::ATOMIC_CS | opcode::ATOMIC_FA | opcode::ATOMIC_MASKED_CS | opcode::ATOMIC_MASKED_FA => {
+            let atomic = decode_atomic(op, om, ds, wqe)?;
+            let ra = raddr()?;
+            let d: DataSeg = seg(wqe, ds - 1).ok_or(qp_op(Reason::BadDs))?;
+            let n = atomic.bytes();
+            if d.byte_count.get() != n {
+                return Err(qp_op(Reason::BadLength));
+            }
+            let p = mrs.check(d.lkey.get(), d.addr.get(), n as u64, Access::LOCAL_WRITE).map_err(local_denied)?;
+            let old = remote.atomic(ra.rkey.get(), ra.raddr.get(), atomic).map_err(remote_failed)?;
+            let bytes = atomic.result_bytes(old);
+            // SAFETY: `check` found `[p, p + n)` inside a locally writable registered region.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n as usize) };
+            Ok(n)
+        }
+        opcode::DUMP => {
+            if om != 0 {
+                return Err(qp_op(Reason::BadOpmod));
+            }
+            if ds < 2 {
+                return Err(qp_op(Reason::BadDs));
+            }
+            let d: DataSeg = seg(wqe, 1).ok_or(qp_op(Reason::BadDs))?;
+            let bc = d.byte_count.get();
+            if bc & mlx5::INLINE_SEG != 0 {
+                return Err(qp_op(Reason::BadInline));
+            }
+            if bc > 0 {
+                mrs.check(d.lkey.get(), d.addr.get(), bc as u64, Access::NONE).map_err(local_denied)?;
+            }
+            Ok(bc)
+        }
+        _ => Err(qp_op(Reason::UnknownOpcode)),
+    }
+}
+
+/// The atomic an atomic WQE asks for, with its shape checked (opmod, exact ds).
+fn decode_atomic(op: u8, om: u8, ds: usize, wqe: &[u8]) -> Result<Atomic, Failure> {
+    let need = |want: usize| if ds == want { Ok(()) } else { Err(qp_op(Reason::BadDs)) };
+    let bad = || qp_op(Reason::BadDs);
+    match (op, om) {
+        (opcode::ATOMIC_FA, 0) => {
+            need(4)?;
+            let a: AtomicSeg = seg(wqe, 2).ok_or_else(bad)?;
+            Ok(Atomic::Fa64 { add: a.swap_add.get() })
+        }
+        (opcode::ATOMIC_CS, 0) => {
+            need(4)?;
+            let a: AtomicSeg = seg(wqe, 2).ok_or_else(bad)?;
+            Ok(Atomic::Cs64 { compare: a.compare.get(), swap: a.swap_add.get() })
+        }
+        (opcode::ATOMIC_MASKED_FA, opmod::EXT_AMO_4) => {
+            need(4)?;
+            let a: MaskedFa32Seg = seg(wqe, 2).ok_or_else(bad)?;
+            Ok(Atomic::MaskedFa32 { add: a.add.get(), boundary: a.field_boundary.get() })
+        }
+        (opcode::ATOMIC_MASKED_FA, opmod::EXT_AMO_8) => {
+            need(4)?;
+            let a: MaskedFa64Seg = seg(wqe, 2).ok_or_else(bad)?;
+            Ok(Atomic::MaskedFa64 { add: a.add.get(), boundary: a.field_boundary.get() })
+        }
+        (opcode::ATOMIC_MASKED_CS, opmod::EXT_AMO_4) => {
+            need(4)?;
+            let a: MaskedCs32Seg = seg(wqe, 2).ok_or_else(bad)?;
+            Ok(Atomic::MaskedCs32 { swap: a.swap.get(), compare: a.compare.get(), swap_mask: a.swap_mask.get(), compare_mask: a.compare_mask.get() })
+        }
+        (opcode::ATOMIC_MASKED_CS, opmod::EXT_AMO_8) => {
+            need(5)?;
+            let a: MaskedCs64Seg = seg(wqe, 2).ok_or_else(bad)?;
+            Ok(Atomic::MaskedCs64 { swap: a.swap.get(), compare: a.compare.get(), swap_mask: a.swap_mask.get(), compare_mask: a.compare_mask.get() })
+        }
+        _ => Err(qp_op(Reason::BadOpmod)),
+    }
+}

@@ -1,0 +1,750 @@
+//! The send-queue side of IBGDA as a GPU thread runs it (and a host thread on the CPU backend):
+//! reserving WQEBB slots with an atomic producer counter, writing WQEs into the ring, marking them
+//! ready in reservation order, updating the doorbell record and ringing the doorbell in NVSHMEM's order
+//! (research note §3.2, §6.2), and polling the CQ for completion, the collapsed CQ of NVSHMEM (§4.3) or
+//! a normal one with owner bits (§4.2).
+//!
+//! Where the queues live is the caller's business: a [`QpDesc`] holds their addresses (device or host
+//! memory, the mapped UAR). The atomics and fences come from a [`Sys`] implementation: the device
+//! library plugs in its system-scope PTX primitives, the host uses [`HostSys`].
+//!
+//! `no_std`, no allocation; waits end with [`PollError::Timeout`] when [`Sys::idle`] says so, never
+//! with a panic.
+
+use crate::mlx5::{self, cqe_opcode, fm_ce_se, CQE_SIZE, WQEBB};
+use crate::wqe::Wqe;
+use bytemuck::{Pod, Zeroable};
+use core::mem::offset_of;
+
+/// The atomics, fences and spin policy the posting code is generic over. Every pointer given to these
+/// methods points into the memory a [`QpDesc`] describes, naturally aligned.
+///
+/// # Safety
+/// Implementations must provide the stated atomicity and ordering for memory the NIC (or emulator) and
+/// all posting threads share; the posting code's correctness relies on it. Callers of the `unsafe`
+/// methods pass pointers that are non-null, naturally aligned and point to live memory that is
+/// accessed only atomically while the QP is in use (the methods' common safety contract).
+#[allow(clippy::missing_safety_doc)]
+pub unsafe trait Sys {
+    /// Atomic fetch-and-add (relaxed or stronger) visible to every thread posting to the QP.
+    unsafe fn fetch_add_u64(&self, p: *mut u64, v: u64) -> u64;
+    /// Atomic fetch-and-max (relaxed or stronger).
+    unsafe fn fetch_max_u64(&self, p: *mut u64, v: u64) -> u64;
+    /// Atomic compare-and-swap; returns the old value.
+    unsafe fn cas_u64(&self, p: *mut u64, current: u64, new: u64) -> u64;
+    /// Atomic compare-and-swap; returns the old value.
+    unsafe fn cas_u32(&self, p: *mut u32, current: u32, new: u32) -> u32;
+    /// Atomic load (relaxed).
+    unsafe fn load_u64(&self, p: *const u64) -> u64;
+    /// Atomic load with acquire ordering (CQE words written by the NIC).
+    unsafe fn load_acquire_u32(&self, p: *const u32) -> u32;
+    /// Atomic (relaxed) or volatile store of one WQE word.
+    unsafe fn store_u32(&self, p: *mut u32, v: u32);
+    /// Store with release ordering (the doorbell record, CQ doorbell record, lock release).
+    unsafe fn store_release_u32(&self, p: *mut u32, v: u32);
+    /// 64-bit store with release ordering: the doorbell write to the UAR.
+    unsafe fn store_release_u64(&self, p: *mut u64, v: u64);
+    /// Orders this thread's earlier memory accesses before its later ones among posting threads
+    /// (NVSHMEM's `IBGDA_MFENCE`).
+    fn fence_acq_rel(&self);
+    /// Makes this thread's earlier stores (WQEs, the doorbell record) visible to the NIC and to other
+    /// threads that may ring for it before its later stores (NVSHMEM's `IBGDA_MEMBAR`:
+    /// `__threadfence()` for queues in GPU memory, `__threadfence_system()` for host memory).
+    fn fence_nic(&self);
+    /// Called on every spin of a wait, with a counter that starts at 0 for each wait. Returns false to
+    /// give up (the wait returns [`PollError::Timeout`]).
+    fn idle(&self, spins: &mut u64) -> bool;
+}
+
+/// Management counters of one QP, free-running WQEBB counts (NVSHMEM's `mvars`, research note §6.1),
+/// in memory every posting thread reaches.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug, Pod, Zeroable)]
+pub struct QpCounters {
+    /// Next WQEBB to reserve.
+    pub resv_head: u64,
+    /// Every WQEBB below is written (groups become ready in reservation order).
+    pub ready_head: u64,
+    /// Every WQEBB below has been announced to the NIC (doorbell record and doorbell).
+    pub prod_idx: u64,
+    /// Every WQEBB below has completed.
+    pub cons_idx: u64,
+    /// Normal CQ: CQEs consumed.
+    pub cq_ci: u64,
+    /// The first error CQE seen ([`CqeError::encode`]); 0 while none. Sticky.
+    pub error: u64,
+    /// Spin lock around the doorbell record update and doorbell write.
+    pub post_lock: u32,
+    /// Spin lock of the normal-CQ consumer.
+    pub poll_lock: u32,
+}
+
+impl QpCounters {
+    /// Counters of a fresh QP whose first WQE has index `start` (0 normally; near a multiple of 65536
+    /// to exercise the wrap of the 16-bit index).
+    pub const fn new(start: u64) -> Self {
+        QpCounters { resv_head: start, ready_head: start, prod_idx: start, cons_idx: start, cq_ci: 0, error: 0, post_lock: 0, poll_lock: 0 }
+    }
+}
+
+/// `QpDesc::flags`: the CQ is NVSHMEM's collapsed CQ (every CQE in slot 0, owner bit ignored).
+pub const QP_CQ_COLLAPSED: u32 = 1;
+
+/// Where one RC QP's queues are, as the posting threads see them. Plain data (addresses as `u64`) so
+/// the host can fill it in and the device read it from constant or global memory.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug, Pod, Zeroable)]
+pub struct QpDesc {
+    /// WQEBB 0 of the send queue (64-byte aligned; `1 << log_sq` WQEBBs).
+    pub sq: u64,
+    /// The QP doorbell record ([`mlx5::DbRec`], 8 bytes, 4-byte aligned).
+    pub dbr: u64,
+    /// The doorbell register (8 bytes, 8-byte aligned: the UAR's BlueFlame/NC register).
+    pub db: u64,
+    /// CQE 0 of the send CQ (64-byte entries).
+    pub cq: u64,
+    /// The CQ doorbell record ([`mlx5::CqDbRec`]), normal CQ only (0 for a collapsed CQ).
+    pub cq_dbr: u64,
+    /// The [`QpCounters`].
+    pub counters: u64,
+    pub qpn: u32,
+    /// log2 of the send queue's WQEBB count (at most 15: the 16-bit index comparisons need it).
+    pub log_sq: u32,
+    /// log2 of the CQ's entry count (normal CQ).
+    pub log_cq: u32,
+    /// [`QP_CQ_COLLAPSED`].
+    pub flags: u32,
+    /// Ring the doorbell at least every `batch` WQEBBs (a power of two; NVSHMEM's
+    /// `NUM_REQUESTS_IN_BATCH`, 32 by default). 0 or 1: ring on every submission.
+    pub batch: u32,
+    pub reserved: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<QpDesc>() == 72);
+const _: () = assert!(core::mem::size_of::<QpCounters>() == 56);
+
+/// A completion with error, from the error CQE.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CqeError {
+    /// The CQE opcode (13 requester error, 14 responder error).
+    pub cqe_opcode: u8,
+    /// The PRM syndrome ([`mlx5::syndrome`]).
+    pub syndrome: u8,
+    pub vendor_syndrome: u8,
+    /// The opcode of the failed WQE.
+    pub wqe_opcode: u8,
+    /// The WQE index of the failed WQE.
+    pub wqe_counter: u16,
+}
+
+impl CqeError {
+    /// Reads the error fields of a CQE at `cqe` (after the acquire load of its last word).
+    ///
+    /// # Safety
+    /// `cqe` must point to a readable 64-byte CQE.
+    unsafe fn read<S: Sys>(s: &S, cqe: *const u8) -> CqeError {
+        // SAFETY: the caller's CQE; offsets 52 and 56 are 4-byte aligned inside it.
+        let (w52, w56, w60) = unsafe {
+            (
+                s.load_acquire_u32(cqe.add(offset_of!(mlx5::ErrCqe, hw_err_synd)) as *const u32),
+                s.load_acquire_u32(cqe.add(offset_of!(mlx5::ErrCqe, s_wqe_opcode_qpn)) as *const u32),
+                s.load_acquire_u32(cqe.add(offset_of!(mlx5::ErrCqe, wqe_counter)) as *const u32),
+            )
+        };
+        let (a, b, c) = (w52.to_ne_bytes(), w56.to_ne_bytes(), w60.to_ne_bytes());
+        CqeError { cqe_opcode: c[3] >> 4, syndrome: a[3], vendor_syndrome: a[2], wqe_opcode: b[0], wqe_counter: u16::from_be_bytes([c[0], c[1]]) }
+    }
+    /// Packs the error into the sticky [`QpCounters::error`] word (never 0).
+    pub const fn encode(&self) -> u64 {
+        (1 << 63)
+            | ((self.cqe_opcode as u64) << 56)
+            | ((self.vendor_syndrome as u64) << 48)
+            | ((self.syndrome as u64) << 40)
+            | ((self.wqe_opcode as u64) << 32)
+            | ((self.wqe_counter as u64) << 16)
+    }
+    pub const fn decode(w: u64) -> Option<CqeError> {
+        if w >> 63 == 0 {
+            return None;
+        }
+        Some(CqeError {
+            cqe_opcode: ((w >> 56) & 0x7f) as u8,
+            vendor_syndrome: (w >> 48) as u8,
+            syndrome: (w >> 40) as u8,
+            wqe_opcode: (w >> 32) as u8,
+            wqe_counter: (w >> 16) as u16,
+        })
+    }
+    /// The syndrome's name, NUL-terminated.
+    pub const fn syndrome_name(&self) -> &'static str {
+        mlx5::syndrome::name(self.syndrome)
+    }
+}
+
+/// Why a reservation or a completion wait failed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PollError {
+    /// An error CQE (this QP is in the error state from then on).
+    Cqe(CqeError),
+    /// [`Sys::idle`] gave up while waiting for `idx` (`prod` and `cons` as last seen).
+    Timeout { idx: u64, prod: u64, cons: u64 },
+    /// More WQEBBs asked for at once than the send queue holds.
+    TooLarge { wqebbs: u32, sq_size: u32 },
+}
+
+#[cfg(feature = "std")]
+impl core::fmt::Display for PollError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PollError::Cqe(e) => write!(
+                f,
+                "error completion: {} (syndrome {:#x}, vendor syndrome {:#x}) for the {} (opcode {:#x}) at WQE index {:#x}",
+                e.syndrome_name().trim_end_matches('\0'),
+                e.syndrome,
+                e.vendor_syndrome,
+                mlx5::opcode::name(e.wqe_opcode).trim_end_matches('\0'),
+                e.wqe_opcode,
+                e.wqe_counter
+            ),
+            PollError::Timeout { idx, prod, cons } => write!(f, "timed out waiting for completion of WQEBB {idx:#x} (announced {prod:#x}, completed {cons:#x})"),
+            PollError::TooLarge { wqebbs, sq_size } => write!(f, "{wqebbs} WQEBBs asked for at once, more than the send queue's {sq_size}"),
+        }
+    }
+}
+#[cfg(feature = "std")]
+impl std::error::Error for PollError {}
+
+/// The 64-bit count `v` with `v & 0xffff == low`, `v <= reference` and `v > reference - 65536`.
+#[inline(always)]
+pub const fn unwrap16(reference: u64, low: u16) -> u64 {
+    let v = (reference & !0xffff) | low as u64;
+    if v > reference {
+        v.wrapping_sub(0x1_0000)
+    } else {
+        v
+    }
+}
+
+impl QpDesc {
+    /// WQEBBs in the send queue.
+    #[inline(always)]
+    pub const fn sq_size(&self) -> u32 {
+        1 << (self.log_sq & 15)
+    }
+    #[inline(always)]
+    const fn collapsed(&self) -> bool {
+        self.flags & QP_CQ_COLLAPSED != 0
+    }
+    #[inline(always)]
+    fn field<T>(&self, off: usize) -> *mut T {
+        (self.counters as usize + off) as *mut T
+    }
+    #[inline(always)]
+    fn resv_head(&self) -> *mut u64 {
+        self.field(offset_of!(QpCounters, resv_head))
+    }
+    #[inline(always)]
+    fn ready_head(&self) -> *mut u64 {
+        self.field(offset_of!(QpCounters, ready_head))
+    }
+    #[inline(always)]
+    fn prod_idx(&self) -> *mut u64 {
+        self.field(offset_of!(QpCounters, prod_idx))
+    }
+    #[inline(always)]
+    fn cons_idx(&self) -> *mut u64 {
+        self.field(offset_of!(QpCounters, cons_idx))
+    }
+
+    /// The address of WQEBB `pos` (a free-running count) in the ring.
+    #[inline(always)]
+    pub const fn wqebb_addr(&self, pos: u64) -> u64 {
+        self.sq + ((pos & (self.sq_size() as u64 - 1)) << mlx5::WQEBB_SHIFT)
+    }
+
+    /// Reserves `n` consecutive WQEBBs and returns the count of the first. Waits until the ring has
+    /// room for them: until every WQE that used those slots before has completed (NVSHMEM's
+    /// `ibgda_wait_for_slot_availability`).
+    ///
+    /// # Safety
+    /// `self` must describe live queues and counters (the same for every thread posting to the QP).
+    #[inline]
+    pub unsafe fn reserve<S: Sys>(&self, s: &S, n: u32) -> Result<u64, PollError> {
+        let size = self.sq_size();
+        if n > size {
+            return Err(PollError::TooLarge { wqebbs: n, sq_size: size });
+        }
+        // SAFETY: the counters are the QP's (caller's contract).
+        let base = unsafe { s.fetch_add_u64(self.resv_head(), n as u64) };
+        let end = base + n as u64;
+        let start_of_ring = end.saturating_sub(size as u64);
+        if start_of_ring > 0 {
+            // SAFETY: as above.
+            unsafe { self.poll(s, start_of_ring)? };
+        }
+        s.fence_acq_rel();
+        Ok(base)
+    }
+
+    /// Writes `wqe` at WQEBB `pos` (reserved by [`reserve`](Self::reserve)), stamping its WQE index
+    /// (`pos & 0xffff`) and the QPN into its control segment. A WQE of several WQEBBs wraps to the
+    /// start of the ring like any other.
+    ///
+    /// # Safety
+    /// As [`reserve`](Self::reserve); `pos..pos + wqe.wqebbs()` must be reserved by the caller.
+    #[inline]
+    pub unsafe fn write<S: Sys>(&self, s: &S, pos: u64, wqe: &Wqe) {
+        let mut w = *wqe;
+        w.stamp(pos as u16, self.qpn);
+        let words: [[u32; 4]; crate::wqe::MAX_DS] = bytemuck::must_cast(w.seg);
+        let ds = w.ds as usize;
+        // A loop of constant trip count with a predicate (not `take(ds)`): it unrolls, so the WQE stays
+        // in registers on the GPU instead of going through local memory.
+        for (i, seg) in words.iter().enumerate() {
+            if i < ds {
+                let addr = self.wqebb_addr(pos + (i / 4) as u64) + ((i % 4) * mlx5::DS) as u64;
+                for (j, v) in seg.iter().enumerate() {
+                    // SAFETY: inside the reserved WQEBBs of the ring (caller's contract); 4-byte aligned.
+                    unsafe { s.store_u32((addr as usize + 4 * j) as *mut u32, *v) };
+                }
+            }
+        }
+    }
+
+    /// Marks `base..base + n` written: waits for the groups reserved before it, then advances
+    /// `ready_head` (NVSHMEM's `ready_head` CAS chain). Orders the WQE stores before it for the NIC
+    /// first, since another thread may ring the doorbell for these WQEs.
+    ///
+    /// # Safety
+    /// As [`write`](Self::write); called once per reservation, after its WQEs are written.
+    #[inline]
+    pub unsafe fn mark_ready<S: Sys>(&self, s: &S, base: u64, n: u32) -> Result<(), PollError> {
+        s.fence_nic();
+        let mut spins = 0;
+        // SAFETY: the QP's counters (caller's contract).
+        while unsafe { s.cas_u64(self.ready_head(), base, base + n as u64) } != base {
+            if !s.idle(&mut spins) {
+                // SAFETY: as above.
+                let (prod, cons) = unsafe { (s.load_u64(self.prod_idx()), s.load_u64(self.cons_idx())) };
+                return Err(PollError::Timeout { idx: base, prod, cons });
+            }
+        }
+        s.fence_acq_rel();
+        Ok(())
+    }
+
+    /// Marks `base..base + n` ready and rings the doorbell when NVSHMEM would: when nobody reserved
+    /// after this group, when the group crosses a multiple of `batch`, or when it is `batch` WQEBBs or
+    /// more. Returns whether it rang.
+    ///
+    /// # Safety
+    /// As [`mark_ready`](Self::mark_ready).
+    #[inline]
+    pub unsafe fn submit<S: Sys>(&self, s: &S, base: u64, n: u32) -> Result<bool, PollError> {
+        // SAFETY: caller's contract.
+        unsafe { self.mark_ready(s, base, n)? };
+        let new = base + n as u64;
+        let batch = if self.batch <= 1 { 1 } else { self.batch as u64 };
+        let mask = !(batch - 1);
+        // SAFETY: caller's contract.
+        let ring = new == unsafe { s.load_u64(self.resv_head()) } || (base & mask) != (new & mask) || n as u64 >= batch;
+        if ring {
+            // SAFETY: caller's contract.
+            unsafe { self.post_send(s, new)? };
+        }
+        Ok(ring)
+    }
+
+    /// Announces every WQEBB below `new` to the NIC, if not done yet: under the QP's post lock,
+    /// `prod_idx = max(prod_idx, new)`; if that raised it: fence, doorbell record = `new & 0xffff`
+    /// (big-endian), fence, 8-byte doorbell write (research note §3.2, §6.2 step 5).
+    ///
+    /// # Safety
+    /// As [`mark_ready`](Self::mark_ready); every WQEBB below `new` must be ready.
+    #[inline]
+    pub unsafe fn post_send<S: Sys>(&self, s: &S, new: u64) -> Result<(), PollError> {
+        let lock = self.field::<u32>(offset_of!(QpCounters, post_lock));
+        let mut spins = 0;
+        // SAFETY: the QP's counters (caller's contract).
+        while unsafe { s.cas_u32(lock, 0, 1) } != 0 {
+            if !s.idle(&mut spins) {
+                // SAFETY: as above.
+                let (prod, cons) = unsafe { (s.load_u64(self.prod_idx()), s.load_u64(self.cons_idx())) };
+                return Err(PollError::Timeout { idx: new, prod, cons });
+            }
+        }
+        s.fence_acq_rel();
+        // SAFETY: as above.
+        let old = unsafe { s.fetch_max_u64(self.prod_idx(), new) };
+        if new > old {
+            s.fence_nic();
+            // SAFETY: the doorbell record and register are the QP's (caller's contract); aligned.
+            unsafe {
+                s.store_release_u32((self.dbr as usize + 4 * mlx5::SND_DBR) as *mut u32, mlx5::dbr_word(new));
+            }
+            s.fence_nic();
+            // SAFETY: as above.
+            unsafe { s.store_release_u64(self.db as *mut u64, mlx5::doorbell_word(new, self.qpn)) };
+        }
+        s.fence_acq_rel();
+        // SAFETY: the lock word, held by this thread.
+        unsafe { s.store_release_u32(lock, 0) };
+        Ok(())
+    }
+
+    /// The first error CQE this QP has seen, if any.
+    ///
+    /// # Safety
+    /// As [`reserve`](Self::reserve).
+    #[inline]
+    pub unsafe fn error<S: Sys>(&self, s: &S) -> Option<CqeError> {
+        // SAFETY: caller's contract.
+        CqeError::decode(unsafe { s.load_u64(self.field(offset_of!(QpCounters, error))) })
+    }
+
+    #[inline]
+    unsafe fn record_error<S: Sys>(&self, s: &S, e: CqeError) {
+        // SAFETY: caller's contract; only the first error is kept.
+        unsafe { s.cas_u64(self.field(offset_of!(QpCounters, error)), 0, e.encode()) };
+    }
+
+    /// Waits until every WQEBB below `idx` has completed ("complete through idx", research note
+    /// §4.3). Rings the doorbell itself for WQEs that are ready but not yet announced, so a waiter
+    /// never depends on a batched submission of another thread. An error CQE ends the wait with
+    /// [`PollError::Cqe`], as does one seen before (the QP is in the error state).
+    ///
+    /// # Safety
+    /// As [`reserve`](Self::reserve).
+    pub unsafe fn poll<S: Sys>(&self, s: &S, idx: u64) -> Result<(), PollError> {
+        // SAFETY: caller's contract throughout.
+        unsafe {
+            if let Some(e) = self.error(s) {
+                return Err(PollError::Cqe(e));
+            }
+            if s.load_u64(self.cons_idx()) >= idx {
+                return Ok(());
+            }
+            let mut spins = 0;
+            // 1. Wait until idx has been announced to the NIC, announcing it ourselves if it is ready.
+            loop {
+                let prod = s.load_u64(self.prod_idx());
+                if prod >= idx {
+                    break;
+                }
+                let ready = s.load_u64(self.ready_head());
+                if ready > prod {
+                    self.post_send(s, ready)?;
+                    continue;
+                }
+                if !s.idle(&mut spins) {
+                    return Err(PollError::Timeout { idx, prod, cons: s.load_u64(self.cons_idx()) });
+                }
+            }
+            s.fence_acq_rel();
+            // 2. Wait for the CQE.
+            if self.collapsed() {
+                self.poll_collapsed(s, idx, &mut spins)
+            } else {
+                self.poll_normal(s, idx, &mut spins)
+            }
+        }
+    }
+
+    /// The collapsed CQ: every CQE lands in slot 0; its `wqe_counter` is the index of the newest
+    /// completed WQE. Done when `(u16)(idx - counter - 2) >= sq_size` (NVSHMEM's test).
+    unsafe fn poll_collapsed<S: Sys>(&self, s: &S, idx: u64, spins: &mut u64) -> Result<(), PollError> {
+        let tail = (self.cq as usize + offset_of!(mlx5::Cqe64, wqe_counter)) as *const u32;
+        let size = self.sq_size();
+        loop {
+            // SAFETY: slot 0 of the QP's CQ (caller's contract); wqe_counter..op_own is one aligned word.
+            let w = unsafe { s.load_acquire_u32(tail) }.to_ne_bytes();
+            let opcode = w[3] >> 4;
+            if opcode == cqe_opcode::REQ_ERR || opcode == cqe_opcode::RESP_ERR {
+                // SAFETY: as above.
+                let e = unsafe { CqeError::read(s, self.cq as *const u8) };
+                // SAFETY: caller's contract.
+                unsafe { self.record_error(s, e) };
+                return Err(PollError::Cqe(e));
+            }
+            let counter = u16::from_be_bytes([w[0], w[1]]);
+            // SAFETY: caller's contract.
+            let cons = unsafe { s.load_u64(self.cons_idx()) };
+            if cons >= idx {
+                return Ok(());
+            }
+            if opcode != cqe_opcode::INVALID && ((idx as u16).wrapping_sub(counter).wrapping_sub(2) as u32) >= size {
+                // SAFETY: caller's contract. prod is read after the CQE: it covers the completion.
+                unsafe {
+                    let prod = s.load_u64(self.prod_idx());
+                    s.fetch_max_u64(self.cons_idx(), unwrap16(prod, counter.wrapping_add(1)));
+                }
+                s.fence_acq_rel();
+                return Ok(());
+            }
+            if !s.idle(spins) {
+                // SAFETY: caller's contract.
+                let prod = unsafe { s.load_u64(self.prod_idx()) };
+                return Err(PollError::Timeout { idx, prod, cons });
+            }
+        }
+    }
+
+    /// A normal CQ: one thread at a time (the poll lock) consumes the valid CQEs (owner bit = wrap
+    /// parity of the consumer count) in order, advances `cons_idx` from their `wqe_counter` and the
+    /// CQ doorbell record; the others wait for `cons_idx`.
+    unsafe fn poll_normal<S: Sys>(&self, s: &S, idx: u64, spins: &mut u64) -> Result<(), PollError> {
+        let lock = self.field::<u32>(offset_of!(QpCounters, poll_lock));
+        loop {
+            // SAFETY: caller's contract throughout.
+            unsafe {
+                if let Some(e) = self.error(s) {
+                    return Err(PollError::Cqe(e));
+                }
+                let cons = s.load_u64(self.cons_idx());
+                if cons >= idx {
+                    return Ok(());
+                }
+                if s.cas_u32(lock, 0, 1) == 0 {
+                    s.fence_acq_rel();
+                    let progressed = self.drain_cq(s);
+                    s.fence_acq_rel();
+                    s.store_release_u32(lock, 0);
+                    if progressed {
+                        continue;
+                    }
+                }
+                if !s.idle(spins) {
+                    return Err(PollError::Timeout { idx, prod: s.load_u64(self.prod_idx()), cons });
+                }
+            }
+        }
+    }
+
+    /// Consumes the valid CQEs of a normal CQ (poll lock held). Returns whether it consumed any.
+    unsafe fn drain_cq<S: Sys>(&self, s: &S) -> bool {
+        let ci_p = self.field::<u64>(offset_of!(QpCounters, cq_ci));
+        let log = self.log_cq & 31;
+        let mut any = false;
+        loop {
+            // SAFETY: the QP's counters and CQ (caller's contract); the slot is inside the CQ.
+            unsafe {
+                let ci = s.load_u64(ci_p);
+                let slot = self.cq as usize + (ci as usize & ((1usize << log) - 1)) * CQE_SIZE;
+                let w = s.load_acquire_u32((slot + offset_of!(mlx5::Cqe64, wqe_counter)) as *const u32).to_ne_bytes();
+                let opcode = w[3] >> 4;
+                let owner = w[3] & 1;
+                if opcode == cqe_opcode::INVALID || owner as u64 != (ci >> log) & 1 {
+                    return any;
+                }
+                any = true;
+                if opcode == cqe_opcode::REQ_ERR || opcode == cqe_opcode::RESP_ERR {
+                    self.record_error(s, CqeError::read(s, slot as *const u8));
+                }
+                let counter = u16::from_be_bytes([w[0], w[1]]);
+                let prod = s.load_u64(self.prod_idx());
+                s.fetch_max_u64(self.cons_idx(), unwrap16(prod, counter.wrapping_add(1)));
+                s.fetch_add_u64(ci_p, 1);
+                if self.cq_dbr != 0 {
+                    let set_ci = (((ci + 1) & 0x00ff_ffff) as u32).to_be_bytes();
+                    s.store_release_u32(self.cq_dbr as *mut u32, u32::from_ne_bytes(set_ci));
+                }
+            }
+        }
+    }
+
+    /// Waits until everything marked ready so far has completed (NVSHMEM's `ibgda_quiet`).
+    ///
+    /// # Safety
+    /// As [`reserve`](Self::reserve).
+    pub unsafe fn quiet<S: Sys>(&self, s: &S) -> Result<(), PollError> {
+        // SAFETY: caller's contract.
+        unsafe {
+            let ready = s.load_u64(self.ready_head());
+            self.poll(s, ready)
+        }
+    }
+
+    /// Posts `wqes` as one group from one thread: reserves their WQEBBs, writes them, asks for a CQE
+    /// on the last one (appending a signalled NOP when the last WQE spans several WQEBBs, so the
+    /// completion count reaches the end of the group, research note §4.2) and submits. Returns the
+    /// count after the group: [`poll`](Self::poll) it to wait for these WQEs.
+    ///
+    /// # Safety
+    /// As [`reserve`](Self::reserve); the WQEs' local and remote buffers must stay valid until they
+    /// complete.
+    pub unsafe fn post<S: Sys>(&self, s: &S, wqes: &[Wqe]) -> Result<u64, PollError> {
+        let Some(last) = wqes.last() else {
+            // SAFETY: caller's contract.
+            return Ok(unsafe { s.load_u64(self.ready_head()) });
+        };
+        let bbs = |w: &Wqe| w.wqebbs().max(1);
+        let tail_nop = last.wqebbs() > 1;
+        let n: u32 = wqes.iter().map(bbs).sum::<u32>() + tail_nop as u32;
+        // SAFETY: caller's contract throughout.
+        unsafe {
+            let base = self.reserve(s, n)?;
+            let mut pos = base;
+            let k = wqes.len() - 1;
+            for (i, w) in wqes.iter().enumerate() {
+                if i == k && !tail_nop {
+                    let mut w = *w;
+                    w.set_flags(w.flags() | fm_ce_se::CQ_UPDATE);
+                    self.write(s, pos, &w);
+                } else {
+                    self.write(s, pos, w);
+                }
+                pos += bbs(w) as u64;
+            }
+            if tail_nop {
+                self.write(s, pos, &Wqe::nop(fm_ce_se::CQ_UPDATE));
+                pos += 1;
+            }
+            self.submit(s, base, n)?;
+            Ok(pos)
+        }
+    }
+}
+
+/// Prepares a CQ buffer of `1 << log_cq` entries: a collapsed CQ is filled with 0xff (opcode INVALID)
+/// except that slot 0's `wqe_counter` says "completed through `start`"; a normal CQ gets `op_own =
+/// 0xf0` in every entry (INVALID, owner 0), as rdma-core does.
+///
+/// # Safety
+/// `cq` must point to `64 << log_cq` writable bytes not in use by the NIC or any poller.
+pub unsafe fn init_cq(cq: *mut u8, log_cq: u32, collapsed: bool, start: u64) {
+    let n = 1usize << (log_cq & 31);
+    for i in 0..n {
+        // SAFETY: inside the caller's buffer.
+        unsafe {
+            let e = cq.add(i * CQE_SIZE);
+            core::ptr::write_bytes(e, if collapsed { 0xff } else { 0 }, CQE_SIZE);
+            if !collapsed {
+                *e.add(CQE_SIZE - 1) = 0xf0;
+            }
+        }
+    }
+    if collapsed {
+        let c = (start as u16).wrapping_sub(1).to_be_bytes();
+        // SAFETY: slot 0 of the caller's buffer.
+        unsafe {
+            *cq.add(offset_of!(mlx5::Cqe64, wqe_counter)) = c[0];
+            *cq.add(offset_of!(mlx5::Cqe64, wqe_counter) + 1) = c[1];
+        }
+    }
+}
+
+/// Prepares a QP doorbell record for a QP whose first WQE has index `start`.
+///
+/// # Safety
+/// `dbr` must point to 8 writable bytes not in use by the NIC.
+pub unsafe fn init_dbr(dbr: *mut u8, start: u64) {
+    let r = mlx5::DbRec { rcv_counter: mlx5::Be32::new(0), snd_counter: mlx5::Be32::new((start & 0xffff) as u32) };
+    // SAFETY: the caller's 8 bytes (unaligned write: no alignment assumed).
+    unsafe { core::ptr::write_unaligned(dbr as *mut mlx5::DbRec, r) };
+}
+
+const _: () = assert!(WQEBB == 64);
+
+/// [`Sys`] for host threads: `core::sync::atomic` at sequential-consistency fences (the CPU backend and
+/// the tests). Waits spin (and yield the CPU with the `std` feature) and never give up.
+#[cfg(not(target_arch = "nvptx64"))]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct HostSys;
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod host {
+    use super::{HostSys, Sys};
+    use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+    // SAFETY: every operation is a core atomic on the given (aligned, live: callers' contract) word;
+    // the fences are sequentially consistent.
+    unsafe impl Sys for HostSys {
+        #[inline(always)]
+        unsafe fn fetch_add_u64(&self, p: *mut u64, v: u64) -> u64 {
+            // SAFETY: caller's contract (aligned, live, accessed atomically).
+            unsafe { AtomicU64::from_ptr(p) }.fetch_add(v, Ordering::AcqRel)
+        }
+        #[inline(always)]
+        unsafe fn fetch_max_u64(&self, p: *mut u64, v: u64) -> u64 {
+            // SAFETY: as above.
+            unsafe { AtomicU64::from_ptr(p) }.fetch_max(v, Ordering::AcqRel)
+        }
+        #[inline(always)]
+        unsafe fn cas_u64(&self, p: *mut u64, current: u64, new: u64) -> u64 {
+            // SAFETY: as above.
+            match unsafe { AtomicU64::from_ptr(p) }.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) | Err(v) => v,
+            }
+        }
+        #[inline(always)]
+        unsafe fn cas_u32(&self, p: *mut u32, current: u32, new: u32) -> u32 {
+            // SAFETY: as above.
+            match unsafe { AtomicU32::from_ptr(p) }.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) | Err(v) => v,
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_u64(&self, p: *const u64) -> u64 {
+            // SAFETY: as above.
+            unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Acquire)
+        }
+        #[inline(always)]
+        unsafe fn load_acquire_u32(&self, p: *const u32) -> u32 {
+            // SAFETY: as above.
+            unsafe { AtomicU32::from_ptr(p as *mut u32) }.load(Ordering::Acquire)
+        }
+        #[inline(always)]
+        unsafe fn store_u32(&self, p: *mut u32, v: u32) {
+            // SAFETY: as above.
+            unsafe { AtomicU32::from_ptr(p) }.store(v, Ordering::Relaxed)
+        }
+        #[inline(always)]
+        unsafe fn store_release_u32(&self, p: *mut u32, v: u32) {
+            // SAFETY: as above.
+            unsafe { AtomicU32::from_ptr(p) }.store(v, Ordering::Release)
+        }
+        #[inline(always)]
+        unsafe fn store_release_u64(&self, p: *mut u64, v: u64) {
+            // SAFETY: as above.
+            unsafe { AtomicU64::from_ptr(p) }.store(v, Ordering::Release)
+        }
+        #[inline(always)]
+        fn fence_acq_rel(&self) {
+            fence(Ordering::SeqCst)
+        }
+        #[inline(always)]
+        fn fence_nic(&self) {
+            fence(Ordering::SeqCst)
+        }
+        #[inline(always)]
+        fn idle(&self, spins: &mut u64) -> bool {
+            *spins += 1;
+            core::hint::spin_loop();
+            #[cfg(feature = "std")]
+            if *spins > 64 {
+                std::thread::yield_now();
+            }
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwrap16_picks_the_count_at_or_below_reference() {
+        assert_eq!(unwrap16(0x1_0005, 0x0005), 0x1_0005);
+        assert_eq!(unwrap16(0x1_0005, 0x0003), 0x1_0003);
+        assert_eq!(unwrap16(0x1_0005, 0xfff0), 0x0_fff0);
+        assert_eq!(unwrap16(5, 3), 3);
+    }
+
+    #[test]
+    fn error_word_round_trip() {
+        let e = CqeError { cqe_opcode: 13, syndrome: 0x13, vendor_syndrome: 0xe4, wqe_opcode: 0x08, wqe_counter: 0xfffe };
+        assert_eq!(CqeError::decode(e.encode()), Some(e));
+        assert_eq!(CqeError::decode(0), None);
+    }
+}

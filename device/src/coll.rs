@@ -293,7 +293,7 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
                 // A member may already be one synchronization further (it saw everyone's
                 // announcement and went on): only a slot at this very epoch says what it entered.
                 if v >> 16 == epoch && v as u16 != tag {
-                    fail(call, Problem::Mismatch(Kind::from_tag(v as u16)), t.pe(i), (v & 0xffff) as usize, tag as usize);
+                    fail(call, Problem::Mismatch(Kind::from_tag(v as u16)), t.pe(i), 0, 0);
                 }
                 break;
             }

@@ -327,6 +327,7 @@ fn name_of(what: u32) -> &'static str {
         host_op::ALLTOALL => "rshmem_alltoall",
         host_op::REDUCE => "rshmem_reduce",
         host_op::REDUCESCATTER => "rshmem_reducescatter",
+        host_op::SPLIT => "rshmem_team_split",
         _ => "rshmem collective",
     }
 }
@@ -358,16 +359,19 @@ fn precheck(rt: &Runtime, what: u32, team: i32, a: u64, b: u64) -> Result<()> {
 /// As `collective`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn run_blocking(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64) -> Result<()> {
-    if rt.backend().name() == "cuda" {
-        let call = name_of(what);
-        // SAFETY: forwarded contract.
-        unsafe { launch(call, what, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? };
-        return crate::cuda::wait_default_stream(call);
-    }
-    // SAFETY: forwarded contract; on the CPU backend device code runs on host threads, this one a
-    // one-thread "block".
-    unsafe { dc::run(what, rshmem_device::ops::Scope::Thread, team, dest, src, n, a, b) };
-    Ok(())
+    let call = name_of(what);
+    // On the job status board, so that rshmrun's stall report says a PE is in this team collective.
+    rt.on_board(call, || {
+        if rt.backend().name() == "cuda" {
+            // SAFETY: forwarded contract.
+            unsafe { launch(call, what, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? };
+            return crate::cuda::wait_default_stream(call);
+        }
+        // SAFETY: forwarded contract; on the CPU backend device code runs on host threads, this one a
+        // one-thread "block".
+        unsafe { dc::run(what, rshmem_device::ops::Scope::Thread, team, dest, src, n, a, b) };
+        Ok(())
+    })
 }
 
 /// # Safety

@@ -478,6 +478,15 @@ impl Runtime {
         })
     }
 
+    /// Runs `f`, recorded on the job status board as host collective `call` (a team collective, whose
+    /// synchronization is not the bootstrap's).
+    pub(crate) fn on_board<T>(&self, call: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let inside = self.enter(call);
+        let r = f();
+        inside.left(&r);
+        r
+    }
+
     /// Records on the job status board that this PE is inside host collective `call`, until
     /// [`Inside::left`].
     fn enter(&self, call: &str) -> Inside<'_> {

@@ -55,8 +55,35 @@ enum {
 };
 /* Signal operators of rshmem_putmem_signal* and rshmem_signal_op. */
 enum { RSHMEM_SIGNAL_SET = 9, RSHMEM_SIGNAL_ADD = 10 }; /* NVSHMEM's values */
-/* Teams. */
-enum { RSHMEM_TEAM_WORLD = 0, RSHMEM_TEAM_SHARED = 1, RSHMEM_TEAM_NODE = 2 };
+/* Teams (NVSHMEM's handles; teams made by splits get handles from 6 up). */
+enum { RSHMEM_TEAM_INVALID = -1, RSHMEM_TEAM_WORLD = 0, RSHMEM_TEAM_SHARED = 1, RSHMEM_TEAM_NODE = 2 };
+/* Element types of rshmem_reduce / rshmem_reducescatter (device/src/coll.rs, coll::dtype). */
+enum {
+    RSHMEM_DTYPE_I8 = 0,
+    RSHMEM_DTYPE_I16 = 1,
+    RSHMEM_DTYPE_I32 = 2,
+    RSHMEM_DTYPE_I64 = 3,
+    RSHMEM_DTYPE_U8 = 4,
+    RSHMEM_DTYPE_U16 = 5,
+    RSHMEM_DTYPE_U32 = 6,
+    RSHMEM_DTYPE_U64 = 7,
+    RSHMEM_DTYPE_F16 = 8,
+    RSHMEM_DTYPE_BF16 = 9,
+    RSHMEM_DTYPE_F32 = 10,
+    RSHMEM_DTYPE_F64 = 11,
+    RSHMEM_DTYPE_DOUBLE2 = 12 /* (value, location) pairs of doubles: RSHMEM_OP_MAXLOC only */
+};
+/* Reduction operators (coll::op): bitwise ones for the integer types, MIN to PROD for all but DOUBLE2. */
+enum {
+    RSHMEM_OP_AND = 0,
+    RSHMEM_OP_OR = 1,
+    RSHMEM_OP_XOR = 2,
+    RSHMEM_OP_MIN = 3,
+    RSHMEM_OP_MAX = 4,
+    RSHMEM_OP_SUM = 5,
+    RSHMEM_OP_PROD = 6,
+    RSHMEM_OP_MAXLOC = 7
+};
 
 /* Opaque unique id for programs with their own launcher (rshmem_get_unique_id on one PE, passed to all). */
 typedef struct {
@@ -79,6 +106,31 @@ void rshmem_sync_all_on_stream(RSHMEM_STREAM_T stream);
 void rshmem_quiet_on_stream(RSHMEM_STREAM_T stream);
 void rshmem_putmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
 void rshmem_getmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
+
+/* Teams (collective over the parent team). `config` points to a 64-byte nvshmem_team_config_t or is
+ * NULL; `mask` selects its fields (1: num_contexts, 2: uniqueid). A PE of the parent that is not in the
+ * new team gets RSHMEM_TEAM_INVALID. 0 on success; otherwise the error is printed and 1 returned. */
+int rshmem_team_split_strided(int parent, int start, int stride, int size, const void *config, long mask,
+                              int *new_team);
+int rshmem_team_split_2d(int parent, int xrange, const void *xaxis_config, long xaxis_mask, int *xaxis_team,
+                         const void *yaxis_config, long yaxis_mask, int *yaxis_team);
+int rshmem_team_destroy(int team);
+int rshmem_team_get_config(int team, void *config);
+
+/* Collectives enqueued on a stream (run there by one block; the CPU backend runs them at once). The
+ * arguments are those of the host calls below. 0 on success; otherwise the error is printed and 1
+ * returned. */
+int rshmem_barrier_on_stream(int team, RSHMEM_STREAM_T stream);
+int rshmem_team_sync_on_stream(int team, RSHMEM_STREAM_T stream);
+int rshmem_broadcastmem_on_stream(int team, void *dest, const void *src, size_t bytes, int root,
+                                  RSHMEM_STREAM_T stream);
+int rshmem_fcollectmem_on_stream(int team, void *dest, const void *src, size_t bytes, RSHMEM_STREAM_T stream);
+int rshmem_collectmem_on_stream(int team, void *dest, const void *src, size_t bytes, RSHMEM_STREAM_T stream);
+int rshmem_alltoallmem_on_stream(int team, void *dest, const void *src, size_t bytes, RSHMEM_STREAM_T stream);
+int rshmem_reduce_on_stream(int team, void *dest, const void *src, size_t nreduce, int dtype, int op,
+                            RSHMEM_STREAM_T stream);
+int rshmem_reducescatter_on_stream(int team, void *dest, const void *src, size_t nreduce, int dtype, int op,
+                                   RSHMEM_STREAM_T stream);
 
 /* Modules the program loads itself (cuModuleLoad* of code linked with librshmem_device.a): init fills
  * in the module's copy of the device state, now and whenever it changes (heap growth); call finalize
@@ -122,6 +174,22 @@ RSHMEM_HOSTDEV void rshmem_sync_all(void);
 RSHMEM_HOSTDEV void rshmem_quiet(void);
 RSHMEM_HOSTDEV void rshmem_putmem(void *dst, const void *src, size_t bytes, int pe);
 RSHMEM_HOSTDEV void rshmem_getmem(void *dst, const void *src, size_t bytes, int pe);
+
+/* Teams and collectives. Every member of `team` calls with the same arguments; all return 0 (the host
+ * calls: 1 after printing the error; the device calls stop the PE with a message naming the call).
+ * Byte counts: broadcastmem `bytes` from member `root`; fcollectmem / alltoallmem `bytes` per member
+ * block; collectmem this PE's `bytes` (each member may pass its own), concatenated in member order.
+ * Reductions: `nreduce` elements of type `dtype` (RSHMEM_DTYPE_*) combined with `op` (RSHMEM_OP_*) in
+ * member order; reducescatter reduces a `n_pes * nreduce`-element source and member i keeps block i. */
+RSHMEM_HOSTDEV int rshmem_team_translate_pe(int src_team, int src_pe, int dest_team);
+RSHMEM_HOSTDEV int rshmem_barrier(int team);
+RSHMEM_HOSTDEV int rshmem_team_sync(int team);
+RSHMEM_HOSTDEV int rshmem_broadcastmem(int team, void *dest, const void *src, size_t bytes, int root);
+RSHMEM_HOSTDEV int rshmem_fcollectmem(int team, void *dest, const void *src, size_t bytes);
+RSHMEM_HOSTDEV int rshmem_collectmem(int team, void *dest, const void *src, size_t bytes);
+RSHMEM_HOSTDEV int rshmem_alltoallmem(int team, void *dest, const void *src, size_t bytes);
+RSHMEM_HOSTDEV int rshmem_reduce(int team, void *dest, const void *src, size_t nreduce, int dtype, int op);
+RSHMEM_HOSTDEV int rshmem_reducescatter(int team, void *dest, const void *src, size_t nreduce, int dtype, int op);
 
 /* ------------------------------------------------------------------ device library (device/src/capi.rs) */
 #if defined(__CUDACC__)
@@ -202,6 +270,23 @@ RSHMEM_DEVICE void rshmem_barrier_all_block(void);
 RSHMEM_DEVICE void rshmem_barrier_all_warp(void);
 RSHMEM_DEVICE void rshmem_sync_all_block(void);
 RSHMEM_DEVICE void rshmem_sync_all_warp(void);
+
+/* Team collectives by warp / block (every thread of the warp/block calls with the same arguments). */
+#define RSHMEMI_DECL_SCOPED_COLL(SCOPE)                                                                  \
+    RSHMEM_DEVICE int rshmem_barrier_##SCOPE(int team);                                                  \
+    RSHMEM_DEVICE int rshmem_team_sync_##SCOPE(int team);                                                \
+    RSHMEM_DEVICE int rshmem_broadcastmem_##SCOPE(int team, void *dest, const void *src, size_t bytes,   \
+                                                  int root);                                             \
+    RSHMEM_DEVICE int rshmem_fcollectmem_##SCOPE(int team, void *dest, const void *src, size_t bytes);   \
+    RSHMEM_DEVICE int rshmem_collectmem_##SCOPE(int team, void *dest, const void *src, size_t bytes);    \
+    RSHMEM_DEVICE int rshmem_alltoallmem_##SCOPE(int team, void *dest, const void *src, size_t bytes);   \
+    RSHMEM_DEVICE int rshmem_reduce_##SCOPE(int team, void *dest, const void *src, size_t nreduce,       \
+                                            int dtype, int op);                                          \
+    RSHMEM_DEVICE int rshmem_reducescatter_##SCOPE(int team, void *dest, const void *src, size_t nreduce, \
+                                                   int dtype, int op);
+RSHMEMI_DECL_SCOPED_COLL(warp)
+RSHMEMI_DECL_SCOPED_COLL(block)
+#undef RSHMEMI_DECL_SCOPED_COLL
 #endif /* __CUDACC__ */
 
 #ifdef __cplusplus

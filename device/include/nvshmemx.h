@@ -215,14 +215,21 @@ NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_ON_STREAM)
 /* ------------------------------------------------------------------ collective launch (host) */
 #if defined(__CUDACC__) || defined(CUDART_VERSION)
 /* Cooperative launch (all blocks resident at once), required when blocks synchronize with each other
- * through device-side rshmem calls. Nonzero, with a message, when the device or grid does not allow it. */
+ * through device-side rshmem calls; a grid of 0 x 0 x 0 launches the largest that fits. Inline with the
+ * CUDA runtime (rshmemx_collective_launch in rshmem.h). NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED, with a
+ * message, when the device or the grid does not allow it. */
 NVSHMEMI_HOST int nvshmemx_collective_launch(const void *func, dim3 gridDims, dim3 blockDims, void **args,
                                              size_t sharedMem, cudaStream_t stream) {
-    return rshmemx_collective_launch(func, gridDims, blockDims, args, sharedMem, stream);
+    return rshmemx_collective_launch(func, gridDims, blockDims, args, sharedMem, stream) == 0
+               ? NVSHMEMX_SUCCESS
+               : NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED;
 }
+/* The largest grid nvshmemx_collective_launch accepts: blocks per SM (occupancy) x SMs. */
 NVSHMEMI_HOST int nvshmemx_collective_launch_query_gridsize(const void *func, dim3 blockDims, void **args,
                                                             size_t sharedMem, int *gridsize) {
-    return rshmemx_collective_launch_query_gridsize(func, blockDims, args, sharedMem, gridsize);
+    return rshmemx_collective_launch_query_gridsize(func, blockDims, args, sharedMem, gridsize) == 0
+               ? NVSHMEMX_SUCCESS
+               : NVSHMEMX_ERROR_INTERNAL;
 }
 #endif
 

@@ -152,17 +152,6 @@ __attribute__((weak))
 #endif
 int rshmemi_bind_device_library(void);
 
-#if defined(__CUDACC__) || defined(CUDART_VERSION)
-/* In librshmem_device.a: cudaLaunchCooperativeKernel after checking that the device supports it and
- * that all blocks of `grid` can be resident at once (so device-side barriers cannot deadlock). */
-int rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
-                              cudaStream_t stream);
-/* Largest grid (in blocks) that rshmemx_collective_launch accepts for `func` with this block and
- * dynamic shared memory size. */
-int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, void **args, size_t shmem,
-                                             int *gridsize);
-#endif
-
 /* ------------------------------------------------------------------ host and device */
 RSHMEM_HOSTDEV int rshmem_my_pe(void);
 RSHMEM_HOSTDEV int rshmem_n_pes(void);
@@ -304,3 +293,93 @@ static inline int rshmem_init_cuda(void) {
 #endif
 
 #endif /* RSHMEM_H */
+
+/* Collective launch: inline, with the CUDA runtime only (no device library needed). Outside the include
+ * guard on purpose: defined at the first inclusion that comes after the CUDA runtime's header (a C++
+ * program that includes rshmem.h before cuda_runtime.h gets it from nvshmem.h's inclusion, which brings
+ * in the CUDA runtime first). */
+#if (defined(__CUDACC__) || defined(CUDART_VERSION)) && !defined(RSHMEM_COLLECTIVE_LAUNCH_DEFINED)
+#define RSHMEM_COLLECTIVE_LAUNCH_DEFINED
+#include <stdio.h>
+
+/* Blocks of `block` threads and `shmem` bytes of dynamic shared memory that can be resident at once on
+ * the current device (occupancy x SMs), in *max_blocks; 0 if the device cannot launch cooperatively.
+ * Returns 0, or 1 after printing which CUDA call failed. */
+static inline int rshmemi_cooperative_capacity(const char *who, const void *func, dim3 block, size_t shmem,
+                                               int *max_blocks) {
+    int dev = 0, coop = 0, sms = 0, per_sm = 0;
+    const char *what = "cudaGetDevice";
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) {
+        what = "cudaDeviceGetAttribute(cudaDevAttrCooperativeLaunch)";
+        e = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
+    }
+    if (e == cudaSuccess) {
+        what = "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)";
+        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    }
+    if (e == cudaSuccess) {
+        what = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)(block.x * block.y * block.z), shmem);
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "rshmem: %s: %s failed on CUDA device %d: %s (%s)\n", who, what, dev, cudaGetErrorString(e),
+                cudaGetErrorName(e));
+        return 1;
+    }
+    if (!coop) {
+        fprintf(stderr, "rshmem: %s: CUDA device %d does not support cooperative launch\n", who, dev);
+        *max_blocks = 0;
+        return 0;
+    }
+    *max_blocks = per_sm * sms;
+    return 0;
+}
+
+/* cudaLaunchCooperativeKernel (all blocks resident at once, so that device-side barriers across blocks
+ * cannot deadlock) after checking that the device supports it and that the grid fits. A grid of 0 x 0 x
+ * 0 launches the largest grid that fits (as NVSHMEM does). 0 on success; otherwise prints why and
+ * returns 1. */
+static inline int rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+                                            RSHMEM_STREAM_T stream) {
+    const char *who = "rshmemx_collective_launch (nvshmemx_collective_launch)";
+    int max_blocks = 0;
+    long long blocks = (long long)grid.x * grid.y * grid.z;
+    cudaError_t e;
+    if (rshmemi_cooperative_capacity(who, func, block, shmem, &max_blocks) != 0) return 1;
+    if (max_blocks == 0) {
+        fprintf(stderr, "rshmem: %s: no block of %u threads and %zu bytes of dynamic shared memory can be resident "
+                        "for a cooperative launch\n", who, block.x * block.y * block.z, shmem);
+        return 1;
+    }
+    if (grid.x == 0 && grid.y == 0 && grid.z == 0) {
+        grid.x = (unsigned)max_blocks;
+        grid.y = grid.z = 1;
+    } else if (blocks == 0 || blocks > max_blocks) {
+        fprintf(stderr, "rshmem: %s: a grid of %ux%ux%u blocks cannot be resident at once: at most %d blocks of %u "
+                        "threads and %zu bytes of dynamic shared memory\n",
+                who, grid.x, grid.y, grid.z, max_blocks, block.x * block.y * block.z, shmem);
+        return 1;
+    }
+    e = cudaLaunchCooperativeKernel(func, grid, block, args, shmem, stream);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "rshmem: %s: cudaLaunchCooperativeKernel failed: %s (%s)\n", who, cudaGetErrorString(e),
+                cudaGetErrorName(e));
+        return 1;
+    }
+    return 0;
+}
+
+/* Largest grid (in blocks) that rshmemx_collective_launch accepts for `func` with this block and dynamic
+ * shared memory size: occupancy per SM x SMs (0: none). 0 on success, else prints why and returns 1. */
+static inline int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, void **args, size_t shmem,
+                                                           int *gridsize) {
+    const char *who = "rshmemx_collective_launch_query_gridsize (nvshmemx_collective_launch_query_gridsize)";
+    (void)args;
+    if (gridsize == NULL) {
+        fprintf(stderr, "rshmem: %s: gridsize is null\n", who);
+        return 1;
+    }
+    return rshmemi_cooperative_capacity(who, func, block, shmem, gridsize);
+}
+#endif

@@ -119,6 +119,27 @@ int headers_host_only(void) {
     nvshmem_int_p(p, nvshmem_my_pe(), (nvshmem_my_pe() + 1) % nvshmem_n_pes());
     nvshmemx_barrier_all_on_stream(0);
     rshmem_barrier_all();
+    {
+        /* Teams and collectives from C: the host calls and the on-stream forms. */
+        nvshmem_team_config_t config = NVSHMEM_TEAM_CONFIG_INITIALIZER;
+        nvshmem_team_t team = NVSHMEM_TEAM_INVALID, x, y;
+        long *q = (long *)nvshmem_malloc(16 * sizeof(long));
+        int rc = nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 1, nvshmem_n_pes(), &config,
+                                            NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS, &team);
+        rc += nvshmem_team_split_2d(NVSHMEM_TEAM_WORLD, 2, NULL, 0, &x, NULL, 0, &y);
+        nvshmem_team_get_config(team, &config);
+        rc += nvshmem_barrier(team) + nvshmem_sync(team) + nvshmemx_team_sync_on_stream(team, 0);
+        rc += nvshmem_long_broadcast(team, q, q + 1, 1, 0) + nvshmem_char_fcollect(team, (char *)q, (char *)q, 1);
+        rc += nvshmem_long_sum_reduce(team, q, q + 8, 1) + nvshmem_uint64_xor_reducescatter(team, (uint64_t *)q,
+                                                                                           (uint64_t *)q, 1);
+        rc += nvshmemx_double_max_reduce_on_stream(team, (double *)q, (double *)q + 1, 1, 0);
+        rc += nvshmemx_alltoallmem_on_stream(team, q, q + 4, 8, 0) + nvshmem_team_translate_pe(team, 0, x);
+        nvshmem_team_destroy(y);
+        nvshmem_team_destroy(x);
+        nvshmem_team_destroy(team);
+        nvshmem_free(q);
+        if (rc) return rc;
+    }
     nvshmem_free(p);
     return nvshmem_int_g(p, 0) + nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) + RSHMEM_CMP_GE;
 }
@@ -173,7 +194,9 @@ for name, (ret, args) in sorted(prog.items()):
         errors.append("%s: caller passes (%s) -> %s, the device library takes (%s) -> %s" % (
             name, ", ".join(args), ret or "void", ", ".join(largs), lret or "void"))
 if require_all:
-    for name in sorted(set(lib) - set(prog)):
+    # The C ABI: unmangled names. Rust-mangled functions (_R..., _ZN...) are the crate's own internals,
+    # visible in the PTX because they are public items of the crate, not part of the C API.
+    for name in sorted(n for n in set(lib) - set(prog) if not re.match(r"_(R|ZN)", n)):
         errors.append("%s: exported by the device library but not called by the coverage test "
                       "(declare it in rshmem.h, wrap it in nvshmem*.h, call it in tests/cuda/nvshmem_api_coverage.cu)" % name)
 for e in errors: print("  " + e, file=sys.stderr)

@@ -38,6 +38,8 @@
 #      tools, -L <cuda>/lib is added: nvcc.profile looks for libcudart_static.a in lib64/ only.)
 #   Also: a program calling an undefined rshmem_* device function must fail the device link (self-test of
 #   step 3), and rshmem.h / nvshmem.h / nvshmemx.h must compile as host-only C (gcc -std=c99) and C++ (g++).
+#   With NVSHMEM_SRC=<checkout of NVIDIA/nvshmem>: NVSHMEM's perftests, unchanged, compile and device-link
+#   (bench/perftest.sh, in check mode).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${MODE:-check}
@@ -316,6 +318,21 @@ if [ "$mode" = check ]; then
       bad "ptxas -arch=$arch -c $kptx"
     fi
   done
+fi
+
+# ---------------------------------------------------------------- NVSHMEM's perftests (optional)
+# Only with NVSHMEM_SRC=<checkout of NVIDIA/nvshmem> (CI cannot fetch it): its perftests, unchanged,
+# compile and device-link against rshmem's headers and device library (bench/perftest.sh; its table is
+# in target/perftest/perftest-table.md).
+if [ -n "${NVSHMEM_SRC:-}" ]; then
+  if PTX=$ptx MODE=check "$root/bench/perftest.sh" >"$work/perftest.log" 2>&1; then
+    ok "NVSHMEM perftests ($NVSHMEM_SRC) unchanged: $(tail -1 "$work/perftest.log")"
+  else
+    sed -n '/^| program/,$p' "$work/perftest.log" >&2
+    bad "NVSHMEM perftests ($NVSHMEM_SRC) unchanged: $(tail -1 "$work/perftest.log") (bench/perftest.sh; log $work/perftest.log)"
+  fi
+else
+  log "NVSHMEM_SRC unset: skipping NVSHMEM's perftests (bench/perftest.sh)"
 fi
 
 # ---------------------------------------------------------------- summary

@@ -264,6 +264,8 @@ pub fn barrier(team: i32) -> Result<()> {
         return crate::barrier_all();
     }
     let rt = runtime::get("rshmem_barrier")?;
+    // A bad team is an error here, not a stopped PE (the device collective's check).
+    precheck(&rt, host_op::BARRIER, team, 0, 0)?;
     rt.quiet()?;
     // SAFETY: a synchronization has no buffers.
     unsafe { run_blocking(&rt, host_op::BARRIER, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0) }
@@ -271,6 +273,7 @@ pub fn barrier(team: i32) -> Result<()> {
 /// Host sync of `team`: waits for every member (outstanding operations are not completed).
 pub fn team_sync(team: i32) -> Result<()> {
     let rt = runtime::get("rshmem_team_sync")?;
+    precheck(&rt, host_op::SYNC, team, 0, 0)?;
     // SAFETY: a synchronization has no buffers.
     unsafe { run_blocking(&rt, host_op::SYNC, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0) }
 }

@@ -139,6 +139,11 @@ int headers_host_only(void) {
         nvshmem_team_destroy(y);
         nvshmem_team_destroy(x);
         nvshmem_team_destroy(team);
+#if defined(__cplusplus) && defined(NVSHMEMI_HAVE_CUDA_TYPES)
+        /* Host C++ with the CUDA headers: the CUDA types' collectives too. */
+        rc += nvshmem_half_sum_reduce(team, (half *)q, (half *)q, 1) + nvshmem_bfloat16_broadcast(team, (__nv_bfloat16 *)q, (__nv_bfloat16 *)q, 1, 0);
+        rc += nvshmemx_double2_maxloc_reduce_on_stream(team, (double2 *)q, (double2 *)q, 1, (cudaStream_t)0);
+#endif
         nvshmem_free(q);
         if (rc) return rc;
     }
@@ -155,6 +160,13 @@ if command -v g++ >/dev/null 2>&1; then
   if run g++ -std=c++11 -Wall -Wextra -Werror -x c++ -I "$inc" -c "$hdr_test" -o "$work/headers_host_only_cxx.o"; then
     ok "headers compile as host-only C++ (g++ -std=c++11 -Werror)"
   else bad "headers as host-only C++ (g++)"; fi
+  # Host C++ with the CUDA headers on the include path (NVSHMEM's host .cpp programs): nvshmem.h then
+  # brings in the CUDA types, and the half / bfloat16 / double2 collectives with them.
+  cuda_inc=$(cd "$cuda_bin/../include" && pwd)
+  if run g++ -std=c++17 -Wall -Wextra -Werror -x c++ -I "$inc" -I "$cuda_inc" -c "$hdr_test" \
+    -o "$work/headers_host_cuda_cxx.o"; then
+    ok "headers compile as host C++ with the CUDA headers (g++ -std=c++17 -Werror, CUDA types in)"
+  else bad "headers as host C++ with the CUDA headers (g++)"; fi
 else log "no g++: skipping the host-only C++ header check"; fi
 
 # ---------------------------------------------------------------- 3. programs

@@ -4,7 +4,7 @@
 # DEVICE.ptx comes from `scripts/build-ptx.sh rshmem-device DEVICE.ptx sm_90`. The archive holds
 #   rshmem_device_ptx.o   the Rust device library (every rshmem_* device function)
 #   rshmem_device_init.o  device/cuda/rshmem_device_init.cu (rshmemi_device_state in the constant bank,
-#                         rshmemi_bind_device_library, rshmemx_collective_launch)
+#                         rshmemi_bind_device_library)
 # Commands (NVCC: nvcc on PATH, else $CUDA_HOME/bin/nvcc, else the one scripts/install-cuda-tools.sh installs):
 #   nvcc -arch=sm_90 -rdc=true -maxrregcount=64 -c DEVICE.ptx -o rshmem_device_ptx.o
 #   nvcc -arch=sm_90 -rdc=true -O2 -DRSHMEMI_DEVICE_STATE_BYTES=N -c device/cuda/rshmem_device_init.cu -I device/include -o rshmem_device_init.o

@@ -38,6 +38,8 @@
 #      tools, -L <cuda>/lib is added: nvcc.profile looks for libcudart_static.a in lib64/ only.)
 #   Also: a program calling an undefined rshmem_* device function must fail the device link (self-test of
 #   step 3), and rshmem.h / nvshmem.h / nvshmemx.h must compile as host-only C (gcc -std=c99) and C++ (g++).
+#   With NVSHMEM_SRC=<checkout of NVIDIA/nvshmem>: NVSHMEM's perftests, unchanged, compile and device-link
+#   (bench/perftest.sh, in check mode).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${MODE:-check}
@@ -119,6 +121,32 @@ int headers_host_only(void) {
     nvshmem_int_p(p, nvshmem_my_pe(), (nvshmem_my_pe() + 1) % nvshmem_n_pes());
     nvshmemx_barrier_all_on_stream(0);
     rshmem_barrier_all();
+    {
+        /* Teams and collectives from C: the host calls and the on-stream forms. */
+        nvshmem_team_config_t config = NVSHMEM_TEAM_CONFIG_INITIALIZER;
+        nvshmem_team_t team = NVSHMEM_TEAM_INVALID, x, y;
+        long *q = (long *)nvshmem_malloc(16 * sizeof(long));
+        int rc = nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 1, nvshmem_n_pes(), &config,
+                                            NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS, &team);
+        rc += nvshmem_team_split_2d(NVSHMEM_TEAM_WORLD, 2, NULL, 0, &x, NULL, 0, &y);
+        nvshmem_team_get_config(team, &config);
+        rc += nvshmem_barrier(team) + nvshmem_sync(team) + nvshmemx_team_sync_on_stream(team, 0);
+        rc += nvshmem_long_broadcast(team, q, q + 1, 1, 0) + nvshmem_char_fcollect(team, (char *)q, (char *)q, 1);
+        rc += nvshmem_long_sum_reduce(team, q, q + 8, 1) + nvshmem_uint64_xor_reducescatter(team, (uint64_t *)q,
+                                                                                           (uint64_t *)q, 1);
+        rc += nvshmemx_double_max_reduce_on_stream(team, (double *)q, (double *)q + 1, 1, 0);
+        rc += nvshmemx_alltoallmem_on_stream(team, q, q + 4, 8, 0) + nvshmem_team_translate_pe(team, 0, x);
+        nvshmem_team_destroy(y);
+        nvshmem_team_destroy(x);
+        nvshmem_team_destroy(team);
+#if defined(__cplusplus) && defined(NVSHMEMI_HAVE_CUDA_TYPES)
+        /* Host C++ with the CUDA headers: the CUDA types' collectives too. */
+        rc += nvshmem_half_sum_reduce(team, (half *)q, (half *)q, 1) + nvshmem_bfloat16_broadcast(team, (__nv_bfloat16 *)q, (__nv_bfloat16 *)q, 1, 0);
+        rc += nvshmemx_double2_maxloc_reduce_on_stream(team, (double2 *)q, (double2 *)q, 1, (cudaStream_t)0);
+#endif
+        nvshmem_free(q);
+        if (rc) return rc;
+    }
     nvshmem_free(p);
     return nvshmem_int_g(p, 0) + nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) + RSHMEM_CMP_GE;
 }
@@ -132,6 +160,13 @@ if command -v g++ >/dev/null 2>&1; then
   if run g++ -std=c++11 -Wall -Wextra -Werror -x c++ -I "$inc" -c "$hdr_test" -o "$work/headers_host_only_cxx.o"; then
     ok "headers compile as host-only C++ (g++ -std=c++11 -Werror)"
   else bad "headers as host-only C++ (g++)"; fi
+  # Host C++ with the CUDA headers on the include path (NVSHMEM's host .cpp programs): nvshmem.h then
+  # brings in the CUDA types, and the half / bfloat16 / double2 collectives with them.
+  cuda_inc=$(cd "$cuda_bin/../include" && pwd)
+  if run g++ -std=c++17 -Wall -Wextra -Werror -x c++ -I "$inc" -I "$cuda_inc" -c "$hdr_test" \
+    -o "$work/headers_host_cuda_cxx.o"; then
+    ok "headers compile as host C++ with the CUDA headers (g++ -std=c++17 -Werror, CUDA types in)"
+  else bad "headers as host C++ with the CUDA headers (g++)"; fi
 else log "no g++: skipping the host-only C++ header check"; fi
 
 # ---------------------------------------------------------------- 3. programs
@@ -173,9 +208,9 @@ for name, (ret, args) in sorted(prog.items()):
         errors.append("%s: caller passes (%s) -> %s, the device library takes (%s) -> %s" % (
             name, ", ".join(args), ret or "void", ", ".join(largs), lret or "void"))
 if require_all:
-    # The C API is the unmangled rshmem_* names; Rust-mangled functions (_R...) are the device
-    # library's own out-of-line helpers (e.g. one reduction per type and operator), not C entry points.
-    for name in sorted(n for n in set(lib) - set(prog) if not n.startswith("_R")):
+    # The C ABI: unmangled names. Rust-mangled functions (_R..., _ZN...) are the crate's own internals,
+    # visible in the PTX because they are public items of the crate, not part of the C API.
+    for name in sorted(n for n in set(lib) - set(prog) if not re.match(r"_(R|ZN)", n)):
         errors.append("%s: exported by the device library but not called by the coverage test "
                       "(declare it in rshmem.h, wrap it in nvshmem*.h, call it in tests/cuda/nvshmem_api_coverage.cu)" % name)
 for e in errors: print("  " + e, file=sys.stderr)
@@ -295,6 +330,21 @@ if [ "$mode" = check ]; then
       bad "ptxas -arch=$arch -c $kptx"
     fi
   done
+fi
+
+# ---------------------------------------------------------------- NVSHMEM's perftests (optional)
+# Only with NVSHMEM_SRC=<checkout of NVIDIA/nvshmem> (CI cannot fetch it): its perftests, unchanged,
+# compile and device-link against rshmem's headers and device library (bench/perftest.sh; its table is
+# in target/perftest/perftest-table.md).
+if [ -n "${NVSHMEM_SRC:-}" ]; then
+  if PTX=$ptx MODE=check "$root/bench/perftest.sh" >"$work/perftest.log" 2>&1; then
+    ok "NVSHMEM perftests ($NVSHMEM_SRC) unchanged: $(tail -1 "$work/perftest.log")"
+  else
+    sed -n '/^| program/,$p' "$work/perftest.log" >&2
+    bad "NVSHMEM perftests ($NVSHMEM_SRC) unchanged: $(tail -1 "$work/perftest.log") (bench/perftest.sh; log $work/perftest.log)"
+  fi
+else
+  log "NVSHMEM_SRC unset: skipping NVSHMEM's perftests (bench/perftest.sh)"
 fi
 
 # ---------------------------------------------------------------- summary

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs the CUDA compiler tools from PyPI (ptxas, nvcc, nvlink; no GPU needed) into .tools/cuda and
+# Installs the CUDA compiler tools from PyPI (ptxas, nvcc, nvlink; no GPU needed) into .tools/cuda-py and
 # prints the directory that holds bin/nvcc. Idempotent: a second run does nothing.
+# Also installs NVML's development header (nvidia-nvml-dev: include/nvml.h) into .tools/nvml, which
+# NVSHMEM's perftests include (bench/perftest.sh); `scripts/install-cuda-tools.sh --nvml-include` prints
+# the directory that holds nvml.h instead.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest="$root/.tools/cuda-py"
@@ -9,7 +12,7 @@ if [ ! -x "$dest/nvidia/cu13/bin/nvcc" ] && [ ! -x "$dest/nvidia/cuda_nvcc/bin/n
     'nvidia-cuda-nvcc==13.0.*' 'nvidia-nvvm==13.0.*' 'nvidia-cuda-crt==13.0.*' 'nvidia-cuda-runtime==13.0.*' \
     'nvidia-cuda-cccl==13.0.*' >&2
 fi
-home=$(dirname "$(dirname "$(find "$dest" -path '*/bin/nvcc' -type f | head -1)")")
+home=$(dirname "$(dirname "$(find "$dest/" -path '*/bin/nvcc' -type f | head -1)")")
 [ -x "$home/bin/nvcc" ] || { echo "install-cuda-tools: nvcc not found under $dest" >&2; exit 1; }
 # cuda_fp16.h and cuda_bf16.h (which nvshmem.h brings in, as NVSHMEM's does) need the CCCL headers
 # (<nv/target>). A tree installed before they were added gets them here: pip --target would replace
@@ -22,4 +25,19 @@ if [ ! -f "$home/include/nv/target" ]; then
   cp -rn "$inc"/. "$home/include/"
   rm -rf "$tmp"
 fi
-echo "$home"
+# nvml.h for NVSHMEM's perftests (their common/utils.h includes it), in its own tree so that an
+# existing compiler tree is not touched. Only --nvml-include needs it: otherwise a failed install is a
+# warning, and the compiler tools are usable all the same.
+nvml_dest="$root/.tools/nvml"
+find_nvml() { find "$nvml_dest/" -name nvml.h -path '*include*' 2>/dev/null | head -1; }
+if [ -z "$(find_nvml)" ]; then
+  python3 -m pip install -q --disable-pip-version-check --no-warn-script-location --target "$nvml_dest" \
+    'nvidia-nvml-dev==13.0.*' >&2 || echo "install-cuda-tools: installing nvidia-nvml-dev (nvml.h) failed" >&2
+fi
+if [ "${1:-}" = --nvml-include ]; then
+  nvml_h=$(find_nvml)
+  [ -f "$nvml_h" ] || { echo "install-cuda-tools: nvml.h not found under $nvml_dest (nvidia-nvml-dev)" >&2; exit 1; }
+  dirname "$nvml_h"
+else
+  echo "$home"
+fi

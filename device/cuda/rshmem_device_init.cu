@@ -8,7 +8,7 @@
 // rshmemi_bind_device_library: tells the runtime where this program's copy lives
 // (rshmemi_register_device_state), and the runtime fills it in.
 //
-// rshmemx_collective_launch: cudaLaunchCooperativeKernel with the checks that make a failure explicit.
+// (rshmemx_collective_launch, which was here, is inline in rshmem.h now: it needs only the CUDA runtime.)
 #include <cstdio>
 #include <cuda_runtime.h>
 #include "rshmem.h"
@@ -57,69 +57,5 @@ extern "C" int rshmemi_bind_device_library(void) {
                         "first, with the CUDA backend?)\n", who, addr);
         return 1;
     }
-    return 0;
-}
-
-namespace {
-
-// Blocks of `block` that can be resident at once on the current device, in *max_blocks.
-bool cooperative_capacity(const char *who, const void *func, dim3 block, size_t shmem, long long *max_blocks,
-                          int *per_sm_out, int *sms_out) {
-    int dev = 0, coop = 0, sms = 0, per_sm = 0;
-    if (!cuda_ok(cudaGetDevice(&dev), who, "cudaGetDevice")) return false;
-    if (!cuda_ok(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev), who,
-                 "cudaDeviceGetAttribute(cudaDevAttrCooperativeLaunch)"))
-        return false;
-    if (!coop) {
-        fprintf(stderr, "rshmem: %s: CUDA device %d does not support cooperative launch\n", who, dev);
-        return false;
-    }
-    if (!cuda_ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), who,
-                 "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)"))
-        return false;
-    int threads = (int)(block.x * block.y * block.z);
-    if (!cuda_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, threads, shmem), who,
-                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor"))
-        return false;
-    *max_blocks = (long long)per_sm * sms;
-    *per_sm_out = per_sm;
-    *sms_out = sms;
-    return true;
-}
-
-}  // namespace
-
-extern "C" int rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
-                                         cudaStream_t stream) {
-    const char *who = "rshmemx_collective_launch (nvshmemx_collective_launch)";
-    long long max_blocks = 0;
-    int per_sm = 0, sms = 0;
-    if (!cooperative_capacity(who, func, block, shmem, &max_blocks, &per_sm, &sms)) return 1;
-    long long blocks = (long long)grid.x * grid.y * grid.z;
-    if (blocks > max_blocks) {
-        fprintf(stderr,
-                "rshmem: %s: grid of %lld blocks (%ux%ux%u) cannot be resident at once: at most %d blocks of "
-                "%u threads and %zu bytes of dynamic shared memory per SM x %d SMs = %lld\n",
-                who, blocks, grid.x, grid.y, grid.z, per_sm, block.x * block.y * block.z, shmem, sms, max_blocks);
-        return 1;
-    }
-    if (!cuda_ok(cudaLaunchCooperativeKernel(func, grid, block, args, shmem, stream), who,
-                 "cudaLaunchCooperativeKernel"))
-        return 1;
-    return 0;
-}
-
-extern "C" int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, void **args, size_t shmem,
-                                                        int *gridsize) {
-    (void)args;
-    const char *who = "rshmemx_collective_launch_query_gridsize";
-    long long max_blocks = 0;
-    int per_sm = 0, sms = 0;
-    if (gridsize == nullptr) {
-        fprintf(stderr, "rshmem: %s: gridsize is null\n", who);
-        return 1;
-    }
-    if (!cooperative_capacity(who, func, block, shmem, &max_blocks, &per_sm, &sms)) return 1;
-    *gridsize = (int)max_blocks;
     return 0;
 }

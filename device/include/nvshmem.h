@@ -7,14 +7,22 @@
  *
  * NVSHMEM features that rshmem does not have are deliberately NOT declared, so a program that uses one
  * fails to compile with the missing name (not at link or run time). Not provided, among others:
- * collectives (broadcast, fcollect, alltoall, reductions), team creation/split and team-based
- * barriers/syncs, strided iput/iget, contexts (nvshmem_ctx_*), nvshmem_realloc, host-initiated atomics,
- * wait/test from the host, nvshmemx_*_on_stream for p/g/signal/wait, MPI/SHMEM bootstraps
- * nvshmemx_buffer_register.
+ * strided iput/iget, contexts (nvshmem_ctx_*), nvshmem_realloc, host-initiated atomics, wait/test from
+ * the host, nvshmemx_*_on_stream for p/g/signal/wait, the SHMEM bootstrap (NVSHMEMX_INIT_WITH_SHMEM),
+ * the team-unique-id API (nvshmemx_team_init), warpgroup scope, tile collectives. One exception:
+ * nvshmemx_buffer_register_symmetric / _unregister_symmetric are declared (NVSHMEM's perftest helper
+ * references them) but fail at run time with a message.
+ *
+ * Teams and collectives (barrier, team_sync, broadcast, fcollect, alltoall, reduce, reducescatter, at
+ * thread / warp / block scope, from the host and on streams, and team split/destroy/config) are the
+ * device library's (device/src/coll.rs): see rshmem.h for their contracts. NVSHMEMX_INIT_WITH_MPI_COMM
+ * and nvshmemx_buffer_register/unregister are provided (see nvshmemx.h).
  *
  * Differences to keep in mind:
  *  - Host-side nvshmem_TYPE_put_nbi / get_nbi / putmem_nbi are blocking (a valid nbi implementation).
- *  - long is 64-bit (LP64 Linux only).
+ *  - long is 64-bit (LP64 Linux only); char is signed (its reductions are those of int8_t).
+ *  - half / __nv_bfloat16 (and double2 for maxloc) collectives exist under nvcc and in host C++ where the
+ *    CUDA headers are on the include path, not in C.
  */
 #ifndef RSHMEM_NVSHMEM_H
 #define RSHMEM_NVSHMEM_H
@@ -22,15 +30,26 @@
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "rshmem.h"
-/* What NVSHMEM's headers bring in under nvcc, for programs that rely on it (`half`, `__nv_bfloat16`,
- * the driver API's types). With the PyPI CUDA tools, cuda_fp16.h needs the CCCL headers
- * (nvidia-cuda-cccl; scripts/install-cuda-tools.sh installs them). */
+/* What NVSHMEM's headers bring in, for programs that rely on it (`half`, `__nv_bfloat16`, `double2`,
+ * cudaStream_t, the driver API's types): always under nvcc; in host-only C++ when the CUDA headers are
+ * on the include path (NVSHMEM's host programs, e.g. its perftests' .cpp files compiled by the host
+ * compiler). With the PyPI CUDA tools, cuda_fp16.h needs the CCCL headers (nvidia-cuda-cccl;
+ * scripts/install-cuda-tools.sh installs them). NVSHMEMI_HAVE_CUDA_TYPES says whether they are in. */
 #if defined(__CUDACC__)
+#define NVSHMEMI_HAVE_CUDA_TYPES 1
+#elif defined(__cplusplus) && defined(__has_include)
+#if __has_include(<cuda_runtime.h>) && __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>) && \
+    __has_include(<cuda.h>)
+#define NVSHMEMI_HAVE_CUDA_TYPES 1
+#endif
+#endif
+#if defined(NVSHMEMI_HAVE_CUDA_TYPES)
+#include <cuda_runtime.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #endif
+#include "rshmem.h"
 
 /* ------------------------------------------------------------------ qualifiers */
 #if defined(__CUDACC__)
@@ -55,11 +74,33 @@ enum { NVSHMEM_SIGNAL_SET = RSHMEM_SIGNAL_SET, NVSHMEM_SIGNAL_ADD = RSHMEM_SIGNA
 
 typedef int32_t nvshmem_team_t;
 typedef nvshmem_team_t nvshmemx_team_t;
+/* NVSHMEM's team handles. NVSHMEMX_TEAM_SAME_MYPE_NODE is one of NVSHMEM's internal teams, which rshmem
+ * does not make: a collective on it fails naming the team. */
 enum {
+    NVSHMEM_TEAM_INVALID = RSHMEM_TEAM_INVALID,
     NVSHMEM_TEAM_WORLD = RSHMEM_TEAM_WORLD,
     NVSHMEM_TEAM_SHARED = RSHMEM_TEAM_SHARED,
-    NVSHMEMX_TEAM_NODE = RSHMEM_TEAM_NODE
+    NVSHMEMX_TEAM_NODE = RSHMEM_TEAM_NODE,
+    NVSHMEMX_TEAM_SAME_MYPE_NODE = 3
 };
+
+/* Team configuration, NVSHMEM 3.4's layout (64 bytes). rshmem has no per-team contexts: a split records
+ * the fields its mask selects and nvshmem_team_get_config gives them back. */
+typedef uint64_t nvshmemx_team_uniqueid_t;
+typedef struct {
+    int version;
+    int num_contexts;
+    nvshmemx_team_uniqueid_t uniqueid;
+    char padding[48];
+} nvshmem_team_config_v2;
+typedef nvshmem_team_config_v2 nvshmem_team_config_t;
+typedef char nvshmemi_team_config_size_check[(sizeof(nvshmem_team_config_t) == 64) ? 1 : -1];
+#define NVSHMEM_TEAM_CONFIG_INITIALIZER                                                             \
+    {                                                                                               \
+        (2 << 16) + (int)sizeof(nvshmem_team_config_t), -1, (nvshmemx_team_uniqueid_t)~0ULL, { 0 } \
+    }
+#define NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS 0x0000000000000001
+#define NVSHMEM_TEAM_CONFIG_MASK_UNIQUEID 0x0000000000000002
 
 /* LP64 is assumed by the size tables below (long, size_t, ptrdiff_t are 64-bit). */
 typedef char nvshmemi_lp64_check[(sizeof(long) == 8 && sizeof(size_t) == 8 && sizeof(ptrdiff_t) == 8) ? 1 : -1];
@@ -81,6 +122,63 @@ typedef char nvshmemi_lp64_check[(sizeof(long) == 8 && sizeof(size_t) == 8 && si
     typedef char nvshmemi_size_check_##NAME[(sizeof(TYPE) * 8 == (BITS)) ? 1 : -1];
 NVSHMEMI_FOR_RMA_TYPES(NVSHMEMI_SIZE_CHECK)
 #undef NVSHMEMI_SIZE_CHECK
+
+/* NVSHMEM's STANDARD_RMA types (those of broadcast, fcollect, alltoall): the RMA types above plus half
+ * and bfloat16 where the CUDA types are in. X(NAME, TYPE, BITS) */
+#if defined(NVSHMEMI_HAVE_CUDA_TYPES)
+#define NVSHMEMI_FOR_FP16_TYPES(X) X(bfloat16, __nv_bfloat16, 16) X(half, half, 16)
+#else
+#define NVSHMEMI_FOR_FP16_TYPES(X)
+#endif
+#define NVSHMEMI_FOR_STANDARD_RMA_TYPES(X) NVSHMEMI_FOR_FP16_TYPES(X) NVSHMEMI_FOR_RMA_TYPES(X)
+
+/* Reduction types, NVSHMEM's lists: X(NAME, TYPE, KIND, OP), KIND naming the element type code
+ * (NVSHMEMI_DT_##KIND(TYPE)): integers by size and signedness, the floating-point types by name. */
+#define NVSHMEMI_FOR_BITWISE_REDUCE_TYPES(X, OP)                                                       \
+    X(uchar, unsigned char, INT, OP) X(ushort, unsigned short, INT, OP) X(uint, unsigned int, INT, OP) \
+    X(ulong, unsigned long, INT, OP) X(ulonglong, unsigned long long, INT, OP) X(int8, int8_t, INT, OP) \
+    X(int16, int16_t, INT, OP) X(int32, int32_t, INT, OP) X(int64, int64_t, INT, OP)                   \
+    X(uint8, uint8_t, INT, OP) X(uint16, uint16_t, INT, OP) X(uint32, uint32_t, INT, OP)               \
+    X(uint64, uint64_t, INT, OP) X(size, size_t, INT, OP)
+#if defined(NVSHMEMI_HAVE_CUDA_TYPES)
+#define NVSHMEMI_FOR_FP16_REDUCE_TYPES(X, OP) X(bfloat16, __nv_bfloat16, BF16, OP) X(half, half, F16, OP)
+#else
+#define NVSHMEMI_FOR_FP16_REDUCE_TYPES(X, OP)
+#endif
+#define NVSHMEMI_FOR_STANDARD_REDUCE_TYPES(X, OP)                                                      \
+    NVSHMEMI_FOR_BITWISE_REDUCE_TYPES(X, OP) X(char, char, INT, OP) X(schar, signed char, INT, OP)     \
+    X(short, short, INT, OP) X(int, int, INT, OP) X(long, long, INT, OP) X(longlong, long long, INT, OP) \
+    NVSHMEMI_FOR_FP16_REDUCE_TYPES(X, OP) X(float, float, F32, OP) X(double, double, F64, OP)
+#define NVSHMEMI_FOR_ARITH_REDUCE_TYPES(X, OP) NVSHMEMI_FOR_STANDARD_REDUCE_TYPES(X, OP)
+/* Every (type, operator) pair NVSHMEM has: bitwise and/or/xor, standard min/max, arithmetic sum/prod. */
+#define NVSHMEMI_FOR_REDUCTIONS(X)                                                                     \
+    NVSHMEMI_FOR_BITWISE_REDUCE_TYPES(X, and) NVSHMEMI_FOR_BITWISE_REDUCE_TYPES(X, or)                 \
+    NVSHMEMI_FOR_BITWISE_REDUCE_TYPES(X, xor) NVSHMEMI_FOR_STANDARD_REDUCE_TYPES(X, min)               \
+    NVSHMEMI_FOR_STANDARD_REDUCE_TYPES(X, max) NVSHMEMI_FOR_ARITH_REDUCE_TYPES(X, sum)                 \
+    NVSHMEMI_FOR_ARITH_REDUCE_TYPES(X, prod)
+
+/* Element type codes (RSHMEM_DTYPE_*): an integer type's from its size and signedness. */
+#define NVSHMEMI_DT_INT(T)                                                                             \
+    ((T)0 < (T)-1 ? (sizeof(T) == 1   ? RSHMEM_DTYPE_U8                                               \
+                     : sizeof(T) == 2 ? RSHMEM_DTYPE_U16                                              \
+                     : sizeof(T) == 4 ? RSHMEM_DTYPE_U32                                              \
+                                      : RSHMEM_DTYPE_U64)                                             \
+                  : (sizeof(T) == 1   ? RSHMEM_DTYPE_I8                                               \
+                     : sizeof(T) == 2 ? RSHMEM_DTYPE_I16                                              \
+                     : sizeof(T) == 4 ? RSHMEM_DTYPE_I32                                              \
+                                      : RSHMEM_DTYPE_I64))
+#define NVSHMEMI_DT_F16(T) RSHMEM_DTYPE_F16
+#define NVSHMEMI_DT_BF16(T) RSHMEM_DTYPE_BF16
+#define NVSHMEMI_DT_F32(T) RSHMEM_DTYPE_F32
+#define NVSHMEMI_DT_F64(T) RSHMEM_DTYPE_F64
+/* Operator codes (RSHMEM_OP_*) by NVSHMEM's operator names. */
+#define NVSHMEMI_OP_and RSHMEM_OP_AND
+#define NVSHMEMI_OP_or RSHMEM_OP_OR
+#define NVSHMEMI_OP_xor RSHMEM_OP_XOR
+#define NVSHMEMI_OP_min RSHMEM_OP_MIN
+#define NVSHMEMI_OP_max RSHMEM_OP_MAX
+#define NVSHMEMI_OP_sum RSHMEM_OP_SUM
+#define NVSHMEMI_OP_prod RSHMEM_OP_PROD
 
 /* ------------------------------------------------------------------ initialization (host) */
 /* Binds the device library of this program to the runtime (see rshmem.h). Under nvcc it is always
@@ -145,6 +243,79 @@ NVSHMEMI_HOSTDEV void nvshmem_barrier_all(void) { rshmem_barrier_all(); }
 NVSHMEMI_HOSTDEV void nvshmem_sync_all(void) { rshmem_sync_all(); }
 #if defined(__CUDACC__)
 NVSHMEMI_DEV void nvshmem_fence(void) { rshmem_fence(); }
+#endif
+
+/* ------------------------------------------------------------------ teams */
+NVSHMEMI_HOSTDEV int nvshmem_team_translate_pe(nvshmem_team_t src_team, int src_pe, nvshmem_team_t dest_team) {
+    return rshmem_team_translate_pe(src_team, src_pe, dest_team);
+}
+/* Collective over the parent team; 0 on success (the error is printed otherwise). A PE of the parent
+ * outside the new team gets NVSHMEM_TEAM_INVALID. */
+NVSHMEMI_HOST int nvshmem_team_split_strided(nvshmem_team_t parent_team, int PE_start, int PE_stride, int PE_size,
+                                             const nvshmem_team_config_t *config, long config_mask,
+                                             nvshmem_team_t *new_team) {
+    return rshmem_team_split_strided(parent_team, PE_start, PE_stride, PE_size, config, config_mask, new_team);
+}
+NVSHMEMI_HOST int nvshmem_team_split_2d(nvshmem_team_t parent_team, int xrange,
+                                        const nvshmem_team_config_t *xaxis_config, long xaxis_mask,
+                                        nvshmem_team_t *xaxis_team, const nvshmem_team_config_t *yaxis_config,
+                                        long yaxis_mask, nvshmem_team_t *yaxis_team) {
+    return rshmem_team_split_2d(parent_team, xrange, xaxis_config, xaxis_mask, xaxis_team, yaxis_config,
+                                yaxis_mask, yaxis_team);
+}
+NVSHMEMI_HOST void nvshmem_team_destroy(nvshmem_team_t team) { (void)rshmem_team_destroy(team); }
+NVSHMEMI_HOST void nvshmem_team_get_config(nvshmem_team_t team, nvshmem_team_config_t *config) {
+    (void)rshmem_team_get_config(team, config);
+}
+
+/* ------------------------------------------------------------------ collectives (host and device)
+ * Device side: one thread of the PE calls (see nvshmemx.h for warp / block scope). Host side: the call
+ * returns when the collective is complete. Counts are elements (bytes for the *mem forms). */
+NVSHMEMI_HOSTDEV int nvshmem_barrier(nvshmem_team_t team) { return rshmem_barrier(team); }
+NVSHMEMI_HOSTDEV int nvshmem_team_sync(nvshmem_team_t team) { return rshmem_team_sync(team); }
+#define nvshmem_sync nvshmem_team_sync
+NVSHMEMI_HOSTDEV int nvshmem_broadcastmem(nvshmem_team_t team, void *dest, const void *src, size_t nelems,
+                                          int PE_root) {
+    return rshmem_broadcastmem(team, dest, src, nelems, PE_root);
+}
+NVSHMEMI_HOSTDEV int nvshmem_fcollectmem(nvshmem_team_t team, void *dest, const void *src, size_t nelems) {
+    return rshmem_fcollectmem(team, dest, src, nelems);
+}
+NVSHMEMI_HOSTDEV int nvshmem_alltoallmem(nvshmem_team_t team, void *dest, const void *src, size_t nelems) {
+    return rshmem_alltoallmem(team, dest, src, nelems);
+}
+#define NVSHMEMI_TYPED_COLL(NAME, TYPE, BITS)                                                           \
+    NVSHMEMI_HOSTDEV int nvshmem_##NAME##_broadcast(nvshmem_team_t team, TYPE *dest, const TYPE *src,   \
+                                                    size_t nelems, int PE_root) {                       \
+        return rshmem_broadcastmem(team, dest, src, nelems * sizeof(TYPE), PE_root);                    \
+    }                                                                                                   \
+    NVSHMEMI_HOSTDEV int nvshmem_##NAME##_fcollect(nvshmem_team_t team, TYPE *dest, const TYPE *src,    \
+                                                   size_t nelems) {                                     \
+        return rshmem_fcollectmem(team, dest, src, nelems * sizeof(TYPE));                              \
+    }                                                                                                   \
+    NVSHMEMI_HOSTDEV int nvshmem_##NAME##_alltoall(nvshmem_team_t team, TYPE *dest, const TYPE *src,    \
+                                                   size_t nelems) {                                     \
+        return rshmem_alltoallmem(team, dest, src, nelems * sizeof(TYPE));                              \
+    }
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMI_TYPED_COLL)
+#undef NVSHMEMI_TYPED_COLL
+#define NVSHMEMI_TYPED_REDUCE(NAME, TYPE, KIND, OP)                                                      \
+    NVSHMEMI_HOSTDEV int nvshmem_##NAME##_##OP##_reduce(nvshmem_team_t team, TYPE *dest, const TYPE *src, \
+                                                        size_t nreduce) {                                \
+        return rshmem_reduce(team, dest, src, nreduce, NVSHMEMI_DT_##KIND(TYPE), NVSHMEMI_OP_##OP);      \
+    }                                                                                                    \
+    NVSHMEMI_HOSTDEV int nvshmem_##NAME##_##OP##_reducescatter(nvshmem_team_t team, TYPE *dest,          \
+                                                               const TYPE *src, size_t nreduce) {        \
+        return rshmem_reducescatter(team, dest, src, nreduce, NVSHMEMI_DT_##KIND(TYPE), NVSHMEMI_OP_##OP); \
+    }
+NVSHMEMI_FOR_REDUCTIONS(NVSHMEMI_TYPED_REDUCE)
+#undef NVSHMEMI_TYPED_REDUCE
+#if defined(NVSHMEMI_HAVE_CUDA_TYPES)
+/* maxloc over (value, location) pairs: the largest value, on ties the smallest location. */
+NVSHMEMI_HOSTDEV int nvshmem_double2_maxloc_reduce(nvshmem_team_t team, double2 *dest, const double2 *src,
+                                                   size_t nreduce) {
+    return rshmem_reduce(team, dest, src, nreduce, RSHMEM_DTYPE_DOUBLE2, RSHMEM_OP_MAXLOC);
+}
 #endif
 
 /* ------------------------------------------------------------------ RMA (host and device)

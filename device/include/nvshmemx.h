@@ -240,14 +240,100 @@ NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_ON_STREAM)
 /* ------------------------------------------------------------------ collective launch (host) */
 #if defined(__CUDACC__) || defined(CUDART_VERSION)
 /* Cooperative launch (all blocks resident at once), required when blocks synchronize with each other
- * through device-side rshmem calls. Nonzero, with a message, when the device or grid does not allow it. */
+ * through device-side rshmem calls; a grid of 0 x 0 x 0 launches the largest that fits. Inline with the
+ * CUDA runtime (rshmemx_collective_launch in rshmem.h). NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED, with a
+ * message, when the device or the grid does not allow it. */
 NVSHMEMI_HOST int nvshmemx_collective_launch(const void *func, dim3 gridDims, dim3 blockDims, void **args,
                                              size_t sharedMem, cudaStream_t stream) {
-    return rshmemx_collective_launch(func, gridDims, blockDims, args, sharedMem, stream);
+    return rshmemx_collective_launch(func, gridDims, blockDims, args, sharedMem, stream) == 0
+               ? NVSHMEMX_SUCCESS
+               : NVSHMEMX_ERROR_COLLECTIVE_LAUNCH_FAILED;
 }
+/* The largest grid nvshmemx_collective_launch accepts: blocks per SM (occupancy) x SMs. */
 NVSHMEMI_HOST int nvshmemx_collective_launch_query_gridsize(const void *func, dim3 blockDims, void **args,
                                                             size_t sharedMem, int *gridsize) {
-    return rshmemx_collective_launch_query_gridsize(func, blockDims, args, sharedMem, gridsize);
+    return rshmemx_collective_launch_query_gridsize(func, blockDims, args, sharedMem, gridsize) == 0
+               ? NVSHMEMX_SUCCESS
+               : NVSHMEMX_ERROR_INTERNAL;
+}
+#endif
+
+/* ------------------------------------------------------------------ not provided (run-time failure) */
+/* Registering a user buffer into the symmetric address space is not provided by rshmem. Declared only
+ * because NVSHMEM's perftest helper (common/utils.cu) references them behind its mmap option: a call
+ * prints why and fails (NULL / NVSHMEMX_ERROR_NOT_SUPPORTED), NVSHMEM's own error returns. */
+NVSHMEMI_HOST void *nvshmemx_buffer_register_symmetric(void *buf_ptr, size_t size, int flags) {
+    (void)buf_ptr;
+    (void)flags;
+    fprintf(stderr, "nvshmemx_buffer_register_symmetric (rshmem): registering user buffers (%zu bytes) into "
+                    "the symmetric heap is not supported; allocate with nvshmem_malloc instead\n", size);
+    return NULL;
+}
+NVSHMEMI_HOST int nvshmemx_buffer_unregister_symmetric(void *mmap_ptr, size_t size) {
+    (void)mmap_ptr;
+    (void)size;
+    fprintf(stderr, "nvshmemx_buffer_unregister_symmetric (rshmem): not supported (no buffer can be registered)\n");
+    return NVSHMEMX_ERROR_NOT_SUPPORTED;
+}
+
+/* ------------------------------------------------------------------ collectives on a stream (host) */
+/* Enqueued on `stream` (run there by one block, in stream order); 0 on success, else the error is
+ * printed and nonzero returned. Counts as in nvshmem.h. */
+NVSHMEMI_HOST int nvshmemx_barrier_on_stream(nvshmem_team_t team, RSHMEM_STREAM_T stream) {
+    return rshmem_barrier_on_stream(team, stream);
+}
+NVSHMEMI_HOST int nvshmemx_team_sync_on_stream(nvshmem_team_t team, RSHMEM_STREAM_T stream) {
+    return rshmem_team_sync_on_stream(team, stream);
+}
+NVSHMEMI_HOST int nvshmemx_broadcastmem_on_stream(nvshmem_team_t team, void *dest, const void *src, size_t nelems,
+                                                  int PE_root, RSHMEM_STREAM_T stream) {
+    return rshmem_broadcastmem_on_stream(team, dest, src, nelems, PE_root, stream);
+}
+NVSHMEMI_HOST int nvshmemx_fcollectmem_on_stream(nvshmem_team_t team, void *dest, const void *src, size_t nelems,
+                                                 RSHMEM_STREAM_T stream) {
+    return rshmem_fcollectmem_on_stream(team, dest, src, nelems, stream);
+}
+NVSHMEMI_HOST int nvshmemx_alltoallmem_on_stream(nvshmem_team_t team, void *dest, const void *src, size_t nelems,
+                                                 RSHMEM_STREAM_T stream) {
+    return rshmem_alltoallmem_on_stream(team, dest, src, nelems, stream);
+}
+#define NVSHMEMXI_TYPED_COLL_ON_STREAM(NAME, TYPE, BITS)                                                 \
+    NVSHMEMI_HOST int nvshmemx_##NAME##_broadcast_on_stream(nvshmem_team_t team, TYPE *dest,            \
+                                                            const TYPE *src, size_t nelems, int PE_root, \
+                                                            RSHMEM_STREAM_T stream) {                   \
+        return rshmem_broadcastmem_on_stream(team, dest, src, nelems * sizeof(TYPE), PE_root, stream);  \
+    }                                                                                                   \
+    NVSHMEMI_HOST int nvshmemx_##NAME##_fcollect_on_stream(nvshmem_team_t team, TYPE *dest,             \
+                                                           const TYPE *src, size_t nelems,              \
+                                                           RSHMEM_STREAM_T stream) {                    \
+        return rshmem_fcollectmem_on_stream(team, dest, src, nelems * sizeof(TYPE), stream);            \
+    }                                                                                                   \
+    NVSHMEMI_HOST int nvshmemx_##NAME##_alltoall_on_stream(nvshmem_team_t team, TYPE *dest,             \
+                                                           const TYPE *src, size_t nelems,              \
+                                                           RSHMEM_STREAM_T stream) {                    \
+        return rshmem_alltoallmem_on_stream(team, dest, src, nelems * sizeof(TYPE), stream);            \
+    }
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_COLL_ON_STREAM)
+#undef NVSHMEMXI_TYPED_COLL_ON_STREAM
+#define NVSHMEMXI_TYPED_REDUCE_ON_STREAM(NAME, TYPE, KIND, OP)                                            \
+    NVSHMEMI_HOST int nvshmemx_##NAME##_##OP##_reduce_on_stream(nvshmem_team_t team, TYPE *dest,         \
+                                                                const TYPE *src, size_t nreduce,         \
+                                                                RSHMEM_STREAM_T stream) {                \
+        return rshmem_reduce_on_stream(team, dest, src, nreduce, NVSHMEMI_DT_##KIND(TYPE),               \
+                                       NVSHMEMI_OP_##OP, stream);                                        \
+    }                                                                                                    \
+    NVSHMEMI_HOST int nvshmemx_##NAME##_##OP##_reducescatter_on_stream(nvshmem_team_t team, TYPE *dest,  \
+                                                                       const TYPE *src, size_t nreduce,  \
+                                                                       RSHMEM_STREAM_T stream) {         \
+        return rshmem_reducescatter_on_stream(team, dest, src, nreduce, NVSHMEMI_DT_##KIND(TYPE),        \
+                                              NVSHMEMI_OP_##OP, stream);                                 \
+    }
+NVSHMEMI_FOR_REDUCTIONS(NVSHMEMXI_TYPED_REDUCE_ON_STREAM)
+#undef NVSHMEMXI_TYPED_REDUCE_ON_STREAM
+#if defined(NVSHMEMI_HAVE_CUDA_TYPES)
+NVSHMEMI_HOST int nvshmemx_double2_maxloc_reduce_on_stream(nvshmem_team_t team, double2 *dest, const double2 *src,
+                                                           size_t nreduce, RSHMEM_STREAM_T stream) {
+    return rshmem_reduce_on_stream(team, dest, src, nreduce, RSHMEM_DTYPE_DOUBLE2, RSHMEM_OP_MAXLOC, stream);
 }
 #endif
 
@@ -375,6 +461,69 @@ NVSHMEMI_DEV void nvshmemx_barrier_all_warp(void) { rshmem_barrier_all_warp(); }
 NVSHMEMI_DEV void nvshmemx_barrier_all_block(void) { rshmem_barrier_all_block(); }
 NVSHMEMI_DEV void nvshmemx_sync_all_warp(void) { rshmem_sync_all_warp(); }
 NVSHMEMI_DEV void nvshmemx_sync_all_block(void) { rshmem_sync_all_block(); }
+
+/* Team collectives by warp / block (every thread of the warp/block calls with the same arguments). */
+#define NVSHMEMXI_SCOPED_COLL(SCOPE)                                                                     \
+    NVSHMEMI_DEV int nvshmemx_barrier_##SCOPE(nvshmem_team_t team) { return rshmem_barrier_##SCOPE(team); } \
+    NVSHMEMI_DEV int nvshmemx_team_sync_##SCOPE(nvshmem_team_t team) {                                  \
+        return rshmem_team_sync_##SCOPE(team);                                                          \
+    }                                                                                                   \
+    NVSHMEMI_DEV int nvshmemx_broadcastmem_##SCOPE(nvshmem_team_t team, void *dest, const void *src,    \
+                                                   size_t nelems, int PE_root) {                        \
+        return rshmem_broadcastmem_##SCOPE(team, dest, src, nelems, PE_root);                           \
+    }                                                                                                   \
+    NVSHMEMI_DEV int nvshmemx_fcollectmem_##SCOPE(nvshmem_team_t team, void *dest, const void *src,     \
+                                                  size_t nelems) {                                      \
+        return rshmem_fcollectmem_##SCOPE(team, dest, src, nelems);                                     \
+    }                                                                                                   \
+    NVSHMEMI_DEV int nvshmemx_alltoallmem_##SCOPE(nvshmem_team_t team, void *dest, const void *src,     \
+                                                  size_t nelems) {                                      \
+        return rshmem_alltoallmem_##SCOPE(team, dest, src, nelems);                                     \
+    }                                                                                                   \
+    NVSHMEMI_DEV int nvshmemx_double2_maxloc_reduce_##SCOPE(nvshmem_team_t team, double2 *dest,         \
+                                                            const double2 *src, size_t nreduce) {       \
+        return rshmem_reduce_##SCOPE(team, dest, src, nreduce, RSHMEM_DTYPE_DOUBLE2, RSHMEM_OP_MAXLOC);  \
+    }
+NVSHMEMXI_SCOPED_COLL(warp)
+NVSHMEMXI_SCOPED_COLL(block)
+#undef NVSHMEMXI_SCOPED_COLL
+
+#define NVSHMEMXI_TYPED_SCOPED_COLL(NAME, TYPE, SCOPE)                                                   \
+    NVSHMEMI_DEV int nvshmemx_##NAME##_broadcast_##SCOPE(nvshmem_team_t team, TYPE *dest, const TYPE *src, \
+                                                         size_t nelems, int PE_root) {                  \
+        return rshmem_broadcastmem_##SCOPE(team, dest, src, nelems * sizeof(TYPE), PE_root);            \
+    }                                                                                                   \
+    NVSHMEMI_DEV int nvshmemx_##NAME##_fcollect_##SCOPE(nvshmem_team_t team, TYPE *dest, const TYPE *src, \
+                                                        size_t nelems) {                                \
+        return rshmem_fcollectmem_##SCOPE(team, dest, src, nelems * sizeof(TYPE));                     \
+    }                                                                                                   \
+    NVSHMEMI_DEV int nvshmemx_##NAME##_alltoall_##SCOPE(nvshmem_team_t team, TYPE *dest, const TYPE *src, \
+                                                        size_t nelems) {                                \
+        return rshmem_alltoallmem_##SCOPE(team, dest, src, nelems * sizeof(TYPE));                      \
+    }
+#define NVSHMEMXI_TYPED_COLL_SCOPES(NAME, TYPE, BITS) \
+    NVSHMEMXI_TYPED_SCOPED_COLL(NAME, TYPE, warp)     \
+    NVSHMEMXI_TYPED_SCOPED_COLL(NAME, TYPE, block)
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_COLL_SCOPES)
+#undef NVSHMEMXI_TYPED_COLL_SCOPES
+#undef NVSHMEMXI_TYPED_SCOPED_COLL
+
+#define NVSHMEMXI_TYPED_SCOPED_REDUCE(NAME, TYPE, KIND, OP, SCOPE)                                       \
+    NVSHMEMI_DEV int nvshmemx_##NAME##_##OP##_reduce_##SCOPE(nvshmem_team_t team, TYPE *dest,           \
+                                                             const TYPE *src, size_t nreduce) {         \
+        return rshmem_reduce_##SCOPE(team, dest, src, nreduce, NVSHMEMI_DT_##KIND(TYPE), NVSHMEMI_OP_##OP); \
+    }                                                                                                   \
+    NVSHMEMI_DEV int nvshmemx_##NAME##_##OP##_reducescatter_##SCOPE(nvshmem_team_t team, TYPE *dest,    \
+                                                                    const TYPE *src, size_t nreduce) {  \
+        return rshmem_reducescatter_##SCOPE(team, dest, src, nreduce, NVSHMEMI_DT_##KIND(TYPE),          \
+                                            NVSHMEMI_OP_##OP);                                          \
+    }
+#define NVSHMEMXI_TYPED_REDUCE_SCOPES(NAME, TYPE, KIND, OP)      \
+    NVSHMEMXI_TYPED_SCOPED_REDUCE(NAME, TYPE, KIND, OP, warp)    \
+    NVSHMEMXI_TYPED_SCOPED_REDUCE(NAME, TYPE, KIND, OP, block)
+NVSHMEMI_FOR_REDUCTIONS(NVSHMEMXI_TYPED_REDUCE_SCOPES)
+#undef NVSHMEMXI_TYPED_REDUCE_SCOPES
+#undef NVSHMEMXI_TYPED_SCOPED_REDUCE
 
 #endif /* __CUDACC__ */
 

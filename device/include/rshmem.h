@@ -55,8 +55,35 @@ enum {
 };
 /* Signal operators of rshmem_putmem_signal* and rshmem_signal_op. */
 enum { RSHMEM_SIGNAL_SET = 9, RSHMEM_SIGNAL_ADD = 10 }; /* NVSHMEM's values */
-/* Teams. */
-enum { RSHMEM_TEAM_WORLD = 0, RSHMEM_TEAM_SHARED = 1, RSHMEM_TEAM_NODE = 2 };
+/* Teams (NVSHMEM's handles; teams made by splits get handles from 6 up). */
+enum { RSHMEM_TEAM_INVALID = -1, RSHMEM_TEAM_WORLD = 0, RSHMEM_TEAM_SHARED = 1, RSHMEM_TEAM_NODE = 2 };
+/* Element types of rshmem_reduce / rshmem_reducescatter (device/src/coll.rs, coll::dtype). */
+enum {
+    RSHMEM_DTYPE_I8 = 0,
+    RSHMEM_DTYPE_I16 = 1,
+    RSHMEM_DTYPE_I32 = 2,
+    RSHMEM_DTYPE_I64 = 3,
+    RSHMEM_DTYPE_U8 = 4,
+    RSHMEM_DTYPE_U16 = 5,
+    RSHMEM_DTYPE_U32 = 6,
+    RSHMEM_DTYPE_U64 = 7,
+    RSHMEM_DTYPE_F16 = 8,
+    RSHMEM_DTYPE_BF16 = 9,
+    RSHMEM_DTYPE_F32 = 10,
+    RSHMEM_DTYPE_F64 = 11,
+    RSHMEM_DTYPE_DOUBLE2 = 12 /* (value, location) pairs of doubles: RSHMEM_OP_MAXLOC only */
+};
+/* Reduction operators (coll::op): bitwise ones for the integer types, MIN to PROD for all but DOUBLE2. */
+enum {
+    RSHMEM_OP_AND = 0,
+    RSHMEM_OP_OR = 1,
+    RSHMEM_OP_XOR = 2,
+    RSHMEM_OP_MIN = 3,
+    RSHMEM_OP_MAX = 4,
+    RSHMEM_OP_SUM = 5,
+    RSHMEM_OP_PROD = 6,
+    RSHMEM_OP_MAXLOC = 7
+};
 
 /* Opaque unique id for programs with their own launcher (rshmem_get_unique_id on one PE, passed to all). */
 typedef struct {
@@ -86,6 +113,31 @@ void rshmem_quiet_on_stream(RSHMEM_STREAM_T stream);
 void rshmem_putmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
 void rshmem_getmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
 
+/* Teams (collective over the parent team). `config` points to a 64-byte nvshmem_team_config_t or is
+ * NULL; `mask` selects its fields (1: num_contexts, 2: uniqueid). A PE of the parent that is not in the
+ * new team gets RSHMEM_TEAM_INVALID. 0 on success; otherwise the error is printed and 1 returned. */
+int rshmem_team_split_strided(int parent, int start, int stride, int size, const void *config, long mask,
+                              int *new_team);
+int rshmem_team_split_2d(int parent, int xrange, const void *xaxis_config, long xaxis_mask, int *xaxis_team,
+                         const void *yaxis_config, long yaxis_mask, int *yaxis_team);
+int rshmem_team_destroy(int team);
+int rshmem_team_get_config(int team, void *config);
+
+/* Collectives enqueued on a stream (run there by one block; the CPU backend runs them at once). The
+ * arguments are those of the host calls below. 0 on success; otherwise the error is printed and 1
+ * returned. */
+int rshmem_barrier_on_stream(int team, RSHMEM_STREAM_T stream);
+int rshmem_team_sync_on_stream(int team, RSHMEM_STREAM_T stream);
+int rshmem_broadcastmem_on_stream(int team, void *dest, const void *src, size_t bytes, int root,
+                                  RSHMEM_STREAM_T stream);
+int rshmem_fcollectmem_on_stream(int team, void *dest, const void *src, size_t bytes, RSHMEM_STREAM_T stream);
+int rshmem_collectmem_on_stream(int team, void *dest, const void *src, size_t bytes, RSHMEM_STREAM_T stream);
+int rshmem_alltoallmem_on_stream(int team, void *dest, const void *src, size_t bytes, RSHMEM_STREAM_T stream);
+int rshmem_reduce_on_stream(int team, void *dest, const void *src, size_t nreduce, int dtype, int op,
+                            RSHMEM_STREAM_T stream);
+int rshmem_reducescatter_on_stream(int team, void *dest, const void *src, size_t nreduce, int dtype, int op,
+                                   RSHMEM_STREAM_T stream);
+
 /* Modules the program loads itself (cuModuleLoad* of code linked with librshmem_device.a): init fills
  * in the module's copy of the device state, now and whenever it changes (heap growth); call finalize
  * before unloading the module. `module` is a CUmodule. 0 on success; otherwise the error is printed
@@ -106,17 +158,6 @@ __attribute__((weak))
 #endif
 int rshmemi_bind_device_library(void);
 
-#if defined(__CUDACC__) || defined(CUDART_VERSION)
-/* In librshmem_device.a: cudaLaunchCooperativeKernel after checking that the device supports it and
- * that all blocks of `grid` can be resident at once (so device-side barriers cannot deadlock). */
-int rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
-                              cudaStream_t stream);
-/* Largest grid (in blocks) that rshmemx_collective_launch accepts for `func` with this block and
- * dynamic shared memory size. */
-int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, void **args, size_t shmem,
-                                             int *gridsize);
-#endif
-
 /* ------------------------------------------------------------------ host and device */
 RSHMEM_HOSTDEV int rshmem_my_pe(void);
 RSHMEM_HOSTDEV int rshmem_n_pes(void);
@@ -128,6 +169,22 @@ RSHMEM_HOSTDEV void rshmem_sync_all(void);
 RSHMEM_HOSTDEV void rshmem_quiet(void);
 RSHMEM_HOSTDEV void rshmem_putmem(void *dst, const void *src, size_t bytes, int pe);
 RSHMEM_HOSTDEV void rshmem_getmem(void *dst, const void *src, size_t bytes, int pe);
+
+/* Teams and collectives. Every member of `team` calls with the same arguments; all return 0 (the host
+ * calls: 1 after printing the error; the device calls stop the PE with a message naming the call).
+ * Byte counts: broadcastmem `bytes` from member `root`; fcollectmem / alltoallmem `bytes` per member
+ * block; collectmem this PE's `bytes` (each member may pass its own), concatenated in member order.
+ * Reductions: `nreduce` elements of type `dtype` (RSHMEM_DTYPE_*) combined with `op` (RSHMEM_OP_*) in
+ * member order; reducescatter reduces a `n_pes * nreduce`-element source and member i keeps block i. */
+RSHMEM_HOSTDEV int rshmem_team_translate_pe(int src_team, int src_pe, int dest_team);
+RSHMEM_HOSTDEV int rshmem_barrier(int team);
+RSHMEM_HOSTDEV int rshmem_team_sync(int team);
+RSHMEM_HOSTDEV int rshmem_broadcastmem(int team, void *dest, const void *src, size_t bytes, int root);
+RSHMEM_HOSTDEV int rshmem_fcollectmem(int team, void *dest, const void *src, size_t bytes);
+RSHMEM_HOSTDEV int rshmem_collectmem(int team, void *dest, const void *src, size_t bytes);
+RSHMEM_HOSTDEV int rshmem_alltoallmem(int team, void *dest, const void *src, size_t bytes);
+RSHMEM_HOSTDEV int rshmem_reduce(int team, void *dest, const void *src, size_t nreduce, int dtype, int op);
+RSHMEM_HOSTDEV int rshmem_reducescatter(int team, void *dest, const void *src, size_t nreduce, int dtype, int op);
 
 /* ------------------------------------------------------------------ device library (device/src/capi.rs) */
 #if defined(__CUDACC__)
@@ -208,6 +265,23 @@ RSHMEM_DEVICE void rshmem_barrier_all_block(void);
 RSHMEM_DEVICE void rshmem_barrier_all_warp(void);
 RSHMEM_DEVICE void rshmem_sync_all_block(void);
 RSHMEM_DEVICE void rshmem_sync_all_warp(void);
+
+/* Team collectives by warp / block (every thread of the warp/block calls with the same arguments). */
+#define RSHMEMI_DECL_SCOPED_COLL(SCOPE)                                                                  \
+    RSHMEM_DEVICE int rshmem_barrier_##SCOPE(int team);                                                  \
+    RSHMEM_DEVICE int rshmem_team_sync_##SCOPE(int team);                                                \
+    RSHMEM_DEVICE int rshmem_broadcastmem_##SCOPE(int team, void *dest, const void *src, size_t bytes,   \
+                                                  int root);                                             \
+    RSHMEM_DEVICE int rshmem_fcollectmem_##SCOPE(int team, void *dest, const void *src, size_t bytes);   \
+    RSHMEM_DEVICE int rshmem_collectmem_##SCOPE(int team, void *dest, const void *src, size_t bytes);    \
+    RSHMEM_DEVICE int rshmem_alltoallmem_##SCOPE(int team, void *dest, const void *src, size_t bytes);   \
+    RSHMEM_DEVICE int rshmem_reduce_##SCOPE(int team, void *dest, const void *src, size_t nreduce,       \
+                                            int dtype, int op);                                          \
+    RSHMEM_DEVICE int rshmem_reducescatter_##SCOPE(int team, void *dest, const void *src, size_t nreduce, \
+                                                   int dtype, int op);
+RSHMEMI_DECL_SCOPED_COLL(warp)
+RSHMEMI_DECL_SCOPED_COLL(block)
+#undef RSHMEMI_DECL_SCOPED_COLL
 #endif /* __CUDACC__ */
 
 #ifdef __cplusplus
@@ -229,3 +303,93 @@ static inline int rshmem_init_cuda(void) {
 #include "rshmem_inline.h"
 
 #endif /* RSHMEM_H */
+
+/* Collective launch: inline, with the CUDA runtime only (no device library needed). Outside the include
+ * guard on purpose: defined at the first inclusion that comes after the CUDA runtime's header (a C++
+ * program that includes rshmem.h before cuda_runtime.h gets it from nvshmem.h's inclusion, which brings
+ * in the CUDA runtime first). */
+#if (defined(__CUDACC__) || defined(CUDART_VERSION)) && !defined(RSHMEM_COLLECTIVE_LAUNCH_DEFINED)
+#define RSHMEM_COLLECTIVE_LAUNCH_DEFINED
+#include <stdio.h>
+
+/* Blocks of `block` threads and `shmem` bytes of dynamic shared memory that can be resident at once on
+ * the current device (occupancy x SMs), in *max_blocks; 0 if the device cannot launch cooperatively.
+ * Returns 0, or 1 after printing which CUDA call failed. */
+static inline int rshmemi_cooperative_capacity(const char *who, const void *func, dim3 block, size_t shmem,
+                                               int *max_blocks) {
+    int dev = 0, coop = 0, sms = 0, per_sm = 0;
+    const char *what = "cudaGetDevice";
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) {
+        what = "cudaDeviceGetAttribute(cudaDevAttrCooperativeLaunch)";
+        e = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
+    }
+    if (e == cudaSuccess) {
+        what = "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)";
+        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    }
+    if (e == cudaSuccess) {
+        what = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)(block.x * block.y * block.z), shmem);
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "rshmem: %s: %s failed on CUDA device %d: %s (%s)\n", who, what, dev, cudaGetErrorString(e),
+                cudaGetErrorName(e));
+        return 1;
+    }
+    if (!coop) {
+        fprintf(stderr, "rshmem: %s: CUDA device %d does not support cooperative launch\n", who, dev);
+        *max_blocks = 0;
+        return 0;
+    }
+    *max_blocks = per_sm * sms;
+    return 0;
+}
+
+/* cudaLaunchCooperativeKernel (all blocks resident at once, so that device-side barriers across blocks
+ * cannot deadlock) after checking that the device supports it and that the grid fits. A grid of 0 x 0 x
+ * 0 launches the largest grid that fits (as NVSHMEM does). 0 on success; otherwise prints why and
+ * returns 1. */
+static inline int rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+                                            RSHMEM_STREAM_T stream) {
+    const char *who = "rshmemx_collective_launch (nvshmemx_collective_launch)";
+    int max_blocks = 0;
+    long long blocks = (long long)grid.x * grid.y * grid.z;
+    cudaError_t e;
+    if (rshmemi_cooperative_capacity(who, func, block, shmem, &max_blocks) != 0) return 1;
+    if (max_blocks == 0) {
+        fprintf(stderr, "rshmem: %s: no block of %u threads and %zu bytes of dynamic shared memory can be resident "
+                        "for a cooperative launch\n", who, block.x * block.y * block.z, shmem);
+        return 1;
+    }
+    if (grid.x == 0 && grid.y == 0 && grid.z == 0) {
+        grid.x = (unsigned)max_blocks;
+        grid.y = grid.z = 1;
+    } else if (blocks == 0 || blocks > max_blocks) {
+        fprintf(stderr, "rshmem: %s: a grid of %ux%ux%u blocks cannot be resident at once: at most %d blocks of %u "
+                        "threads and %zu bytes of dynamic shared memory\n",
+                who, grid.x, grid.y, grid.z, max_blocks, block.x * block.y * block.z, shmem);
+        return 1;
+    }
+    e = cudaLaunchCooperativeKernel(func, grid, block, args, shmem, stream);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "rshmem: %s: cudaLaunchCooperativeKernel failed: %s (%s)\n", who, cudaGetErrorString(e),
+                cudaGetErrorName(e));
+        return 1;
+    }
+    return 0;
+}
+
+/* Largest grid (in blocks) that rshmemx_collective_launch accepts for `func` with this block and dynamic
+ * shared memory size: occupancy per SM x SMs (0: none). 0 on success, else prints why and returns 1. */
+static inline int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, void **args, size_t shmem,
+                                                           int *gridsize) {
+    const char *who = "rshmemx_collective_launch_query_gridsize (nvshmemx_collective_launch_query_gridsize)";
+    (void)args;
+    if (gridsize == NULL) {
+        fprintf(stderr, "rshmem: %s: gridsize is null\n", who);
+        return 1;
+    }
+    return rshmemi_cooperative_capacity(who, func, block, shmem, gridsize);
+}
+#endif

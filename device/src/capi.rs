@@ -3,6 +3,7 @@
 //! `nvshmem_float_put`, ...) are inline wrappers in the headers over these sized ones, so each
 //! operation exists once here.
 
+use crate::coll;
 use crate::ops::{self, Scope};
 use core::ffi::c_void;
 
@@ -218,6 +219,92 @@ pub extern "C" fn rshmem_sync_all_block() {
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_warp() {
     ops::sync_all_warp()
+}
+
+// ---------------------------------------------------------------- teams and collectives
+// Each returns 0, as NVSHMEM's do: a failure (no such team, a PE that is not a member, a mismatched
+// collective, a bad range) stops the PE with a message naming the call instead (`coll`).
+
+#[no_mangle]
+pub extern "C" fn rshmem_team_translate_pe(src_team: i32, src_pe: i32, dest_team: i32) -> i32 {
+    coll::team_translate_pe(src_team, src_pe, dest_team)
+}
+
+macro_rules! team_sync {
+    ($($name:ident => $scope:expr, $with_quiet:expr;)*) => {$(
+        /// Every thread of the scope calls it (one scope per PE and team at a time).
+        #[no_mangle]
+        pub extern "C" fn $name(team: i32) -> i32 {
+            // SAFETY: a synchronization touches only the team's words in the internal area, which the
+            // runtime maps on every PE; the team is checked.
+            unsafe { coll::team_sync_scoped($scope, team, $with_quiet, concat!(stringify!($name), "\0")) };
+            0
+        }
+    )*};
+}
+team_sync! {
+    rshmem_barrier => Scope::Thread, true; rshmem_barrier_warp => Scope::Warp, true;
+    rshmem_barrier_block => Scope::Block, true;
+    rshmem_team_sync => Scope::Thread, false; rshmem_team_sync_warp => Scope::Warp, false;
+    rshmem_team_sync_block => Scope::Block, false;
+}
+
+macro_rules! broadcast {
+    ($($name:ident => $scope:expr;)*) => {$(
+        /// # Safety
+        /// See `coll::broadcast` (`bytes` bytes; the ranges are checked).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32) -> i32 {
+            coll::broadcast($scope, team, dest as *mut u8, src as *const u8, bytes, root, concat!(stringify!($name), "\0"));
+            0
+        }
+    )*};
+}
+broadcast! {
+    rshmem_broadcastmem => Scope::Thread; rshmem_broadcastmem_warp => Scope::Warp;
+    rshmem_broadcastmem_block => Scope::Block;
+}
+
+macro_rules! gather {
+    ($($name:ident => $f:ident, $scope:expr;)*) => {$(
+        /// # Safety
+        /// See `coll::fcollect` / `coll::collect` / `coll::alltoall` (`bytes` bytes per member block;
+        /// the ranges are checked).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize) -> i32 {
+            coll::$f($scope, team, dest as *mut u8, src as *const u8, bytes, concat!(stringify!($name), "\0"));
+            0
+        }
+    )*};
+}
+gather! {
+    rshmem_fcollectmem => fcollect, Scope::Thread; rshmem_fcollectmem_warp => fcollect, Scope::Warp;
+    rshmem_fcollectmem_block => fcollect, Scope::Block;
+    rshmem_collectmem => collect, Scope::Thread; rshmem_collectmem_warp => collect, Scope::Warp;
+    rshmem_collectmem_block => collect, Scope::Block;
+    rshmem_alltoallmem => alltoall, Scope::Thread; rshmem_alltoallmem_warp => alltoall, Scope::Warp;
+    rshmem_alltoallmem_block => alltoall, Scope::Block;
+}
+
+macro_rules! reduce {
+    ($($name:ident => $scope:expr, $scatter:expr;)*) => {$(
+        /// `dtype` and `op`: the codes of `coll::dtype` and `coll::op` (a pair without that operator
+        /// stops the PE naming the call).
+        ///
+        /// # Safety
+        /// See `coll::reduce` (`nreduce` elements; the ranges are checked).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32) -> i32 {
+            coll::reduce($scope, team, dest as *mut u8, src as *const u8, nreduce, dtype as u32, op as u32, $scatter, concat!(stringify!($name), "\0"));
+            0
+        }
+    )*};
+}
+reduce! {
+    rshmem_reduce => Scope::Thread, false; rshmem_reduce_warp => Scope::Warp, false;
+    rshmem_reduce_block => Scope::Block, false;
+    rshmem_reducescatter => Scope::Thread, true; rshmem_reducescatter_warp => Scope::Warp, true;
+    rshmem_reducescatter_block => Scope::Block, true;
 }
 
 // ---------------------------------------------------------------- kernels the host runtime launches

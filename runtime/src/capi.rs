@@ -211,6 +211,208 @@ pub unsafe extern "C" fn rshmem_getmem_on_stream(dst: *mut c_void, src: *const c
     })
 }
 
+// ---------------------------------------------------------------- teams and collectives
+// NVSHMEM's int-returning calls: 0 on success; an error is printed naming the call and 1 returned.
+use crate::coll::{self as coll, TeamConfig};
+use rshmem_device::coll::host_op;
+
+/// NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS / _UNIQUEID: the fields of a config that a split takes.
+const CONFIG_MASK_NUM_CONTEXTS: i64 = 1;
+const CONFIG_MASK_UNIQUEID: i64 = 2;
+
+/// The configuration a split records: the fields of `*config` that `mask` selects, the defaults for
+/// the others; None without a config.
+///
+/// # Safety
+/// `config` null or readable for 64 bytes (an `nvshmem_team_config_t`).
+unsafe fn read_config(config: *const c_void, mask: i64) -> Option<TeamConfig> {
+    if config.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract: 64 readable bytes, any alignment.
+    let given: TeamConfig = bytemuck::pod_read_unaligned(unsafe { std::slice::from_raw_parts(config as *const u8, 64) });
+    let mut c = TeamConfig::default();
+    if mask & CONFIG_MASK_NUM_CONTEXTS != 0 {
+        c.num_contexts = given.num_contexts;
+    }
+    if mask & CONFIG_MASK_UNIQUEID != 0 {
+        c.uniqueid = given.uniqueid;
+    }
+    Some(c)
+}
+
+/// # Safety
+/// `config` null or readable for 64 bytes; `new_team` writable.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_team_split_strided(parent: i32, start: i32, stride: i32, size: i32, config: *const c_void, mask: i64, new_team: *mut i32) -> i32 {
+    entry("rshmem_team_split_strided", OnFail::Return(1), || {
+        if new_team.is_null() {
+            return Err(Error::new("rshmem_team_split_strided: new_team is null"));
+        }
+        // SAFETY: the caller's contract (# Safety).
+        let cfg = unsafe { read_config(config, mask) };
+        let t = coll::team_split_strided(parent, start, stride, size, cfg);
+        // SAFETY: `new_team` is not null and writable (# Safety); NVSHMEM's rule: TEAM_INVALID on failure.
+        unsafe { *new_team = *t.as_ref().unwrap_or(&rshmem_device::TEAM_INVALID) };
+        t.map(|_| 0)
+    })
+}
+
+/// # Safety
+/// Each config null or readable for 64 bytes; `xaxis_team` and `yaxis_team` writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rshmem_team_split_2d(
+    parent: i32,
+    xrange: i32,
+    xaxis_config: *const c_void,
+    xaxis_mask: i64,
+    xaxis_team: *mut i32,
+    yaxis_config: *const c_void,
+    yaxis_mask: i64,
+    yaxis_team: *mut i32,
+) -> i32 {
+    entry("rshmem_team_split_2d", OnFail::Return(1), || {
+        if xaxis_team.is_null() || yaxis_team.is_null() {
+            return Err(Error::new("rshmem_team_split_2d: xaxis_team or yaxis_team is null"));
+        }
+        // SAFETY: the caller's contract (# Safety).
+        let (xc, yc) = unsafe { (read_config(xaxis_config, xaxis_mask), read_config(yaxis_config, yaxis_mask)) };
+        let r = coll::team_split_2d(parent, xrange, xc, yc);
+        let (x, y) = *r.as_ref().unwrap_or(&(rshmem_device::TEAM_INVALID, rshmem_device::TEAM_INVALID));
+        // SAFETY: both are not null and writable (# Safety).
+        unsafe {
+            *xaxis_team = x;
+            *yaxis_team = y;
+        }
+        r.map(|_| 0)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn rshmem_team_destroy(team: i32) -> i32 {
+    entry("rshmem_team_destroy", OnFail::Return(1), || coll::team_destroy(team).map(|()| 0))
+}
+
+/// # Safety
+/// `config` writable for 64 bytes (an `nvshmem_team_config_t`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_team_get_config(team: i32, config: *mut c_void) -> i32 {
+    entry("rshmem_team_get_config", OnFail::Return(1), || {
+        if config.is_null() {
+            return Err(Error::new("rshmem_team_get_config: config is null"));
+        }
+        let c = coll::team_get_config(team)?;
+        // SAFETY: `config` is not null and writable for 64 bytes (# Safety), any alignment.
+        unsafe { std::ptr::copy_nonoverlapping(bytemuck::bytes_of(&c).as_ptr(), config as *mut u8, 64) };
+        Ok(0)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn rshmem_team_translate_pe(src_team: i32, src_pe: i32, dest_team: i32) -> i32 {
+    entry("rshmem_team_translate_pe", OnFail::Return(-1), || Ok(coll::team_translate_pe(src_team, src_pe, dest_team)))
+}
+
+#[no_mangle]
+pub extern "C" fn rshmem_barrier(team: i32) -> i32 {
+    entry("rshmem_barrier", OnFail::Return(1), || coll::barrier(team).map(|()| 0))
+}
+#[no_mangle]
+pub extern "C" fn rshmem_team_sync(team: i32) -> i32 {
+    entry("rshmem_team_sync", OnFail::Return(1), || coll::team_sync(team).map(|()| 0))
+}
+
+/// Host collective `what` (`host_op`), now (`stream` None) or enqueued on a stream.
+///
+/// # Safety
+/// The buffers satisfy the collective's contract (`coll::collective`); on a stream they stay valid until
+/// it has run.
+#[allow(clippy::too_many_arguments)]
+unsafe fn host_collective(call: &str, what: u32, team: i32, dest: *mut c_void, src: *const c_void, n: usize, a: u64, b: u64, stream: Option<*mut c_void>) -> i32 {
+    entry(call, OnFail::Return(1), || {
+        let (d, s) = (dest as *mut u8, src as *const u8);
+        // SAFETY: forwarded contract (# Safety).
+        unsafe {
+            match stream {
+                None => coll::collective(what, team, d, s, n, a, b),
+                Some(st) => coll::collective_on_stream(what, team, d, s, n, a, b, st),
+            }
+        }
+        .map(|()| 0)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn rshmem_barrier_on_stream(team: i32, stream: *mut c_void) -> i32 {
+    // SAFETY: a synchronization has no buffers.
+    unsafe { host_collective("rshmem_barrier_on_stream", host_op::BARRIER, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0, Some(stream)) }
+}
+#[no_mangle]
+pub extern "C" fn rshmem_team_sync_on_stream(team: i32, stream: *mut c_void) -> i32 {
+    // SAFETY: a synchronization has no buffers.
+    unsafe { host_collective("rshmem_team_sync_on_stream", host_op::SYNC, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0, Some(stream)) }
+}
+
+/// # Safety
+/// `dest` and `src` symmetric, `bytes` long (the ranges are checked).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_broadcastmem(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32) -> i32 {
+    host_collective("rshmem_broadcastmem", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, None)
+}
+/// # Safety
+/// As `rshmem_broadcastmem`, valid until the stream has run it.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_broadcastmem_on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32, stream: *mut c_void) -> i32 {
+    host_collective("rshmem_broadcastmem_on_stream", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, Some(stream))
+}
+
+macro_rules! host_gather {
+    ($($name:ident, $on_stream:ident => $what:expr;)*) => {$(
+        /// # Safety
+        /// `dest` and `src` symmetric and large enough for the collective (the ranges are checked).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize) -> i32 {
+            host_collective(stringify!($name), $what, team, dest, src, bytes, 0, 0, None)
+        }
+        /// # Safety
+        /// As the call without `_on_stream`, the buffers valid until the stream has run it.
+        #[no_mangle]
+        pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, stream: *mut c_void) -> i32 {
+            host_collective(stringify!($on_stream), $what, team, dest, src, bytes, 0, 0, Some(stream))
+        }
+    )*};
+}
+host_gather! {
+    rshmem_fcollectmem, rshmem_fcollectmem_on_stream => host_op::FCOLLECT;
+    rshmem_collectmem, rshmem_collectmem_on_stream => host_op::COLLECT;
+    rshmem_alltoallmem, rshmem_alltoallmem_on_stream => host_op::ALLTOALL;
+}
+
+macro_rules! host_reduce {
+    ($($name:ident, $on_stream:ident => $what:expr;)*) => {$(
+        /// `dtype`, `op`: the codes of `coll::dtype` / `coll::op`.
+        ///
+        /// # Safety
+        /// `dest` and `src` symmetric and large enough for the reduction (the ranges are checked).
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32) -> i32 {
+            host_collective(stringify!($name), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, None)
+        }
+        /// # Safety
+        /// As the call without `_on_stream`, the buffers valid until the stream has run it.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32, stream: *mut c_void) -> i32 {
+            host_collective(stringify!($on_stream), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, Some(stream))
+        }
+    )*};
+}
+host_reduce! {
+    rshmem_reduce, rshmem_reduce_on_stream => host_op::REDUCE;
+    rshmem_reducescatter, rshmem_reducescatter_on_stream => host_op::REDUCESCATTER;
+}
+
 /// Called by the device library's init hook (compiled into nvcc programs) with the device address of
 /// that program's `rshmemi_device_state`, which the runtime then fills in.
 ///

@@ -274,6 +274,7 @@ pub fn barrier(team: i32) -> Result<()> {
         return crate::barrier_all();
     }
     let rt = runtime::get("rshmem_barrier")?;
+    // A bad team is an error here, not a stopped PE (the device collective's check).
     precheck(&rt, host_op::BARRIER, team, 0, 0)?;
     rt.quiet()?;
     // SAFETY: a synchronization has no buffers.

@@ -6,6 +6,7 @@
 // static_assert. The type tables below are written out independently of the headers' own, on purpose.
 //
 // Running the program does nothing (it only prints); its kernels are never launched.
+#include <cstddef>
 #include <cstdio>
 #include <type_traits>
 #include <nvshmem.h>
@@ -31,6 +32,21 @@
     X(uint, unsigned int) X(ulong, unsigned long) X(ulonglong, unsigned long long) X(int32, int32_t)      \
     X(int64, int64_t) X(uint32, uint32_t) X(uint64, uint64_t) X(size, size_t) X(ptrdiff, ptrdiff_t)
 #define SIZES(X) X(8) X(16) X(32) X(64) X(128)
+// Collectives: NVSHMEM's STANDARD_RMA types (broadcast, fcollect, alltoall) and reduction types.
+#define COLL_TYPES(X) X(bfloat16, __nv_bfloat16) X(half, half) RMA_TYPES(X)
+#define BITWISE_REDUCE_TYPES(X, OP)                                                                        \
+    X(uchar, unsigned char, OP) X(ushort, unsigned short, OP) X(uint, unsigned int, OP)                    \
+    X(ulong, unsigned long, OP) X(ulonglong, unsigned long long, OP) X(int8, int8_t, OP)                  \
+    X(int16, int16_t, OP) X(int32, int32_t, OP) X(int64, int64_t, OP) X(uint8, uint8_t, OP)               \
+    X(uint16, uint16_t, OP) X(uint32, uint32_t, OP) X(uint64, uint64_t, OP) X(size, size_t, OP)
+#define STANDARD_REDUCE_TYPES(X, OP)                                                                       \
+    BITWISE_REDUCE_TYPES(X, OP) X(char, char, OP) X(schar, signed char, OP) X(short, short, OP)            \
+    X(int, int, OP) X(long, long, OP) X(longlong, long long, OP) X(bfloat16, __nv_bfloat16, OP)           \
+    X(half, half, OP) X(float, float, OP) X(double, double, OP)
+#define REDUCTIONS(X)                                                                                      \
+    BITWISE_REDUCE_TYPES(X, and) BITWISE_REDUCE_TYPES(X, or) BITWISE_REDUCE_TYPES(X, xor)                  \
+    STANDARD_REDUCE_TYPES(X, min) STANDARD_REDUCE_TYPES(X, max) STANDARD_REDUCE_TYPES(X, sum)              \
+    STANDARD_REDUCE_TYPES(X, prod)
 
 // f has exactly the function type `T` (parameter top-level const does not count, as in C).
 #define SIG(f, T) static_assert(std::is_same<decltype(f), T>::value, #f " does not have NVSHMEM's signature: " #T);
@@ -45,6 +61,7 @@ struct Args {
     int pe;
     size_t n;
     unsigned long long *sink;
+    nvshmem_team_t team;
 };
 
 // ------------------------------------------------------------------ device: RMA
@@ -330,6 +347,120 @@ __global__ void sync_coverage(Args a) {
     for (int c : cmps) *a.sink += c;
 }
 
+// ------------------------------------------------------------------ device: teams and collectives
+#define COLL_SIG(N, T)                                                                                     \
+    SIG(nvshmem_##N##_broadcast, int(nvshmem_team_t, T *, const T *, size_t, int))                         \
+    SIG(nvshmem_##N##_fcollect, int(nvshmem_team_t, T *, const T *, size_t))                               \
+    SIG(nvshmem_##N##_alltoall, int(nvshmem_team_t, T *, const T *, size_t))
+#define COLL_CALLS(N, T)                                                                                   \
+    {                                                                                                      \
+        COLL_SIG(N, T)                                                                                     \
+        SIG(nvshmemx_##N##_broadcast_warp, int(nvshmem_team_t, T *, const T *, size_t, int))               \
+        SIG(nvshmemx_##N##_broadcast_block, int(nvshmem_team_t, T *, const T *, size_t, int))              \
+        SIG(nvshmemx_##N##_fcollect_warp, int(nvshmem_team_t, T *, const T *, size_t))                     \
+        SIG(nvshmemx_##N##_fcollect_block, int(nvshmem_team_t, T *, const T *, size_t))                    \
+        SIG(nvshmemx_##N##_alltoall_warp, int(nvshmem_team_t, T *, const T *, size_t))                     \
+        SIG(nvshmemx_##N##_alltoall_block, int(nvshmem_team_t, T *, const T *, size_t))                    \
+        T *d = (T *)a.sym;                                                                                 \
+        const T *s = (const T *)a.local;                                                                   \
+        int r = nvshmem_##N##_broadcast(a.team, d, s, a.n, 0);                                             \
+        r += nvshmem_##N##_fcollect(a.team, d, s, a.n);                                                    \
+        r += nvshmem_##N##_alltoall(a.team, d, s, a.n);                                                    \
+        r += nvshmemx_##N##_broadcast_warp(a.team, d, s, a.n, 0);                                          \
+        r += nvshmemx_##N##_broadcast_block(a.team, d, s, a.n, 0);                                         \
+        r += nvshmemx_##N##_fcollect_warp(a.team, d, s, a.n);                                              \
+        r += nvshmemx_##N##_fcollect_block(a.team, d, s, a.n);                                             \
+        r += nvshmemx_##N##_alltoall_warp(a.team, d, s, a.n);                                              \
+        r += nvshmemx_##N##_alltoall_block(a.team, d, s, a.n);                                             \
+        *a.sink += r;                                                                                      \
+    }
+#define REDUCE_SIG(N, T, OP)                                                                               \
+    SIG(nvshmem_##N##_##OP##_reduce, int(nvshmem_team_t, T *, const T *, size_t))                          \
+    SIG(nvshmem_##N##_##OP##_reducescatter, int(nvshmem_team_t, T *, const T *, size_t))
+#define REDUCE_CALLS(N, T, OP)                                                                             \
+    {                                                                                                      \
+        REDUCE_SIG(N, T, OP)                                                                               \
+        SIG(nvshmemx_##N##_##OP##_reduce_warp, int(nvshmem_team_t, T *, const T *, size_t))                \
+        SIG(nvshmemx_##N##_##OP##_reduce_block, int(nvshmem_team_t, T *, const T *, size_t))               \
+        SIG(nvshmemx_##N##_##OP##_reducescatter_warp, int(nvshmem_team_t, T *, const T *, size_t))         \
+        SIG(nvshmemx_##N##_##OP##_reducescatter_block, int(nvshmem_team_t, T *, const T *, size_t))        \
+        T *d = (T *)a.sym;                                                                                 \
+        const T *s = (const T *)a.local;                                                                   \
+        int r = nvshmem_##N##_##OP##_reduce(a.team, d, s, a.n);                                            \
+        r += nvshmemx_##N##_##OP##_reduce_warp(a.team, d, s, a.n);                                         \
+        r += nvshmemx_##N##_##OP##_reduce_block(a.team, d, s, a.n);                                        \
+        r += nvshmem_##N##_##OP##_reducescatter(a.team, d, s, a.n);                                        \
+        r += nvshmemx_##N##_##OP##_reducescatter_warp(a.team, d, s, a.n);                                  \
+        r += nvshmemx_##N##_##OP##_reducescatter_block(a.team, d, s, a.n);                                 \
+        *a.sink += r;                                                                                      \
+    }
+
+__global__ void coll_coverage(Args a) {
+    COLL_TYPES(COLL_CALLS)
+
+    SIG(nvshmem_barrier, int(nvshmem_team_t))
+    SIG(nvshmem_team_sync, int(nvshmem_team_t))
+    SIG(nvshmem_sync, int(nvshmem_team_t))
+    SIG(nvshmemx_barrier_warp, int(nvshmem_team_t))
+    SIG(nvshmemx_barrier_block, int(nvshmem_team_t))
+    SIG(nvshmemx_team_sync_warp, int(nvshmem_team_t))
+    SIG(nvshmemx_team_sync_block, int(nvshmem_team_t))
+    SIG(nvshmem_team_translate_pe, int(nvshmem_team_t, int, nvshmem_team_t))
+    SIG(nvshmem_broadcastmem, int(nvshmem_team_t, void *, const void *, size_t, int))
+    SIG(nvshmem_fcollectmem, int(nvshmem_team_t, void *, const void *, size_t))
+    SIG(nvshmem_alltoallmem, int(nvshmem_team_t, void *, const void *, size_t))
+    SIG(nvshmemx_broadcastmem_warp, int(nvshmem_team_t, void *, const void *, size_t, int))
+    SIG(nvshmemx_broadcastmem_block, int(nvshmem_team_t, void *, const void *, size_t, int))
+    SIG(nvshmemx_fcollectmem_warp, int(nvshmem_team_t, void *, const void *, size_t))
+    SIG(nvshmemx_fcollectmem_block, int(nvshmem_team_t, void *, const void *, size_t))
+    SIG(nvshmemx_alltoallmem_warp, int(nvshmem_team_t, void *, const void *, size_t))
+    SIG(nvshmemx_alltoallmem_block, int(nvshmem_team_t, void *, const void *, size_t))
+    SIG(nvshmem_double2_maxloc_reduce, int(nvshmem_team_t, double2 *, const double2 *, size_t))
+    SIG(nvshmemx_double2_maxloc_reduce_warp, int(nvshmem_team_t, double2 *, const double2 *, size_t))
+    SIG(nvshmemx_double2_maxloc_reduce_block, int(nvshmem_team_t, double2 *, const double2 *, size_t))
+    int r = nvshmem_barrier(a.team) + nvshmem_team_sync(a.team) + nvshmem_sync(a.team);
+    r += nvshmemx_barrier_warp(a.team) + nvshmemx_barrier_block(a.team);
+    r += nvshmemx_team_sync_warp(a.team) + nvshmemx_team_sync_block(a.team);
+    r += nvshmem_team_translate_pe(a.team, a.pe, NVSHMEM_TEAM_WORLD);
+    r += nvshmem_broadcastmem(a.team, a.sym, a.local, a.n, 0);
+    r += nvshmem_fcollectmem(a.team, a.sym, a.local, a.n);
+    r += nvshmem_alltoallmem(a.team, a.sym, a.local, a.n);
+    r += nvshmemx_broadcastmem_warp(a.team, a.sym, a.local, a.n, 0);
+    r += nvshmemx_broadcastmem_block(a.team, a.sym, a.local, a.n, 0);
+    r += nvshmemx_fcollectmem_warp(a.team, a.sym, a.local, a.n);
+    r += nvshmemx_fcollectmem_block(a.team, a.sym, a.local, a.n);
+    r += nvshmemx_alltoallmem_warp(a.team, a.sym, a.local, a.n);
+    r += nvshmemx_alltoallmem_block(a.team, a.sym, a.local, a.n);
+    r += nvshmem_double2_maxloc_reduce(a.team, (double2 *)a.sym, (const double2 *)a.local, a.n);
+    r += nvshmemx_double2_maxloc_reduce_warp(a.team, (double2 *)a.sym, (const double2 *)a.local, a.n);
+    r += nvshmemx_double2_maxloc_reduce_block(a.team, (double2 *)a.sym, (const double2 *)a.local, a.n);
+    *a.sink += r;
+}
+
+__global__ void reduce_coverage(Args a) { REDUCTIONS(REDUCE_CALLS) }
+
+// NVSHMEM's team constants and configuration layout (NVSHMEM 3.4).
+static_assert(NVSHMEM_TEAM_INVALID == -1 && NVSHMEM_TEAM_WORLD == 0 && NVSHMEM_TEAM_SHARED == 1 &&
+                  NVSHMEMX_TEAM_NODE == 2 && NVSHMEMX_TEAM_SAME_MYPE_NODE == 3,
+              "team handles must have NVSHMEM's values");
+static_assert(sizeof(nvshmem_team_config_t) == 64 && offsetof(nvshmem_team_config_t, version) == 0 &&
+                  offsetof(nvshmem_team_config_t, num_contexts) == 4 &&
+                  offsetof(nvshmem_team_config_t, uniqueid) == 8 && sizeof(nvshmemx_team_uniqueid_t) == 8,
+              "nvshmem_team_config_t must have NVSHMEM 3.4's layout (64 bytes)");
+constexpr nvshmem_team_config_t default_team_config = NVSHMEM_TEAM_CONFIG_INITIALIZER;
+static_assert(default_team_config.version == (2 << 16) + 64 && default_team_config.num_contexts == -1 &&
+                  default_team_config.uniqueid == ~0ULL,
+              "NVSHMEM_TEAM_CONFIG_INITIALIZER must have NVSHMEM's values");
+static_assert(NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS == 1 && NVSHMEM_TEAM_CONFIG_MASK_UNIQUEID == 2,
+              "NVSHMEM_TEAM_CONFIG_MASK_* must have NVSHMEM's values");
+// rshmem's element type codes of the C types (char is signed, long is 64-bit on this platform).
+static_assert(NVSHMEMI_DT_INT(char) == RSHMEM_DTYPE_I8 && NVSHMEMI_DT_INT(unsigned char) == RSHMEM_DTYPE_U8 &&
+                  NVSHMEMI_DT_INT(short) == RSHMEM_DTYPE_I16 && NVSHMEMI_DT_INT(unsigned short) == RSHMEM_DTYPE_U16 &&
+                  NVSHMEMI_DT_INT(int) == RSHMEM_DTYPE_I32 && NVSHMEMI_DT_INT(unsigned int) == RSHMEM_DTYPE_U32 &&
+                  NVSHMEMI_DT_INT(long) == RSHMEM_DTYPE_I64 && NVSHMEMI_DT_INT(unsigned long) == RSHMEM_DTYPE_U64 &&
+                  NVSHMEMI_DT_INT(size_t) == RSHMEM_DTYPE_U64 && NVSHMEMI_DT_INT(long long) == RSHMEM_DTYPE_I64,
+              "integer types must map to the element type code of their size and signedness");
+
 // ------------------------------------------------------------------ device: the rshmem C API itself
 // Every device function of device/src/capi.rs, called directly (the device link resolves each one).
 #define RSHMEM_PG(B)                                                                                       \
@@ -401,6 +532,28 @@ __global__ void rshmem_api_coverage(Args a) {
     rshmem_barrier_all_warp();
     rshmem_sync_all_block();
     rshmem_sync_all_warp();
+    int r = rshmem_team_translate_pe(a.team, a.pe, RSHMEM_TEAM_WORLD);
+    r += rshmem_barrier(a.team) + rshmem_barrier_warp(a.team) + rshmem_barrier_block(a.team);
+    r += rshmem_team_sync(a.team) + rshmem_team_sync_warp(a.team) + rshmem_team_sync_block(a.team);
+    r += rshmem_broadcastmem(a.team, a.sym, a.local, a.n, 0);
+    r += rshmem_broadcastmem_warp(a.team, a.sym, a.local, a.n, 0);
+    r += rshmem_broadcastmem_block(a.team, a.sym, a.local, a.n, 0);
+    r += rshmem_fcollectmem(a.team, a.sym, a.local, a.n);
+    r += rshmem_fcollectmem_warp(a.team, a.sym, a.local, a.n);
+    r += rshmem_fcollectmem_block(a.team, a.sym, a.local, a.n);
+    r += rshmem_collectmem(a.team, a.sym, a.local, a.n);
+    r += rshmem_collectmem_warp(a.team, a.sym, a.local, a.n);
+    r += rshmem_collectmem_block(a.team, a.sym, a.local, a.n);
+    r += rshmem_alltoallmem(a.team, a.sym, a.local, a.n);
+    r += rshmem_alltoallmem_warp(a.team, a.sym, a.local, a.n);
+    r += rshmem_alltoallmem_block(a.team, a.sym, a.local, a.n);
+    r += rshmem_reduce(a.team, a.sym, a.local, a.n, RSHMEM_DTYPE_I32, RSHMEM_OP_SUM);
+    r += rshmem_reduce_warp(a.team, a.sym, a.local, a.n, RSHMEM_DTYPE_F16, RSHMEM_OP_MAX);
+    r += rshmem_reduce_block(a.team, a.sym, a.local, a.n, RSHMEM_DTYPE_DOUBLE2, RSHMEM_OP_MAXLOC);
+    r += rshmem_reducescatter(a.team, a.sym, a.local, a.n, RSHMEM_DTYPE_U64, RSHMEM_OP_XOR);
+    r += rshmem_reducescatter_warp(a.team, a.sym, a.local, a.n, RSHMEM_DTYPE_BF16, RSHMEM_OP_PROD);
+    r += rshmem_reducescatter_block(a.team, a.sym, a.local, a.n, RSHMEM_DTYPE_F64, RSHMEM_OP_MIN);
+    *a.sink += r;
 }
 
 // ------------------------------------------------------------------ host API
@@ -428,6 +581,83 @@ __global__ void rshmem_api_coverage(Args a) {
     nvshmemx_get##B##_on_stream(local, sym, 1, pe, st);                                                    \
     nvshmemx_put##B##_nbi_on_stream(sym, local, 1, pe, st);                                                \
     nvshmemx_get##B##_nbi_on_stream(local, sym, 1, pe, st);
+
+#define HOST_COLL_CALLS(N, T)                                                                              \
+    {                                                                                                      \
+        SIG(nvshmemx_##N##_broadcast_on_stream, int(nvshmem_team_t, T *, const T *, size_t, int, cudaStream_t)) \
+        SIG(nvshmemx_##N##_fcollect_on_stream, int(nvshmem_team_t, T *, const T *, size_t, cudaStream_t))  \
+        SIG(nvshmemx_##N##_alltoall_on_stream, int(nvshmem_team_t, T *, const T *, size_t, cudaStream_t))  \
+        T *d = (T *)sym;                                                                                   \
+        const T *s = (const T *)sym;                                                                       \
+        r += nvshmem_##N##_broadcast(team, d, s, 1, 0);                                                    \
+        r += nvshmem_##N##_fcollect(team, d, s, 1);                                                        \
+        r += nvshmem_##N##_alltoall(team, d, s, 1);                                                        \
+        r += nvshmemx_##N##_broadcast_on_stream(team, d, s, 1, 0, st);                                     \
+        r += nvshmemx_##N##_fcollect_on_stream(team, d, s, 1, st);                                         \
+        r += nvshmemx_##N##_alltoall_on_stream(team, d, s, 1, st);                                         \
+    }
+#define HOST_REDUCE_CALLS(N, T, OP)                                                                        \
+    {                                                                                                      \
+        SIG(nvshmemx_##N##_##OP##_reduce_on_stream, int(nvshmem_team_t, T *, const T *, size_t, cudaStream_t)) \
+        SIG(nvshmemx_##N##_##OP##_reducescatter_on_stream,                                                 \
+            int(nvshmem_team_t, T *, const T *, size_t, cudaStream_t))                                     \
+        T *d = (T *)sym;                                                                                   \
+        const T *s = (const T *)sym;                                                                       \
+        r += nvshmem_##N##_##OP##_reduce(team, d, s, 1);                                                   \
+        r += nvshmem_##N##_##OP##_reducescatter(team, d, s, 1);                                            \
+        r += nvshmemx_##N##_##OP##_reduce_on_stream(team, d, s, 1, st);                                    \
+        r += nvshmemx_##N##_##OP##_reducescatter_on_stream(team, d, s, 1, st);                             \
+    }
+
+// Teams and collectives from the host, and on a stream.
+static int host_coll_coverage(void *sym, cudaStream_t st) {
+    SIG(nvshmem_team_split_strided,
+        int(nvshmem_team_t, int, int, int, const nvshmem_team_config_t *, long, nvshmem_team_t *))
+    SIG(nvshmem_team_split_2d, int(nvshmem_team_t, int, const nvshmem_team_config_t *, long, nvshmem_team_t *,
+                                   const nvshmem_team_config_t *, long, nvshmem_team_t *))
+    SIG(nvshmem_team_destroy, void(nvshmem_team_t))
+    SIG(nvshmem_team_get_config, void(nvshmem_team_t, nvshmem_team_config_t *))
+    SIG(nvshmemx_barrier_on_stream, int(nvshmem_team_t, cudaStream_t))
+    SIG(nvshmemx_team_sync_on_stream, int(nvshmem_team_t, cudaStream_t))
+    SIG(nvshmemx_broadcastmem_on_stream, int(nvshmem_team_t, void *, const void *, size_t, int, cudaStream_t))
+    SIG(nvshmemx_fcollectmem_on_stream, int(nvshmem_team_t, void *, const void *, size_t, cudaStream_t))
+    SIG(nvshmemx_alltoallmem_on_stream, int(nvshmem_team_t, void *, const void *, size_t, cudaStream_t))
+    SIG(nvshmemx_double2_maxloc_reduce_on_stream,
+        int(nvshmem_team_t, double2 *, const double2 *, size_t, cudaStream_t))
+    SIG(nvshmemx_collective_launch, int(const void *, dim3, dim3, void **, size_t, cudaStream_t))
+    SIG(nvshmemx_collective_launch_query_gridsize, int(const void *, dim3, void **, size_t, int *))
+    SIG(nvshmemx_buffer_register_symmetric, void *(void *, size_t, int))
+    SIG(nvshmemx_buffer_unregister_symmetric, int(void *, size_t))
+    nvshmem_team_config_t config = NVSHMEM_TEAM_CONFIG_INITIALIZER;
+    config.num_contexts = 2;
+    nvshmem_team_t team = NVSHMEM_TEAM_INVALID, x = NVSHMEM_TEAM_INVALID, y = NVSHMEM_TEAM_INVALID;
+    int r = nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, nvshmem_n_pes() / 2, &config,
+                                       NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS, &team);
+    r += nvshmem_team_split_2d(NVSHMEM_TEAM_WORLD, 2, &config, 0, &x, NULL, 0, &y);
+    nvshmem_team_get_config(team, &config);
+    r += nvshmem_team_translate_pe(team, 0, NVSHMEM_TEAM_WORLD);
+    r += nvshmem_barrier(team) + nvshmem_team_sync(team) + nvshmem_sync(team);
+    r += nvshmemx_barrier_on_stream(team, st) + nvshmemx_team_sync_on_stream(team, st);
+    r += nvshmem_broadcastmem(team, sym, sym, 8, 0) + nvshmemx_broadcastmem_on_stream(team, sym, sym, 8, 0, st);
+    r += nvshmem_fcollectmem(team, sym, sym, 8) + nvshmemx_fcollectmem_on_stream(team, sym, sym, 8, st);
+    r += nvshmem_alltoallmem(team, sym, sym, 8) + nvshmemx_alltoallmem_on_stream(team, sym, sym, 8, st);
+    COLL_TYPES(HOST_COLL_CALLS)
+    REDUCTIONS(HOST_REDUCE_CALLS)
+    r += nvshmem_double2_maxloc_reduce(team, (double2 *)sym, (const double2 *)sym, 1);
+    r += nvshmemx_double2_maxloc_reduce_on_stream(team, (double2 *)sym, (const double2 *)sym, 1, st);
+    // The rshmem host calls themselves.
+    r += rshmem_collectmem(team, sym, sym, 8) + rshmem_collectmem_on_stream(team, sym, sym, 8, st);
+    r += rshmem_reduce(team, sym, sym, 1, RSHMEM_DTYPE_I64, RSHMEM_OP_SUM);
+    r += rshmem_reducescatter(team, sym, sym, 1, RSHMEM_DTYPE_F32, RSHMEM_OP_MAX);
+    r += rshmem_reduce_on_stream(team, sym, sym, 1, RSHMEM_DTYPE_U8, RSHMEM_OP_AND, st);
+    r += rshmem_reducescatter_on_stream(team, sym, sym, 1, RSHMEM_DTYPE_F16, RSHMEM_OP_SUM, st);
+    void *mapped = nvshmemx_buffer_register_symmetric(sym, 8, 0);
+    if (mapped) r += nvshmemx_buffer_unregister_symmetric(mapped, 8);
+    nvshmem_team_destroy(y);
+    nvshmem_team_destroy(x);
+    nvshmem_team_destroy(team);
+    return r;
+}
 
 static void host_coverage(int rank, int nranks) {
     // Unique-id initialization exactly as NVSHMEM programs write it.
@@ -476,7 +706,8 @@ static void host_coverage(int rank, int nranks) {
     nvshmem_sync_all();
 
     // Collective launch of the kernels above (never reached: see main).
-    Args a = {sym, local, (uint64_t *)zeroed, nullptr, nullptr, pe, 1, nullptr};
+    if (host_coll_coverage(sym, st) != 0) NVSHMEMI_ERROR_PRINT("host collectives failed\n");
+    Args a = {sym, local, (uint64_t *)zeroed, nullptr, nullptr, pe, 1, nullptr, NVSHMEM_TEAM_WORLD};
     void *args[] = {&a};
     int grid = 0;
     if (nvshmemx_collective_launch_query_gridsize((const void *)rma_coverage, dim3(32), args, 0, &grid) == 0)
@@ -484,6 +715,8 @@ static void host_coverage(int rank, int nranks) {
     amo_coverage<<<1, 1, 0, st>>>(a);
     sync_coverage<<<1, 1, 0, st>>>(a);
     rshmem_api_coverage<<<1, 1, 0, st>>>(a);
+    coll_coverage<<<1, 1, 0, st>>>(a);
+    reduce_coverage<<<1, 1, 0, st>>>(a);
 
     nvshmem_free(aligned);
     nvshmem_free(zeroed);

@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# NVSHMEM's own perftests, compiled UNCHANGED against rshmem's headers and device-linked against rshmem's
+# device library (no GPU needed):
+#   NVSHMEM_SRC=<checkout of NVIDIA/nvshmem> bench/perftest.sh [OUTDIR]
+# and on a machine with the CUDA runtime (the GPU machine), also linked into executables:
+#   MODE=full NVSHMEM_SRC=... [NVSHMEM_HOME=<NVSHMEM install>] bench/perftest.sh OUTDIR
+#
+# Programs: every .cu/.cpp of perftest/device/pt-to-pt, perftest/device/coll, perftest/host/pt-to-pt,
+# perftest/host/coll and perftest/host/init, each with perftest/common/utils.cu (NVSHMEM's
+# nvshmem_perftest_helper), as NVSHMEM's CMake builds them: C++17, -I perftest/common, without MPI or
+# SHMEM support (NVSHMEMTEST_MPI_SUPPORT / NVSHMEMTEST_SHMEM_SUPPORT undefined), launched by NVSHMEM's
+# default bootstrap (here: rshmrun). nvml.h: the CUDA toolkit's, else PyPI's nvidia-nvml-dev in .tools/nvml
+# (scripts/install-cuda-tools.sh installs it).
+#
+# For each program (D = the work directory, target/perftest unless OUTDIR is given in check mode):
+#   nvcc -rdc=true -arch=sm_90 -std=c++17 -O2 -I device/include -I <nvml> -I perftest/common -c PROG -o D/PROG.o
+#   nvcc -arch=sm_90 -dlink D/PROG.o D/utils.o D/librshmem_device.a -o D/PROG_dlink.o
+# MODE=full also links
+#   OUTDIR/rshmem/<dir>/PROG    nvcc -rdc=true -arch=sm_90 D/PROG.o D/utils.o D/librshmem_device.a -lrshmem ...
+#   OUTDIR/nvshmem/<dir>/PROG   the same sources compiled against NVSHMEM_HOME/include and linked with
+#                               libnvshmem_host + libnvshmem_device (NVSHMEM_HOME default: the nvidia.nvshmem
+#                               Python package, as bench/run-compare.sh uses; skipped when there is none)
+# and runs nothing: run them with `rshmrun -np 2 OUTDIR/rshmem/device/pt-to-pt/shmem_put_bw` (rshmem) and
+# one process per PE through NVSHMEM's launcher for the other set.
+#
+# Prints a table (program, compiled, device-linked[, linked, NVSHMEM compiled, NVSHMEM linked]), also
+# written to D/perftest-table.md (and OUTDIR/perftest-table.md in full mode). Exit status: non-zero when a
+# program that NVSHMEM itself builds fails against rshmem. Programs that NVSHMEM's own build leaves out
+# because they do not compile against any NVSHMEM either are listed, with why, and not counted.
+# Environment: NVSHMEM_SRC (required), MODE=check|full, ARCH (sm_90), NVCC, NVML_INCLUDE, JOBS (parallel compiles,
+# default: the number of CPUs), PTX (device-library PTX; default: built with scripts/build-ptx.sh),
+# RSHMEM_LIBDIR (librshmem.so for MODE=full: default OUTDIR when it has one, else target/release).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${MODE:-check}
+arch=${ARCH:-sm_90}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+die() { echo "perftest: FAILED: $*" >&2; exit 1; }
+log() { echo "perftest: $*" >&2; }
+case "$mode" in check | full) ;; *) die "MODE must be check or full, not '$mode'" ;; esac
+[ -n "${NVSHMEM_SRC:-}" ] || die "set NVSHMEM_SRC to a checkout of NVIDIA/nvshmem (its perftest/ is compiled unchanged)"
+src=$(cd "$NVSHMEM_SRC" 2>/dev/null && pwd) || die "NVSHMEM_SRC '$NVSHMEM_SRC' is not a directory"
+pt=$src/perftest
+[ -f "$pt/common/utils.cu" ] || die "$pt/common/utils.cu not found: NVSHMEM_SRC must be the root of an NVSHMEM checkout"
+if [ "$mode" = full ] && [ $# -lt 1 ]; then die "usage: MODE=full NVSHMEM_SRC=... $0 OUTDIR"; fi
+outdir=${1:-}
+if [ -n "$outdir" ]; then mkdir -p "$outdir" && outdir=$(cd "$outdir" && pwd); fi
+if [ "$mode" = check ] && [ -n "$outdir" ]; then work=$outdir; else work=$root/target/perftest; fi
+mkdir -p "$work"
+
+# ---------------------------------------------------------------- tools and the device library
+nvcc=$("$root/scripts/find-nvcc.sh") || die "no usable nvcc"
+export NVCC=$nvcc
+cuda_bin=$(dirname "$nvcc")
+# nvml.h: NVML_INCLUDE, else the toolkit's next to nvcc (full CUDA installs have it), else .tools/nvml
+# (scripts/install-cuda-tools.sh installs nvidia-nvml-dev there; carry it to machines without PyPI).
+nvml_inc=${NVML_INCLUDE:-}
+if [ -z "$nvml_inc" ] && [ -f "$cuda_bin/../include/nvml.h" ]; then nvml_inc=$(cd "$cuda_bin/../include" && pwd); fi
+if [ -z "$nvml_inc" ]; then
+  h=$(find "$root/.tools/nvml/" -name nvml.h -path '*include*' 2>/dev/null | head -1)
+  if [ -n "$h" ]; then nvml_inc=$(dirname "$h"); fi
+fi
+if [ -z "$nvml_inc" ]; then
+  nvml_inc=$("$root/scripts/install-cuda-tools.sh" --nvml-include) ||
+    die "no nvml.h (set NVML_INCLUDE, or let scripts/install-cuda-tools.sh install nvidia-nvml-dev)"
+fi
+[ -f "$nvml_inc/nvml.h" ] || die "no nvml.h in '$nvml_inc'"
+log "mode $mode, arch $arch, $jobs jobs, nvcc $nvcc ($("$nvcc" --version | tail -1)), NVSHMEM sources $src"
+ptx=${PTX:-}
+if [ -z "$ptx" ]; then
+  ptx=$work/rshmem_device.ptx
+  "$root/scripts/build-ptx.sh" rshmem-device "$ptx" "$arch" >/dev/null 2>"$work/build-ptx.log" ||
+    { cat "$work/build-ptx.log" >&2; die "scripts/build-ptx.sh rshmem-device"; }
+fi
+"$root/scripts/build-device-lib.sh" "$ptx" "$work" "$arch" >/dev/null 2>"$work/build-device-lib.log" ||
+  { cat "$work/build-device-lib.log" >&2; die "scripts/build-device-lib.sh"; }
+devlib=$work/librshmem_device.a
+
+# ---------------------------------------------------------------- full mode: what to link with
+link_extra=()
+nv_home=""
+if [ "$mode" = full ]; then
+  libdir=${RSHMEM_LIBDIR:-}
+  if [ -z "$libdir" ]; then
+    if [ -f "$outdir/librshmem.so" ]; then libdir=$outdir; else libdir=$root/target/release; fi
+  fi
+  [ -f "$libdir/librshmem.so" ] || die "no librshmem.so in '$libdir' (cargo build --release -p rshmem, or set RSHMEM_LIBDIR)"
+  libdir=$(cd "$libdir" && pwd)
+  # libcuda: the driver's, else the toolkit's stub; the PyPI toolkit keeps libcudart_static.a in lib/.
+  if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\b'; then
+    link_extra+=(-lcuda)
+  elif [ -e "$cuda_bin/../lib64/stubs/libcuda.so" ]; then
+    link_extra+=(-L "$cuda_bin/../lib64/stubs" -lcuda)
+  elif [ -e "$cuda_bin/../lib/stubs/libcuda.so" ]; then
+    link_extra+=(-L "$cuda_bin/../lib/stubs" -lcuda)
+  else
+    log "no libcuda.so here: linking without -lcuda (utils.cu's driver calls stay unresolved; link on the GPU machine)"
+  fi
+  if [ ! -e "$cuda_bin/../lib64/libcudart_static.a" ] && [ -e "$cuda_bin/../lib/libcudart_static.a" ]; then
+    link_extra+=(-L "$(cd "$cuda_bin/../lib" && pwd)")
+  fi
+  link_extra+=(-ldl)
+  nv_home=${NVSHMEM_HOME:-}
+  if [ -z "$nv_home" ]; then
+    nv_home=$(python3 -c "import nvidia.nvshmem as m; print(list(m.__path__)[0])" 2>/dev/null || true)
+  fi
+  if [ -n "$nv_home" ] && [ -f "$nv_home/include/nvshmem.h" ]; then
+    nv_home=$(cd "$nv_home" && pwd)
+    nv_host=$(cd "$nv_home/lib" && ls libnvshmem_host.so libnvshmem_host.so.* 2>/dev/null | head -1)
+    [ -n "$nv_host" ] && [ -f "$nv_home/lib/libnvshmem_device.a" ] ||
+      die "NVSHMEM_HOME '$nv_home' has no lib/libnvshmem_host.so* or lib/libnvshmem_device.a"
+    log "NVSHMEM install for the comparison set: $nv_home ($nv_host)"
+  else
+    log "no NVSHMEM install (NVSHMEM_HOME unset and no nvidia.nvshmem Python package): only the rshmem set is linked"
+    nv_home=""
+  fi
+fi
+
+# ---------------------------------------------------------------- the programs
+groups=(device/pt-to-pt device/coll host/pt-to-pt host/coll host/init)
+progs=()
+for g in "${groups[@]}"; do
+  [ -d "$pt/$g" ] || die "$pt/$g missing"
+  for f in "$pt/$g"/*.cu "$pt/$g"/*.cpp; do [ -f "$f" ] && progs+=("$g/$(basename "$f")"); done
+done
+# Sources NVSHMEM's own CMake does not build, and why (they compile against no NVSHMEM either).
+declare -A upstream_broken=(
+  [device/coll/redmaxloc_latency.cu]="not built by NVSHMEM's CMakeLists: uses MAX_ELEMS, defined nowhere, and calls its rdxn_calling_kernel with arguments that do not match its definition"
+)
+
+# compile SET SOURCE OBJECT: SET rshmem or nvshmem (the headers it is compiled against).
+compile() {
+  local inc
+  if [ "$1" = rshmem ]; then inc=$root/device/include; else inc=$nv_home/include; fi
+  mkdir -p "$(dirname "$3")"
+  "$nvcc" -rdc=true -arch="$arch" -std=c++17 -O2 -I "$inc" -I "$nvml_inc" -I "$pt/common" -c "$2" -o "$3" \
+    >"$3.log" 2>&1
+}
+# Runs compile jobs from stdin ("SET SOURCE OBJECT" lines), $jobs at a time; each leaves OBJECT.ok or not.
+compile_all() {
+  local n=0 set s o
+  while read -r set s o; do
+    (compile "$set" "$s" "$o" && touch "$o.ok") &
+    n=$((n + 1))
+    if [ "$n" -ge "$jobs" ]; then wait -n; n=$((n - 1)); fi
+  done
+  wait
+}
+
+rm -rf "$work/rshmem" "$work/nvshmem"
+{
+  echo "rshmem $pt/common/utils.cu $work/rshmem/common/utils.o"
+  for p in "${progs[@]}"; do echo "rshmem $pt/$p $work/rshmem/${p%.*}.o"; done
+  if [ -n "$nv_home" ]; then
+    echo "nvshmem $pt/common/utils.cu $work/nvshmem/common/utils.o"
+    for p in "${progs[@]}"; do echo "nvshmem $pt/$p $work/nvshmem/${p%.*}.o"; done
+  fi
+} | compile_all
+
+first_error() { grep -m1 -E 'error|undefined|Undefined' "$1" 2>/dev/null | sed "s|$pt/||" | cut -c1-160; }
+
+yes_no() { if [ "$1" = 1 ]; then echo yes; else echo no; fi; }
+utils_ok=0 nv_utils_ok=0
+[ -f "$work/rshmem/common/utils.o.ok" ] && utils_ok=1
+[ -n "$nv_home" ] && [ -f "$work/nvshmem/common/utils.o.ok" ] && nv_utils_ok=1
+fails=0 rows=() notes=()
+if [ "$utils_ok" != 1 ]; then
+  fails=$((fails + 1))
+  notes+=("common/utils.cu: $(first_error "$work/rshmem/common/utils.o.log")")
+fi
+row="| common/utils.cu (helper) | $(yes_no $utils_ok) | - |"
+if [ "$mode" = full ]; then
+  row+=" - |"
+  [ -n "$nv_home" ] && row+=" $(yes_no $nv_utils_ok) | - |"
+fi
+rows+=("$row")
+n_ok=0
+for p in "${progs[@]}"; do
+  o=$work/rshmem/${p%.*}.o
+  c=0 d=0 l="-" nc="-" nl="-"
+  [ -f "$o.ok" ] && c=1
+  if [ "$c" = 1 ] && [ "$utils_ok" = 1 ]; then
+    if "$nvcc" -arch="$arch" -dlink "$o" "$work/rshmem/common/utils.o" "$devlib" -o "${o%.o}_dlink.o" \
+      >"${o%.o}.dlink.log" 2>&1; then
+      d=1
+    fi
+  fi
+  if [ "$mode" = full ]; then
+    l=no
+    exe=$outdir/rshmem/${p%.*}
+    mkdir -p "$(dirname "$exe")"
+    if [ "$d" = 1 ] && "$nvcc" -rdc=true -arch="$arch" "$o" "$work/rshmem/common/utils.o" "$devlib" -L "$libdir" -lrshmem \
+      "${link_extra[@]}" -Xlinker -rpath -Xlinker "$libdir" -o "$exe" >"${o%.o}.link.log" 2>&1; then
+      l=yes
+    fi
+    if [ -n "$nv_home" ]; then
+      no=$work/nvshmem/${p%.*}.o
+      nc=$(yes_no "$([ -f "$no.ok" ] && echo 1)")
+      nl=no
+      nexe=$outdir/nvshmem/${p%.*}
+      mkdir -p "$(dirname "$nexe")"
+      if [ "$nc" = yes ] && [ "$nv_utils_ok" = 1 ] && "$nvcc" -rdc=true -arch="$arch" "$no" "$work/nvshmem/common/utils.o" \
+        -L "$nv_home/lib" -l:"$nv_host" -lnvshmem_device "${link_extra[@]}" -Xlinker -rpath -Xlinker "$nv_home/lib" \
+        -o "$nexe" >"${no%.o}.link.log" 2>&1; then
+        nl=yes
+      fi
+    fi
+  fi
+  why=""
+  if [ "$c" != 1 ]; then why=$(first_error "$o.log")
+  elif [ "$d" != 1 ] && [ "$utils_ok" = 1 ]; then why=$(first_error "${o%.o}.dlink.log")
+  elif [ "$l" = no ]; then why=$(first_error "${o%.o}.link.log")
+  fi
+  ok=$([ "$c" = 1 ] && [ "$d" = 1 ] && [ "$l" != no ] && echo 1)
+  if [ -n "${upstream_broken[$p]:-}" ]; then
+    notes+=("$p: does not compile against NVSHMEM either: ${upstream_broken[$p]} (here: $why)")
+  elif [ "$ok" = 1 ]; then
+    n_ok=$((n_ok + 1))
+  else
+    fails=$((fails + 1))
+    notes+=("$p: ${why:-see $o.log}")
+  fi
+  if [ "$nc" = no ] && [ -z "${upstream_broken[$p]:-}" ]; then
+    notes+=("$p (NVSHMEM set, for comparison only): $(first_error "$work/nvshmem/${p%.*}.o.log")")
+  elif [ "$nl" = no ] && [ -z "${upstream_broken[$p]:-}" ]; then
+    notes+=("$p (NVSHMEM set, for comparison only): $(first_error "$work/nvshmem/${p%.*}.link.log")")
+  fi
+  row="| $p | $(yes_no $c) | $(yes_no $d) |"
+  if [ "$mode" = full ]; then
+    row+=" $l |"
+    [ -n "$nv_home" ] && row+=" $nc | $nl |"
+  fi
+  rows+=("$row")
+done
+
+# ---------------------------------------------------------------- the table
+{
+  echo "NVSHMEM perftests ($(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo "$src"), unchanged) against rshmem's headers, $arch, $("$nvcc" --version | tail -1 | sed 's/^Build //')"
+  echo
+  if [ "$mode" = full ] && [ -n "$nv_home" ]; then
+    echo "| program | compiled | device-linked | linked (librshmem.so) | NVSHMEM: compiled | NVSHMEM: linked |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+  elif [ "$mode" = full ]; then
+    echo "| program | compiled | device-linked | linked (librshmem.so) |"
+    echo "| --- | --- | --- | --- |"
+  else
+    echo "| program | compiled | device-linked |"
+    echo "| --- | --- | --- |"
+  fi
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "$n_ok of $((${#progs[@]} - ${#upstream_broken[@]})) programs NVSHMEM builds: compiled and device-linked$([ "$mode" = full ] && echo " and linked")."
+  for n in "${notes[@]}"; do echo "- $n"; done
+} >"$work/perftest-table.md"
+[ "$mode" = full ] && cp "$work/perftest-table.md" "$outdir/perftest-table.md"
+cat "$work/perftest-table.md"
+echo
+echo "perftest: $n_ok passed, $fails failed"
+[ "$fails" -eq 0 ]

@@ -11,8 +11,11 @@ use std::mem::{offset_of, size_of};
 
 pub use rshmem_device::coll::{dtype, op, Bf16, DoubleLoc, F16};
 
-/// Threads of the block that runs a host collective on GPUs.
-const HOST_COLL_THREADS: u32 = 512;
+/// Threads of the block that runs a host collective on GPUs. The runtime's module is JIT-compiled
+/// without a register cap, and rshmemi_collective (every collective, every reduction type) needs more
+/// registers than 512 threads can have: on an H100, 512 failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+/// (bench/results/2026-11-23-h100-cpp-self.md). 128 threads fit even at 255 registers per thread.
+const HOST_COLL_THREADS: u32 = 128;
 
 /// NVSHMEM's team configuration (`nvshmem_team_config_t`, 64 bytes): kept with the team and given back
 /// by `team_get_config`. rshmem has no per-team contexts, so `num_contexts` is only recorded.

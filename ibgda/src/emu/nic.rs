@@ -526,28 +526,8 @@ fn gather(rest: &[u8], mrs: &MrTable) -> Result<Vec<u8>, Failure> {
         }
         return rest.get(4..4 + len).map(<[u8]>::to_vec).ok_or(qp_op(Reason::BadInline));
     }
-    let mut parts = Vec::new();
-    let mut total = 0u64;
-    for i in 0..rest.len() / 16 {
-        let d: DataSeg = seg(rest, i).ok_or(qp_op(Reason::BadDs))?;
-        let (bc, lkey, addr) = (d.byte_count.get(), d.lkey.get(), d.addr.get());
-        if bc & mlx5::INLINE_SEG != 0 {
-            return Err(qp_op(Reason::BadInline));
-        }
-        if bc == 0 {
-            if lkey == mlx5::INVALID_LKEY {
-                break;
-            }
-            continue;
-        }
-        total += bc as u64;
-        if total > mlx5::MAX_MSG as u64 {
-            return Err((syndrome::LOCAL_LENGTH, Reason::BadLength));
-        }
-        let p = mrs.check(lkey, addr, bc as u64, Access::NONE).map_err(local_denied)?;
-        parts.push((p, bc as usize));
-    }
-    let mut data = Vec::with_capacity(total as usize);
+    let (parts, total) = segments(rest, mrs, Access::NONE)?;
+    let mut data = Vec::with_capacity(total);
     for (p, n) in parts {
         // SAFETY: `check` found `[p, p + n)` inside a registered region (its contract: live memory
         // of this process); read as DMA does.
@@ -559,8 +539,9 @@ fn gather(rest: &[u8], mrs: &MrTable) -> Result<Vec<u8>, Failure> {
 /// Checked (address, length) pieces of a scatter list.
 type Pieces = Vec<(*mut u8, usize)>;
 
-/// The scatter list of a READ: data segments whose regions allow local writes; and its total length.
-fn scatter(rest: &[u8], mrs: &MrTable) -> Result<(Pieces, usize), Failure> {
+/// The data segments of a WQE, each checked against a region with `access` (a WRITE's gather list:
+/// none beyond local reads; a READ's scatter list: local writes); and their total length.
+fn segments(rest: &[u8], mrs: &MrTable, access: Access) -> Result<(Pieces, usize), Failure> {
     let mut parts = Vec::new();
     let mut total = 0u64;
     for i in 0..rest.len() / 16 {
@@ -579,7 +560,7 @@ fn scatter(rest: &[u8], mrs: &MrTable) -> Result<(Pieces, usize), Failure> {
         if total > mlx5::MAX_MSG as u64 {
             return Err((syndrome::LOCAL_LENGTH, Reason::BadLength));
         }
-        parts.push((mrs.check(lkey, addr, bc as u64, Access::LOCAL_WRITE).map_err(local_denied)?, bc as usize));
+        parts.push((mrs.check(lkey, addr, bc as u64, access).map_err(local_denied)?, bc as usize));
     }
     Ok((parts, total as usize))
 }
@@ -615,7 +596,7 @@ fn execute(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, remote: &mut dyn Remote) -
                 return Err(qp_op(Reason::BadDs));
             }
             let ra = raddr()?;
-            let (parts, total) = scatter(wqe.get(32..).unwrap_or(&[]), mrs)?;
+            let (parts, total) = segments(wqe.get(32..).unwrap_or(&[]), mrs, Access::LOCAL_WRITE)?;
             let mut data = vec![0u8; total];
             remote.read(ra.rkey.get(), ra.raddr.get(), &mut data).map_err(remote_failed)?;
             let mut off = 0;

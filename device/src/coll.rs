@@ -35,7 +35,7 @@
 //!   each source byte is read once in total.
 
 use crate::arch::{self, Problem};
-use crate::ops::{self, fail, locate, state, Scope};
+use crate::ops::{self, fail, locate, state, Scope, St};
 use crate::remote;
 use crate::state::*;
 use core::mem::{offset_of, size_of};
@@ -129,7 +129,7 @@ impl Team {
 pub fn member(d: &TeamDesc, i: i32) -> i32 {
     let j = d.start + i * d.stride;
     if d.node_list != 0 {
-        arch::state_u32(offset_of!(DeviceState, node_pe) + 4 * (j as usize & (MAX_PES - 1))) as i32
+        St.node_pe(j)
     } else {
         j
     }
@@ -181,9 +181,7 @@ pub fn team_n_pes(team: i32) -> i32 {
 pub fn index_of(d: &TeamDesc, pe: i32) -> i32 {
     let j = if d.node_list != 0 {
         // The position of `pe` among this node's PEs.
-        let n = arch::state_u32(offset_of!(DeviceState, node_n_pes)) as i32;
-        let node_pe = |k: i32| arch::state_u32(offset_of!(DeviceState, node_pe) + 4 * (k as usize & (MAX_PES - 1))) as i32;
-        match (0..n).find(|&k| node_pe(k) == pe) {
+        match (0..St.node_n_pes()).find(|&k| St.node_pe(k) == pe) {
             Some(k) => k,
             None => return -1,
         }
@@ -214,14 +212,14 @@ pub fn team_translate_pe(src: i32, src_pe: i32, dest: i32) -> i32 {
 /// This PE's synchronization words of team `id`.
 #[inline(always)]
 fn sync_words(id: i32) -> *mut TeamSync {
-    let base = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+    let base = St.heap_base() as usize;
     (base + offset_of!(Internal, sync) + id as usize * size_of::<TeamSync>()) as *mut TeamSync
 }
 
 /// This PE's scratch of team `id`.
 #[inline(always)]
 fn scratch(id: i32) -> *mut u8 {
-    let base = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+    let base = St.heap_base() as usize;
     (base + offset_of!(Internal, scratch) + id as usize * SCRATCH_BYTES) as *mut u8
 }
 
@@ -257,11 +255,7 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
     if with_quiet {
         // Remote PEs: this PE's requests must be complete at their targets before any PE can leave (a
         // PE that leaves may read what we put on a third PE).
-        let proxy = arch::state_u64(offset_of!(DeviceState, proxy_ring));
-        arch::fence_sc_after(proxy);
-        if proxy != 0 {
-            remote::quiet();
-        }
+        ops::quiet();
     } else {
         arch::fence_acq_rel();
     }
@@ -330,7 +324,7 @@ pub unsafe fn team_sync_scoped(scope: Scope, team_id: i32, with_quiet: bool, cal
 /// Checks that `[p, p + bytes)` lies in this PE's heap (symmetric buffers of collectives).
 #[inline(always)]
 fn check_sym(call: &'static str, p: usize, bytes: usize) {
-    let me = arch::state_u32(offset_of!(DeviceState, my_pe)) as i32;
+    let me = St.my_pe();
     locate(call, p, bytes, me);
 }
 
@@ -749,7 +743,7 @@ unsafe fn red_setup(call: &'static str, team_id: i32, dest: *mut u8, src: *const
 
 #[inline(always)]
 fn peer_base(pe: i32) -> usize {
-    arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1))) as usize
+    St.peer_base(pe as usize) as usize
 }
 
 /// The push of a small reduction: every member's (block of the) source into my inbox, published by one
@@ -787,7 +781,7 @@ unsafe fn red_exchange(scope: Scope, call: &'static str, r: &Red) {
 #[inline(never)]
 unsafe fn red_chunk(scope: Scope, call: &'static str, r: &Red, i: i32, c0: usize, bytes: usize, fetch: *mut u8) -> *const u8 {
     let pe = r.t.pe(i);
-    let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+    let heap = St.heap_base() as usize;
     let base = peer_base(pe);
     let p = if base != 0 {
         (base + (r.first as usize - heap) + c0) as *const u8
@@ -830,7 +824,7 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
     red_exchange(scope, call, &r);
     if r.all_mapped && !r.in_place {
         // One pass, combined in registers, in team order.
-        let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+        let heap = St.heap_base() as usize;
         let off = r.first as usize - heap;
         let peer = |i: i32| (peer_base(t.pe(i)) + off) as *const T;
         let mut e = rank;

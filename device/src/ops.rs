@@ -80,8 +80,13 @@ impl St {
     field!(node_my_pe, i32);
     field!(node_n_pes, i32);
     #[inline(always)]
-    fn peer_base(self, pe: usize) -> u64 {
+    pub(crate) fn peer_base(self, pe: usize) -> u64 {
         arch::state_u64(core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe & (MAX_PES - 1)))
+    }
+    /// `node_pe[i]`: the job PE number of this node's `i`-th PE.
+    #[inline(always)]
+    pub(crate) fn node_pe(self, i: i32) -> i32 {
+        arch::state_u32(core::mem::offset_of!(DeviceState, node_pe) + 4 * (i as usize & (MAX_PES - 1))) as i32
     }
 }
 

@@ -74,6 +74,15 @@ fn desc_of(rt: &Runtime, call: &str, team: i32) -> Result<TeamDesc> {
     }
 }
 
+/// Team `team`'s descriptor, which this PE must be a member of.
+fn member_desc_of(rt: &Runtime, call: &str, team: i32) -> Result<TeamDesc> {
+    let d = desc_of(rt, call, team)?;
+    if d.my_index < 0 {
+        return Err(Error::new(format!("{call}: this PE is not a member of team {team}")));
+    }
+    Ok(d)
+}
+
 /// The PE's index in `team`, -1 when it is not a member or the team does not exist.
 pub fn team_my_pe(team: i32) -> i32 {
     runtime::get("rshmem_team_my_pe").ok().and_then(|rt| desc_of(&rt, "", team).ok()).map_or(-1, |d| d.my_index)
@@ -106,10 +115,7 @@ pub fn team_get_config(team: i32) -> Result<TeamConfig> {
 pub fn team_split_strided(parent: i32, start: i32, stride: i32, size: i32, config: Option<TeamConfig>) -> Result<i32> {
     let call = "rshmem_team_split_strided";
     let rt = runtime::get(call)?;
-    let p = desc_of(&rt, call, parent)?;
-    if p.my_index < 0 {
-        return Err(Error::new(format!("{call}: this PE is not a member of the parent team {parent}")));
-    }
+    let p = member_desc_of(&rt, call, parent)?;
     let stride = if size == 1 { 1 } else { stride };
     if start < 0 || size < 1 || stride < 1 || start as i64 + (size as i64 - 1) * stride as i64 >= p.size as i64 {
         return Err(Error::new(format!(
@@ -130,7 +136,7 @@ pub fn team_split_strided(parent: i32, start: i32, stride: i32, size: i32, confi
         parent,
         _pad: 0,
     };
-    let slots = agree_slots(&rt, call, parent, &p, 1, [start as u64, stride as u64, size as u64])?;
+    let slots = agree_slots(&rt, call, parent, 1, [start as u64, stride as u64, size as u64])?;
     let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
     if child.my_index < 0 {
         return Ok(TEAM_INVALID);
@@ -146,15 +152,12 @@ pub fn team_split_strided(parent: i32, start: i32, stride: i32, size: i32, confi
 pub fn team_split_2d(parent: i32, xrange: i32, xconfig: Option<TeamConfig>, yconfig: Option<TeamConfig>) -> Result<(i32, i32)> {
     let call = "rshmem_team_split_2d";
     let rt = runtime::get(call)?;
-    let p = desc_of(&rt, call, parent)?;
-    if p.my_index < 0 {
-        return Err(Error::new(format!("{call}: this PE is not a member of the parent team {parent}")));
-    }
+    let p = member_desc_of(&rt, call, parent)?;
     if xrange < 1 {
         return Err(Error::new(format!("{call}: xrange {xrange} must be at least 1")));
     }
     let x = xrange.min(p.size);
-    let slots = agree_slots(&rt, call, parent, &p, 2, [x as u64, u64::MAX, 0])?;
+    let slots = agree_slots(&rt, call, parent, 2, [x as u64, u64::MAX, 0])?;
     let (row, col) = (p.my_index / x, p.my_index % x);
     let row_start = row * x;
     let xdesc = TeamDesc {
@@ -190,7 +193,7 @@ pub fn team_split_2d(parent: i32, xrange: i32, xconfig: Option<TeamConfig>, ycon
 /// split's arguments, which must be the same everywhere. Over the world team the bootstrap carries the
 /// agreement (so a PE in another host collective is named); over other teams, a device collective of
 /// the parent does.
-fn agree_slots(rt: &Runtime, call: &str, parent: i32, p: &TeamDesc, k: usize, args: [u64; 3]) -> Result<Vec<usize>> {
+fn agree_slots(rt: &Runtime, call: &str, parent: i32, k: usize, args: [u64; 3]) -> Result<Vec<usize>> {
     let mine = rt.teams.lock().unwrap_or_else(|e| e.into_inner()).free_mask();
     let mask = if parent == TEAM_WORLD {
         let mut payload = mine.to_le_bytes().to_vec();
@@ -228,7 +231,6 @@ fn agree_slots(rt: &Runtime, call: &str, parent: i32, p: &TeamDesc, k: usize, ar
             u64::from_le_bytes(out)
         }
     };
-    let _ = p;
     let slots: Vec<usize> = (0..MAX_TEAMS).filter(|&i| mask >> i & 1 == 1).take(k).collect();
     if slots.len() < k {
         return Err(Error::new(format!(
@@ -339,10 +341,7 @@ fn name_of(what: u32) -> &'static str {
 /// What the host can check before starting a collective, as errors rather than a stopped PE.
 fn precheck(rt: &Runtime, what: u32, team: i32, a: u64, b: u64) -> Result<()> {
     let call = name_of(what);
-    let d = desc_of(rt, call, team)?;
-    if d.my_index < 0 {
-        return Err(Error::new(format!("{call}: this PE is not a member of team {team}")));
-    }
+    let d = member_desc_of(rt, call, team)?;
     match what {
         host_op::BROADCAST if a as i64 >= d.size as i64 || (a as i64) < 0 => {
             Err(Error::new(format!("{call}: root {} is not a member index of team {team} ({} PEs)", a as i64, d.size)))

@@ -39,6 +39,7 @@ pub mod bootstrap;
 pub mod coll;
 pub mod cpu;
 pub mod cuda;
+pub mod diagnose;
 pub mod env;
 pub mod error;
 pub mod fdpass;

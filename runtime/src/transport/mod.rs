@@ -27,6 +27,8 @@ pub mod p2p;
 pub mod proxy;
 pub mod ring;
 pub mod tcp;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 pub mod wire;
 
 use crate::backend::{Backend, Collective};
@@ -128,6 +130,49 @@ pub fn parse_remote(v: Option<&str>) -> std::result::Result<Remote, String> {
         Some("ibgda") => Ok(Remote::Ibgda),
         Some(other) => Err(format!("{other:?} is not a transport: expected {REMOTE_VALUES}")),
     }
+}
+
+/// What a job's PEs use to reach PEs on other nodes: the outcome of `RSHMEM_REMOTE_TRANSPORT` and of
+/// the NIC checks (`crate::diagnose`). `rshmrun --diagnose` prints it; init acts on it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RemoteChoice {
+    /// No remote transport: other nodes' PEs are not reachable (single-node job, or `none`).
+    None,
+    /// The CPU proxy over TCP.
+    Proxy,
+    /// IBGDA on a real ConnectX NIC (the `verbs` feature, and every NIC check passed).
+    IbgdaNic,
+    /// IBGDA through the emulated mlx5 NIC (asked for with `ibgda`, no usable NIC).
+    IbgdaEmulated,
+}
+
+impl RemoteChoice {
+    /// One line for users: what is used and why.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RemoteChoice::None => "none: PEs on other nodes are not reachable",
+            RemoteChoice::Proxy => "proxy: a CPU proxy thread per PE carries remote operations over TCP",
+            RemoteChoice::IbgdaNic => "ibgda: GPU threads post mlx5 work requests to the NIC themselves",
+            RemoteChoice::IbgdaEmulated => "ibgda (emulated NIC): GPU threads post mlx5 work requests to rshmem's software NIC, which carries them over TCP; no usable NIC was found",
+        }
+    }
+}
+
+/// Picks the remote transport from `RSHMEM_REMOTE_TRANSPORT`'s value (`var` names it in messages),
+/// whether the job spans nodes, and whether a real NIC passed every check (`crate::diagnose`):
+/// - `auto` (unset): nothing for a single-node job; `ibgda` on a usable NIC, else `proxy`;
+/// - `ibgda`: the NIC when usable, else the emulated NIC (init says so once);
+/// - `proxy`, `none`: as named.
+pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usable: bool) -> Result<RemoteChoice> {
+    Ok(match parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))? {
+        Remote::Auto if !spans_nodes => RemoteChoice::None,
+        Remote::Auto if nic_usable => RemoteChoice::IbgdaNic,
+        Remote::Auto => RemoteChoice::Proxy,
+        Remote::None => RemoteChoice::None,
+        Remote::Proxy => RemoteChoice::Proxy,
+        Remote::Ibgda if nic_usable => RemoteChoice::IbgdaNic,
+        Remote::Ibgda => RemoteChoice::IbgdaEmulated,
+    })
 }
 
 /// The registry: the constructor of the transport for PEs on other nodes, by name. `var` is the

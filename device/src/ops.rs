@@ -323,10 +323,14 @@ pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 
 /// Orders this thread's earlier puts/AMOs to each PE before its later ones to the same PE. P2P: the
 /// fence. Proxy: requests are applied in the order they were posted (see `crate::remote`), so the
-/// same fence covers them.
+/// same fence covers them. IBGDA: fenced NOPs on the thread's QPs (`remote::ibgda`).
 #[inline(always)]
 pub fn fence() {
-    arch::fence_sc()
+    let ibgda = arch::state_u64(core::mem::offset_of!(DeviceState, ibgda));
+    arch::fence_sc_after(ibgda);
+    if ibgda != 0 {
+        remote::fence();
+    }
 }
 /// Completes all of this thread's outstanding puts, gets and AMOs: P2P stores become visible
 /// system-wide (the fence); requests to remote PEs complete at their targets (the proxy's part,

@@ -15,7 +15,7 @@ pub const ROUTE_PROXY: u8 = 2;
 pub const ROUTE_IBGDA: u8 = 3;
 
 /// `DeviceState::magic` once the runtime has filled the state in.
-pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0002; // "RSHMEM" v2 (v2: routes and the proxy ring)
+pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0003; // "RSHMEM" v3 (v2: routes and the proxy ring; v3: the IBGDA table)
 
 /// Name of the device state variable in every GPU module (PTX text in `declare_device_state!`, the
 /// inline assembly of `arch::nvptx`, and the runtime's definition must spell it the same way).
@@ -61,6 +61,9 @@ pub struct DeviceState {
     pub peer_base: [u64; MAX_PES],
     /// `node_pe[i]`: global PE number of the i-th PE of this node (for NVSHMEMX_TEAM_NODE).
     pub node_pe: [i32; MAX_PES],
+    /// Address (as device code sees it) of the IBGDA transport's table (`remote::ibgda::Table`), 0
+    /// without that transport. Last, so that the offsets the C++ fast paths read stay put.
+    pub ibgda: u64,
 }
 
 impl DeviceState {
@@ -80,6 +83,7 @@ impl DeviceState {
         route: [ROUTE_NONE; MAX_PES],
         peer_base: [0; MAX_PES],
         node_pe: [0; MAX_PES],
+        ibgda: 0,
     };
 }
 

@@ -136,6 +136,60 @@ impl Atomic {
             _ => 1,
         }
     }
+    /// A compact form of the atomic for carrying it elsewhere (the proxy transport's wire, the
+    /// target's inbound queue): a kind code (1 Fa64, 2 Cs64, 3 MaskedFa32, 4 MaskedCs32, 5 MaskedFa64,
+    /// 6 MaskedCs64) and four operands in the order of the variant's fields as listed below, unused
+    /// ones 0: Fa64 [add]; Cs64 [swap, compare]; MaskedFa [add, boundary]; MaskedCs [swap, compare,
+    /// swap_mask, compare_mask].
+    #[inline(always)]
+    pub const fn encode(&self) -> (u8, [u64; 4]) {
+        match *self {
+            Atomic::Fa64 { add } => (1, [add, 0, 0, 0]),
+            Atomic::Cs64 { compare, swap } => (2, [swap, compare, 0, 0]),
+            Atomic::MaskedFa32 { add, boundary } => (3, [add as u64, boundary as u64, 0, 0]),
+            Atomic::MaskedCs32 { swap, compare, swap_mask, compare_mask } => (4, [swap as u64, compare as u64, swap_mask as u64, compare_mask as u64]),
+            Atomic::MaskedFa64 { add, boundary } => (5, [add, boundary, 0, 0]),
+            Atomic::MaskedCs64 { swap, compare, swap_mask, compare_mask } => (6, [swap, compare, swap_mask, compare_mask]),
+        }
+    }
+    /// The inverse of [`encode`](Self::encode); None for an unknown kind. 32-bit kinds take the low
+    /// halves of their operands ([`Atomic::kind_shape`] says what a valid encoding holds).
+    #[inline(always)]
+    pub const fn decode(kind: u8, o: [u64; 4]) -> Option<Atomic> {
+        Some(match kind {
+            1 => Atomic::Fa64 { add: o[0] },
+            2 => Atomic::Cs64 { swap: o[0], compare: o[1] },
+            3 => Atomic::MaskedFa32 { add: o[0] as u32, boundary: o[1] as u32 },
+            4 => Atomic::MaskedCs32 { swap: o[0] as u32, compare: o[1] as u32, swap_mask: o[2] as u32, compare_mask: o[3] as u32 },
+            5 => Atomic::MaskedFa64 { add: o[0], boundary: o[1] },
+            6 => Atomic::MaskedCs64 { swap: o[0], compare: o[1], swap_mask: o[2], compare_mask: o[3] },
+            _ => return None,
+        })
+    }
+    /// The width in bytes and the number of operands of encoded kind `kind`, or None when unknown.
+    #[inline(always)]
+    pub const fn kind_shape(kind: u8) -> Option<(u32, usize)> {
+        match kind {
+            1 => Some((8, 1)),
+            2 | 5 => Some((8, 2)),
+            3 => Some((4, 2)),
+            4 => Some((4, 4)),
+            6 => Some((8, 4)),
+            _ => None,
+        }
+    }
+    /// The name of encoded kind `kind`, for messages.
+    pub const fn kind_name(kind: u8) -> &'static str {
+        match kind {
+            1 => "fetch-and-add (64-bit)",
+            2 => "compare-and-swap (64-bit)",
+            3 => "masked fetch-and-add (32-bit)",
+            4 => "masked compare-and-swap (32-bit)",
+            5 => "masked fetch-and-add (64-bit)",
+            6 => "masked compare-and-swap (64-bit)",
+            _ => "unknown atomic",
+        }
+    }
     /// The value the operation stores given the old one (what the NIC computes; the emulator uses it).
     #[inline]
     pub const fn apply(&self, old: u64) -> u64 {

@@ -227,7 +227,7 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
     let qp = HostQp::new(HostQpConfig { qpn: 0x77, log_sq: 5, log_cq, collapsed, start: 0xfff0, batch: 1 });
     let mut nic = Nic::new(mrs.clone(), FaultConfig::default());
     // SAFETY: the HostQp and the arena outlive the NIC (dropped at the end of this function, NIC first).
-    unsafe { nic.add_qp(qp.setup(), Box::new(Loopback(mrs.clone()))).unwrap() };
+    unsafe { nic.add_qp(qp.setup(), Box::new(Loopback::new(mrs.clone()))).unwrap() };
     let mut rng = Rng(seed);
     let d = qp.desc();
     let mut sw_ci = 0u64; // normal CQ: CQEs read so far

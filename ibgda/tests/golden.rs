@@ -272,7 +272,7 @@ fn cqes_match_rdma_core() {
         let qp = HostQp::new(HostQpConfig { qpn: 0xab_cdef, log_sq: 2, log_cq: 1, collapsed, start: 0xfffe, batch: 1 });
         let mut nic = Nic::new(mrs.clone(), FaultConfig::default());
         // SAFETY: the HostQp outlives the NIC (both local; the NIC is dropped first).
-        unsafe { nic.add_qp(qp.setup(), Box::new(Loopback(mrs.clone()))).unwrap() };
+        unsafe { nic.add_qp(qp.setup(), Box::new(Loopback::new(mrs.clone()))).unwrap() };
         let d = qp.desc();
         let mut reqs = Vec::new();
         let mut got = Vec::new();

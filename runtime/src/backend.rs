@@ -79,6 +79,12 @@ pub trait Backend: Send + Sync + std::any::Any {
     fn host_shared(&self, bytes: usize) -> Result<HostShared> {
         HostShared::host_alloc(bytes)
     }
+    /// `bytes` of zeroed memory that device code reads and updates fastest (GPU memory on CUDA, an
+    /// aligned host allocation on the CPU backend), 256-aligned. The host writes it with `copy`.
+    fn device_mem(&self, bytes: usize) -> Result<DeviceMem> {
+        let h = HostShared::host_alloc(bytes)?;
+        Ok(DeviceMem { addr: h.device_addr(), bytes, _keep: Box::new(h) })
+    }
     /// Copies `len` bytes between any two addresses of this process (host memory, this PE's heap, GPU
     /// memory), complete when it returns. Safe to call from several threads at once.
     ///
@@ -122,6 +128,15 @@ pub trait Backend: Send + Sync + std::any::Any {
     /// still read the queue (CUDA: waits, at most about a second, for the last service kernel, which
     /// keeps polling the queue for a while after its last operation).
     fn inbound_release(&self) {}
+}
+
+/// Memory device code reads and updates fastest (`Backend::device_mem`): its device address, freed on
+/// drop by whatever made it.
+pub struct DeviceMem {
+    pub addr: u64,
+    pub bytes: usize,
+    /// Frees the memory when dropped.
+    pub(crate) _keep: Box<dyn Send + Sync>,
 }
 
 /// Zeroed memory that device code and host threads both read and write (the proxy's request ring and

@@ -491,16 +491,13 @@ pub unsafe extern "C" fn rshmem_init_mpi_comm(mpi_comm: *const c_void) -> i32 {
 #[no_mangle]
 pub extern "C" fn rshmem_buffer_register(addr: *mut c_void, len: usize) -> i32 {
     entry("rshmem_buffer_register", OnFail::Report(1), || {
-        let rt = crate::runtime::get("rshmem_buffer_register")?;
-        let base = rt.backend().heap_base();
-        crate::register::register(addr as usize, len, base..base + rt.backend().heap_size()).map(|()| 0)
+        crate::runtime::get("rshmem_buffer_register")?.buffer_register(addr as usize, len).map(|()| 0)
     })
 }
 /// `nvshmemx_buffer_unregister`: 0, or non-zero with a message.
 #[no_mangle]
 pub extern "C" fn rshmem_buffer_unregister(addr: *mut c_void) -> i32 {
     entry("rshmem_buffer_unregister", OnFail::Report(1), || {
-        crate::runtime::get("rshmem_buffer_unregister")?;
-        crate::register::unregister(addr as usize).map(|()| 0)
+        crate::runtime::get("rshmem_buffer_unregister")?.buffer_unregister(addr as usize).map(|()| 0)
     })
 }

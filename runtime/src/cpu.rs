@@ -175,6 +175,20 @@ fn fail(f: &Failure) -> ! {
     use rshmem_device::arch::host::trim;
     let me = rshmem_device::arch::host::state_my_pe();
     let c = coords();
+    if let rshmem_device::Problem::Nic { syndrome, vendor, opcode } = f.problem {
+        let why = rshmem_ibgda::emu::Reason::from_u8(vendor).map(|r| format!(": {}", r.describe())).unwrap_or_default();
+        eprintln!(
+            "rshmem: PE {me}: {}: {} ({} to PE {}: syndrome {syndrome:#x}, vendor syndrome {vendor:#x}{why}; WQE index {}; block {} thread {})",
+            trim(f.call),
+            trim(f.problem.text()),
+            trim(rshmem_ibgda::mlx5::opcode::name(opcode)),
+            f.pe,
+            f.addr,
+            c.block,
+            c.thread
+        );
+        std::process::exit(1)
+    }
     eprintln!(
         "rshmem: PE {me}: {}: {} (target PE {}, address {:#x}, {} bytes; block {} thread {})",
         trim(f.call),

@@ -33,6 +33,11 @@ pub const PROXY_SLOTS: &str = "RSHMEM_PROXY_SLOTS";
 pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
 pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
 
+pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
+pub const IBGDA_QP_DEPTH: &str = "RSHMEM_IBGDA_QP_DEPTH";
+pub const IBGDA_FAULTS: &str = "RSHMEM_IBGDA_FAULTS";
+pub const IBGDA_EMULATOR: &str = "RSHMEM_IBGDA_EMULATOR";
+
 pub const VARS: &[EnvVar] = &[
     EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)", check: is_count },
     EnvVar { name: NPES, default: "", meaning: "number of PEs in the job (set by rshmrun; else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE or PMI_SIZE)", check: is_positive },
@@ -47,10 +52,14 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)", check: is_size },
     EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
-    EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (proxy when the job has PEs on other nodes, else none), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU-driven NIC: not built yet). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
+    EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (when the job has PEs on other nodes: ibgda on a NIC that passes every `rshmrun --diagnose` check, else proxy; nothing for a single-node job), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU threads post mlx5 work requests to the NIC themselves; without a usable NIC, to rshmem's emulated NIC, which carries them over TCP; `rshmrun --diagnose` says which). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
     EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each PE's request ring (a power of two from 1 to 1048576); 64 bytes each, in pinned host memory on CUDA", check: is_proxy_slots },
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: PROXY_SPIN, default: "off", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: polling threads on a small machine take the CPUs the PEs need). Off by default until measured on GPUs", check: is_proxy_spin },
+    EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its block's (block index modulo this)", check: is_ibgda_qps },
+    EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH)", check: is_ibgda_depth },
+    EnvVar { name: IBGDA_FAULTS, default: "none", meaning: "ibgda transport, emulated NIC: fault injection to expose ordering bugs in the posting code, a comma-separated list of: delay[=DURATION] (between a doorbell and the WQE fetch), drop[=N] (every N-th doorbell; the doorbell record still counts), wrap[=START] (WQE counts start near a 16-bit wrap), full[=DURATION] (hold WQEs until the send queue is full), slow[=DURATION] (before each completion), scan=DURATION, all", check: is_ibgda_faults },
+    EnvVar { name: IBGDA_EMULATOR, default: "full", meaning: "ibgda transport, emulated NIC: full (executes every operation at its target over TCP) or ack (completes every well-formed WQE at once without moving data: measures the posting side alone; results are not valid)", check: is_ibgda_emulator },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
     EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds any wait may last before the PE fails naming what it waits for: device-side wait_until/signal_wait_until/barrier on the CPU backend, host barriers, the runtime's collectives and bootstrap collectives (the error names the PEs not yet arrived and what they last entered); 0 = wait forever", check: is_secs },
     EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
@@ -130,6 +139,41 @@ pub fn parse_proxy_slots(v: &str) -> std::result::Result<usize, String> {
 }
 fn is_remote_transport(v: &str) -> std::result::Result<(), String> {
     crate::transport::parse_remote(Some(v)).map(|_| ())
+}
+fn is_ibgda_qps(v: &str) -> std::result::Result<(), String> {
+    parse_ibgda_qps(v).map(|_| ())
+}
+/// A `RSHMEM_IBGDA_QPS_PER_PE` value.
+pub fn parse_ibgda_qps(v: &str) -> std::result::Result<u32, String> {
+    let max = rshmem_device::remote::ibgda::MAX_QPS_PER_PE;
+    match v.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of queue pairs from 1 to {max}")),
+    }
+}
+fn is_ibgda_depth(v: &str) -> std::result::Result<(), String> {
+    parse_ibgda_depth(v).map(|_| ())
+}
+/// A `RSHMEM_IBGDA_QP_DEPTH` value: log2 of the WQEBBs.
+pub fn parse_ibgda_depth(v: &str) -> std::result::Result<u32, String> {
+    match v.trim().parse::<u32>() {
+        Ok(n) if (64..=32768).contains(&n) && n.is_power_of_two() => Ok(n.trailing_zeros()),
+        _ => Err("expected a power of two from 64 to 32768".into()),
+    }
+}
+fn is_ibgda_faults(v: &str) -> std::result::Result<(), String> {
+    rshmem_ibgda::emu::FaultConfig::parse(v).map(|_| ())
+}
+fn is_ibgda_emulator(v: &str) -> std::result::Result<(), String> {
+    parse_ibgda_emulator(v).map(|_| ())
+}
+/// A `RSHMEM_IBGDA_EMULATOR` value: whether the emulated NIC only acknowledges.
+pub fn parse_ibgda_emulator(v: &str) -> std::result::Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "full" => Ok(false),
+        "ack" => Ok(true),
+        _ => Err("expected full or ack".into()),
+    }
 }
 fn is_proxy_spin(v: &str) -> std::result::Result<(), String> {
     parse_proxy_spin(v).map(|_| ())

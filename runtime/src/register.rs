@@ -1,9 +1,10 @@
 //! `nvshmemx_buffer_register` / `unregister`: local (non-symmetric) buffers a program will use as the
-//! local side of RMA to PEs on other nodes. rshmem's transports need no registration (NVLink peers
-//! read and write the program's memory directly; the proxy moves data with copies that reach any host
-//! or device memory of the process), so a registration is bookkeeping with NVSHMEM's checks: the
-//! buffer must not overlap the symmetric heap or another registration, and only registered buffers
-//! can be unregistered.
+//! local side of RMA to PEs on other nodes. The p2p and proxy transports need no registration (NVLink
+//! peers read and write the program's memory directly; the proxy moves data with copies that reach any
+//! host or device memory of the process); the ibgda transport registers the buffer with its NIC
+//! (`Runtime::buffer_register` hands it to every transport). Here are NVSHMEM's checks: the buffer
+//! must not overlap the symmetric heap or another registration, and only registered buffers can be
+//! unregistered.
 
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;

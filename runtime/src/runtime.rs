@@ -218,6 +218,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
         st.proxy_ret = ch.ret;
         st.inbound = ch.inbound;
     }
+    st.ibgda = transports.iter().map(|t| t.device_table()).find(|&a| a != 0).unwrap_or(0);
     for (i, &pe) in boot.node_pes().iter().enumerate() {
         st.node_pe[i] = pe as i32;
     }
@@ -551,5 +552,26 @@ impl Runtime {
     }
     pub fn backend(&self) -> &dyn Backend {
         &*self.backend
+    }
+    /// `rshmem_buffer_register`: checks the buffer (`crate::register`), then registers it with every
+    /// transport whose NIC must reach it.
+    pub fn buffer_register(&self, addr: usize, len: usize) -> Result<()> {
+        let base = self.backend.heap_base();
+        crate::register::register(addr, len, base..base + self.backend.heap_size())?;
+        for t in &self.transports {
+            if let Err(e) = t.register_buffer(addr, len) {
+                let _ = crate::register::unregister(addr);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+    /// `rshmem_buffer_unregister`.
+    pub fn buffer_unregister(&self, addr: usize) -> Result<()> {
+        crate::register::unregister(addr)?;
+        for t in &self.transports {
+            t.unregister_buffer(addr)?;
+        }
+        Ok(())
     }
 }

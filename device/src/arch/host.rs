@@ -124,6 +124,7 @@ pub fn set_state(s: &DeviceState) {
     for (i, &p) in s.node_pe.iter().enumerate() {
         store_u32(offset_of!(DeviceState, node_pe) + 4 * i, p as u32);
     }
+    store_u64(offset_of!(DeviceState, ibgda), s.ibgda);
     // SAFETY: the magic field: 8-aligned inside STATE, only ever accessed as an 8-byte atomic.
     unsafe { AtomicU64::from_ptr(state_ptr().add(MAGIC_OFF) as *mut u64) }.store(s.magic, Ordering::Release);
 }
@@ -155,6 +156,7 @@ const fn is_u64_field(off: usize) -> bool {
         || off == offset_of!(DeviceState, proxy_ring) + 8
         || off == offset_of!(DeviceState, proxy_ret)
         || off == offset_of!(DeviceState, inbound)
+        || off == offset_of!(DeviceState, ibgda)
         || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers).is_multiple_of(8))
 }
 /// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).

@@ -36,6 +36,12 @@ pub enum Problem {
     /// Team members entered different collectives, or the same one with different arguments: the
     /// variant says what the other PE (the failure's PE) is in.
     Mismatch(crate::coll::Kind),
+    /// The local buffer of a transfer to another node is neither in the symmetric heap nor registered,
+    /// so the NIC (IBGDA) cannot reach it.
+    Unregistered,
+    /// An IBGDA work request completed with an error: the PRM syndrome, the NIC's vendor syndrome (the
+    /// emulated NIC's reason code) and the failed WQE's opcode. The failure's `addr` is the WQE index.
+    Nic { syndrome: u8, vendor: u8, opcode: u8 },
 }
 
 impl Problem {
@@ -54,7 +60,26 @@ impl Problem {
             Problem::BadRoot => "root out of the team's range (target PE is the root given)\0",
             Problem::BadReduction => "unknown reduction type or operator, or an operator the type does not have (bitwise operators are for integers; target PE is the type code, address the operator)\0",
             Problem::Mismatch(k) => k.mismatch_text(),
+            Problem::Unregistered => "the local buffer is neither in the symmetric heap nor registered (rshmemx_buffer_register / nvshmemx_buffer_register), so the NIC cannot reach it; up to 12 bytes (puts) or 8 bytes (gets) may come from anywhere\0",
+            Problem::Nic { syndrome, .. } => nic_text(syndrome),
         }
+    }
+}
+
+/// What an IBGDA error completion with PRM syndrome `s` means, for the message that stops the PE.
+pub const fn nic_text(s: u8) -> &'static str {
+    use rshmem_ibgda::mlx5::syndrome as x;
+    match s {
+        x::REMOTE_ACCESS => "IBGDA: the NIC completed the work request with a remote access error: the target PE's NIC does not know the rkey, or the remote address range lies outside its registered memory\0",
+        x::REMOTE_INVAL_REQ => "IBGDA: the NIC completed the work request with a remote invalid request error (e.g. a misaligned atomic)\0",
+        x::REMOTE_OP => "IBGDA: the NIC completed the work request with a remote operation error: the target could not execute it\0",
+        x::LOCAL_PROT => "IBGDA: the NIC completed the work request with a local protection error: the local buffer's lkey is unknown or the buffer lies outside its registered memory\0",
+        x::LOCAL_QP_OP => "IBGDA: the NIC completed the work request with a local QP operation error: the WQE is malformed\0",
+        x::LOCAL_LENGTH => "IBGDA: the NIC completed the work request with a local length error\0",
+        x::WR_FLUSH => "IBGDA: the work request was flushed: an earlier one on the same queue pair failed\0",
+        x::TRANSPORT_RETRY_EXC => "IBGDA: the NIC gave up on the work request (transport retries exceeded): the target PE is unreachable (it exited, or its node is down)\0",
+        x::RNR_RETRY_EXC => "IBGDA: the NIC gave up on the work request (receiver not ready)\0",
+        _ => "IBGDA: the NIC completed the work request with an error\0",
     }
 }
 

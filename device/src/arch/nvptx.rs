@@ -423,6 +423,28 @@ unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: 
 #[cold]
 #[inline]
 pub fn fail(f: Failure) -> ! {
+    if let super::Problem::Nic { syndrome, vendor, opcode } = f.problem {
+        let args = NicArgs {
+            my_pe: state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32,
+            call: f.call.as_ptr(),
+            what: f.problem.text().as_ptr(),
+            op: rshmem_ibgda::mlx5::opcode::name(opcode).as_ptr(),
+            pe: f.pe,
+            syndrome: syndrome as u32,
+            vendor: vendor as u32,
+            index: f.addr as u32,
+            block: block_index(),
+            thread: block_rank(),
+        };
+        // SAFETY: as below, for NicArgs' fields (int, three pointers, int, four unsigned ints, one more).
+        unsafe {
+            nvptx::vprintf(
+                "rshmem: PE %d: %s: %s (%s to PE %d: syndrome 0x%x, vendor syndrome 0x%x, WQE index %u; block %u thread %u)\n\0".as_ptr(),
+                &args as *const NicArgs as *const core::ffi::c_void,
+            );
+            nvptx::trap()
+        }
+    }
     let args = FailArgs {
         my_pe: state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32,
         call: f.call.as_ptr(),
@@ -442,6 +464,21 @@ pub fn fail(f: Failure) -> ! {
         );
         nvptx::trap()
     }
+}
+
+/// The argument block of a NIC error's message, in the order of its format string.
+#[repr(C)]
+struct NicArgs {
+    my_pe: i32,
+    call: *const u8,
+    what: *const u8,
+    op: *const u8,
+    pe: i32,
+    syndrome: u32,
+    vendor: u32,
+    index: u32,
+    block: u32,
+    thread: u32,
 }
 
 /// The argument block in the order of the format string (vprintf reads it field by field, each at its

@@ -37,8 +37,15 @@ use core::mem::offset_of;
 pub const SLOTS: u64 = 64;
 /// `InboundOp::code` of a plain store of `width` (1, 2, 4 or 8) bytes of `value` (an inline put).
 pub const STORE: u32 = 0x100;
+/// `InboundOp::code` of an NIC atomic (the IBGDA transport's emulated NIC, as a ConnectX executes it):
+/// `NIC_ATOMIC | kind`, with `kind` and the operands `[value, compare, extra[0], extra[1]]` of
+/// `rshmem_ibgda::Atomic::encode`.
+pub const NIC_ATOMIC: u32 = 0x200;
+/// Bytes of one slot.
+pub const SLOT_BYTES: usize = 128;
 
-/// One queued operation: 64 bytes.
+/// One queued operation: 128 bytes (two cache lines; the first holds everything but the extra NIC
+/// atomic operands).
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
 pub struct InboundOp {
@@ -57,12 +64,16 @@ pub struct InboundOp {
     /// `ticket + 1` once applied (consumer, release).
     pub done: u64,
     pub _r: u64,
+    /// The third and fourth operands of a NIC atomic.
+    pub extra: [u64; 2],
+    pub _pad: [u64; 6],
 }
-const _: () = assert!(core::mem::size_of::<InboundOp>() == 64);
+const _: () = assert!(core::mem::size_of::<InboundOp>() == SLOT_BYTES);
+const _: () = assert!(core::mem::offset_of!(InboundOp, result) == 40 && core::mem::offset_of!(InboundOp, done) == 48);
 
 /// Bytes of the queue.
 pub const fn queue_bytes() -> usize {
-    SLOTS as usize * 64
+    SLOTS as usize * SLOT_BYTES
 }
 
 /// Applies one operation at `p` (this PE's heap). `u64::MAX` for an unknown code or width.
@@ -70,7 +81,14 @@ pub const fn queue_bytes() -> usize {
 /// # Safety
 /// `p` must be naturally aligned to `width` inside this PE's heap.
 #[inline(always)]
-unsafe fn apply(code: u32, width: u32, p: *mut u8, value: u64, compare: u64) -> u64 {
+unsafe fn apply(code: u32, width: u32, p: *mut u8, value: u64, compare: u64, extra: [u64; 2]) -> u64 {
+    if code & !0xff == NIC_ATOMIC {
+        let Some(a) = rshmem_ibgda::Atomic::decode(code as u8, [value, compare, extra[0], extra[1]]) else {
+            return u64::MAX;
+        };
+        // SAFETY: forwarded contract; the width is the atomic's own (checked by the producer).
+        return unsafe { apply_nic_atomic(a, p) };
+    }
     if code == STORE {
         // SAFETY: the caller's contract; each width is one naturally aligned store.
         unsafe {
@@ -86,6 +104,42 @@ unsafe fn apply(code: u32, width: u32, p: *mut u8, value: u64, compare: u64) -> 
     }
     // SAFETY: forwarded contract.
     unsafe { apply_amo(code as u16, width, p, value, compare) }.unwrap_or(u64::MAX)
+}
+
+/// Executes NIC atomic `a` on the word at `p` as the NIC does (`Atomic::apply`), atomically with this
+/// PE's own device atomics on it: a 64-bit fetch-add is one atomic add, everything else a
+/// compare-and-swap loop. Returns the old value.
+///
+/// # Safety
+/// `p` must be aligned to `a.bytes()` inside this PE's heap, accessed only atomically meanwhile.
+#[inline(always)]
+unsafe fn apply_nic_atomic(a: rshmem_ibgda::Atomic, p: *mut u8) -> u64 {
+    // SAFETY: the caller's contract throughout (aligned, live, atomic accesses only).
+    unsafe {
+        if let rshmem_ibgda::Atomic::Fa64 { add } = a {
+            return arch::rmw_u64(arch::Rmw::Add, p as *mut u64, add);
+        }
+        if a.bytes() == 4 {
+            let p = p as *mut u32;
+            let mut old = arch::load_relaxed_u32(p);
+            loop {
+                let seen = arch::cas_u32(p, old, a.apply(old as u64) as u32);
+                if seen == old {
+                    return old as u64;
+                }
+                old = seen;
+            }
+        }
+        let p = p as *mut u64;
+        let mut old = arch::load_relaxed_u64(p);
+        loop {
+            let seen = arch::cas_u64(p, old, a.apply(old));
+            if seen == old {
+                return old;
+            }
+            old = seen;
+        }
+    }
 }
 
 /// Applies every inbound operation published and not yet claimed (at most `max`); returns how many
@@ -121,7 +175,7 @@ pub unsafe fn progress_at(q: usize, heap: usize, claim: *mut u64, max: u32) -> u
         // acquire of seq.
         unsafe {
             let c = arch::load_acquire_u64(claim);
-            let slot = (q + (c % SLOTS) as usize * 64) as *mut u64;
+            let slot = (q + (c % SLOTS) as usize * SLOT_BYTES) as *mut u64;
             if arch::load_acquire_u64(slot) != c + 1 {
                 return applied;
             }
@@ -131,7 +185,8 @@ pub unsafe fn progress_at(q: usize, heap: usize, claim: *mut u64, max: u32) -> u
             let op = &*(slot as *const InboundOp);
             let (code, width, offset) = (core::ptr::read_volatile(&op.code), core::ptr::read_volatile(&op.width), core::ptr::read_volatile(&op.offset));
             let (value, compare) = (core::ptr::read_volatile(&op.value), core::ptr::read_volatile(&op.compare));
-            let old = apply(code, width, (heap + offset as usize) as *mut u8, value, compare);
+            let extra = core::ptr::read_volatile(&op.extra);
+            let old = apply(code, width, (heap + offset as usize) as *mut u8, value, compare, extra);
             arch::store_relaxed_u64(slot.add(offset_of!(InboundOp, result) / 8), old);
             arch::store_release_u64(slot.add(offset_of!(InboundOp, done) / 8), c + 1);
         }
@@ -172,7 +227,7 @@ mod tests {
             // the consumers race over many ready operations at once.
             for lap in 0..N / SLOTS {
                 for t in lap * SLOTS..(lap + 1) * SLOTS {
-                    let slot = (q + (t % SLOTS) as usize * 64) as *mut u64;
+                    let slot = (q + (t % SLOTS) as usize * SLOT_BYTES) as *mut u64;
                     // SAFETY: the slot lies in the queue; the protocol's producer steps, with the
                     // previous lap done (waited for below).
                     unsafe {
@@ -185,7 +240,7 @@ mod tests {
                     }
                 }
                 for t in lap * SLOTS..(lap + 1) * SLOTS {
-                    let slot = (q + (t % SLOTS) as usize * 64) as *mut u64;
+                    let slot = (q + (t % SLOTS) as usize * SLOT_BYTES) as *mut u64;
                     // SAFETY: as above; done and result are read after the consumer's release.
                     unsafe {
                         let done = AtomicU64::from_ptr(slot.add(6));

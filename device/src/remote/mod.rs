@@ -13,8 +13,10 @@
 //!   `fence` needs nothing more than the P2P fence. `quiet` waits until the proxy has completed every
 //!   ticket handed out before it (completion is in ticket order, and a put counts as complete only
 //!   once the target acknowledged it).
-//! - anything else (no transport, or IBGDA, which is a sibling still to come): the call stops the PE
-//!   naming the call and the PE.
+//! - `ROUTE_IBGDA` ([`ibgda`]): this thread builds mlx5 WQEs in the QP's send queue, updates the
+//!   doorbell record and rings the doorbell itself, and polls the CQ (a real NIC, or rshmem's
+//!   emulated one: the code is the same).
+//! - anything else (no transport): the call stops the PE naming the call and the PE.
 //!
 //! Blocking calls (`putmem`, `getmem`, blocking put_signal) wait for their request's completion, which
 //! also means the proxy has finished reading the source buffer. `_nbi` calls, `p`, non-fetching AMOs
@@ -25,12 +27,13 @@
 //! one thread posts ONE request for the whole range after a system-scope fence (the proxy reads the
 //! source with a DMA copy, outside this SM), and the group synchronizes again after the wait.
 
+pub mod ibgda;
 pub mod inbound;
 pub mod proxy;
 
 use crate::arch::{self, Failure, Problem};
 use crate::ops::Scope;
-use crate::state::{DeviceState, MAX_PES, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
+use crate::state::{DeviceState, MAX_PES, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
 use core::mem::offset_of;
 use proxy::{amo, op, Request, RingRef, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
 
@@ -49,7 +52,7 @@ fn ring() -> RingRef {
 
 /// The route of PE `pe` (in range: the caller checked it).
 #[inline(always)]
-fn route(pe: i32) -> u8 {
+pub(crate) fn route(pe: i32) -> u8 {
     let i = pe as usize & (MAX_PES - 1);
     let w = arch::state_u32(offset_of!(DeviceState, route) + (i & !3));
     (w >> (8 * (i & 3))) as u8
@@ -157,6 +160,9 @@ unsafe fn take_return(call: &'static str, ring: RingRef, seq: u64) -> u64 {
 #[cold]
 #[inline(always)]
 pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bits: u64, pe: i32) {
+    if route(pe) == ROUTE_IBGDA {
+        return ibgda::put_inline(call, local, len, bits, pe);
+    }
     let ring = proxy_for(call, pe, local, len);
     let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(local), len: len as u64, value: bits, ..Request::default() };
     // SAFETY: see `post`.
@@ -170,6 +176,9 @@ pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bi
 #[cold]
 #[inline(always)]
 pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe: i32) -> u64 {
+    if route(pe) == ROUTE_IBGDA {
+        return ibgda::get_inline(call, local, len, pe);
+    }
     let ring = proxy_for(call, pe, local, len);
     let req = Request { op: op::GET, sub: SUB_RETURN, pe: pe as u32, offset: offset(local), len: len as u64, ..Request::default() };
     // SAFETY: see `post`; the return slot protocol in `take_return`.
@@ -198,6 +207,10 @@ pub(crate) struct Sig {
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
+    if route(pe) == ROUTE_IBGDA {
+        // SAFETY: forwarded contract.
+        return unsafe { ibgda::put(scope, call, dst_local, src, bytes, pe, blocking, sig) };
+    }
     let ring = proxy_for(call, pe, dst_local, bytes);
     scope.sync();
     if scope.rank() == 0 && arch::is_local(src) {
@@ -253,6 +266,10 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
 #[cold]
 #[inline(always)]
 pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_local: usize, bytes: usize, pe: i32, blocking: bool) {
+    if route(pe) == ROUTE_IBGDA {
+        // SAFETY: forwarded contract.
+        return unsafe { ibgda::get(scope, call, dst, src_local, bytes, pe, blocking) };
+    }
     let ring = proxy_for(call, pe, src_local, bytes);
     scope.sync();
     if scope.rank() == 0 && bytes != 0 && arch::is_local(dst) {
@@ -282,6 +299,9 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u16, value: u64, compare: u64, pe: i32, fetch: bool) -> u64 {
+    if route(pe) == ROUTE_IBGDA {
+        return ibgda::amo(call, local, width, code, value, compare, pe, fetch);
+    }
     let ring = proxy_for(call, pe, local, width);
     let req = Request {
         op: op::AMO,
@@ -313,17 +333,21 @@ pub(crate) mod code {
 #[inline(always)]
 pub(crate) unsafe fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i32, pe: i32) {
     debug_assert!(sig_op == SIGNAL_SET || sig_op == SIGNAL_ADD);
+    if route(pe) == ROUTE_IBGDA {
+        return ibgda::signal(call, sig_local, value, sig_op, pe);
+    }
     let ring = proxy_for(call, pe, sig_local, 8);
     let req = Request { op: op::SIGNAL, sub: sig_op as u16, pe: pe as u32, sig_offset: offset(sig_local), sig_value: value, ..Request::default() };
     // SAFETY: see `post`.
     unsafe { post(ring, &req) };
 }
 
-/// The proxy part of `quiet`: waits until every request handed out so far (this thread's among them)
-/// is complete at its target.
+/// The remote part of `quiet`: waits until every proxy request handed out so far (this thread's among
+/// them) is complete at its target, and every IBGDA QP has completed what was ready.
 #[cold]
 #[inline(always)]
 pub(crate) fn quiet() {
+    ibgda::quiet();
     let ring = ring();
     if ring.header == 0 {
         return;
@@ -333,6 +357,13 @@ pub(crate) fn quiet() {
         let head = arch::load_acquire_u64((ring.header as usize + proxy::HEAD_OFF) as *const u64);
         wait(ring, head);
     }
+}
+
+/// The remote part of `fence` (IBGDA's fenced NOPs; proxy requests are applied in order already).
+#[cold]
+#[inline(never)]
+pub(crate) fn fence() {
+    ibgda::fence();
 }
 
 /// Posts `req` (built by the host) to this PE's proxy ring from device code and, with `wait`, waits

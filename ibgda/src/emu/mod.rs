@@ -24,9 +24,9 @@ mod nic;
 mod remote;
 
 pub use hostqp::{HostQp, HostQpConfig};
-pub use mr::{respond_atomic, respond_read, respond_write, Access, MrError, MrTable, Region};
+pub use mr::{respond_atomic, respond_read, respond_write, Access, Dma, MrError, MrTable, Region};
 pub use nic::{CqSetup, ErrorInfo, Nic, NicThread, QpId, QpSetup, QpStats, SetupError};
-pub use remote::{Loopback, Remote, RemoteError};
+pub use remote::{Loopback, Remote, RemoteDone, RemoteError, RemoteOp};
 
 use std::time::Duration;
 
@@ -55,6 +55,50 @@ pub struct FaultConfig {
 }
 
 impl FaultConfig {
+    /// The modes a fault list names (for messages).
+    pub const MODES: &'static str = "none, delay[=DURATION] (doorbell to WQE fetch, default 200us), drop[=N] (every N-th doorbell, default 3), wrap[=START] (first WQE count, default 65536-48), full[=DURATION] (hold WQEs until the send queue is full or the doorbell record is quiet that long, default 2ms), slow[=DURATION] (before each CQE, default 50us), scan=DURATION (doorbell-record scans), all";
+
+    /// Parses a comma-separated list of fault modes (`RSHMEM_IBGDA_FAULTS`), e.g. `delay=300us,drop=2`
+    /// or `all`. Durations take `ns`, `us`, `ms` or `s`. An error names the bad item and the modes.
+    pub fn parse(list: &str) -> Result<FaultConfig, String> {
+        let mut f = FaultConfig::default();
+        for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = match item.split_once('=') {
+                Some((n, v)) => (n.trim(), Some(v.trim())),
+                None => (item, None),
+            };
+            let dur = |d: Duration| value.map_or(Ok(d), |v| parse_duration(v).ok_or_else(|| format!("{item:?}: {v:?} is not a duration (e.g. 300us, 2ms)")));
+            let num = |d: u64| value.map_or(Ok(d), |v| v.parse::<u64>().map_err(|_| format!("{item:?}: {v:?} is not a number")));
+            match name.to_ascii_lowercase().as_str() {
+                "none" => {}
+                "delay" => f.fetch_delay = dur(Duration::from_micros(200))?,
+                "drop" => {
+                    let n = num(3)?;
+                    if n == 0 || n > u32::MAX as u64 {
+                        return Err(format!("{item:?}: N must be at least 1"));
+                    }
+                    f.drop_doorbell_every = n as u32;
+                }
+                "wrap" => f.start_index = num(0x1_0000 - 48)?,
+                "full" => f.hold_until_full = Some(dur(Duration::from_millis(2))?),
+                "slow" => f.cqe_delay = dur(Duration::from_micros(50))?,
+                "scan" => f.dbr_scan = Some(dur(Duration::from_micros(500))?),
+                "all" if value.is_none() => {
+                    f = FaultConfig {
+                        fetch_delay: Duration::from_micros(100),
+                        drop_doorbell_every: 3,
+                        dbr_scan: Some(Duration::from_micros(500)),
+                        start_index: 0x1_0000 - 48,
+                        hold_until_full: Some(Duration::from_millis(1)),
+                        cqe_delay: Duration::from_micros(20),
+                    }
+                }
+                _ => return Err(format!("{item:?} is not a fault mode; expected a comma-separated list of: {}", Self::MODES)),
+            }
+        }
+        Ok(f)
+    }
+
     /// Whether any fault is switched on.
     pub fn any(&self) -> bool {
         *self != FaultConfig::default()
@@ -66,6 +110,21 @@ impl FaultConfig {
             (None, _) => Some(Duration::from_millis(1)),
         }
     }
+}
+
+/// `300us`, `2ms`, `1s`, `500ns` (a bare number is microseconds).
+fn parse_duration(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    let (num, unit) = v.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((v, "us"), |i| (&v[..i], &v[i..]));
+    let x: f64 = num.parse().ok().filter(|x: &f64| x.is_finite() && *x >= 0.0)?;
+    let ns = match unit.trim() {
+        "ns" => x,
+        "us" => x * 1e3,
+        "ms" => x * 1e6,
+        "s" => x * 1e9,
+        _ => return None,
+    };
+    (ns < 60e9).then(|| Duration::from_nanos(ns as u64))
 }
 
 /// Why the emulator failed a WQE: written to the error CQE's `vendor_err_synd` byte (real NICs put
@@ -93,6 +152,7 @@ pub enum Reason {
     NoReceiveQueue = 0xf4,
     Unreachable = 0xf5,
     Flushed = 0xf6,
+    DmaFailed = 0xf7,
 }
 
 impl Reason {
@@ -100,7 +160,7 @@ impl Reason {
         use Reason::*;
         [
             UnknownOpcode, BadOpmod, BadDs, WqeIndexMismatch, QpnMismatch, BeyondProducer, BadInline, BadFence, UnknownLkey, LocalRange, LocalRights, BadLength, UnknownRkey,
-            RemoteRange, RemoteRights, Misaligned, NoReceiveQueue, Unreachable, Flushed,
+            RemoteRange, RemoteRights, Misaligned, NoReceiveQueue, Unreachable, Flushed, DmaFailed,
         ]
         .into_iter()
         .find(|r| *r as u8 == v)
@@ -126,6 +186,7 @@ impl Reason {
             Reason::NoReceiveQueue => "send-type opcode: the emulated responder has no receive queue",
             Reason::Unreachable => "remote side unreachable",
             Reason::Flushed => "flushed: QP in error state",
+            Reason::DmaFailed => "the memory copy (DMA) of the region failed",
         }
     }
 }

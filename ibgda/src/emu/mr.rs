@@ -6,7 +6,7 @@ use crate::mlx5::syndrome;
 use crate::wqe::Atomic;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 /// Access rights of a region (the `ibv_access_flags` values). Local reads are always allowed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Hash)]
@@ -72,10 +72,39 @@ impl std::fmt::Display for MrError {
 }
 impl std::error::Error for MrError {}
 
+/// How the NIC moves bytes in and out of a region that is not plain memory of this process (GPU
+/// memory, where a real NIC does DMA over PCIe and the emulator needs the platform's copies). Regions
+/// registered without one are read and written directly.
+pub trait Dma: Send + Sync {
+    /// Copies `out.len()` bytes at `addr` (inside a region registered with this accessor) into `out`.
+    ///
+    /// # Safety
+    /// `[addr, addr + out.len())` lies inside a live region registered with this accessor.
+    unsafe fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), String>;
+    /// Copies `data` to `addr`.
+    ///
+    /// # Safety
+    /// As [`Dma::read`].
+    unsafe fn write(&self, addr: u64, data: &[u8]) -> Result<(), String>;
+}
+
+/// A registered region and how to reach its bytes.
+#[derive(Clone)]
+struct Entry {
+    region: Region,
+    dma: Option<Arc<dyn Dma>>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}{}", self.region, if self.dma.is_some() { " (through DMA)" } else { "" })
+    }
+}
+
 /// The memory regions of one protection domain: key (lkey = rkey here) -> region.
 #[derive(Default, Debug)]
 pub struct MrTable {
-    regions: RwLock<HashMap<u32, Region>>,
+    regions: RwLock<HashMap<u32, Entry>>,
 }
 
 /// Why an access was refused (the caller maps it to a local or remote syndrome).
@@ -84,6 +113,8 @@ pub(crate) enum Denied {
     UnknownKey,
     OutOfRange,
     NoRight,
+    /// The region's accessor failed to copy.
+    Dma,
 }
 
 impl MrTable {
@@ -98,6 +129,15 @@ impl MrTable {
     /// allows writes) until the key is deregistered and no NIC operation can use it any more. The NIC
     /// accesses it concurrently with the program, as DMA does.
     pub unsafe fn register(&self, key: u32, base: *mut u8, len: u64, access: Access) -> Result<(), MrError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.register_with(key, base, len, access, None) }
+    }
+
+    /// Registers `len` bytes at `base` under `key`, reached through `dma` (None: directly).
+    ///
+    /// # Safety
+    /// As [`register`](Self::register); with an accessor, the range must be memory it can copy.
+    pub unsafe fn register_with(&self, key: u32, base: *mut u8, len: u64, access: Access, dma: Option<Arc<dyn Dma>>) -> Result<(), MrError> {
         if key == crate::mlx5::INVALID_LKEY {
             return Err(MrError::ReservedKey);
         }
@@ -108,7 +148,7 @@ impl MrTable {
         if t.contains_key(&key) {
             return Err(MrError::KeyInUse(key));
         }
-        t.insert(key, Region { base: base as u64, len, access });
+        t.insert(key, Entry { region: Region { base: base as u64, len, access }, dma });
         Ok(())
     }
 
@@ -118,19 +158,64 @@ impl MrTable {
     }
 
     pub fn lookup(&self, key: u32) -> Option<Region> {
-        self.regions.read().unwrap_or_else(|e| e.into_inner()).get(&key).copied()
+        self.regions.read().unwrap_or_else(|e| e.into_inner()).get(&key).map(|e| e.region)
+    }
+
+    fn entry(&self, key: u32) -> Option<Entry> {
+        self.regions.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned()
+    }
+
+    /// `[addr, addr + len)` under `key` if the region holds it and has the rights `need`: its address
+    /// and its accessor (None: plain memory of this process).
+    fn check_entry(&self, key: u32, addr: u64, len: u64, need: Access) -> Result<(*mut u8, Option<Arc<dyn Dma>>), Denied> {
+        let e = self.entry(key).ok_or(Denied::UnknownKey)?;
+        if !e.region.contains(addr, len) {
+            return Err(Denied::OutOfRange);
+        }
+        if !e.region.access.contains(need) {
+            return Err(Denied::NoRight);
+        }
+        Ok((addr as *mut u8, e.dma))
     }
 
     /// The address of `[addr, addr + len)` under `key` if the region holds it and has the rights `need`.
     pub(crate) fn check(&self, key: u32, addr: u64, len: u64, need: Access) -> Result<*mut u8, Denied> {
-        let r = self.lookup(key).ok_or(Denied::UnknownKey)?;
-        if !r.contains(addr, len) {
-            return Err(Denied::OutOfRange);
+        self.check_entry(key, addr, len, need).map(|(p, _)| p)
+    }
+
+    /// The responder's check of a remote access: `[raddr, raddr + len)` under `rkey` with the rights
+    /// `need`, or the error the requester's CQE gets (REMOTE_ACCESS and why).
+    pub fn check_remote(&self, rkey: u32, raddr: u64, len: u64, need: Access) -> Result<u64, RemoteError> {
+        self.check(rkey, raddr, len, need).map(|p| p as u64).map_err(remote_denied)
+    }
+
+    /// Copies `out.len()` bytes at `addr` under `key` (checked against `need`) into `out`.
+    pub(crate) fn read(&self, key: u32, addr: u64, out: &mut [u8], need: Access) -> Result<(), Denied> {
+        let (p, dma) = self.check_entry(key, addr, out.len() as u64, need)?;
+        match dma {
+            // SAFETY: checked inside the region registered with this accessor.
+            Some(d) => unsafe { d.read(addr, out) }.map_err(|_| Denied::Dma),
+            None => {
+                // SAFETY: `check_entry` found `[p, p + len)` inside a registered region (its contract:
+                // live memory of this process); `out` is the NIC's own buffer. Read as DMA does.
+                unsafe { std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr(), out.len()) };
+                Ok(())
+            }
         }
-        if !r.access.contains(need) {
-            return Err(Denied::NoRight);
+    }
+
+    /// Copies `data` to `addr` under `key` (checked against `need`).
+    pub(crate) fn write(&self, key: u32, addr: u64, data: &[u8], need: Access) -> Result<(), Denied> {
+        let (p, dma) = self.check_entry(key, addr, data.len() as u64, need)?;
+        match dma {
+            // SAFETY: checked inside the region registered with this accessor.
+            Some(d) => unsafe { d.write(addr, data) }.map_err(|_| Denied::Dma),
+            None => {
+                // SAFETY: as in `read`, for writing (the rights were checked).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+                Ok(())
+            }
         }
-        Ok(addr as *mut u8)
     }
 }
 
@@ -139,6 +224,7 @@ fn remote_denied(d: Denied) -> RemoteError {
         Denied::UnknownKey => Reason::UnknownRkey,
         Denied::OutOfRange => Reason::RemoteRange,
         Denied::NoRight => Reason::RemoteRights,
+        Denied::Dma => return RemoteError { syndrome: syndrome::REMOTE_OP, reason: Reason::DmaFailed },
     };
     RemoteError { syndrome: syndrome::REMOTE_ACCESS, reason }
 }
@@ -148,11 +234,7 @@ pub fn respond_write(mrs: &MrTable, rkey: u32, raddr: u64, data: &[u8]) -> Resul
     if data.is_empty() {
         return Ok(());
     }
-    let p = mrs.check(rkey, raddr, data.len() as u64, Access::REMOTE_WRITE).map_err(remote_denied)?;
-    // SAFETY: `check` found `[p, p + len)` inside a registered, writable region (registration
-    // contract: live memory of this process); `data` is the NIC's own buffer, so they do not overlap.
-    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
-    Ok(())
+    mrs.write(rkey, raddr, data, Access::REMOTE_WRITE).map_err(remote_denied)
 }
 
 /// The responder's side of an RDMA READ: checks the rkey, range and REMOTE_READ, then copies into `out`.
@@ -160,19 +242,21 @@ pub fn respond_read(mrs: &MrTable, rkey: u32, raddr: u64, out: &mut [u8]) -> Res
     if out.is_empty() {
         return Ok(());
     }
-    let p = mrs.check(rkey, raddr, out.len() as u64, Access::REMOTE_READ).map_err(remote_denied)?;
-    // SAFETY: as in respond_write, for reading.
-    unsafe { std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr(), out.len()) };
-    Ok(())
+    mrs.read(rkey, raddr, out, Access::REMOTE_READ).map_err(remote_denied)
 }
 
 /// The responder's side of an atomic: checks the rkey, range, REMOTE_ATOMIC and natural alignment,
-/// then applies `op` atomically to the little-endian target and returns the old value.
+/// then applies `op` atomically to the little-endian target and returns the old value. Regions reached
+/// through a [`Dma`] accessor (GPU memory) cannot be updated atomically from here: their owner applies
+/// the atomic (the runtime's responder does, on the GPU) and this answers REMOTE_OP.
 pub fn respond_atomic(mrs: &MrTable, rkey: u32, raddr: u64, op: Atomic) -> Result<u64, RemoteError> {
     let n = op.bytes() as u64;
-    let p = mrs.check(rkey, raddr, n, Access::REMOTE_ATOMIC).map_err(remote_denied)?;
+    let (p, dma) = mrs.check_entry(rkey, raddr, n, Access::REMOTE_ATOMIC).map_err(remote_denied)?;
     if !raddr.is_multiple_of(n) {
         return Err(RemoteError { syndrome: syndrome::REMOTE_INVAL_REQ, reason: Reason::Misaligned });
+    }
+    if dma.is_some() {
+        return Err(RemoteError { syndrome: syndrome::REMOTE_OP, reason: Reason::DmaFailed });
     }
     if n == 4 {
         // SAFETY: 4 bytes inside a registered region, 4-byte aligned; the program accesses it only

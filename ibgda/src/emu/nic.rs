@@ -4,9 +4,10 @@
 use std::prelude::rust_2021::*;
 use std::vec;
 use super::mr::Denied;
-use super::{Access, FaultConfig, MrTable, Reason, Remote, RemoteError};
+use super::{Access, FaultConfig, MrTable, Reason, Remote, RemoteDone, RemoteError, RemoteOp};
 use crate::mlx5::{self, cqe_opcode, fm_ce_se, opcode, opmod, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg, RaddrSeg};
 use crate::wqe::Atomic;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -108,6 +109,7 @@ pub struct QpStats {
 struct EmuQp {
     s: QpSetup,
     remote: Box<dyn Remote>,
+    /// Next WQEBB the NIC reads (WQEs before it are in flight or complete).
     hw_ci: u64,
     cq_pi: u64,
     error: bool,
@@ -118,8 +120,49 @@ struct EmuQp {
     dbr_moved: Instant,
     holding: bool,
     last_scan: Instant,
+    /// The producer count (low 16 bits) the NIC was told about and reads up to.
+    target: u16,
+    /// WQEs read and started, not yet complete, in WQE order.
+    inflight: VecDeque<Inflight>,
+    /// Bytes of WRITE data and READ buffers in flight (bounded by [`INFLIGHT_BYTES`]).
+    inflight_bytes: u64,
+    next_tag: u64,
     stats: QpStats,
 }
+
+/// What a started WQE still has to do when its remote half is answered.
+enum Then {
+    /// Nothing local (WRITE, NOP, DUMP, and WQEs that failed before starting).
+    Nothing,
+    /// Scatter the READ's bytes over these checked pieces (lkey, address, length).
+    Scatter(Vec<(u32, u64, usize)>),
+    /// Store the atomic's old value (as `Atomic::result_bytes`) at (lkey, address).
+    Fetched { lkey: u32, addr: u64, atomic: Atomic },
+}
+
+/// A WQE between being read and its CQE.
+struct Inflight {
+    tag: u64,
+    /// WQE index (ctrl segment) and opcode, for the CQE.
+    index: u16,
+    opcode: u8,
+    signalled: bool,
+    /// WQEBBs it took in the send queue.
+    wqebbs: u32,
+    /// READ or atomic: a later fenced WQE waits for it.
+    fetches: bool,
+    bytes: u32,
+    /// Bytes counted in `inflight_bytes`.
+    held: u64,
+    then: Then,
+    /// The outcome, once known (Ok: the CQE's byte count).
+    done: Option<Result<u32, Failure>>,
+}
+
+/// Most WQEs one QP keeps in flight.
+const INFLIGHT_WQES: usize = 1024;
+/// Most bytes of WRITE and READ data one QP keeps in flight (a single larger WQE still goes alone).
+const INFLIGHT_BYTES: u64 = 64 << 20;
 
 // SAFETY: the raw pointers in `s` name memory the caller of `add_qp` keeps valid for the NIC's life
 // and that the NIC accesses only through atomics (or as DMA through registered regions); nothing in
@@ -132,6 +175,7 @@ pub struct Nic {
     qps: Vec<EmuQp>,
     mrs: Arc<MrTable>,
     fault: FaultConfig,
+    ack_only: bool,
 }
 
 type Failure = (u8, Reason);
@@ -147,6 +191,7 @@ fn local_denied(d: Denied) -> Failure {
             Denied::UnknownKey => Reason::UnknownLkey,
             Denied::OutOfRange => Reason::LocalRange,
             Denied::NoRight => Reason::LocalRights,
+            Denied::Dma => Reason::DmaFailed,
         },
     )
 }
@@ -163,7 +208,13 @@ fn seg<T: bytemuck::Pod>(wqe: &[u8], i: usize) -> Option<T> {
 impl Nic {
     /// A NIC whose protection domain is `mrs` (the local regions its WQEs' lkeys name).
     pub fn new(mrs: Arc<MrTable>, fault: FaultConfig) -> Nic {
-        Nic { qps: Vec::new(), mrs, fault }
+        Nic { qps: Vec::new(), mrs, fault, ack_only: false }
+    }
+
+    /// Acknowledge-only mode (for measuring the posting side alone): every well-formed WQE completes
+    /// successfully at once, without moving data or reaching the peer. Malformed WQEs still fail.
+    pub fn set_ack_only(&mut self, on: bool) {
+        self.ack_only = on;
     }
 
     pub fn fault(&self) -> &FaultConfig {
@@ -221,6 +272,10 @@ impl Nic {
             dbr_moved: now,
             holding: false,
             last_scan: now,
+            target: s.start as u16,
+            inflight: VecDeque::new(),
+            inflight_bytes: 0,
+            next_tag: 0,
             stats: QpStats { hw_ci: s.start, ..QpStats::default() },
         });
         Ok(self.qps.len() - 1)
@@ -232,6 +287,9 @@ impl Nic {
     pub fn reset_qp(&mut self, id: QpId, start: u64) {
         if let Some(q) = self.qps.get_mut(id) {
             q.hw_ci = start;
+            q.target = start as u16;
+            q.inflight.clear();
+            q.inflight_bytes = 0;
             q.cq_pi = 0;
             q.error = false;
             q.pending = None;
@@ -253,30 +311,56 @@ impl Nic {
         self.qps.get(id).map(|q| q.stats.clone()).unwrap_or_default()
     }
 
-    /// One pass over every QP: act on new doorbells (and doorbell-record scans) and execute the WQEs
-    /// they announce. Returns the number of WQEs consumed.
+    /// One pass over every QP: act on new doorbells (and doorbell-record scans), start the WQEs they
+    /// announce, and complete those whose peer answered. Returns the number of WQEs completed (with a
+    /// peer that answers at once, such as [`super::Loopback`], every WQE read in this pass).
     pub fn poll(&mut self) -> usize {
         let mut n = 0;
         for q in self.qps.iter_mut() {
-            n += poll_qp(q, &self.mrs, &self.fault);
+            n += poll_qp(q, &self.mrs, &self.fault, self.ack_only).0;
         }
         n
+    }
+
+    /// One pass over every QP; returns whether anything happened (WQEs read or completed).
+    fn progress(&mut self) -> bool {
+        let mut any = false;
+        for q in self.qps.iter_mut() {
+            let (done, read) = poll_qp(q, &self.mrs, &self.fault, self.ack_only);
+            any |= done + read > 0;
+        }
+        any
+    }
+
+    /// Whether every QP has completed everything its doorbell record announced (nothing read and
+    /// unanswered, nothing announced and unread): what a host-side quiet waits for.
+    pub fn is_idle(&self) -> bool {
+        self.qps.iter().all(|q| {
+            // SAFETY: add_qp's contract (aligned, live doorbell record).
+            let dbr = unsafe { dbr_counter(q.s.dbr) };
+            q.inflight.is_empty() && (q.error || q.hw_ci as u16 == dbr)
+        })
     }
 
     /// Runs the NIC on its own thread until [`NicThread::stop`].
     pub fn spawn(self) -> NicThread {
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
+        let idle_flag = Arc::new(AtomicBool::new(true));
+        let idle_out = idle_flag.clone();
         let handle = std::thread::Builder::new()
             .name("emulated-mlx5".into())
             .spawn(move || {
                 let mut nic = self;
                 let mut idle = 0u32;
                 while !st.load(Ordering::Acquire) {
-                    if nic.poll() > 0 {
+                    if nic.progress() {
+                        idle_flag.store(false, Ordering::Release);
                         idle = 0;
                         continue;
                     }
+                    // After a pass without progress: what a host-side quiet waits for.
+                    idle_flag.store(nic.is_idle(), Ordering::Release);
                     idle = idle.saturating_add(1);
                     if idle < 64 {
                         std::hint::spin_loop();
@@ -289,17 +373,44 @@ impl Nic {
                 nic
             })
             .expect("spawn the emulated NIC thread");
-        NicThread { stop, handle: Some(handle) }
+        NicThread { stop, idle: idle_out, handle: Some(handle) }
     }
 }
 
 /// A NIC running on its own thread.
 pub struct NicThread {
     stop: Arc<AtomicBool>,
+    idle: Arc<AtomicBool>,
     handle: Option<JoinHandle<Nic>>,
 }
 
 impl NicThread {
+    /// Whether the NIC had, at the end of its last pass without progress, completed everything its
+    /// doorbell records announced ([`Nic::is_idle`]). A caller that rang a doorbell must give the
+    /// thread a pass to notice it (`settled` waits for that).
+    pub fn idle(&self) -> bool {
+        self.idle.load(Ordering::Acquire)
+    }
+
+    /// Waits until the NIC is idle for two observations `pause` apart (so a pass after the caller's
+    /// last doorbell saw nothing left), or `limit` passed. Returns whether it settled.
+    pub fn settled(&self, pause: Duration, limit: Duration) -> bool {
+        let start = Instant::now();
+        let mut seen = 0;
+        while start.elapsed() < limit {
+            if self.idle() {
+                seen += 1;
+                if seen >= 2 {
+                    return true;
+                }
+            } else {
+                seen = 0;
+            }
+            std::thread::sleep(pause);
+        }
+        false
+    }
+
     /// Stops the thread after its current pass and returns the NIC (for its statistics).
     pub fn stop(mut self) -> Nic {
         self.stop.store(true, Ordering::Release);
@@ -337,7 +448,8 @@ unsafe fn dbr_counter(dbr: *const u8) -> u16 {
     (u32::from_be_bytes(w.to_ne_bytes()) & 0xffff) as u16
 }
 
-fn poll_qp(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig) -> usize {
+/// One pass over one QP; returns (WQEs completed, WQEs read).
+fn poll_qp(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig, ack_only: bool) -> (usize, usize) {
     let now = Instant::now();
     // SAFETY: add_qp's contract (aligned, live doorbell register).
     let db = unsafe { load_u64(q.s.db) };
@@ -360,55 +472,208 @@ fn poll_qp(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig) -> usize {
     }
     let scan_due = fault.scan_interval().is_some_and(|d| now.duration_since(q.last_scan) >= d);
     let fetch_due = q.pending.is_some_and(|(t, _)| now.duration_since(t) >= fault.fetch_delay);
-    if !fetch_due && !scan_due {
-        return 0;
+    if fetch_due || scan_due {
+        if scan_due {
+            q.last_scan = now;
+        }
+        announce(q, fault, now, fetch_due);
     }
-    if scan_due {
-        q.last_scan = now;
-    }
+    let mut done = complete(q, mrs, fault);
+    let read = issue(q, mrs, ack_only);
+    done += complete(q, mrs, fault);
+    q.stats.hw_ci = q.hw_ci;
+    (done, read)
+}
+
+/// A doorbell (or a doorbell-record scan) is acted on: the doorbell record's producer count becomes
+/// what the NIC reads up to (unless the full-queue fault holds it back).
+fn announce(q: &mut EmuQp, fault: &FaultConfig, now: Instant, from_doorbell: bool) {
     // SAFETY: add_qp's contract (aligned, live doorbell record).
     let dbr_pi = unsafe { dbr_counter(q.s.dbr) };
     if dbr_pi != q.last_dbr {
         q.last_dbr = dbr_pi;
         q.dbr_moved = now;
     }
-    let hw = q.hw_ci as u16;
-    let posted = dbr_pi.wrapping_sub(hw);
-    let from_doorbell = fetch_due;
+    let known = q.target.wrapping_sub(q.hw_ci as u16);
+    let posted = dbr_pi.wrapping_sub(q.hw_ci as u16);
     // Counted when the doorbell is consumed (below), once per doorbell.
-    let ahead = matches!((fetch_due, q.pending), (true, Some((_, db_pi))) if db_pi.wrapping_sub(hw) > posted);
-    if posted == 0 {
-        if fetch_due {
+    let ahead = matches!((from_doorbell, q.pending), (true, Some((_, db_pi))) if db_pi.wrapping_sub(q.hw_ci as u16) > posted);
+    if posted == known {
+        if from_doorbell {
             q.pending = None;
             q.stats.doorbell_ahead_of_dbr += ahead as u64;
         }
-        return 0;
+        return;
     }
     if let Some(hold) = fault.hold_until_full {
-        if (posted as u32) < (1u32 << q.s.log_sq) && now.duration_since(q.dbr_moved) < hold {
+        let unread = posted as u32 + q.inflight.len() as u32;
+        if unread < (1u32 << q.s.log_sq) && now.duration_since(q.dbr_moved) < hold {
             if !q.holding {
                 q.holding = true;
                 q.stats.holds += 1;
             }
-            return 0;
+            return;
         }
     }
     q.holding = false;
-    if !from_doorbell {
-        q.stats.scans_with_work += 1;
-    }
     if from_doorbell {
         q.stats.doorbell_ahead_of_dbr += ahead as u64;
+    } else {
+        q.stats.scans_with_work += 1;
     }
     q.pending = None;
+    q.target = dbr_pi;
+}
+
+/// Reads and starts the announced WQEs, in order, while the in-flight limits allow. A fenced WQE
+/// (any fence mode) waits until the READs and atomics before it have completed; strong ordering waits
+/// for everything before it. Returns the number of WQEs read.
+fn issue(q: &mut EmuQp, mrs: &MrTable, ack_only: bool) -> usize {
     let mut n = 0;
-    while q.hw_ci as u16 != dbr_pi {
-        let posted = dbr_pi.wrapping_sub(q.hw_ci as u16) as u32;
-        step(q, mrs, fault, posted);
+    while q.hw_ci as u16 != q.target && q.inflight.len() < INFLIGHT_WQES {
+        if q.inflight_bytes >= INFLIGHT_BYTES {
+            break;
+        }
+        let posted = q.target.wrapping_sub(q.hw_ci as u16) as u32;
+        let mut buf = [0u8; mlx5::WQEBB * mlx5::MAX_WQEBBS_PER_WQE as usize];
+        read_wqebbs(q, q.hw_ci, 1, &mut buf);
+        let ctrl: CtrlSeg = bytemuck::pod_read_unaligned(&buf[..16]);
+        let fm = ctrl.fm_ce_se & fm_ce_se::FM_MASK;
+        if !q.error && fm != 0 && fm <= fm_ce_se::FM_FENCE_AND_SMALL {
+            let blocked = |q: &EmuQp| q.inflight.iter().any(|f| f.done.is_none() && (f.fetches || fm == fm_ce_se::FM_STRONG_ORDERING));
+            if blocked(q) {
+                absorb(q, mrs);
+                if blocked(q) {
+                    break;
+                }
+            }
+        }
+        let hw16 = q.hw_ci as u16;
+        let ds = ctrl.ds() as usize;
+        let nbb = (ds as u32).div_ceil(4).max(1);
+        let advance = nbb.min(posted).max(1);
+        let tag = q.next_tag;
+        q.next_tag += 1;
+        let ce = ctrl.fm_ce_se & fm_ce_se::CE_MASK;
+        let mut f = Inflight {
+            tag,
+            index: hw16,
+            opcode: ctrl.opcode(),
+            signalled: ce == fm_ce_se::CQ_UPDATE || ce == fm_ce_se::CQ_UPDATE_EQE,
+            wqebbs: advance,
+            fetches: matches!(ctrl.opcode(), opcode::RDMA_READ | opcode::ATOMIC_CS | opcode::ATOMIC_FA | opcode::ATOMIC_MASKED_CS | opcode::ATOMIC_MASKED_FA),
+            bytes: 0,
+            held: 0,
+            then: Then::Nothing,
+            done: None,
+        };
+        let framing: Result<(), Failure> = if q.error {
+            Err((syndrome::WR_FLUSH, Reason::Flushed))
+        } else if ds == 0 {
+            Err(qp_op(Reason::BadDs))
+        } else if nbb > posted {
+            Err(qp_op(Reason::BeyondProducer))
+        } else if ctrl.wqe_index() != hw16 {
+            Err(qp_op(Reason::WqeIndexMismatch))
+        } else if ctrl.qpn() != q.s.qpn {
+            Err(qp_op(Reason::QpnMismatch))
+        } else if fm > fm_ce_se::FM_FENCE_AND_SMALL {
+            Err(qp_op(Reason::BadFence))
+        } else {
+            Ok(())
+        };
+        let started = framing.and_then(|()| {
+            if nbb > 1 {
+                read_wqebbs(q, q.hw_ci + 1, nbb as usize - 1, &mut buf[mlx5::WQEBB..]);
+            }
+            start(&ctrl, &buf[..ds * 16], mrs, &mut f, if ack_only { None } else { Some(q.remote.as_mut()) })
+        });
+        match started {
+            Ok(Some(bytes)) => f.done = Some(Ok(bytes)),
+            Ok(None) => {}
+            Err(e) => f.done = Some(Err(e)),
+        }
+        q.inflight_bytes += f.held;
+        q.inflight.push_back(f);
+        q.hw_ci += advance as u64;
         n += 1;
     }
-    q.stats.hw_ci = q.hw_ci;
     n
+}
+
+/// Takes the peer's answers and completes WQEs from the front, in order: local effects (READ data,
+/// fetched values), then the CQE (signalled WQEs and every error). After an error the QP is in the
+/// error state and every later WQE completes flushed. Returns the number of WQEs completed.
+fn complete(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig) -> usize {
+    absorb(q, mrs);
+    let mut n = 0;
+    while q.inflight.front().is_some_and(|f| f.done.is_some()) {
+        let f = q.inflight.pop_front().expect("front checked");
+        q.inflight_bytes -= f.held;
+        let mut result = f.done.expect("done checked");
+        if q.error && result.is_ok() {
+            result = Err((syndrome::WR_FLUSH, Reason::Flushed));
+        }
+        q.stats.wqes += 1;
+        q.stats.wqebbs += f.wqebbs as u64;
+        match result {
+            Ok(bytes) => {
+                if f.signalled {
+                    let c = Cqe64::req(f.opcode, q.s.qpn, f.index, bytes, false);
+                    write_cqe(q, fault, bytemuck::cast(c));
+                }
+            }
+            Err((syn, reason)) => {
+                if q.stats.first_error.is_none() {
+                    q.stats.first_error = Some(ErrorInfo { wqe_counter: f.index, wqe_opcode: f.opcode, syndrome: syn, reason });
+                }
+                q.error = true;
+                q.stats.in_error = true;
+                let c = ErrCqe::req_err(f.opcode, q.s.qpn, f.index, syn, reason as u8, false);
+                write_cqe(q, fault, bytemuck::cast(c));
+            }
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Takes the peer's answers: each finishes its WQE's local half (READ data, fetched value).
+fn absorb(q: &mut EmuQp, mrs: &MrTable) {
+    while let Some((tag, r)) = q.remote.poll() {
+        if let Some(f) = q.inflight.iter_mut().find(|f| f.tag == tag && f.done.is_none()) {
+            f.done = Some(match r {
+                Ok(done) => finish(&f.then, f.bytes, done, mrs),
+                Err(e) => Err(remote_failed(e)),
+            });
+        }
+    }
+}
+
+/// The local half of a WQE whose remote half was answered with `done`: scatter a READ's bytes,
+/// store an atomic's old value. The pieces were checked when the WQE started and are checked again
+/// (a region may have been deregistered meanwhile).
+fn finish(then: &Then, bytes: u32, done: RemoteDone, mrs: &MrTable) -> Result<u32, Failure> {
+    match (then, done) {
+        (Then::Nothing, _) => Ok(bytes),
+        (Then::Scatter(pieces), RemoteDone::Read(data)) => {
+            if data.len() != bytes as usize {
+                return Err((syndrome::BAD_RESP, Reason::BadLength));
+            }
+            let mut off = 0;
+            for &(lkey, addr, n) in pieces {
+                mrs.write(lkey, addr, &data[off..off + n], Access::LOCAL_WRITE).map_err(local_denied)?;
+                off += n;
+            }
+            Ok(bytes)
+        }
+        (Then::Fetched { lkey, addr, atomic }, RemoteDone::Fetched(old)) => {
+            let b = atomic.result_bytes(old);
+            mrs.write(*lkey, *addr, &b[..atomic.bytes() as usize], Access::LOCAL_WRITE).map_err(local_denied)?;
+            Ok(bytes)
+        }
+        _ => Err((syndrome::BAD_RESP, Reason::BadLength)),
+    }
 }
 
 /// Copies `count` WQEBBs starting at count `pos` (wrapping around the ring) into `out`.
@@ -425,57 +690,6 @@ fn read_wqebbs(q: &EmuQp, pos: u64, count: usize, out: &mut [u8]) {
             word.copy_from_slice(&v.to_ne_bytes());
         }
     }
-}
-
-/// Consumes the WQE at the NIC's consumer count: `posted` WQEBBs are announced from there on.
-fn step(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig, posted: u32) {
-    let mut buf = [0u8; mlx5::WQEBB * mlx5::MAX_WQEBBS_PER_WQE as usize];
-    read_wqebbs(q, q.hw_ci, 1, &mut buf);
-    let ctrl: CtrlSeg = bytemuck::pod_read_unaligned(&buf[..16]);
-    let hw16 = q.hw_ci as u16;
-    let ds = ctrl.ds() as usize;
-    let nbb = (ds as u32).div_ceil(4).max(1);
-    let advance = nbb.min(posted).max(1);
-    let result: Result<u32, Failure> = if q.error {
-        Err((syndrome::WR_FLUSH, Reason::Flushed))
-    } else if ds == 0 {
-        Err(qp_op(Reason::BadDs))
-    } else if nbb > posted {
-        Err(qp_op(Reason::BeyondProducer))
-    } else if ctrl.wqe_index() != hw16 {
-        Err(qp_op(Reason::WqeIndexMismatch))
-    } else if ctrl.qpn() != q.s.qpn {
-        Err(qp_op(Reason::QpnMismatch))
-    } else if ctrl.fm_ce_se & fm_ce_se::FM_MASK > fm_ce_se::FM_FENCE_AND_SMALL {
-        Err(qp_op(Reason::BadFence))
-    } else {
-        if nbb > 1 {
-            read_wqebbs(q, q.hw_ci + 1, nbb as usize - 1, &mut buf[mlx5::WQEBB..]);
-        }
-        // Fences (FM) hold trivially: this NIC completes every WQE before it reads the next.
-        execute(&ctrl, &buf[..ds * 16], mrs, q.remote.as_mut())
-    };
-    q.stats.wqes += 1;
-    q.stats.wqebbs += advance as u64;
-    match result {
-        Ok(bytes) => {
-            let ce = ctrl.fm_ce_se & fm_ce_se::CE_MASK;
-            if ce == fm_ce_se::CQ_UPDATE || ce == fm_ce_se::CQ_UPDATE_EQE {
-                let c = Cqe64::req(ctrl.opcode(), q.s.qpn, hw16, bytes, false);
-                write_cqe(q, fault, bytemuck::cast(c));
-            }
-        }
-        Err((syn, reason)) => {
-            if q.stats.first_error.is_none() {
-                q.stats.first_error = Some(ErrorInfo { wqe_counter: hw16, wqe_opcode: ctrl.opcode(), syndrome: syn, reason });
-            }
-            q.error = true;
-            q.stats.in_error = true;
-            let c = ErrCqe::req_err(ctrl.opcode(), q.s.qpn, hw16, syn, reason as u8, false);
-            write_cqe(q, fault, bytemuck::cast(c));
-        }
-    }
-    q.hw_ci += advance as u64;
 }
 
 /// Writes a CQE: the body, then the last word (`wqe_counter`, `signature`, `op_own`) with a release
@@ -527,17 +741,17 @@ fn gather(rest: &[u8], mrs: &MrTable) -> Result<Vec<u8>, Failure> {
         return rest.get(4..4 + len).map(<[u8]>::to_vec).ok_or(qp_op(Reason::BadInline));
     }
     let (parts, total) = segments(rest, mrs, Access::NONE)?;
-    let mut data = Vec::with_capacity(total);
-    for (p, n) in parts {
-        // SAFETY: `check` found `[p, p + n)` inside a registered region (its contract: live memory
-        // of this process); read as DMA does.
-        data.extend_from_slice(unsafe { std::slice::from_raw_parts(p as *const u8, n) });
+    let mut data = vec![0u8; total];
+    let mut off = 0;
+    for (lkey, addr, n) in parts {
+        mrs.read(lkey, addr, &mut data[off..off + n], Access::NONE).map_err(local_denied)?;
+        off += n;
     }
     Ok(data)
 }
 
-/// Checked (address, length) pieces of a scatter list.
-type Pieces = Vec<(*mut u8, usize)>;
+/// Checked (lkey, address, length) pieces of a scatter/gather list.
+type Pieces = Vec<(u32, u64, usize)>;
 
 /// The data segments of a WQE, each checked against a region with `access` (a WRITE's gather list:
 /// none beyond local reads; a READ's scatter list: local writes); and their total length.
@@ -560,32 +774,56 @@ fn segments(rest: &[u8], mrs: &MrTable, access: Access) -> Result<(Pieces, usize
         if total > mlx5::MAX_MSG as u64 {
             return Err((syndrome::LOCAL_LENGTH, Reason::BadLength));
         }
-        parts.push((mrs.check(lkey, addr, bc as u64, access).map_err(local_denied)?, bc as usize));
+        mrs.check(lkey, addr, bc as u64, access).map_err(local_denied)?;
+        parts.push((lkey, addr, bc as usize));
     }
     Ok((parts, total as usize))
 }
 
-/// Executes one well-framed WQE (`wqe` = its `ds * 16` bytes); returns the CQE byte count.
-fn execute(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, remote: &mut dyn Remote) -> Result<u32, Failure> {
+/// Starts one well-framed WQE (`wqe` = its `ds * 16` bytes): checks it, does what is local and hands
+/// the remote half to `remote` (None: acknowledge-only mode, which checks and completes). Returns
+/// Some(byte count) when the WQE is complete already (local-only kinds, acknowledge-only), None when
+/// it waits for the peer's answer; `f` gets what to do then.
+fn start(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, f: &mut Inflight, remote: Option<&mut dyn Remote>) -> Result<Option<u32>, Failure> {
     let ds = wqe.len() / 16;
     let op = ctrl.opcode();
     let om = ctrl.opmod();
     let raddr = || seg::<RaddrSeg>(wqe, 1).ok_or(qp_op(Reason::BadDs));
+    let tag = f.tag;
+    let go = |remote: Option<&mut dyn Remote>, r: RemoteOp, bytes: u32| -> Result<Option<u32>, Failure> {
+        match remote {
+            None => Ok(Some(bytes)),
+            Some(remote) => remote.start(tag, r).map(|()| None).map_err(remote_failed),
+        }
+    };
     match op {
         opcode::NOP => {
             if om != 0 {
                 return Err(qp_op(Reason::BadOpmod));
             }
-            Ok(0)
+            Ok(Some(0))
         }
         opcode::RDMA_WRITE => {
             if om != 0 {
                 return Err(qp_op(Reason::BadOpmod));
             }
             let ra = raddr()?;
-            let data = gather(wqe.get(32..).unwrap_or(&[]), mrs)?;
-            remote.write(ra.rkey.get(), ra.raddr.get(), &data).map_err(remote_failed)?;
-            Ok(data.len() as u32)
+            let rest = wqe.get(32..).unwrap_or(&[]);
+            if remote.is_none() {
+                // Acknowledge-only: check the gather list without reading the data.
+                let hdr = seg::<InlineHdr>(rest, 0);
+                let bytes = match hdr {
+                    Some(h) if h.is_inline() => gather(rest, mrs)?.len(),
+                    None => 0,
+                    Some(_) => segments(rest, mrs, Access::NONE)?.1,
+                };
+                return Ok(Some(bytes as u32));
+            }
+            let data = gather(rest, mrs)?;
+            f.bytes = data.len() as u32;
+            f.held = data.len() as u64;
+            let n = f.bytes;
+            go(remote, RemoteOp::Write { rkey: ra.rkey.get(), raddr: ra.raddr.get(), data }, n)
         }
         opcode::RDMA_WRITE_IMM | opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL => Err((syndrome::RNR_RETRY_EXC, Reason::NoReceiveQueue)),
         opcode::RDMA_READ => {
@@ -597,16 +835,10 @@ fn execute(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, remote: &mut dyn Remote) -
             }
             let ra = raddr()?;
             let (parts, total) = segments(wqe.get(32..).unwrap_or(&[]), mrs, Access::LOCAL_WRITE)?;
-            let mut data = vec![0u8; total];
-            remote.read(ra.rkey.get(), ra.raddr.get(), &mut data).map_err(remote_failed)?;
-            let mut off = 0;
-            for (p, n) in parts {
-                // SAFETY: `scatter` checked `[p, p + n)` inside a locally writable registered region;
-                // `data` is the NIC's own buffer.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(off), p, n) };
-                off += n;
-            }
-            Ok(total as u32)
+            f.bytes = total as u32;
+            f.held = total as u64;
+            f.then = Then::Scatter(parts);
+            go(remote, RemoteOp::Read { rkey: ra.rkey.get(), raddr: ra.raddr.get(), len: total as u32 }, total as u32)
         }
         opcode::ATOMIC_CS | opcode::ATOMIC_FA | opcode::ATOMIC_MASKED_CS | opcode::ATOMIC_MASKED_FA => {
             let atomic = decode_atomic(op, om, ds, wqe)?;
@@ -616,12 +848,10 @@ fn execute(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, remote: &mut dyn Remote) -
             if d.byte_count.get() != n {
                 return Err(qp_op(Reason::BadLength));
             }
-            let p = mrs.check(d.lkey.get(), d.addr.get(), n as u64, Access::LOCAL_WRITE).map_err(local_denied)?;
-            let old = remote.atomic(ra.rkey.get(), ra.raddr.get(), atomic).map_err(remote_failed)?;
-            let bytes = atomic.result_bytes(old);
-            // SAFETY: `check` found `[p, p + n)` inside a locally writable registered region.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n as usize) };
-            Ok(n)
+            mrs.check(d.lkey.get(), d.addr.get(), n as u64, Access::LOCAL_WRITE).map_err(local_denied)?;
+            f.bytes = n;
+            f.then = Then::Fetched { lkey: d.lkey.get(), addr: d.addr.get(), atomic };
+            go(remote, RemoteOp::Atomic { rkey: ra.rkey.get(), raddr: ra.raddr.get(), op: atomic }, n)
         }
         opcode::DUMP => {
             if om != 0 {
@@ -638,7 +868,7 @@ fn execute(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, remote: &mut dyn Remote) -
             if bc > 0 {
                 mrs.check(d.lkey.get(), d.addr.get(), bc as u64, Access::NONE).map_err(local_denied)?;
             }
-            Ok(bc)
+            Ok(Some(bc))
         }
         _ => Err(qp_op(Reason::UnknownOpcode)),
     }

@@ -123,7 +123,7 @@ impl Rig {
         let qp = HostQp::new(cfg);
         let mut nic = Nic::new(mrs.clone(), fault);
         // SAFETY: the HostQp outlives the NIC thread (Rig::stop / drop order: nic first).
-        unsafe { nic.add_qp(qp.setup(), Box::new(Loopback(mrs.clone()))).unwrap() };
+        unsafe { nic.add_qp(qp.setup(), Box::new(Loopback::new(mrs.clone()))).unwrap() };
         Rig { mrs, qp, nic: Some(nic.spawn()) }
     }
     pub fn stop(&mut self) -> Nic {

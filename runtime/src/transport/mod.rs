@@ -13,16 +13,19 @@
 //!     proxy thread carries it over the network to the peer's proxy (TCP now, verbs later). Its pieces:
 //!     the wire protocol ([`wire`]), the TCP provider ([`tcp`]), the request ring ([`ring`]) and the
 //!     engine ([`proxy`]);
-//!   - `ibgda` (not built yet): the GPU drives an mlx5 NIC itself.
+//!   - [`ibgda`]: device threads drive an mlx5 NIC themselves: a real ConnectX (feature `verbs`,
+//!     [`verbs`]) when every `rshmrun --diagnose` check passes, else rshmem's emulated mlx5 NIC, which
+//!     carries the work requests over the proxy's TCP connections.
 //!
-//! `RSHMEM_REMOTE_TRANSPORT` (`none` | `proxy` | `ibgda`, default `none`) names the transport for PEs on
-//! other nodes. The runtime asks the transports, per PE, which one reaches it ([`route_table`]: the one
+//! `RSHMEM_REMOTE_TRANSPORT` (`auto` | `none` | `proxy` | `ibgda`, default `auto`) names the transport
+//! for PEs on other nodes; [`choose_remote`] is the one place that decides. The runtime asks the transports, per PE, which one reaches it ([`route_table`]: the one
 //! place that decides) and keeps the answer; heap growth is registered with every transport
 //! ([`Transport::register`]).
 //!
 //! This module imports nothing of the runtime above it: what a transport needs (the bootstrap, the fd
 //! server, the platform for copies) is passed down.
 
+pub mod ibgda;
 pub mod p2p;
 pub mod proxy;
 pub mod ring;
@@ -78,6 +81,19 @@ pub trait Transport: Send + Sync {
     /// The request channel device code posts to, as device code addresses it.
     fn device_channel(&self) -> Option<DeviceChannel> {
         None
+    }
+    /// The IBGDA table device code reads (`DeviceState::ibgda`), 0 for other transports.
+    fn device_table(&self) -> u64 {
+        0
+    }
+    /// A local buffer the program registered (`rshmem_buffer_register`) as the local side of transfers
+    /// to other nodes: a transport whose NIC must reach it registers it (the runtime checked it).
+    fn register_buffer(&self, _addr: usize, _len: usize) -> Result<()> {
+        Ok(())
+    }
+    /// Undoes `register_buffer` (the buffer was registered).
+    fn unregister_buffer(&self, _addr: usize) -> Result<()> {
+        Ok(())
     }
     /// Collective end, after the runtime's final host barrier (everything is complete): closes the
     /// transport's connections and stops its threads.
@@ -176,20 +192,23 @@ pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usab
 }
 
 /// The registry: the constructor of the transport for PEs on other nodes, by name. `var` is the
-/// variable that named it (for messages). `Ok(None)`: no remote transport (`none`). The runtime calls
-/// the constructor once the platform exists.
-///
-/// `spans_nodes`: whether the job has PEs on other nodes; `auto` (the default) then means `proxy`
-/// (the transport that needs nothing but TCP; `ibgda` will be chosen when a NIC is found), and
-/// otherwise no remote transport at all (no threads, no sockets for a single-node job).
+/// variable that named it (for messages). `Ok(None)`: no remote transport (`none`, or a single-node
+/// job under `auto`: no threads, no sockets). The runtime calls the constructor once the platform
+/// exists. Whether a real NIC is usable is asked (`crate::diagnose::nic_usable`) only when the answer
+/// matters: the job spans nodes and the value is `auto` or `ibgda`.
 pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool) -> Result<Option<RemoteFactory>> {
-    match parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))? {
-        Remote::Auto if spans_nodes => Ok(Some(proxy::create)),
-        Remote::Auto | Remote::None => Ok(None),
-        Remote::Proxy => Ok(Some(proxy::create)),
-        Remote::Ibgda => Err(Error::new(format!(
-            "{var}=ibgda: the ibgda transport is not built yet; unset {var} or set it to none"
-        ))),
+    let asks_nic = spans_nodes && matches!(parse_remote(value), Ok(Remote::Auto | Remote::Ibgda));
+    let nic = asks_nic && crate::diagnose::nic_usable();
+    Ok(factory(choose_remote(var, value, spans_nodes, nic)?))
+}
+
+/// The constructor of a chosen remote transport.
+pub fn factory(c: RemoteChoice) -> Option<RemoteFactory> {
+    match c {
+        RemoteChoice::None => None,
+        RemoteChoice::Proxy => Some(proxy::create),
+        RemoteChoice::IbgdaNic => Some(ibgda::create_nic),
+        RemoteChoice::IbgdaEmulated => Some(ibgda::create_emulated),
     }
 }
 
@@ -279,8 +298,16 @@ mod tests {
         assert!(remote_by_name(V, Some("none"), true).unwrap().is_none());
         assert!(remote_by_name(V, Some("proxy"), false).unwrap().is_some(), "proxy is built");
         assert!(remote_by_name(V, Some(" PROXY "), true).unwrap().is_some());
-        let e = remote_by_name(V, Some("ibgda"), true).err().unwrap().to_string();
-        assert!(e.contains(&format!("{V}=ibgda")) && e.contains("not built yet"), "{e}");
+        assert!(remote_by_name(V, Some("ibgda"), true).unwrap().is_some(), "ibgda is built (emulated without a NIC)");
+        // The choice itself, with and without a usable NIC.
+        assert_eq!(choose_remote(V, None, false, true).unwrap(), RemoteChoice::None);
+        assert_eq!(choose_remote(V, None, true, false).unwrap(), RemoteChoice::Proxy);
+        assert_eq!(choose_remote(V, None, true, true).unwrap(), RemoteChoice::IbgdaNic);
+        assert_eq!(choose_remote(V, Some("ibgda"), true, false).unwrap(), RemoteChoice::IbgdaEmulated);
+        assert_eq!(choose_remote(V, Some("ibgda"), false, false).unwrap(), RemoteChoice::IbgdaEmulated);
+        assert_eq!(choose_remote(V, Some("ibgda"), true, true).unwrap(), RemoteChoice::IbgdaNic);
+        assert_eq!(choose_remote(V, Some("proxy"), true, true).unwrap(), RemoteChoice::Proxy);
+        assert_eq!(choose_remote(V, Some("none"), true, true).unwrap(), RemoteChoice::None);
         let e = remote_by_name(V, Some("tcp"), true).err().unwrap().to_string();
         assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
     }

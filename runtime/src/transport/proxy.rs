@@ -51,6 +51,8 @@ use crate::backend::{Backend, HostShared};
 use crate::error::{Error, Result};
 use crate::{env, log};
 use rshmem_device::remote::inbound::{self, InboundOp};
+use rshmem_ibgda::emu::{Access, MrTable, Reason, RemoteDone, RemoteError, RemoteOp};
+use rshmem_ibgda::mlx5::syndrome;
 use rshmem_device::remote::proxy::{amo, op, post_with, return_area_bytes, ring_bytes, wait_completed_with, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -153,6 +155,30 @@ enum Job {
     Get { seq: u64, offset: u64, data: Vec<u8> },
     Amo { seq: u64, width: Width, value: u64 },
     QuietAck { seq: u64 },
+    /// The answer to a NIC frame: status and fetched value.
+    NicAck { seq: u64, status: std::result::Result<u64, RemoteError> },
+    /// A NIC READ's bytes.
+    NicRead { seq: u64, data: Vec<u8> },
+}
+
+/// What the IBGDA transport's emulated NIC adds to the engine (`super::ibgda`): the regions its
+/// responder checks incoming NIC frames against (this PE's registered heap), and where the answers to
+/// this PE's own NIC frames go.
+pub(crate) struct NicHooks {
+    pub regions: Arc<MrTable>,
+    /// Called by a receiver with (peer, seq, outcome) for every answered NIC frame this PE sent.
+    pub answer: Box<dyn Fn(u32, u64, std::result::Result<RemoteDone, RemoteError>) + Send + Sync>,
+}
+
+/// Per-link state of NIC frames.
+#[derive(Default)]
+struct NicLink {
+    /// The failure of the multi-chunk NIC WRITE being received (answered at its last chunk).
+    write_failed: Option<RemoteError>,
+    /// READs this PE asked for, whose bytes are arriving: seq -> bytes so far.
+    reads: HashMap<u64, Vec<u8>>,
+    /// NIC frames sent to the peer and not yet answered.
+    outstanding: u64,
 }
 
 /// The link to one peer PE.
@@ -167,6 +193,7 @@ struct Link {
     closed: AtomicBool,
     /// Set when the connection ended without CLOSE while nothing was in flight (see `receive`).
     gone: AtomicBool,
+    nic: Mutex<NicLink>,
 }
 
 struct Inner {
@@ -193,6 +220,8 @@ struct Inner {
     wait_limit: Duration,
     /// Tickets handed out in the inbound queue (held for a whole inbound operation: one at a time).
     inbound_next: Mutex<u64>,
+    /// The emulated NIC's hooks, when the IBGDA transport runs this engine.
+    nic: Option<NicHooks>,
 }
 
 impl Drop for Inner {
@@ -273,13 +302,61 @@ pub fn listen_addr() -> Option<SocketAddr> {
 
 /// The registry's constructor (`RSHMEM_REMOTE_TRANSPORT=proxy`). Collective: every PE calls it.
 pub fn create(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
-    Ok(Box::new(Proxy::new(s)?))
+    Ok(Box::new(Proxy::new(s, None)?))
+}
+
+/// The engine's services for the emulated NIC: sending the remote halves of its WQEs to their peer.
+#[derive(Clone)]
+pub(crate) struct NicPort(Arc<Inner>);
+
+impl NicPort {
+    /// Sends `op` (tagged `seq`, echoed by the answer) to PE `pe`. An error when the peer cannot be
+    /// reached (not linked, gone, the connection failed): what a NIC reports as retries exceeded.
+    pub(crate) fn start(&self, pe: u32, seq: u64, op: RemoteOp) -> std::result::Result<(), RemoteError> {
+        let unreachable = RemoteError { syndrome: syndrome::TRANSPORT_RETRY_EXC, reason: Reason::Unreachable };
+        let inner = &self.0;
+        let link = inner.link(pe).map_err(|_| unreachable)?;
+        if link.gone.load(Ordering::Acquire) || link.closed.load(Ordering::Acquire) {
+            return Err(unreachable);
+        }
+        link.nic.lock().unwrap_or_else(|e| e.into_inner()).outstanding += 1;
+        let sent = match &op {
+            RemoteOp::Write { rkey, raddr, data } => inner.send(link, |c| {
+                let chunk = c.send_chunk().min(inner.max_chunk) as usize;
+                let mut at = 0;
+                loop {
+                    let n = (data.len() - at).min(chunk);
+                    let last = at + n == data.len();
+                    c.send_message(&Message::NicWrite { seq, rkey: *rkey, raddr: raddr + at as u64, data: &data[at..at + n], last })?;
+                    at += n;
+                    if last {
+                        return Ok(());
+                    }
+                }
+            }),
+            RemoteOp::Read { rkey, raddr, len } => inner.send(link, |c| c.send_message(&Message::NicRead { seq, rkey: *rkey, raddr: *raddr, len: *len as u64 })),
+            RemoteOp::Atomic { rkey, raddr, op } => inner.send(link, |c| c.send_message(&Message::NicAtomic { seq, rkey: *rkey, raddr: *raddr, op: *op })),
+        };
+        if tracing() {
+            log::debug(format!("proxy trace: NIC {seq:#x} to PE {pe}: {op:?}"));
+        }
+        sent.map_err(|e| {
+            log::debug(format!("proxy: NIC frame {seq:#x} to PE {pe}: {e}"));
+            unreachable
+        })
+    }
 }
 
 impl Proxy {
+    /// The engine's sending side for the emulated NIC.
+    pub(crate) fn nic_port(&self) -> NicPort {
+        NicPort(self.inner.clone())
+    }
+
     /// Collective: sets up the channel, listens, exchanges listen addresses through the bootstrap,
-    /// connects to every PE on another node and starts the threads.
-    pub fn new(s: &RemoteSetup) -> Result<Proxy> {
+    /// connects to every PE on another node and starts the threads. `nic`: the emulated NIC's hooks
+    /// when the IBGDA transport runs the engine.
+    pub(crate) fn new(s: &RemoteSetup, nic: Option<NicHooks>) -> Result<Proxy> {
         let boot = s.boot;
         let (me, n) = (boot.pe() as u32, boot.npes() as u32);
         let platform = s.platform.clone();
@@ -374,6 +451,7 @@ impl Proxy {
                         jobs: Mutex::new(Some(jtx)),
                         closed: AtomicBool::new(false),
                         gone: AtomicBool::new(false),
+                        nic: Mutex::new(NicLink::default()),
                     }));
                     halves.push(Box::new(rx) as Box<dyn FrameLink>);
                     job_rx.push((q, jrx));
@@ -399,6 +477,7 @@ impl Proxy {
             max_chunk: wire::DEFAULT_MAX_CHUNK,
             wait_limit,
             inbound_next: Mutex::new(0),
+            nic,
         });
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<(String, JoinHandle<()>)> {
@@ -467,10 +546,15 @@ impl Inner {
     /// platform is asked to (`Backend::kick_inbound`: the CPU backend runs it on this thread, a GPU
     /// launches a service kernel without waiting for it). The heap range was checked by the caller.
     fn inbound(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64) -> Result<u64> {
+        self.inbound_with(code, width, offset, value, compare, [0; 2])
+    }
+
+    /// `inbound` with the extra operands of a NIC atomic (`inbound::NIC_ATOMIC`).
+    fn inbound_with(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64, extra: [u64; 2]) -> Result<u64> {
         let mut next = self.inbound_next.lock().unwrap_or_else(|e| e.into_inner());
         let t = *next;
         *next += 1;
-        let slot = (self.chan.host_ptr() as usize + inbound_at(self.slots) + (t % inbound::SLOTS) as usize * 64) as *mut u64;
+        let slot = (self.chan.host_ptr() as usize + inbound_at(self.slots) + (t % inbound::SLOTS) as usize * inbound::SLOT_BYTES) as *mut u64;
         let word = |f: usize| slot.wrapping_add(f / 8);
         // SAFETY: the slot lies in chan (alive with self); seq and done are accessed only atomically,
         // the body only by us before the release of seq (its previous lap is done: we waited for it,
@@ -482,6 +566,7 @@ impl Inner {
             std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).offset), offset);
             std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).value), value);
             std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).compare), compare);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).extra), extra);
             AtomicU64::from_ptr(word(std::mem::offset_of!(InboundOp, seq))).store(t + 1, Ordering::Release);
         }
         // SAFETY: as above.
@@ -760,15 +845,19 @@ impl Inner {
     /// Whether this PE awaits nothing from `link`'s peer.
     fn nothing_in_flight(&self, link: &Link) -> bool {
         let p = link.pending.lock().unwrap_or_else(|e| e.into_inner());
-        p.gets.is_empty() && p.amos.is_empty() && p.acks.is_empty()
+        p.gets.is_empty() && p.amos.is_empty() && p.acks.is_empty() && link.nic.lock().unwrap_or_else(|e| e.into_inner()).outstanding == 0
     }
 
     /// What this PE still awaits from `link`'s peer, for error messages.
     fn in_flight(&self, link: &Link) -> String {
         let p = link.pending.lock().unwrap_or_else(|e| e.into_inner());
         let (g, a, k) = (p.gets.len(), p.amos.len(), p.acks.len());
-        if g + a + k == 0 {
+        let nic = link.nic.lock().unwrap_or_else(|e| e.into_inner()).outstanding;
+        if g + a + k == 0 && nic == 0 {
             return "; nothing was in flight to it".into();
+        }
+        if g + a + k == 0 {
+            return format!("; in flight to it: {nic} emulated-NIC operations (IBGDA WQEs) awaiting their answer");
         }
         let first = p.gets.keys().chain(p.amos.keys()).chain(p.acks.iter()).min().copied().unwrap_or(0);
         let bytes: u64 = p.gets.values().map(|g| g.len - g.got).sum();
@@ -790,20 +879,7 @@ impl Inner {
             }
         };
         match m {
-            Message::Put { offset, data, .. } if matches!(data.len(), 1 | 2 | 4 | 8) && offset.is_multiple_of(data.len() as u64) => {
-                // A small aligned put (`p`, a barrier's epoch): one store by a device thread
-                // (inbound queue), never torn, and no CUDA call.
-                self.heap_addr(peer, offset, data.len() as u64)?;
-                let mut b = [0u8; 8];
-                b[..data.len()].copy_from_slice(data);
-                self.inbound(inbound::STORE, data.len() as u32, offset, u64::from_le_bytes(b), 0)?;
-            }
-            Message::Put { offset, data, .. } => {
-                let dst = self.heap_addr(peer, offset, data.len() as u64)?;
-                // SAFETY: dst..dst+len lies in this PE's backed heap (checked); data is the frame's
-                // payload in the reader's buffer, not overlapping the heap.
-                unsafe { self.platform.copy(dst, data.as_ptr(), data.len())? };
-            }
+            Message::Put { offset, data, .. } => self.store(peer, offset, data)?,
             Message::PutSignal { offset, data, signal, .. } => {
                 let dst = self.heap_addr(peer, offset, data.len() as u64)?;
                 // SAFETY: as for Put.
@@ -830,10 +906,7 @@ impl Inner {
                 // write the peer sent after this GET (ordered behind it by a fence, e.g. reusing the
                 // range) must not be seen by it. The cost is a host buffer of the GET's size until
                 // it is sent; the responder sends it without blocking this receiver.
-                let src = self.heap_addr(peer, offset, len)?;
-                let mut data = vec![0u8; len as usize];
-                // SAFETY: src..src+len lies in the backed heap (checked); data holds len bytes.
-                unsafe { self.platform.copy(data.as_mut_ptr(), src, len as usize)? };
+                let data = self.load(peer, offset, len)?;
                 push(Job::Get { seq, offset, data });
             }
             Message::Quiet { seq } => push(Job::QuietAck { seq }),
@@ -902,11 +975,131 @@ impl Inner {
                     self.completion.done(s);
                 }
             }
+            Message::NicWrite { seq, rkey, raddr, data, last } => {
+                let hooks = self.nic_hooks(peer)?;
+                let mut nic = link.nic.lock().unwrap_or_else(|e| e.into_inner());
+                if nic.write_failed.is_none() {
+                    let r = self.nic_target(hooks, rkey, raddr, data.len() as u64, Access::REMOTE_WRITE).and_then(|offset| {
+                        self.store(peer, offset, data).map_err(|e| {
+                            log::warn(format!("proxy: NIC WRITE from PE {peer}: {e}"));
+                            RemoteError { syndrome: syndrome::REMOTE_OP, reason: Reason::DmaFailed }
+                        })
+                    });
+                    nic.write_failed = r.err();
+                }
+                if last {
+                    let status = nic.write_failed.take().map_or(Ok(0), Err);
+                    drop(nic);
+                    push(Job::NicAck { seq, status });
+                }
+            }
+            Message::NicRead { seq, rkey, raddr, len } => {
+                let hooks = self.nic_hooks(peer)?;
+                let r = self.nic_target(hooks, rkey, raddr, len, Access::REMOTE_READ).and_then(|offset| {
+                    self.load(peer, offset, len).map_err(|e| {
+                        log::warn(format!("proxy: NIC READ from PE {peer}: {e}"));
+                        RemoteError { syndrome: syndrome::REMOTE_OP, reason: Reason::DmaFailed }
+                    })
+                });
+                match r {
+                    Ok(data) => push(Job::NicRead { seq, data }),
+                    Err(e) => push(Job::NicAck { seq, status: Err(e) }),
+                }
+            }
+            Message::NicAtomic { seq, rkey, raddr, op } => {
+                let hooks = self.nic_hooks(peer)?;
+                let n = op.bytes() as u64;
+                let r = self.nic_target(hooks, rkey, raddr, n, Access::REMOTE_ATOMIC).and_then(|offset| {
+                    if !raddr.is_multiple_of(n) {
+                        return Err(RemoteError { syndrome: syndrome::REMOTE_INVAL_REQ, reason: Reason::Misaligned });
+                    }
+                    let (kind, o) = op.encode();
+                    self.inbound_with(inbound::NIC_ATOMIC | kind as u32, n as u32, offset, o[0], o[1], [o[2], o[3]]).map_err(|e| {
+                        log::warn(format!("proxy: NIC atomic from PE {peer}: {e}"));
+                        RemoteError { syndrome: syndrome::REMOTE_OP, reason: Reason::DmaFailed }
+                    })
+                });
+                push(Job::NicAck { seq, status: r.map(|old| if n == 4 { old & u32::MAX as u64 } else { old }) });
+            }
+            Message::NicReadResponse { seq, offset, data, last } => {
+                let hooks = self.nic_hooks(peer)?;
+                let mut nic = link.nic.lock().unwrap_or_else(|e| e.into_inner());
+                let buf = nic.reads.entry(seq).or_default();
+                if offset != buf.len() as u64 {
+                    return Err(Error::new(format!("PE {peer} answered NIC READ {seq:#x} with bytes at {offset:#x} after {:#x} bytes", buf.len())));
+                }
+                buf.extend_from_slice(data);
+                if last {
+                    let bytes = nic.reads.remove(&seq).unwrap_or_default();
+                    nic.outstanding = nic.outstanding.saturating_sub(1);
+                    drop(nic);
+                    (hooks.answer)(peer, seq, Ok(RemoteDone::Read(bytes)));
+                }
+            }
+            Message::NicAck { seq, syndrome: syn, reason, value } => {
+                let hooks = self.nic_hooks(peer)?;
+                {
+                    let mut nic = link.nic.lock().unwrap_or_else(|e| e.into_inner());
+                    nic.reads.remove(&seq);
+                    nic.outstanding = nic.outstanding.saturating_sub(1);
+                }
+                let r = if syn == 0 {
+                    // WRITEs are answered with 0; atomics with the old value (the NIC thread knows which).
+                    Ok(RemoteDone::Fetched(value))
+                } else {
+                    Err(RemoteError { syndrome: syn, reason: Reason::from_u8(reason).unwrap_or(Reason::Unreachable) })
+                };
+                (hooks.answer)(peer, seq, r);
+            }
             Message::Barrier { .. } => return Err(Error::new(format!("PE {peer} sent a BARRIER frame, which the proxy does not use"))),
             Message::Error { text } => return Err(Error::new(format!("PE {peer} reported an error and closed: {text}"))),
             Message::Close => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// Writes `data` at heap offset `offset` of this PE (a PUT's or NIC WRITE's bytes, checked here
+    /// against what is backed).
+    fn store(&self, peer: u32, offset: u64, data: &[u8]) -> Result<()> {
+        if matches!(data.len(), 1 | 2 | 4 | 8) && offset.is_multiple_of(data.len() as u64) {
+            // A small aligned put (`p`, a barrier's epoch): one store by a device thread
+            // (inbound queue), never torn, and no CUDA call.
+            self.heap_addr(peer, offset, data.len() as u64)?;
+            let mut b = [0u8; 8];
+            b[..data.len()].copy_from_slice(data);
+            self.inbound(inbound::STORE, data.len() as u32, offset, u64::from_le_bytes(b), 0)?;
+            return Ok(());
+        }
+        let dst = self.heap_addr(peer, offset, data.len() as u64)?;
+        // SAFETY: dst..dst+len lies in this PE's backed heap (checked); data is the frame's payload
+        // in the reader's buffer, not overlapping the heap.
+        unsafe { self.platform.copy(dst, data.as_ptr(), data.len()) }
+    }
+
+    /// Reads `len` bytes at heap offset `offset` of this PE (checked against what is backed).
+    fn load(&self, peer: u32, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let src = self.heap_addr(peer, offset, len)?;
+        let mut data = vec![0u8; len as usize];
+        // SAFETY: src..src+len lies in the backed heap (checked); data holds len bytes.
+        unsafe { self.platform.copy(data.as_mut_ptr(), src, len as usize)? };
+        Ok(data)
+    }
+
+    /// The NIC hooks, or an error: a peer sent a NIC frame to a PE whose transport is not IBGDA.
+    fn nic_hooks(&self, peer: u32) -> Result<&NicHooks> {
+        self.nic.as_ref().ok_or_else(|| Error::new(format!("PE {peer} sent an emulated-NIC frame, but this PE's remote transport is the proxy (set RSHMEM_REMOTE_TRANSPORT the same on every PE)")))
+    }
+
+    /// What a responder NIC checks of a remote access: the rkey names a region of this PE with the
+    /// right `need`, and `[raddr, raddr + len)` lies inside it and inside the backed heap. Returns the
+    /// heap offset.
+    fn nic_target(&self, hooks: &NicHooks, rkey: u32, raddr: u64, len: u64, need: Access) -> std::result::Result<u64, RemoteError> {
+        hooks.regions.check_remote(rkey, raddr, len, need)?;
+        let off = raddr.wrapping_sub(self.heap_base);
+        if off >= self.heap_size || len > self.heap_size - off || off + len > self.platform.backed() as u64 {
+            return Err(RemoteError { syndrome: syndrome::REMOTE_ACCESS, reason: Reason::RemoteRange });
+        }
+        Ok(off)
     }
 
     fn signal(&self, peer: u32, s: Signal) -> Result<()> {
@@ -930,6 +1123,14 @@ impl Inner {
                 Job::QuietAck { seq } => self.send(link, |c| c.send_message(&Message::QuietAck { seq })),
                 Job::Amo { seq, width, value } => self.send(link, |c| c.send_message(&Message::AmoResponse { seq, width, value })),
                 Job::Get { seq, offset, data } => self.get_response(link, seq, offset, &data),
+                Job::NicAck { seq, status } => {
+                    let m = match status {
+                        Ok(value) => Message::NicAck { seq, syndrome: 0, reason: 0, value },
+                        Err(e) => Message::NicAck { seq, syndrome: e.syndrome, reason: e.reason as u8, value: 0 },
+                    };
+                    self.send(link, |c| c.send_message(&m))
+                }
+                Job::NicRead { seq, data } => self.nic_read_response(link, seq, &data),
             };
             if let Err(e) = r {
                 if self.closing.load(Ordering::Acquire) {
@@ -946,6 +1147,22 @@ impl Inner {
             self.send(link, |c| c.send(&ch.header, &data[ch.range.clone()]))?;
         }
         Ok(())
+    }
+
+    fn nic_read_response(&self, link: &Link, seq: u64, data: &[u8]) -> Result<()> {
+        let chunk = self.send(link, |c| Ok(c.send_chunk()))?.min(self.max_chunk) as usize;
+        self.send(link, |c| {
+            let mut at = 0;
+            loop {
+                let n = (data.len() - at).min(chunk);
+                let last = at + n == data.len();
+                c.send_message(&Message::NicReadResponse { seq, offset: at as u64, data: &data[at..at + n], last })?;
+                at += n;
+                if last {
+                    return Ok(());
+                }
+            }
+        })
     }
 
     /// Two pinned staging buffers of a chunk each (one being filled while the other is sent).
@@ -1228,7 +1445,7 @@ mod tests {
             if q != 0 {
                 for i in 0..inbound::SLOTS as usize {
                     // SAFETY: q is the engine's queue (set by engine()); the body is read only.
-                    let op = unsafe { std::ptr::read_volatile((q + i * 64) as *const InboundOp) };
+                    let op = unsafe { std::ptr::read_volatile((q + i * inbound::SLOT_BYTES) as *const InboundOp) };
                     if op.seq != 0 && op.done != op.seq {
                         assert!(self.inside(heap + op.offset as usize, op.width as usize), "inbound op at heap offset {:#x}", op.offset);
                         self.writes.fetch_add(1, Ordering::Relaxed);
@@ -1252,7 +1469,15 @@ mod tests {
         unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots).unwrap() };
         // SAFETY: as above.
         let completion = unsafe { Completion::attach(chan.host_ptr()) };
-        let link = Link { peer: 1, tx: Mutex::new(None), pending: Mutex::new(Pending::default()), jobs: Mutex::new(None), closed: AtomicBool::new(false), gone: AtomicBool::new(false) };
+        let link = Link {
+            peer: 1,
+            tx: Mutex::new(None),
+            pending: Mutex::new(Pending::default()),
+            jobs: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
+            nic: Mutex::new(NicLink::default()),
+        };
         let inner = Inner {
             me: 0,
             npes: 2,
@@ -1270,9 +1495,20 @@ mod tests {
             max_chunk: wire::MIN_CHUNK,
             wait_limit: Duration::from_secs(1),
             inbound_next: Mutex::new(0),
+            nic: Some(NicHooks { regions: nic_regions(&fake), answer: Box::new(|_, _, _| {}) }),
         };
         fake.queue.store(inner.chan.host_ptr() as usize + inbound_at(slots), Ordering::Release);
         (Arc::new(inner), fake)
+    }
+
+    /// The emulated NIC's key of the test heap's first half (the second half is not registered).
+    const NIC_KEY: u32 = 7;
+
+    fn nic_regions(fake: &Fake) -> Arc<MrTable> {
+        let r = Arc::new(MrTable::new());
+        // SAFETY: the first half of the fake heap, alive as long as the engine under test.
+        unsafe { r.register(NIC_KEY, fake.heap.host_ptr(), HEAP as u64 / 2, Access::ALL) }.unwrap();
+        r
     }
 
     #[test]
@@ -1281,7 +1517,7 @@ mod tests {
         let link = inner.links[1].as_ref().unwrap();
         let ctx = wire::Context { me: 0, peer: 1, npes: 2, heap_size: HEAP as u64, max_chunk: wire::MIN_CHUNK };
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-        let (mut applied, mut refused) = (0, 0);
+        let (mut applied, mut refused, mut nic_applied) = (0, 0, 0u64);
         let edge = |rng: &mut Rng| match rng.below(5) {
             0 => rng.below(HEAP as u64 + 64),
             1 => HEAP as u64 - rng.below(16),
@@ -1302,7 +1538,7 @@ mod tests {
                 }
             }
             let mut h = wire::OpHeader {
-                kind: 1 + rng.below(13) as u8,
+                kind: 1 + rng.below(wire::Kind::ALL.len() as u64) as u8,
                 flags: rng.below(2) as u8,
                 op: rng.below(14) as u8,
                 width: [0u8, 4, 8, 3][rng.below(4) as usize],
@@ -1311,7 +1547,7 @@ mod tests {
                 offset: edge(&mut rng),
                 len: [rng.below(64), rng.below(wire::MIN_CHUNK as u64 + 2), edge(&mut rng)][rng.below(3) as usize],
                 payload_len: 0,
-                _reserved: 0,
+                key: 0,
                 value: if rng.below(2) == 0 { rng.below(1 << 32) } else { rng.next() },
                 compare: if rng.below(3) == 0 { rng.below(1 << 32) } else { 0 },
                 signal_offset: edge(&mut rng),
@@ -1351,6 +1587,26 @@ mod tests {
                     h.offset = rng.below(HEAP as u64 - h.len + 8);
                     h.payload_len = h.len as u32;
                 }
+                // NIC frames: a remote address near the registered half, under its key or another.
+                if matches!(k, 14..=16) {
+                    h.key = if rng.below(4) != 0 { NIC_KEY } else { rng.below(16) as u32 };
+                    h.len = if k == 16 { 0 } else { rng.below(80) };
+                    h.offset = fake.heap.host_ptr() as u64 + rng.below(HEAP as u64 / 2 + 64) - 8;
+                    h.payload_len = if k == 14 { h.len as u32 } else { 0 };
+                    if k == 16 {
+                        let kind = 1 + rng.below(6) as u8;
+                        h.op = kind;
+                        h.width = rshmem_ibgda::Atomic::kind_shape(kind).map_or(8, |s| s.0 as u8);
+                        h.offset &= !7;
+                        (h.value, h.compare, h.signal_offset) = (rng.below(1 << 20), rng.below(4), 0);
+                        if kind == 1 {
+                            h.compare = 0;
+                        }
+                    }
+                }
+                if matches!(k, 17 | 18) {
+                    h.key = 0;
+                }
             }
             let plen = (h.payload_len as usize).min(payload.len());
             let frame = wire::encode_frame(&h, &payload[..plen]);
@@ -1359,8 +1615,12 @@ mod tests {
                     if matches!(m, Message::Close) {
                         continue;
                     }
+                    let nic = matches!(m.kind(), wire::Kind::NicWrite | wire::Kind::NicRead | wire::Kind::NicAtomic);
                     match inner.apply(link, m) {
-                        Ok(_) => applied += 1,
+                        Ok(_) => {
+                            applied += 1;
+                            nic_applied += nic as u64;
+                        }
                         Err(e) => {
                             assert!(e.message().contains("PE 1"), "{e}");
                             refused += 1
@@ -1371,6 +1631,7 @@ mod tests {
             }
         }
         assert!(applied > 1000 && refused > 100, "applied {applied}, refused {refused}: the generator misses the interesting frames");
+        assert!(nic_applied > 1000, "only {nic_applied} NIC frames reached the responder");
         assert!(fake.writes.load(Ordering::Relaxed) > 1000, "too few frames wrote anything");
     }
 

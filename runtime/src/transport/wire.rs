@@ -36,10 +36,27 @@
 //! - BARRIER arrival: `value` is the barrier epoch.
 //! - ERROR: UTF-8 text (at most [`MAX_ERROR_TEXT`] bytes), the sender's last word before it closes.
 //! - CLOSE: an orderly end; nothing follows.
+//!
+//! The emulated NIC of the IBGDA transport (`super::ibgda`) sends the remote halves of its WQEs as NIC
+//! frames. They name *remote virtual addresses* under an rkey, exactly what the WQE carried, not heap
+//! offsets: the responder checks them against its registered memory regions (the peer NIC's job) and
+//! answers a bad key or address with an error status, which becomes the requester's error CQE. So the
+//! decoder checks only their framing here. `seq` is the requester's tag (its QP and WQE), echoed.
+//! - NIC_WRITE: `len` payload bytes to `offset` (the remote address) under `key` (the rkey); a WRITE of
+//!   several chunks has one frame per chunk, the last with [`FLAG_LAST`], which the NIC_ACK answers.
+//! - NIC_READ: `len` bytes (at most 2 GiB, the mlx5 message limit) at `offset` under `key` →
+//!   NIC_READ_RESPONSE chunks (`offset` = position in the READ, the last with [`FLAG_LAST`]), or a
+//!   NIC_ACK with an error status.
+//! - NIC_ATOMIC: the atomic `op` (a kind code of `rshmem_ibgda::Atomic::encode`) of `width` bytes at
+//!   `offset` under `key`, its four operands in `value`, `compare`, `signal_offset` and `len` (in
+//!   `encode`'s order) → NIC_ACK with the old value.
+//! - NIC_ACK: `op` = the status (0, or the PRM syndrome of the error CQE), `width` = the emulator's
+//!   reason code (`rshmem_ibgda::emu::Reason`), `value` = an atomic's old value.
 
 use crate::bootstrap::truncate;
 use crate::error::Error;
 use bytemuck::{Pod, Zeroable};
+use rshmem_ibgda::Atomic;
 use std::io::{self, Read};
 use std::ops::Range;
 
@@ -49,7 +66,7 @@ const _: () = assert!(cfg!(target_endian = "little"), "the rshmem wire is little
 /// First bytes of a hello: an rshmem proxy-transport connection.
 pub const MAGIC: [u8; 8] = *b"RSHMWIRE";
 /// Bumped on any incompatible change of the headers or kinds below.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Size of [`Hello`] and of [`OpHeader`] on the wire.
 pub const HELLO_LEN: usize = 64;
 pub const HEADER_LEN: usize = 64;
@@ -145,7 +162,8 @@ pub struct OpHeader {
     pub len: u64,
     /// Bytes of payload after the header.
     pub payload_len: u32,
-    pub _reserved: u32,
+    /// The rkey of a NIC frame (NIC_WRITE, NIC_READ, NIC_ATOMIC); 0 otherwise.
+    pub key: u32,
     /// AMO operand; AMO response: the fetched value; SIGNAL, PUT_SIGNAL: the signal operand;
     /// BARRIER: the barrier epoch.
     pub value: u64,
@@ -193,6 +211,11 @@ codes! {
         Barrier = 11, "BARRIER arrival";
         Error = 12, "ERROR";
         Close = 13, "CLOSE";
+        NicWrite = 14, "NIC_WRITE";
+        NicRead = 15, "NIC_READ";
+        NicAtomic = 16, "NIC_ATOMIC";
+        NicReadResponse = 17, "NIC_READ_RESPONSE";
+        NicAck = 18, "NIC_ACK";
     }
 }
 
@@ -299,6 +322,15 @@ pub enum Message<'a> {
     Barrier { seq: u64, epoch: u64 },
     Error { text: String },
     Close,
+    /// One chunk of an emulated NIC's RDMA WRITE (`raddr` of this chunk, under `rkey`).
+    NicWrite { seq: u64, rkey: u32, raddr: u64, data: &'a [u8], last: bool },
+    NicRead { seq: u64, rkey: u32, raddr: u64, len: u64 },
+    NicAtomic { seq: u64, rkey: u32, raddr: u64, op: Atomic },
+    /// One chunk of a READ's bytes; `offset` is its position in the READ.
+    NicReadResponse { seq: u64, offset: u64, data: &'a [u8], last: bool },
+    /// The answer to a NIC_WRITE (after its last chunk), a failed NIC_READ, or a NIC_ATOMIC: `syndrome`
+    /// 0 for success, else the error CQE's PRM syndrome and the emulator's `reason` code.
+    NicAck { seq: u64, syndrome: u8, reason: u8, value: u64 },
 }
 
 impl Message<'_> {
@@ -317,6 +349,11 @@ impl Message<'_> {
             Message::Barrier { .. } => Kind::Barrier,
             Message::Error { .. } => Kind::Error,
             Message::Close => Kind::Close,
+            Message::NicWrite { .. } => Kind::NicWrite,
+            Message::NicRead { .. } => Kind::NicRead,
+            Message::NicAtomic { .. } => Kind::NicAtomic,
+            Message::NicReadResponse { .. } => Kind::NicReadResponse,
+            Message::NicAck { .. } => Kind::NicAck,
         }
     }
 
@@ -371,6 +408,30 @@ impl Message<'_> {
                 t.as_bytes()
             }
             Message::Close => &[],
+            Message::NicWrite { seq, rkey, raddr, data, last } => {
+                (h.seq, h.key, h.offset, h.len, h.payload_len) = (*seq, *rkey, *raddr, data.len() as u64, data.len() as u32);
+                h.flags = if *last { FLAG_LAST } else { 0 };
+                data
+            }
+            Message::NicRead { seq, rkey, raddr, len } => {
+                (h.seq, h.key, h.offset, h.len) = (*seq, *rkey, *raddr, *len);
+                &[]
+            }
+            Message::NicAtomic { seq, rkey, raddr, op } => {
+                let (kind, o) = op.encode();
+                (h.seq, h.key, h.offset, h.op, h.width) = (*seq, *rkey, *raddr, kind, op.bytes() as u8);
+                (h.value, h.compare, h.signal_offset, h.len) = (o[0], o[1], o[2], o[3]);
+                &[]
+            }
+            Message::NicReadResponse { seq, offset, data, last } => {
+                (h.seq, h.offset, h.len, h.payload_len) = (*seq, *offset, data.len() as u64, data.len() as u32);
+                h.flags = if *last { FLAG_LAST } else { 0 };
+                data
+            }
+            Message::NicAck { seq, syndrome, reason, value } => {
+                (h.seq, h.op, h.width, h.value) = (*seq, *syndrome, *reason, *value);
+                &[]
+            }
         };
         (h, payload)
     }
@@ -387,16 +448,17 @@ pub fn encode_frame(h: &OpHeader, payload: &[u8]) -> Vec<u8> {
 }
 
 // Which header fields each kind uses (the others must be zero).
-const F_OP: u8 = 1;
-const F_WIDTH: u8 = 2;
-const F_OFFSET: u8 = 4;
-const F_LEN: u8 = 8;
-const F_VALUE: u8 = 16;
-const F_COMPARE: u8 = 32;
-const F_SIGNAL: u8 = 64;
-const F_PAYLOAD: u8 = 128;
+const F_OP: u16 = 1;
+const F_WIDTH: u16 = 2;
+const F_OFFSET: u16 = 4;
+const F_LEN: u16 = 8;
+const F_VALUE: u16 = 16;
+const F_COMPARE: u16 = 32;
+const F_SIGNAL: u16 = 64;
+const F_PAYLOAD: u16 = 128;
+const F_KEY: u16 = 256;
 
-fn fields(kind: Kind) -> u8 {
+fn fields(kind: Kind) -> u16 {
     match kind {
         Kind::Put | Kind::GetResponse => F_OFFSET | F_LEN | F_PAYLOAD,
         Kind::PutSignal => F_OFFSET | F_LEN | F_PAYLOAD | F_OP | F_VALUE | F_SIGNAL,
@@ -407,6 +469,11 @@ fn fields(kind: Kind) -> u8 {
         Kind::Fence | Kind::Quiet | Kind::QuietAck | Kind::Close => 0,
         Kind::Barrier => F_VALUE,
         Kind::Error => F_PAYLOAD,
+        Kind::NicWrite => F_KEY | F_OFFSET | F_LEN | F_PAYLOAD,
+        Kind::NicRead => F_KEY | F_OFFSET | F_LEN,
+        Kind::NicAtomic => F_KEY | F_OFFSET | F_OP | F_WIDTH | F_VALUE | F_COMPARE | F_SIGNAL | F_LEN,
+        Kind::NicReadResponse => F_OFFSET | F_LEN | F_PAYLOAD,
+        Kind::NicAck => F_OP | F_WIDTH | F_VALUE,
     }
 }
 
@@ -430,16 +497,14 @@ pub fn check_header(h: &OpHeader, ctx: &Context) -> Result<Checked, Error> {
     }
     let used = fields(kind);
     let allowed_flags = match kind {
-        Kind::Put | Kind::PutSignal | Kind::GetResponse => FLAG_LAST,
+        Kind::Put | Kind::PutSignal | Kind::GetResponse | Kind::NicWrite | Kind::NicReadResponse => FLAG_LAST,
         _ => 0,
     };
     if h.flags & !allowed_flags != 0 {
         return Err(bad("flags", format!("has unknown bits {:#04x}", h.flags & !allowed_flags)));
     }
-    if h._reserved != 0 {
-        return Err(bad("_reserved", format!("is {:#x}, must be 0", h._reserved)));
-    }
     for (bit, name, v) in [
+        (F_KEY, "key", h.key as u64),
         (F_OP, "op", h.op as u64),
         (F_WIDTH, "width", h.width as u64),
         (F_OFFSET, "offset", h.offset),
@@ -461,7 +526,7 @@ pub fn check_header(h: &OpHeader, ctx: &Context) -> Result<Checked, Error> {
             _ => Err(bad(field, format!("names heap bytes [{offset:#x}, +{len:#x}) outside this PE's heap of {heap:#x} bytes"))),
         }
     };
-    if used & F_SIGNAL != 0 {
+    if used & F_SIGNAL != 0 && kind != Kind::NicAtomic {
         if SignalOp::from_u8(h.op).is_none() {
             return Err(bad("op", format!("is {}, not a signal operation (1 set, 2 add)", h.op)));
         }
@@ -516,6 +581,44 @@ pub fn check_header(h: &OpHeader, ctx: &Context) -> Result<Checked, Error> {
             payload_len = h.payload_len as usize;
         }
         Kind::Signal | Kind::Fence | Kind::Quiet | Kind::QuietAck | Kind::Barrier | Kind::Close => {}
+        // NIC frames: framing only; the responder checks the rkey and the range (module docs).
+        Kind::NicWrite | Kind::NicReadResponse => {
+            if h.len > ctx.max_chunk as u64 {
+                return Err(bad("len", format!("{} exceeds the chunk limit of {} bytes", h.len, ctx.max_chunk)));
+            }
+            if h.payload_len as u64 != h.len {
+                return Err(bad("payload_len", format!("is {}, but `len` is {}", h.payload_len, h.len)));
+            }
+            if h.offset.checked_add(h.len).is_none() {
+                return Err(bad("offset", format!("{:#x} + {} bytes wraps around the address space", h.offset, h.len)));
+            }
+            payload_len = h.len as usize;
+        }
+        Kind::NicRead => {
+            if h.len > rshmem_ibgda::mlx5::MAX_MSG as u64 {
+                return Err(bad("len", format!("{} exceeds the 2 GiB an RDMA READ may move", h.len)));
+            }
+            if h.offset.checked_add(h.len).is_none() {
+                return Err(bad("offset", format!("{:#x} + {} bytes wraps around the address space", h.offset, h.len)));
+            }
+        }
+        Kind::NicAtomic => {
+            let (width, operands) = Atomic::kind_shape(h.op).ok_or_else(|| bad("op", format!("is {}, not a NIC atomic (1..=6)", h.op)))?;
+            let name = Atomic::kind_name(h.op);
+            if h.width as u32 != width {
+                return Err(bad("width", format!("is {}, but a {name} is {width} bytes wide", h.width)));
+            }
+            let o = [h.value, h.compare, h.signal_offset, h.len];
+            for (i, (field, v)) in ["value", "compare", "signal_offset", "len"].into_iter().zip(o).enumerate() {
+                if i >= operands && v != 0 {
+                    return Err(bad(field, format!("is {v:#x}, but a {name} has {operands} operands")));
+                }
+                if width == 4 && v > u32::MAX as u64 {
+                    return Err(bad(field, format!("{v:#x} does not fit the 4-byte operand")));
+                }
+            }
+        }
+        Kind::NicAck => {}
     }
     Ok(Checked { kind, payload_len })
 }
@@ -556,6 +659,16 @@ pub fn message<'a>(h: &OpHeader, checked: Checked, payload: &'a [u8], ctx: &Cont
         Kind::Barrier => Message::Barrier { seq, epoch: h.value },
         Kind::Error => Message::Error { text: sanitize(payload) },
         Kind::Close => Message::Close,
+        Kind::NicWrite => Message::NicWrite { seq, rkey: h.key, raddr: h.offset, data: payload, last: h.flags & FLAG_LAST != 0 },
+        Kind::NicRead => Message::NicRead { seq, rkey: h.key, raddr: h.offset, len: h.len },
+        Kind::NicAtomic => Message::NicAtomic {
+            seq,
+            rkey: h.key,
+            raddr: h.offset,
+            op: Atomic::decode(h.op, [h.value, h.compare, h.signal_offset, h.len]).unwrap_or(Atomic::Fa64 { add: 0 }),
+        },
+        Kind::NicReadResponse => Message::NicReadResponse { seq, offset: h.offset, data: payload, last: h.flags & FLAG_LAST != 0 },
+        Kind::NicAck => Message::NicAck { seq, syndrome: h.op, reason: h.width, value: h.value },
     })
 }
 
@@ -795,7 +908,23 @@ mod tests {
             Message::Barrier { seq: 10, epoch: 3 },
             Message::Error { text: "out of memory on PE 2".into() },
             Message::Close,
+            Message::NicWrite { seq: 11, rkey: 0x10001, raddr: 0x7f00_0000_1000, data, last: true },
+            Message::NicWrite { seq: 12, rkey: 7, raddr: u64::MAX - data.len() as u64, data, last: false },
+            Message::NicRead { seq: 13, rkey: 0x10001, raddr: 0x7f00_0000_1000, len: 1 << 31 },
+            Message::NicReadResponse { seq: 13, offset: 4096, data, last: true },
+            Message::NicAck { seq: 14, syndrome: 0, reason: 0, value: u64::MAX },
+            Message::NicAck { seq: 15, syndrome: 0x13, reason: 0xf0, value: 0 },
         ];
+        for op in [
+            Atomic::Fa64 { add: u64::MAX },
+            Atomic::Cs64 { compare: 1, swap: 2 },
+            Atomic::MaskedFa32 { add: 3, boundary: u32::MAX },
+            Atomic::MaskedCs32 { swap: 1, compare: 2, swap_mask: 3, compare_mask: u32::MAX },
+            Atomic::MaskedFa64 { add: 5, boundary: 1 << 63 },
+            Atomic::MaskedCs64 { swap: 1, compare: 2, swap_mask: u64::MAX, compare_mask: 4 },
+        ] {
+            v.push(Message::NicAtomic { seq: 16, rkey: 9, raddr: 0x1000, op });
+        }
         for &op in AmoOp::ALL {
             for width in [Width::W4, Width::W8] {
                 let value = if op.has_operand() { 5 } else { 0 };
@@ -833,7 +962,7 @@ mod tests {
         let h = Hello { magic: MAGIC, version: VERSION, npes: 3, heap_size: 0x0102, ..Hello::zeroed() };
         let b = bytemuck::bytes_of(&h);
         assert_eq!(&b[..8], b"RSHMWIRE");
-        assert_eq!(&b[8..12], &1u32.to_le_bytes());
+        assert_eq!(&b[8..12], &VERSION.to_le_bytes());
         assert_eq!(&b[40..44], &3u32.to_le_bytes());
         assert_eq!(&b[48..56], &0x0102u64.to_le_bytes());
         for s in 0..8 {
@@ -891,6 +1020,25 @@ mod tests {
         assert!(err_of(s, &[]).contains("`op`"));
         let e = OpHeader { kind: 12, src_pe: 2, payload_len: 5000, ..Default::default() };
         assert!(err_of(e, &[]).contains("error text limit"));
+        // NIC frames: framing is checked, addresses are the responder's business.
+        let nw = |offset: u64, len: u64| OpHeader { kind: Kind::NicWrite as u8, src_pe: 2, key: 5, offset, len, payload_len: len as u32, ..Default::default() };
+        assert!(err_of(nw(u64::MAX - 3, 8), &[0; 8]).contains("wraps"));
+        assert!(err_of(nw(0, 100_000), &[]).contains("chunk limit"));
+        let mut h = nw(0, 8);
+        h.value = 1;
+        assert!(err_of(h, &[0; 8]).contains("`value`"));
+        assert!(err_of(OpHeader { kind: Kind::Put as u8, src_pe: 2, key: 1, ..Default::default() }, &[]).contains("`key`"));
+        let nr = OpHeader { kind: Kind::NicRead as u8, src_pe: 2, key: 5, len: (1 << 31) + 1, ..Default::default() };
+        assert!(err_of(nr, &[]).contains("2 GiB"));
+        let na = |op: u8, width: u8| OpHeader { kind: Kind::NicAtomic as u8, src_pe: 2, key: 5, op, width, ..Default::default() };
+        assert!(err_of(na(7, 8), &[]).contains("`op`"));
+        assert!(err_of(na(3, 8), &[]).contains("`width`"));
+        let mut h = na(3, 4);
+        h.value = 1 << 32;
+        assert!(err_of(h, &[]).contains("does not fit"));
+        let mut h = na(1, 8);
+        h.compare = 1;
+        assert!(err_of(h, &[]).contains("operands"));
         assert!(err_of(OpHeader { kind: 0, ..Default::default() }, &[]).contains("unknown kind 0"));
         assert!(err_of(OpHeader { kind: 8, src_pe: 2, len: 1, ..Default::default() }, &[]).contains("`len`"));
     }
@@ -997,7 +1145,7 @@ mod tests {
                 _ => {
                     f = (0..rng.below(200)).map(|_| rng.next() as u8).collect();
                     if f.len() >= 8 && rng.below(2) == 0 {
-                        f[0] = 1 + rng.below(13) as u8;
+                        f[0] = 1 + rng.below(Kind::ALL.len() as u64) as u8;
                         f[1] &= 1;
                         f[4..8].copy_from_slice(&2u32.to_le_bytes());
                     }

@@ -1,0 +1,643 @@
+//! The IBGDA path: device threads reach a PE on another node by building mlx5 work-queue entries
+//! themselves, updating the doorbell record and ringing the NIC's doorbell, then polling the CQ
+//! (design.md "Transports"; `shared/research/ibgda-mlx5.md` §6). No CPU thread sits on the data path
+//! of a real NIC. Without one, the IBGDA transport gives device code the queues of rshmem's emulated
+//! mlx5 NIC instead, laid out as on hardware: this code cannot tell the difference (only the addresses
+//! in the [`Table`] differ). The posting protocol itself (WQEBB reservation, the ready chain, doorbell
+//! batching, CQ polling) is `rshmem_ibgda::qp`, shared with the host tests and the emulator's.
+//!
+//! # What each call posts
+//! - `putmem` and friends: RDMA WRITEs from the local buffer (in the symmetric heap, or registered with
+//!   `rshmem_buffer_register`), split at the key chunks of both heaps and at the table's largest WQE;
+//!   up to 12 bytes from anywhere (a thread-local variable too) as one inline WRITE. Several WQEs of one
+//!   call are posted as groups that ring the doorbell once. `put_signal` appends the signal's atomic to
+//!   the last group: RC executes it after the WRITEs, so the signal is never visible before the data.
+//! - `p`: one inline WRITE. `g` and fetching AMOs: a READ or an atomic whose result the NIC writes
+//!   into the return slot of its WQE's first WQEBB (below), then a wait for its completion.
+//! - AMOs: NVSHMEM's mapping to standard and masked atomics (`rshmem_ibgda::Atomic::amo`); signals:
+//!   SET is a masked swap, ADD a 64-bit fetch-add.
+//! - `fence`: a NOP with the fence bit on each of this thread's QPs with WQEs outstanding, so the NIC
+//!   starts nothing later before the earlier READs and atomics finished (WRITEs and atomics of one QP
+//!   are executed in order at the target by RC).
+//! - `quiet`: every QP's completion through what was ready when it was called.
+//!
+//! # Queue pairs
+//! `qps_per_pe` RC QPs to each remote PE; a thread uses the one of its block (`block_index %
+//! qps_per_pe`), so every call of a thread (and of its block) to a PE goes through one QP, in order.
+//!
+//! # Return slots
+//! A READ for `g` and an atomic's old value need a local buffer the NIC writes: each QP has one
+//! [`RetSlot`] per WQEBB of its send queue, used by the WQE whose first WQEBB has that index. The slot
+//! is claimed with its `busy` word (the WQEBB count + 1) after the reservation and freed after the value
+//! is read: a reservation one ring later (possible as soon as the WQE completed, before its poster read
+//! the value) waits for the slot instead of letting the NIC overwrite it. Non-fetching atomics write
+//! their (unused) old value into the QP's last slot, which nobody reads.
+//!
+//! # Errors
+//! An error completion (a bad key or address at the target, an unreachable PE, a malformed WQE) stops
+//! the PE with a message naming the call, the operation, the target PE and the PRM syndrome
+//! (`arch::Problem::Nic`). A local buffer the NIC cannot reach (not in the heap, not registered, more
+//! than 12 bytes) stops it naming the buffer. Waits go through `super::idle`: the CPU backend enforces
+//! RSHMEM_WAIT_TIMEOUT, and waiting threads apply the inbound operations of other nodes.
+
+use crate::arch::{self, Failure, Problem, Rmw};
+use crate::ops::Scope;
+use crate::state::{DeviceState, MAX_PES};
+use bytemuck::{Pod, Zeroable};
+use core::mem::offset_of;
+use rshmem_ibgda::mlx5::fm_ce_se;
+use rshmem_ibgda::qp::{QpDesc, Sys};
+use rshmem_ibgda::wqe::{Amo, Atomic, Local, Remote, Wqe, INLINE_DS3};
+use rshmem_ibgda::PollError;
+
+/// `Table::magic` of a table the runtime filled in ("RSHIBGDA" v1).
+pub const TABLE_MAGIC: u64 = 0x5253_4849_4247_0001;
+/// Most registered local buffers the table lists.
+pub const MAX_LOCAL_REGIONS: usize = 64;
+/// Most QPs per remote PE.
+pub const MAX_QPS_PER_PE: u32 = 16;
+
+/// What device code reads to reach PEs routed `ROUTE_IBGDA` (`DeviceState::ibgda` points to it): in
+/// device memory on GPUs, written by the host at init (and `nlocals`/the local regions when buffers
+/// are registered, between kernels). Every address in it is one device code uses.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    pub magic: u64,
+    pub npes: u32,
+    /// QPs to each remote PE (1..=MAX_QPS_PER_PE).
+    pub qps_per_pe: u32,
+    /// Heap offsets `[c << key_shift, (c + 1) << key_shift)` are registered under one key (chunk c).
+    pub key_shift: u32,
+    /// Key chunks of a heap.
+    pub key_chunks: u32,
+    /// The most bytes one WRITE or READ WQE moves (transfers are split above it).
+    pub max_wqe: u64,
+    /// `npes * qps_per_pe` [`QpEntry`]s, PE-major (zeroed for PEs not routed IBGDA).
+    pub qps: u64,
+    /// `npes` u64: the address of each PE's heap as its NIC addresses it (the remote address base).
+    pub remote_base: u64,
+    /// `npes * key_chunks` u32: the rkey of chunk c of PE p's heap at `p * key_chunks + c`.
+    pub rkeys: u64,
+    /// `key_chunks` u32: the lkeys of this PE's heap chunks.
+    pub lkeys: u64,
+    /// `MAX_LOCAL_REGIONS` [`LocalRegion`]s, the first `nlocals` valid: registered local buffers.
+    pub locals: u64,
+    pub nlocals: u32,
+    /// The lkey of the return slots (every QP's).
+    pub ret_lkey: u32,
+}
+
+/// One QP as device code posts to it.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
+pub struct QpEntry {
+    pub desc: QpDesc,
+    /// The QP's `sq_size + 1` [`RetSlot`]s (the last one takes the results nobody reads).
+    pub ret: u64,
+}
+
+/// Where the NIC writes a fetched value (see the module docs).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
+pub struct RetSlot {
+    pub value: u64,
+    /// 0: free; else the WQEBB count + 1 of the WQE whose result it holds.
+    pub busy: u64,
+}
+pub const RET_SLOT_BYTES: usize = 16;
+
+/// A registered local buffer: `[start, start + len)` under `lkey`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
+pub struct LocalRegion {
+    pub start: u64,
+    pub len: u64,
+    pub lkey: u32,
+    pub _pad: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<QpEntry>() == 80);
+const _: () = assert!(core::mem::size_of::<RetSlot>() == RET_SLOT_BYTES);
+const _: () = assert!(core::mem::size_of::<Table>() == 80);
+
+/// Bytes of a QP's return slots.
+pub const fn ret_bytes(log_sq: u32) -> usize {
+    ((1usize << log_sq) + 1) * RET_SLOT_BYTES
+}
+
+#[cold]
+#[inline]
+fn fail(call: &'static str, problem: Problem, pe: i32, addr: u64, len: u64) -> ! {
+    arch::fail(Failure { call, problem, pe, addr, len })
+}
+
+/// Stops the PE on a failed reservation or completion (`PollError`), naming the call and the PE.
+#[cold]
+#[inline(never)]
+fn fail_poll(call: &'static str, pe: i32, e: PollError) -> ! {
+    match e {
+        PollError::Cqe(c) => fail(call, Problem::Nic { syndrome: c.syndrome, vendor: c.vendor_syndrome, opcode: c.wqe_opcode }, pe, c.wqe_counter as u64, 0),
+        PollError::Timeout { idx, .. } => fail(call, Problem::WaitTimeout, pe, idx, 0),
+        PollError::TooLarge { wqebbs, sq_size } => fail(call, Problem::NotInitialized, pe, wqebbs as u64, sq_size as u64),
+    }
+}
+
+/// The atomics and fences the posting code runs on, for device threads: system scope (the queues are
+/// in host memory for the emulated NIC, and NIC-visible memory for a real one), waits through
+/// `super::idle` (which applies inbound operations and, on the CPU backend, enforces the wait limit).
+struct Dev {
+    call: &'static str,
+}
+
+// SAFETY: every method is the arch layer's system-scope atomic (or fence) on the given word, which the
+// posting code's callers guarantee is aligned, live and accessed only atomically; `fetch_max_u64` is a
+// compare-and-swap loop of such atomics; the fences are system-scope.
+unsafe impl Sys for Dev {
+    #[inline(always)]
+    unsafe fn fetch_add_u64(&self, p: *mut u64, v: u64) -> u64 {
+        // SAFETY: the trait's contract.
+        unsafe { arch::rmw_u64(Rmw::Add, p, v) }
+    }
+    #[inline(always)]
+    unsafe fn fetch_max_u64(&self, p: *mut u64, v: u64) -> u64 {
+        // SAFETY: the trait's contract.
+        unsafe {
+            let mut old = arch::load_relaxed_u64(p);
+            while old < v {
+                let seen = arch::cas_u64(p, old, v);
+                if seen == old {
+                    break;
+                }
+                old = seen;
+            }
+            old
+        }
+    }
+    #[inline(always)]
+    unsafe fn cas_u64(&self, p: *mut u64, current: u64, new: u64) -> u64 {
+        // SAFETY: the trait's contract.
+        unsafe { arch::cas_u64(p, current, new) }
+    }
+    #[inline(always)]
+    unsafe fn cas_u32(&self, p: *mut u32, current: u32, new: u32) -> u32 {
+        // SAFETY: the trait's contract.
+        unsafe { arch::cas_u32(p, current, new) }
+    }
+    #[inline(always)]
+    unsafe fn load_u64(&self, p: *const u64) -> u64 {
+        // SAFETY: the trait's contract.
+        unsafe { arch::load_relaxed_u64(p) }
+    }
+    #[inline(always)]
+    unsafe fn load_acquire_u32(&self, p: *const u32) -> u32 {
+        // SAFETY: the trait's contract.
+        unsafe { arch::load_acquire_u32(p) }
+    }
+    #[inline(always)]
+    unsafe fn store_u32(&self, p: *mut u32, v: u32) {
+        // SAFETY: the trait's contract.
+        unsafe { arch::store_relaxed_u32(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn store_release_u32(&self, p: *mut u32, v: u32) {
+        // SAFETY: the trait's contract.
+        unsafe { arch::store_release_u32(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn store_release_u64(&self, p: *mut u64, v: u64) {
+        // SAFETY: the trait's contract.
+        unsafe { arch::store_release_u64(p, v) }
+    }
+    #[inline(always)]
+    fn fence_acq_rel(&self) {
+        arch::fence_acq_rel()
+    }
+    #[inline(always)]
+    fn fence_nic(&self) {
+        arch::fence_sc()
+    }
+    #[inline(always)]
+    fn idle(&self, spins: &mut u64) -> bool {
+        super::idle(spins, self.call);
+        true
+    }
+}
+
+/// The table, when this PE has the IBGDA transport.
+#[inline(always)]
+fn table() -> Option<&'static Table> {
+    let t = arch::state_u64(offset_of!(DeviceState, ibgda)) as usize;
+    if t == 0 {
+        return None;
+    }
+    // SAFETY: a non-zero `ibgda` is the runtime's table, written before the state was published and
+    // alive until finalize; device calls require an initialized rshmem.
+    let t = unsafe { &*(t as *const Table) };
+    (t.magic == TABLE_MAGIC).then_some(t)
+}
+
+#[inline(always)]
+fn table_or_fail(call: &'static str, pe: i32) -> &'static Table {
+    match table() {
+        Some(t) => t,
+        None => fail(call, Problem::NoTransport, pe, 0, 0),
+    }
+}
+
+/// The QP this thread uses to reach `pe`.
+#[inline(always)]
+fn qp_for(call: &'static str, t: &Table, pe: i32) -> &'static QpEntry {
+    let n = t.qps_per_pe.max(1);
+    let i = (pe as u32 & (MAX_PES as u32 - 1)) * n + arch::block_index() % n;
+    // SAFETY: the runtime's array of npes * qps_per_pe entries (pe < npes: the caller checked it).
+    let q = unsafe { &*((t.qps as usize + i as usize * core::mem::size_of::<QpEntry>()) as *const QpEntry) };
+    if q.desc.sq == 0 {
+        fail(call, Problem::NoTransport, pe, 0, 0);
+    }
+    q
+}
+
+#[inline(always)]
+fn heap() -> (u64, u64) {
+    (arch::state_u64(offset_of!(DeviceState, heap_base)), arch::state_u64(offset_of!(DeviceState, heap_size)))
+}
+
+#[inline(always)]
+fn chunk_of(t: &Table, off: u64) -> (u32, u64) {
+    if t.key_shift >= 63 {
+        return (0, u64::MAX - off);
+    }
+    let c = off >> t.key_shift;
+    (c as u32, ((c + 1) << t.key_shift) - off)
+}
+
+/// The remote address and rkey of heap offset `off` on `pe`, and how many bytes from there share the key.
+#[inline(always)]
+fn remote_of(t: &Table, pe: i32, off: u64) -> (Remote, u64) {
+    let (c, left) = chunk_of(t, off);
+    let p = pe as usize & (MAX_PES - 1);
+    // SAFETY: the runtime's arrays: npes bases, npes * key_chunks rkeys (pe < npes checked by the
+    // caller, c < key_chunks for an offset inside the heap).
+    let (base, rkey) = unsafe {
+        (
+            *((t.remote_base as usize + 8 * p) as *const u64),
+            *((t.rkeys as usize + 4 * (p * t.key_chunks as usize + c as usize)) as *const u32),
+        )
+    };
+    (Remote { addr: base.wrapping_add(off), rkey }, left)
+}
+
+/// The lkey of local address `addr` (in this PE's heap or a registered buffer) and how many bytes from
+/// there share it; None when the NIC cannot reach it.
+#[inline(always)]
+fn local_of(t: &Table, addr: u64) -> Option<(Local, u64)> {
+    let (base, size) = heap();
+    let off = addr.wrapping_sub(base);
+    if off < size {
+        let (c, left) = chunk_of(t, off);
+        // SAFETY: the runtime's key_chunks lkeys; c < key_chunks inside the heap.
+        let lkey = unsafe { *((t.lkeys as usize + 4 * c as usize) as *const u32) };
+        return Some((Local { addr, lkey }, left.min(size - off)));
+    }
+    let n = (t.nlocals as usize).min(MAX_LOCAL_REGIONS);
+    for i in 0..n {
+        // SAFETY: the runtime's MAX_LOCAL_REGIONS regions, the first nlocals valid.
+        let r = unsafe { *((t.locals as usize + i * core::mem::size_of::<LocalRegion>()) as *const LocalRegion) };
+        let off = addr.wrapping_sub(r.start);
+        if off < r.len {
+            return Some((Local { addr, lkey: r.lkey }, r.len - off));
+        }
+    }
+    None
+}
+
+/// Posts `wqes` to `qp` as one group (one doorbell at most); returns the count to poll for.
+#[inline(always)]
+fn post(call: &'static str, pe: i32, qp: &QpEntry, wqes: &[Wqe]) -> u64 {
+    // SAFETY: the runtime's queues (non-zero `sq`, checked by `qp_for`), alive until finalize; the
+    // WQEs' buffers are the caller's (valid until completion by the API's contract).
+    match unsafe { qp.desc.post(&Dev { call }, wqes) } {
+        Ok(end) => end,
+        Err(e) => fail_poll(call, pe, e),
+    }
+}
+
+/// Waits until `qp` has completed everything below `end`.
+#[inline(always)]
+fn wait(call: &'static str, pe: i32, qp: &QpEntry, end: u64) {
+    // SAFETY: as in `post`.
+    if let Err(e) = unsafe { qp.desc.poll(&Dev { call }, end) } {
+        fail_poll(call, pe, e);
+    }
+    arch::fence_acq_rel();
+}
+
+/// The slot for results nobody reads (non-fetching atomics).
+#[inline(always)]
+fn discard(t: &Table, qp: &QpEntry) -> Local {
+    let last = qp.desc.sq_size() as usize;
+    Local { addr: (qp.ret as usize + last * RET_SLOT_BYTES) as u64, lkey: t.ret_lkey }
+}
+
+/// Posts one fetching WQE (`build` makes it from the local buffer it gets: its return slot) and returns
+/// the 8 bytes the NIC wrote there.
+#[inline(always)]
+fn fetch(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, build: impl Fn(Local) -> Wqe) -> [u8; 8] {
+    let s = Dev { call };
+    let d = &qp.desc;
+    // SAFETY: the runtime's queues, counters and return slots (as in `post`); the slot protocol of
+    // the module docs: the busy word is written only by the holder of the reservation of its WQEBB
+    // (set after the previous holder cleared it, cleared after the value is read); the value is read
+    // after the completion, whose CQE the NIC wrote after the value.
+    unsafe {
+        let probe = build(Local { addr: 0, lkey: 0 });
+        let tail = probe.wqebbs() > 1;
+        let n = probe.wqebbs().max(1) + tail as u32;
+        let base = match d.reserve(&s, n) {
+            Ok(b) => b,
+            Err(e) => fail_poll(call, pe, e),
+        };
+        let slot = qp.ret as usize + (base & (d.sq_size() as u64 - 1)) as usize * RET_SLOT_BYTES;
+        let busy = (slot + offset_of!(RetSlot, busy)) as *mut u64;
+        let mut spins = 0;
+        while arch::load_acquire_u64(busy) != 0 {
+            super::idle(&mut spins, call);
+        }
+        arch::store_relaxed_u64(busy, base + 1);
+        let mut w = build(Local { addr: (slot + offset_of!(RetSlot, value)) as u64, lkey: t.ret_lkey });
+        if tail {
+            d.write(&s, base, &w);
+            d.write(&s, base + n as u64 - 1, &Wqe::nop(fm_ce_se::CQ_UPDATE));
+        } else {
+            w.set_flags(w.flags() | fm_ce_se::CQ_UPDATE);
+            d.write(&s, base, &w);
+        }
+        if let Err(e) = d.submit(&s, base, n) {
+            fail_poll(call, pe, e);
+        }
+        wait(call, pe, qp, base + n as u64);
+        let v = arch::load_relaxed_u64((slot + offset_of!(RetSlot, value)) as *const u64);
+        arch::store_release_u64(busy, 0);
+        v.to_le_bytes()
+    }
+}
+
+/// `p` of `len` (1..=8) bytes of `bits` to heap address `local` on `pe`: one inline WRITE, completed by
+/// quiet.
+pub(crate) fn put_inline(call: &'static str, local: usize, len: usize, bits: u64, pe: i32) {
+    let t = table_or_fail(call, pe);
+    let qp = qp_for(call, t, pe);
+    let (r, _) = remote_of(t, pe, local as u64 - heap().0);
+    post(call, pe, qp, &[Wqe::rdma_write_inline_value(0, r, bits, len as u32)]);
+}
+
+/// `g` of `len` (1..=8) bytes at heap address `local` on `pe`: a READ into the return slot.
+pub(crate) fn get_inline(call: &'static str, local: usize, len: usize, pe: i32) -> u64 {
+    let t = table_or_fail(call, pe);
+    let qp = qp_for(call, t, pe);
+    let (r, _) = remote_of(t, pe, local as u64 - heap().0);
+    let raw = fetch(call, pe, t, qp, |l| Wqe::rdma_read(0, r, l, len as u32));
+    let mut b = [0u8; 8];
+    b[..len].copy_from_slice(&raw[..len]);
+    u64::from_le_bytes(b)
+}
+
+/// The largest number of WQEs posted as one group (one doorbell) by a transfer.
+const GROUP: usize = 4;
+
+/// putmem (and put_signal) of `bytes` from `src` to heap address `dst_local` on `pe`, by every thread of
+/// `scope` (thread 0 posts). `blocking`: return once the source may be reused.
+///
+/// # Safety
+/// As `ops::putmem_scoped`: `dst_local` checked, `src` readable for `bytes` (by the NIC: see the module
+/// docs), unchanged until the call returns (blocking) or the next quiet (nbi).
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<super::Sig>) {
+    let t = table_or_fail(call, pe);
+    let qp = qp_for(call, t, pe);
+    scope.sync();
+    if scope.rank() == 0 {
+        let heap_base = heap().0;
+        let dst_off = dst_local as u64 - heap_base;
+        let mut group: [Wqe; GROUP + 1] = [Wqe::nop(0); GROUP + 1];
+        let mut k = 0;
+        let mut end = 0;
+        if bytes <= INLINE_DS3 && bytes != 0 {
+            // Small: the bytes travel in the WQE (from any memory, a local variable too).
+            let mut b = [0u8; INLINE_DS3];
+            // SAFETY: src readable for bytes <= 12 (the caller's contract); b holds 12 bytes.
+            unsafe { core::ptr::copy_nonoverlapping(src, b.as_mut_ptr(), bytes) };
+            let (r, _) = remote_of(t, pe, dst_off);
+            if let Some(w) = Wqe::rdma_write_inline(0, r, &b[..bytes]) {
+                group[0] = w;
+                k = 1;
+            }
+        } else if bytes != 0 {
+            if local_of(t, src as u64).is_none() {
+                let why = if arch::is_local(src) { Problem::LocalBuffer } else { Problem::Unregistered };
+                fail(call, why, pe, src as u64, bytes as u64);
+            }
+            // The NIC reads the source outside this thread (DMA): make every store the group made to
+            // it visible at system scope first.
+            arch::fence_sc();
+            let mut done = 0u64;
+            while done < bytes as u64 {
+                let (l, lleft) = match local_of(t, src as u64 + done) {
+                    Some(x) => x,
+                    None => fail(call, Problem::Unregistered, pe, src as u64 + done, bytes as u64 - done),
+                };
+                let (r, rleft) = remote_of(t, pe, dst_off + done);
+                let n = (bytes as u64 - done).min(lleft).min(rleft).min(t.max_wqe.max(1));
+                group[k] = Wqe::rdma_write(0, r, l, n as u32);
+                k += 1;
+                done += n;
+                if k == GROUP && done < bytes as u64 {
+                    end = post(call, pe, qp, &group[..k]);
+                    k = 0;
+                }
+            }
+        }
+        if let Some(s) = sig {
+            let (r, _) = remote_of(t, pe, s.local as u64 - heap_base);
+            let op = if s.op == crate::state::SIGNAL_SET { Amo::Swap } else { Amo::Add };
+            group[k] = Wqe::atomic(0, r, discard(t, qp), Atomic::amo(op, 8, s.value, 0));
+            k += 1;
+        }
+        if k > 0 {
+            end = post(call, pe, qp, &group[..k]);
+        }
+        if blocking && end != 0 {
+            wait(call, pe, qp, end);
+        }
+    }
+    scope.sync();
+}
+
+/// getmem of `bytes` from heap address `src_local` on `pe` to `dst`, by every thread of `scope` (thread
+/// 0 posts). `blocking`: wait until the data is here.
+///
+/// # Safety
+/// As `ops::getmem_scoped`: `src_local` checked, `dst` writable for `bytes` and not read before the
+/// call returns (blocking) or the next quiet (nbi).
+pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_local: usize, bytes: usize, pe: i32, blocking: bool) {
+    let t = table_or_fail(call, pe);
+    let qp = qp_for(call, t, pe);
+    scope.sync();
+    if scope.rank() == 0 && bytes != 0 {
+        let src_off = src_local as u64 - heap().0;
+        if local_of(t, dst as u64).is_none() {
+            if bytes > 8 {
+                let why = if arch::is_local(dst) { Problem::LocalBuffer } else { Problem::Unregistered };
+                fail(call, why, pe, dst as u64, bytes as u64);
+            }
+            // Up to 8 bytes into memory the NIC cannot reach: through the return slot, as `g`.
+            let (r, _) = remote_of(t, pe, src_off);
+            let raw = fetch(call, pe, t, qp, |l| Wqe::rdma_read(0, r, l, bytes as u32));
+            // SAFETY: dst writable for bytes <= 8 (the caller's contract).
+            unsafe { core::ptr::copy_nonoverlapping(raw.as_ptr(), dst, bytes) };
+        } else {
+            let mut group: [Wqe; GROUP] = [Wqe::nop(0); GROUP];
+            let (mut k, mut done, mut end) = (0, 0u64, 0);
+            while done < bytes as u64 {
+                let (l, lleft) = match local_of(t, dst as u64 + done) {
+                    Some(x) => x,
+                    None => fail(call, Problem::Unregistered, pe, dst as u64 + done, bytes as u64 - done),
+                };
+                let (r, rleft) = remote_of(t, pe, src_off + done);
+                let n = (bytes as u64 - done).min(lleft).min(rleft).min(t.max_wqe.max(1));
+                group[k] = Wqe::rdma_read(0, r, l, n as u32);
+                k += 1;
+                done += n;
+                if k == GROUP || done == bytes as u64 {
+                    end = post(call, pe, qp, &group[..k]);
+                    k = 0;
+                }
+            }
+            if blocking {
+                wait(call, pe, qp, end);
+            }
+        }
+    }
+    scope.sync();
+}
+
+/// The NVSHMEM AMO of a device AMO code (`super::code`).
+#[inline(always)]
+fn amo_of(code: u16) -> Amo {
+    use super::code::*;
+    match code {
+        FETCH => Amo::Fetch,
+        SET | SWAP => Amo::Swap,
+        COMPARE_SWAP => Amo::CompareSwap,
+        FETCH_ADD | ADD => Amo::Add,
+        FETCH_AND | AND => Amo::And,
+        FETCH_OR | OR => Amo::Or,
+        _ => Amo::Xor,
+    }
+}
+
+/// An AMO (`code`, a `super::code`) of `width` bytes at heap address `local` on `pe`. `fetch`: wait for
+/// and return the old value; else posted (completed by quiet) and 0 returned.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn amo(call: &'static str, local: usize, width: usize, code: u16, value: u64, compare: u64, pe: i32, fetch_old: bool) -> u64 {
+    let t = table_or_fail(call, pe);
+    let qp = qp_for(call, t, pe);
+    let (r, _) = remote_of(t, pe, local as u64 - heap().0);
+    let a = Atomic::amo(amo_of(code), width as u32, value, compare);
+    if fetch_old {
+        a.fetched(fetch(call, pe, t, qp, |l| Wqe::atomic(0, r, l, a)))
+    } else {
+        post(call, pe, qp, &[Wqe::atomic(0, r, discard(t, qp), a)]);
+        0
+    }
+}
+
+/// signal_op (SIGNAL_SET / SIGNAL_ADD, checked by the caller) of `value` on the u64 at heap address
+/// `sig_local` on `pe`: posted, completed by quiet.
+pub(crate) fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i32, pe: i32) {
+    let code = if sig_op == crate::state::SIGNAL_SET { super::code::SET } else { super::code::ADD };
+    amo(call, sig_local, 8, code, value, 0, pe, false);
+}
+
+/// Calls `f` with every QP entry of PEs routed IBGDA (this thread's one per PE when `mine`).
+#[inline(always)]
+fn each_qp(t: &Table, mine: bool, mut f: impl FnMut(i32, &QpEntry)) {
+    let n = (t.npes as usize).min(MAX_PES);
+    let per = t.qps_per_pe.max(1);
+    for pe in 0..n {
+        if super::route(pe as i32) != crate::state::ROUTE_IBGDA {
+            continue;
+        }
+        for q in 0..per {
+            if mine && q != arch::block_index() % per {
+                continue;
+            }
+            let i = pe * per as usize + q as usize;
+            // SAFETY: the runtime's npes * qps_per_pe entries.
+            let e = unsafe { &*((t.qps as usize + i * core::mem::size_of::<QpEntry>()) as *const QpEntry) };
+            if e.desc.sq != 0 {
+                f(pe as i32, e);
+            }
+        }
+    }
+}
+
+/// The IBGDA part of `quiet`: every QP completes what was ready when it was called (this thread's WQEs
+/// are among them).
+pub(crate) fn quiet() {
+    const CALL: &str = "rshmem_quiet (IBGDA: waiting for completions)\0";
+    let Some(t) = table() else { return };
+    each_qp(t, false, |pe, qp| {
+        // SAFETY: as in `post`.
+        if let Err(e) = unsafe { qp.desc.quiet(&Dev { call: CALL }) } {
+            fail_poll(CALL, pe, e);
+        }
+    });
+    arch::fence_acq_rel();
+}
+
+/// The IBGDA part of `fence`: a fenced NOP on each of this thread's QPs with WQEs outstanding.
+pub(crate) fn fence() {
+    const CALL: &str = "rshmem_fence (IBGDA)\0";
+    let Some(t) = table() else { return };
+    each_qp(t, true, |pe, qp| {
+        let s = Dev { call: CALL };
+        // SAFETY: the QP's counters (as in `post`), read atomically.
+        let (ready, done) = unsafe {
+            let c = qp.desc.counters as usize;
+            (arch::load_relaxed_u64((c + offset_of!(rshmem_ibgda::QpCounters, ready_head)) as *const u64), s.load_u64((c + offset_of!(rshmem_ibgda::QpCounters, cons_idx)) as *const u64))
+        };
+        if ready > done {
+            post(CALL, pe, qp, &[Wqe::nop(fm_ce_se::FM_FENCE)]);
+        }
+    });
+}
+
+/// Test hook for the bad-input scenarios: a blocking RDMA WRITE of `bytes` from the heap address `src`
+/// to the raw remote address `raddr` under `rkey` on `pe`, as a program that bypassed rshmem's checks
+/// (or a corrupted key table) would post it. The NIC's answer decides: a bad key or address ends in an
+/// error completion, which stops this PE naming the call.
+///
+/// # Safety
+/// `src` must be a local heap address readable for `bytes`; what happens at the target is the NIC's
+/// check's business (it is the point of the hook).
+#[doc(hidden)]
+pub unsafe fn raw_write(pe: i32, src: *const u8, bytes: usize, raddr: u64, rkey: u32) {
+    const CALL: &str = "rshmem test hook raw_write (IBGDA)\0";
+    let t = table_or_fail(CALL, pe);
+    let qp = qp_for(CALL, t, pe);
+    let Some((l, _)) = local_of(t, src as u64) else { fail(CALL, Problem::Unregistered, pe, src as u64, bytes as u64) };
+    arch::fence_sc();
+    let end = post(CALL, pe, qp, &[Wqe::rdma_write(0, Remote { addr: raddr, rkey }, l, bytes as u32)]);
+    wait(CALL, pe, qp, end);
+}
+
+/// The remote address and rkey of heap offset `off` on `pe`, as the table gives them (for the test
+/// hook's callers, which perturb them).
+#[doc(hidden)]
+pub fn remote_address(pe: i32, off: u64) -> Option<(u64, u32)> {
+    let t = table()?;
+    let (r, _) = remote_of(t, pe, off);
+    Some((r.addr, r.rkey))
+}

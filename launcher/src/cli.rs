@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use rshmem::env;
 
-const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS]...\n       rshmrun --info";
+const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose";
 
 /// The most PEs an rshmem job can have: the size of the per-PE tables in the device state.
 pub const MAX_PES: usize = rshmem_device::state::MAX_PES;
@@ -26,7 +26,7 @@ pub struct Cli {
         long = "np",
         value_name = "N",
         value_parser = clap::value_parser!(u32).range(1..),
-        required_unless_present = "info"
+        required_unless_present_any = ["info", "diagnose"]
     )]
     pub np: Option<u32>,
 
@@ -64,9 +64,15 @@ pub struct Cli {
     #[arg(long, exclusive = true)]
     pub info: bool,
 
+    /// Check this host for GPU-initiated RDMA (IBGDA) and the network a job would use, one line per
+    /// check (RDMA devices and ports, GPUDirect RDMA, DevX and the GPU-mapped UAR, GPU-NIC PCIe
+    /// affinity, bootstrap and proxy interfaces, the remote transport chosen), then exit (status 0).
+    #[arg(long, exclusive = true)]
+    pub diagnose: bool,
+
     /// The program each PE runs, and its arguments (passed through unchanged, even those starting with
     /// `-`).
-    #[arg(value_name = "PROGRAM", trailing_var_arg = true, num_args = 1.., required_unless_present = "info")]
+    #[arg(value_name = "PROGRAM", trailing_var_arg = true, num_args = 1.., required_unless_present_any = ["info", "diagnose"])]
     pub command: Vec<OsString>,
 }
 
@@ -147,6 +153,15 @@ fn long_help_tail() -> String {
          across real hosts under mpirun or srun, where the variable is unset). --netns (root only) also \
          puts each node in its own network namespace, joined by a bridge (node k is 10.99.0.(k+1)); the \
          namespaces disappear with the job.\n\n\
+         Diagnosis: `rshmrun --diagnose` checks, one line each (PASS, FAIL, INFO or SKIP, with what to do \
+         about a FAIL), what GPU-initiated RDMA (IBGDA) needs on a real NIC: the RDMA devices and per port \
+         the link layer, state and GID (/sys/class/infiniband); GPUDirect RDMA (dma-buf or nvidia_peermem); \
+         DevX and mapping a UAR into the GPU (builds with the `verbs` feature); which NIC is nearest each GPU \
+         on PCIe (PIX, PXB, PHB, SYS) and the RSHMEM_IB_HCA to set; then the interfaces the bootstrap and \
+         the proxy would use and the remote transport a job spanning nodes would use \
+         (RSHMEM_REMOTE_TRANSPORT). Without a GPU the GPU checks are SKIP lines. It reads sysfs and asks the \
+         CUDA driver, every probe with a time limit, starts nothing, and exits 0 once the report is printed: \
+         a FAIL line is information, not an error.\n\n\
          Exit status: 0 when every PE exited 0; the failed PE's status as above; 128 + N after signal N \
          reached rshmrun (SIGHUP gives 129); 124 after --timeout; 126 or 127 when PROGRAM cannot be run; 2 \
          for a bad command line; 1 when the job cannot be started for another reason.\n\n\
@@ -284,10 +299,15 @@ mod tests {
             &["rshmrun"],
             &["rshmrun", "-np", "2", "--timeout", "0", "prog"],
             &["rshmrun", "--info", "-np", "2"],
+            &["rshmrun", "--diagnose", "-np", "2", "prog"],
+            &["rshmrun", "--diagnose", "--info"],
+            &["rshmrun", "--diagnose", "prog"],
         ] {
             assert!(parse_from(args(a)).is_err(), "{a:?}");
         }
         assert!(parse_from(args(&["rshmrun", "--info"])).unwrap().info);
+        let cli = parse_from(args(&["rshmrun", "--diagnose"])).unwrap();
+        assert!(cli.diagnose && !cli.info && cli.np.is_none() && cli.command.is_empty());
     }
 
     #[test]
@@ -330,5 +350,6 @@ mod tests {
         }
         assert!(help.contains("-np N"));
         assert!(help.contains("--nodes <K>") && help.contains("--netns") && help.contains("RSHMEM_NODE_ID"), "{help}");
+        assert!(help.contains("rshmrun --diagnose") && help.contains("RSHMEM_IB_HCA"), "{help}");
     }
 }

@@ -1,7 +1,8 @@
 //! rshmrun: starts an rshmem job of N PEs on this host and watches it.
 //!
 //! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS...]` and
-//! `rshmrun --info`; `rshmrun --help`
+//! `rshmrun --info`; `rshmrun --diagnose` (the checks for GPU-initiated RDMA and the network, see
+//! `rshmem::diagnose`); `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
 mod cli;
@@ -27,10 +28,18 @@ fn main() {
         let _ = out.flush();
         return;
     }
+    if cli.diagnose {
+        // Every check is bounded and a failing one is a line of the report, not an error: exit 0.
+        let text = rshmem::diagnose::render(&rshmem::diagnose::report());
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        return;
+    }
     let mut command = cli.command.into_iter();
-    let program = command.next().expect("clap requires PROGRAM unless --info");
+    let program = command.next().expect("clap requires PROGRAM unless --info or --diagnose");
     let spec = job::JobSpec {
-        np: cli.np.expect("clap requires -np unless --info"),
+        np: cli.np.expect("clap requires -np unless --info or --diagnose"),
         program,
         args: command.collect(),
         tag: !cli.no_tag,

@@ -32,6 +32,7 @@ pub const REMOTE_TRANSPORT: &str = "RSHMEM_REMOTE_TRANSPORT";
 pub const PROXY_SLOTS: &str = "RSHMEM_PROXY_SLOTS";
 pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
 pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
+pub const IB_HCA: &str = "RSHMEM_IB_HCA";
 
 pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
 pub const IBGDA_QP_DEPTH: &str = "RSHMEM_IBGDA_QP_DEPTH";
@@ -63,6 +64,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
     EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds any wait may last before the PE fails naming what it waits for: device-side wait_until/signal_wait_until/barrier on the CPU backend, host barriers, the runtime's collectives and bootstrap collectives (the error names the PEs not yet arrived and what they last entered); 0 = wait forever", check: is_secs },
     EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
+    EnvVar { name: IB_HCA, default: "", meaning: "ibgda transport: the RDMA devices (and ports) it may use, comma-separated names with an optional :port (mlx5_0:1,mlx5_3); a leading ^ excludes the listed ones instead (^mlx5_2). Default: every mlx5 (ConnectX) device with a usable port. `rshmrun --diagnose` checks them and names the one nearest each GPU", check: crate::diagnose::check_hca_list },
 ];
 
 /// NVSHMEM's names honoured as aliases of rshmem's variables, as (NVSHMEM name, rshmem name). Programs

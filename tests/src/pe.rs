@@ -663,6 +663,32 @@ fn bad_device_call(c: &Ctx, what: &str) {
     }
 }
 
+/// IBGDA bad input (needs RSHMEM_REMOTE_TRANSPORT=ibgda across nodes): PE 0 posts an RDMA WRITE to the
+/// last PE (on another node) with a corrupted rkey or a remote address outside the target's heap. The
+/// target's NIC refuses it, and the error completion must stop PE 0 with a message naming the
+/// operation, the PE and the syndrome. (That a refused operation touches nothing at the target is the
+/// responder's property, checked with random frames in runtime/src/transport/proxy.rs.)
+fn nic_bad(c: &Ctx, what: &str) {
+    let buf = ck(rshmem::malloc(4096));
+    put_bytes(buf, &[0x5au8; 4096]);
+    barrier();
+    if c.me == 0 {
+        let mode = if what == "nic_bad_key" { 1 } else { 2 };
+        // SAFETY: k_nic_bad takes [src, bytes, pe, mode]; src is a live 4 KiB symmetric buffer; the
+        // bad key or address is the point (the target NIC refuses it).
+        match unsafe { K.run("k_nic_bad", 1, 1, &[buf as u64, 64, (c.n - 1) as u64, mode]) } {
+            Ok(()) => die(format!("{what}: an RDMA WRITE with a bad {} completed", if mode == 1 { "rkey" } else { "address" })),
+            Err(e) => {
+                eprintln!("PE 0: {what}: kernel stopped as expected: {e}");
+                exit(3)
+            }
+        }
+    }
+    // The other PEs wait for the job to end (rshmrun stops them when PE 0 fails).
+    std::thread::sleep(std::time::Duration::from_secs(30));
+    exit(0)
+}
+
 /// The node team and `rshmem::ptr` on any layout (one node, or simulated nodes): `ptr` gives an
 /// address exactly for the PEs of this node (a contiguous block of node-team size holding this PE,
 /// the same block seen from each of them) and null for the others, and a store through it reaches
@@ -944,6 +970,7 @@ fn main() {
             "finalize_mismatch" => finalize_mismatch(&c),
             "stuck_pe" => stuck_pe(&c),
             "bad_pe" | "bad_addr" => bad_device_call(&c, s),
+            "nic_bad_key" | "nic_bad_addr" => nic_bad(&c, s),
             "coll_teams" => coll::teams_scenario(&c),
             "coll" => coll::coll_scenario(&c),
             "coll_prop" => coll::prop_scenario(&c),

@@ -633,11 +633,11 @@ pub unsafe fn raw_write(pe: i32, src: *const u8, bytes: usize, raddr: u64, rkey:
     wait(CALL, pe, qp, end);
 }
 
-/// The remote address and rkey of heap offset `off` on `pe`, as the table gives them (for the test
-/// hook's callers, which perturb them).
+/// The remote address and rkey of the symmetric address `local` on `pe`, as the table gives them (for
+/// the test hook's callers, which perturb them). None without the IBGDA transport.
 #[doc(hidden)]
-pub fn remote_address(pe: i32, off: u64) -> Option<(u64, u32)> {
+pub fn remote_address(pe: i32, local: *const u8) -> Option<(u64, u32)> {
     let t = table()?;
-    let (r, _) = remote_of(t, pe, off);
+    let (r, _) = remote_of(t, pe, (local as u64).wrapping_sub(heap().0));
     Some((r.addr, r.rkey))
 }

@@ -433,4 +433,18 @@ sh::kernels! {
             sh::p(arg(a, 0) as *mut u32, 1, arg(a, 1) as i32);
         }
     }
+
+    /// [src, bytes, pe, mode] — an RDMA WRITE of `bytes` from the symmetric `src` to `pe`'s copy of it,
+    /// posted through the IBGDA test hook with its rkey corrupted (mode 1) or its remote address moved
+    /// past the target's heap (mode 2): the target NIC's error completion must stop this PE with a
+    /// message naming the failure (bad-input test; needs RSHMEM_REMOTE_TRANSPORT=ibgda across nodes).
+    fn k_nic_bad(a) {
+        if gtid() == 0 {
+            let (src, bytes, pe) = (arg(a, 0) as *const u8, arg(a, 1) as usize, arg(a, 2) as i32);
+            if let Some((raddr, rkey)) = rshmem_device::remote::ibgda::remote_address(pe, src) {
+                let (raddr, rkey) = if arg(a, 3) == 1 { (raddr, rkey ^ 0x00ff_0000) } else { (raddr + (1 << 40), rkey) };
+                rshmem_device::remote::ibgda::raw_write(pe, src, bytes, raddr, rkey);
+            }
+        }
+    }
 }

@@ -15,11 +15,25 @@ pub struct Layout {
     pub nodes: usize,
     pub netns: bool,
     pub remote: Option<&'static str>,
+    /// More environment for every PE (the emulated NIC's fault modes).
+    pub env: &'static [(&'static str, &'static str)],
 }
 
-pub const ONE_NODE: Layout = Layout { nodes: 1, netns: false, remote: None };
-pub const TWO_NODES_PROXY: Layout = Layout { nodes: 2, netns: false, remote: Some("proxy") };
-pub const TWO_NODES_PROXY_NETNS: Layout = Layout { nodes: 2, netns: true, remote: Some("proxy") };
+pub const ONE_NODE: Layout = Layout { nodes: 1, netns: false, remote: None, env: &[] };
+pub const TWO_NODES_PROXY: Layout = Layout { nodes: 2, netns: false, remote: Some("proxy"), env: &[] };
+pub const TWO_NODES_PROXY_NETNS: Layout = Layout { nodes: 2, netns: true, remote: Some("proxy"), env: &[] };
+/// IBGDA through the emulated mlx5 NIC (no NIC here): device threads post WQEs, the NIC carries them.
+pub const TWO_NODES_IBGDA: Layout = Layout { nodes: 2, netns: false, remote: Some("ibgda"), env: &[] };
+pub const TWO_NODES_IBGDA_NETNS: Layout = Layout { nodes: 2, netns: true, remote: Some("ibgda"), env: &[] };
+/// The same under each of the emulated NIC's fault modes (`RSHMEM_IBGDA_FAULTS`).
+const fn ibgda_fault(faults: &'static [(&'static str, &'static str)]) -> Layout {
+    Layout { nodes: 2, netns: false, remote: Some("ibgda"), env: faults }
+}
+pub const IBGDA_FETCH_DELAY: Layout = ibgda_fault(&[("RSHMEM_IBGDA_FAULTS", "delay=300us")]);
+pub const IBGDA_DROPPED_DOORBELLS: Layout = ibgda_fault(&[("RSHMEM_IBGDA_FAULTS", "drop=2")]);
+pub const IBGDA_INDEX_WRAP: Layout = ibgda_fault(&[("RSHMEM_IBGDA_FAULTS", "wrap=65520"), ("RSHMEM_IBGDA_QP_DEPTH", "64")]);
+pub const IBGDA_FULL_SEND_QUEUE: Layout = ibgda_fault(&[("RSHMEM_IBGDA_FAULTS", "full=1ms"), ("RSHMEM_IBGDA_QP_DEPTH", "64")]);
+pub const IBGDA_SLOW_COMPLETIONS: Layout = ibgda_fault(&[("RSHMEM_IBGDA_FAULTS", "slow=100us")]);
 
 impl Layout {
     /// `rshmrun [--nodes K [--netns]] -np N --timeout T PROGRAM`, with this layout's environment and
@@ -41,6 +55,10 @@ impl Layout {
             Some(t) => cmd.env("RSHMEM_REMOTE_TRANSPORT", t),
             None => cmd.env_remove("RSHMEM_REMOTE_TRANSPORT"),
         };
+        cmd.env_remove("RSHMEM_IBGDA_FAULTS");
+        for (k, v) in self.env {
+            cmd.env(k, v);
+        }
         cmd.stdin(Stdio::null());
         cmd
     }

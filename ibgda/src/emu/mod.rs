@@ -26,7 +26,7 @@ mod remote;
 pub use hostqp::{HostQp, HostQpConfig};
 pub use mr::{respond_atomic, respond_read, respond_write, Access, Dma, MrError, MrTable, Region};
 pub use nic::{CqSetup, ErrorInfo, Nic, NicThread, QpId, QpSetup, QpStats, SetupError};
-pub use remote::{Loopback, Remote, RemoteDone, RemoteError, RemoteOp};
+pub use remote::{respond, Loopback, Remote, RemoteDone, RemoteError, RemoteOp};
 
 use std::time::Duration;
 

@@ -22,6 +22,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+#[derive(Clone, Copy)]
 struct Opt {
     grid: u32,
     threads: u32,
@@ -31,10 +32,12 @@ struct Opt {
     peer: Option<usize>,
     /// "p2p" or "remote": how PE 0 reaches its peer (printed in every RESULT line).
     route: &'static str,
+    /// `--posting`: only the posting-rate measurement (`posting`), then exit.
+    posting: bool,
 }
 
 fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
-    let mut o = Opt { grid: if gpu { 132 } else { 1 }, threads: if gpu { 512 } else { 2 }, quick: false, max_bytes: if gpu { 256 << 20 } else { 16 << 20 }, reps: 5, peer: None, route: "p2p" };
+    let mut o = Opt { grid: if gpu { 132 } else { 1 }, threads: if gpu { 512 } else { 2 }, quick: false, max_bytes: if gpu { 256 << 20 } else { 16 << 20 }, reps: 5, peer: None, route: "p2p", posting: false };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     let num = |i: usize, name: &str| -> Result<usize, rshmem::Error> {
@@ -47,7 +50,8 @@ fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
             "--max-bytes" => { o.max_bytes = num(i, "--max-bytes")?; i += 1; }
             "--peer" => { o.peer = Some(num(i, "--peer")?); i += 1; }
             "--quick" => { o.quick = true; o.reps = 3; }
-            other => return Err(rshmem::Error::new(format!("unknown option {other:?} (--grid G --threads T --quick --max-bytes N --peer P)"))),
+            "--posting" => o.posting = true,
+            other => return Err(rshmem::Error::new(format!("unknown option {other:?} (--grid G --threads T --quick --max-bytes N --peer P --posting)"))),
         }
         i += 1;
     }
@@ -56,6 +60,38 @@ fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
 
 fn result(case: &str, scope: &str, bytes: usize, o: &Opt, value: f64, unit: &str) {
     println!("RESULT lib=rshmem case={case} scope={scope} bytes={bytes} grid={} threads={} value={value:.4} unit={unit} route={}", o.grid, o.threads, o.route);
+}
+
+/// `--posting`: what posting costs the device side. One `p` to the partner per iteration: through
+/// IBGDA one inline RDMA WRITE WQE, built, written into the send queue and announced (doorbell record,
+/// doorbell) by the calling thread. Reports ns per WQE for one thread (`post_1thread`), and WQEs per
+/// second from one block (`post_block`, one SM) and from the whole grid (`post_grid`). With
+/// RSHMEM_IBGDA_EMULATOR=ack the emulated NIC completes every WQE without moving data, so the figures
+/// are the posting code's and the harness's, not a NIC's.
+fn posting(o: &Opt, me: i32, peer: u64, gpu: bool) -> Result<(), rshmem::Error> {
+    let words = (o.grid * o.threads).max(1) as usize;
+    let dst = rshmem::calloc(words, 8)?;
+    rshmem::barrier_all()?;
+    if me == 0 {
+        let per: u64 = if gpu { 1000 } else { 100 };
+        for (case, grid, block) in [("post_1thread", 1u32, 1u32), ("post_block", 1, o.threads), ("post_grid", o.grid, o.threads)] {
+            let args = [dst as u64, per, peer];
+            // SAFETY: bench_post's documented arguments: dst holds a u64 per thread of the launch.
+            unsafe { K.run("bench_post", grid, block, &args)? }; // warm-up
+            let mut v = vec![];
+            for _ in 0..o.reps {
+                // SAFETY: as above.
+                v.push(unsafe { K.run_timed("bench_post", grid, block, &args)? });
+            }
+            let ms = median(v);
+            let wqes = grid as f64 * block as f64 * per as f64;
+            let p = Opt { grid, threads: block, ..*o };
+            result(&format!("{case}_ns"), "thread", 8, &p, ms * 1e6 / wqes, "ns");
+            result(&format!("{case}_rate"), "thread", 8, &p, wqes / ms / 1e3, "MWQE/s");
+        }
+    }
+    rshmem::barrier_all()?;
+    rshmem::free(dst)
 }
 
 fn main() -> Result<(), rshmem::Error> {
@@ -124,6 +160,10 @@ fn main() -> Result<(), rshmem::Error> {
     }
     if me == 0 {
         result("malloc_us", "-", 1 << 20, &o, median(ts), "us");
+    }
+    if o.posting {
+        posting(&o, me, peer, gpu)?;
+        return rshmem::finalize();
     }
     let maxb = o.max_bytes;
     let sbuf = rshmem::malloc(maxb)?;

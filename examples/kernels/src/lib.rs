@@ -133,6 +133,22 @@ sh::kernels! {
             }
         }
     }
+    /// [dst(u64 per thread), per_thread, peer] — posting rate: every thread `p`s `per_thread` values to
+    /// its own word on `peer`, then its block quiets once. Against a PE on another node through IBGDA
+    /// every `p` is one inline RDMA WRITE WQE this thread builds and posts (with
+    /// RSHMEM_IBGDA_EMULATOR=ack the emulated NIC completes them without moving data, so the time is
+    /// the posting side's).
+    fn bench_post(a) {
+        let (dst, n, peer) = (*a as *mut u64, *a.add(1), *a.add(2) as i32);
+        let t = (T::block_index() * T::block_size() + T::block_rank()) as usize;
+        for i in 0..n {
+            sh::p(dst.add(t), i, peer);
+        }
+        T::sync_block();
+        if T::block_rank() == 0 {
+            sh::quiet();
+        }
+    }
     /// [ctrs(u64 per thread), per_thread, peer] — atomic rate: every thread adds to its own counter.
     fn bench_amo_rate(a) {
         let (ctrs, n, peer) = (*a as *mut u64, *a.add(1), *a.add(2) as i32);

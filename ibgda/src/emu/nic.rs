@@ -346,25 +346,30 @@ impl Nic {
     pub fn spawn(self) -> NicThread {
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
-        let idle_flag = Arc::new(AtomicBool::new(true));
-        let idle_out = idle_flag.clone();
+        // Pass count << 1 | idle after that pass: a waiter that saw count c knows a pass that
+        // started after it has ended once the count reaches c + 2.
+        let state = Arc::new(AtomicU64::new(1));
+        let state_out = state.clone();
         let handle = std::thread::Builder::new()
             .name("emulated-mlx5".into())
             .spawn(move || {
                 let mut nic = self;
                 let mut idle = 0u32;
+                let mut passes = 0u64;
                 while !st.load(Ordering::Acquire) {
-                    if nic.progress() {
-                        idle_flag.store(false, Ordering::Release);
+                    let progressed = nic.progress();
+                    passes += 1;
+                    state.store(passes << 1 | nic.is_idle() as u64, Ordering::Release);
+                    if progressed {
                         idle = 0;
                         continue;
                     }
-                    // After a pass without progress: what a host-side quiet waits for.
-                    idle_flag.store(nic.is_idle(), Ordering::Release);
+                    // As the proxy's drain thread: spin, then yield the CPU for a while (the posting
+                    // threads may need it on a small machine), then sleep briefly.
                     idle = idle.saturating_add(1);
                     if idle < 64 {
                         std::hint::spin_loop();
-                    } else if idle < 4096 {
+                    } else if idle < 20_000 {
                         std::thread::yield_now();
                     } else {
                         std::thread::sleep(Duration::from_micros(20));
@@ -373,42 +378,41 @@ impl Nic {
                 nic
             })
             .expect("spawn the emulated NIC thread");
-        NicThread { stop, idle: idle_out, handle: Some(handle) }
+        NicThread { stop, state: state_out, handle: Some(handle) }
     }
 }
 
 /// A NIC running on its own thread.
 pub struct NicThread {
     stop: Arc<AtomicBool>,
-    idle: Arc<AtomicBool>,
+    /// Passes done << 1 | whether the NIC was idle after the last one.
+    state: Arc<AtomicU64>,
     handle: Option<JoinHandle<Nic>>,
 }
 
 impl NicThread {
-    /// Whether the NIC had, at the end of its last pass without progress, completed everything its
-    /// doorbell records announced ([`Nic::is_idle`]). A caller that rang a doorbell must give the
-    /// thread a pass to notice it (`settled` waits for that).
-    pub fn idle(&self) -> bool {
-        self.idle.load(Ordering::Acquire)
-    }
-
-    /// Waits until the NIC is idle for two observations `pause` apart (so a pass after the caller's
-    /// last doorbell saw nothing left), or `limit` passed. Returns whether it settled.
-    pub fn settled(&self, pause: Duration, limit: Duration) -> bool {
+    /// Waits until a pass of the NIC that started after this call ended with the NIC idle
+    /// ([`Nic::is_idle`]: everything its doorbell records announced is complete), or `limit` passed.
+    /// Returns whether it did.
+    pub fn settled(&self, limit: Duration) -> bool {
         let start = Instant::now();
-        let mut seen = 0;
-        while start.elapsed() < limit {
-            if self.idle() {
-                seen += 1;
-                if seen >= 2 {
-                    return true;
-                }
-            } else {
-                seen = 0;
+        let first = self.state.load(Ordering::Acquire) >> 1;
+        let mut spins = 0u32;
+        loop {
+            let s = self.state.load(Ordering::Acquire);
+            if s >> 1 >= first + 2 && s & 1 == 1 {
+                return true;
             }
-            std::thread::sleep(pause);
+            if start.elapsed() >= limit {
+                return false;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
-        false
     }
 
     /// Stops the thread after its current pass and returns the NIC (for its statistics).

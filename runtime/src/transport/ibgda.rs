@@ -424,7 +424,7 @@ impl Transport for Ibgda {
         // Device code quieted its own WQEs; what a kernel left behind (nbi calls without quiet) is
         // complete once the NIC has nothing announced and unanswered.
         if let Some(nic) = self.nic.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            if !nic.settled(Duration::from_micros(100), self.wait_limit) {
+            if !nic.settled(self.wait_limit) {
                 return Err(Error::new(format!("rshmem quiet: the emulated NIC did not complete this PE's work requests within {:?}", self.wait_limit)));
             }
         }

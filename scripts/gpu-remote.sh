@@ -11,8 +11,16 @@
 #   4. NCCL's socket transport between the same two GPUs (bench/nccl_socket.py, torch);
 #   5. one loopback TCP stream, the medium's limit (bench/loopback_tcp.py);
 #   6. the suite once more with -np 4 (two PEs per node: p2p inside a node, proxy across);
-#   7. the Rust ring shift with --netns (each node in its own network namespace; needs root).
-# Selection: STEPS="ring suite bench nccl loopback suite4 netns" (default all, in that order), SUITE_RUNS=2,
+#   7. the Rust ring shift with --netns (each node in its own network namespace; needs root);
+#   8. (ibgda) nicbad: a WQE with a bad rkey and one with a remote address past the target's heap,
+#      each ending in a clear error completion (rshmem-test-pe nic_bad_key / nic_bad_addr);
+#   9. (ibgda) posting: rshmem-bench --posting with the emulated NIC acknowledging without moving data
+#      (RSHMEM_IBGDA_EMULATOR=ack, 16 QPs per PE): ns per WQE and WQEs/s per block and per grid;
+#  10. bench_proxy: rshmem-bench over the proxy in the same call, beside an ibgda run.
+# TRANSPORT=proxy (default) or ibgda: RSHMEM_REMOTE_TRANSPORT for every step (ibgda: the emulated NIC
+# when the machine has no usable NIC).
+# Selection: STEPS="ring suite bench nccl loopback suite4 netns" (default all, in that order; nicbad,
+# posting and bench_proxy only when named), SUITE_RUNS=2,
 # GRID/THREADS (rshmem-bench, default 32 x 256), BENCH_ARGS (more rshmem-bench options), NETNS=1 (add
 # --netns to every rshmrun). A step that hangs runs into its own limit (rshmrun --timeout names the
 # stalled PEs); if the call as a whole nears the device tool's 10 minutes, split STEPS over two calls.
@@ -31,7 +39,8 @@ out=${OUT:-/tmp/gpu-remote}
 mkdir -p "$out"
 exec > >(tee "$out/remote.log") 2>&1
 tee_pid=$!
-export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda} RSHMEM_REMOTE_TRANSPORT=proxy
+TRANSPORT=${TRANSPORT:-proxy}
+export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda} RSHMEM_REMOTE_TRANSPORT=$TRANSPORT
 # NVLink multicast stays off everywhere (KINDS.md): NVSHMEM, NCCL, PyTorch.
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 STEPS=${STEPS:-ring suite bench nccl loopback suite4 netns}
@@ -76,14 +85,32 @@ if has ring; then
 fi
 if has suite; then
   for r in $(seq 1 "${SUITE_RUNS:-2}"); do
-    step "suite run $r: rshmrun --nodes 2 -np 2 rshmem-test-pe all (proxy between the two GPUs)"
+    step "suite run $r: rshmrun --nodes 2 -np 2 rshmem-test-pe all ($TRANSPORT between the two nodes)"
     RSHMEM_SYMMETRIC_SIZE=2g rrun "suite_$r" 150 2 "$c/rshmem-test-pe" all
   done
 fi
 if has bench; then
-  step "rshmem-bench over the proxy transport: --nodes 2 -np 2, grid ${GRID:-32} x ${THREADS:-256}"
+  step "rshmem-bench over the $TRANSPORT transport: --nodes 2 -np 2, grid ${GRID:-32} x ${THREADS:-256}"
   # shellcheck disable=SC2086 # BENCH_ARGS is a list of options
   RSHMEM_SYMMETRIC_SIZE=2g rrun bench 300 2 "$c/rshmem-bench" --grid "${GRID:-32}" --threads "${THREADS:-256}" ${BENCH_ARGS:-} \
+    > >(tee "$out/rshmem_$TRANSPORT.log")
+fi
+if has nicbad; then
+  for s in nic_bad_key nic_bad_addr; do
+    step "bad input through IBGDA: rshmem-test-pe $s (must end in an error completion naming it)"
+    RSHMEM_SYMMETRIC_SIZE=1g RSHMEM_REMOTE_TRANSPORT=ibgda rrun "$s" 60 2 "$c/rshmem-test-pe" "$s"
+  done
+fi
+if has posting; then
+  step "posting cost: rshmem-bench --posting, ibgda with the emulated NIC acknowledging only, 16 QPs per PE"
+  # shellcheck disable=SC2086
+  RSHMEM_SYMMETRIC_SIZE=1g RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_IBGDA_EMULATOR=ack RSHMEM_IBGDA_QPS_PER_PE=16 \
+    rrun posting 200 2 "$c/rshmem-bench" --posting --grid "${POST_GRID:-132}" --threads "${POST_THREADS:-256}" > >(tee "$out/posting.log")
+fi
+if has bench_proxy; then
+  step "rshmem-bench over the proxy transport in the same call: --nodes 2 -np 2, grid ${GRID:-32} x ${THREADS:-256}"
+  # shellcheck disable=SC2086
+  RSHMEM_SYMMETRIC_SIZE=2g RSHMEM_REMOTE_TRANSPORT=proxy rrun bench_proxy 300 2 "$c/rshmem-bench" --grid "${GRID:-32}" --threads "${THREADS:-256}" ${BENCH_ARGS:-} \
     > >(tee "$out/rshmem_proxy.log")
 fi
 if has nccl; then

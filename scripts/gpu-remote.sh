@@ -19,6 +19,7 @@
 #  10. bench_proxy: rshmem-bench over the proxy in the same call, beside an ibgda run.
 # TRANSPORT=proxy (default) or ibgda: RSHMEM_REMOTE_TRANSPORT for every step (ibgda: the emulated NIC
 # when the machine has no usable NIC).
+# SUITE_TIMEOUT: seconds each suite run may take (default 150).
 # Selection: STEPS="ring suite bench nccl loopback suite4 netns" (default all, in that order; nicbad,
 # posting and bench_proxy only when named), SUITE_RUNS=2,
 # GRID/THREADS (rshmem-bench, default 32 x 256), BENCH_ARGS (more rshmem-bench options), NETNS=1 (add
@@ -86,7 +87,7 @@ fi
 if has suite; then
   for r in $(seq 1 "${SUITE_RUNS:-2}"); do
     step "suite run $r: rshmrun --nodes 2 -np 2 rshmem-test-pe all ($TRANSPORT between the two nodes)"
-    RSHMEM_SYMMETRIC_SIZE=2g rrun "suite_$r" 150 2 "$c/rshmem-test-pe" all
+    RSHMEM_SYMMETRIC_SIZE=2g rrun "suite_$r" "${SUITE_TIMEOUT:-150}" 2 "$c/rshmem-test-pe" all
   done
 fi
 if has bench; then

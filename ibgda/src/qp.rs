@@ -77,13 +77,17 @@ pub struct QpCounters {
     pub post_lock: u32,
     /// Spin lock of the normal-CQ consumer.
     pub poll_lock: u32,
+    /// The end of the last group holding an RDMA READ that its poster did not wait for (NVSHMEM's
+    /// `get_head`): while `cons_idx` is below it, a READ may still be answered, and a fence must
+    /// keep later WQEs from overtaking it (`Wqe` fence bits).
+    pub read_head: u64,
 }
 
 impl QpCounters {
     /// Counters of a fresh QP whose first WQE has index `start` (0 normally; near a multiple of 65536
     /// to exercise the wrap of the 16-bit index).
     pub const fn new(start: u64) -> Self {
-        QpCounters { resv_head: start, ready_head: start, prod_idx: start, cons_idx: start, cq_ci: 0, error: 0, post_lock: 0, poll_lock: 0 }
+        QpCounters { resv_head: start, ready_head: start, prod_idx: start, cons_idx: start, cq_ci: 0, error: 0, post_lock: 0, poll_lock: 0, read_head: start }
     }
 }
 
@@ -121,7 +125,7 @@ pub struct QpDesc {
 }
 
 const _: () = assert!(core::mem::size_of::<QpDesc>() == 72);
-const _: () = assert!(core::mem::size_of::<QpCounters>() == 56);
+const _: () = assert!(core::mem::size_of::<QpCounters>() == 64);
 
 /// A completion with error, from the error CQE.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -16,14 +16,20 @@
 //!   into the return slot of its WQE's first WQEBB (below), then a wait for its completion.
 //! - AMOs: NVSHMEM's mapping to standard and masked atomics (`rshmem_ibgda::Atomic::amo`); signals:
 //!   SET is a masked swap, ADD a 64-bit fetch-add.
-//! - `fence`: a NOP with the fence bit on each of this thread's QPs with WQEs outstanding, so the NIC
-//!   starts nothing later before the earlier READs and atomics finished (WRITEs and atomics of one QP
-//!   are executed in order at the target by RC).
+//! - `fence`: RC executes the WRITEs and atomics of one QP in order at the target, and a thread's calls
+//!   to a PE all go through one QP, so puts, AMOs and signals need nothing. A READ a `get_nbi` left
+//!   in flight could still be re-executed after a later WRITE (a retried READ reads memory again), so
+//!   while one is outstanding on a QP of this thread (`QpCounters::read_head`) fence posts a NOP with
+//!   the fence bit there: the NIC starts nothing after it before the earlier READs and atomics
+//!   finished.
 //! - `quiet`: every QP's completion through what was ready when it was called.
 //!
 //! # Queue pairs
-//! `qps_per_pe` RC QPs to each remote PE; a thread uses the one of its block (`block_index %
-//! qps_per_pe`), so every call of a thread (and of its block) to a PE goes through one QP, in order.
+//! `qps_per_pe` RC QPs to each remote PE; a thread uses the one of its warp (the warp's index in the
+//! grid modulo `qps_per_pe`), so every call of a thread to a PE goes through one QP, in order, and
+//! warps of one block spread over the QPs (a QP is in-order: one warp's WQEs never wait behind
+//! another's on a different QP). Block-scoped calls are posted by thread 0, through its warp's QP;
+//! `quiet` covers every QP.
 //!
 //! # Return slots
 //! A READ for `g` and an atomic's old value need a local buffer the NIC writes: each QP has one
@@ -241,19 +247,35 @@ fn table() -> Option<&'static Table> {
 fn table_or_fail(call: &'static str, pe: i32) -> &'static Table {
     match table() {
         Some(t) => t,
-        None => fail(call, Problem::NoTransport, pe, 0, 0),
+        None => {
+            // The PE is routed IBGDA but the table is missing (address 0) or not initialized (its
+            // address, and the magic found there as the length).
+            let at = arch::state_u64(offset_of!(DeviceState, ibgda));
+            // SAFETY: read only for the message; a non-zero `ibgda` is the runtime's table address.
+            let magic = if at == 0 { 0 } else { unsafe { core::ptr::read_volatile(at as *const u64) } };
+            fail(call, if at == 0 { Problem::NoTransport } else { Problem::NotInitialized }, pe, at, magic)
+        }
     }
+}
+
+/// Which of a PE's `n` QPs this thread uses: its warp's (the warp's index in the grid, modulo `n`).
+#[inline(always)]
+fn my_qp(n: u32) -> u32 {
+    let warps = arch::block_size().div_ceil(32);
+    (arch::block_index().wrapping_mul(warps) + arch::block_rank() / 32) % n.max(1)
 }
 
 /// The QP this thread uses to reach `pe`.
 #[inline(always)]
 fn qp_for(call: &'static str, t: &Table, pe: i32) -> &'static QpEntry {
     let n = t.qps_per_pe.max(1);
-    let i = (pe as u32 & (MAX_PES as u32 - 1)) * n + arch::block_index() % n;
+    let i = (pe as u32 & (MAX_PES as u32 - 1)) * n + my_qp(n);
     // SAFETY: the runtime's array of npes * qps_per_pe entries (pe < npes: the caller checked it).
     let q = unsafe { &*((t.qps as usize + i as usize * core::mem::size_of::<QpEntry>()) as *const QpEntry) };
     if q.desc.sq == 0 {
-        fail(call, Problem::NoTransport, pe, 0, 0);
+        // A PE routed IBGDA without a QP: the table is not what the runtime wrote (the address is
+        // the table's, the length the entry's index).
+        fail(call, Problem::NoTransport, pe, t as *const Table as u64, i as u64);
     }
     q
 }
@@ -516,6 +538,11 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
             }
             if blocking {
                 wait(call, pe, qp, end);
+            } else {
+                // A READ left in flight: a fence must not let later WQEs overtake it.
+                let head = (qp.desc.counters as usize + offset_of!(rshmem_ibgda::QpCounters, read_head)) as *mut u64;
+                // SAFETY: the QP's counters (as in `post`), accessed only atomically.
+                unsafe { Dev { call }.fetch_max_u64(head, end) };
             }
         }
     }
@@ -570,7 +597,7 @@ fn each_qp(t: &Table, mine: bool, mut f: impl FnMut(i32, &QpEntry)) {
             continue;
         }
         for q in 0..per {
-            if mine && q != arch::block_index() % per {
+            if mine && q != my_qp(per) {
                 continue;
             }
             let i = pe * per as usize + q as usize;
@@ -597,18 +624,19 @@ pub(crate) fn quiet() {
     arch::fence_acq_rel();
 }
 
-/// The IBGDA part of `fence`: a fenced NOP on each of this thread's QPs with WQEs outstanding.
+/// The IBGDA part of `fence`: a fenced NOP on each of this thread's QPs with a READ outstanding (see
+/// the module docs: nothing else needs one).
 pub(crate) fn fence() {
     const CALL: &str = "rshmem_fence (IBGDA)\0";
     let Some(t) = table() else { return };
     each_qp(t, true, |pe, qp| {
         let s = Dev { call: CALL };
         // SAFETY: the QP's counters (as in `post`), read atomically.
-        let (ready, done) = unsafe {
+        let (reads, done) = unsafe {
             let c = qp.desc.counters as usize;
-            (arch::load_relaxed_u64((c + offset_of!(rshmem_ibgda::QpCounters, ready_head)) as *const u64), s.load_u64((c + offset_of!(rshmem_ibgda::QpCounters, cons_idx)) as *const u64))
+            (s.load_u64((c + offset_of!(rshmem_ibgda::QpCounters, read_head)) as *const u64), s.load_u64((c + offset_of!(rshmem_ibgda::QpCounters, cons_idx)) as *const u64))
         };
-        if ready > done {
+        if reads > done {
             post(CALL, pe, qp, &[Wqe::nop(fm_ce_se::FM_FENCE)]);
         }
     });

@@ -397,30 +397,7 @@ impl Backend for CudaBackend {
         self.pinned_shared(bytes)
     }
     fn device_mem(&self, bytes: usize) -> Result<crate::backend::DeviceMem> {
-        self.bind()?;
-        let bytes = bytes.max(256);
-        let mut p: cu::CUdeviceptr = 0;
-        // SAFETY: out-pointer to a local; our context is current.
-        check(unsafe { cu::cuMemAlloc_v2(&mut p, bytes) }, &format!("cuMemAlloc({bytes} bytes)"))?;
-        // SAFETY: p is a fresh allocation of `bytes` bytes in our context.
-        if let Err(e) = check(unsafe { cu::cuMemsetD8_v2(p, 0, bytes) }, "cuMemsetD8") {
-            // SAFETY: allocated above, not used again.
-            unsafe { cu::cuMemFree_v2(p) };
-            return Err(e);
-        }
-        /// Frees the allocation in its context on drop (on whichever thread drops it last).
-        struct Free(u64, usize);
-        impl Drop for Free {
-            fn drop(&mut self) {
-                // SAFETY: the allocation made above, freed once, in the primary context (retained
-                // for the process's life) made current on this thread first.
-                unsafe {
-                    cu::cuCtxSetCurrent(self.1 as cu::CUcontext);
-                    cu::cuMemFree_v2(self.0);
-                }
-            }
-        }
-        Ok(crate::backend::DeviceMem { addr: p, bytes, _keep: Box::new(Free(p, self.ctx as usize)) })
+        self.device_zeroed(bytes)
     }
     unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
         // SAFETY: forwarded contract.

@@ -118,6 +118,38 @@ impl CudaBackend {
         })
     }
 
+    /// `Backend::device_mem` on CUDA: `cuMemAlloc`, zeroed on one of the services' streams and
+    /// synchronized. (Not `cuMemsetD8`: it runs on the legacy default stream, which the services'
+    /// non-blocking streams do not wait for, so a later copy into the memory could run before the
+    /// memset and be wiped: seen on an H100, the IBGDA table read back as zeros.)
+    pub(super) fn device_zeroed(&self, bytes: usize) -> Result<crate::backend::DeviceMem> {
+        self.bind()?;
+        let bytes = bytes.max(256);
+        let mut p: cu::CUdeviceptr = 0;
+        // SAFETY: out-pointer to a local; our context is current.
+        check(unsafe { cu::cuMemAlloc_v2(&mut p, bytes) }, &format!("cuMemAlloc({bytes} bytes)"))?;
+        /// Frees the allocation in its context on drop (on whichever thread drops it last).
+        struct Free(u64, usize);
+        impl Drop for Free {
+            fn drop(&mut self) {
+                // SAFETY: the allocation made above, freed once, in the primary context (retained
+                // for the process's life) made current on this thread first.
+                unsafe {
+                    cu::cuCtxSetCurrent(self.1 as cu::CUcontext);
+                    cu::cuMemFree_v2(self.0);
+                }
+            }
+        }
+        let mem = crate::backend::DeviceMem { addr: p, bytes, _keep: Box::new(Free(p, self.ctx as usize)) };
+        let s = self.take_stream()?;
+        // SAFETY: p is a live allocation of `bytes` bytes; s is a live stream of our context.
+        let r = check_ctx(unsafe { cu::cuMemsetD8Async(p, 0, bytes, s.0) }, "cuMemsetD8Async")
+            // SAFETY: s is a live stream.
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "cuStreamSynchronize"));
+        self.give_stream(s);
+        r.map(|_| mem)
+    }
+
     /// A stream of the pool, waiting while all are taken. The pool is made once, at setup
     /// (`prepare_services`), and never grows: every stream occupies one of the device's hardware work
     /// queues (CUDA_DEVICE_MAX_CONNECTIONS), and a proxy stream that shares a queue with the stream of

@@ -22,6 +22,12 @@
 // Options: --grid G (132) --threads T (512, a multiple of 32) --max-bytes N (256 MiB; k/m/g suffixes)
 //          --quick (sizes x16 apart instead of x4, 3 repeats instead of 5)
 //          --repeats R, --lat-iters N (10000): extras, not passed by run-compare.sh.
+//          --sizes LIST: the bandwidth sweeps' sizes instead of the default series (comma-separated, k/m/g
+//            suffixes, each <= max-bytes), e.g. --sizes 2k,8k,64k,512k.
+//          --offset B: source and destination of the put_bw / get_bw sweeps start B bytes into their
+//            buffers (a multiple of 8 below 4096): --offset 8 makes every transfer 8-byte but not 16-byte
+//            aligned wherever the chunk is a multiple of 16. Its cases are named put_bw_off<B> / get_bw_off<B>.
+//          --bw-only: the put_bw / get_bw sweeps (and their data checks) only; no other case.
 //
 // Method: every timed case runs once untimed (warm-up), then R times, timed with CUDA events
 // (host cases: std::chrono); the value is the median. Source buffers hold hashed words written from
@@ -255,8 +261,9 @@ __global__ void raise_kernel(int *flag, int npes) {
 // Host side
 struct Opt {
   int grid = 132, threads = 512, reps = 5, lat_iters = 10000;
-  bool quick = false;
-  size_t max_bytes = 256ull << 20;
+  bool quick = false, bw_only = false;
+  size_t max_bytes = 256ull << 20, offset = 0;
+  std::vector<size_t> sizes;  // --sizes (empty: the default series)
 };
 static Opt g_o;
 static cudaStream_t g_st;
@@ -265,7 +272,8 @@ static cudaEvent_t g_ev0, g_ev1;
 static void usage_exit(const char *msg, const char *arg) {
   fprintf(stderr,
           "nvshmem_perf: %s%s%s\nusage: nvshmem_perf [--grid G] [--threads T] [--quick] [--max-bytes N]"
-          " [--repeats R] [--lat-iters N]\n  (env: PE_RANK, PE_SIZE, UID_FILE)\n",
+          " [--repeats R] [--lat-iters N] [--sizes N,N,...] [--offset B] [--bw-only]\n"
+          "  (env: PE_RANK, PE_SIZE, UID_FILE)\n",
           msg, arg ? " " : "", arg ? arg : "");
   exit(2);
 }
@@ -294,6 +302,21 @@ static void parse_args(int argc, char **argv) {
     else if (a == "--repeats") g_o.reps = (int)parse_num(argv[i], v), i++;
     else if (a == "--lat-iters") g_o.lat_iters = (int)parse_num(argv[i], v), i++;
     else if (a == "--quick") g_o.quick = true, g_o.reps = 3;
+    else if (a == "--offset") g_o.offset = parse_num(argv[i], v), i++;
+    else if (a == "--bw-only") g_o.bw_only = true;
+    else if (a == "--sizes") {
+      if (!v) usage_exit("missing value after", argv[i]);
+      std::string list = v, item;
+      for (size_t at = 0; at <= list.size(); at++) {
+        if (at == list.size() || list[at] == ',') {
+          g_o.sizes.push_back(parse_num("--sizes", item.c_str()));
+          item.clear();
+        } else {
+          item += list[at];
+        }
+      }
+      i++;
+    }
     else if (a == "-h" || a == "--help") usage_exit("", nullptr);
     else usage_exit("unknown option", argv[i]);
   }
@@ -302,6 +325,9 @@ static void parse_args(int argc, char **argv) {
     usage_exit("--threads must be a multiple of 32 in 32..1024", nullptr);
   if (g_o.max_bytes < 8 || g_o.max_bytes % 8) usage_exit("--max-bytes must be a multiple of 8, >= 8", nullptr);
   if (g_o.reps < 1 || g_o.lat_iters < 1) usage_exit("--repeats and --lat-iters must be >= 1", nullptr);
+  if (g_o.offset % 8 || g_o.offset >= 4096) usage_exit("--offset must be a multiple of 8 below 4096", nullptr);
+  for (size_t b : g_o.sizes)
+    if (b < 8 || b > g_o.max_bytes) usage_exit("--sizes: every size must be in 8 .. max-bytes", nullptr);
 }
 
 static void result(const char *cas, const char *scope, size_t bytes, double value, const char *unit) {
@@ -358,17 +384,18 @@ static inline uint64_t word_of(int pe, uint64_t i) {
   return x ^ (x >> 31);
 }
 
-// Every word of buf[0, covered) on this PE against PE `src_pe`'s source words; number of mismatches.
-static size_t check_words(const char *buf, size_t covered, int src_pe, const char *what) {
+// Every word of buf[0, covered) on this PE against PE `src_pe`'s source words from word `w0` on (the
+// source buffer's word w0 + i is word_of(src_pe, w0 + i)); number of mismatches.
+static size_t check_words(const char *buf, size_t covered, int src_pe, size_t w0, const char *what) {
   std::vector<uint64_t> got(covered / 8);
   CK(cudaMemcpy(got.data(), buf, covered / 8 * 8, cudaMemcpyDeviceToHost));
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < got.size(); i++)
-    if (got[i] != word_of(src_pe, i) && bad++ == 0) first = i;
+    if (got[i] != word_of(src_pe, w0 + i) && bad++ == 0) first = i;
   if (bad)
     fprintf(stderr, "nvshmem_perf: PE %d: %s: %zu of %zu words wrong, first at byte %zu (0x%016llx, want 0x%016llx)\n",
             g_pe, what, bad, got.size(), first * 8, (unsigned long long)got[first],
-            (unsigned long long)word_of(src_pe, first));
+            (unsigned long long)word_of(src_pe, w0 + first));
   else
     printf("# %s: all %zu words verified on PE %d\n", what, got.size(), g_pe);
   fflush(stdout);
@@ -480,9 +507,10 @@ int main(int argc, char **argv) {
     CK(cudaRuntimeGetVersion(&ver));
     nvshmemx_vendor_get_version_info(&vmaj, &vmin, &vpatch);
     printf("# nvshmem_perf: NVSHMEM %d.%d.%d, %d PEs, %s, CUDA runtime %d, grid %d x %d threads, median of %d%s,"
-           " max %zu bytes, latency iterations %d, CUDA context %.3f s before init\n",
-           vmaj, vmin, vpatch, npes, prop.name,
-           ver, g_o.grid, g_o.threads, g_o.reps, g_o.quick ? " (quick)" : "", g_o.max_bytes, g_o.lat_iters, ctx_s);
+           " max %zu bytes, latency iterations %d, CUDA context %.3f s before init, bandwidth offset %zu%s%s\n",
+           vmaj, vmin, vpatch, npes, prop.name, ver, g_o.grid, g_o.threads, g_o.reps, g_o.quick ? " (quick)" : "",
+           g_o.max_bytes, g_o.lat_iters, ctx_s, g_o.offset, g_o.sizes.empty() ? "" : ", sizes given",
+           g_o.bw_only ? ", bandwidth only" : "");
     fflush(stdout);
   }
   result("init_s", "-", 0, init_s, "s");
@@ -502,29 +530,36 @@ int main(int argc, char **argv) {
 
   const size_t maxb = g_o.max_bytes;
   const size_t lat_bytes = std::max<size_t>(1 << 20, (size_t)g_o.grid * g_o.threads * 8);
-  char *sbuf = sym_alloc(maxb, "source buffer");
-  char *rbuf = sym_alloc(maxb, "destination buffer");
+  const size_t off = g_o.offset;  // --offset: where the bandwidth sweeps' transfers start in sbuf / rbuf
+  char *sbuf = sym_alloc(maxb + off, "source buffer");
+  char *rbuf = sym_alloc(maxb + off, "destination buffer");
   char *lat = sym_alloc(lat_bytes, "latency buffer");
   int *flag = (int *)sym_alloc(sizeof(int), "status flag");
   unsigned long long *out = nullptr;
   CK(cudaMalloc(&out, sizeof *out));
   {
-    std::vector<uint64_t> h(maxb / 8);
+    std::vector<uint64_t> h((maxb + off) / 8);
     for (size_t i = 0; i < h.size(); i++) h[i] = word_of(me, i);
-    CK(cudaMemcpy(sbuf, h.data(), maxb, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(sbuf, h.data(), maxb + off, cudaMemcpyHostToDevice));
   }
-  CK(cudaMemset(rbuf, 0xA5, maxb));
+  CK(cudaMemset(rbuf, 0xA5, maxb + off));
   CK(cudaMemset(lat, 0, lat_bytes));
   CK(cudaDeviceSynchronize());
   hbar();
 
   // Bandwidth sweeps: 8 B x4 (x16 with --quick) up to 128 MiB, 256 MiB, and 64 KiB (a target size).
-  std::vector<size_t> sizes;
-  for (size_t b = 8; b <= maxb && b <= (128ull << 20); b *= g_o.quick ? 16 : 4) sizes.push_back(b);
-  if (maxb >= (256ull << 20)) sizes.push_back(256ull << 20);
-  if (maxb >= (64u << 10) && std::find(sizes.begin(), sizes.end(), (size_t)64 << 10) == sizes.end())
-    sizes.push_back(64 << 10);
+  // --sizes replaces the series.
+  std::vector<size_t> sizes = g_o.sizes;
+  if (sizes.empty()) {
+    for (size_t b = 8; b <= maxb && b <= (128ull << 20); b *= g_o.quick ? 16 : 4) sizes.push_back(b);
+    if (maxb >= (256ull << 20)) sizes.push_back(256ull << 20);
+    if (maxb >= (64u << 10) && std::find(sizes.begin(), sizes.end(), (size_t)64 << 10) == sizes.end())
+      sizes.push_back(64 << 10);
+  }
   std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  const std::string suffix = off ? "_off" + std::to_string(off) : "";
+  const std::string put_case = "put_bw" + suffix, get_case = "get_bw" + suffix;
   const size_t largest = sizes.back();
   for (int dir = 0; dir < 2; dir++) {
     const bool put = dir == 0;
@@ -532,8 +567,8 @@ int main(int argc, char **argv) {
       if (me == 0)
         for (size_t bytes : sizes) {
           const int iters = bytes < (1u << 20) ? 200 : bytes < (16u << 20) ? 50 : 10;
-          const double ms = median_ms([&] { launch_bw(scope, put, rbuf, sbuf, bytes, iters, peer); });
-          result(put ? "put_bw" : "get_bw", kScopeName[scope], bytes, (double)bytes * iters / ms / 1e6, "GBps");
+          const double ms = median_ms([&] { launch_bw(scope, put, rbuf + off, sbuf + off, bytes, iters, peer); });
+          result((put ? put_case : get_case).c_str(), kScopeName[scope], bytes, (double)bytes * iters / ms / 1e6, "GBps");
         }
       hbar();
     }
@@ -541,15 +576,17 @@ int main(int argc, char **argv) {
     const Split s = split_of(largest, units_of(SC_BLOCK, g_o.grid, g_o.threads));
     const size_t covered = s.chunk * s.active;
     char what[128];
-    snprintf(what, sizeof what, "%s of %zu bytes (block scope, %zu bytes moved)", put ? "put" : "get", largest, covered);
+    snprintf(what, sizeof what, "%s of %zu bytes (block scope, %zu bytes moved, offset %zu)", put ? "put" : "get", largest,
+             covered, off);
     size_t bad = 0;
-    if (put && me == peer && (self || me == 1)) bad = check_words(rbuf, covered, 0, what);
-    if (!put && me == 0) bad = check_words(rbuf, covered, peer, what);
+    if (put && me == peer && (self || me == 1)) bad = check_words(rbuf + off, covered, 0, off / 8, what);
+    if (!put && me == 0) bad = check_words(rbuf + off, covered, peer, off / 8, what);
     if (any_pe(bad != 0, flag, npes)) die("%s: data check failed (see PE %d's message)", what, put ? 1 : 0);
   }
 
+  // --bw-only: nothing after the sweeps (every PE has the same options, so the collectives below match).
   // One-thread latencies and the atomic rate (PE 0 towards PE 1).
-  if (me == 0) {
+  if (me == 0 && !g_o.bw_only) {
     result("p_lat", "-", 4, lat_us<L_P>(lat, peer, out), "us");
     result("g_lat", "-", 4, lat_us<L_G>(lat, peer, out), "us");
     result("put_lat", "-", 8, lat_us<L_PUT>(lat, peer, out), "us");
@@ -566,7 +603,7 @@ int main(int argc, char **argv) {
   hbar();
 
   // Ping-pongs between PE 0 and PE 1: flag at lat, data at lat + 1024, signal at lat + 2048.
-  for (int kind = 0; kind < 2 && !self; kind++) {
+  for (int kind = 0; kind < 2 && !self && !g_o.bw_only; kind++) {
     const int n = g_o.lat_iters;
     auto once = [&](int iters) {
       CK(cudaMemsetAsync(lat, 0, 4096, g_st));
@@ -588,7 +625,7 @@ int main(int argc, char **argv) {
   }
 
   // Device barriers, all PEs.
-  for (int kind = 0; kind < 2 && !self; kind++) {
+  for (int kind = 0; kind < 2 && !self && !g_o.bw_only; kind++) {
     const int n = g_o.lat_iters;
     auto launch = [&](int iters) {
       if (kind == 0) barrier_kernel<false><<<1, 1, 0, g_st>>>(iters);
@@ -606,7 +643,7 @@ int main(int argc, char **argv) {
   }
 
   // All pairs: every PE puts to every other PE at once (all PEs; 4+ PEs is where this matters).
-  {
+  if (!g_o.bw_only) {
     const size_t np = (size_t)npes, top = (size_t)64 << 20;
     char *recv = sym_alloc(std::max<size_t>(np * std::min(top, maxb / np), 16), "all-pairs receive buffer");
     double *times = (double *)sym_alloc(np * sizeof(double), "all-pairs times");
@@ -651,7 +688,7 @@ int main(int argc, char **argv) {
   }
 
   // Host barrier, all PEs.
-  {
+  if (!g_o.bw_only) {
     for (int i = 0; i < 50; i++) nvshmem_barrier_all();
     const int n = 1000;
     std::vector<double> v;
@@ -665,7 +702,7 @@ int main(int argc, char **argv) {
   }
 
   // Host-initiated and on-stream puts from PE 0's symmetric source buffer.
-  if (me == 0) {
+  if (me == 0 && !g_o.bw_only) {
     for (size_t bytes : {(size_t)256 << 10, (size_t)4 << 20, (size_t)64 << 20, (size_t)256 << 20}) {
       if (bytes > maxb) continue;
       const int iters = bytes >= (64u << 20) ? 5 : 20;

@@ -248,6 +248,79 @@ __global__ void amo_coverage(Args a) {
     BITWISE_AMO_TYPES(BITWISE_AMO_CALLS)
 }
 
+// ------------------------------------------------------------------ device: the inline fast paths
+// rshmem_inline.h routes these device calls through inline fast paths (mapped PEs) that fall back to the
+// library functions. The kernels above reach them through every nvshmem.h/nvshmemx.h wrapper with
+// run-time sizes; this one adds the shapes that compile differently: constant small sizes to and from
+// locals (the thread-scope copy folds to one access), 8-byte-aligned but not 16-byte-aligned buffers
+// (8-byte head/tail around 16-byte units, and 8-byte units when the two pointers differ in phase) in
+// every scope, and every AMO width through the rshmem names, results used.
+#if defined(__CUDA_ARCH__) && !defined(RSHMEM_NO_INLINE_FASTPATH)
+#if !defined(rshmem_g32) || !defined(rshmem_p64) || !defined(rshmem_getmem) || !defined(rshmem_putmem_nbi_block) || \
+    !defined(rshmem_getmem_nbi_warp) || !defined(rshmem_atomic_fetch_add32) || !defined(rshmem_atomic_add64) ||    \
+    !defined(rshmem_atomic_compare_swap64) || !defined(rshmem_atomic_fetch32) || !defined(rshmem_atomic_set64) ||  \
+    !defined(rshmem_atomic_swap32) || !defined(rshmem_atomic_fetch_inc64) || !defined(rshmem_atomic_xor32)
+#error "rshmem_inline.h's fast paths are not hooked in (device pass)"
+#endif
+#endif
+#define INLINE_AMO_CALLS(B)                                                                                \
+    {                                                                                                      \
+        uint##B##_t v = rshmem_atomic_fetch_add##B(a.sym, 1, a.pe);                                        \
+        rshmem_atomic_add##B(a.sym, v, a.pe);                                                              \
+        v += rshmem_atomic_fetch_and##B(a.sym, v, a.pe);                                                   \
+        rshmem_atomic_and##B(a.sym, v, a.pe);                                                              \
+        v += rshmem_atomic_fetch_or##B(a.sym, v, a.pe);                                                    \
+        rshmem_atomic_or##B(a.sym, v, a.pe);                                                               \
+        v += rshmem_atomic_fetch_xor##B(a.sym, v, a.pe);                                                   \
+        rshmem_atomic_xor##B(a.sym, v, a.pe);                                                              \
+        v += rshmem_atomic_fetch_inc##B(a.sym, a.pe);                                                      \
+        rshmem_atomic_inc##B(a.sym, a.pe);                                                                 \
+        v += rshmem_atomic_swap##B(a.sym, v, a.pe);                                                        \
+        v += rshmem_atomic_compare_swap##B(a.sym, v, v + 1, a.pe);                                         \
+        v += rshmem_atomic_fetch##B(a.sym, a.pe);                                                          \
+        rshmem_atomic_set##B(a.sym, v, a.pe);                                                              \
+        *a.sink += v;                                                                                      \
+    }
+
+__global__ void inline_fastpath_coverage(Args a) {
+    // Thread scope, constant sizes, local buffers (registers on the fast path).
+    unsigned long long v8 = 0;
+    int4 v16 = make_int4(0, 0, 0, 0);
+    nvshmem_getmem(&v8, a.sym, 8, a.pe);
+    nvshmem_putmem(a.sym, &v8, 8, a.pe);
+    nvshmem_getmem_nbi(&v16, a.sym, 16, a.pe);
+    nvshmem_putmem_nbi(a.sym, &v16, 16, a.pe);
+    nvshmem_double_get((double *)&v8, (const double *)a.sym, 1, a.pe);
+    nvshmem_int_put((int *)a.sym, (const int *)&v16, 4, a.pe);
+    *a.sink += v8 + (unsigned long long)v16.x;
+    // p/g of every width, loop-carried as in a latency loop.
+    unsigned long long acc = 0;
+    for (size_t i = 0; i < a.n; i++) {
+        acc += nvshmem_char_g((const char *)a.sym + (acc & 7), a.pe);
+        acc += nvshmem_short_g((const short *)a.sym + (acc & 7), a.pe);
+        acc += nvshmem_int_g((const int *)a.sym + (acc & 7), a.pe);
+        acc += nvshmem_long_g((const long *)a.sym + (acc & 7), a.pe);
+        nvshmem_uint8_p((uint8_t *)a.sym + (acc & 7), (uint8_t)acc, a.pe);
+        nvshmem_uint16_p((uint16_t *)a.sym + (acc & 7), (uint16_t)acc, a.pe);
+        nvshmem_float_p((float *)a.sym + (acc & 7), (float)acc, a.pe);
+        nvshmem_double_p((double *)a.sym + (acc & 7), (double)acc, a.pe);
+    }
+    *a.sink += acc;
+    // 8-byte aligned, not 16: same phase (head/tail + 16-byte units) and different phase (8-byte units).
+    char *s8 = (char *)a.sym + 8, *l8 = (char *)a.local + 8, *l0 = (char *)a.local;
+    const size_t n = 8 * a.n;
+    nvshmem_putmem(s8, l8, n, a.pe);
+    nvshmem_getmem(l0, s8, n, a.pe);
+    nvshmemx_putmem_warp(s8, l8, n, a.pe);
+    nvshmemx_getmem_nbi_warp(l0, s8, n, a.pe);
+    nvshmemx_putmem_nbi_block(s8, l8, n, a.pe);
+    nvshmemx_getmem_block(l0, s8, n, a.pe);
+    nvshmemx_double_put_nbi_block((double *)s8, (const double *)l8, a.n, a.pe);
+    nvshmemx_uint64_get_warp((uint64_t *)l8, (const uint64_t *)s8, a.n, a.pe);
+    INLINE_AMO_CALLS(32)
+    INLINE_AMO_CALLS(64)
+}
+
 // ------------------------------------------------------------------ device: synchronization
 #define WAIT_CALLS(N, T)                                                                                   \
     {                                                                                                      \
@@ -713,6 +786,7 @@ static void host_coverage(int rank, int nranks) {
     if (nvshmemx_collective_launch_query_gridsize((const void *)rma_coverage, dim3(32), args, 0, &grid) == 0)
         nvshmemx_collective_launch((const void *)rma_coverage, dim3(grid), dim3(32), args, 0, st);
     amo_coverage<<<1, 1, 0, st>>>(a);
+    inline_fastpath_coverage<<<1, 32, 0, st>>>(a);
     sync_coverage<<<1, 1, 0, st>>>(a);
     rshmem_api_coverage<<<1, 1, 0, st>>>(a);
     coll_coverage<<<1, 1, 0, st>>>(a);

@@ -27,11 +27,18 @@ have_mpi() {
 }
 # rdma-core's headers (libibverbs-dev: infiniband/mlx5dv.h) for the golden-byte test of the mlx5 WQEs.
 have_mlx5dv() { [ -e /usr/include/infiniband/mlx5dv.h ]; }
+# The `verbs` feature (runtime/src/transport/verbs): rdma-sys finds rdma-core with pkg-config (libibverbs,
+# librdmacm) and runs bindgen, which needs libclang, over the system's verbs headers.
+have_verbs_build() {
+  command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libibverbs librdmacm \
+    && compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null
+}
 pkgs=()
 if [ "${SETUP_SKIP_MPI:-0}" != 1 ] && ! have_mpi; then pkgs+=(openmpi-bin libopenmpi-dev); fi
 if ! have_mlx5dv; then pkgs+=(libibverbs-dev); fi
+if ! have_verbs_build; then pkgs+=(pkg-config libibverbs-dev librdmacm-dev libclang-dev); fi
 if [ ${#pkgs[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null) >&2 \
-    || echo "setup: could not install ${pkgs[*]} (the MPI tests / the mlx5 golden-byte test will be skipped)" >&2
+    || echo "setup: could not install ${pkgs[*]} (the MPI tests / the mlx5 golden-byte test will be skipped; the verbs feature will not build)" >&2
 fi
 echo "setup: ok" >&2

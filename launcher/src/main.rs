@@ -30,7 +30,7 @@ fn main() {
     }
     if cli.diagnose {
         // Every check is bounded and a failing one is a line of the report, not an error: exit 0.
-        let text = rshmem::diagnose::render(&rshmem::diagnose::report());
+        let text = rshmem::diagnose::render(&rshmem::transport::select::report());
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();

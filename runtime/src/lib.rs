@@ -11,10 +11,13 @@
 //!    platform) down as arguments; it tells [`log`] the PE number ([`log::set_pe`]).
 //! 3. **Transports** — [`transport`]: which PEs this PE reaches and how. `transport::p2p` serves the
 //!    node-local PEs (and does the one same-node fd exchange, `transport::p2p::exchange`, both
-//!    platforms use); `RSHMEM_REMOTE_TRANSPORT` names the one for other nodes (`proxy`, `ibgda`: not
-//!    built yet). Its proxy pieces: `transport::{wire, tcp, ring}`.
-//! 4. **Platforms** — [`backend::Backend`] implemented by [`cpu`] (memfd heap via [`segment`], kernels
-//!    on host threads) and [`cuda`] (cuMem granules, modules; `cuda::{driver, module}` and the backend
+//!    platforms use); `RSHMEM_REMOTE_TRANSPORT` names the one for other nodes (`proxy`, `ibgda`),
+//!    `transport::select` decides (with the host probes and the verbs checks). The proxy's pieces:
+//!    `transport::{wire, tcp, ring}`; IBGDA's: `transport::ibgda` and, feature `verbs`,
+//!    `transport::verbs` (a real NIC).
+//! 4. **Platforms** — the host probes [`diagnose`] (sysfs, the CUDA driver, interfaces: what
+//!    `rshmrun --diagnose` reports; it imports no transport), and [`backend::Backend`] implemented by
+//!    [`cpu`] (memfd heap via [`segment`], kernels on host threads) and [`cuda`] (cuMem granules, modules; `cuda::{driver, module}` and the backend
 //!    in `cuda/mod.rs`): where kernels run and memory lives, copies, zeroing, quiet, and exporting the
 //!    heap as descriptors for the p2p exchange. [`hostsync`] (shared-memory host barrier) sits here too.
 //! 5. **Services** — [`bootstrap`], [`fdpass`], [`heap`] (the allocator), [`jobstatus`], [`env`],
@@ -186,5 +189,20 @@ mod tests {
             }
         }
         assert!(bad.is_empty(), "lower layers import the API/runtime layer:\n{}", bad.join("\n"));
+    }
+
+    /// The host probes (`diagnose`) sit below the transports: the transports (the verbs module, the
+    /// choice of the remote transport) use them, so they must not use a transport.
+    #[test]
+    fn the_host_probes_import_no_transport() {
+        let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/diagnose.rs");
+        let bad: Vec<String> = std::fs::read_to_string(&f)
+            .unwrap()
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.split("//").next().unwrap_or("").contains("crate::transport"))
+            .map(|(i, l)| format!("diagnose.rs:{}: {}", i + 1, l.trim()))
+            .collect();
+        assert!(bad.is_empty(), "diagnose.rs imports the transport layer:\n{}", bad.join("\n"));
     }
 }

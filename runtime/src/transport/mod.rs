@@ -29,6 +29,7 @@ pub mod ibgda;
 pub mod p2p;
 pub mod proxy;
 pub mod ring;
+pub mod select;
 pub mod tcp;
 #[cfg(feature = "verbs")]
 pub mod verbs;
@@ -194,11 +195,11 @@ pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usab
 /// The registry: the constructor of the transport for PEs on other nodes, by name. `var` is the
 /// variable that named it (for messages). `Ok(None)`: no remote transport (`none`, or a single-node
 /// job under `auto`: no threads, no sockets). The runtime calls the constructor once the platform
-/// exists. Whether a real NIC is usable is asked (`crate::diagnose::nic_usable`) only when the answer
-/// matters: the job spans nodes and the value is `auto` or `ibgda`.
+/// exists. Whether a real NIC is usable is asked ([`select::nic_usable`]) only when the answer matters:
+/// the job spans nodes and the value is `auto` or `ibgda`.
 pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool) -> Result<Option<RemoteFactory>> {
     let asks_nic = spans_nodes && matches!(parse_remote(value), Ok(Remote::Auto | Remote::Ibgda));
-    let nic = asks_nic && crate::diagnose::nic_usable();
+    let nic = asks_nic && select::nic_usable();
     Ok(factory(choose_remote(var, value, spans_nodes, nic)?))
 }
 

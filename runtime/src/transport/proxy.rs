@@ -55,7 +55,7 @@ use rshmem_ibgda::emu::{Access, MrTable, Reason, RemoteDone, RemoteError, Remote
 use rshmem_ibgda::mlx5::syndrome;
 use rshmem_device::remote::proxy::{amo, op, post_with, return_area_bytes, ring_bytes, wait_completed_with, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
 use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -262,26 +262,11 @@ fn ring_area(slots: usize) -> usize {
     ring_bytes(slots).next_multiple_of(64)
 }
 
-/// The IPv4 address this PE's proxy listens on: RSHMEM_PROXY_IFNAME's, else the address this host
-/// uses to reach the bootstrap rendezvous (with `--netns` every node has its own), else the default
-/// interface's.
+/// The IPv4 address this PE's proxy listens on (`crate::diagnose::proxy_listen_ip`, which
+/// `rshmrun --diagnose` reports too): RSHMEM_PROXY_IFNAME's, else the address this host uses to reach
+/// the bootstrap rendezvous (with `--netns` every node has its own), else the default interface's.
 fn listen_ip() -> Result<IpAddr> {
-    if let Some(ifname) = env::get(env::PROXY_IFNAME) {
-        return crate::bootstrap::local_ipv4(Some(ifname.trim())).map(IpAddr::V4);
-    }
-    if let Some(addr) = env::get(env::BOOTSTRAP) {
-        if let Some(a) = crate::bootstrap::resolve_addr(addr.trim()).ok().and_then(|v| v.into_iter().find(|a| a.is_ipv4())) {
-            if a.ip().is_loopback() {
-                return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
-            }
-            // The source address of a route to the rendezvous (a UDP connect sends nothing).
-            let probe = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).and_then(|s| s.connect(a).and_then(|_| s.local_addr()));
-            if let Ok(local) = probe {
-                return Ok(local.ip());
-            }
-        }
-    }
-    crate::bootstrap::local_ipv4(env::get(env::BOOTSTRAP_IFNAME).as_deref().map(str::trim)).map(IpAddr::V4)
+    crate::diagnose::proxy_listen_ip(&crate::diagnose::NetEnv::current()).map(|(ip, _)| ip)
 }
 
 /// This process's proxy channel as host threads address it: (ring, return area) — for tests and tools

@@ -73,8 +73,12 @@ fn posting(o: &Opt, me: i32, peer: u64, gpu: bool) -> Result<(), rshmem::Error> 
     let dst = rshmem::calloc(words, 8)?;
     rshmem::barrier_all()?;
     if me == 0 {
-        let per: u64 = if gpu { 1000 } else { 100 };
         for (case, grid, block) in [("post_1thread", 1u32, 1u32), ("post_block", 1, o.threads), ("post_grid", o.grid, o.threads)] {
+            let per: u64 = match (gpu, grid * block) {
+                (false, _) => 100,
+                (true, 1) => 1000,
+                (true, t) => (1_000_000 / t as u64).clamp(8, 1000),
+            };
             let args = [dst as u64, per, peer];
             // SAFETY: bench_post's documented arguments: dst holds a u64 per thread of the launch.
             unsafe { K.run("bench_post", grid, block, &args)? }; // warm-up
@@ -207,6 +211,9 @@ fn main() -> Result<(), rshmem::Error> {
             for &bytes in &sizes {
                 if me == 0 {
                     let iters: u64 = if bytes < 1 << 20 { 200 } else if bytes < 16 << 20 { 50 } else { 10 };
+                    // To another node every transfer is a network operation of tens of microseconds
+                    // (thousands of them per round at thread scope): fewer rounds.
+                    let iters = if o.route == "remote" { (iters / 50).max(1) } else { iters };
                     let args = [rbuf as u64, sbuf as u64, bytes as u64, iters, peer, scope, dir];
                     let ms = time("bench_bw", o.grid, o.threads, &args)?;
                     result(case, sname, bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
@@ -277,7 +284,7 @@ fn main() -> Result<(), rshmem::Error> {
             let ms = time("bench_lat", 1, 1, &[lat as u64, it, peer, out as u64, kind])?;
             result(case, "-", if kind == 2 || kind == 3 { 8 } else { 4 }, &o, ms * 1e3 / it as f64, "us");
         }
-        let per = 100u64;
+        let per = if o.route == "remote" { 2u64 } else { 100 };
         let ms = time("bench_amo_rate", o.grid, o.threads, &[lat as u64, per, peer])?;
         result("amo_rate", "-", 8, &o, (o.grid * o.threads) as f64 * per as f64 / ms / 1e3, "Mops");
     }

@@ -47,9 +47,10 @@ pub unsafe trait Sys {
     /// Orders this thread's earlier memory accesses before its later ones among posting threads
     /// (NVSHMEM's `IBGDA_MFENCE`).
     fn fence_acq_rel(&self);
-    /// Makes this thread's earlier stores (WQEs, the doorbell record) visible to the NIC and to other
-    /// threads that may ring for it before its later stores (NVSHMEM's `IBGDA_MEMBAR`:
-    /// `__threadfence()` for queues in GPU memory, `__threadfence_system()` for host memory).
+    /// Makes this thread's earlier stores (its WQEs) visible to the NIC and to other threads that may
+    /// ring for them before its later stores (NVSHMEM's `IBGDA_MEMBAR`: `__threadfence()` for queues
+    /// in GPU memory, `__threadfence_system()` for host memory). The doorbell record and the doorbell
+    /// are ordered after it by release stores.
     fn fence_nic(&self);
     /// Called on every spin of a wait, with a counter that starts at 0 for each wait. Returns false to
     /// give up (the wait returns [`PollError::Timeout`]).
@@ -285,8 +286,10 @@ impl QpDesc {
         if start_of_ring > 0 {
             // SAFETY: as above.
             unsafe { self.poll(s, start_of_ring)? };
+            // Acquire: the NIC read the slots' previous WQEs before it completed them; our writes come
+            // after what the poll observed.
+            s.fence_acq_rel();
         }
-        s.fence_acq_rel();
         Ok(base)
     }
 
@@ -377,21 +380,23 @@ impl QpDesc {
                 return Err(PollError::Timeout { idx: new, prod, cons });
             }
         }
+        // Acquire: the WQEs below `new` that other threads marked ready (each after its release
+        // fence in `mark_ready`, observed through `ready_head`) happen before what follows.
         s.fence_acq_rel();
         // SAFETY: as above.
         let old = unsafe { s.fetch_max_u64(self.prod_idx(), new) };
         if new > old {
-            s.fence_nic();
+            // Release stores, in this order (NVSHMEM skips its membars for release stores too): every
+            // WQE below `new` (this thread's, released by `mark_ready`'s fence; the others' through
+            // the acquire above) before the doorbell record, the record before the doorbell.
             // SAFETY: the doorbell record and register are the QP's (caller's contract); aligned.
             unsafe {
                 s.store_release_u32((self.dbr as usize + 4 * mlx5::SND_DBR) as *mut u32, mlx5::dbr_word(new));
+                s.store_release_u64(self.db as *mut u64, mlx5::doorbell_word(new, self.qpn));
             }
-            s.fence_nic();
-            // SAFETY: as above.
-            unsafe { s.store_release_u64(self.db as *mut u64, mlx5::doorbell_word(new, self.qpn)) };
         }
-        s.fence_acq_rel();
-        // SAFETY: the lock word, held by this thread.
+        // SAFETY: the lock word, held by this thread; the release orders the doorbell before it, so
+        // doorbells of one QP reach the NIC in order.
         unsafe { s.store_release_u32(lock, 0) };
         Ok(())
     }

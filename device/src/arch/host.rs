@@ -246,6 +246,21 @@ pub fn is_local(_p: *const u8) -> bool {
 }
 
 /// Keeps the compiler from moving memory accesses across this point (no instruction).
+/// CPU backend: every thread posts on its own (warp-level aggregation is a GPU optimization): a group
+/// of one, lane 0.
+#[inline(always)]
+pub fn warp_peers(_key: u64) -> (u32, u32) {
+    (1, 0)
+}
+/// CPU backend: groups of one ([`warp_peers`]): the value itself.
+#[inline(always)]
+pub fn warp_bcast_u64(_mask: u32, _src: u32, v: u64) -> u64 {
+    v
+}
+/// CPU backend: groups of one: nothing to wait for.
+#[inline(always)]
+pub fn warp_sync_mask(_mask: u32) {}
+
 #[inline(always)]
 pub fn compiler_barrier() {
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);

@@ -78,6 +78,39 @@ pub fn sync_warp() {
     }
 }
 
+/// The lanes of this thread's warp that run this code at this moment with the same `key` as this
+/// thread (a mask, this lane included), and this thread's lane (`activemask` + `match.any.sync`).
+#[inline(always)]
+pub fn warp_peers(key: u64) -> (u32, u32) {
+    let (mask, peers, lane): (u32, u32, u32);
+    // SAFETY: reading the active mask and the lane id has no preconditions; match.any.sync is called
+    // by exactly the lanes in `mask` (those active here, which all execute this same instruction).
+    unsafe {
+        asm!("activemask.b32 {m};", m = out(reg32) mask);
+        asm!("match.any.sync.b64 {p}, {k}, {m};", p = out(reg32) peers, k = in(reg64) key, m = in(reg32) mask);
+        asm!("mov.u32 {l}, %laneid;", l = out(reg32) lane);
+    }
+    (peers, lane)
+}
+/// `v` of lane `src`, to every lane of `mask` (all of which call it).
+#[inline(always)]
+pub fn warp_bcast_u64(mask: u32, src: u32, v: u64) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: shfl.sync by exactly the lanes of `mask` (the caller's contract), `src` one of them.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {d}, {a}, {s}, 31, {m};", d = out(reg32) lo, a = in(reg32) v as u32, s = in(reg32) src, m = in(reg32) mask);
+        asm!("shfl.sync.idx.b32 {d}, {a}, {s}, 31, {m};", d = out(reg32) hi, a = in(reg32) (v >> 32) as u32, s = in(reg32) src, m = in(reg32) mask);
+    }
+    (hi as u64) << 32 | lo as u64
+}
+/// Barrier of the lanes of `mask` (all of which call it); orders their memory accesses before it
+/// before those after it.
+#[inline(always)]
+pub fn warp_sync_mask(mask: u32) {
+    // SAFETY: every lane of `mask` calls it (the caller's contract).
+    unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask) }
+}
+
 /// Keeps the compiler from moving memory accesses across this point or caching loaded values in
 /// registers across it (no instruction: an empty asm statement that may touch memory).
 #[inline(always)]

@@ -12,7 +12,8 @@
 //!   up to 12 bytes from anywhere (a thread-local variable too) as one inline WRITE. Several WQEs of one
 //!   call are posted as groups that ring the doorbell once. `put_signal` appends the signal's atomic to
 //!   the last group: RC executes it after the WRITEs, so the signal is never visible before the data.
-//! - `p`: one inline WRITE. `g` and fetching AMOs: a READ or an atomic whose result the NIC writes
+//! - `p`: one inline WRITE. `p`s, non-fetching AMOs and signals of the lanes of a warp that go to one QP
+//!   at the same moment are posted as one group (`post_one`: one reservation, one doorbell). `g` and fetching AMOs: a READ or an atomic whose result the NIC writes
 //!   into the return slot of its WQE's first WQEBB (below), then a wait for its completion.
 //! - AMOs: NVSHMEM's mapping to standard and masked atomics (`rshmem_ibgda::Atomic::amo`); signals:
 //!   SET is a masked swap, ADD a 64-bit fetch-add.
@@ -345,6 +346,53 @@ fn post(call: &'static str, pe: i32, qp: &QpEntry, wqes: &[Wqe]) -> u64 {
     }
 }
 
+/// Posts `w`, a WQE nobody waits for (`p`, a non-fetching AMO or signal), together with the lanes of
+/// this warp that post to the same QP at this moment, as NVSHMEM does: one reservation by the group's
+/// leader for all of them, each lane writes its WQE into its slot, the warp synchronizes (ordering the
+/// lanes' WQE stores before the leader's release fence in `mark_ready`), and the leader marks the
+/// group ready and rings at most once; only the group's last WQE asks for a CQE. A warp whose lanes
+/// all `p` to one PE thus costs one pass through the ready chain instead of 32 (on the GPU; the CPU
+/// backend's threads post alone). WQEs of two WQEBBs go alone.
+#[inline(always)]
+fn post_one(call: &'static str, pe: i32, qp: &QpEntry, w: Wqe) {
+    if w.wqebbs() != 1 {
+        post(call, pe, qp, &[w]);
+        return;
+    }
+    let (peers, lane) = arch::warp_peers(qp as *const QpEntry as u64);
+    if peers == 1 << lane {
+        post(call, pe, qp, &[w]);
+        return;
+    }
+    let leader = peers.trailing_zeros();
+    let n = peers.count_ones();
+    let rank = (peers & ((1u32 << lane) - 1)).count_ones();
+    let s = Dev { call };
+    let d = &qp.desc;
+    let mut base = 0;
+    if lane == leader {
+        // SAFETY: as in `post`.
+        base = match unsafe { d.reserve(&s, n) } {
+            Ok(b) => b,
+            Err(e) => fail_poll(call, pe, e),
+        };
+    }
+    let base = arch::warp_bcast_u64(peers, leader, base);
+    let mut w = w;
+    if rank == n - 1 {
+        w.set_flags(w.flags() | fm_ce_se::CQ_UPDATE);
+    }
+    // SAFETY: WQEBB base + rank is this lane's, reserved by the leader for the group.
+    unsafe { d.write(&s, base + rank as u64, &w) };
+    arch::warp_sync_mask(peers);
+    if lane == leader {
+        // SAFETY: the group's WQEBBs are all written (the warp barrier above).
+        if let Err(e) = unsafe { d.submit(&s, base, n) } {
+            fail_poll(call, pe, e);
+        }
+    }
+}
+
 /// Waits until `qp` has completed everything below `end`.
 #[inline(always)]
 fn wait(call: &'static str, pe: i32, qp: &QpEntry, end: u64) {
@@ -411,7 +459,7 @@ pub(crate) fn put_inline(call: &'static str, local: usize, len: usize, bits: u64
     let t = table_or_fail(call, pe);
     let qp = qp_for(call, t, pe);
     let (r, _) = remote_of(t, pe, local as u64 - heap().0);
-    post(call, pe, qp, &[Wqe::rdma_write_inline_value(0, r, bits, len as u32)]);
+    post_one(call, pe, qp, Wqe::rdma_write_inline_value(0, r, bits, len as u32));
 }
 
 /// `g` of `len` (1..=8) bytes at heap address `local` on `pe`: a READ into the return slot.
@@ -575,7 +623,7 @@ pub(crate) fn amo(call: &'static str, local: usize, width: usize, code: u16, val
     if fetch_old {
         a.fetched(fetch(call, pe, t, qp, |l| Wqe::atomic(0, r, l, a)))
     } else {
-        post(call, pe, qp, &[Wqe::atomic(0, r, discard(t, qp), a)]);
+        post_one(call, pe, qp, Wqe::atomic(0, r, discard(t, qp), a));
         0
     }
 }

@@ -16,12 +16,15 @@ use std::time::Duration;
 const LKEY: u32 = 0x11;
 const RKEY: u32 = 0x22;
 
+/// Answers waiting to be released or polled: (tag, outcome).
+type Answers = Arc<Mutex<Vec<(u64, Result<RemoteDone, RemoteError>)>>>;
+
 /// A peer that executes at once but answers only when the test releases answers, in the order the
 /// test picks; it logs every start (tag, kind).
 struct Late {
     mrs: Arc<MrTable>,
-    held: Arc<Mutex<Vec<(u64, Result<RemoteDone, RemoteError>)>>>,
-    released: Arc<Mutex<Vec<(u64, Result<RemoteDone, RemoteError>)>>>,
+    held: Answers,
+    released: Answers,
     started: Arc<Mutex<Vec<(u64, &'static str)>>>,
 }
 
@@ -46,8 +49,8 @@ struct LateRig {
     nic: Nic,
     qp: HostQp,
     mrs: Arc<MrTable>,
-    held: Arc<Mutex<Vec<(u64, Result<RemoteDone, RemoteError>)>>>,
-    released: Arc<Mutex<Vec<(u64, Result<RemoteDone, RemoteError>)>>>,
+    held: Answers,
+    released: Answers,
     started: Arc<Mutex<Vec<(u64, &'static str)>>>,
 }
 

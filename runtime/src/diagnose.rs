@@ -1416,7 +1416,7 @@ mod tests {
             assert!(c.line().contains(". Fix: on a host with a ConnectX"), "{}", c.line());
             std::fs::create_dir_all(under(t.root(), "/sys/class/infiniband")).unwrap(); // empty now
         }
-        assert!(!usable_at(t.root(), None, Some(|| Vec::new())));
+        assert!(!usable_at(t.root(), None, Some(Vec::new)));
         // mlx5_core bound without mlx5_ib, and a ConnectX without any driver: the hint names them.
         t.pci(SW_NIC, 0, Some("mlx5_core"));
         t.link("/sys/bus/pci/drivers/mlx5_core/0000:19:00.0", "../../../../devices/pci0000:15");
@@ -1478,7 +1478,7 @@ mod tests {
         assert!(!ok && find(&checks, "RDMA devices").status == Status::Fail);
         let (_, checks, ok) = scan(&t, Some("mlx5_0:"));
         assert!(!ok && find(&checks, "RDMA devices").detail.contains("RSHMEM_IB_HCA=\"mlx5_0:\" is not valid"), "{}", lines(&checks));
-        assert!(!usable_at(t.root(), Some("mlx5_0:"), Some(|| Vec::new())));
+        assert!(!usable_at(t.root(), Some("mlx5_0:"), Some(Vec::new)));
     }
 
     fn loc(root: &str, chain: &[&str], numa: Option<u32>) -> PciLoc {

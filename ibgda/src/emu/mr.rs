@@ -88,6 +88,9 @@ pub trait Dma: Send + Sync {
     unsafe fn write(&self, addr: u64, data: &[u8]) -> Result<(), String>;
 }
 
+/// An address a check let through, and the accessor of its region (None: plain memory).
+type Reached = (*mut u8, Option<Arc<dyn Dma>>);
+
 /// A registered region and how to reach its bytes.
 #[derive(Clone)]
 struct Entry {
@@ -167,7 +170,7 @@ impl MrTable {
 
     /// `[addr, addr + len)` under `key` if the region holds it and has the rights `need`: its address
     /// and its accessor (None: plain memory of this process).
-    fn check_entry(&self, key: u32, addr: u64, len: u64, need: Access) -> Result<(*mut u8, Option<Arc<dyn Dma>>), Denied> {
+    fn check_entry(&self, key: u32, addr: u64, len: u64, need: Access) -> Result<Reached, Denied> {
         let e = self.entry(key).ok_or(Denied::UnknownKey)?;
         if !e.region.contains(addr, len) {
             return Err(Denied::OutOfRange);

@@ -161,13 +161,16 @@ enum Job {
     NicRead { seq: u64, data: Vec<u8> },
 }
 
+/// Where a receiver delivers the outcome of a NIC frame this PE sent: (peer, seq, outcome).
+pub(crate) type NicAnswer = dyn Fn(u32, u64, std::result::Result<RemoteDone, RemoteError>) + Send + Sync;
+
 /// What the IBGDA transport's emulated NIC adds to the engine (`super::ibgda`): the regions its
 /// responder checks incoming NIC frames against (this PE's registered heap), and where the answers to
 /// this PE's own NIC frames go.
 pub(crate) struct NicHooks {
     pub regions: Arc<MrTable>,
     /// Called by a receiver with (peer, seq, outcome) for every answered NIC frame this PE sent.
-    pub answer: Box<dyn Fn(u32, u64, std::result::Result<RemoteDone, RemoteError>) + Send + Sync>,
+    pub answer: Box<NicAnswer>,
 }
 
 /// Per-link state of NIC frames.

@@ -35,6 +35,9 @@
 //! `RSHMEM_IBGDA_EMULATOR=ack` makes the NIC complete every WQE without moving data, to measure the
 //! posting side alone.
 
+#[cfg(feature = "verbs")]
+mod real;
+
 use super::proxy::{NicHooks, NicPort, Proxy};
 use super::{DeviceChannel, RemoteSetup, Transport};
 use crate::backend::{Backend, Collective, DeviceMem, HostShared};
@@ -83,11 +86,14 @@ impl Dma for PlatformDma {
     }
 }
 
+/// A WQE's tag and its remote half's outcome.
+type Answer = (u64, std::result::Result<RemoteDone, RemoteError>);
+
 /// Answers to this PE's NIC frames, per QP, as the receivers deliver them.
 struct Answers {
     /// `owner[q]`: the PE QP `q` is connected to.
     owner: Vec<u32>,
-    queues: Vec<Mutex<VecDeque<(u64, std::result::Result<RemoteDone, RemoteError>)>>>,
+    queues: Vec<Mutex<VecDeque<Answer>>>,
 }
 
 /// The emulated QP's peer: the proxy engine's connection to the target PE.
@@ -102,7 +108,7 @@ impl Remote for WireRemote {
     fn start(&mut self, tag: u64, op: RemoteOp) -> std::result::Result<(), RemoteError> {
         self.port.start(self.pe, (self.qp as u64) << TAG_BITS | (tag & ((1 << TAG_BITS) - 1)), op)
     }
-    fn poll(&mut self) -> Option<(u64, std::result::Result<RemoteDone, RemoteError>)> {
+    fn poll(&mut self) -> Option<Answer> {
         self.answers.queues[self.qp].lock().unwrap_or_else(|e| e.into_inner()).pop_front()
     }
 }
@@ -135,19 +141,29 @@ impl QpLayout {
     }
 }
 
-/// The IBGDA transport of one PE.
-pub struct Ibgda {
-    proxy: Proxy,
-    nic: Mutex<Option<NicThread>>,
-    remote: Vec<bool>,
-    platform: Arc<dyn Backend>,
+/// What the emulated NIC keeps: its thread, which reads the queues.
+struct Emulated {
+    thread: Mutex<Option<NicThread>>,
     regions: Arc<MrTable>,
     /// The QPs' queues and return slots (shared with device code).
     _queues: HostShared,
-    /// The posting counters and the table (device memory).
-    dmem: DeviceMem,
-    table_at: u64,
-    locals_at: u64,
+}
+
+/// Which NIC the device code posts to.
+enum Engine {
+    Emulated(Emulated),
+    #[cfg(feature = "verbs")]
+    Real(real::Real),
+}
+
+/// The IBGDA transport of one PE.
+pub struct Ibgda {
+    proxy: Proxy,
+    engine: Engine,
+    remote: Vec<bool>,
+    platform: Arc<dyn Backend>,
+    /// The posting counters and the table device code reads.
+    table: DeviceTable,
     /// Registered local buffers: (start, len, key).
     locals: Mutex<Vec<(u64, u64, u32)>>,
     wait_limit: Duration,
@@ -163,9 +179,143 @@ pub fn create_emulated(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
     Ok(Box::new(Ibgda::new_emulated(s)?))
 }
 
-/// The registry's constructor for `ibgda` on a real NIC (every `--diagnose` check passed).
-pub fn create_nic(_s: &RemoteSetup) -> Result<Box<dyn Transport>> {
-    Err(Error::new("RSHMEM_REMOTE_TRANSPORT=ibgda: the real-NIC setup is not wired into this build (rebuild with --features rshmem/verbs); unset RSHMEM_REMOTE_TRANSPORT to use the proxy"))
+/// The registry's constructor for `ibgda` on a real NIC (every `--diagnose` check passed, which needs
+/// the `verbs` feature). Collective.
+pub fn create_nic(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
+    #[cfg(feature = "verbs")]
+    return Ok(Box::new(real::new(s)?));
+    #[cfg(not(feature = "verbs"))]
+    {
+        let _ = s;
+        Err(Error::new("RSHMEM_REMOTE_TRANSPORT=ibgda on a real NIC needs the `verbs` feature (cargo build --release --features rshmem/verbs)"))
+    }
+}
+
+/// The transport's settings (`RSHMEM_IBGDA_*`), checked.
+struct Settings {
+    qps_per_pe: u32,
+    log_sq: u32,
+    fault: FaultConfig,
+    ack_only: bool,
+}
+
+fn settings() -> Result<Settings> {
+    fn parsed<T>(name: &str, parse: impl Fn(&str) -> std::result::Result<T, String>) -> Result<Option<T>> {
+        env::get(name).map(|v| parse(&v).map_err(|e| Error::new(format!("{name}={v:?}: {e}")))).transpose()
+    }
+    Ok(Settings {
+        qps_per_pe: parsed(env::IBGDA_QPS_PER_PE, env::parse_ibgda_qps)?.unwrap_or(2),
+        log_sq: parsed(env::IBGDA_QP_DEPTH, env::parse_ibgda_depth)?.unwrap_or(9),
+        fault: parsed(env::IBGDA_FAULTS, FaultConfig::parse)?.unwrap_or_default(),
+        ack_only: parsed(env::IBGDA_EMULATOR, env::parse_ibgda_emulator)?.unwrap_or(false),
+    })
+}
+
+/// The device memory device code reads (one allocation): every QP's posting counters, the [`Table`],
+/// the QP entries, the PEs' heap addresses, the rkeys, this PE's lkeys, the registered local buffers.
+struct DeviceTable {
+    mem: DeviceMem,
+    n: usize,
+    chunks: usize,
+    counters_stride: usize,
+    table_at: usize,
+    qps_at: usize,
+    bases_at: usize,
+    rkeys_at: usize,
+    lkeys_at: usize,
+    locals_at: usize,
+}
+
+impl DeviceTable {
+    /// Device memory for `nqp` QPs, `n` PEs of `qps_per_pe` QP slots each, `chunks` key chunks.
+    fn alloc(platform: &dyn Backend, nqp: usize, n: usize, qps_per_pe: usize, chunks: usize) -> Result<DeviceTable> {
+        let counters_stride = size_of::<QpCounters>().next_multiple_of(64);
+        let table_at = (nqp * counters_stride).next_multiple_of(256);
+        let qps_at = table_at + size_of::<Table>().next_multiple_of(64);
+        let bases_at = qps_at + n * qps_per_pe * size_of::<QpEntry>();
+        let rkeys_at = bases_at + 8 * n;
+        let lkeys_at = rkeys_at + 4 * n * chunks;
+        let locals_at = (lkeys_at + 4 * chunks).next_multiple_of(64);
+        let mem = platform.device_mem(locals_at + MAX_LOCAL_REGIONS * size_of::<LocalRegion>())?;
+        Ok(DeviceTable { mem, n, chunks, counters_stride, table_at, qps_at, bases_at, rkeys_at, lkeys_at, locals_at })
+    }
+    fn at(&self, off: usize) -> u64 {
+        self.mem.addr + off as u64
+    }
+    /// The device address of QP `q`'s counters.
+    fn counters(&self, q: usize) -> u64 {
+        self.at(q * self.counters_stride)
+    }
+    /// Writes everything: `nqp` counters starting at WQE count `start`, the table (its array
+    /// addresses filled in here), the QP entries, heap addresses, rkeys and lkeys.
+    #[allow(clippy::too_many_arguments)]
+    fn write(&self, platform: &dyn Backend, nqp: usize, start: u64, mut table: Table, entries: &[QpEntry], bases: &[u64], rkeys: &[u32], lkeys: &[u32]) -> Result<()> {
+        let mut blob = vec![0u8; self.locals_at];
+        for q in 0..nqp {
+            let at = q * self.counters_stride;
+            blob[at..at + size_of::<QpCounters>()].copy_from_slice(bytemuck::bytes_of(&QpCounters::new(start)));
+        }
+        table.magic = TABLE_MAGIC;
+        table.npes = self.n as u32;
+        table.key_chunks = self.chunks as u32;
+        (table.qps, table.remote_base, table.rkeys, table.lkeys, table.locals) =
+            (self.at(self.qps_at), self.at(self.bases_at), self.at(self.rkeys_at), self.at(self.lkeys_at), self.at(self.locals_at));
+        blob[self.table_at..self.table_at + size_of::<Table>()].copy_from_slice(bytemuck::bytes_of(&table));
+        blob[self.qps_at..self.bases_at].copy_from_slice(bytemuck::cast_slice(entries));
+        blob[self.bases_at..self.rkeys_at].copy_from_slice(bytemuck::cast_slice(bases));
+        blob[self.rkeys_at..self.lkeys_at].copy_from_slice(bytemuck::cast_slice(rkeys));
+        blob[self.lkeys_at..self.lkeys_at + 4 * self.chunks].copy_from_slice(bytemuck::cast_slice(lkeys));
+        // SAFETY: the allocation holds more than blob.len() bytes; no device code reads it yet (init).
+        unsafe { platform.copy(self.mem.addr as *mut u8, blob.as_ptr(), blob.len()) }
+    }
+    /// Rewrites the key arrays (heap growth on a real NIC), between kernels.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    fn write_keys(&self, platform: &dyn Backend, rkeys: &[u32], lkeys: &[u32]) -> Result<()> {
+        // SAFETY: the key arrays of the allocation, of these sizes; written between kernels.
+        unsafe {
+            platform.copy(self.at(self.rkeys_at) as *mut u8, bytemuck::cast_slice::<u32, u8>(rkeys).as_ptr(), 4 * rkeys.len())?;
+            platform.copy(self.at(self.lkeys_at) as *mut u8, bytemuck::cast_slice::<u32, u8>(lkeys).as_ptr(), 4 * lkeys.len())
+        }
+    }
+    /// Writes the registered local buffers and their count.
+    fn write_locals(&self, platform: &dyn Backend, l: &[(u64, u64, u32)]) -> Result<()> {
+        let regions: Vec<LocalRegion> = l.iter().map(|&(start, len, lkey)| LocalRegion { start, len, lkey, _pad: 0 }).collect();
+        // SAFETY: the local-region array (MAX_LOCAL_REGIONS entries; l is at most that long) and the
+        // table's count, in our allocation; registrations happen between kernels.
+        unsafe {
+            platform.copy(self.at(self.locals_at) as *mut u8, bytemuck::cast_slice::<LocalRegion, u8>(&regions).as_ptr(), regions.len() * size_of::<LocalRegion>())?;
+            let n = l.len() as u32;
+            platform.copy(self.at(self.table_at + std::mem::offset_of!(Table, nlocals)) as *mut u8, n.to_le_bytes().as_ptr(), 4)
+        }
+    }
+}
+
+/// All-gathers every PE's heap address and its rkeys for `chunks` (a list: the chunks registered
+/// now), as a NIC's setup does. Returns (heap addresses, rkeys per PE in the order of `chunks`).
+fn exchange_keys(boot: &crate::bootstrap::Bootstrap, call: &str, heap_base: u64, mine: &[u32]) -> Result<(Vec<u64>, Vec<Vec<u32>>)> {
+    let mut payload = Vec::with_capacity(8 + 4 * mine.len());
+    payload.extend_from_slice(&heap_base.to_le_bytes());
+    for k in mine {
+        payload.extend_from_slice(&k.to_le_bytes());
+    }
+    let all = boot.allgather(call, &payload)?;
+    let mut bases = Vec::with_capacity(all.len());
+    let mut keys = Vec::with_capacity(all.len());
+    for (pe, p) in all.iter().enumerate() {
+        if p.len() != payload.len() {
+            return Err(boot.abort(Error::new(format!("ibgda: PE {pe} sent {} bytes of keys, this PE {} (different heap sizes?)", p.len(), payload.len()))));
+        }
+        bases.push(u64::from_le_bytes(p[..8].try_into().expect("8 bytes")));
+        keys.push(p[8..].chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect());
+    }
+    Ok((bases, keys))
+}
+
+/// The PEs on other nodes, and `(owner PE, QP index)` of each of this PE's QPs (PE-major).
+fn peers(boot: &crate::bootstrap::Bootstrap, qps_per_pe: u32) -> (Vec<bool>, Vec<(u32, u32)>) {
+    let remote: Vec<bool> = (0..boot.npes()).map(|pe| !boot.node_pes().contains(&pe)).collect();
+    let qps = (0..boot.npes()).filter(|&pe| remote[pe]).flat_map(|pe| (0..qps_per_pe).map(move |k| (pe as u32, k))).collect();
+    (remote, qps)
 }
 
 impl Ibgda {
@@ -173,22 +323,16 @@ impl Ibgda {
         let boot = s.boot;
         let platform = s.platform.clone();
         let (me, n) = (boot.pe(), boot.npes());
-        let var = |name: &str| env::get(name);
-        let qps_per_pe = var(env::IBGDA_QPS_PER_PE).map(|v| env::parse_ibgda_qps(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::IBGDA_QPS_PER_PE)))).transpose()?.unwrap_or(2);
-        let log_sq = var(env::IBGDA_QP_DEPTH).map(|v| env::parse_ibgda_depth(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::IBGDA_QP_DEPTH)))).transpose()?.unwrap_or(9);
-        let fault = var(env::IBGDA_FAULTS).map(|v| FaultConfig::parse(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::IBGDA_FAULTS)))).transpose()?.unwrap_or_default();
-        let ack_only = var(env::IBGDA_EMULATOR).map(|v| env::parse_ibgda_emulator(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::IBGDA_EMULATOR)))).transpose()?.unwrap_or(false);
+        let Settings { qps_per_pe, log_sq, fault, ack_only } = settings()?;
         if fault.any() && me == 0 {
             log::warn(format!("ibgda: the emulated NIC injects faults ({}): {fault:?}", env::IBGDA_FAULTS));
         }
         if ack_only && me == 0 {
             log::warn(format!("ibgda: {}=ack: the emulated NIC completes WQEs without moving data; results are not valid", env::IBGDA_EMULATOR));
         }
-        let remote: Vec<bool> = (0..n).map(|pe| !boot.node_pes().contains(&pe)).collect();
-        let peers: Vec<usize> = (0..n).filter(|&pe| remote[pe]).collect();
-        let nqp = peers.len() * qps_per_pe as usize;
-        let owner: Vec<u32> = peers.iter().flat_map(|&pe| std::iter::repeat_n(pe as u32, qps_per_pe as usize)).collect();
-        let answers = Arc::new(Answers { owner: owner.clone(), queues: (0..nqp).map(|_| Mutex::new(VecDeque::new())).collect() });
+        let (remote, qps) = peers(boot, qps_per_pe);
+        let nqp = qps.len();
+        let answers = Arc::new(Answers { owner: qps.iter().map(|q| q.0).collect(), queues: (0..nqp).map(|_| Mutex::new(VecDeque::new())).collect() });
 
         // 1. The regions, then the engine with the NIC's hooks (its receivers answer NIC frames).
         let regions = Arc::new(MrTable::new());
@@ -221,30 +365,19 @@ impl Ibgda {
         };
         let proxy = Proxy::new(s, Some(hooks))?;
 
-        // 2. The queues (shared memory) and the counters and table (device memory).
+        // 2. The queues (shared memory), the NIC's QPs, and the device table's entries.
         let layout = QpLayout { log_sq };
         let queues = platform.host_shared((nqp * layout.bytes()).max(4096))?;
         // SAFETY: the return slots of every QP, in `queues`, alive until the NIC stopped; the NIC
         // writes fetched values there (local writes only: no remote access).
         unsafe { regions.register(RET_KEY, queues.host_ptr(), queues.len() as u64, Access::LOCAL_WRITE) }
             .map_err(|e| Error::new(format!("ibgda: registering the return slots: {e}")))?;
-        let counters_stride = size_of::<QpCounters>().next_multiple_of(64);
-        let counters_bytes = (nqp * counters_stride).next_multiple_of(256);
-        let table_at = counters_bytes;
-        let qps_at = table_at + size_of::<Table>().next_multiple_of(64);
-        let bases_at = qps_at + n * qps_per_pe as usize * size_of::<QpEntry>();
-        let rkeys_at = bases_at + 8 * n;
-        let lkeys_at = rkeys_at + 4 * n * chunks;
-        let locals_at = (lkeys_at + 4 * chunks).next_multiple_of(64);
-        let total = locals_at + MAX_LOCAL_REGIONS * size_of::<LocalRegion>();
-        let dmem = platform.device_mem(total)?;
-        let d = |off: usize| dmem.addr + off as u64;
-        // The QPs, host side (what the NIC gets) and device side (what the table holds).
+        let table = DeviceTable::alloc(&*platform, nqp, n, qps_per_pe as usize, chunks)?;
         let mut nic = Nic::new(regions.clone(), fault.clone());
         nic.set_ack_only(ack_only);
         let start = fault.start_index;
         let mut entries = vec![QpEntry::default(); n * qps_per_pe as usize];
-        for (q, &pe) in owner.iter().enumerate() {
+        for (q, &(pe, k)) in qps.iter().enumerate() {
             let base = q * layout.bytes();
             let host = |off: usize| queues.host_ptr() as usize + base + off;
             let devp = |off: usize| queues.device_addr() + (base + off) as u64;
@@ -267,15 +400,14 @@ impl Ibgda {
             // SAFETY: every address lies in `queues`, which this transport keeps until the NIC thread
             // is stopped (shutdown, and Drop), laid out as the emulator expects.
             unsafe { nic.add_qp(setup, Box::new(wire)) }.map_err(|e| Error::new(format!("ibgda: QP {q}: {e}")))?;
-            let slot = pe as usize * qps_per_pe as usize + q % qps_per_pe as usize;
-            entries[slot] = QpEntry {
+            entries[pe as usize * qps_per_pe as usize + k as usize] = QpEntry {
                 desc: QpDesc {
                     sq: devp(layout.sq()),
                     dbr: devp(layout.dbr()),
                     db: devp(layout.db()),
                     cq: devp(layout.cq()),
                     cq_dbr: 0,
-                    counters: d(q * counters_stride),
+                    counters: table.counters(q),
                     qpn,
                     log_sq,
                     log_cq: 0,
@@ -287,82 +419,36 @@ impl Ibgda {
             };
         }
 
-        // 3. Every PE's heap address and rkeys.
-        let mut mine = Vec::with_capacity(8 + 4 * chunks);
-        mine.extend_from_slice(&heap_base.to_le_bytes());
-        for c in 0..chunks {
-            mine.extend_from_slice(&heap_key(me, c).to_le_bytes());
-        }
-        let all = boot.allgather("rshmem_init (ibgda keys)", &mine)?;
-        let mut bases = vec![0u64; n];
-        let mut rkeys = vec![0u32; n * chunks];
-        for (pe, p) in all.iter().enumerate() {
-            if p.len() != mine.len() {
-                return Err(boot.abort(Error::new(format!("ibgda: PE {pe} sent {} bytes of keys, this PE {} (different heap sizes?)", p.len(), mine.len()))));
-            }
-            bases[pe] = u64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
-            for c in 0..chunks {
-                rkeys[pe * chunks + c] = u32::from_le_bytes(p[8 + 4 * c..12 + 4 * c].try_into().expect("4 bytes"));
-            }
-        }
-
-        // 4. The device memory: counters, table, QP entries, bases, keys.
-        let mut blob = vec![0u8; locals_at];
-        for q in 0..nqp {
-            blob[q * counters_stride..q * counters_stride + size_of::<QpCounters>()].copy_from_slice(bytemuck::bytes_of(&QpCounters::new(start)));
-        }
-        let table = Table {
-            magic: TABLE_MAGIC,
-            npes: n as u32,
-            qps_per_pe,
-            key_shift: KEY_SHIFT,
-            key_chunks: chunks as u32,
-            max_wqe: EMU_MAX_WQE,
-            qps: d(qps_at),
-            remote_base: d(bases_at),
-            rkeys: d(rkeys_at),
-            lkeys: d(lkeys_at),
-            locals: d(locals_at),
-            nlocals: 0,
-            ret_lkey: RET_KEY,
-        };
-        blob[table_at..table_at + size_of::<Table>()].copy_from_slice(bytemuck::bytes_of(&table));
-        blob[qps_at..bases_at].copy_from_slice(bytemuck::cast_slice(&entries));
-        blob[bases_at..rkeys_at].copy_from_slice(bytemuck::cast_slice(&bases));
-        blob[rkeys_at..lkeys_at].copy_from_slice(bytemuck::cast_slice(&rkeys));
-        blob[lkeys_at..lkeys_at + 4 * chunks].copy_from_slice(bytemuck::cast_slice(&rkeys[me * chunks..(me + 1) * chunks]));
-        // SAFETY: dmem holds `total` >= blob.len() bytes; nothing reads it yet.
-        unsafe { platform.copy(dmem.addr as *mut u8, blob.as_ptr(), blob.len())? };
+        // 3. Every PE's heap address and rkeys, then the device table.
+        let mine: Vec<u32> = (0..chunks).map(|c| heap_key(me, c)).collect();
+        let (bases, keys) = exchange_keys(boot, "rshmem_init (ibgda keys)", heap_base, &mine)?;
+        let rkeys: Vec<u32> = keys.concat();
+        let t = Table { qps_per_pe, key_shift: KEY_SHIFT, max_wqe: EMU_MAX_WQE, ret_lkey: RET_KEY, ..Table::default() };
+        table.write(&*platform, nqp, start, t, &entries, &bases, &rkeys, &mine)?;
         let wait_limit = env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600));
         log::info(format!(
             "ibgda: PE {me}: emulated NIC, {qps_per_pe} QPs to each of {} PEs on other nodes, {} WQEBBs each, {chunks} key chunks",
-            peers.len(),
+            nqp / qps_per_pe.max(1) as usize,
             1u32 << log_sq
         ));
         Ok(Ibgda {
             proxy,
-            nic: Mutex::new(Some(nic.spawn())),
+            engine: Engine::Emulated(Emulated { thread: Mutex::new(Some(nic.spawn())), regions, _queues: queues }),
             remote,
             platform,
-            regions,
-            _queues: queues,
-            table_at: d(table_at),
-            locals_at: d(locals_at),
-            dmem,
+            table,
             locals: Mutex::new(Vec::new()),
             wait_limit,
         })
     }
 
-    /// Writes the registered local buffers into the device table.
-    fn publish_locals(&self, l: &[(u64, u64, u32)]) -> Result<()> {
-        let regions: Vec<LocalRegion> = l.iter().map(|&(start, len, lkey)| LocalRegion { start, len, lkey, _pad: 0 }).collect();
-        // SAFETY: the table's local-region array (MAX_LOCAL_REGIONS entries; l is at most that long)
-        // and its count, in our device memory; registrations happen between kernels.
-        unsafe {
-            self.platform.copy(self.locals_at as *mut u8, bytemuck::cast_slice::<LocalRegion, u8>(&regions).as_ptr(), regions.len() * size_of::<LocalRegion>())?;
-            let n = l.len() as u32;
-            self.platform.copy((self.table_at + std::mem::offset_of!(Table, nlocals) as u64) as *mut u8, n.to_le_bytes().as_ptr(), 4)
+    /// Stops the emulated NIC's thread (it reads the queues), if it runs.
+    #[allow(irrefutable_let_patterns)]
+    fn stop_nic(&self) {
+        if let Engine::Emulated(e) = &self.engine {
+            if let Some(t) = e.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                drop(t.stop());
+            }
         }
     }
 }
@@ -381,11 +467,16 @@ impl Transport for Ibgda {
         self.proxy.device_channel()
     }
     fn device_table(&self) -> u64 {
-        self.table_at
+        self.table.at(self.table.table_at)
     }
     fn register(&self, c: Collective, range: std::ops::Range<usize>) -> Result<()> {
-        // The emulated NIC registered the whole reserved heap at init (the responder checks what is
-        // backed on every access).
+        match &self.engine {
+            // The emulated NIC registered the whole reserved heap at init (its responder checks what
+            // is backed on every access).
+            Engine::Emulated(_) => {}
+            #[cfg(feature = "verbs")]
+            Engine::Real(r) => r.register(c, &self.table, &*self.platform, range.clone())?,
+        }
         self.proxy.register(c, range)
     }
     fn register_buffer(&self, addr: usize, len: usize) -> Result<()> {
@@ -393,21 +484,34 @@ impl Transport for Ibgda {
         if l.len() >= MAX_LOCAL_REGIONS {
             return Err(Error::new(format!("rshmem_buffer_register: the ibgda transport holds at most {MAX_LOCAL_REGIONS} registered buffers")));
         }
-        let key = (0..).map(|i| LOCAL_KEY0 + i).find(|k| !l.iter().any(|e| e.2 == *k)).expect("a free key");
-        let dma: Arc<dyn Dma> = Arc::new(PlatformDma(self.platform.clone()));
-        // SAFETY: the program promises the buffer stays valid while registered (the NVSHMEM contract of
-        // nvshmemx_buffer_register); unregister removes it before the program frees it.
-        unsafe { self.regions.register_with(key, addr as *mut u8, len as u64, Access::LOCAL_WRITE, Some(dma)) }
-            .map_err(|e| Error::new(format!("rshmem_buffer_register: {e}")))?;
+        let key = match &self.engine {
+            Engine::Emulated(e) => {
+                let key = (0..).map(|i| LOCAL_KEY0 + i).find(|k| !l.iter().any(|x| x.2 == *k)).expect("a free key");
+                let dma: Arc<dyn Dma> = Arc::new(PlatformDma(self.platform.clone()));
+                // SAFETY: the program promises the buffer stays valid while registered (NVSHMEM's
+                // contract of nvshmemx_buffer_register); unregister removes it before the program frees it.
+                unsafe { e.regions.register_with(key, addr as *mut u8, len as u64, Access::LOCAL_WRITE, Some(dma)) }
+                    .map_err(|e| Error::new(format!("rshmem_buffer_register: {e}")))?;
+                key
+            }
+            #[cfg(feature = "verbs")]
+            Engine::Real(r) => r.register_local(addr, len)?,
+        };
         l.push((addr as u64, len as u64, key));
-        self.publish_locals(&l)
+        self.table.write_locals(&*self.platform, &l)
     }
     fn unregister_buffer(&self, addr: usize) -> Result<()> {
         let mut l = self.locals.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = l.iter().position(|e| e.0 == addr as u64) {
             let (_, _, key) = l.remove(i);
-            self.publish_locals(&l)?;
-            self.regions.deregister(key);
+            self.table.write_locals(&*self.platform, &l)?;
+            match &self.engine {
+                Engine::Emulated(e) => {
+                    e.regions.deregister(key);
+                }
+                #[cfg(feature = "verbs")]
+                Engine::Real(r) => r.deregister_local(key),
+            }
         }
         Ok(())
     }
@@ -423,19 +527,22 @@ impl Transport for Ibgda {
         self.proxy.quiet()?;
         // Device code quieted its own WQEs; what a kernel left behind (nbi calls without quiet) is
         // complete once the NIC has nothing announced and unanswered.
-        if let Some(nic) = self.nic.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            if !nic.settled(self.wait_limit) {
-                return Err(Error::new(format!("rshmem quiet: the emulated NIC did not complete this PE's work requests within {:?}", self.wait_limit)));
+        match &self.engine {
+            Engine::Emulated(e) => {
+                if let Some(nic) = e.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    if !nic.settled(self.wait_limit) {
+                        return Err(Error::new(format!("rshmem quiet: the emulated NIC did not complete this PE's work requests within {:?}", self.wait_limit)));
+                    }
+                }
             }
+            #[cfg(feature = "verbs")]
+            Engine::Real(r) => r.quiet(&*self.platform, &self.table, self.wait_limit)?,
         }
         Ok(())
     }
     fn shutdown(&self, clean: bool) -> Result<()> {
         // Everything is complete (the final barrier quieted): nothing will be posted any more.
-        if let Some(nic) = self.nic.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let nic = nic.stop();
-            let _ = nic; // statistics would go to a debug log here
-        }
+        self.stop_nic();
         self.proxy.shutdown(clean)
     }
 }
@@ -443,9 +550,6 @@ impl Transport for Ibgda {
 impl Drop for Ibgda {
     fn drop(&mut self) {
         // The NIC thread reads the queues: stop it before they are freed.
-        if let Some(nic) = self.nic.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            drop(nic.stop());
-        }
-        let _ = &self.dmem;
+        self.stop_nic();
     }
 }

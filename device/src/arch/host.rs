@@ -246,6 +246,10 @@ pub fn is_local(_p: *const u8) -> bool {
 }
 
 /// Keeps the compiler from moving memory accesses across this point (no instruction).
+/// CPU backend: the hooks' `idle` already yields and sleeps; nothing more.
+#[inline(always)]
+pub fn backoff(_spins: u64) {}
+
 /// CPU backend: every thread posts on its own (warp-level aggregation is a GPU optimization): a group
 /// of one, lane 0.
 #[inline(always)]

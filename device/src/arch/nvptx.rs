@@ -241,6 +241,18 @@ pub fn idle(spins: &mut u64, _call: &'static str) {
     }
 }
 
+/// Exponential back-off of a contended wait after its first 16 spins: a nanosleep of up to 1 us, so
+/// that thousands of threads spinning on one word leave the memory system to the one that can make
+/// progress.
+#[inline(always)]
+pub fn backoff(spins: u64) {
+    if spins > 16 {
+        let ns = (8u64 << ((spins - 16).min(7))) as u32;
+        // SAFETY: nanosleep has no preconditions.
+        unsafe { asm!("nanosleep.u32 {n};", n = in(reg32) ns) }
+    }
+}
+
 /// The GPU's global timer, in nanoseconds (`%globaltimer`; its update granularity is about a
 /// microsecond on recent GPUs, fine for waits of tens of microseconds).
 #[inline(always)]

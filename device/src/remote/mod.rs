@@ -104,11 +104,22 @@ unsafe fn wait(ring: RingRef, seq: u64) {
 /// the CUDA driver getting a launch or a copy through while this thread spins.
 #[inline(always)]
 pub(crate) fn idle(spins: &mut u64, call: &'static str) {
+    idle_every(spins, call, 7)
+}
+
+/// `idle` that looks at the inbound queue only when `spins & mask == 0`, and backs off (on the GPU)
+/// when the wait grows: for waits on other threads of this PE (the IBGDA posting chain and locks),
+/// where thousands of threads may wait at once and each look at the queue is a read of host memory.
+#[inline(always)]
+pub(crate) fn idle_every(spins: &mut u64, call: &'static str, mask: u64) {
     arch::idle(spins, call);
-    if *spins & 7 == 0 {
+    if *spins & mask == 0 {
         // SAFETY: called only from device calls, which require an initialized rshmem (checked by
         // the calls that lead here).
         unsafe { inbound::progress(8) };
+    }
+    if mask > 7 {
+        arch::backoff(*spins);
     }
 }
 

@@ -413,7 +413,8 @@ fn hello(key: [u8; 16], src: u32, dst: u32, npes: u32, heap: u64) -> Vec<u8> {
     h
 }
 
-/// A PUT frame header (wire layout, little-endian), with `reserved` in its reserved field.
+/// A PUT frame header (wire layout, little-endian), with `reserved` in its `key` field (an rkey, which
+/// only the emulated NIC's frames use).
 fn put_header(src: u32, offset: u64, len: u64, reserved: u32) -> Vec<u8> {
     let mut h = vec![1u8, 1, 0, 0];
     h.extend_from_slice(&src.to_le_bytes());
@@ -476,12 +477,12 @@ pub fn garbage(c: &Ctx) {
             die(format!("rogue with a wrong key: answer status {status:?}, expected 1 (wrong key)"));
         }
         println!("PE 2: rogue with a wrong key refused (status 1)");
-        // 2. The right key, then a PUT into the watched buffer with a non-zero reserved field.
+        // 2. The right key, then a PUT into the watched buffer with a non-zero `key` field (unused by PUT).
         let mut frame = put_header(2, off(watched), 16, 7);
         frame.extend_from_slice(&[0xee; 16]);
         let ans = rogue(addr, &hello(key, 2, 0, n, heap), &frame);
         let text = String::from_utf8_lossy(ans.get(64..).unwrap_or_default()).into_owned();
-        if !text.contains("_reserved") {
+        if !text.contains("`key`") {
             die(format!("rogue with a bad frame: PE 0 did not answer with an error naming the field: {text:?}"));
         }
         println!("PE 2: rogue bad frame answered: {}", text.chars().filter(|c| !c.is_control()).collect::<String>());

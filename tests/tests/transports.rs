@@ -1,8 +1,8 @@
 //! The transport choice through real processes: `rshmrun --nodes 2 -np 4` (two simulated nodes, TCP
 //! bootstrap, shared-memory heaps on each node, CPU backend) with `RSHMEM_REMOTE_TRANSPORT` set.
 //! `none` runs the `nodes` scenario with the other node's PEs refused by name; `auto` (the default) and
-//! `proxy` run it with them reached through the proxy; `ibgda` is not built yet and must fail at init
-//! saying so, naming the variable.
+//! `proxy` run it with them reached through the proxy (no NIC here); `ibgda` runs it through the
+//! emulated NIC, saying so once.
 
 mod common;
 
@@ -56,13 +56,17 @@ fn proxy_runs_the_nodes_scenario() {
 }
 
 #[test]
-fn ibgda_fails_at_init_as_not_built_yet() {
-    let value = "ibgda";
-    let (ok, text) = run(Some(value));
-    assert!(!ok, "{VAR}={value} succeeded, but that transport does not exist yet:\n{text}");
-    let want = format!("rshmem_init: {VAR}={value}: the {value} transport is not built yet");
-    assert!(text.contains(&want), "{VAR}={value}: no PE said {want:?}:\n{text}");
-    assert!(!text.contains("nodes ok"), "{VAR}={value}: a PE got past init:\n{text}");
+fn ibgda_without_a_nic_runs_the_nodes_scenario_on_the_emulated_nic() {
+    assert_nodes_ok(Some("ibgda"));
+    let (_, text) = run(Some("ibgda"));
+    assert_eq!(text.matches("no usable RDMA NIC").count(), 1, "{VAR}=ibgda: the emulated NIC is not announced exactly once:\n{text}");
+}
+
+#[test]
+fn auto_without_a_nic_is_the_proxy_not_ibgda() {
+    let (ok, text) = run(None);
+    assert!(ok, "{text}");
+    assert!(!text.contains("emulated NIC"), "auto chose the emulated NIC:\n{text}");
 }
 
 #[test]

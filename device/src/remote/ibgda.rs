@@ -479,6 +479,49 @@ pub(crate) fn get_inline(call: &'static str, local: usize, len: usize, pe: i32) 
 /// The largest number of WQEs posted as one group (one doorbell) by a transfer.
 const GROUP: usize = 4;
 
+/// Posts the WQEs of a transfer of `bytes` between the local address `local` (in the heap or a
+/// registered buffer: the caller checked its start) and heap offset `remote_off` on `pe`: one
+/// `make(remote, local, n)` per piece, split where a key chunk of either side or the largest WQE ends,
+/// posted in groups of `GROUP` (one doorbell each); `tail` (put_signal's atomic) joins the last group.
+/// Returns the count to poll for (0 when nothing was posted).
+#[allow(clippy::too_many_arguments)]
+fn post_pieces(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, local: u64, remote_off: u64, bytes: u64, make: impl Fn(Remote, Local, u32) -> Wqe, tail: Option<Wqe>) -> u64 {
+    let mut group: [Wqe; GROUP + 1] = [Wqe::nop(0); GROUP + 1];
+    let (mut k, mut done, mut end) = (0, 0u64, 0);
+    while done < bytes {
+        let (l, lleft) = match local_of(t, local + done) {
+            Some(x) => x,
+            None => fail(call, Problem::Unregistered, pe, local + done, bytes - done),
+        };
+        let (r, rleft) = remote_of(t, pe, remote_off + done);
+        let n = (bytes - done).min(lleft).min(rleft).min(t.max_wqe.max(1));
+        group[k] = make(r, l, n as u32);
+        k += 1;
+        done += n;
+        if k == GROUP && done < bytes {
+            end = post(call, pe, qp, &group[..k]);
+            k = 0;
+        }
+    }
+    if let Some(w) = tail {
+        group[k] = w;
+        k += 1;
+    }
+    if k > 0 {
+        end = post(call, pe, qp, &group[..k]);
+    }
+    end
+}
+
+/// Stops the PE when the NIC cannot reach the local buffer of a transfer larger than the inline limit.
+#[inline(always)]
+fn check_reachable(call: &'static str, t: &Table, pe: i32, local: *const u8, bytes: usize) {
+    if local_of(t, local as u64).is_none() {
+        let why = if arch::is_local(local) { Problem::LocalBuffer } else { Problem::Unregistered };
+        fail(call, why, pe, local as u64, bytes as u64);
+    }
+}
+
 /// putmem (and put_signal) of `bytes` from `src` to heap address `dst_local` on `pe`, by every thread of
 /// `scope` (thread 0 posts). `blocking`: return once the source may be reused.
 ///
@@ -493,53 +536,31 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
     if scope.rank() == 0 {
         let heap_base = heap().0;
         let dst_off = dst_local as u64 - heap_base;
-        let mut group: [Wqe; GROUP + 1] = [Wqe::nop(0); GROUP + 1];
-        let mut k = 0;
-        let mut end = 0;
-        if bytes <= INLINE_DS3 && bytes != 0 {
+        let signal = sig.map(|s| {
+            let (r, _) = remote_of(t, pe, s.local as u64 - heap_base);
+            let op = if s.op == crate::state::SIGNAL_SET { Amo::Swap } else { Amo::Add };
+            Wqe::atomic(0, r, discard(t, qp), Atomic::amo(op, 8, s.value, 0))
+        });
+        let end = if bytes <= INLINE_DS3 && bytes != 0 {
             // Small: the bytes travel in the WQE (from any memory, a local variable too).
             let mut b = [0u8; INLINE_DS3];
             // SAFETY: src readable for bytes <= 12 (the caller's contract); b holds 12 bytes.
             unsafe { core::ptr::copy_nonoverlapping(src, b.as_mut_ptr(), bytes) };
             let (r, _) = remote_of(t, pe, dst_off);
-            if let Some(w) = Wqe::rdma_write_inline(0, r, &b[..bytes]) {
-                group[0] = w;
-                k = 1;
+            let w = Wqe::rdma_write_inline(0, r, &b[..bytes]).unwrap_or(Wqe::nop(0));
+            match signal {
+                Some(sw) => post(call, pe, qp, &[w, sw]),
+                None => post(call, pe, qp, &[w]),
             }
-        } else if bytes != 0 {
-            if local_of(t, src as u64).is_none() {
-                let why = if arch::is_local(src) { Problem::LocalBuffer } else { Problem::Unregistered };
-                fail(call, why, pe, src as u64, bytes as u64);
+        } else {
+            if bytes != 0 {
+                check_reachable(call, t, pe, src, bytes);
+                // The NIC reads the source outside this thread (DMA): make every store the group
+                // made to it visible at system scope first.
+                arch::fence_sc();
             }
-            // The NIC reads the source outside this thread (DMA): make every store the group made to
-            // it visible at system scope first.
-            arch::fence_sc();
-            let mut done = 0u64;
-            while done < bytes as u64 {
-                let (l, lleft) = match local_of(t, src as u64 + done) {
-                    Some(x) => x,
-                    None => fail(call, Problem::Unregistered, pe, src as u64 + done, bytes as u64 - done),
-                };
-                let (r, rleft) = remote_of(t, pe, dst_off + done);
-                let n = (bytes as u64 - done).min(lleft).min(rleft).min(t.max_wqe.max(1));
-                group[k] = Wqe::rdma_write(0, r, l, n as u32);
-                k += 1;
-                done += n;
-                if k == GROUP && done < bytes as u64 {
-                    end = post(call, pe, qp, &group[..k]);
-                    k = 0;
-                }
-            }
-        }
-        if let Some(s) = sig {
-            let (r, _) = remote_of(t, pe, s.local as u64 - heap_base);
-            let op = if s.op == crate::state::SIGNAL_SET { Amo::Swap } else { Amo::Add };
-            group[k] = Wqe::atomic(0, r, discard(t, qp), Atomic::amo(op, 8, s.value, 0));
-            k += 1;
-        }
-        if k > 0 {
-            end = post(call, pe, qp, &group[..k]);
-        }
+            post_pieces(call, pe, t, qp, src as u64, dst_off, bytes as u64, |r, l, n| Wqe::rdma_write(0, r, l, n), signal)
+        };
         if blocking && end != 0 {
             wait(call, pe, qp, end);
         }
@@ -559,34 +580,15 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
     scope.sync();
     if scope.rank() == 0 && bytes != 0 {
         let src_off = src_local as u64 - heap().0;
-        if local_of(t, dst as u64).is_none() {
-            if bytes > 8 {
-                let why = if arch::is_local(dst) { Problem::LocalBuffer } else { Problem::Unregistered };
-                fail(call, why, pe, dst as u64, bytes as u64);
-            }
+        if bytes <= 8 && local_of(t, dst as u64).is_none() {
             // Up to 8 bytes into memory the NIC cannot reach: through the return slot, as `g`.
             let (r, _) = remote_of(t, pe, src_off);
             let raw = fetch(call, pe, t, qp, |l| Wqe::rdma_read(0, r, l, bytes as u32));
             // SAFETY: dst writable for bytes <= 8 (the caller's contract).
             unsafe { core::ptr::copy_nonoverlapping(raw.as_ptr(), dst, bytes) };
         } else {
-            let mut group: [Wqe; GROUP] = [Wqe::nop(0); GROUP];
-            let (mut k, mut done, mut end) = (0, 0u64, 0);
-            while done < bytes as u64 {
-                let (l, lleft) = match local_of(t, dst as u64 + done) {
-                    Some(x) => x,
-                    None => fail(call, Problem::Unregistered, pe, dst as u64 + done, bytes as u64 - done),
-                };
-                let (r, rleft) = remote_of(t, pe, src_off + done);
-                let n = (bytes as u64 - done).min(lleft).min(rleft).min(t.max_wqe.max(1));
-                group[k] = Wqe::rdma_read(0, r, l, n as u32);
-                k += 1;
-                done += n;
-                if k == GROUP || done == bytes as u64 {
-                    end = post(call, pe, qp, &group[..k]);
-                    k = 0;
-                }
-            }
+            check_reachable(call, t, pe, dst, bytes);
+            let end = post_pieces(call, pe, t, qp, dst as u64, src_off, bytes as u64, |r, l, n| Wqe::rdma_read(0, r, l, n), None);
             if blocking {
                 wait(call, pe, qp, end);
             } else {

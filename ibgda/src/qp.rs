@@ -260,6 +260,10 @@ impl QpDesc {
     fn cons_idx(&self) -> *mut u64 {
         self.field(offset_of!(QpCounters, cons_idx))
     }
+    #[inline(always)]
+    fn read_head(&self) -> *mut u64 {
+        self.field(offset_of!(QpCounters, read_head))
+    }
 
     /// The address of WQEBB `pos` (a free-running count) in the ring.
     #[inline(always)]
@@ -571,6 +575,28 @@ impl QpDesc {
             let ready = s.load_u64(self.ready_head());
             self.poll(s, ready)
         }
+    }
+
+    /// Records that the group ending at `end` holds an RDMA READ its poster does not wait for
+    /// (`QpCounters::read_head`), so that a later fence knows to order behind it.
+    ///
+    /// # Safety
+    /// As [`QpDesc::post`]: the QP's counters are live and accessed only atomically.
+    #[inline(always)]
+    pub unsafe fn note_read<S: Sys>(&self, s: &S, end: u64) {
+        // SAFETY: caller's contract.
+        unsafe { s.fetch_max_u64(self.read_head(), end) };
+    }
+
+    /// Whether a READ recorded by [`note_read`](Self::note_read) may still be unanswered (its group
+    /// is not complete yet): only then does a fence need a fenced WQE on this QP.
+    ///
+    /// # Safety
+    /// As [`QpDesc::note_read`].
+    #[inline(always)]
+    pub unsafe fn reads_outstanding<S: Sys>(&self, s: &S) -> bool {
+        // SAFETY: caller's contract.
+        unsafe { s.load_u64(self.read_head()) > s.load_u64(self.cons_idx()) }
     }
 
     /// Posts `wqes` as one group from one thread: reserves their WQEBBs, writes them, asks for a CQE

@@ -326,6 +326,7 @@ macro_rules! width_ops {
                 Rmw::Or => a.fetch_or(v, Ordering::Relaxed),
                 Rmw::Xor => a.fetch_xor(v, Ordering::Relaxed),
                 Rmw::Swap => a.swap(v, Ordering::Relaxed),
+                Rmw::Max => a.fetch_max(v, Ordering::Relaxed),
             }
         }
         /// # Safety

@@ -93,7 +93,8 @@ pub struct Failure {
     pub len: u64,
 }
 
-/// The read-modify-write operations of the AMO API.
+/// The read-modify-write operations of the AMO API, and the unsigned maximum the IBGDA posting
+/// counters advance with.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Rmw {
     Add,
@@ -101,4 +102,6 @@ pub enum Rmw {
     Or,
     Xor,
     Swap,
+    /// Unsigned maximum.
+    Max,
 }

@@ -200,6 +200,7 @@ macro_rules! width_ops {
                 Rmw::Or => asm!(concat!("atom.relaxed.sys.or.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
                 Rmw::Xor => asm!(concat!("atom.relaxed.sys.xor.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
                 Rmw::Swap => asm!(concat!("atom.relaxed.sys.exch.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                Rmw::Max => asm!(concat!("atom.relaxed.sys.max.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
             }
             old
         }

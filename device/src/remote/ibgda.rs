@@ -158,8 +158,8 @@ struct Dev {
 }
 
 // SAFETY: every method is the arch layer's system-scope atomic (or fence) on the given word, which the
-// posting code's callers guarantee is aligned, live and accessed only atomically; `fetch_max_u64` is a
-// compare-and-swap loop of such atomics; the fences are system-scope.
+// posting code's callers guarantee is aligned, live and accessed only atomically; the fences are
+// system-scope.
 unsafe impl Sys for Dev {
     #[inline(always)]
     unsafe fn fetch_add_u64(&self, p: *mut u64, v: u64) -> u64 {
@@ -169,17 +169,7 @@ unsafe impl Sys for Dev {
     #[inline(always)]
     unsafe fn fetch_max_u64(&self, p: *mut u64, v: u64) -> u64 {
         // SAFETY: the trait's contract.
-        unsafe {
-            let mut old = arch::load_relaxed_u64(p);
-            while old < v {
-                let seen = arch::cas_u64(p, old, v);
-                if seen == old {
-                    break;
-                }
-                old = seen;
-            }
-            old
-        }
+        unsafe { arch::rmw_u64(Rmw::Max, p, v) }
     }
     #[inline(always)]
     unsafe fn cas_u64(&self, p: *mut u64, current: u64, new: u64) -> u64 {
@@ -262,6 +252,14 @@ fn table_or_fail(call: &'static str, pe: i32) -> &'static Table {
     }
 }
 
+/// QP entry `i` of the table (PE-major: `pe * qps_per_pe + k`).
+#[inline(always)]
+fn qp_entry(t: &Table, i: usize) -> &'static QpEntry {
+    // SAFETY: the runtime's array of npes * qps_per_pe entries, alive until finalize; the callers keep
+    // `i` below that (pe < npes, k < qps_per_pe).
+    unsafe { &*((t.qps as usize + i * core::mem::size_of::<QpEntry>()) as *const QpEntry) }
+}
+
 /// Which of a PE's `n` QPs this thread uses: its warp's (the warp's index in the grid, modulo `n`).
 #[inline(always)]
 fn my_qp(n: u32) -> u32 {
@@ -274,8 +272,8 @@ fn my_qp(n: u32) -> u32 {
 fn qp_for(call: &'static str, t: &Table, pe: i32) -> &'static QpEntry {
     let n = t.qps_per_pe.max(1);
     let i = (pe as u32 & (MAX_PES as u32 - 1)) * n + my_qp(n);
-    // SAFETY: the runtime's array of npes * qps_per_pe entries (pe < npes: the caller checked it).
-    let q = unsafe { &*((t.qps as usize + i as usize * core::mem::size_of::<QpEntry>()) as *const QpEntry) };
+    // pe < npes: the caller checked it.
+    let q = qp_entry(t, i as usize);
     if q.desc.sq == 0 {
         // A PE routed IBGDA without a QP: the table is not what the runtime wrote (the address is
         // the table's, the length the entry's index).
@@ -538,8 +536,7 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
         let dst_off = dst_local as u64 - heap_base;
         let signal = sig.map(|s| {
             let (r, _) = remote_of(t, pe, s.local as u64 - heap_base);
-            let op = if s.op == crate::state::SIGNAL_SET { Amo::Swap } else { Amo::Add };
-            Wqe::atomic(0, r, discard(t, qp), Atomic::amo(op, 8, s.value, 0))
+            Wqe::atomic(0, r, discard(t, qp), Atomic::amo(amo_of(signal_code(s.op)), 8, s.value, 0))
         });
         let end = if bytes <= INLINE_DS3 && bytes != 0 {
             // Small: the bytes travel in the WQE (from any memory, a local variable too).
@@ -593,9 +590,8 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
                 wait(call, pe, qp, end);
             } else {
                 // A READ left in flight: a fence must not let later WQEs overtake it.
-                let head = (qp.desc.counters as usize + offset_of!(rshmem_ibgda::QpCounters, read_head)) as *mut u64;
                 // SAFETY: the QP's counters (as in `post`), accessed only atomically.
-                unsafe { Dev { call }.fetch_max_u64(head, end) };
+                unsafe { qp.desc.note_read(&Dev { call }, end) };
             }
         }
     }
@@ -636,8 +632,17 @@ pub(crate) fn amo(call: &'static str, local: usize, width: usize, code: u16, val
 /// signal_op (SIGNAL_SET / SIGNAL_ADD, checked by the caller) of `value` on the u64 at heap address
 /// `sig_local` on `pe`: posted, completed by quiet.
 pub(crate) fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i32, pe: i32) {
-    let code = if sig_op == crate::state::SIGNAL_SET { super::code::SET } else { super::code::ADD };
-    amo(call, sig_local, 8, code, value, 0, pe, false);
+    amo(call, sig_local, 8, signal_code(sig_op), value, 0, pe, false);
+}
+
+/// The device AMO code of a signal operation (SIGNAL_SET: a swap, SIGNAL_ADD: an add).
+#[inline(always)]
+fn signal_code(sig_op: i32) -> u16 {
+    if sig_op == crate::state::SIGNAL_SET {
+        super::code::SET
+    } else {
+        super::code::ADD
+    }
 }
 
 /// Calls `f` with every QP entry of PEs routed IBGDA (this thread's one per PE when `mine`).
@@ -653,9 +658,7 @@ fn each_qp(t: &Table, mine: bool, mut f: impl FnMut(i32, &QpEntry)) {
             if mine && q != my_qp(per) {
                 continue;
             }
-            let i = pe * per as usize + q as usize;
-            // SAFETY: the runtime's npes * qps_per_pe entries.
-            let e = unsafe { &*((t.qps as usize + i * core::mem::size_of::<QpEntry>()) as *const QpEntry) };
+            let e = qp_entry(t, pe * per as usize + q as usize);
             if e.desc.sq != 0 {
                 f(pe as i32, e);
             }
@@ -683,13 +686,8 @@ pub(crate) fn fence() {
     const CALL: &str = "rshmem_fence (IBGDA)\0";
     let Some(t) = table() else { return };
     each_qp(t, true, |pe, qp| {
-        let s = Dev { call: CALL };
         // SAFETY: the QP's counters (as in `post`), read atomically.
-        let (reads, done) = unsafe {
-            let c = qp.desc.counters as usize;
-            (s.load_u64((c + offset_of!(rshmem_ibgda::QpCounters, read_head)) as *const u64), s.load_u64((c + offset_of!(rshmem_ibgda::QpCounters, cons_idx)) as *const u64))
-        };
-        if reads > done {
+        if unsafe { qp.desc.reads_outstanding(&Dev { call: CALL }) } {
             post(CALL, pe, qp, &[Wqe::nop(fm_ce_se::FM_FENCE)]);
         }
     });

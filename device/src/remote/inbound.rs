@@ -28,6 +28,7 @@
 //! writer.
 
 use crate::arch;
+use crate::ops::AmoBits;
 use crate::remote::proxy::apply_amo;
 use crate::state::{DeviceState, Internal};
 use bytemuck::{Pod, Zeroable};
@@ -114,28 +115,29 @@ unsafe fn apply(code: u32, width: u32, p: *mut u8, value: u64, compare: u64, ext
 /// `p` must be aligned to `a.bytes()` inside this PE's heap, accessed only atomically meanwhile.
 #[inline(always)]
 unsafe fn apply_nic_atomic(a: rshmem_ibgda::Atomic, p: *mut u8) -> u64 {
-    // SAFETY: the caller's contract throughout (aligned, live, atomic accesses only).
+    // SAFETY: the caller's contract (aligned, live, atomic accesses only).
     unsafe {
-        if let rshmem_ibgda::Atomic::Fa64 { add } = a {
-            return arch::rmw_u64(arch::Rmw::Add, p as *mut u64, add);
+        match a {
+            rshmem_ibgda::Atomic::Fa64 { add } => arch::rmw_u64(arch::Rmw::Add, p as *mut u64, add),
+            _ if a.bytes() == 4 => cas_apply(p as *mut u32, a),
+            _ => cas_apply(p as *mut u64, a),
         }
-        if a.bytes() == 4 {
-            let p = p as *mut u32;
-            let mut old = arch::load_relaxed_u32(p);
-            loop {
-                let seen = arch::cas_u32(p, old, a.apply(old as u64) as u32);
-                if seen == old {
-                    return old as u64;
-                }
-                old = seen;
-            }
-        }
-        let p = p as *mut u64;
-        let mut old = arch::load_relaxed_u64(p);
+    }
+}
+
+/// `a.apply` on the word at `p` in a compare-and-swap loop; the old value.
+///
+/// # Safety
+/// As [`apply_nic_atomic`], `p` of `B`'s width.
+#[inline(always)]
+unsafe fn cas_apply<B: AmoBits>(p: *mut B, a: rshmem_ibgda::Atomic) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut old = B::load(p);
         loop {
-            let seen = arch::cas_u64(p, old, a.apply(old));
-            if seen == old {
-                return old;
+            let seen = B::cas(p, old, B::from_u64(a.apply(old.to_u64())));
+            if seen.to_u64() == old.to_u64() {
+                return old.to_u64();
             }
             old = seen;
         }

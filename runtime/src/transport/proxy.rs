@@ -310,17 +310,11 @@ impl NicPort {
         link.nic.lock().unwrap_or_else(|e| e.into_inner()).outstanding += 1;
         let sent = match &op {
             RemoteOp::Write { rkey, raddr, data } => inner.send(link, |c| {
-                let chunk = c.send_chunk().min(inner.max_chunk) as usize;
-                let mut at = 0;
-                loop {
-                    let n = (data.len() - at).min(chunk);
-                    let last = at + n == data.len();
-                    c.send_message(&Message::NicWrite { seq, rkey: *rkey, raddr: raddr + at as u64, data: &data[at..at + n], last })?;
-                    at += n;
-                    if last {
-                        return Ok(());
-                    }
+                let chunk = c.send_chunk().min(inner.max_chunk);
+                for ch in Chunks::nic_write(inner.me, seq, *rkey, *raddr, data.len() as u64, chunk) {
+                    c.send(&ch.header, &data[ch.range])?;
                 }
+                Ok(())
             }),
             RemoteOp::Read { rkey, raddr, len } => inner.send(link, |c| c.send_message(&Message::NicRead { seq, rkey: *rkey, raddr: *raddr, len: *len as u64 })),
             RemoteOp::Atomic { rkey, raddr, op } => inner.send(link, |c| c.send_message(&Message::NicAtomic { seq, rkey: *rkey, raddr: *raddr, op: *op })),
@@ -1138,19 +1132,11 @@ impl Inner {
     }
 
     fn nic_read_response(&self, link: &Link, seq: u64, data: &[u8]) -> Result<()> {
-        let chunk = self.send(link, |c| Ok(c.send_chunk()))?.min(self.max_chunk) as usize;
-        self.send(link, |c| {
-            let mut at = 0;
-            loop {
-                let n = (data.len() - at).min(chunk);
-                let last = at + n == data.len();
-                c.send_message(&Message::NicReadResponse { seq, offset: at as u64, data: &data[at..at + n], last })?;
-                at += n;
-                if last {
-                    return Ok(());
-                }
-            }
-        })
+        let chunk = self.send(link, |c| Ok(c.send_chunk()))?.min(self.max_chunk);
+        for ch in Chunks::nic_read_response(self.me, seq, data.len() as u64, chunk) {
+            self.send(link, |c| c.send(&ch.header, &data[ch.range.clone()]))?;
+        }
+        Ok(())
     }
 
     /// Two pinned staging buffers of a chunk each (one being filled while the other is sent).

@@ -840,6 +840,16 @@ impl Chunks {
     pub fn get_response(src_pe: u32, seq: u64, offset: u64, len: u64, max_chunk: u32) -> Chunks {
         Chunks::new(Kind::GetResponse, src_pe, seq, offset, len, max_chunk, None)
     }
+    /// Chunks of an emulated NIC's RDMA WRITE of `len` bytes to remote address `raddr` under `rkey`.
+    pub fn nic_write(src_pe: u32, seq: u64, rkey: u32, raddr: u64, len: u64, max_chunk: u32) -> Chunks {
+        let mut c = Chunks::new(Kind::NicWrite, src_pe, seq, raddr, len, max_chunk, None);
+        c.template.key = rkey;
+        c
+    }
+    /// Chunks of the answer to a NIC READ of `len` bytes (`offset`: the position in the READ).
+    pub fn nic_read_response(src_pe: u32, seq: u64, len: u64, max_chunk: u32) -> Chunks {
+        Chunks::new(Kind::NicReadResponse, src_pe, seq, 0, len, max_chunk, None)
+    }
     fn new(kind: Kind, src_pe: u32, seq: u64, offset: u64, len: u64, max_chunk: u32, signal: Option<Signal>) -> Chunks {
         let template = OpHeader { kind: kind as u8, src_pe, seq, offset, ..OpHeader::default() };
         Chunks { template, signal, max: max_chunk.max(1) as u64, len, done: 0, finished: false }
@@ -1077,6 +1087,28 @@ mod tests {
         let c = Context { max_chunk: 4096, ..ctx() };
         for ch in Chunks::get_response(2, 1, 0, HEAP, 4096).chain(Chunks::put(2, 1, 0, 10_000, 4096, Some(sig()))) {
             check_header(&ch.header, &c).unwrap();
+        }
+        // An emulated NIC's WRITE and READ answer: the chunks decode to the messages the responder and
+        // the requester act on, each at its place, the last one flagged.
+        let payload = vec![0x5au8; 10_000];
+        let raddr = 0x7f00_0000_1000u64;
+        for (write, chunks) in [(true, Chunks::nic_write(2, 77, 0x1234, raddr, 10_000, 4096)), (false, Chunks::nic_read_response(2, 78, 10_000, 4096))] {
+            let chunks: Vec<Chunk> = chunks.collect();
+            assert_eq!(chunks.len(), 3);
+            for (i, ch) in chunks.iter().enumerate() {
+                let checked = check_header(&ch.header, &c).unwrap();
+                let data = &payload[ch.range.clone()];
+                let last = i + 1 == chunks.len();
+                match message(&ch.header, checked, data, &c).unwrap() {
+                    Message::NicWrite { seq, rkey, raddr: at, data: d, last: l } if write => {
+                        assert_eq!((seq, rkey, at, d.len(), l), (77, 0x1234, raddr + ch.range.start as u64, ch.range.len(), last))
+                    }
+                    Message::NicReadResponse { seq, offset, data: d, last: l } if !write => {
+                        assert_eq!((seq, offset, d.len(), l), (78, ch.range.start as u64, ch.range.len(), last))
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
         }
     }
 

@@ -497,8 +497,8 @@ fn missing_device_hint(root: &Path) -> Option<String> {
 }
 
 /// The RDMA lines: a summary ("RDMA devices"), then per device and per port. `hca` is
-/// `RSHMEM_IB_HCA`'s value. Returns the lines and whether a port is usable.
-fn rdma_checks(root: &Path, devices: &[RdmaDevice], hca: Option<&str>) -> (Vec<Check>, bool) {
+/// `RSHMEM_IB_HCA`'s value. Returns the lines and the usable ports ([`usable_ports`]).
+fn rdma_checks(root: &Path, devices: &[RdmaDevice], hca: Option<&str>) -> (Vec<Check>, Vec<(String, u32)>) {
     const NAME: &str = "RDMA devices";
     let var = crate::env::IB_HCA;
     let filter = match hca.map(parse_hca_list) {
@@ -507,7 +507,7 @@ fn rdma_checks(root: &Path, devices: &[RdmaDevice], hca: Option<&str>) -> (Vec<C
         Some(Err(why)) => {
             let c = Check::new(NAME, Status::Fail, format!("{var}={:?} is not valid: {why}", hca.unwrap_or("")))
                 .with_fix(format!("correct {var} or unset it"));
-            return (vec![c], false);
+            return (vec![c], Vec::new());
         }
     };
     if devices.is_empty() {
@@ -516,7 +516,7 @@ fn rdma_checks(root: &Path, devices: &[RdmaDevice], hca: Option<&str>) -> (Vec<C
         let c = Check::new(NAME, Status::Fail, detail).with_fix(
             "on a host with a ConnectX (mlx5) NIC, install rdma-core and load its drivers (modprobe mlx5_core mlx5_ib), then check with `ibv_devices` or `rdma link`; in a container, pass the NIC in (/dev/infiniband and its sysfs). Without a NIC, jobs spanning nodes use the proxy over TCP, or with RSHMEM_REMOTE_TRANSPORT=ibgda the emulated NIC",
         );
-        return (vec![c], false);
+        return (vec![c], Vec::new());
     }
     let mut lines = Vec::new();
     for d in devices {
@@ -571,7 +571,7 @@ fn rdma_checks(root: &Path, devices: &[RdmaDevice], hca: Option<&str>) -> (Vec<C
         Check::new(NAME, Status::Pass, format!("{detail}; usable for IBGDA: {}", list.join(", ")))
     };
     lines.insert(0, summary);
-    (lines, !usable.is_empty())
+    (lines, usable)
 }
 
 // ------------------------------------------------------------------ GPUs
@@ -941,7 +941,8 @@ pub struct NetEnv {
 }
 
 impl NetEnv {
-    fn from_env() -> NetEnv {
+    /// The environment's settings (the variables, trimmed; empty ones as unset).
+    pub fn current() -> NetEnv {
         let get = |n: &str| crate::env::get(n).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         NetEnv {
             bootstrap: get(crate::env::BOOTSTRAP),
@@ -995,7 +996,7 @@ fn bootstrap_check(e: &NetEnv) -> Check {
         };
     }
     let ifname = e.bootstrap_ifname.as_deref();
-    match crate::bootstrap::local_ipv4(ifname) {
+    match crate::bootstrap::local_ipv4(ifname, ifvar) {
         Err(err) => Check::new(NAME, Status::Fail, err.to_string()).with_fix(format!("set {ifvar} to one of this host's interfaces, or unset it")),
         Ok(ip) => {
             let why = match ifname {
@@ -1027,20 +1028,13 @@ pub enum ListenWhy {
     BootstrapInterface,
 }
 
-impl NetEnv {
-    /// The environment's settings (the variables, trimmed; empty ones as unset).
-    pub fn current() -> NetEnv {
-        NetEnv::from_env()
-    }
-}
-
 /// The IPv4 address the proxy listens on, and why: RSHMEM_PROXY_IFNAME's; else the address this host
 /// uses to reach RSHMEM_BOOTSTRAP's host (127.0.0.1 for a loopback rendezvous; with `--netns` every
 /// node has its own); else the bootstrap's interface. The one definition, used by the proxy
 /// transport and by `rshmrun --diagnose`; name resolution is bounded.
 pub fn proxy_listen_ip(e: &NetEnv) -> crate::error::Result<(IpAddr, ListenWhy)> {
     if let Some(i) = &e.proxy_ifname {
-        return crate::bootstrap::local_ipv4(Some(i)).map(|ip| (IpAddr::V4(ip), ListenWhy::Ifname(i.clone())));
+        return crate::bootstrap::local_ipv4(Some(i), crate::env::PROXY_IFNAME).map(|ip| (IpAddr::V4(ip), ListenWhy::Ifname(i.clone())));
     }
     if let Some(b) = &e.bootstrap {
         if let Ok(a) = resolve_bootstrap(b) {
@@ -1052,7 +1046,7 @@ pub fn proxy_listen_ip(e: &NetEnv) -> crate::error::Result<(IpAddr, ListenWhy)> 
             }
         }
     }
-    crate::bootstrap::local_ipv4(e.bootstrap_ifname.as_deref()).map(|ip| (IpAddr::V4(ip), ListenWhy::BootstrapInterface))
+    crate::bootstrap::local_ipv4(e.bootstrap_ifname.as_deref(), crate::env::BOOTSTRAP_IFNAME).map(|ip| (IpAddr::V4(ip), ListenWhy::BootstrapInterface))
 }
 
 /// Where the proxy would listen ([`proxy_listen_ip`]), as a line.
@@ -1062,7 +1056,7 @@ fn proxy_check(e: &NetEnv) -> Check {
     let bvar = crate::env::BOOTSTRAP;
     match proxy_listen_ip(e) {
         Ok((ip, ListenWhy::Ifname(i))) => Check::new(NAME, Status::Info, format!("the proxy listens on {}: {pvar}={i}", with_iface(ip))),
-        Err(err) if e.proxy_ifname.is_some() => Check::new(NAME, Status::Fail, err.to_string().replace("rshmem bootstrap: ", "").replace(crate::env::BOOTSTRAP_IFNAME, pvar))
+        Err(err) if e.proxy_ifname.is_some() => Check::new(NAME, Status::Fail, err.to_string())
             .with_fix(format!("set {pvar} to one of this host's interfaces, or unset it")),
         Ok((_, ListenWhy::LoopbackRendezvous(b))) => Check::new(NAME, Status::Info, format!("the proxy listens on 127.0.0.1: {bvar}={b} is loopback, so a job on this host")),
         Ok((ip, ListenWhy::RouteTo(b))) => Check::new(
@@ -1165,20 +1159,19 @@ fn report_at(root: &Path, hca: Option<&str>, net: &NetEnv, gpus: GpuProbe, verbs
         let (lines, usable) = rdma_checks(&r, &devices, h.as_deref());
         (devices, lines, usable)
     });
-    let (devices, mut checks, port_usable) = scanned.unwrap_or_else(|| {
+    let (devices, mut checks, ports) = scanned.unwrap_or_else(|| {
         let c = Check::new("RDMA devices", Status::Fail, format!("reading /sys/class/infiniband did not finish within {} s", secs(SYSFS_LIMIT)))
             .with_fix("a driver blocks sysfs reads: check `dmesg` for the RDMA driver");
-        (Vec::new(), vec![c], false)
+        (Vec::new(), vec![c], Vec::new())
     });
     let gpudirect = gpudirect_check(root, &gpus);
     checks.push(gpudirect.clone());
     let verbs = verbs.map_or_else(|| vec![no_verbs_check()], bounded_verbs);
     checks.extend(verbs.iter().cloned());
-    let filter = hca.and_then(|v| parse_hca_list(v).ok()).unwrap_or_default();
-    checks.extend(affinity_checks(root, &gpus, &devices, &usable_ports(&devices, &filter)));
+    checks.extend(affinity_checks(root, &gpus, &devices, &ports));
     checks.push(bootstrap_check(net));
     checks.push(proxy_check(net));
-    let usable = decide(port_usable, &gpudirect, &verbs);
+    let usable = decide(!ports.is_empty(), &gpudirect, &verbs);
     checks.push(transport(usable));
     (checks, usable)
 }
@@ -1190,7 +1183,7 @@ fn report_at(root: &Path, hca: Option<&str>, net: &NetEnv, gpus: GpuProbe, verbs
 pub fn report_with(verbs: Option<fn() -> Vec<Check>>, transport: &dyn Fn(bool) -> Check) -> Vec<Check> {
     let hca = hca_env();
     let root = Path::new("/");
-    report_at(root, hca.as_deref(), &NetEnv::from_env(), probe_gpus(root), verbs, transport).0
+    report_at(root, hca.as_deref(), &NetEnv::current(), probe_gpus(root), verbs, transport).0
 }
 
 /// The report as `rshmrun --diagnose` prints it: a header, then one line per check.
@@ -1324,8 +1317,8 @@ mod tests {
     }
     fn scan(t: &Tree, hca: Option<&str>) -> (Vec<RdmaDevice>, Vec<Check>, bool) {
         let devices = rdma_devices(t.root());
-        let (c, ok) = rdma_checks(t.root(), &devices, hca);
-        (devices, c, ok)
+        let (c, usable) = rdma_checks(t.root(), &devices, hca);
+        (devices, c, !usable.is_empty())
     }
 
     #[test]

@@ -41,8 +41,9 @@ pub(crate) use wire::poll;
 
 /// The IPv4 address this host would use on interface `ifname` (None: the default route's interface,
 /// else the first non-loopback one, else loopback), for other listeners (the proxy transport's).
-pub(crate) fn local_ipv4(ifname: Option<&str>) -> Result<std::net::Ipv4Addr> {
-    net::choose_ipv4(ifname).map(|(ip, _)| ip)
+/// `var`: the variable that named `ifname` (an error names it).
+pub(crate) fn local_ipv4(ifname: Option<&str>, var: &str) -> Result<std::net::Ipv4Addr> {
+    net::choose_ipv4(ifname, var).map(|(ip, _)| ip)
 }
 /// Resolves a host:port (for other listeners that follow the bootstrap's address).
 pub(crate) fn resolve_addr(addr: &str) -> std::io::Result<Vec<std::net::SocketAddr>> {
@@ -132,7 +133,7 @@ static UID_LISTENERS: Mutex<Vec<(SocketAddrV4, TcpListener)>> = Mutex::new(Vec::
 /// same process, which uses the listener made here.
 pub fn get_unique_id() -> Result<UniqueId> {
     let ifname = env::get(env::BOOTSTRAP_IFNAME).filter(|s| !s.trim().is_empty());
-    let (ip, ifname) = net::choose_ipv4(ifname.as_deref().map(str::trim))?;
+    let (ip, ifname) = net::choose_ipv4(ifname.as_deref().map(str::trim), env::BOOTSTRAP_IFNAME)?;
     let listener = TcpListener::bind((ip, 0))
         .map_err(|e| Error::os(format!("rshmem bootstrap: cannot listen on {ip} (interface {ifname})"), e))?;
     let port = listener.local_addr().map_err(|e| Error::os("rshmem bootstrap: listener address", e))?.port();

@@ -258,7 +258,8 @@ pub(super) fn default_route_iface(route_table: &str) -> Option<String> {
 
 /// The IPv4 address the unique-id listener binds: RSHMEM_BOOTSTRAP_IFNAME, else the default route's
 /// interface, else the first non-loopback interface that is up, else loopback.
-pub(super) fn choose_ipv4(ifname: Option<&str>) -> Result<(Ipv4Addr, String)> {
+/// `var`: the variable that named `ifname`, for messages (the bootstrap's or the proxy's).
+pub(super) fn choose_ipv4(ifname: Option<&str>, var: &str) -> Result<(Ipv4Addr, String)> {
     let ifs = interfaces()?;
     let listing = || {
         let v: Vec<String> = ifs
@@ -271,13 +272,10 @@ pub(super) fn choose_ipv4(ifname: Option<&str>) -> Result<(Ipv4Addr, String)> {
         v.join(", ")
     };
     if let Some(name) = ifname {
-        let var = env::BOOTSTRAP_IFNAME;
         return match ifs.iter().find(|i| i.name == name) {
-            None => {
-                Err(Error::new(format!("rshmem bootstrap: {var}={name}: no such interface (available: {})", listing())))
-            }
+            None => Err(Error::new(format!("rshmem: {var}={name}: no such interface (available: {})", listing()))),
             Some(Iface { addr: None, .. }) => Err(Error::new(format!(
-                "rshmem bootstrap: {var}={name}: the interface has no IPv4 address (available: {})",
+                "rshmem: {var}={name}: the interface has no IPv4 address (available: {})",
                 listing()
             ))),
             Some(Iface { addr: Some(a), .. }) => Ok((*a, name.to_string())),
@@ -316,12 +314,13 @@ mod tests {
     fn interface_choice() {
         let ifs = interfaces().unwrap();
         assert!(ifs.iter().any(|i| i.loopback), "no loopback interface?");
-        let (ip, _) = choose_ipv4(None).unwrap();
+        let (ip, _) = choose_ipv4(None, env::BOOTSTRAP_IFNAME).unwrap();
         assert!(!ip.is_unspecified());
         let lo = ifs.iter().find(|i| i.loopback && i.addr.is_some()).unwrap();
-        assert_eq!(choose_ipv4(Some(&lo.name)).unwrap().0, lo.addr.unwrap());
-        let e = choose_ipv4(Some("no-such-if0")).unwrap_err().to_string();
+        assert_eq!(choose_ipv4(Some(&lo.name), env::BOOTSTRAP_IFNAME).unwrap().0, lo.addr.unwrap());
+        let e = choose_ipv4(Some("no-such-if0"), env::PROXY_IFNAME).unwrap_err().to_string();
         assert!(e.contains("no such interface") && e.contains(&lo.name), "{e}");
+        assert!(e.contains("RSHMEM_PROXY_IFNAME=no-such-if0"), "the message names the variable that named it: {e}");
     }
 
     #[test]

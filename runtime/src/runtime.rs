@@ -558,8 +558,12 @@ impl Runtime {
     pub fn buffer_register(&self, addr: usize, len: usize) -> Result<()> {
         let base = self.backend.heap_base();
         crate::register::register(addr, len, base..base + self.backend.heap_size())?;
-        for t in &self.transports {
+        for (i, t) in self.transports.iter().enumerate() {
             if let Err(e) = t.register_buffer(addr, len) {
+                // Undo what succeeded, so that a failed registration leaves nothing behind.
+                for done in &self.transports[..i] {
+                    let _ = done.unregister_buffer(addr);
+                }
                 let _ = crate::register::unregister(addr);
                 return Err(e);
             }

@@ -199,6 +199,11 @@ struct Settings {
     ack_only: bool,
 }
 
+/// How long the host's quiet waits for the NIC: RSHMEM_WAIT_TIMEOUT, else (0 or unset) a year.
+fn wait_limit() -> Duration {
+    env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600))
+}
+
 fn settings() -> Result<Settings> {
     fn parsed<T>(name: &str, parse: impl Fn(&str) -> std::result::Result<T, String>) -> Result<Option<T>> {
         env::get(name).map(|v| parse(&v).map_err(|e| Error::new(format!("{name}={v:?}: {e}")))).transpose()
@@ -425,7 +430,6 @@ impl Ibgda {
         let rkeys: Vec<u32> = keys.concat();
         let t = Table { qps_per_pe, key_shift: KEY_SHIFT, max_wqe: EMU_MAX_WQE, ret_lkey: RET_KEY, ..Table::default() };
         table.write(&*platform, nqp, start, t, &entries, &bases, &rkeys, &mine)?;
-        let wait_limit = env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600));
         log::info(format!(
             "ibgda: PE {me}: emulated NIC, {qps_per_pe} QPs to each of {} PEs on other nodes, {} WQEBBs each, {chunks} key chunks",
             nqp / qps_per_pe.max(1) as usize,
@@ -438,7 +442,7 @@ impl Ibgda {
             platform,
             table,
             locals: Mutex::new(Vec::new()),
-            wait_limit,
+            wait_limit: wait_limit(),
         })
     }
 

@@ -16,12 +16,12 @@
 //!
 //! Not run on hardware here: no machine of this project has a NIC (README, "Remote PEs").
 
-use super::{exchange_keys, peers, settings, DeviceTable, Engine, Ibgda, Settings, BATCH, KEY_SHIFT};
+use super::{exchange_keys, peers, settings, wait_limit, DeviceTable, Engine, Ibgda, Settings, BATCH, KEY_SHIFT};
 use crate::backend::{Backend, Collective, HostShared};
 use crate::error::{Error, Result};
 use crate::transport::verbs::{IbgdaNic, IbgdaQp, IbgdaQpConfig, Mr, Nic, RcHandle};
 use crate::transport::{proxy::Proxy, RemoteSetup};
-use crate::{env, log};
+use crate::log;
 use rshmem_device::remote::ibgda::{ret_bytes, QpEntry, Table};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -104,8 +104,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<Ibgda> {
 
     // Keys and the device table.
     let table = DeviceTable::alloc(&*platform, nqp, n, qps_per_pe as usize, chunks)?;
-    let mine: Vec<u32> = mrs.iter().map(|m| m.as_ref().map_or(0, |m| m.rkey)).collect();
-    let lkeys: Vec<u32> = mrs.iter().map(|m| m.as_ref().map_or(0, |m| m.lkey)).collect();
+    let (mine, lkeys) = keys_of(&mrs);
     let (bases, keys) = exchange_keys(boot, "rshmem_init (ibgda keys)", heap_base, &mine)?;
     let rkeys = keys.concat();
     let mut entries = vec![QpEntry::default(); n * qps_per_pe as usize];
@@ -116,7 +115,6 @@ pub(super) fn new(s: &RemoteSetup) -> Result<Ibgda> {
     let t = Table { qps_per_pe, key_shift: KEY_SHIFT, max_wqe: NIC_MAX_WQE, ret_lkey: ret_mr.lkey, ..Table::default() };
     table.write(&*platform, nqp, 0, t, &entries, &bases, &rkeys, &lkeys)?;
     let descs = qps.iter().map(|&(pe, k)| entries[pe as usize * qps_per_pe as usize + k as usize].desc).collect();
-    let wait_limit = env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600));
     Ok(Ibgda {
         proxy,
         engine: Engine::Real(Real {
@@ -133,8 +131,13 @@ pub(super) fn new(s: &RemoteSetup) -> Result<Ibgda> {
         platform,
         table,
         locals: Mutex::new(Vec::new()),
-        wait_limit,
+        wait_limit: wait_limit(),
     })
+}
+
+/// The (rkeys, lkeys) of the heap chunks, 0 for a chunk not registered yet.
+fn keys_of(mrs: &[Option<Mr>]) -> (Vec<u32>, Vec<u32>) {
+    mrs.iter().map(|m| m.as_ref().map_or((0, 0), |m| (m.rkey, m.lkey))).unzip()
 }
 
 /// Registers the key chunks that `range` (heap offsets) touches and that are not registered yet.
@@ -164,10 +167,9 @@ impl Real {
         let mut h = self.heap.lock().unwrap_or_else(|e| e.into_inner());
         let chunks = h.mrs.len();
         let new = register_chunks(&self.nic, self.heap_base, platform.heap_size() as u64, range.start as u64..range.end as u64, &mut h.mrs)?;
-        let mine: Vec<u32> = h.mrs.iter().map(|m| m.as_ref().map_or(0, |m| m.rkey)).collect();
+        let (mine, lkeys) = keys_of(&h.mrs);
         let (_, keys) = exchange_keys(c.boot, "rshmem_malloc (ibgda keys of new heap chunks)", self.heap_base, &mine)?;
         h.rkeys = keys.concat();
-        let lkeys: Vec<u32> = h.mrs.iter().map(|m| m.as_ref().map_or(0, |m| m.lkey)).collect();
         debug_assert_eq!(h.rkeys.len(), chunks * c.boot.npes());
         if !new.is_empty() {
             log::debug(format!("ibgda: registered heap chunks {new:?}"));

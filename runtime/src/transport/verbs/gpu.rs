@@ -68,6 +68,11 @@ impl GpuMem {
         )?;
         // SAFETY: the whole allocation is live and ours.
         check(unsafe { cu::cuMemsetD8_v2(base, fill, total) }, "cuMemsetD8")?;
+        // cuMemsetD8 on device memory may return before it ran (it is queued on the legacy stream,
+        // which non-blocking streams do not wait for: seen on an H100 with the runtime's own tables):
+        // the queues must hold `fill` before the NIC or a kernel reads them.
+        // SAFETY: a current context on this thread (the module's precondition).
+        check(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize after cuMemsetD8")?;
         Ok(mem)
     }
 

@@ -642,10 +642,13 @@ fn complete(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig) -> usize {
     n
 }
 
-/// Takes the peer's answers: each finishes its WQE's local half (READ data, fetched value).
+/// Takes the peer's answers: each finishes its WQE's local half (READ data, fetched value). The
+/// in-flight WQEs carry consecutive tags from the front's on (tags are handed out in order and WQEs
+/// leave from the front), so an answer finds its WQE by index.
 fn absorb(q: &mut EmuQp, mrs: &MrTable) {
     while let Some((tag, r)) = q.remote.poll() {
-        if let Some(f) = q.inflight.iter_mut().find(|f| f.tag == tag && f.done.is_none()) {
+        let at = q.inflight.front().map(|f| tag.wrapping_sub(f.tag) as usize);
+        if let Some(f) = at.and_then(|i| q.inflight.get_mut(i)).filter(|f| f.tag == tag && f.done.is_none()) {
             f.done = Some(match r {
                 Ok(done) => finish(&f.then, f.bytes, done, mrs),
                 Err(e) => Err(remote_failed(e)),

@@ -8,7 +8,7 @@
 #     (tests/tests/suite_nodes.rs; the cases are defined once, in tests/tests/common/suite.rs), and teams
 #     and collectives on 1-4 PEs and two nodes, against a model (tests/tests/coll.rs);
 #  4. builds the runtime with its real-NIC path (the `verbs` feature: the IBGDA setup of a ConnectX
-#     NIC and the proxy's RDMA provider, rdma-core loaded at run time) and runs its unit tests and the
+#     NIC and host-posted RDMA for a future verbs proxy, rdma-core loaded at run time) and runs its unit tests and the
 #     layout check of its verbs/mlx5dv structs against the system's rdma-core headers;
 #  5. assembles the PTX with ptxas and compiles + device-links the CUDA C++ examples and the seed
 #     program against rshmem's headers (no GPU needed);

@@ -14,27 +14,26 @@ mod signals;
 use std::io::Write;
 use std::time::Duration;
 
+/// Writes `text` to stdout (`--info`, `--diagnose`); a closed stdout is not an error.
+fn print_text(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
 fn main() {
     let cli = cli::parse();
     if cli.info {
-        let text = format!(
+        return print_text(&format!(
             "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}",
             rshmem::env::info_text(),
             cli::set_variables_text(),
             cli::NODES_INFO
-        );
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
-        return;
+        ));
     }
     if cli.diagnose {
         // Every check is bounded and a failing one is a line of the report, not an error: exit 0.
-        let text = rshmem::diagnose::render(&rshmem::transport::select::report());
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
-        return;
+        return print_text(&rshmem::diagnose::render(&rshmem::transport::select::report()));
     }
     let mut command = cli.command.into_iter();
     let program = command.next().expect("clap requires PROGRAM unless --info or --diagnose");

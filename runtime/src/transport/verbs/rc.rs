@@ -1,5 +1,6 @@
-//! RDMA operations posted from a host thread on an ordinary verbs RC QP with a host CQ: what the
-//! proxy transport's RDMA provider uses (as NVSHMEM's IBRC does). RDMA WRITE, READ and the two
+//! RDMA operations posted from a host thread on an ordinary verbs RC QP with a host CQ: what a
+//! proxy over verbs would use (as NVSHMEM's IBRC does; the proxy transport does not use it yet and
+//! stays on TCP). RDMA WRITE, READ and the two
 //! 64-bit atomics (fetch-add, compare-swap); completions polled from the CQ, and failed ones turned
 //! into errors naming the operation, the peer and the status.
 

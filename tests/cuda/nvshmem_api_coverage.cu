@@ -254,7 +254,8 @@ __global__ void amo_coverage(Args a) {
 // run-time sizes; this one adds the shapes that compile differently: constant small sizes to and from
 // locals (the thread-scope copy folds to one access), 8-byte-aligned but not 16-byte-aligned buffers
 // (8-byte head/tail around 16-byte units, and 8-byte units when the two pointers differ in phase) in
-// every scope, and every AMO width through the rshmem names, results used.
+// every scope. The AMOs' fast paths are reached by rshmem_api_coverage below (RSHMEM_AMO calls the same
+// rshmem_* names, which this header redirects), results used.
 #if defined(__CUDA_ARCH__) && !defined(RSHMEM_NO_INLINE_FASTPATH)
 #if !defined(rshmem_g32) || !defined(rshmem_p64) || !defined(rshmem_getmem) || !defined(rshmem_putmem_nbi_block) || \
     !defined(rshmem_getmem_nbi_warp) || !defined(rshmem_atomic_fetch_add32) || !defined(rshmem_atomic_add64) ||    \
@@ -263,25 +264,6 @@ __global__ void amo_coverage(Args a) {
 #error "rshmem_inline.h's fast paths are not hooked in (device pass)"
 #endif
 #endif
-#define INLINE_AMO_CALLS(B)                                                                                \
-    {                                                                                                      \
-        uint##B##_t v = rshmem_atomic_fetch_add##B(a.sym, 1, a.pe);                                        \
-        rshmem_atomic_add##B(a.sym, v, a.pe);                                                              \
-        v += rshmem_atomic_fetch_and##B(a.sym, v, a.pe);                                                   \
-        rshmem_atomic_and##B(a.sym, v, a.pe);                                                              \
-        v += rshmem_atomic_fetch_or##B(a.sym, v, a.pe);                                                    \
-        rshmem_atomic_or##B(a.sym, v, a.pe);                                                               \
-        v += rshmem_atomic_fetch_xor##B(a.sym, v, a.pe);                                                   \
-        rshmem_atomic_xor##B(a.sym, v, a.pe);                                                              \
-        v += rshmem_atomic_fetch_inc##B(a.sym, a.pe);                                                      \
-        rshmem_atomic_inc##B(a.sym, a.pe);                                                                 \
-        v += rshmem_atomic_swap##B(a.sym, v, a.pe);                                                        \
-        v += rshmem_atomic_compare_swap##B(a.sym, v, v + 1, a.pe);                                         \
-        v += rshmem_atomic_fetch##B(a.sym, a.pe);                                                          \
-        rshmem_atomic_set##B(a.sym, v, a.pe);                                                              \
-        *a.sink += v;                                                                                      \
-    }
-
 __global__ void inline_fastpath_coverage(Args a) {
     // Thread scope, constant sizes, local buffers (registers on the fast path).
     unsigned long long v8 = 0;
@@ -317,8 +299,6 @@ __global__ void inline_fastpath_coverage(Args a) {
     nvshmemx_getmem_block(l0, s8, n, a.pe);
     nvshmemx_double_put_nbi_block((double *)s8, (const double *)l8, a.n, a.pe);
     nvshmemx_uint64_get_warp((uint64_t *)l8, (const uint64_t *)s8, a.n, a.pe);
-    INLINE_AMO_CALLS(32)
-    INLINE_AMO_CALLS(64)
 }
 
 // ------------------------------------------------------------------ device: synchronization

@@ -1,0 +1,79 @@
+//! The one waiting policy of rshmem's host threads: spin briefly, then yield the CPU, then sleep.
+//!
+//! PEs may outnumber cores (the CPU backend runs kernels on host threads; CI has two cores), so a
+//! waiter must give its CPU away soon; but a wake-up from sleep costs several microseconds, so the
+//! first rounds only spin. Every host wait loop of rshmem (the proxy, the request ring, the emulated
+//! NIC, the CPU backend's device waits, the shared-memory host barrier, CUDA event polling) uses this
+//! one schedule instead of its own thresholds.
+
+use std::time::Duration;
+
+/// Rounds that only spin (a pause instruction each).
+pub const SPIN_ROUNDS: u64 = 64;
+/// Rounds, counted from the start, after which a waiter sleeps instead of yielding.
+pub const YIELD_ROUNDS: u64 = 2048;
+/// How long one sleeping round sleeps.
+pub const SLEEP: Duration = Duration::from_micros(20);
+
+/// The state of one wait: how many rounds it has waited. Call [`Backoff::snooze`] once per failed poll
+/// and [`Backoff::reset`] after progress.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Backoff {
+    rounds: u64,
+}
+
+impl Backoff {
+    pub const fn new() -> Backoff {
+        Backoff { rounds: 0 }
+    }
+    /// Waits one round: a spin, a yield or a sleep, depending on how long this wait has lasted.
+    pub fn snooze(&mut self) {
+        self.rounds = self.rounds.saturating_add(1);
+        if self.rounds <= SPIN_ROUNDS {
+            std::hint::spin_loop();
+        } else if self.rounds <= YIELD_ROUNDS {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(SLEEP);
+        }
+    }
+    /// Rounds waited so far (for checks that run every N rounds, such as a deadline).
+    pub const fn rounds(&self) -> u64 {
+        self.rounds
+    }
+    /// Progress was made: the next wait starts with spinning again.
+    pub fn reset(&mut self) {
+        self.rounds = 0;
+    }
+    /// Whether this wait has reached the sleeping phase (the waiter is idle, not merely between
+    /// events).
+    pub const fn sleeping(&self) -> bool {
+        self.rounds > YIELD_ROUNDS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn spins_then_yields_then_sleeps() {
+        let mut b = Backoff::new();
+        let t = Instant::now();
+        for _ in 0..YIELD_ROUNDS {
+            b.snooze();
+        }
+        assert!(!b.sleeping());
+        // Spinning and yielding 2048 rounds takes far less than 2048 sleeps would.
+        assert!(t.elapsed() < SLEEP * YIELD_ROUNDS as u32 / 4, "{:?}", t.elapsed());
+        let t = Instant::now();
+        for _ in 0..10 {
+            b.snooze();
+        }
+        assert!(b.sleeping());
+        assert!(t.elapsed() >= SLEEP * 10, "sleeping rounds must sleep: {:?}", t.elapsed());
+        b.reset();
+        assert_eq!(b.rounds(), 0);
+    }
+}

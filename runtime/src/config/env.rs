@@ -1,0 +1,424 @@
+//! Every environment variable rshmem reads, in one table. `rshmrun --info` prints this table; the runtime
+//! reads variables only through the helpers here, so the table cannot fall behind the code.
+
+use crate::error::{Error, Result};
+
+/// One environment variable: name, default (as text; "" = unset), meaning, and the check its value
+/// must pass (run for every set variable at init by [`validate`]; `Err` says what is expected).
+pub struct EnvVar {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+    pub check: fn(&str) -> std::result::Result<(), String>,
+}
+
+pub const PE: &str = "RSHMEM_PE";
+pub const NPES: &str = "RSHMEM_NPES";
+pub const LOCAL_PE: &str = "RSHMEM_LOCAL_PE";
+pub const LOCAL_NPES: &str = "RSHMEM_LOCAL_NPES";
+pub const NODE_ID: &str = "RSHMEM_NODE_ID";
+pub const BOOTSTRAP: &str = "RSHMEM_BOOTSTRAP";
+pub const BOOTSTRAP_FD: &str = "RSHMEM_BOOTSTRAP_FD";
+pub const JOB_KEY: &str = "RSHMEM_JOB_KEY";
+pub const BOOTSTRAP_TIMEOUT: &str = "RSHMEM_BOOTSTRAP_TIMEOUT";
+pub const BOOTSTRAP_IFNAME: &str = "RSHMEM_BOOTSTRAP_IFNAME";
+pub const SYMMETRIC_SIZE: &str = "RSHMEM_SYMMETRIC_SIZE";
+pub const BACKEND: &str = "RSHMEM_BACKEND";
+pub const DEBUG: &str = "RSHMEM_DEBUG";
+pub const WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
+pub const STATUS_FD: &str = "RSHMEM_STATUS_FD";
+pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
+pub const REMOTE_TRANSPORT: &str = "RSHMEM_REMOTE_TRANSPORT";
+pub const PROXY_SLOTS: &str = "RSHMEM_PROXY_SLOTS";
+pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
+pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
+pub const IB_HCA: &str = "RSHMEM_IB_HCA";
+
+pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
+pub const IBGDA_QP_DEPTH: &str = "RSHMEM_IBGDA_QP_DEPTH";
+pub const IBGDA_FAULTS: &str = "RSHMEM_IBGDA_FAULTS";
+pub const IBGDA_EMULATOR: &str = "RSHMEM_IBGDA_EMULATOR";
+
+pub const VARS: &[EnvVar] = &[
+    EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)", check: is_count },
+    EnvVar { name: NPES, default: "", meaning: "number of PEs in the job (set by rshmrun; else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE or PMI_SIZE)", check: is_positive },
+    EnvVar { name: LOCAL_PE, default: "", meaning: "PE number among the PEs of this node (set by rshmrun; else SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK; else computed at bootstrap from host identity)", check: is_count },
+    EnvVar { name: LOCAL_NPES, default: "", meaning: "number of PEs on this node (set by rshmrun; else computed at bootstrap)", check: is_positive },
+    EnvVar { name: NODE_ID, default: "", meaning: "simulated node of this PE (set by `rshmrun --nodes N`): PEs with different node ids are on different nodes even on one host (no mapped heaps, no shared host barrier), as on separate machines; unset under mpirun/srun, where the host decides", check: is_count },
+    EnvVar { name: BOOTSTRAP, default: "", meaning: "host:port of the bootstrap rendezvous (PE 0 listens there). rshmrun sets it; under Slurm/Open MPI/PMI set it yourself to PE 0's host and a free port", check: is_host_port },
+    EnvVar { name: BOOTSTRAP_FD, default: "", meaning: "internal: listening socket handed to PE 0 by rshmrun", check: is_fd },
+    EnvVar { name: JOB_KEY, default: "", meaning: "secret shared by the PEs of one job (32 hex digits, not all zero); bootstrap and fd-passing connections without it are refused. rshmrun and the unique-id API make a random one; outside rshmrun a job of several PEs must set it (export RSHMEM_JOB_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n'))", check: is_job_key },
+    EnvVar { name: BOOTSTRAP_TIMEOUT, default: "30", meaning: "seconds to wait for all PEs to reach the bootstrap at init; after that every PE fails, naming the missing PEs", check: is_positive_secs },
+    EnvVar { name: BOOTSTRAP_IFNAME, default: "", meaning: "network interface for the bootstrap listener (unique-id API); default: the interface of the default route, else the first non-loopback IPv4 interface, else loopback", check: is_ifname },
+    EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "symmetric heap size per PE in bytes; suffixes k, m, g, t (powers of 1024)", check: is_size },
+    EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
+    EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
+    EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (when the job has PEs on other nodes: ibgda on a NIC that passes every `rshmrun --diagnose` check, else proxy; nothing for a single-node job), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU threads post mlx5 work requests to the NIC themselves; without a usable NIC, to rshmem's emulated NIC, which carries them over TCP; `rshmrun --diagnose` says which). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
+    EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each PE's request ring (a power of two from 1 to 1048576); 64 bytes each, in pinned host memory on CUDA", check: is_proxy_slots },
+    EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
+    EnvVar { name: PROXY_SPIN, default: "off", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: polling threads on a small machine take the CPUs the PEs need). Off by default until measured on GPUs", check: is_proxy_spin },
+    EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
+    EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH); a real NIC needs at least 128", check: is_ibgda_depth },
+    EnvVar { name: IBGDA_FAULTS, default: "none", meaning: "ibgda transport, emulated NIC: fault injection to expose ordering bugs in the posting code, a comma-separated list of: delay[=DURATION] (between a doorbell and the WQE fetch), drop[=N] (every N-th doorbell; the doorbell record still counts), wrap[=START] (WQE counts start near a 16-bit wrap), full[=DURATION] (hold WQEs until the send queue is full), slow[=DURATION] (before each completion), scan=DURATION, all", check: is_ibgda_faults },
+    EnvVar { name: IBGDA_EMULATOR, default: "full", meaning: "ibgda transport, emulated NIC: full (executes every operation at its target over TCP) or ack (completes every well-formed WQE at once without moving data: measures the posting side alone; results are not valid)", check: is_ibgda_emulator },
+    EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
+    EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds any wait may last before the PE fails naming what it waits for: device-side wait_until/signal_wait_until/barrier on the CPU backend, host barriers, the runtime's collectives and bootstrap collectives (the error names the PEs not yet arrived and what they last entered); 0 = wait forever", check: is_secs },
+    EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
+    EnvVar { name: IB_HCA, default: "", meaning: "ibgda transport: the RDMA devices (and ports) it may use, comma-separated names with an optional :port (mlx5_0:1,mlx5_3); a leading ^ excludes the listed ones instead (^mlx5_2). Default: every mlx5 (ConnectX) device with a usable port. `rshmrun --diagnose` checks them and names the one nearest each GPU", check: crate::config::parse::check_hca_list },
+];
+
+/// NVSHMEM's names honoured as aliases of rshmem's variables, as (NVSHMEM name, rshmem name). Programs
+/// written for NVSHMEM set them before init (NVSHMEM's perftests set NVSHMEM_SYMMETRIC_SIZE). The
+/// rshmem name wins when both are set; an alias's value gets the same check, under its own name.
+pub const ALIASES: &[(&str, &str)] = &[("NVSHMEM_SYMMETRIC_SIZE", SYMMETRIC_SIZE)];
+
+/// The NVSHMEM alias of rshmem variable `name`, if it has one.
+fn alias_of(name: &str) -> Option<&'static str> {
+    ALIASES.iter().find(|(_, r)| *r == name).map(|(a, _)| *a)
+}
+
+// ------------------------------------------------------------------ per-variable checks
+
+fn is_count(v: &str) -> std::result::Result<(), String> {
+    v.trim().parse::<usize>().map(|_| ()).map_err(|_| "expected a non-negative integer".into())
+}
+fn is_positive(v: &str) -> std::result::Result<(), String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err("expected a positive integer".into()),
+    }
+}
+fn is_fd(v: &str) -> std::result::Result<(), String> {
+    match v.trim().parse::<i32>() {
+        Ok(n) if n >= 0 => Ok(()),
+        _ => Err("expected a file descriptor number".into()),
+    }
+}
+fn is_host_port(v: &str) -> std::result::Result<(), String> {
+    crate::config::parse::addr_syntax(v.trim()).map_err(|why| format!("expected host:port, e.g. node001:29500 ({why})"))
+}
+fn is_job_key(v: &str) -> std::result::Result<(), String> {
+    crate::config::parse::decode_job_key(v.trim()).map(|_| ())
+}
+fn is_secs(v: &str) -> std::result::Result<(), String> {
+    parse_secs(v).map(|_| ()).ok_or_else(|| "expected a number of seconds (examples: 30, 0.5; 0 = no limit)".into())
+}
+fn is_positive_secs(v: &str) -> std::result::Result<(), String> {
+    parse_positive_secs(v).map(|_| ())
+}
+fn is_ifname(v: &str) -> std::result::Result<(), String> {
+    if v.trim().is_empty() || v.len() >= 16 || v.contains(['/', ' ']) {
+        Err("expected a network interface name (e.g. eth0)".into())
+    } else {
+        Ok(())
+    }
+}
+fn is_size(v: &str) -> std::result::Result<(), String> {
+    parse_size(v).map(|_| ()).ok_or_else(|| "expected a size in bytes, with an optional k/m/g/t suffix (examples: 1073741824, 512m, 2g)".into())
+}
+fn is_backend(v: &str) -> std::result::Result<(), String> {
+    parse_backend(v).map(|_| ()).ok_or_else(|| "expected auto, cpu or cuda".into())
+}
+/// RSHMEM_BACKEND's value, canonical: "auto", "cpu" or "cuda" ("gpu" = "cuda"); None when garbage.
+pub fn parse_backend(v: &str) -> Option<&'static str> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "auto" => Some("auto"),
+        "cpu" => Some("cpu"),
+        "cuda" | "gpu" => Some("cuda"),
+        _ => None,
+    }
+}
+fn is_proxy_slots(v: &str) -> std::result::Result<(), String> {
+    parse_proxy_slots(v).map(|_| ())
+}
+/// A `RSHMEM_PROXY_SLOTS` value: a power of two from 1 to the ring's maximum.
+pub fn parse_proxy_slots(v: &str) -> std::result::Result<usize, String> {
+    let max = rshmem_device::remote::proxy::MAX_SLOTS;
+    match v.trim().parse::<u64>() {
+        Ok(n) if n >= 1 && n <= max && n.is_power_of_two() => Ok(n as usize),
+        _ => Err(format!("expected a power of two from 1 to {max}")),
+    }
+}
+fn is_remote_transport(v: &str) -> std::result::Result<(), String> {
+    crate::config::parse::parse_remote(Some(v)).map(|_| ())
+}
+fn is_ibgda_qps(v: &str) -> std::result::Result<(), String> {
+    parse_ibgda_qps(v).map(|_| ())
+}
+/// A `RSHMEM_IBGDA_QPS_PER_PE` value.
+pub fn parse_ibgda_qps(v: &str) -> std::result::Result<u32, String> {
+    let max = rshmem_device::remote::ibgda::MAX_QPS_PER_PE;
+    match v.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of queue pairs from 1 to {max}")),
+    }
+}
+fn is_ibgda_depth(v: &str) -> std::result::Result<(), String> {
+    parse_ibgda_depth(v).map(|_| ())
+}
+/// A `RSHMEM_IBGDA_QP_DEPTH` value: log2 of the WQEBBs.
+pub fn parse_ibgda_depth(v: &str) -> std::result::Result<u32, String> {
+    match v.trim().parse::<u32>() {
+        Ok(n) if (64..=32768).contains(&n) && n.is_power_of_two() => Ok(n.trailing_zeros()),
+        _ => Err("expected a power of two from 64 to 32768".into()),
+    }
+}
+fn is_ibgda_faults(v: &str) -> std::result::Result<(), String> {
+    rshmem_ibgda::emu::FaultConfig::parse(v).map(|_| ())
+}
+fn is_ibgda_emulator(v: &str) -> std::result::Result<(), String> {
+    parse_ibgda_emulator(v).map(|_| ())
+}
+/// A `RSHMEM_IBGDA_EMULATOR` value: whether the emulated NIC only acknowledges.
+pub fn parse_ibgda_emulator(v: &str) -> std::result::Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "full" => Ok(false),
+        "ack" => Ok(true),
+        _ => Err("expected full or ack".into()),
+    }
+}
+fn is_proxy_spin(v: &str) -> std::result::Result<(), String> {
+    parse_proxy_spin(v).map(|_| ())
+}
+/// A `RSHMEM_PROXY_SPIN` value: Some(on/off), None for auto.
+pub fn parse_proxy_spin(v: &str) -> std::result::Result<Option<bool>, String> {
+    match v.trim() {
+        "auto" => Ok(None),
+        "on" | "1" => Ok(Some(true)),
+        "off" | "0" => Ok(Some(false)),
+        _ => Err("expected auto, on or off".into()),
+    }
+}
+fn is_level(v: &str) -> std::result::Result<(), String> {
+    parse_level(v).map(|_| ()).ok_or_else(|| "expected error, warn, info or debug".into())
+}
+
+/// RSHMEM_DEBUG's levels, most severe first: 0 error, 1 warn, 2 info, 3 debug ("trace" = debug).
+pub fn parse_level(v: &str) -> Option<u8> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "error" => Some(0),
+        "warn" | "warning" => Some(1),
+        "info" => Some(2),
+        "debug" | "trace" => Some(3),
+        _ => None,
+    }
+}
+
+/// `RSHMEM_*` names that rshmem's build, tools and tests read, not the runtime: never warned about.
+const NOT_RUNTIME: &[&str] = &["RSHMEM_SKIP_PTX", "RSHMEM_PTX_MISSING_WHY", "RSHMEM_LIBDIR", "RSHMEM_TEST_"];
+
+/// Checks every set variable of [`VARS`] (the first bad one is the error, naming the variable and its
+/// value) and returns one warning per unknown `RSHMEM_*` name in `vars` (with the closest known name).
+/// `vars` is the environment as (name, value) pairs; the runtime passes the process environment.
+pub fn validate_vars(vars: &[(String, String)]) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    for (name, value) in vars {
+        let target = ALIASES.iter().find(|(a, _)| a == name).map(|(_, r)| *r).unwrap_or(name.as_str());
+        if let Some(v) = VARS.iter().find(|v| v.name == target) {
+            if value.is_empty() {
+                continue; // empty means unset, as everywhere in rshmem
+            }
+            if let Err(why) = (v.check)(value) {
+                return Err(Error::new(format!("{name}={value:?} is not valid: {why}")));
+            }
+        } else if name.starts_with("RSHMEM_") && !NOT_RUNTIME.iter().any(|p| name.starts_with(p)) {
+            let near = VARS.iter().min_by_key(|v| edit_distance(v.name, name)).map(|v| v.name).unwrap_or(WAIT_TIMEOUT);
+            warnings.push(format!(
+                "{name} is not a variable rshmem reads (ignored); did you mean {near}? (`rshmrun --info` lists them all)"
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
+/// [`validate_vars`] over this process's environment; warnings go to the log. Called once by init.
+pub fn validate() -> Result<()> {
+    let vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let k = k.into_string().ok()?;
+            // A value that is not UTF-8 is garbage too: keep it, lossily, so the check names it.
+            (k.starts_with("RSHMEM_") || ALIASES.iter().any(|(a, _)| *a == k)).then(|| (k, v.to_string_lossy().into_owned()))
+        })
+        .collect();
+    for w in validate_vars(&vars)? {
+        crate::log::warn(w);
+    }
+    Ok(())
+}
+
+/// Levenshtein distance (for "did you mean").
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Seconds: None when malformed, Some(None) for 0 (no limit), Some(Some(d)) otherwise.
+/// A positive number of seconds (RSHMEM_BOOTSTRAP_TIMEOUT), or why not.
+pub fn parse_positive_secs(v: &str) -> std::result::Result<std::time::Duration, String> {
+    match parse_secs(v) {
+        Some(Some(d)) => Ok(d),
+        _ => Err("expected a positive number of seconds (examples: 30, 0.5)".into()),
+    }
+}
+
+fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
+    match v.trim().parse::<f64>() {
+        Ok(0.0) => Some(None),
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e9 => Some(Some(std::time::Duration::from_secs_f64(s))),
+        _ => None,
+    }
+}
+
+/// Reads a variable as text (None when unset or empty), else its NVSHMEM alias (`ALIASES`).
+pub fn get(name: &str) -> Option<String> {
+    let read = |n: &str| std::env::var(n).ok().filter(|s| !s.is_empty());
+    read(name).or_else(|| alias_of(name).and_then(read))
+}
+
+/// Reads a variable that must parse as an integer, naming the variable and the value on error.
+pub fn get_usize(name: &str) -> Result<Option<usize>> {
+    match get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .map(Some)
+            .map_err(|_| Error::new(format!("{name}={v:?} is not a non-negative integer"))),
+    }
+}
+
+/// Parses a size with an optional k/m/g/t suffix (powers of 1024).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last()?.to_ascii_lowercase() {
+        'k' => (&t[..t.len() - 1], 1u64 << 10),
+        'm' => (&t[..t.len() - 1], 1u64 << 20),
+        'g' => (&t[..t.len() - 1], 1u64 << 30),
+        't' => (&t[..t.len() - 1], 1u64 << 40),
+        _ => (t, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// Reads a size variable, default when unset, clear error when malformed.
+pub fn get_size(name: &str, default: u64) -> Result<u64> {
+    match get(name) {
+        None => Ok(default),
+        Some(v) => parse_size(&v).ok_or_else(|| {
+            Error::new(format!("{name}={v:?} is not a size (examples: 1073741824, 512m, 2g)"))
+        }),
+    }
+}
+
+/// Reads a duration in seconds (fractions allowed; 0 means "none"), naming the variable on error.
+pub fn get_secs(name: &str) -> Result<Option<std::time::Duration>> {
+    match get(name) {
+        None => Ok(None),
+        Some(v) => parse_secs(&v)
+            .ok_or_else(|| Error::new(format!("{name}={v:?} is not a number of seconds (examples: 30, 0.5; 0 = no limit)"))),
+    }
+}
+
+/// RSHMEM_WAIT_TIMEOUT: how long any wait (device waits on the CPU backend, host barriers, collectives)
+/// may last before the PE fails naming what it waits for; None = wait forever.
+pub fn wait_timeout() -> Result<Option<std::time::Duration>> {
+    get_secs(WAIT_TIMEOUT)
+}
+
+/// Renders the table for `rshmrun --info`.
+pub fn info_text() -> String {
+    let mut s = String::from("Environment variables read by rshmem:\n\n");
+    for v in VARS {
+        let dflt = if v.default.is_empty() { "(unset)" } else { v.default };
+        let cur = get(v.name).map(|c| format!("  [now: {c}]")).unwrap_or_default();
+        let alias = alias_of(v.name).map(|a| format!("\n    also read as {a} (NVSHMEM's name; {} wins when both are set)", v.name)).unwrap_or_default();
+        s.push_str(&format!("{}\n    default: {dflt}{cur}\n    {}{alias}\n", v.name, v.meaning));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("512m"), Some(512 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn nvshmem_aliases_are_checked_under_their_own_name() {
+        let e = validate_vars(&vars(&[("NVSHMEM_SYMMETRIC_SIZE", "lots")])).unwrap_err().to_string();
+        assert!(e.contains("NVSHMEM_SYMMETRIC_SIZE=\"lots\""), "{e}");
+        assert!(validate_vars(&vars(&[("NVSHMEM_SYMMETRIC_SIZE", "2G")])).unwrap().is_empty());
+        // Every alias names a variable of the table.
+        for (a, r) in ALIASES {
+            assert!(VARS.iter().any(|v| v.name == *r), "{a} aliases {r}, which is not in VARS");
+            assert!(info_text().contains(a), "--info does not list {a}");
+        }
+    }
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn garbage_values_name_the_variable() {
+        for (name, bad) in [
+            (WAIT_TIMEOUT, "soon"),
+            (WAIT_TIMEOUT, "-1"),
+            (DEBUG, "loud"),
+            (SYMMETRIC_SIZE, "lots"),
+            (BACKEND, "tpu"),
+            (JOB_KEY, "abc"),
+            (PE, "x"),
+            (NPES, "0"),
+            (BOOTSTRAP, "nohost"),
+            (STATUS_FD, "-3"),
+            (BOOTSTRAP_TIMEOUT, "0"),
+            (CUMEM_GRANULE, "1q"),
+            (REMOTE_TRANSPORT, "tcp"),
+            (REMOTE_TRANSPORT, "p2p"),
+        ] {
+            let e = validate_vars(&vars(&[(name, bad)])).expect_err(name).to_string();
+            assert!(e.contains(name) && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn good_values_pass_and_unknown_names_warn() {
+        let ok = [
+            (WAIT_TIMEOUT, "2"),
+            (WAIT_TIMEOUT, "0.5"),
+            (DEBUG, "Info"),
+            (SYMMETRIC_SIZE, "64m"),
+            (BACKEND, "cpu"),
+            (JOB_KEY, "0123456789abcdef0123456789ABCDEF"),
+            (BOOTSTRAP, "127.0.0.1:4000"),
+            (STATUS_FD, "5"),
+            (REMOTE_TRANSPORT, "none"),
+            (REMOTE_TRANSPORT, "proxy"),
+            (REMOTE_TRANSPORT, "IBGDA"),
+            (DEBUG, ""),
+            ("RSHMEM_TEST_THREADS", "4"),
+            ("RSHMEM_SKIP_PTX", "1"),
+        ];
+        assert_eq!(validate_vars(&vars(&ok)).unwrap(), Vec::<String>::new());
+        let w = validate_vars(&vars(&[("RSHMEM_WAIT_TIMOUT", "2")])).unwrap();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("RSHMEM_WAIT_TIMOUT") && w[0].contains("did you mean RSHMEM_WAIT_TIMEOUT"), "{}", w[0]);
+    }
+}

@@ -1,0 +1,269 @@
+//! The CUDA API of user programs: loading kernels into the running runtime (`Module::load`), device
+//! memory, timers, and the on-stream calls. This file is above the runtime (it asks it for the running
+//! instance, `crate::runtime::get`), like `kernels.rs` and `capi.rs`; the CUDA platform it builds on
+//! (`platform::cuda`) is below the runtime and never asks it.
+
+pub use crate::platform::cuda::backend::{CudaBackend, CudaInitError};
+pub use crate::platform::cuda::module::{Module, Stream, DEVICE_PTX};
+use crate::error::{Error, Result};
+use crate::platform::cuda::driver::{self, check, check_ctx};
+use crate::platform::cuda::module::state_ptx;
+use cudarc::driver::sys as cu;
+
+/// The CUDA backend of the running runtime, if that is the backend in use.
+pub fn with_backend<R>(call: &str, f: impl FnOnce(&CudaBackend) -> Result<R>) -> Result<R> {
+    let rt = crate::runtime::get(call)?;
+    let any = rt.backend().as_any();
+    match any.downcast_ref::<CudaBackend>() {
+        Some(b) => f(b),
+        None => Err(Error::new(format!("{call}: needs the CUDA backend (this job runs on the {} backend)", rt.backend().name()))),
+    }
+}
+
+impl Module {
+    /// Links `user_ptx` (Rust kernels written against rshmem-device) with the device library, loads
+    /// the result into the runtime's context and fills in its device state.
+    ///
+    /// The module belongs to the running runtime instance: that instance keeps it (and writes its
+    /// device state) until `finalize` drops the instance; then it is unloaded once every `Arc` to it is
+    /// gone. After a second `init`, load the PTX again (`KernelSet` does): a module of an earlier
+    /// instance still holds that instance's (stale) device state. Returns the module and the
+    /// generation of the runtime instance it belongs to (`CudaBackend::generation`).
+    pub fn load(user_ptx: &str) -> Result<(std::sync::Arc<Module>, u64)> {
+        with_backend("rshmem::cuda::Module::load", |b| {
+            // Kernels written with rshmem-device inline the whole device API; their only external
+            // symbol is the device state. Linking a PTX that just defines it is far faster than JIT-
+            // compiling the whole device library; fall back to the library if more is needed.
+            let m = match Module::link(b.ctx, &[("rshmem_state.ptx", &state_ptx()), ("kernels.ptx", user_ptx)]) {
+                Ok(m) => m,
+                Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)])?,
+            };
+            let m = std::sync::Arc::new(m);
+            b.adopt(&m)?;
+            Ok((m, b.generation()))
+        })
+    }
+
+}
+
+// ------------------------------------------------------------------ host helpers for GPU programs
+
+fn backend_op<R>(call: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    with_backend(call, |b| {
+        b.bind()?;
+        f()
+    })
+}
+
+/// Copies host bytes to device memory (symmetric or not) of this PE.
+///
+/// # Safety
+/// `dst..dst+src.len()` must be device memory of this PE that the caller may overwrite (a symmetric
+/// allocation or one from `device_alloc`, still live).
+pub unsafe fn copy_to_device(dst: *mut u8, src: &[u8]) -> Result<()> {
+    // SAFETY: src is a live slice; dst is the caller's promise (above).
+    backend_op("rshmem::cuda::copy_to_device", || unsafe { driver::htod(dst as u64, src.as_ptr(), src.len()) })
+}
+/// Copies device memory of this PE to host bytes.
+///
+/// # Safety
+/// `src..src+dst.len()` must be readable device memory of this PE (a live symmetric allocation or one
+/// from `device_alloc`).
+pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
+    // SAFETY: dst is a live, exclusive slice; src is the caller's promise (above).
+    backend_op("rshmem::cuda::copy_from_device", || unsafe { driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) })
+}
+/// Waits until everything queued so far on the legacy default stream (and so, by its rules, on every
+/// blocking stream) has run, by polling an event, not in `cuCtxSynchronize`.
+///
+/// Why polling: a kernel of this PE may spin until the proxy transport completes its requests, and the
+/// proxy's own CUDA work (a copy into GPU memory, a launch of the inbound service) must get through the
+/// driver meanwhile. A thread parked inside `cuCtxSynchronize` was seen to keep the proxy's launches
+/// from completing on 2 x H200 (the suite's `amo` and `wait` scenarios across nodes). An event query
+/// holds the driver only for the query; between queries this thread sleeps.
+pub fn wait_default_stream(call: &str) -> Result<()> {
+    backend_op(call, || {
+        let mut ev: cu::CUevent = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; a timing-free event.
+        check(unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
+        let r = (|| {
+            // SAFETY: ev is a live event of the current context; the null stream is the legacy default.
+            check_ctx(unsafe { cu::cuEventRecord(ev, std::ptr::null_mut()) }, "cuEventRecord")?;
+            let mut polls = 0u32;
+            loop {
+                // SAFETY: ev is live.
+                match unsafe { cu::cuEventQuery(ev) } {
+                    cu::CUresult::CUDA_SUCCESS => return Ok(()),
+                    cu::CUresult::CUDA_ERROR_NOT_READY => {}
+                    other => return check_ctx(other, &format!("{call}: waiting for the kernel")),
+                }
+                polls += 1;
+                if polls < 64 {
+                    std::hint::spin_loop();
+                } else if polls < 1024 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            }
+        })();
+        // SAFETY: ev was created above and is destroyed once.
+        unsafe { cu::cuEventDestroy_v2(ev) };
+        r
+    })
+}
+
+/// Waits for all GPU work of this PE.
+pub fn synchronize() -> Result<()> {
+    // SAFETY: plain context synchronization.
+    backend_op("rshmem::cuda::synchronize", || check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize"))
+}
+/// Allocates ordinary (non-symmetric) device memory.
+pub fn device_alloc(bytes: usize) -> Result<*mut u8> {
+    backend_op("rshmem::cuda::device_alloc", || {
+        let mut p = 0;
+        // SAFETY: out-pointer.
+        check(unsafe { cu::cuMemAlloc_v2(&mut p, bytes.max(1)) }, "cuMemAlloc")?;
+        Ok(p as *mut u8)
+    })
+}
+/// Frees memory from `device_alloc`.
+///
+/// # Safety
+/// `p` must come from `device_alloc` and not be freed yet, and no kernel or copy may still use it.
+pub unsafe fn device_free(p: *mut u8) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    backend_op("rshmem::cuda::device_free", || check(unsafe { cu::cuMemFree_v2(p as u64) }, "cuMemFree"))
+}
+
+/// A pair of events for timing GPU work on a stream (milliseconds between them).
+pub struct Timer {
+    a: cu::CUevent,
+    b: cu::CUevent,
+}
+// SAFETY: event handles are plain tokens.
+unsafe impl Send for Timer {}
+impl Timer {
+    pub fn new() -> Result<Timer> {
+        backend_op("rshmem::cuda::Timer::new", || {
+            let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: out-pointers.
+            unsafe {
+                check(cu::cuEventCreate(&mut a, 0), "cuEventCreate")?;
+                check(cu::cuEventCreate(&mut b, 0), "cuEventCreate")?;
+            }
+            Ok(Timer { a, b })
+        })
+    }
+    pub fn start(&self, s: Stream) -> Result<()> {
+        // SAFETY: live event and stream.
+        check(unsafe { cu::cuEventRecord(self.a, s.0) }, "cuEventRecord")
+    }
+    pub fn stop(&self, s: Stream) -> Result<()> {
+        // SAFETY: live event and stream.
+        check(unsafe { cu::cuEventRecord(self.b, s.0) }, "cuEventRecord")
+    }
+    /// Waits for the stop event and returns the elapsed milliseconds.
+    pub fn elapsed_ms(&self) -> Result<f32> {
+        let mut ms = 0f32;
+        // SAFETY: live events.
+        unsafe {
+            check_ctx(cu::cuEventSynchronize(self.b), "cuEventSynchronize")?;
+            check(cu::cuEventElapsedTime_v2(&mut ms, self.a, self.b), "cuEventElapsedTime")?;
+        }
+        Ok(ms)
+    }
+}
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: events created in new().
+        unsafe {
+            cu::cuEventDestroy_v2(self.a);
+            cu::cuEventDestroy_v2(self.b);
+        }
+    }
+}
+
+/// On-stream operations through the runtime's own module.
+pub fn barrier_all_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    with_backend("rshmem_barrier_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_barrier_all_kernel", 1, 1, 0, s, &mut []) })
+}
+pub fn sync_all_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    with_backend("rshmem_sync_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_sync_all_kernel", 1, 1, 0, s, &mut []) })
+}
+pub fn quiet_on_stream(s: Stream) -> Result<()> {
+    // SAFETY: the kernel takes no parameters.
+    with_backend("rshmem_quiet_on_stream", |b| unsafe { b.module()?.launch("rshmemi_quiet_kernel", 1, 1, 0, s, &mut []) })
+}
+/// Enqueues a copy into symmetric `dst` on `pe` (copy engine over NVLink/PCIe). The symmetric range
+/// and the PE are checked.
+///
+/// # Safety
+/// `src` must be readable for `bytes` (host or device memory) until the copy has run on `s`, and `s`
+/// must be a live stream of this PE's context (or `Stream::DEFAULT`).
+pub unsafe fn putmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    unsafe { onstream_copy("rshmem_putmem_on_stream", dst, src, bytes, pe, s, true) }
+}
+/// Enqueues a copy from symmetric `src` on `pe`. The symmetric range and the PE are checked.
+///
+/// # Safety
+/// `dst` must be writable for `bytes` (host or device memory), not used by anything else until the
+/// copy has run on `s`, and `s` must be a live stream of this PE's context (or `Stream::DEFAULT`).
+pub unsafe fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream) -> Result<()> {
+    // SAFETY: the caller's contract above.
+    unsafe { onstream_copy("rshmem_getmem_on_stream", dst, src, bytes, pe, s, false) }
+}
+
+/// # Safety
+/// As `putmem_on_stream` (`put`) or `getmem_on_stream` for the local side and the stream.
+unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
+    let rt = crate::runtime::get(call)?;
+    let sym = if put { dst } else { src as *mut u8 };
+    let t = rt.check_rma(call, sym, bytes, pe)?;
+    if t.peer_base(pe as usize) == 0 {
+        // SAFETY: forwarded contract; the range and the route were checked.
+        return unsafe { onstream_remote(call, dst, src, bytes, pe, s, put) };
+    }
+    let remote = rshmem_device::ptr(sym, pe) as u64;
+    let (d, sr) = if put { (remote, src as u64) } else { (dst as u64, remote) };
+    with_backend(call, |b| {
+        b.bind()?;
+        // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing.
+        check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyAsync"))
+    })
+}
+
+/// An on-stream put/get to a PE on another node: a one-thread kernel on `s` (`rshmemi_proxy_request`)
+/// posts the request into this PE's proxy ring and waits until the proxy has completed it. Stream
+/// order gives the on-stream semantics: the request is posted after everything enqueued before it on
+/// `s` (e.g. the kernel that produced `src`), and everything enqueued after it starts once it is
+/// complete at the target. A GPU thread posts, not a host function: the ring's counters are advanced by
+/// GPU atomics, which a CPU atomic on the same pinned word would not be atomic with
+/// (`Backend::post_request`). The proxy's own copies run on its non-blocking streams, so the waiting
+/// kernel never waits for work queued behind it.
+///
+/// # Safety
+/// As `onstream_copy`.
+unsafe fn onstream_remote(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
+    use rshmem_device::remote::proxy::{op, Request};
+    if bytes == 0 {
+        return Ok(());
+    }
+    let rt = crate::runtime::get(call)?;
+    let base = rt.backend().heap_base() as u64;
+    let r = if put {
+        Request { op: op::PUT, pe: pe as u32, offset: dst as u64 - base, len: bytes as u64, src: src as u64, ..Request::default() }
+    } else {
+        Request { op: op::GET, pe: pe as u32, offset: src as u64 - base, len: bytes as u64, src: dst as u64, ..Request::default() }
+    };
+    // SAFETY: the symmetric range and the route were checked by the caller (onstream_copy); the local
+    // buffer's validity until the stream has run the request is this function's contract.
+    let posted = unsafe { rt.backend().services().post_request(&r, Some(s.0 as u64)) }.map_err(|e| e.context(call))?;
+    if !posted {
+        return Err(Error::new(format!("{call}: this platform posts no proxy requests from a stream")));
+    }
+    Ok(())
+}

@@ -1,0 +1,418 @@
+//! Job status board: one shared-memory page per job that rshmrun creates and every PE writes into, so that
+//! when a job stalls the launcher (on `--timeout`) and the PEs themselves can say which PE everyone waits
+//! for and what that PE last entered.
+//!
+//! rshmrun creates it with [`JobStatus::create`] and hands the descriptor to each PE in
+//! `RSHMEM_STATUS_FD` (inherited, like the bootstrap listener). A PE opens it with
+//! [`JobStatus::from_env`] during init and records each host collective it enters and leaves
+//! ([`JobStatus::enter`], [`JobStatus::leave`]). Outside rshmrun there is no board and these do nothing.
+//!
+//! Layout (a memfd): a 64-byte header (magic, PE count, record size), then one 128-byte record per PE.
+//! Each PE writes only its own record; anyone may read any record. A record is a seqlock: its version
+//! is odd while the PE rewrites it, and a reader retries until it reads the same even version before
+//! and after the fields (see [`Slot`]).
+
+use crate::bootstrap::pe_list;
+use crate::error::{Error, Result};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// What one PE last recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeStatus {
+    pub pe: usize,
+    /// Host collectives this PE has entered so far (0: none yet).
+    pub seq: u64,
+    /// Name of the last host collective it entered ("" before any).
+    pub call: String,
+    /// True while it is inside that collective (entered, not yet left).
+    pub inside: bool,
+    /// Process id that wrote the record (0: the PE has not initialized).
+    pub pid: u32,
+}
+
+const MAGIC: u64 = u64::from_le_bytes(*b"RSHMJSB1");
+const HEADER: usize = 64;
+const NAME_WORDS: usize = 8;
+/// The call name is kept to this many bytes (names are short: "rshmem_barrier_all").
+const NAME_BYTES: usize = NAME_WORDS * 8;
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    npes: AtomicU64,
+    record: AtomicU64,
+}
+
+/// One PE's record. `ver` is the seqlock version: odd while the owner rewrites the other fields.
+#[repr(C)]
+struct Slot {
+    ver: AtomicU64,
+    seq: AtomicU64,
+    inside: AtomicU64,
+    pid: AtomicU64,
+    name: [AtomicU64; NAME_WORDS],
+    _pad: [u64; 4],
+}
+const RECORD: usize = std::mem::size_of::<Slot>();
+const _: () = assert!(RECORD == 128 && std::mem::size_of::<Header>() <= HEADER);
+
+/// Bytes of a board for `npes` PEs.
+fn board_bytes(npes: usize) -> Option<usize> {
+    npes.checked_mul(RECORD)?.checked_add(HEADER)
+}
+
+/// Packs a call name into words (truncated, zero-padded).
+pub(crate) fn pack_name(name: &str) -> [u64; NAME_WORDS] {
+    let mut b = [0u8; NAME_BYTES];
+    let n = name.len().min(NAME_BYTES);
+    b[..n].copy_from_slice(&name.as_bytes()[..n]);
+    let mut w = [0u64; NAME_WORDS];
+    for (i, c) in b.chunks_exact(8).enumerate() {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(c);
+        w[i] = u64::from_le_bytes(x);
+    }
+    w
+}
+/// The name packed by [`pack_name`] (whatever bytes a peer left there: never panics).
+pub(crate) fn unpack_name(w: &[u64]) -> String {
+    let b: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).take_while(|&c| c != 0).collect();
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+/// A shared mapping of the whole board; unmapped on drop.
+struct Map {
+    addr: *mut u8,
+    len: usize,
+}
+
+impl Map {
+    fn new(fd: BorrowedFd, len: usize) -> std::io::Result<Map> {
+        // SAFETY: a fresh shared mapping of `len` bytes of the file at an address the kernel picks; it
+        // overlaps no Rust object. The file is at least `len` bytes long (checked by the callers), so
+        // every page of the mapping is backed.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Map { addr: p as *mut u8, len })
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; no reference into it outlives the JobStatus that owns this Map.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}
+
+pub struct JobStatus {
+    map: Map,
+    npes: usize,
+    /// This process's PE (None on the launcher side, which only reads).
+    me: Option<usize>,
+    /// Host collectives entered by this PE; guards the writer side of its record (one writer at a time).
+    seq: Mutex<u64>,
+}
+
+// SAFETY: the mapping is plain shared memory accessed only through atomics (Header, Slot); the writer
+// side is serialized by `seq`'s mutex. Nothing in it is tied to a thread.
+unsafe impl Send for JobStatus {}
+unsafe impl Sync for JobStatus {}
+
+impl JobStatus {
+    /// Launcher side: a zeroed board for `npes` PEs and the descriptor to hand down (not close-on-exec
+    /// is the caller's business).
+    pub fn create(npes: usize) -> Result<(JobStatus, OwnedFd)> {
+        let bytes = board_bytes(npes).filter(|_| npes > 0).ok_or_else(|| Error::new(format!("job status board: {npes} PEs is not a valid job size")))?;
+        let fd = crate::node::fdpass::memfd("rshmem-job-status", bytes as u64)?;
+        let map = Map::new(fd_borrow(&fd), bytes).map_err(|e| Error::os(format!("job status board: cannot map {bytes} bytes"), e))?;
+        let b = JobStatus { map, npes, me: None, seq: Mutex::new(0) };
+        let h = b.header();
+        h.npes.store(npes as u64, Ordering::Relaxed);
+        h.record.store(RECORD as u64, Ordering::Relaxed);
+        // Release: a PE that sees the magic sees the fields above (it maps the file after fork/exec
+        // anyway; the ordering costs nothing and keeps the header self-contained).
+        h.magic.store(MAGIC, Ordering::Release);
+        Ok((b, fd))
+    }
+
+    /// PE side: the board rshmrun handed down, if any. A bad `RSHMEM_STATUS_FD` (not a number, not an
+    /// open descriptor, not a board, a board for another PE count, a PE outside it) is an error naming
+    /// the variable.
+    pub fn from_env(pe: usize, npes: usize) -> Result<Option<JobStatus>> {
+        let name = crate::config::env::STATUS_FD;
+        let Some(v) = crate::config::env::get(name) else { return Ok(None) };
+        let fd: i32 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&fd| fd >= 0)
+            .ok_or_else(|| Error::new(format!("{name}={v:?} is not a file descriptor number")))?;
+        // SAFETY: fcntl(F_GETFD) only queries the descriptor table; it fails with EBADF for a number that
+        // is not an open descriptor, which is how we validate it before borrowing it.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(Error::os(
+                format!("{name}={v:?}: not an open file descriptor in this process (set by rshmrun; was the variable copied into another program?)"),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // Keep the descriptor (a later init after finalize opens it again), but do not hand it to
+        // programs this PE starts.
+        // SAFETY: F_SETFD on a descriptor we just checked is open; it changes only the close-on-exec flag.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        // SAFETY: `fd` is open (checked above) and stays open at least for this call: nothing in this
+        // process closes the inherited status descriptor.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        Self::open(fd, pe, npes).map_err(|e| e.context(format!("{name}={v:?}"))).map(Some)
+    }
+
+    /// Opens a board through `fd` as PE `pe` of `npes`, and records that this PE is in init.
+    pub fn open(fd: BorrowedFd, pe: usize, npes: usize) -> Result<JobStatus> {
+        if pe >= npes {
+            return Err(Error::new(format!("PE {pe} is outside a job of {npes} PEs")));
+        }
+        // SAFETY: an all-zero libc::stat is a valid value; fstat fills it for an open descriptor.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is a valid open descriptor (BorrowedFd) and `st` a valid place to write.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(Error::os("fstat", std::io::Error::last_os_error()));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Error::new("not a job status board (not a shared-memory file)"));
+        }
+        let need = board_bytes(npes).ok_or_else(|| Error::new(format!("{npes} PEs is not a valid job size")))?;
+        let size = st.st_size as u64;
+        if size < need as u64 {
+            return Err(Error::new(format!(
+                "the job status board is {size} bytes, too small for {npes} PEs ({need} bytes): made for another job?"
+            )));
+        }
+        let map = Map::new(fd, need).map_err(|e| Error::os("cannot map the job status board", e))?;
+        let b = JobStatus { map, npes, me: Some(pe), seq: Mutex::new(0) };
+        let h = b.header();
+        if h.magic.load(Ordering::Acquire) != MAGIC || h.record.load(Ordering::Relaxed) != RECORD as u64 {
+            return Err(Error::new("not a job status board of this rshmem (bad magic or record size)"));
+        }
+        let board_npes = h.npes.load(Ordering::Relaxed);
+        if board_npes != npes as u64 {
+            return Err(Error::new(format!("the job status board is for {board_npes} PEs but this job has {npes}")));
+        }
+        b.slot(pe).pid.store(std::process::id() as u64, Ordering::Relaxed);
+        b.write(0, "rshmem_init", true);
+        Ok(b)
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping is at least HEADER bytes, page-aligned, and only accessed through atomics.
+        unsafe { &*(self.map.addr as *const Header) }
+    }
+    fn slot(&self, pe: usize) -> &Slot {
+        assert!(pe < self.npes, "job status board: PE {pe} out of range");
+        // SAFETY: pe < npes, and the mapping holds HEADER + npes * RECORD bytes (checked at create/open);
+        // records are 8-byte aligned (page + 64 + k * 128) and only accessed through atomics.
+        unsafe { &*(self.map.addr.add(HEADER + pe * RECORD) as *const Slot) }
+    }
+
+    /// Seqlock writer (this PE's record only; the caller holds `seq`'s lock or is the only writer).
+    fn write(&self, seq: u64, call: &str, inside: bool) {
+        let Some(me) = self.me else { return };
+        let s = self.slot(me);
+        crate::node::seqlock::write(&s.ver, || {
+            s.seq.store(seq, Ordering::Relaxed);
+            s.inside.store(inside as u64, Ordering::Relaxed);
+            for (w, x) in s.name.iter().zip(pack_name(call)) {
+                w.store(x, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Seqlock reader: a consistent copy of PE `pe`'s record, or None if it stayed inconsistent (its
+    /// writer died in the middle of an update, or keeps rewriting it).
+    fn read(&self, pe: usize) -> Option<PeStatus> {
+        let s = self.slot(pe);
+        crate::node::seqlock::read(&s.ver, 10_000, || {
+            let name: Vec<u64> = s.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+            PeStatus {
+                pe,
+                seq: s.seq.load(Ordering::Relaxed),
+                call: unpack_name(&name),
+                inside: s.inside.load(Ordering::Relaxed) != 0,
+                pid: u32::try_from(s.pid.load(Ordering::Relaxed)).unwrap_or(0),
+            }
+        })
+    }
+
+    /// Records that this PE enters host collective `call`; returns its number (1, 2, ...).
+    pub fn enter(&self, call: &str) -> u64 {
+        let mut seq = self.seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *seq += 1;
+        self.write(*seq, call, true);
+        *seq
+    }
+    /// Records that this PE left the collective it entered last (or init).
+    pub fn leave(&self) {
+        let Some(me) = self.me else { return };
+        // Under `seq`'s lock, as every writer of this PE's record; only the inside flag changes (no
+        // read-back of the name: this runs in every host barrier).
+        let _seq = self.seq.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let s = self.slot(me);
+        crate::node::seqlock::write(&s.ver, || s.inside.store(0, Ordering::Relaxed));
+    }
+    /// Every PE's record (a PE whose record cannot be read consistently is left out).
+    pub fn snapshot(&self) -> Vec<PeStatus> {
+        (0..self.npes).filter_map(|pe| self.read(pe)).collect()
+    }
+
+    /// One line per group of PEs for a stalled job, e.g. "PEs 0, 2-3 wait in rshmem_barrier_all (host
+    /// collective #5) for PE 1, which last entered rshmem_malloc (#4) and left it"; None if nothing useful
+    /// is recorded.
+    pub fn describe_stall(&self) -> Option<String> {
+        describe(&self.snapshot())
+    }
+}
+
+fn fd_borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
+    use std::os::fd::AsFd;
+    fd.as_fd()
+}
+
+/// What PE `s` is doing, as the end of "PE n, which ...".
+fn doing(s: &PeStatus) -> String {
+    if s.pid == 0 {
+        "has not reached rshmem_init".into()
+    } else if s.seq == 0 && s.inside {
+        "is still in rshmem_init".into()
+    } else if s.seq == 0 {
+        "has not entered a host collective since init".into()
+    } else if s.inside {
+        format!("is in {} (host collective #{})", s.call, s.seq)
+    } else {
+        format!("last entered {} (host collective #{}) and left it", s.call, s.seq)
+    }
+}
+
+/// "is ..."/"has ..." for one PE, "are ..."/"have ..." for several.
+fn plural(d: &str, n: usize) -> String {
+    match (n, d.split_once(' ')) {
+        (2.., Some(("is", rest))) => format!("are {rest}"),
+        (2.., Some(("has", rest))) => format!("have {rest}"),
+        _ => d.to_string(),
+    }
+}
+
+/// The stall description of a snapshot: for each group of PEs inside the same collective, the other PEs
+/// grouped by what they last did.
+fn describe(snap: &[PeStatus]) -> Option<String> {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(u64, &str), Vec<usize>> = BTreeMap::new();
+    // Inside a collective, or still inside init (seq 0): a PE missing at init is named too.
+    for s in snap.iter().filter(|s| s.inside && s.pid != 0) {
+        groups.entry((s.seq, s.call.as_str())).or_default().push(s.pe);
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    let mut lines = Vec::new();
+    for ((seq, call), pes) in &groups {
+        let mut others: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for s in snap.iter().filter(|s| !pes.contains(&s.pe)) {
+            others.entry(doing(s)).or_default().push(s.pe);
+        }
+        let verb = if pes.len() == 1 { "waits" } else { "wait" };
+        let place = if *seq == 0 { call.to_string() } else { format!("{call} (host collective #{seq})") };
+        if others.is_empty() {
+            lines.push(format!("{} {verb} in {place}; every PE is in it", pe_list(pes)));
+            continue;
+        }
+        // Most PEs first would hide the odd one out: list the smallest groups first.
+        let mut others: Vec<(String, Vec<usize>)> = others.into_iter().collect();
+        others.sort_by_key(|(_, p)| (p.len(), p[0]));
+        let who: Vec<String> = others.iter().map(|(d, p)| format!("{}, which {}", pe_list(p), plural(d, p.len()))).collect();
+        lines.push(format!("{} {verb} in {place} for {}", pe_list(pes), who.join("; ")));
+    }
+    Some(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn two_boards_over_one_memfd() {
+        let (launcher, fd) = JobStatus::create(4).unwrap();
+        assert_eq!(launcher.describe_stall(), None);
+        let pes: Vec<JobStatus> = (0..3).map(|pe| JobStatus::open(fd.as_fd(), pe, 4).unwrap()).collect();
+        assert_eq!(launcher.describe_stall().unwrap(), "PEs 0-2 wait in rshmem_init for PE 3, which has not reached rshmem_init");
+        for p in &pes {
+            p.leave(); // init done
+        }
+        for p in &pes {
+            assert_eq!(p.enter("rshmem_malloc"), 1);
+            p.leave();
+        }
+        assert_eq!(pes[0].enter("rshmem_barrier_all"), 2);
+        assert_eq!(pes[2].enter("rshmem_barrier_all"), 2);
+        let snap = launcher.snapshot();
+        assert_eq!(snap[1], PeStatus { pe: 1, seq: 1, call: "rshmem_malloc".into(), inside: false, pid: std::process::id() });
+        assert_eq!(snap[3].pid, 0);
+        let d = launcher.describe_stall().unwrap();
+        assert_eq!(
+            d,
+            "PEs 0, 2 wait in rshmem_barrier_all (host collective #2) for PE 1, which last entered rshmem_malloc (host collective #1) and left it; PE 3, which has not reached rshmem_init"
+        );
+        // A mismatch shows as two groups naming each other.
+        let p3 = JobStatus::open(fd.as_fd(), 3, 4).unwrap();
+        assert!(p3.describe_stall().unwrap().contains("PE 3, which is still in rshmem_init"));
+        p3.leave();
+        p3.enter("rshmem_malloc");
+        pes[1].enter("rshmem_finalize");
+        let d = launcher.describe_stall().unwrap();
+        assert!(d.contains("PE 1 waits in rshmem_finalize (host collective #2) for PE 3, which is in rshmem_malloc (host collective #1); PEs 0, 2, which are in rshmem_barrier_all (host collective #2)"), "{d}");
+    }
+
+    #[test]
+    fn bad_boards_are_refused() {
+        let (_l, fd) = JobStatus::create(2).unwrap();
+        let e = JobStatus::open(fd.as_fd(), 0, 3).err().unwrap().to_string();
+        assert!(e.contains("too small for 3 PEs"), "{e}");
+        let e = JobStatus::open(fd.as_fd(), 2, 2).err().unwrap().to_string();
+        assert!(e.contains("PE 2 is outside a job of 2 PEs"), "{e}");
+        let other = crate::node::fdpass::memfd("not-a-board", 4096).unwrap();
+        let e = JobStatus::open(other.as_fd(), 0, 2).err().unwrap().to_string();
+        assert!(e.contains("bad magic"), "{e}");
+        let (_l1, fd1) = JobStatus::create(1).unwrap();
+        // Big enough file, other PE count.
+        let (_l8, fd8) = JobStatus::create(8).unwrap();
+        let e = JobStatus::open(fd8.as_fd(), 0, 2).err().unwrap().to_string();
+        assert!(e.contains("for 8 PEs but this job has 2"), "{e}");
+        drop(fd1);
+    }
+
+    #[test]
+    fn concurrent_reader_never_sees_a_torn_record() {
+        let (launcher, fd) = JobStatus::create(1).unwrap();
+        let pe = JobStatus::open(fd.as_fd(), 0, 1).unwrap();
+        let names = ["rshmem_barrier_all_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "rshmem_malloc_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"];
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..20_000 {
+                    pe.enter(names[i % 2]);
+                }
+            });
+            for _ in 0..20_000 {
+                if let Some(r) = launcher.read(0) {
+                    if r.seq > 0 {
+                        let want = &names[(r.seq as usize - 1) % 2][..NAME_BYTES];
+                        assert_eq!(r.call, want, "torn record at #{}", r.seq);
+                    }
+                }
+            }
+        });
+    }
+}

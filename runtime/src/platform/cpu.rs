@@ -1,0 +1,268 @@
+//! CPU backend: the symmetric heap is a shared-memory segment per PE, mapped by every PE of the node,
+//! and a "kernel" is a function run by host threads. The device API (crate `rshmem-device`) runs
+//! unchanged on it through the hooks installed here.
+
+use crate::bootstrap::Bootstrap;
+use crate::error::Result;
+use crate::node::fdpass::FdServer;
+use crate::platform::backend::Backend;
+use crate::platform::segment::Segment;
+use crate::platform::services::{DeviceMem, HostShared, Services};
+use rshmem_device::arch::host::{install_hooks, Coords, Hooks};
+use rshmem_device::Failure;
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+pub struct CpuBackend {
+    heap: Segment,
+    me: usize,
+}
+
+impl CpuBackend {
+    pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<CpuBackend> {
+        install_hooks(&HOOKS);
+        let heap = Segment::create(boot, fds, job, crate::node::exchange::SEG_HEAP, heap_size, "symmetric heap")?;
+        Ok(CpuBackend { heap, me: boot.pe() })
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn heap_base(&self) -> usize {
+        self.heap.base(self.me).unwrap() as usize
+    }
+    fn heap_size(&self) -> usize {
+        self.heap.size()
+    }
+    fn peer_base(&self, pe: usize) -> usize {
+        self.heap.base(pe).map(|p| p as usize).unwrap_or(0)
+    }
+    fn zero(&self, off: usize, len: usize) -> Result<()> {
+        let size = self.heap.size();
+        if off > size || len > size - off {
+            return Err(crate::error::Error::new(format!("zeroing {len} bytes at heap offset {off}: outside the {size}-byte heap")));
+        }
+        // SAFETY: [off, off+len) lies inside this PE's heap mapping (checked above), which lives as
+        // long as self; it holds only symmetric objects, which device code accesses through raw
+        // pointers (no Rust reference into the heap exists to be invalidated).
+        unsafe { std::ptr::write_bytes((self.heap_base() + off) as *mut u8, 0, len) };
+        Ok(())
+    }
+    fn quiet(&self) -> Result<()> {
+        rshmem_device::quiet();
+        Ok(())
+    }
+    unsafe fn copy_in(&self, dst: *mut u8, src: &[u8]) -> Result<()> {
+        // SAFETY: caller guarantees dst is valid for src.len() bytes.
+        unsafe { std::ptr::copy(src.as_ptr(), dst, src.len()) };
+        Ok(())
+    }
+    unsafe fn copy_out(&self, dst: &mut [u8], src: *const u8) -> Result<()> {
+        // SAFETY: caller guarantees src is valid for dst.len() bytes.
+        unsafe { std::ptr::copy(src, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+    unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        // SAFETY: the device API checks that dst lies in the heap and pe is valid.
+        unsafe { rshmem_device::putmem(dst, src, bytes, pe) };
+        Ok(())
+    }
+    unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        // SAFETY: as in putmem, with src checked.
+        unsafe { rshmem_device::getmem(dst, src, bytes, pe) };
+        Ok(())
+    }
+    fn services(&self) -> Arc<dyn Services> {
+        Arc::new(CpuServices)
+    }
+}
+
+/// The CPU platform's services: device code runs on host threads, so memory both sides see is ordinary
+/// memory, and the proxy applies inbound operations itself.
+pub struct CpuServices;
+
+impl Services for CpuServices {
+    fn host_shared(&self, bytes: usize) -> Result<HostShared> {
+        HostShared::host_alloc(bytes)
+    }
+    fn device_mem(&self, bytes: usize) -> Result<DeviceMem> {
+        let h = HostShared::host_alloc(bytes)?;
+        Ok(DeviceMem { addr: h.device_addr(), bytes, _keep: Box::new(h) })
+    }
+    fn inbound_on_host(&self) -> bool {
+        true
+    }
+    fn kick_inbound(&self) -> Result<()> {
+        // Device code runs on host threads here: the proxy thread applies the queued operations itself,
+        // with the same function device threads use while they wait.
+        // SAFETY: called by the proxy while the runtime (its queue and heap) is alive.
+        unsafe { rshmem_device::remote::inbound::progress(u32::MAX) };
+        Ok(())
+    }
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Release};
+        // A small aligned copy (a proxied `p`, a device barrier's epoch, a signal word) is one atomic
+        // store with release, so that a device thread polling the word with acquire loads never sees
+        // it torn, and sees what this thread wrote before it. memcpy promises neither.
+        if matches!(len, 1 | 2 | 4 | 8) && (dst as usize).is_multiple_of(len) {
+            // SAFETY: dst is writable for len bytes and aligned to len (checked), so it is a valid
+            // atomic of that width; src is readable for len bytes (read unaligned).
+            unsafe {
+                match len {
+                    1 => AtomicU8::from_ptr(dst).store(src.read(), Release),
+                    2 => AtomicU16::from_ptr(dst as *mut u16).store((src as *const u16).read_unaligned(), Release),
+                    4 => AtomicU32::from_ptr(dst as *mut u32).store((src as *const u32).read_unaligned(), Release),
+                    _ => AtomicU64::from_ptr(dst as *mut u64).store((src as *const u64).read_unaligned(), Release),
+                }
+            }
+            return Ok(());
+        }
+        // SAFETY: the caller's contract (readable src, writable dst, no overlap). Heap memory is shared
+        // with other processes and device threads, which access it through raw pointers only.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------ CPU kernels
+
+struct Launch {
+    block: Arc<Barrier>,
+    warp: Arc<Barrier>,
+}
+
+thread_local! {
+    static COORDS: Cell<Coords> = const { Cell::new(Coords { thread: 0, threads: 1, block: 0, blocks: 1 }) };
+    static LAUNCH: RefCell<Option<Launch>> = const { RefCell::new(None) };
+    static WAIT_START: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+fn coords() -> Coords {
+    COORDS.with(|c| c.get())
+}
+fn sync_block() {
+    LAUNCH.with(|l| {
+        if let Some(l) = l.borrow().as_ref() {
+            l.block.wait();
+        }
+    })
+}
+fn sync_warp() {
+    LAUNCH.with(|l| {
+        if let Some(l) = l.borrow().as_ref() {
+            l.warp.wait();
+        }
+    })
+}
+
+/// RSHMEM_WAIT_TIMEOUT (None: no limit), read once through the one reader, env::wait_timeout(). init
+/// rejects a garbage value before any kernel runs, so an error cannot reach this point.
+fn wait_timeout() -> Option<Duration> {
+    static T: OnceLock<Option<Duration>> = OnceLock::new();
+    *T.get_or_init(|| crate::config::env::wait_timeout().ok().flatten())
+}
+
+/// Back-off for wait loops: spin briefly, then yield, then sleep — PEs may outnumber cores.
+fn idle(spins: u64, call: &'static str) {
+    if spins == 1 {
+        WAIT_START.with(|w| w.set(Some(Instant::now())));
+    }
+    if spins < 64 {
+        std::hint::spin_loop();
+    } else if spins < 2048 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    if spins.is_multiple_of(256) {
+        if let (Some(limit), Some(start)) = (wait_timeout(), WAIT_START.with(|w| w.get())) {
+            if start.elapsed() > limit {
+                fail(&Failure { call, problem: rshmem_device::Problem::WaitTimeout, pe: -1, addr: 0, len: 0 });
+            }
+        }
+    }
+}
+
+fn fail(f: &Failure) -> ! {
+    use rshmem_device::arch::host::trim;
+    let me = rshmem_device::arch::host::state_my_pe();
+    let c = coords();
+    if let rshmem_device::Problem::Nic { syndrome, vendor, opcode } = f.problem {
+        let why = rshmem_ibgda::emu::Reason::from_u8(vendor).map(|r| format!(": {}", r.describe())).unwrap_or_default();
+        eprintln!(
+            "rshmem: PE {me}: {}: {} ({} to PE {}: syndrome {syndrome:#x}, vendor syndrome {vendor:#x}{why}; WQE index {}; block {} thread {})",
+            trim(f.call),
+            trim(f.problem.text()),
+            trim(rshmem_ibgda::mlx5::opcode::name(opcode)),
+            f.pe,
+            f.addr,
+            c.block,
+            c.thread
+        );
+        std::process::exit(1)
+    }
+    eprintln!(
+        "rshmem: PE {me}: {}: {} (target PE {}, address {:#x}, {} bytes; block {} thread {})",
+        trim(f.call),
+        trim(f.problem.text()),
+        f.pe,
+        f.addr,
+        f.len,
+        c.block,
+        c.thread
+    );
+    std::process::exit(1)
+}
+
+static HOOKS: Hooks = Hooks { coords, sync_block, sync_warp, idle, fail };
+
+/// Aborts the process when dropped during a panic (the host analogue of a device trap).
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("rshmem: a kernel thread panicked; aborting this PE");
+            std::process::abort();
+        }
+    }
+}
+
+/// Runs `kernel` on `blocks` x `threads` host threads of this PE and waits for all of them, as a GPU
+/// kernel launch followed by a stream synchronize. Inside, `rshmem_device::thread::*` give each thread
+/// its coordinates; warp- and block-scoped calls synchronize the warp's/block's threads.
+pub fn launch<F: Fn() + Sync>(blocks: u32, threads: u32, kernel: F) {
+    assert!(blocks >= 1 && threads >= 1, "rshmem::cpu::launch: blocks and threads must be >= 1");
+    let kernel = &kernel;
+    std::thread::scope(|s| {
+        for b in 0..blocks {
+            let block = Arc::new(Barrier::new(threads as usize));
+            let warps: Vec<Arc<Barrier>> = (0..threads.div_ceil(32))
+                .map(|w| Arc::new(Barrier::new(std::cmp::min(32, threads - 32 * w) as usize)))
+                .collect();
+            for t in 0..threads {
+                let launch = Launch { block: block.clone(), warp: warps[(t / 32) as usize].clone() };
+                std::thread::Builder::new()
+                    .name(format!("rshmem-b{b}t{t}"))
+                    .stack_size(256 * 1024)
+                    .spawn_scoped(s, move || {
+                        COORDS.with(|c| c.set(Coords { thread: t, threads, block: b, blocks }));
+                        LAUNCH.with(|l| *l.borrow_mut() = Some(launch));
+                        // A panicking kernel thread must not leave its block's other threads waiting
+                        // in a barrier forever: like a GPU trap, it ends the whole PE (rshmrun then
+                        // names it and stops the others).
+                        let _trap = AbortOnPanic;
+                        kernel();
+                        LAUNCH.with(|l| *l.borrow_mut() = None);
+                    })
+                    .expect("rshmem::cpu::launch: cannot start a kernel thread");
+            }
+        }
+    });
+}

@@ -1,0 +1,195 @@
+//! GPU modules that carry the device library: the runtime's own (device library alone) and modules of
+//! Rust kernels, JIT-linked with the device library (cuLink) so their calls into it resolve and they
+//! share one `rshmemi_device_state`, which the runtime fills in.
+
+use super::driver::{check, check_ctx};
+use crate::error::{Error, Result};
+use cudarc::driver::sys as cu;
+use std::ffi::{c_void, CString};
+
+/// The device library as PTX, built from crate rshmem-device by build.rs (empty only in a CPU-only
+/// build made on purpose with RSHMEM_SKIP_PTX=1).
+pub const DEVICE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rshmem_device.ptx"));
+
+/// A loaded module. Unloaded when dropped; its context is a primary context retained for the
+/// process's life (`driver::bind_primary`), so the handle stays valid until then whichever runtime
+/// instance loaded it.
+pub struct Module {
+    ctx: cu::CUcontext,
+    module: cu::CUmodule,
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: ctx is a primary context retained for the process's life; module was loaded into
+        // it by `link` and is unloaded only here, once. The context is synchronized first, so no
+        // kernel of this module still runs when it goes.
+        unsafe {
+            cu::cuCtxSetCurrent(self.ctx);
+            cu::cuCtxSynchronize();
+            cu::cuModuleUnload(self.module);
+        }
+    }
+}
+
+// SAFETY: module handles are usable from any thread that has the context current (we bind first).
+unsafe impl Send for Module {}
+// SAFETY: &Module only reads the immutable handles and calls the (thread-safe) driver with them.
+unsafe impl Sync for Module {}
+
+/// A CUDA stream handle (a `cudaStream_t` from C is the same thing). Null is the legacy default stream.
+#[derive(Clone, Copy, Debug)]
+pub struct Stream(pub cu::CUstream);
+// SAFETY: a stream handle is a plain token usable from any thread.
+unsafe impl Send for Stream {}
+// SAFETY: as for Send: a copyable token with no interior state.
+unsafe impl Sync for Stream {}
+impl Stream {
+    pub const DEFAULT: Stream = Stream(std::ptr::null_mut());
+}
+
+impl Module {
+    /// The device library linked with `extra`.
+    pub(crate) fn load_in(ctx: cu::CUcontext, extra: &[(&str, &str)]) -> Result<Module> {
+        let state = state_ptx();
+        let mut inputs = vec![("rshmem_state.ptx", state.as_str()), ("rshmem_device.ptx", DEVICE_PTX)];
+        inputs.extend_from_slice(extra);
+        Module::link(ctx, &inputs)
+    }
+
+    pub(crate) fn link(ctx: cu::CUcontext, inputs: &[(&str, &str)]) -> Result<Module> {
+        // SAFETY: ctx is a live primary context.
+        check(unsafe { cu::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
+        let mut log = vec![0u8; 16384];
+        let mut opts = [cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+        let mut vals = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        let mut link = std::ptr::null_mut();
+        // SAFETY: option arrays live until cuLinkDestroy below; the log buffer too.
+        check(unsafe { cu::cuLinkCreate_v2(2, opts.as_mut_ptr(), vals.as_mut_ptr(), &mut link) }, "cuLinkCreate")?;
+        let result = (|| {
+            for &(name, ptx) in inputs {
+                let data = CString::new(ptx).map_err(|_| Error::new(format!("{name}: PTX contains a NUL byte")))?;
+                let cname = CString::new(name).unwrap();
+                // SAFETY: data/cname outlive the call (the linker copies the input).
+                let r = unsafe {
+                    cu::cuLinkAddData_v2(
+                        link,
+                        cu::CUjitInputType::CU_JIT_INPUT_PTX,
+                        data.as_ptr() as *mut c_void,
+                        data.as_bytes_with_nul().len(),
+                        cname.as_ptr(),
+                        0,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                check(r, &format!("linking {name}")).map_err(|e| e.context(log_text(&log)))?;
+            }
+            let mut cubin = std::ptr::null_mut();
+            let mut size = 0usize;
+            // SAFETY: the cubin stays valid until cuLinkDestroy; we load it before that.
+            check(unsafe { cu::cuLinkComplete(link, &mut cubin, &mut size) }, "cuLinkComplete")
+                .map_err(|e| e.context(log_text(&log)))?;
+            let mut module = std::ptr::null_mut();
+            // SAFETY: cubin is a complete image produced by the linker.
+            check(unsafe { cu::cuModuleLoadData(&mut module, cubin) }, "cuModuleLoadData")?;
+            let m = Module { ctx, module };
+            m.load_functions()?;
+            Ok(m)
+        })();
+        // SAFETY: link was created above.
+        unsafe { cu::cuLinkDestroy(link) };
+        result
+    }
+
+    /// Loads the code of every kernel of the module now. Under CUDA's lazy loading (the default since
+    /// CUDA 12.2) a kernel's code is loaded at its first launch, and that load may wait for the kernels
+    /// already running on the device. The runtime's service kernels (`rshmemi_inbound_service`,
+    /// `rshmemi_proxy_request`) are first launched exactly while a user kernel spins waiting for the
+    /// proxy, so a lazy first launch waits for a kernel that waits for it. Seen on 2 x H200
+    /// (bench/results/2026-11-23-h200x2-remote-pes.md): the remote `g`, `fence`, `lock` and
+    /// `put_signal` scenarios hung across nodes, the kicker thread in its first launch holding up the
+    /// proxy's copies. `cuFuncLoad` (CUDA 12.4) loads each function up front, while nothing spins.
+    fn load_functions(&self) -> Result<()> {
+        let mut n: std::ffi::c_uint = 0;
+        // SAFETY: out-pointer to a local; module is loaded.
+        check(unsafe { cu::cuModuleGetFunctionCount(&mut n, self.module) }, "cuModuleGetFunctionCount")?;
+        let mut fs: Vec<cu::CUfunction> = vec![std::ptr::null_mut(); n as usize];
+        // SAFETY: fs has room for n handles; module is loaded.
+        check(unsafe { cu::cuModuleEnumerateFunctions(fs.as_mut_ptr(), n, self.module) }, "cuModuleEnumerateFunctions")?;
+        for f in fs {
+            // SAFETY: f is a function handle of this live module (enumerated above).
+            check(unsafe { cu::cuFuncLoad(f) }, "cuFuncLoad (loading a kernel of the module up front)")?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the device address of this module's `rshmemi_device_state`.
+    pub(crate) fn with_state_addr(&self, mut f: impl FnMut(u64)) {
+        let mut addr = 0;
+        let mut bytes = 0;
+        let name = CString::new(rshmem_device::state::STATE_SYMBOL).unwrap();
+        // SAFETY: out-pointers to locals; module is loaded.
+        if unsafe { cu::cuModuleGetGlobal_v2(&mut addr, &mut bytes, self.module, name.as_ptr()) } == cu::CUresult::CUDA_SUCCESS {
+            f(addr)
+        }
+    }
+
+    fn function(&self, name: &str) -> Result<cu::CUfunction> {
+        let cname = CString::new(name).map_err(|_| Error::new("kernel name contains NUL"))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: out-pointer; module is loaded.
+        check(unsafe { cu::cuModuleGetFunction(&mut f, self.module, cname.as_ptr()) }, &format!("kernel {name:?} not found in module: cuModuleGetFunction"))?;
+        Ok(f)
+    }
+
+    /// Launches kernel `name` with `args` (each a pointer to one kernel parameter's value).
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameters in number, order and types.
+    pub unsafe fn launch(&self, name: &str, grid: u32, block: u32, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
+        let f = self.function(name)?;
+        check(cu::cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")?;
+        let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
+        check_ctx(cu::cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p, std::ptr::null_mut()), &format!("launching {name}"))
+    }
+
+    /// Launches kernel `name` cooperatively (all blocks resident at once, so they may wait on each
+    /// other, e.g. through rshmem barriers across the grid). Fails clearly when the grid cannot fit.
+    ///
+    /// # Safety
+    /// As `launch`.
+    pub unsafe fn launch_cooperative(&self, name: &str, grid: u32, block: u32, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
+        let f = self.function(name)?;
+        check(cu::cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")?;
+        let mut per_sm = 0;
+        check(cu::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut per_sm, f, block as i32, shared as usize), "cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        let mut dev = 0;
+        check(cu::cuCtxGetDevice(&mut dev), "cuCtxGetDevice")?;
+        let mut sms = 0;
+        check(cu::cuDeviceGetAttribute(&mut sms, cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute")?;
+        if grid as i64 > per_sm as i64 * sms as i64 {
+            return Err(Error::new(format!(
+                "collective launch of {name}: {grid} blocks of {block} threads cannot all be resident ({per_sm} per SM x {sms} SMs)"
+            )));
+        }
+        let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
+        check_ctx(cu::cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p), &format!("collective launch of {name}"))
+    }
+}
+
+/// A PTX module that only defines the device state (in the constant bank; every other PTX declares it
+/// `.extern`).
+pub(crate) fn state_ptx() -> String {
+    format!(
+        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .const .align 8 .b8 {}[{}];\n",
+        rshmem_device::state::STATE_SYMBOL,
+        std::mem::size_of::<rshmem_device::state::DeviceState>()
+    )
+}
+
+fn log_text(log: &[u8]) -> String {
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let t = String::from_utf8_lossy(&log[..end]).trim().to_string();
+    if t.is_empty() { "JIT link".into() } else { format!("JIT link log: {t}") }
+}

@@ -1,0 +1,465 @@
+//! What the proxy transport needs from the CUDA platform (`platform::services::Services`: `host_shared`,
+//! `copy`, `kick_inbound`...): pinned mapped host memory, copies on the runtime's own non-blocking streams, and
+//! the fallback launch of the inbound service (remote AMOs, signals and small puts are applied on the
+//! GPU by device threads, `rshmem_device::remote::inbound`: a CPU read-modify-write on GPU memory is
+//! not atomic with the GPU's own atomics).
+//!
+//! # Why never the legacy default stream or `cuCtxSynchronize`
+//! The proxy thread serves requests posted by the user's kernels, and those kernels may be spinning
+//! (in `quiet`, `g`, a fetching AMO, a barrier) until the proxy completes them. The legacy default
+//! stream synchronizes with every blocking stream, and `cuCtxSynchronize` waits for every kernel of the
+//! context: either would wait for the spinning kernel, which waits for the proxy — a deadlock. Every
+//! operation here runs on a stream created with `CU_STREAM_NON_BLOCKING`, and waits for that stream
+//! only (`cuStreamSynchronize`).
+//!
+//! # Why every copy's host side is pinned
+//! A copy from or to *pageable* host memory goes through the driver's own staging buffers. While a
+//! user thread waits in such a copy (`cudaMemcpyAsync` of a kernel's result into a local variable,
+//! behind a kernel spinning on the proxy, as NVSHMEM's own `simple_shift` does), another thread's
+//! pageable copy waits for it (seen on 2 x H200: the proxy's receiver stuck in the driver, both
+//! kernels spinning, the job hung). So the proxy never hands the driver a pageable address: a copy
+//! whose host side is pageable (frame buffers, a host `getmem`'s destination) is bounced through a
+//! pinned buffer of the pool, which is allocated up front (`prepare`), because allocating pinned
+//! memory later may also wait for the device.
+//! Measured on 2 x H200 (bench/results/2026-11-23-h200x2-remote-pes.md, call 5), with the earlier
+//! design (one synchronized launch of an AMO service kernel per AMO): a remote fetch_add across two
+//! simulated nodes took 52.2 us end to end, against 44.4 us for a remote `g` (no launch).
+//!
+//! # The proxy's CUDA work while the target's kernel waits for it
+//! On 2 x H200 (bench/results/2026-11-23-h200x2-remote-pes.md) the proxy's CUDA work sometimes did
+//! not complete while a kernel on the target GPU spun waiting for the proxy, and the suite hung across
+//! nodes. Three things answer it, and the suite now passes there:
+//! - AMOs, signals and puts of at most 8 bytes need no CUDA call: device threads that wait for the
+//!   proxy apply them from the inbound queue (`rshmem_device::remote::inbound`), and the service
+//!   kernel (`launch_inbound_service`) is the fallback when no thread waits;
+//! - every kernel of the runtime's modules is loaded up front (`Module::load_functions`): a lazily
+//!   loaded kernel's first launch waited for the spinning kernel, and held up the proxy's copies too;
+//! - the runtime's own waits do not park in `cuCtxSynchronize` (`cuda::wait_default_stream`).
+//!
+//! Larger puts and GET data still use CUDA copies. A program thread waiting in a copy to or from
+//! pageable memory behind a spinning kernel can hold them up (seen with the CUDA C++ ring shift
+//! before its barrier flag went through the inbound queue).
+
+use super::driver::{check, check_ctx};
+use super::module::Stream;
+use super::modules::Modules;
+use crate::error::{Error, Result};
+use crate::platform::services::{DeviceMem, HostShared, Services};
+use cudarc::driver::sys as cu;
+use std::sync::{Arc, Mutex};
+
+/// The CUDA platform's services: non-blocking streams for proxy copies, reused across calls (a thread
+/// takes one from the pool for the duration of a call, so several threads copy at once), pinned bounce
+/// buffers, and the launches of the runtime's service kernels.
+pub struct CudaServices {
+    ctx: cu::CUcontext,
+    /// The instance's modules: the runtime's own one holds the service kernels.
+    modules: Arc<Modules>,
+    streams: Mutex<Vec<usize>>,
+    /// How many streams the pool has made (at most PROXY_STREAMS).
+    made: std::sync::atomic::AtomicUsize,
+    /// Pinned bounce buffers (BOUNCE_BYTES each) for copies whose host side is pageable.
+    bounce: Mutex<Vec<HostShared>>,
+    /// Wakes the kicker thread, which launches the inbound service (see `launch_inbound_service`),
+    /// and hears from it when it has ended (`inbound_release`).
+    kicker: Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
+}
+
+/// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per proxy thread that
+/// copies at once: the drain, and per peer a receiver and a responder; more callers wait for one).
+const BOUNCE_BYTES: usize = 4 << 20;
+const BOUNCE_BUFFERS: usize = 6;
+/// Streams of the pool (see `take_stream`): the drain, one receiver and one responder copy at once.
+const PROXY_STREAMS: usize = 3;
+
+// SAFETY: CUcontext is a handle usable from any thread once made current there (`bind`); all mutable
+// state is behind Mutexes or atomics.
+unsafe impl Send for CudaServices {}
+// SAFETY: as for Send; the driver API is thread-safe.
+unsafe impl Sync for CudaServices {}
+
+impl Drop for CudaServices {
+    fn drop(&mut self) {
+        for &s in self.streams.get_mut().unwrap_or_else(|e| e.into_inner()).iter() {
+            // SAFETY: streams made by `stream()`, destroyed once here; nothing uses them any more (the
+            // backend is being dropped).
+            unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
+        }
+    }
+}
+
+impl CudaServices {
+    pub fn new(modules: Arc<Modules>) -> CudaServices {
+        CudaServices {
+            ctx: modules.ctx(),
+            modules,
+            streams: Mutex::new(vec![]),
+            made: Default::default(),
+            bounce: Mutex::new(vec![]),
+            kicker: Mutex::new(None),
+        }
+    }
+
+    fn bind(&self) -> Result<()> {
+        // SAFETY: ctx is the retained primary context, valid for the process's life.
+        check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
+    }
+
+    /// Pinned, mapped, zeroed host memory (`cuMemHostAlloc(DEVICEMAP | PORTABLE)`), with the address
+    /// device code uses for it.
+    pub fn pinned_shared(&self, bytes: usize) -> Result<HostShared> {
+        self.bind()?;
+        let bytes = bytes.max(64);
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the flags are valid.
+        check(
+            unsafe { cu::cuMemHostAlloc(&mut p, bytes, cu::CU_MEMHOSTALLOC_DEVICEMAP | cu::CU_MEMHOSTALLOC_PORTABLE) },
+            &format!("cuMemHostAlloc({bytes} bytes)"),
+        )?;
+        let mut d: cu::CUdeviceptr = 0;
+        // SAFETY: p is a live mapped host allocation (above); out-pointer to a local.
+        if let Err(e) = check(unsafe { cu::cuMemHostGetDevicePointer_v2(&mut d, p, 0) }, "cuMemHostGetDevicePointer") {
+            // SAFETY: p was allocated above and is not used again.
+            unsafe { cu::cuMemFreeHost(p) };
+            return Err(e);
+        }
+        if !(p as usize).is_multiple_of(64) {
+            // SAFETY: as above.
+            unsafe { cu::cuMemFreeHost(p) };
+            return Err(Error::new(format!("cuMemHostAlloc returned {p:p}, not 64-byte aligned")));
+        }
+        // SAFETY: p is valid for `bytes` (cuMemHostAlloc), zeroed just below before anyone sees it.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
+        // SAFETY: zeroed, 64-aligned (checked), valid for bytes; d is its device address; freed once,
+        // with cuMemFreeHost in the context that allocated it.
+        // The memory may be freed on any thread (the last user of a proxy's buffers): make the
+        // context current there first (the primary context, retained for the process's life).
+        let ctx = self.ctx as usize;
+        Ok(unsafe {
+            HostShared::from_raw(p as *mut u8, d, bytes, Box::new(move |p| {
+                cu::cuCtxSetCurrent(ctx as cu::CUcontext);
+                cu::cuMemFreeHost(p as *mut std::ffi::c_void);
+            }))
+        })
+    }
+
+    /// `Backend::device_mem` on CUDA: `cuMemAlloc`, zeroed on one of the services' streams and
+    /// synchronized. (Not `cuMemsetD8`: it runs on the legacy default stream, which the services'
+    /// non-blocking streams do not wait for, so a later copy into the memory could run before the
+    /// memset and be wiped: seen on an H100, the IBGDA table read back as zeros.)
+    fn device_zeroed(&self, bytes: usize) -> Result<DeviceMem> {
+        self.bind()?;
+        let bytes = bytes.max(256);
+        let mut p: cu::CUdeviceptr = 0;
+        // SAFETY: out-pointer to a local; our context is current.
+        check(unsafe { cu::cuMemAlloc_v2(&mut p, bytes) }, &format!("cuMemAlloc({bytes} bytes)"))?;
+        /// Frees the allocation in its context on drop (on whichever thread drops it last).
+        struct Free(u64, usize);
+        impl Drop for Free {
+            fn drop(&mut self) {
+                // SAFETY: the allocation made above, freed once, in the primary context (retained
+                // for the process's life) made current on this thread first.
+                unsafe {
+                    cu::cuCtxSetCurrent(self.1 as cu::CUcontext);
+                    cu::cuMemFree_v2(self.0);
+                }
+            }
+        }
+        let mem = DeviceMem { addr: p, bytes, _keep: Box::new(Free(p, self.ctx as usize)) };
+        let s = self.take_stream()?;
+        // SAFETY: p is a live allocation of `bytes` bytes; s is a live stream of our context.
+        let r = check_ctx(unsafe { cu::cuMemsetD8Async(p, 0, bytes, s.0) }, "cuMemsetD8Async")
+            // SAFETY: s is a live stream.
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "cuStreamSynchronize"));
+        self.give_stream(s);
+        r.map(|_| mem)
+    }
+
+    /// A stream of the pool, waiting while all are taken. The pool is made once, at setup
+    /// (`prepare_services`), and never grows: every stream occupies one of the device's hardware work
+    /// queues (CUDA_DEVICE_MAX_CONNECTIONS), and a proxy stream that shares a queue with the stream of
+    /// a user kernel spinning on the proxy waits behind that kernel forever (streams share queues
+    /// round-robin by creation order). Few streams, made early, get queues of their own.
+    fn take_stream(&self) -> Result<Stream> {
+        loop {
+            if let Some(s) = self.streams.lock().unwrap().pop() {
+                return Ok(Stream(s as cu::CUstream));
+            }
+            if self.made.load(std::sync::atomic::Ordering::Acquire) < PROXY_STREAMS {
+                return self.new_stream();
+            }
+            std::thread::yield_now();
+        }
+    }
+    fn new_stream(&self) -> Result<Stream> {
+        self.bind()?;
+        let (mut least, mut greatest) = (0i32, 0i32);
+        // SAFETY: out-pointers to locals.
+        check(unsafe { cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }, "cuCtxGetStreamPriorityRange")?;
+        let mut s: cu::CUstream = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; CU_STREAM_NON_BLOCKING: the stream never synchronizes with
+        // the legacy default stream (see the module's notes); the highest priority, so the proxy's small
+        // launches and copies are scheduled ahead of queued user work.
+        check(
+            unsafe { cu::cuStreamCreateWithPriority(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) },
+            "cuStreamCreateWithPriority",
+        )?;
+        self.made.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(Stream(s))
+    }
+    fn give_stream(&self, s: Stream) {
+        self.streams.lock().unwrap().push(s.0 as usize);
+    }
+
+    /// A copy between any two addresses (unified addressing), on a non-blocking stream of the pool,
+    /// waited for on that stream only. A small aligned copy into GPU memory (a proxied `p`, a device
+    /// barrier's 8-byte epoch) is expected to land as one PCIe write, so a polling kernel does not see
+    /// it torn; this is not verified on the GPU yet (TODO with the AMO latency measurement).
+    ///
+    /// # Safety
+    /// `src` readable, `dst` writable for `len` bytes, not overlapping.
+    unsafe fn proxy_copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let (dst_ok, src_ok) = (driver_visible(dst as u64), driver_visible(src as u64));
+        if !dst_ok && !src_ok {
+            // Host to host: no device involved.
+            // SAFETY: the caller's contract (valid, non-overlapping).
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+            return Ok(());
+        }
+        if !dst_ok || !src_ok {
+            // SAFETY: forwarded contract.
+            return unsafe { self.bounced_copy(dst, src, len, dst_ok) };
+        }
+        let s = self.take_stream()?;
+        // SAFETY: the caller's contract; s is a live stream of our context.
+        let r = check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, s.0) }, "proxy copy: cuMemcpyAsync")
+            // SAFETY: s is a live stream.
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy copy: cuStreamSynchronize"));
+        self.give_stream(s);
+        r
+    }
+
+
+
+    /// `Services::post_request` on CUDA: `rshmemi_proxy_request` on `stream` (None: one of the services'
+    /// non-blocking streams, synchronized before returning). The request travels in the kernel's
+    /// parameters (copied at launch), so nothing here must outlive the call.
+    ///
+    /// # Safety
+    /// As `Services::post_request`.
+    unsafe fn post_from_gpu(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<()> {
+        let module = self.modules.own()?;
+        let mut w = [
+            req.op as u64 | (req.sub as u64) << 16 | (req.pe as u64) << 32,
+            req.offset,
+            req.len,
+            req.src,
+            req.value,
+            req.sig_offset,
+            req.sig_value,
+            1u64, // wait for completion
+        ];
+        let mut params: Vec<*mut std::ffi::c_void> = w.iter_mut().map(|v| v as *mut u64 as *mut std::ffi::c_void).collect();
+        if let Some(stream) = stream {
+            // SAFETY: eight u64 parameters as the kernel declares them; the stream is the caller's.
+            return unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, Stream(stream as cu::CUstream), &mut params) };
+        }
+        let s = self.take_stream()?;
+        // SAFETY: as above, on our own live non-blocking stream, synchronized before the parameters go.
+        let r = unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, s, &mut params) }
+            // SAFETY: s is a live stream.
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy request from the GPU: cuStreamSynchronize"));
+        self.give_stream(s);
+        r
+    }
+
+    /// Asks for a launch of `rshmemi_inbound_service` (one thread applies the queued inbound
+    /// operations) and returns at once. The launch itself is made by a kicker thread of its own: the
+    /// launch call may block in the driver while a program thread waits inside it (the hang this
+    /// queue exists for), and the proxy's receiver must keep polling the operation's `done` word,
+    /// which a waiting device thread may set first. Kicks that arrive while a launch is under way are
+    /// folded into the next one.
+    fn launch_inbound_service(&self) -> Result<()> {
+        let mut k = self.kicker.lock().unwrap();
+        if k.is_none() {
+            let module = self.modules.own()?;
+            let ctx = self.ctx as usize;
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let (ended_tx, ended_rx) = std::sync::mpsc::channel::<()>();
+            std::thread::Builder::new()
+                .name("rshmem-inbound-kick".into())
+                .spawn(move || {
+                    // SAFETY: ctx is the retained primary context (valid for the process's life).
+                    unsafe { cu::cuCtxSetCurrent(ctx as cu::CUcontext) };
+                    let mut s: cu::CUstream = std::ptr::null_mut();
+                    // SAFETY: out-pointer to a local; a non-blocking stream of its own.
+                    if unsafe { cu::cuStreamCreate(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) } != cu::CUresult::CUDA_SUCCESS {
+                        return;
+                    }
+                    // Recorded after each launch: while it is not reached, the last service kernel
+                    // still runs (it polls for a while, `rshmemi_inbound_service`) and will take the
+                    // new operation, so no second one is launched. If it ends just before taking it,
+                    // the receiver's next kick (it kicks again while the operation waits) launches one.
+                    let mut ev: cu::CUevent = std::ptr::null_mut();
+                    // SAFETY: out-pointer to a local.
+                    if unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) } != cu::CUresult::CUDA_SUCCESS {
+                        ev = std::ptr::null_mut();
+                    }
+                    while rx.recv().is_ok() {
+                        while rx.try_recv().is_ok() {}
+                        // SAFETY: ev is null or this thread's live event.
+                        if !ev.is_null() && unsafe { cu::cuEventQuery(ev) } == cu::CUresult::CUDA_ERROR_NOT_READY {
+                            continue;
+                        }
+                        // SAFETY: the kernel takes no parameters; s is this thread's live stream; the
+                        // module is held (Arc) by this thread.
+                        if let Err(e) = unsafe { module.launch("rshmemi_inbound_service", 1, 1, 0, Stream(s), &mut []) } {
+                            crate::log::warn(format!("proxy: launching the inbound service: {e}"));
+                        } else if !ev.is_null() {
+                            // SAFETY: live event and stream of this thread.
+                            unsafe { cu::cuEventRecord(ev, s) };
+                        }
+                    }
+                    // The proxy is going (`inbound_release`): let the last service kernel end before
+                    // its queue is freed. It ends INBOUND_LINGER after its last operation; a kernel
+                    // that does not end within a second is left (the error path, never a hang).
+                    let start = std::time::Instant::now();
+                    // SAFETY: ev is null or this thread's live event.
+                    while !ev.is_null() && unsafe { cu::cuEventQuery(ev) } == cu::CUresult::CUDA_ERROR_NOT_READY && start.elapsed() < std::time::Duration::from_secs(1) {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                    // SAFETY: s and ev were created above and are destroyed once, after the last use.
+                    unsafe {
+                        if !ev.is_null() {
+                            cu::cuEventDestroy_v2(ev);
+                        }
+                        cu::cuStreamDestroy_v2(s)
+                    };
+                    let _ = ended_tx.send(());
+                })
+                .map_err(|e| Error::os("proxy: starting the inbound kicker thread", e))?;
+            *k = Some((tx, ended_rx));
+        }
+        if let Some((tx, _)) = k.as_ref() {
+            let _ = tx.send(());
+        }
+        Ok(())
+    }
+
+    /// `Services::inbound_release`: stops the kicker thread, which first waits (at most a second) for
+    /// the last service kernel to end; waits for that at most two seconds (a kicker stuck in the
+    /// driver is left behind rather than hanging the finalize).
+    fn release_inbound_service(&self) {
+        let k = self.kicker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((tx, ended)) = k {
+            drop(tx);
+            let _ = ended.recv_timeout(std::time::Duration::from_secs(2));
+        }
+    }
+
+    /// Allocates what the proxy's copies need before any kernel runs (see the module notes).
+    fn prepare_services(&self) -> Result<()> {
+        let mut b = self.bounce.lock().unwrap();
+        while b.len() < BOUNCE_BUFFERS {
+            b.push(self.pinned_shared(BOUNCE_BYTES)?);
+        }
+        drop(b);
+        // And the streams (one per concurrent caller), so none is created while kernels run.
+        let streams: Vec<Stream> = (0..PROXY_STREAMS).map(|_| self.take_stream()).collect::<Result<_>>()?;
+        for s in streams {
+            self.give_stream(s);
+        }
+        Ok(())
+    }
+
+    /// A copy with a pageable host side (`dst` pageable unless `dst_visible`), through a pinned bounce
+    /// buffer, chunk by chunk, on a non-blocking stream.
+    ///
+    /// # Safety
+    /// As `proxy_copy`.
+    unsafe fn bounced_copy(&self, dst: *mut u8, src: *const u8, len: usize, dst_visible: bool) -> Result<()> {
+        let buf = loop {
+            if let Some(b) = self.bounce.lock().unwrap().pop() {
+                break b;
+            }
+            std::thread::yield_now();
+        };
+        let s = match self.take_stream() {
+            Ok(s) => s,
+            Err(e) => {
+                self.bounce.lock().unwrap().push(buf);
+                return Err(e);
+            }
+        };
+        let stage = buf.host_ptr();
+        let mut r = Ok(());
+        let mut done = 0usize;
+        while done < len && r.is_ok() {
+            let n = (len - done).min(BOUNCE_BYTES);
+            // SAFETY: the caller's contract covers [done, done+n) of both ranges; the bounce buffer holds
+            // BOUNCE_BYTES >= n bytes and is ours until pushed back; the stream is synchronized before
+            // the buffer is read or reused.
+            r = unsafe {
+                if dst_visible {
+                    // Pageable source: into the bounce buffer by the CPU, then DMA.
+                    std::ptr::copy_nonoverlapping(src.add(done), stage, n);
+                    check_ctx(cu::cuMemcpyAsync(dst.add(done) as u64, stage as u64, n, s.0), "proxy copy: cuMemcpyAsync (bounced)")
+                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.0), "proxy copy: cuStreamSynchronize"))
+                } else {
+                    // Pageable destination: DMA into the bounce buffer, then the CPU.
+                    check_ctx(cu::cuMemcpyAsync(stage as u64, src.add(done) as u64, n, s.0), "proxy copy: cuMemcpyAsync (bounced)")
+                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.0), "proxy copy: cuStreamSynchronize"))
+                        .map(|_| std::ptr::copy_nonoverlapping(stage, dst.add(done), n))
+                }
+            };
+            done += n;
+        }
+        self.give_stream(s);
+        self.bounce.lock().unwrap().push(buf);
+        r
+    }
+}
+
+impl Services for CudaServices {
+    fn host_shared(&self, bytes: usize) -> Result<HostShared> {
+        self.pinned_shared(bytes)
+    }
+    fn device_mem(&self, bytes: usize) -> Result<DeviceMem> {
+        self.device_zeroed(bytes)
+    }
+    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.proxy_copy(dst, src, len) }
+    }
+    fn prepare_proxy(&self) -> Result<()> {
+        self.prepare_services()?;
+        self.modules.own().map(|_| ())
+    }
+    fn kick_inbound(&self) -> Result<()> {
+        self.launch_inbound_service()
+    }
+    fn inbound_release(&self) {
+        self.release_inbound_service()
+    }
+    unsafe fn post_request(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<bool> {
+        // SAFETY: forwarded contract.
+        unsafe { self.post_from_gpu(req, stream)? };
+        Ok(true)
+    }
+}
+
+/// Whether the driver knows `p` (device memory, or host memory it pinned/registered): such addresses
+/// are copied by DMA without the driver's pageable staging.
+fn driver_visible(p: u64) -> bool {
+    let mut ty: u32 = 0;
+    // SAFETY: out-pointer to a local u32 (the attribute's type is CUmemorytype, an unsigned int); the
+    // call only inspects the address. Unknown (pageable) addresses return an error.
+    let r = unsafe {
+        cu::cuPointerGetAttribute(&mut ty as *mut u32 as *mut std::ffi::c_void, cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p)
+    };
+    r == cu::CUresult::CUDA_SUCCESS && ty != 0
+}

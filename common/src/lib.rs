@@ -2,4 +2,6 @@
 //! depends on nothing of rshmem), so that a waiting policy is written once.
 
 pub mod backoff;
+pub mod bounded;
 pub use backoff::Backoff;
+pub use bounded::bounded;

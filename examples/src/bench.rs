@@ -102,10 +102,10 @@ fn main() -> Result<(), rshmem::Error> {
     // As the NVSHMEM side does: create the CUDA context first (when a GPU is there), so init_s
     // compares the libraries' own initialization; the context time is printed separately.
     let tc = Instant::now();
-    let ctx_s = match rshmem::cuda::driver::device_count() {
+    let ctx_s = match rshmem::platform::cuda::driver::device_count() {
         Ok(n) => {
             let local = std::env::var("RSHMEM_LOCAL_PE").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
-            rshmem::cuda::driver::bind_primary((local % n) as i32)?;
+            rshmem::platform::cuda::driver::bind_primary((local % n) as i32)?;
             Some(tc.elapsed().as_secs_f64())
         }
         Err(_) => None,

@@ -5,7 +5,8 @@
 //!
 //! Prints requests per second and the proxy's mean batch (entries per tail store) for each count.
 
-use rshmem::transport::ring::{deadline, op, Request, RingBuf};
+use rshmem::platform::services::HostShared;
+use rshmem::transport::proxy::ring::{deadline, init_ring, op, ring_bytes, Completion, Drain, Request, RingRef};
 use rshmem_device::remote::proxy::{post_with, wait_completed_with};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -13,22 +14,28 @@ use std::time::{Duration, Instant};
 const SLOTS: usize = 1024;
 
 fn run(total: u64, posters: u64) -> (f64, f64) {
-    let ring = RingBuf::new(SLOTS).expect("ring");
-    let rref = ring.ring();
+    let mem = HostShared::host_alloc(ring_bytes(SLOTS)).expect("ring memory");
+    // SAFETY: fresh zeroed memory of ring_bytes(SLOTS) bytes, owned here for the whole run.
+    let rref: RingRef = unsafe { init_ring(mem.host_ptr(), mem.len(), SLOTS) }.expect("ring");
     let per = total / posters;
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
     let (stats, sum) = std::thread::scope(|s| {
         let proxy = s.spawn(|| {
+            // The proxy engine's drain loop, completing each request as it is taken.
+            // SAFETY: the ring lives in `mem` for the whole scope; this is its only drain and completion.
+            let (mut d, completion) = unsafe { (Drain::attach(mem.host_ptr(), mem.len()).expect("drain"), Completion::attach(mem.host_ptr())) };
             let mut sum = 0u64;
-            let mut d = ring.drain().expect("drain");
             let st = d
                 .run(
+                    &mut sum,
                     || stop.load(Ordering::Acquire),
-                    |r| {
-                        sum = sum.wrapping_add(r.value);
+                    |sum, seq, r| {
+                        *sum = sum.wrapping_add(r.value);
+                        completion.done(seq);
                         Ok(())
                     },
+                    |_| Ok(()),
                 )
                 .expect("drain");
             (st, sum)

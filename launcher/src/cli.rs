@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use rshmem::env;
+use rshmem::config::env;
 
 const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose";
 

@@ -18,8 +18,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use rshmem::bootstrap::pe_list;
-use rshmem::env;
-use rshmem::jobstatus::JobStatus;
+use rshmem::config::env;
+use rshmem::node::jobstatus::JobStatus;
 
 use crate::netns::{self, SimNet};
 use crate::output::{say, Forwarder, Sink};

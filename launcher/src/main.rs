@@ -2,7 +2,7 @@
 //!
 //! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS...]` and
 //! `rshmrun --info`; `rshmrun --diagnose` (the checks for GPU-initiated RDMA and the network, see
-//! `rshmem::diagnose`); `rshmrun --help`
+//! `rshmem::probe::diagnose`); `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
 mod cli;
@@ -26,14 +26,14 @@ fn main() {
     if cli.info {
         return print_text(&format!(
             "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}",
-            rshmem::env::info_text(),
+            rshmem::config::env::info_text(),
             cli::set_variables_text(),
             cli::NODES_INFO
         ));
     }
     if cli.diagnose {
         // Every check is bounded and a failing one is a line of the report, not an error: exit 0.
-        return print_text(&rshmem::diagnose::render(&rshmem::transport::select::report()));
+        return print_text(&rshmem::probe::report::render(&rshmem::transport::select::report()));
     }
     let mut command = cli.command.into_iter();
     let program = command.next().expect("clap requires PROGRAM unless --info or --diagnose");

@@ -5,7 +5,7 @@
 mod common;
 
 use common::collect;
-use rshmem::transport::RemoteChoice;
+use rshmem::transport::select::RemoteChoice;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::sleep;

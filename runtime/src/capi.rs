@@ -440,7 +440,7 @@ unsafe fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::Resul
     // SAFETY: this function's contract (# Safety): `addr` is the program's own rshmemi_device_state
     // (cudaGetSymbolAddress in the device library's init hook), of the size checked above, in a module
     // that stays loaded for the program's life.
-    cuda::with_backend("rshmem_init (device library)", |b| unsafe { b.register_state(addr as u64) }).map(|()| 0)
+    cuda::with_backend("rshmem_init (device library)", |b| unsafe { b.modules().register_state(addr as u64) }).map(|()| 0)
 }
 
 /// `rshmem_cumodule_init`: fills in the device state of a module the program loaded itself (and keeps
@@ -487,7 +487,7 @@ pub unsafe extern "C" fn rshmem_init_mpi_comm(mpi_comm: *const c_void) -> i32 {
     entry("rshmem_init_mpi_comm", OnFail::Return(1), || unsafe { crate::mpi::init_with_mpi_comm(mpi_comm) }.map(|()| 0))
 }
 
-/// `nvshmemx_buffer_register`: 0, or non-zero with a message (see `crate::register`).
+/// `nvshmemx_buffer_register`: 0, or non-zero with a message (see `crate::heap::register`).
 #[no_mangle]
 pub extern "C" fn rshmem_buffer_register(addr: *mut c_void, len: usize) -> i32 {
     entry("rshmem_buffer_register", OnFail::Report(1), || {

@@ -159,7 +159,7 @@ impl KernelSet {
             // SAFETY: the kernel reads its arguments from `args`, alive for the whole launch (launch
             // returns only when every kernel thread has ended); that they are what the kernel expects
             // is this function's caller's promise.
-            crate::cpu::launch(grid, block, || unsafe { f(p as *const u64) });
+            crate::platform::cpu::launch(grid, block, || unsafe { f(p as *const u64) });
             Ok(())
         }
     }

@@ -2,28 +2,31 @@
 //!
 //! # Layers: who may import whom
 //!
-//! From the top; a module may use the ones below it, never one above (no import circle):
-//! 1. **API** — this file's free functions, [`kernels`] (kernel launch for user programs), [`capi`]
-//!    (the C ABI) and `cuda/api.rs` (`cuda::Module::load`, device memory, on-stream calls): they find
-//!    the running instance with `runtime::get`.
-//! 2. **Runtime** — [`runtime`]: init/finalize, the collective allocator, host barrier and RMA. It owns
-//!    the process-wide state and passes what the layers below need (bootstrap, fd server, job id, the
-//!    platform) down as arguments; it tells [`log`] the PE number ([`log::set_pe`]).
-//! 3. **Transports** — [`transport`]: which PEs this PE reaches and how. `transport::p2p` serves the
-//!    node-local PEs (and does the one same-node fd exchange, `transport::p2p::exchange`, both
-//!    platforms use); `RSHMEM_REMOTE_TRANSPORT` names the one for other nodes (`proxy`, `ibgda`),
-//!    `transport::select` decides (with the host probes and the verbs checks). The proxy's pieces:
-//!    `transport::{wire, tcp, ring}`; IBGDA's: `transport::ibgda` and, feature `verbs`,
-//!    `transport::verbs` (a real NIC).
-//! 4. **Platforms** — the host probes [`diagnose`] (sysfs, the CUDA driver, interfaces: what
-//!    `rshmrun --diagnose` reports; it imports no transport), and [`backend::Backend`] implemented by
-//!    [`cpu`] (memfd heap via [`segment`], kernels on host threads) and [`cuda`] (cuMem granules, modules; `cuda::{driver, module}` and the backend
-//!    in `cuda/mod.rs`): where kernels run and memory lives, copies, zeroing, quiet, and exporting the
-//!    heap as descriptors for the p2p exchange. [`hostsync`] (shared-memory host barrier) sits here too.
-//! 5. **Services** — [`bootstrap`], [`fdpass`], [`heap`] (the allocator), [`jobstatus`], [`env`],
-//!    [`log`], [`error`]: no rshmem layer above them.
-//!
-//! `transports_and_platforms_never_ask_the_runtime` (below) checks rule 1-vs-rest on the sources.
+//! The folders name the layers. From the bottom; a module may use the ones below it and its own
+//! layer, never one above, and no two files import each other (directly or around a circle). The
+//! layers are written down once, in the workspace's layer test (`tests/tests/layers.rs`), which reads
+//! every `use crate::` edge of this crate and fails on an upward import or a circle:
+//! 1. [`error`], [`config`] (every environment variable: the table, the getters, the pure value
+//!    parsers), [`log`], [`heap`] (the allocator's free list, the registered-buffer table): services
+//!    with nothing of rshmem above them.
+//! 2. [`bootstrap`] (TCP rendezvous: all-gather, barrier, broadcast among PEs) and [`node`] (what the
+//!    PEs of one node share: fd passing, the same-node exchange of exported memory, the job status
+//!    board, the choice of a listener's address).
+//! 3. [`platform`]: where kernels run and memory lives: the `Backend` interface, implemented by
+//!    `platform::cpu` (memfd heap, kernels on host threads) and `platform::cuda` (cuMem granules,
+//!    modules, streams); the services host threads use to serve device code (`platform::services`);
+//!    the shared-memory host barrier (`platform::hostsync`).
+//! 4. [`probe`]: what `rshmrun --diagnose` and automatic selection check (sysfs, the CUDA driver, the
+//!    network); it imports no transport.
+//! 5. [`transport`]: which PEs this PE reaches and how: one interface (`transport::interface`), the
+//!    transports `p2p`, `proxy` and `ibgda` (with `verbs` for a real NIC, feature `verbs`), the wire
+//!    they share, and `transport::select`, the one place that decides.
+//! 6. [`teams`] (the team table), then [`runtime`]: init/finalize, the collective allocator, host
+//!    barrier and RMA. It owns the process-wide state and passes what the layers below need
+//!    (bootstrap, fd server, job id, the platform) down as arguments.
+//! 7. The API: this file's free functions, [`kernels`], [`coll`], [`cuda`] (the CUDA helpers of user
+//!    programs), [`mpi`], then [`capi`] (the C ABI). They find the running instance with
+//!    `runtime::get`.
 //!
 //! ```no_run
 //! rshmem::init().unwrap();
@@ -36,28 +39,25 @@
 //! rshmem::finalize().unwrap();
 //! ```
 
-pub mod backend;
-pub mod capi;
 pub mod bootstrap;
+pub mod capi;
 pub mod coll;
-pub mod cpu;
+pub mod config;
 pub mod cuda;
-pub mod diagnose;
-pub mod env;
 pub mod error;
-pub mod fdpass;
 pub mod heap;
-pub mod hostsync;
-pub mod jobstatus;
 pub mod kernels;
 pub mod log;
 pub mod mpi;
-pub mod register;
+pub mod node;
+pub mod platform;
+pub mod probe;
 pub mod runtime;
-pub mod segment;
+pub mod teams;
 pub mod transport;
-mod seqlock;
 
+/// The CPU backend's kernel launch (`rshmem::cpu::launch`) and platform.
+pub use platform::cpu;
 pub use bootstrap::UniqueId;
 pub use error::{Error, Result};
 pub use runtime::{finalize, init, init_with_unique_id, known_pe, my_pe, n_pes};
@@ -69,14 +69,14 @@ pub fn get_unique_id() -> Result<UniqueId> {
 
 /// Collective: allocates `bytes` on every PE's symmetric heap; the same offset everywhere.
 pub fn malloc(bytes: usize) -> Result<*mut u8> {
-    runtime::get("rshmem_malloc")?.alloc("rshmem_malloc", bytes, heap::MIN_ALIGN, false)
+    runtime::get("rshmem_malloc")?.alloc("rshmem_malloc", bytes, heap::alloc::MIN_ALIGN, false)
 }
 /// Collective: `count * size` zeroed bytes.
 pub fn calloc(count: usize, size: usize) -> Result<*mut u8> {
     let bytes = count
         .checked_mul(size)
         .ok_or_else(|| Error::new(format!("rshmem_calloc({count}, {size}): size overflows")))?;
-    runtime::get("rshmem_calloc")?.alloc("rshmem_calloc", bytes, heap::MIN_ALIGN, true)
+    runtime::get("rshmem_calloc")?.alloc("rshmem_calloc", bytes, heap::alloc::MIN_ALIGN, true)
 }
 /// Collective: `bytes` aligned to `alignment` (a power of two).
 pub fn align(alignment: usize, bytes: usize) -> Result<*mut u8> {
@@ -149,60 +149,4 @@ pub fn heap_offset(p: *const u8) -> Option<usize> {
 /// Size in bytes of this PE's symmetric heap.
 pub fn heap_size() -> usize {
     runtime::get("rshmem::heap_size").map(|rt| rt.backend().heap_size()).unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    /// The layering rule that breaks the old import circle: only the API files (and the runtime itself)
-    /// name `crate::runtime`, `crate::kernels` or `crate::capi`; every other source file of this crate
-    /// (platforms, transports, services), present and future, must not.
-    #[test]
-    fn transports_and_platforms_never_ask_the_runtime() {
-        const ABOVE: &[&str] = &["lib.rs", "runtime.rs", "kernels.rs", "capi.rs", "coll.rs", "cuda/api.rs"];
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = vec![];
-        let mut dirs = vec![src.clone()];
-        while let Some(d) = dirs.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    dirs.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    files.push(p);
-                }
-            }
-        }
-        assert!(files.len() > 20, "found only {} source files under {}", files.len(), src.display());
-        let mut bad = vec![];
-        for f in &files {
-            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
-            if ABOVE.contains(&rel.as_str()) {
-                continue;
-            }
-            for (i, line) in std::fs::read_to_string(f).unwrap().lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                for upper in ["crate::runtime", "crate::kernels", "crate::capi", "super::runtime", "crate::{"] {
-                    if code.contains(upper) && (upper != "crate::{" || ["runtime", "kernels", "capi"].iter().any(|m| code.contains(m))) {
-                        bad.push(format!("{rel}:{}: {}", i + 1, line.trim()));
-                    }
-                }
-            }
-        }
-        assert!(bad.is_empty(), "lower layers import the API/runtime layer:\n{}", bad.join("\n"));
-    }
-
-    /// The host probes (`diagnose`) sit below the transports: the transports (the verbs module, the
-    /// choice of the remote transport) use them, so they must not use a transport.
-    #[test]
-    fn the_host_probes_import_no_transport() {
-        let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/diagnose.rs");
-        let bad: Vec<String> = std::fs::read_to_string(&f)
-            .unwrap()
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| l.split("//").next().unwrap_or("").contains("crate::transport"))
-            .map(|(i, l)| format!("diagnose.rs:{}: {}", i + 1, l.trim()))
-            .collect();
-        assert!(bad.is_empty(), "diagnose.rs imports the transport layer:\n{}", bad.join("\n"));
-    }
 }

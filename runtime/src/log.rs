@@ -28,7 +28,7 @@ pub enum Level {
 
 pub fn level() -> Level {
     static L: OnceLock<Level> = OnceLock::new();
-    *L.get_or_init(|| match crate::env::get(crate::env::DEBUG).as_deref().and_then(crate::env::parse_level) {
+    *L.get_or_init(|| match crate::config::env::get(crate::config::env::DEBUG).as_deref().and_then(crate::config::env::parse_level) {
         Some(0) => Level::Error,
         Some(2) => Level::Info,
         Some(3) => Level::Debug,
@@ -59,4 +59,29 @@ pub fn info(msg: impl AsRef<str>) {
 }
 pub fn debug(msg: impl AsRef<str>) {
     emit(Level::Debug, "debug", msg.as_ref())
+}
+
+/// A byte count for messages: "4096 bytes", "64 KiB", "1.5 GiB".
+pub fn size_text(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (unit, name) in UNITS {
+        if n >= unit {
+            let v = n as f64 / unit as f64;
+            return if n.is_multiple_of(unit) { format!("{} {name}", n / unit) } else { format!("{v:.1} {name}") };
+        }
+    }
+    format!("{n} bytes")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_well() {
+        use super::size_text;
+        assert_eq!(size_text(8), "8 bytes");
+        assert_eq!(size_text(4096), "4 KiB");
+        assert_eq!(size_text(1 << 30), "1 GiB");
+        assert_eq!(size_text(3 << 29), "1.5 GiB");
+        assert_eq!(size_text((2 << 20) + 1), "2.0 MiB");
+    }
 }

@@ -1,15 +1,18 @@
 //! The process-wide runtime: init/finalize, PE queries, the collective symmetric allocator, host
 //! barrier and host RMA. One instance per process, reached through the free functions of the crate.
 
-use crate::backend::{Backend, Collective};
+use crate::node::exchange::Collective;
+use crate::platform::backend::Backend;
 use crate::bootstrap::{Bootstrap, UniqueId};
 use crate::error::{Error, Result};
-use crate::fdpass::FdServer;
-use crate::heap::Allocator;
-use crate::hostsync::HostSync;
-use crate::jobstatus::JobStatus;
-use crate::transport::{p2p::P2p, RemoteSetup, Transport};
-use crate::{env, log};
+use crate::node::fdpass::FdServer;
+use crate::heap::alloc::Allocator;
+use crate::platform::hostsync::HostSync;
+use crate::node::jobstatus::JobStatus;
+use crate::transport::interface::{RemoteSetup, Transport};
+use crate::transport::p2p::P2p;
+use crate::config::env;
+use crate::log;
 use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, ROUTE_NONE, ROUTE_P2P, STATE_MAGIC};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -33,7 +36,7 @@ pub struct Runtime {
     /// rshmrun's job status board (None outside rshmrun): every host collective is recorded there.
     status: Option<JobStatus>,
     /// The team table as this PE wrote it into its internal area.
-    pub(crate) teams: Mutex<crate::coll::Teams>,
+    pub(crate) teams: Mutex<crate::teams::Teams>,
 }
 
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
@@ -96,7 +99,9 @@ fn init_with(pe_hint: Option<usize>, make: impl FnOnce() -> Result<Bootstrap>) -
     }
     let ctx = |e: Error| if e.message().starts_with("rshmem_init") { e } else { e.context("rshmem_init") };
     // Every RSHMEM_* variable is checked here, in one place, before anything uses one.
-    env::validate().map_err(ctx)?;
+    for w in env::validate().map_err(ctx)? {
+        log::warn(w);
+    }
     let boot = make().map_err(ctx)?;
     note_pe(boot.pe());
     let status = JobStatus::from_env(boot.pe(), boot.npes()).map_err(ctx)?;
@@ -167,7 +172,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &job).map_err(|e| boot.abort(e))?;
     // The remote transport is chosen (and a bad or unbuilt one refused) before anything is mapped.
     let spans_nodes = boot.node_pes().len() < n;
-    let remote = crate::transport::remote_by_name(env::REMOTE_TRANSPORT, env::get(env::REMOTE_TRANSPORT).as_deref(), spans_nodes)?;
+    let remote = crate::transport::select::remote_by_name(env::REMOTE_TRANSPORT, env::get(env::REMOTE_TRANSPORT).as_deref(), spans_nodes)?;
     if remote.is_some() && std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
         // The proxy's copies and AMO launches must never queue behind a user kernel that spins waiting
         // for them. Streams share the device's hardware work queues round-robin (8 by default); with the
@@ -180,9 +185,9 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let backend = make_backend(&boot, &fds, job, heap_size)?;
     let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];
     if let Some(make) = remote {
-        transports.push(make(&RemoteSetup { boot: &boot, platform: backend.clone() })?);
+        transports.push(make(&RemoteSetup { boot: &boot, platform: backend.clone(), services: backend.services() })?);
     }
-    let route = crate::transport::route_table(n, &transports.iter().map(|t| &**t).collect::<Vec<_>>());
+    let route = crate::transport::select::route_table(n, &transports.iter().map(|t| &**t).collect::<Vec<_>>());
     // What the platform backed at its start (the whole heap on the CPU, the first granule on GPUs) is
     // registered like every later growth.
     for t in &transports {
@@ -228,7 +233,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     // The runtime's own area at the start of the heap starts zeroed on every PE, then gets the table of
     // the predefined teams.
     backend.zero(0, INTERNAL_BYTES)?;
-    let teams = crate::coll::Teams::new(me, n, boot.local_pe(), boot.node_pes().len());
+    let teams = crate::teams::Teams::new(me, n, boot.local_pe(), boot.node_pes().len());
     teams.publish(&*backend)?;
     boot.barrier("rshmem_init")?;
     // Last, when nothing can fail any more: a failed init must not leave device calls pointed at a heap
@@ -257,7 +262,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
 fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<Arc<dyn Backend>> {
     let kind = backend_kind()?;
     if kind != BackendKind::Cpu {
-        match crate::cuda::CudaBackend::new(boot, fds, job, heap_size) {
+        match crate::platform::cuda::backend::CudaBackend::new(boot, fds, job, heap_size) {
             Ok(b) => return Ok(Arc::new(b)),
             Err(e) if kind == BackendKind::Auto && e.is_no_gpu() => {
                 log::info(format!("no usable GPU ({e}); using the CPU backend"));
@@ -265,7 +270,7 @@ fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usiz
             Err(e) => return Err(e.into_error()),
         }
     }
-    Ok(Arc::new(crate::cpu::CpuBackend::new(boot, fds, job, heap_size)?))
+    Ok(Arc::new(crate::platform::cpu::CpuBackend::new(boot, fds, job, heap_size)?))
 }
 
 fn random16() -> [u8; 16] {
@@ -293,7 +298,7 @@ pub fn finalize() -> Result<()> {
     rshmem_device::arch::host::clear_state();
     MY_PE.store(-1, Ordering::Release);
     N_PES.store(0, Ordering::Release);
-    crate::register::clear();
+    crate::heap::register::clear();
     drop(rt);
     r
 }
@@ -553,18 +558,18 @@ impl Runtime {
     pub fn backend(&self) -> &dyn Backend {
         &*self.backend
     }
-    /// `rshmem_buffer_register`: checks the buffer (`crate::register`), then registers it with every
+    /// `rshmem_buffer_register`: checks the buffer (`crate::heap::register`), then registers it with every
     /// transport whose NIC must reach it.
     pub fn buffer_register(&self, addr: usize, len: usize) -> Result<()> {
         let base = self.backend.heap_base();
-        crate::register::register(addr, len, base..base + self.backend.heap_size())?;
+        crate::heap::register::register(addr, len, base..base + self.backend.heap_size())?;
         for (i, t) in self.transports.iter().enumerate() {
             if let Err(e) = t.register_buffer(addr, len) {
                 // Undo what succeeded, so that a failed registration leaves nothing behind.
                 for done in &self.transports[..i] {
                     let _ = done.unregister_buffer(addr);
                 }
-                let _ = crate::register::unregister(addr);
+                let _ = crate::heap::register::unregister(addr);
                 return Err(e);
             }
         }
@@ -572,7 +577,7 @@ impl Runtime {
     }
     /// `rshmem_buffer_unregister`.
     pub fn buffer_unregister(&self, addr: usize) -> Result<()> {
-        crate::register::unregister(addr)?;
+        crate::heap::register::unregister(addr)?;
         for t in &self.transports {
             t.unregister_buffer(addr)?;
         }

@@ -8,8 +8,8 @@ mod common;
 
 use common::*;
 use rshmem::bootstrap::Bootstrap;
-use rshmem::fdpass::FdServer;
-use rshmem::segment::Segment;
+use rshmem::node::fdpass::FdServer;
+use rshmem::platform::segment::Segment;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -452,7 +452,7 @@ fn fd_sockets_never_talk_to_another_user() {
     let job = [0x42u8; 16];
     let key: [u8; 16] = std::array::from_fn(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).unwrap());
     let server = FdServer::start(job, key, 0).unwrap();
-    server.offer(7, rshmem::fdpass::memfd("auth-test", 4096).unwrap(), 4096);
+    server.offer(7, rshmem::node::fdpass::memfd("auth-test", 4096).unwrap(), 4096);
     let name = String::from_utf8_lossy(server.name()).to_string();
     let Some(peer) = spawn_as_nobody(&format!("fdpeer {name}"), &[("RSHMEM_JOB_KEY", KEY)]) else {
         eprintln!("SKIPPED: not running as root, so there is no other user to try");

@@ -1,10 +1,11 @@
 //! The proxy request channel (device side `rshmem_device::remote::proxy`, host side
-//! `rshmem::transport::ring`) on the CPU backend: real threads, and real processes sharing one ring through
+//! `rshmem::transport::proxy::ring`) on the CPU backend: real threads, and real processes sharing one ring through
 //! a memfd mapping. Every request carries a checksum of its fields; the proxy checks that each arrives
 //! exactly once, intact, in per-poster order, and posters check that `wait_completed` returns only
 //! after the proxy finished the request.
 
-use rshmem::transport::ring::{check_request, deadline, init_ring, op, ring_bytes, Drain, Request, RingBuf, RingRef};
+use rshmem::platform::services::HostShared;
+use rshmem::transport::proxy::ring::{check_request, deadline, init_ring, op, ring_bytes, Completion, Drain, DrainStats, Request, RingRef};
 use rshmem::{Error, Result};
 use rshmem_device::remote::proxy::{post, post_with, wait_completed, wait_completed_with, Stalled, HEADER_BYTES, SEQ_OFF, SLOT_BYTES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,6 +13,45 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const CHILD_VAR: &str = "RSHMEM_TEST_RING_CHILD";
+
+/// A ring in host memory of this process, as the CPU backend's proxy has it (`HostShared`).
+struct RingBuf {
+    mem: HostShared,
+    slots: usize,
+}
+
+impl RingBuf {
+    fn new(slots: usize) -> Result<RingBuf> {
+        let mem = HostShared::host_alloc(ring_bytes(slots))?;
+        // SAFETY: fresh zeroed memory of ring_bytes(slots) bytes, 64-aligned, owned here.
+        unsafe { init_ring(mem.host_ptr(), mem.len(), slots)? };
+        Ok(RingBuf { mem, slots })
+    }
+    fn ring(&self) -> RingRef {
+        RingRef { header: self.mem.host_ptr() as u64, slots: self.slots as u64 }
+    }
+    fn drain(&self) -> Result<Drain<'_>> {
+        // SAFETY: the memory is this RingBuf's, mapped for the borrow's lifetime; one drain per test.
+        unsafe { Drain::attach(self.mem.host_ptr(), self.mem.len()) }
+    }
+    /// Runs the proxy engine's drain loop (`Drain::run`) with completion through the ring's
+    /// `Completion`, as the engine completes requests: `f` handles each request, which is complete
+    /// when it returns Ok.
+    fn run(&self, stop: impl FnMut() -> bool, mut f: impl FnMut(&Request) -> Result<()>) -> Result<DrainStats> {
+        // SAFETY: the header is this RingBuf's, alive while the completion is used (this call).
+        let completion = unsafe { Completion::attach(self.mem.host_ptr()) };
+        self.drain()?.run(
+            &mut (),
+            stop,
+            |_, seq, r| {
+                f(r)?;
+                completion.done(seq);
+                Ok(())
+            },
+            |_| Ok(()),
+        )
+    }
+}
 
 struct Rng(u64);
 impl Rng {
@@ -106,8 +146,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
         let _end = SetOnDrop(&finished);
         let proxy = s.spawn(|| {
             let mut checker = Checker::new(posters, done.clone());
-            let mut d = ring.drain().unwrap();
-            let stats = d.run(|| finished.load(Ordering::Acquire), |r| checker.check(r)).unwrap();
+            let stats = ring.run(|| finished.load(Ordering::Acquire), |r| checker.check(r)).unwrap();
             // Everything posted was drained (run stops only when idle after `finished`).
             assert_eq!(stats.requests, posters as u64 * per);
             assert_eq!(checker.next_of, vec![per; posters]);
@@ -139,7 +178,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
         proxy.join().unwrap();
     });
     // SAFETY: the ring is alive.
-    let (head, tail, completed) = unsafe { rshmem::transport::ring::counters(ring.ring()) };
+    let (head, tail, completed) = unsafe { rshmem::transport::proxy::ring::counters(ring.ring()) };
     assert_eq!((head, tail, completed), (posters as u64 * per, posters as u64 * per, posters as u64 * per));
 }
 
@@ -168,7 +207,7 @@ fn plain_post_and_wait_completed() {
         let _end = SetOnDrop(&stop);
         let proxy = s.spawn(|| {
             let mut c = Checker::new(1, Arc::new(vec![AtomicU64::new(0)]));
-            ring.drain().unwrap().run(|| stop.load(Ordering::Acquire), |r| c.check(r)).unwrap()
+            ring.run(|| stop.load(Ordering::Acquire), |r| c.check(r)).unwrap()
         });
         let mut rng = Rng(5);
         for i in 0..200 {
@@ -225,7 +264,7 @@ fn stopped_proxy_is_detected_by_a_waiting_poster() {
     let rref = ring.ring();
     std::thread::scope(|s| {
         let _end = SetOnDrop(&stop);
-        let proxy = s.spawn(|| ring.drain().unwrap().run(|| stop.load(Ordering::Acquire), |_| Ok(())).unwrap());
+        let proxy = s.spawn(|| ring.run(|| stop.load(Ordering::Acquire), |_| Ok(())).unwrap());
         let r = Request { op: op::NOP, ..Request::default() };
         let ring = rref;
         for _ in 0..10 {
@@ -260,10 +299,10 @@ fn callback_error_names_the_request() {
     let r = Request { op: op::PUT, pe: 3, ..Request::default() };
     // SAFETY: the ring is alive.
     unsafe { post_with(ring.ring(), &r, deadline(Duration::from_secs(1))) }.unwrap();
-    let e = ring.drain().unwrap().run(|| true, |_| Err(Error::new("connection to PE 3 lost"))).unwrap_err();
+    let e = ring.run(|| true, |_| Err(Error::new("connection to PE 3 lost"))).unwrap_err();
     assert_eq!(e.message(), "proxy ring: request 1 (op 1, target PE 3): connection to PE 3 lost");
     // SAFETY: as above. Not completed.
-    assert_eq!(unsafe { rshmem::transport::ring::counters(ring.ring()) }, (1, 1, 0));
+    assert_eq!(unsafe { rshmem::transport::proxy::ring::counters(ring.ring()) }, (1, 1, 0));
 }
 
 /// Writes `v` into the seq word of slot `i` of the ring at `base` (test corruption).
@@ -274,9 +313,12 @@ fn set_seq(base: *mut u8, i: usize, v: u64) {
 
 #[test]
 fn bad_rings_are_errors() {
-    assert!(RingBuf::new(0).err().unwrap().message().contains("0 slots (must be a power of two"));
-    assert!(RingBuf::new(3).err().unwrap().message().contains("3 slots"));
-    assert!(RingBuf::new(1 << 21).err().unwrap().message().contains("2097152 slots"));
+    for (slots, what) in [(0, "0 slots (must be a power of two"), (3, "3 slots"), (1 << 21, "2097152 slots")] {
+        let mem = HostShared::host_alloc(ring_bytes(4)).unwrap();
+        // SAFETY: the memory is ours; the slot count is refused before anything is written.
+        let e = unsafe { init_ring(mem.host_ptr(), mem.len(), slots) }.err().unwrap();
+        assert!(e.message().contains(what), "{e}");
+    }
 
     let mut mem = vec![0u64; ring_bytes(8) / 8 + 8];
     let base = mem.as_mut_ptr() as *mut u8;
@@ -338,7 +380,7 @@ fn fuzz_ring_memory_never_panics() {
                 0 => 0,
                 1 => rng.next() % 8,
                 2 => u64::MAX,
-                3 => rshmem::transport::ring::RING_MAGIC,
+                3 => rshmem::transport::proxy::ring::RING_MAGIC,
                 _ => rng.next(),
             };
             // SAFETY: i < words: inside the ring memory.
@@ -357,7 +399,7 @@ fn fuzz_ring_memory_never_panics() {
             continue;
         };
         attached += 1;
-        assert!(d.slots().is_power_of_two() && rshmem::transport::ring::ring_bytes(d.slots() as usize) <= bytes);
+        assert!(d.slots().is_power_of_two() && rshmem::transport::proxy::ring::ring_bytes(d.slots() as usize) <= bytes);
         for _ in 0..3 {
             let expect = d.next() + 1;
             let mut k = 0;
@@ -446,8 +488,8 @@ fn completion_advances_over_the_complete_prefix_only() {
     let ring = RingBuf::new(16).unwrap();
     let r = ring.ring();
     // SAFETY: the RingBuf's header, alive for the test.
-    let c = unsafe { rshmem::transport::ring::Completion::attach(r.header as usize as *mut u8) };
-    let completed = || unsafe { rshmem::transport::ring::counters(r) }.2;
+    let c = unsafe { rshmem::transport::proxy::ring::Completion::attach(r.header as usize as *mut u8) };
+    let completed = || unsafe { rshmem::transport::proxy::ring::counters(r) }.2;
     c.done(3);
     c.done(2);
     assert_eq!(completed(), 0, "1 is not complete yet");
@@ -575,5 +617,5 @@ fn plain_post_on_a_bad_ring_ref_fails_naming_the_call() {
     assert!(msg.contains("rshmem proxy post (not a request ring: null or misaligned header, or bad slot count)"), "{msg}");
     // Nothing was reserved or written.
     // SAFETY: the ring is alive.
-    assert_eq!(unsafe { rshmem::transport::ring::counters(ring.ring()) }, (0, 0, 0));
+    assert_eq!(unsafe { rshmem::transport::proxy::ring::counters(ring.ring()) }, (0, 0, 0));
 }

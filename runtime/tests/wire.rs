@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use rshmem::transport::tcp::{self, Connection, Endpoint};
+use rshmem::transport::proxy::tcp::{self, Connection, Endpoint};
 use rshmem::transport::wire::{self, AmoOp, Context, FrameReader, Hello, Message, OpHeader, Signal, SignalOp, Width};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,4 +1,4 @@
-//! NVSHMEM's environment variable names that rshmem honours (`rshmem::env::ALIASES`), through real
+//! NVSHMEM's environment variable names that rshmem honours (`rshmem::config::env::ALIASES`), through real
 //! processes under `rshmrun` (CPU backend): the alias sets the heap size, the rshmem name wins when both
 //! are set, and a bad value fails at init naming the alias.
 

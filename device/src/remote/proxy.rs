@@ -1,6 +1,6 @@
 //! The proxy request channel: device threads post fixed-size requests into a ring in host memory
 //! (pinned and mapped on CUDA, shared memory on the CPU backend); one CPU proxy thread per PE drains it
-//! (`rshmem::transport::ring`) and reports completion through a counter the posters poll.
+//! (`rshmem::transport::proxy::ring`) and reports completion through a counter the posters poll.
 //!
 //! This file holds the ONE definition of the ring's layout (`RingHeader`, `Request`), used by the
 //! device code here and by the host side, and the device-side calls `post` and `wait_completed`.
@@ -180,7 +180,7 @@ const _: () = assert!(core::mem::offset_of!(RingHeader, completed) == 192);
 /// What device code holds to post to a ring: the header's address (in this process / as the GPU
 /// sees it) and the slot count. Kept by the caller (e.g. a per-PE table in the device state) so a post
 /// reads nothing of the header but `tail`: on a GPU the header is in host memory, and every read of it
-/// is a PCIe round trip. The host makes it (`rshmem::transport::ring`) after setting the ring up.
+/// is a PCIe round trip. The host makes it (`rshmem::transport::proxy::ring`) after setting the ring up.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
 pub struct RingRef {
@@ -329,7 +329,7 @@ pub enum Stalled {
 /// calling `wait(spins)` in every spin: it returns false to give up (then `Stalled::RingFull`).
 ///
 /// # Safety
-/// `ring` must describe a ring set up by the host (`rshmem::transport::ring`): its header mapped and
+/// `ring` must describe a ring set up by the host (`rshmem::transport::proxy::ring`): its header mapped and
 /// writable here, followed by `ring.slots` slots, staying mapped while this runs; the ring's words are
 /// only accessed through this module's protocol. (A `ring` that fails `is_valid` is refused with
 /// `Stalled::NotARing` before any access.)

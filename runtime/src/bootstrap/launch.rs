@@ -2,7 +2,8 @@
 //! address, the job key and the init timeout. Parsing takes a lookup function instead of reading the
 //! process environment, so that it can be tested with any set of variables.
 
-use crate::env;
+use crate::config::env;
+use crate::config::parse::decode_job_key;
 use crate::error::{Error, Result};
 use std::time::Duration;
 
@@ -146,22 +147,6 @@ pub fn parse_timeout(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
     }
 }
 
-/// RSHMEM_JOB_KEY's value as a key: 32 hex digits, not all zero. The one decoder of it (the env table's
-/// check uses it too).
-pub(crate) fn decode_job_key(v: &str) -> std::result::Result<[u8; 16], String> {
-    let bad = || {
-        format!(
-            "must be 32 hex digits (got {} characters; make one with: od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')",
-            v.chars().count()
-        )
-    };
-    let key: [u8; 16] = decode_hex(v).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
-    if key == [0; 16] {
-        return Err("is all zeros, which is no secret: use a random key".into());
-    }
-    Ok(key)
-}
-
 /// Parses RSHMEM_JOB_KEY (32 hex digits); None when unset.
 ///
 /// There is deliberately no fallback that derives a key from the launcher's variables (job id, node
@@ -192,17 +177,6 @@ fn job_identity(get: &dyn Fn(&str) -> Option<String>, source_pe_var: &str) -> St
         _ => None,
     };
     id.map(|s| super::wire::truncate(&s, super::wire::MAX_JOB_ID).to_string()).unwrap_or_default()
-}
-
-pub(crate) fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || !s.is_ascii() {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
-}
-
-pub(crate) fn encode_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Reads the launch environment through `get` (a variable's value, None when unset).

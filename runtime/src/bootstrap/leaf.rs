@@ -8,8 +8,8 @@
 use super::launch::secs;
 use super::net::{is_self_connection, resolve};
 use super::wire::*;
-use super::{check_local, describe, Setup};
-use crate::env;
+use super::setup::{check_local, describe, Setup};
+use crate::config::env;
 use crate::error::{Error, Result};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

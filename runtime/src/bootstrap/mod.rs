@@ -30,11 +30,10 @@ mod leaf;
 mod net;
 mod ratelimit;
 mod root;
+mod setup;
 mod wire;
 
 pub use launch::{parse_launch_env, pe_list, LaunchEnv};
-pub(crate) use launch::decode_job_key;
-pub(crate) use net::addr_syntax;
 pub(crate) use wire::truncate;
 pub(crate) use ratelimit::WarnLimiter;
 pub(crate) use wire::poll;
@@ -50,12 +49,12 @@ pub(crate) fn resolve_addr(addr: &str) -> std::io::Result<Vec<std::net::SocketAd
     net::resolve(addr)
 }
 
-use crate::env;
+use crate::config::env;
 use crate::error::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
-use wire::{HostId, Op, MAX_PAYLOAD};
+use setup::{check_local, Setup};
+use wire::{HostId, Op};
 
 /// The opaque id of the unique-id API (like NVSHMEM's): PE 0 makes it with `get_unique_id`, hands it
 /// to the other PEs by its own means, and every PE passes it to `Bootstrap::from_unique_id`.
@@ -105,12 +104,12 @@ impl UniqueId {
 
     /// 256 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        launch::encode_hex(&self.0)
+        crate::config::parse::encode_hex(&self.0)
     }
 
     pub fn from_hex(s: &str) -> Result<UniqueId> {
         let s = s.trim();
-        let bytes = launch::decode_hex(s).filter(|b| b.len() == 128).ok_or_else(|| {
+        let bytes = crate::config::parse::decode_hex(s).filter(|b| b.len() == 128).ok_or_else(|| {
             Error::new(format!("rshmem bootstrap: a unique id is 256 hex digits (got {} characters)", s.len()))
         })?;
         let id = UniqueId(bytes.try_into().unwrap());
@@ -144,21 +143,6 @@ pub fn get_unique_id() -> Result<UniqueId> {
     Ok(id)
 }
 
-/// What both sides of the star need to set up.
-struct Setup<'a> {
-    pe: usize,
-    npes: usize,
-    key: [u8; 16],
-    /// The launcher's job identity ("" when none): PE 0 refuses PEs of another job even with this key.
-    job: &'a str,
-    timeout: Duration,
-    /// RSHMEM_WAIT_TIMEOUT: the longest wait in a collective (None: no limit).
-    wait: Option<Duration>,
-    /// The rendezvous address as given (for connecting and for messages).
-    addr: &'a str,
-    me: &'a HostId,
-}
-
 /// The error for a job of several PEs started without RSHMEM_JOB_KEY outside rshmrun.
 fn no_key_error(pe: usize, npes: usize, source: &str) -> Error {
     Error::new(format!(
@@ -166,27 +150,6 @@ fn no_key_error(pe: usize, npes: usize, source: &str) -> Error {
         key = env::JOB_KEY,
         boot = env::BOOTSTRAP,
     ))
-}
-
-/// Checks a PE can make of its own arguments; the message names the call.
-fn check_local(npes: usize, call: &str, op: Op, payload: &[u8]) -> std::result::Result<(), String> {
-    if let Op::Broadcast(root) = op {
-        if root >= npes {
-            return Err(format!("{call}: broadcast root PE {root} does not exist ({npes} PEs)"));
-        }
-    }
-    if payload.len() > MAX_PAYLOAD {
-        return Err(format!(
-            "{call}: {} bytes is more than the bootstrap carries in one collective (at most {MAX_PAYLOAD} bytes per PE)",
-            payload.len()
-        ));
-    }
-    Ok(())
-}
-
-/// "rshmem_malloc (allgather, collective #3)"
-fn describe(call: &str, op: Op, seq: u64) -> String {
-    format!("{call} ({}, collective #{seq})", op.describe())
 }
 
 enum Link {
@@ -471,7 +434,9 @@ impl Bootstrap {
 
 #[cfg(test)]
 mod tests {
+    use super::wire::MAX_PAYLOAD;
     use super::*;
+    use std::time::Duration;
     use std::io::Write;
     use std::net::TcpStream;
     use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! listening socket rshmrun hands to PE 0, and binding/resolving RSHMEM_BOOTSTRAP addresses.
 
 use super::wire::{HostId, MAX_BOOT_ID, MAX_HOSTNAME};
-use crate::env;
+use crate::config::env;
+use crate::config::parse::addr_syntax;
 use crate::error::{Error, Result};
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
@@ -65,18 +66,6 @@ pub(super) fn check_addr_syntax(addr: &str) -> Result<()> {
     addr_syntax(addr).map_err(|why| {
         Error::new(format!("rshmem bootstrap: {}={addr:?} is not host:port ({why}; example: node001:29500)", env::BOOTSTRAP))
     })
-}
-
-/// Why `addr` is not host:port, if it is not (the env table's check uses it too).
-pub(crate) fn addr_syntax(addr: &str) -> std::result::Result<(), &'static str> {
-    let (host, port) = addr.rsplit_once(':').ok_or("no port")?;
-    if host.is_empty() {
-        return Err("no host");
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p != 0 => Ok(()),
-        _ => Err("the port must be 1 to 65535"),
-    }
 }
 
 pub(super) fn resolve(addr: &str) -> std::io::Result<Vec<SocketAddr>> {

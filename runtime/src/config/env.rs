@@ -231,8 +231,9 @@ pub fn validate_vars(vars: &[(String, String)]) -> Result<Vec<String>> {
     Ok(warnings)
 }
 
-/// [`validate_vars`] over this process's environment; warnings go to the log. Called once by init.
-pub fn validate() -> Result<()> {
+/// [`validate_vars`] over this process's environment: the first bad value is the error; the warnings
+/// about unknown names are returned (init logs them). Called once by init.
+pub fn validate() -> Result<Vec<String>> {
     let vars: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| {
             let k = k.into_string().ok()?;
@@ -240,10 +241,7 @@ pub fn validate() -> Result<()> {
             (k.starts_with("RSHMEM_") || ALIASES.iter().any(|(a, _)| *a == k)).then(|| (k, v.to_string_lossy().into_owned()))
         })
         .collect();
-    for w in validate_vars(&vars)? {
-        crate::log::warn(w);
-    }
-    Ok(())
+    validate_vars(&vars)
 }
 
 /// Levenshtein distance (for "did you mean").

@@ -3,13 +3,11 @@
 //! platform's copies to the mapped address.
 //!
 //! The mapping itself belongs to the platform (it owns the memory: memfd segments on the CPU, cuMem
-//! granules on the GPU); what the two share is the exchange, written once here: every PE offers its
-//! descriptor on the fd server, fetches every node-local peer's, and hands it to the platform to map.
+//! granules on the GPU), through the same-node exchange both platforms use (`node::exchange`).
 
-use super::Transport;
-use crate::backend::{Backend, Collective};
+use crate::transport::interface::Transport;
+use crate::platform::backend::Backend;
 use crate::error::{Error, Result};
-use std::os::fd::OwnedFd;
 
 /// The p2p transport: where each PE's heap is mapped here (0: not mapped, another node).
 pub struct P2p {
@@ -44,44 +42,4 @@ impl Transport for P2p {
         // SAFETY: as in putmem, with dst writable.
         unsafe { platform.getmem(dst, src, bytes, pe) }
     }
-}
-
-/// One exported piece of this PE's memory, for [`exchange`].
-pub struct Export<'a> {
-    /// Fd-server id (the same on every PE for the same piece).
-    pub id: u32,
-    /// The descriptor (memfd or cuMem shareable handle); the fd server keeps it until withdrawn.
-    pub fd: OwnedFd,
-    /// Its size in bytes: every PE's must be the same.
-    pub size: u64,
-    /// What it is, for messages ("symmetric heap", "heap granule 3").
-    pub what: &'a str,
-    /// What to set the same everywhere when sizes differ ("RSHMEM_SYMMETRIC_SIZE").
-    pub size_var: &'a str,
-}
-
-/// Collective over the PEs of the job (`call` names it in barrier errors): offers `mine` on the fd
-/// server, fetches every other node-local PE's piece of the same id, checks its size and hands it to
-/// `import(pe, fd)` (which maps it). When every PE has imported every peer's, the offer is withdrawn:
-/// the mappings keep the memory alive, no descriptor is left behind.
-pub fn exchange(c: Collective, call: &str, mine: Export, mut import: impl FnMut(usize, OwnedFd) -> Result<()>) -> Result<()> {
-    let me = c.boot.pe();
-    let Export { id, fd, size, what, size_var } = mine;
-    c.fds.offer(id, fd, size);
-    c.boot.barrier(call)?;
-    for &pe in c.boot.node_pes() {
-        if pe == me {
-            continue;
-        }
-        let (pfd, psize) = c.fds.fetch(c.job, pe, id)?;
-        if psize != size {
-            return Err(Error::new(format!(
-                "PE {pe}'s {what} is {psize} bytes but this PE's is {size}: set the same {size_var} on every PE"
-            )));
-        }
-        import(pe, pfd)?;
-    }
-    c.boot.barrier(call)?;
-    c.fds.withdraw(id);
-    Ok(())
 }

@@ -1,12 +1,87 @@
-//! Which transport reaches PEs on other nodes, and the diagnosis behind that choice, for the layers
-//! above (the runtime's init and `rshmrun --diagnose`): the host probes of `crate::diagnose` with the
-//! verbs library's checks (`super::verbs`, feature `verbs`) and the choice itself
-//! (`super::choose_remote`) handed in. (`crate::diagnose` imports no transport, so the dependency
-//! runs one way.)
+//! Which transport reaches which PE: the one place that decides. `RSHMEM_REMOTE_TRANSPORT` and the
+//! NIC checks choose the transport for PEs on other nodes ([`choose_remote`]); the registry finds its
+//! constructor by name ([`remote_by_name`]); [`route_table`] says, per PE, which transport reaches it.
+//! Also the diagnosis behind the choice, for `rshmrun --diagnose`: the host probes of `crate::probe`
+//! with the verbs library's checks (feature `verbs`) handed in (the probes import no transport, so
+//! the dependency runs one way).
 
-use super::{choose_remote, parse_remote, Remote, RemoteChoice, REMOTE_VALUES};
-use crate::diagnose::{self, Check, Status};
+use crate::config::parse::{parse_remote, Remote, REMOTE_VALUES};
+use crate::error::{Error, Result};
+use crate::probe::check::{Check, Status};
+use crate::probe::report as diagnose;
+use crate::transport::interface::{RemoteFactory, Transport};
 use std::sync::OnceLock;
+
+
+/// What a job's PEs use to reach PEs on other nodes: the outcome of `RSHMEM_REMOTE_TRANSPORT` and of
+/// the NIC checks (`crate::probe`). `rshmrun --diagnose` prints it; init acts on it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RemoteChoice {
+    /// No remote transport: other nodes' PEs are not reachable (single-node job, or `none`).
+    None,
+    /// The CPU proxy over TCP.
+    Proxy,
+    /// IBGDA on a real ConnectX NIC (the `verbs` feature, and every NIC check passed).
+    IbgdaNic,
+    /// IBGDA through the emulated mlx5 NIC (asked for with `ibgda`, no usable NIC).
+    IbgdaEmulated,
+}
+
+impl RemoteChoice {
+    /// One line for users: what is used and why.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RemoteChoice::None => "none: PEs on other nodes are not reachable",
+            RemoteChoice::Proxy => "proxy: a CPU proxy thread per PE carries remote operations over TCP",
+            RemoteChoice::IbgdaNic => "ibgda: GPU threads post mlx5 work requests to the NIC themselves",
+            RemoteChoice::IbgdaEmulated => "ibgda (emulated NIC): GPU threads post mlx5 work requests to rshmem's software NIC, which carries them over TCP; no usable NIC was found",
+        }
+    }
+}
+
+/// Picks the remote transport from `RSHMEM_REMOTE_TRANSPORT`'s value (`var` names it in messages),
+/// whether the job spans nodes, and whether a real NIC passed every check (`crate::probe::diagnose`):
+/// - `auto` (unset): nothing for a single-node job; `ibgda` on a usable NIC, else `proxy`;
+/// - `ibgda`: the NIC when usable, else the emulated NIC (init says so once);
+/// - `proxy`, `none`: as named.
+pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usable: bool) -> Result<RemoteChoice> {
+    Ok(match parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))? {
+        Remote::Auto if !spans_nodes => RemoteChoice::None,
+        Remote::Auto if nic_usable => RemoteChoice::IbgdaNic,
+        Remote::Auto => RemoteChoice::Proxy,
+        Remote::None => RemoteChoice::None,
+        Remote::Proxy => RemoteChoice::Proxy,
+        Remote::Ibgda if nic_usable => RemoteChoice::IbgdaNic,
+        Remote::Ibgda => RemoteChoice::IbgdaEmulated,
+    })
+}
+
+/// The registry: the constructor of the transport for PEs on other nodes, by name. `var` is the
+/// variable that named it (for messages). `Ok(None)`: no remote transport (`none`, or a single-node
+/// job under `auto`: no threads, no sockets). The runtime calls the constructor once the platform
+/// exists. Whether a real NIC is usable is asked ([`nic_usable`]) only when the answer matters:
+/// the job spans nodes and the value is `auto` or `ibgda`.
+pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool) -> Result<Option<RemoteFactory>> {
+    let asks_nic = spans_nodes && matches!(parse_remote(value), Ok(Remote::Auto | Remote::Ibgda));
+    let nic = asks_nic && nic_usable();
+    Ok(factory(choose_remote(var, value, spans_nodes, nic)?))
+}
+
+/// The constructor of a chosen remote transport.
+pub fn factory(c: RemoteChoice) -> Option<RemoteFactory> {
+    match c {
+        RemoteChoice::None => None,
+        RemoteChoice::Proxy => Some(crate::transport::proxy::create),
+        RemoteChoice::IbgdaNic => Some(crate::transport::ibgda::create_nic),
+        RemoteChoice::IbgdaEmulated => Some(crate::transport::ibgda::create_emulated),
+    }
+}
+
+/// Which transport reaches each PE: `table[pe]` is the index in `transports` of the first one that
+/// reaches `pe` (the p2p transport first, so node-local PEs always go through it), None when none does.
+pub fn route_table(npes: usize, transports: &[&dyn Transport]) -> Vec<Option<usize>> {
+    (0..npes).map(|pe| transports.iter().position(|t| t.reaches(pe))).collect()
+}
 
 /// The verbs library's checks for the decision (without the GPU allocations of the full set), when
 /// this build has the `verbs` feature.
@@ -25,7 +100,7 @@ fn verbs_full() -> Option<fn() -> Vec<Check>> {
     None
 }
 
-/// Whether a real RDMA NIC is usable for IBGDA by this process: every NIC check of `crate::diagnose`
+/// Whether a real RDMA NIC is usable for IBGDA by this process: every NIC check of `crate::probe::diagnose`
 /// passes (a build without the `verbs` feature never has one). Cheap when no RDMA device exists;
 /// computed once per process (`RSHMEM_IB_HCA` as set at the first call).
 pub fn nic_usable() -> bool {
@@ -37,7 +112,7 @@ pub fn nic_usable() -> bool {
 /// whether the real NIC is usable: the last line of `rshmrun --diagnose`.
 pub fn transport_check(value: Option<&str>, nic_usable: bool) -> Check {
     const NAME: &str = "remote transport";
-    let var = crate::env::REMOTE_TRANSPORT;
+    let var = crate::config::env::REMOTE_TRANSPORT;
     match choose_remote(var, value, true, nic_usable) {
         Err(e) => Check::new(NAME, Status::Fail, e.to_string()).with_fix(format!("set {var} to one of {REMOTE_VALUES} (or unset it)")),
         Ok(choice) => {
@@ -57,13 +132,87 @@ pub fn transport_check(value: Option<&str>, nic_usable: bool) -> Check {
 
 /// Every check of `rshmrun --diagnose` on this host, with this process's environment.
 pub fn report() -> Vec<Check> {
-    let remote = crate::env::get(crate::env::REMOTE_TRANSPORT);
+    let remote = crate::config::env::get(crate::config::env::REMOTE_TRANSPORT);
     diagnose::report_with(verbs_full(), &|usable| transport_check(remote.as_deref(), usable))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::backend::Backend;
+    use crate::transport::p2p::P2p;
+
+    /// A remote transport that reaches every PE it is told to (the shape a proxy will have: every PE of
+    /// the job). Only the table logic is under test here.
+    struct Everyone;
+    impl Transport for Everyone {
+        fn name(&self) -> &'static str {
+            "everyone"
+        }
+        fn reaches(&self, _pe: usize) -> bool {
+            true
+        }
+        unsafe fn putmem(&self, _: &dyn Backend, _: *mut u8, _: *const u8, _: usize, _: usize) -> Result<()> {
+            unreachable!()
+        }
+        unsafe fn getmem(&self, _: &dyn Backend, _: *mut u8, _: *const u8, _: usize, _: usize) -> Result<()> {
+            unreachable!()
+        }
+    }
+
+    #[test]
+    fn node_local_pes_go_through_p2p_others_through_the_remote_transport_or_none() {
+        // PEs 0..4 on this node (mapped at some addresses), 4..8 on another.
+        let bases: Vec<usize> = (0..8).map(|pe| if pe < 4 { 0x1000_0000 * (pe + 1) } else { 0 }).collect();
+        let p2p = P2p::new(bases.clone());
+        for (pe, &base) in bases.iter().enumerate() {
+            assert_eq!(p2p.peer_base(pe), base);
+            assert_eq!(p2p.reaches(pe), pe < 4);
+        }
+        assert!(!p2p.reaches(8), "a PE past the job must not be reached");
+        let only = route_table(8, &[&p2p]);
+        assert_eq!(only, vec![Some(0), Some(0), Some(0), Some(0), None, None, None, None]);
+        let with_remote = route_table(8, &[&p2p, &Everyone]);
+        assert_eq!(with_remote, vec![Some(0), Some(0), Some(0), Some(0), Some(1), Some(1), Some(1), Some(1)]);
+        // A single PE, and the other node first in the job.
+        assert_eq!(route_table(1, &[&P2p::new(vec![0x1000])]), vec![Some(0)]);
+        let p = P2p::new(vec![0, 0, 0x2000, 0x3000]);
+        assert_eq!(route_table(4, &[&p, &Everyone]), vec![Some(1), Some(1), Some(0), Some(0)]);
+    }
+
+    #[test]
+    fn remote_transport_values() {
+        assert_eq!(parse_remote(None), Ok(Remote::Auto));
+        assert_eq!(parse_remote(Some(" Auto")), Ok(Remote::Auto));
+        assert_eq!(parse_remote(Some("none")), Ok(Remote::None));
+        assert_eq!(parse_remote(Some(" Proxy ")), Ok(Remote::Proxy));
+        assert_eq!(parse_remote(Some("IBGDA")), Ok(Remote::Ibgda));
+        for bad in ["", "tcp", "p2p", "proxy,ibgda", "nonee"] {
+            let e = parse_remote(Some(bad)).unwrap_err();
+            assert!(e.contains(REMOTE_VALUES) && e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
+        }
+        const V: &str = "RSHMEM_REMOTE_TRANSPORT";
+        // auto (unset): the proxy exactly when the job spans nodes.
+        assert!(remote_by_name(V, None, false).unwrap().is_none());
+        assert!(remote_by_name(V, None, true).unwrap().is_some());
+        assert!(remote_by_name(V, Some("auto"), true).unwrap().is_some());
+        assert!(remote_by_name(V, Some("none"), true).unwrap().is_none());
+        assert!(remote_by_name(V, Some("proxy"), false).unwrap().is_some(), "proxy is built");
+        assert!(remote_by_name(V, Some(" PROXY "), true).unwrap().is_some());
+        assert!(remote_by_name(V, Some("ibgda"), true).unwrap().is_some(), "ibgda is built (emulated without a NIC)");
+        // The choice itself, with and without a usable NIC.
+        assert_eq!(choose_remote(V, None, false, true).unwrap(), RemoteChoice::None);
+        assert_eq!(choose_remote(V, None, true, false).unwrap(), RemoteChoice::Proxy);
+        assert_eq!(choose_remote(V, None, true, true).unwrap(), RemoteChoice::IbgdaNic);
+        assert_eq!(choose_remote(V, Some("ibgda"), true, false).unwrap(), RemoteChoice::IbgdaEmulated);
+        assert_eq!(choose_remote(V, Some("ibgda"), false, false).unwrap(), RemoteChoice::IbgdaEmulated);
+        assert_eq!(choose_remote(V, Some("ibgda"), true, true).unwrap(), RemoteChoice::IbgdaNic);
+        assert_eq!(choose_remote(V, Some("proxy"), true, true).unwrap(), RemoteChoice::Proxy);
+        assert_eq!(choose_remote(V, Some("none"), true, true).unwrap(), RemoteChoice::None);
+        let e = remote_by_name(V, Some("tcp"), true).err().unwrap().to_string();
+        assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
+    }
+
 
     #[test]
     fn the_transport_line() {

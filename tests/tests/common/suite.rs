@@ -327,7 +327,7 @@ pub fn rshmrun_timeout_names_the_pe_everyone_waits_for(l: &Layout) {
 /// the board's view of the whole job. A descriptor that is not open is an init error naming the variable.
 pub fn job_status_board_names_the_stuck_pe(l: &Layout) {
     use std::os::fd::AsRawFd;
-    let (board, fd) = rshmem::jobstatus::JobStatus::create(3).unwrap();
+    let (board, fd) = rshmem::node::jobstatus::JobStatus::create(3).unwrap();
     let open_board = format!("exec 9<>/proc/{}/fd/{}; RSHMEM_STATUS_FD=9 exec \"$0\" \"$@\"", std::process::id(), fd.as_raw_fd());
     let run = |script: &str, scenario: &str| {
         l.command(3, Duration::from_secs(40), "sh")

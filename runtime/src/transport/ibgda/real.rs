@@ -16,11 +16,14 @@
 //!
 //! Not run on hardware here: no machine of this project has a NIC (README, "Remote PEs").
 
-use super::{exchange_keys, peers, settings, wait_limit, DeviceTable, Engine, Ibgda, Settings, BATCH, KEY_SHIFT};
-use crate::backend::{Backend, Collective, HostShared};
+use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
+use crate::node::exchange::Collective;
+use crate::platform::backend::Backend;
+use crate::platform::services::{HostShared, Services};
 use crate::error::{Error, Result};
 use crate::transport::verbs::{IbgdaNic, IbgdaQp, IbgdaQpConfig, Mr, Nic, RcHandle};
-use crate::transport::{proxy::Proxy, RemoteSetup};
+use crate::transport::interface::RemoteSetup;
+use crate::transport::proxy::Proxy;
 use crate::log;
 use rshmem_device::remote::ibgda::{ret_bytes, QpEntry, Table};
 use std::sync::{Arc, Mutex};
@@ -59,9 +62,10 @@ struct HeapKeys {
 }
 
 /// Builds the transport on a real NIC. Collective.
-pub(super) fn new(s: &RemoteSetup) -> Result<Ibgda> {
+pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
     let boot = s.boot;
     let platform = s.platform.clone();
+    let services = s.services.clone();
     let (me, n) = (boot.pe(), boot.npes());
     let Settings { qps_per_pe, log_sq, .. } = settings()?;
     let (remote, qps) = peers(boot, qps_per_pe);
@@ -80,7 +84,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<Ibgda> {
 
     // Return slots: pinned host memory the NIC writes.
     let per_qp = ret_bytes(log_sq).next_multiple_of(64);
-    let ret = platform.host_shared((nqp * per_qp).max(64))?;
+    let ret = services.host_shared((nqp * per_qp).max(64))?;
     // SAFETY: `ret` is kept with its registration in a RetArea, which drops the registration first.
     let ret_mr = unsafe { nic.register_host(ret.host_ptr(), ret.len()) }?;
 
@@ -103,7 +107,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<Ibgda> {
     }
 
     // Keys and the device table.
-    let table = DeviceTable::alloc(&*platform, nqp, n, qps_per_pe as usize, chunks)?;
+    let table = DeviceTable::alloc(&*services, nqp, n, qps_per_pe as usize, chunks)?;
     let (mine, lkeys) = keys_of(&mrs);
     let (bases, keys) = exchange_keys(boot, "rshmem_init (ibgda keys)", heap_base, &mine)?;
     let rkeys = keys.concat();
@@ -113,26 +117,19 @@ pub(super) fn new(s: &RemoteSetup) -> Result<Ibgda> {
             QpEntry { desc: made[q].desc(table.counters(q), BATCH), ret: ret.device_addr() + (q * per_qp) as u64 };
     }
     let t = Table { qps_per_pe, key_shift: KEY_SHIFT, max_wqe: NIC_MAX_WQE, ret_lkey: ret_mr.lkey, ..Table::default() };
-    table.write(&*platform, nqp, 0, t, &entries, &bases, &rkeys, &lkeys)?;
+    table.write(&*services, nqp, 0, t, &entries, &bases, &rkeys, &lkeys)?;
     let descs = qps.iter().map(|&(pe, k)| entries[pe as usize * qps_per_pe as usize + k as usize].desc).collect();
-    Ok(Ibgda {
-        proxy,
-        engine: Engine::Real(Real {
-            nic,
-            _qps: made,
-            _ibgda: ibgda,
-            descs,
-            _ret: RetArea { _mr: ret_mr, _mem: ret },
-            heap: Mutex::new(HeapKeys { mrs, rkeys }),
-            locals: Mutex::new(Vec::new()),
-            heap_base,
-        }),
-        remote,
-        platform,
-        table,
+    let real = Real {
+        nic,
+        _qps: made,
+        _ibgda: ibgda,
+        descs,
+        _ret: RetArea { _mr: ret_mr, _mem: ret },
+        heap: Mutex::new(HeapKeys { mrs, rkeys }),
         locals: Mutex::new(Vec::new()),
-        wait_limit: wait_limit(),
-    })
+        heap_base,
+    };
+    Ok((Built { proxy, remote, table }, real))
 }
 
 /// The (rkeys, lkeys) of the heap chunks, 0 for a chunk not registered yet.
@@ -163,7 +160,7 @@ fn register_chunks(nic: &Arc<Nic>, heap_base: u64, heap_size: u64, range: std::o
 impl Real {
     /// Heap growth (collective): registers the new chunks, all-gathers their rkeys, rewrites the
     /// device table's keys.
-    pub(super) fn register(&self, c: Collective, table: &DeviceTable, platform: &dyn Backend, range: std::ops::Range<usize>) -> Result<()> {
+    pub(super) fn register(&self, c: Collective, table: &DeviceTable, platform: &dyn Backend, services: &dyn Services, range: std::ops::Range<usize>) -> Result<()> {
         let mut h = self.heap.lock().unwrap_or_else(|e| e.into_inner());
         let chunks = h.mrs.len();
         let new = register_chunks(&self.nic, self.heap_base, platform.heap_size() as u64, range.start as u64..range.end as u64, &mut h.mrs)?;
@@ -174,7 +171,7 @@ impl Real {
         if !new.is_empty() {
             log::debug(format!("ibgda: registered heap chunks {new:?}"));
         }
-        table.write_keys(platform, &h.rkeys, &lkeys)
+        table.write_keys(services, &h.rkeys, &lkeys)
     }
 
     /// A registered local buffer (`rshmem_buffer_register`): its lkey.
@@ -196,7 +193,7 @@ impl Real {
     /// Host quiet: every QP's collapsed CQ shows the completion of everything announced to the NIC
     /// (`prod_idx` of the posting counters), read from GPU memory; nbi work a kernel left behind
     /// completes without any device thread polling for it.
-    pub(super) fn quiet(&self, platform: &dyn Backend, table: &DeviceTable, limit: Duration) -> Result<()> {
+    pub(super) fn quiet(&self, platform: &dyn Services, table: &DeviceTable, limit: Duration) -> Result<()> {
         let start = Instant::now();
         for (q, d) in self.descs.iter().enumerate() {
             loop {

@@ -1,7 +1,7 @@
 //! The host side of the proxy request channel (layout and protocol: `rshmem_device::remote::proxy`,
 //! the one definition shared with the device code): setting a ring up in memory the caller provides
-//! (pinned mapped host memory on CUDA, shared memory on the CPU backend, or a `RingBuf` here), checking
-//! a ring found in shared memory, and the drain loop a proxy thread runs.
+//! (pinned mapped host memory on CUDA, shared memory on the CPU backend), checking a ring found in
+//! shared memory, and the drain loop the proxy engine runs ([`Drain::run`]).
 //!
 //! The drain, for the ticket `t` it expects next (slot `t % slots`):
 //! 1. poll the slot's `seq` with an acquire load until it reads `t + 1` (0: not yet published; any
@@ -10,16 +10,16 @@
 //! 3. after a batch of consecutive published entries, store `tail` (release): posters waiting for those
 //!    slots may now reuse them (their acquire of `tail` orders our reads and clears before their
 //!    writes). The slots are freed before the callbacks run, since the entries were copied out;
-//! 4. hand each entry to the callback, in ticket order; when it returns Ok the operation is complete,
-//!    and `completed` is stored (release) as `t + 1`, which `wait_completed` on the device acquires.
-//!    A callback that moves data into GPU memory must have finished that copy (synchronized) before it
-//!    returns, so the GPU never sees `completed` ahead of the data.
+//! 4. hand each entry to the callback, in ticket order. Completion is decoupled from draining: whoever
+//!    finishes an operation marks it done in the ring's [`Completion`], which stores `completed`
+//!    (release) as the largest complete prefix; `wait_completed` on the device acquires it. An
+//!    operation that moves data into GPU memory must have finished that copy (synchronized) before it
+//!    is marked done, so the GPU never sees `completed` ahead of the data.
 
 use crate::error::{Error, Result};
 pub use rshmem_device::remote::proxy::{op, ring_bytes, Request, RingHeader, RingRef, HEADER_BYTES, MAX_SLOTS, RING_MAGIC, SLOT_BYTES};
 use rshmem_device::remote::proxy::{COMPLETED_OFF, HEAD_OFF, MAGIC_OFF, SEQ_OFF, SLOTS_OFF, TAIL_OFF};
-use std::alloc::Layout;
-use std::ptr::NonNull;
+use rshmem_common::Backoff;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -69,52 +69,6 @@ pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize) -> Result<Rin
         word(base, MAGIC_OFF).store(RING_MAGIC, Ordering::Release);
     }
     Ok(RingRef { header: base as u64, slots: slots as u64 })
-}
-
-/// A ring in an owned, zeroed, 64-aligned heap allocation (for a proxy in this process and for tests;
-/// the CUDA backend uses pinned mapped memory through `init_ring`).
-pub struct RingBuf {
-    ptr: NonNull<u8>,
-    layout: Layout,
-    slots: usize,
-}
-
-// SAFETY: the ring's memory is only accessed through atomics and the channel's protocol, from any
-// thread; RingBuf itself only frees it on drop.
-unsafe impl Send for RingBuf {}
-// SAFETY: as above.
-unsafe impl Sync for RingBuf {}
-
-impl RingBuf {
-    pub fn new(slots: usize) -> Result<RingBuf> {
-        check_slots(slots as u64)?;
-        let layout = Layout::from_size_align(ring_bytes(slots), 64).map_err(|e| Error::new(format!("proxy ring: {e}")))?;
-        // SAFETY: the layout has a non-zero size (at least the header).
-        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
-            .ok_or_else(|| Error::new(format!("proxy ring: cannot allocate {} bytes", layout.size())))?;
-        // SAFETY: a fresh allocation of layout.size() bytes, 64-aligned, owned by the RingBuf.
-        unsafe { init_ring(ptr.as_ptr(), layout.size(), slots)? };
-        Ok(RingBuf { ptr, layout, slots })
-    }
-    /// What device code posts to (valid while the RingBuf lives).
-    pub fn ring(&self) -> RingRef {
-        RingRef { header: self.ptr.as_ptr() as u64, slots: self.slots as u64 }
-    }
-    pub fn slots(&self) -> usize {
-        self.slots
-    }
-    /// A drain over this ring. Only one drain may run on a ring at a time (one proxy thread).
-    pub fn drain(&self) -> Result<Drain<'_>> {
-        // SAFETY: the memory is this RingBuf's, mapped for the borrow's lifetime.
-        unsafe { Drain::attach(self.ptr.as_ptr(), self.layout.size()) }
-    }
-}
-
-impl Drop for RingBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
 }
 
 /// The proxy's side of one ring: the next ticket it expects, and the ring's geometry as checked when
@@ -243,31 +197,33 @@ impl<'a> Drain<'a> {
         })
     }
 
-    /// The drain loop a proxy thread runs: polls until `stop()` returns true while the ring is idle,
-    /// handing every request to `f` in order. Idle back-off: spin, then yield (PEs may outnumber
-    /// cores), then short sleeps after long idleness.
-    pub fn run(&mut self, mut stop: impl FnMut() -> bool, mut f: impl FnMut(&Request) -> Result<()>) -> Result<DrainStats> {
+    /// The drain loop the proxy engine runs: polls until `stop()` returns true while the ring is idle,
+    /// handing every request to `entry(state, seq, request)` in order (`poll_entries`: completion is
+    /// the caller's, through a [`Completion`]), and calling `batch_done(state)` after each batch (the
+    /// engine sends its QUIETs there). Idle back-off: `rshmem_common::Backoff`. An error of either
+    /// callback ends the loop.
+    pub fn run<S>(
+        &mut self,
+        state: &mut S,
+        mut stop: impl FnMut() -> bool,
+        mut entry: impl FnMut(&mut S, u64, &Request) -> Result<()>,
+        mut batch_done: impl FnMut(&mut S) -> Result<()>,
+    ) -> Result<DrainStats> {
         let mut stats = DrainStats { requests: 0, batches: 0 };
-        let mut idle = 0u64;
+        let mut idle = Backoff::new();
         loop {
-            let n = self.poll(&mut f)?;
+            let n = self.poll_entries(|seq, r| entry(state, seq, r))?;
             if n > 0 {
+                batch_done(state)?;
                 stats.requests += n as u64;
                 stats.batches += 1;
-                idle = 0;
+                idle.reset();
                 continue;
             }
-            idle += 1;
-            if idle.is_multiple_of(64) && stop() {
+            if idle.rounds().is_multiple_of(64) && stop() {
                 return Ok(stats);
             }
-            if idle < 64 {
-                std::hint::spin_loop();
-            } else if idle < 100_000 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
+            idle.snooze();
         }
     }
 }
@@ -328,16 +284,13 @@ impl Completion {
     }
 }
 
-/// A waiting policy for `post_with` / `wait_completed_with` on the host: back off like the drain, and
-/// give up once `limit` has passed since the first spin.
+/// A waiting policy for `post_with` / `wait_completed_with` on the host: back off like every host wait
+/// (`rshmem_common::Backoff`), and give up once `limit` has passed since the first spin.
 pub fn deadline(limit: Duration) -> impl FnMut(u64) -> bool {
     let start = Instant::now();
+    let mut backoff = Backoff::new();
     move |spins| {
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
+        backoff.snooze();
         !(spins.is_multiple_of(64) && start.elapsed() > limit)
     }
 }

@@ -1,4 +1,4 @@
-//! The TCP provider of the proxy transport: one [`Connection`] carries frames of [`super::wire`]
+//! The TCP provider of the proxy transport: one [`Connection`] carries frames of `transport::wire`
 //! between two PEs over a `std::net::TcpStream`.
 //!
 //! - [`connect`] retries until a deadline (the peer's proxy may not listen yet), then sends a
@@ -13,7 +13,7 @@
 //!   the connection is unusable afterwards; for garbage, the peer is told why (an ERROR frame) first.
 //! - Several connections per pair: `lane` of `lanes` in the hello. No threads of its own.
 
-use super::wire::{
+use crate::transport::wire::{
     self, check_header, Chunks, Context, FrameReader, Hello, HelloStatus, Kind, Message, OpHeader, ReadError, Signal,
     HEADER_LEN, HELLO_LEN, MAGIC, MAX_CHUNK, MAX_LANES, MIN_CHUNK, VERSION,
 };
@@ -515,7 +515,7 @@ impl Connection {
         }
         // Soon after a frame, poll the socket before sleeping in `read` (see `poll_briefly`).
         let mut fds = [libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-        super::poll_briefly(self.last_frame, || {
+        poll_briefly(self.last_frame, || {
             fds[0].revents = 0;
             // SAFETY: one valid pollfd for a socket we own, timeout 0 (returns at once). Readable, an
             // error or a hangup all end the poll; the read reports them.
@@ -669,3 +669,38 @@ impl Read for TimedRead<'_> {
 }
 
 const _: () = assert!(HEADER_LEN == HELLO_LEN);
+/// Whether the proxy's threads poll briefly before they sleep (`RSHMEM_PROXY_SPIN`: off by default;
+/// auto: when this process may use at least 8 CPUs). Off by default because it is not yet measured on
+/// the GPU machines: on the 2-core CI machine, always-on polling made remote latencies 3 to 4 times
+/// worse (the polling threads took the CPUs the PEs' threads needed). Read once per process (init
+/// validated the value).
+fn busy_poll() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match crate::config::env::get(crate::config::env::PROXY_SPIN).map(|v| crate::config::env::parse_proxy_spin(&v)) {
+        Some(Ok(Some(on))) => on,
+        Some(Ok(None)) => std::thread::available_parallelism().is_ok_and(|n| n.get() >= 8),
+        _ => false,
+    })
+}
+
+/// The proxy's threads (a receiver reading its socket, a responder its job queue) wait for the next
+/// event this way before they sleep: within BUSY_WINDOW of the previous event (`last`), and when
+/// polling is on (`busy_poll`), `ready` is polled without sleeping for up to BUSY_SPIN. A sleeping
+/// thread is woken by the scheduler, which adds several microseconds to every hop of a request and its
+/// answer (a remote `p` + `quiet` is four hops); on a busy link the poll usually sees the next event
+/// first, and an idle link sleeps at once. Returns whether `ready` said yes.
+pub(crate) fn poll_briefly(last: Option<std::time::Instant>, mut ready: impl FnMut() -> bool) -> bool {
+    const BUSY_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
+    const BUSY_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+    if last.is_none_or(|t| t.elapsed() >= BUSY_WINDOW) || !busy_poll() {
+        return false;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < BUSY_SPIN {
+        if ready() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
+}

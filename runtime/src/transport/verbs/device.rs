@@ -4,7 +4,8 @@
 
 use super::prm::{self, HcaCaps, Mailbox};
 use super::sys::{self, errno_text, Zeroed};
-use crate::diagnose::{Gid, HcaList, RdmaPort};
+use crate::config::parse::HcaList;
+use crate::probe::rdma::{Gid, RdmaPort};
 use crate::error::{Error, Result};
 use rdma_sys::{ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_gid_entry, ibv_pd, ibv_port_attr, ibv_port_state};
 use std::ffi::c_int;
@@ -434,8 +435,8 @@ impl Nic {
     /// Opens the NIC named by `RSHMEM_IB_HCA` (see [`HcaList`]), else the first device with an active
     /// port. The error names what was found and what to do ("no RDMA device: install ...").
     pub fn open() -> Result<Arc<Nic>> {
-        let hca = match crate::env::get(crate::env::IB_HCA) {
-            Some(v) => crate::diagnose::parse_hca_list(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", crate::env::IB_HCA)))?,
+        let hca = match crate::config::env::get(crate::config::env::IB_HCA) {
+            Some(v) => crate::config::parse::parse_hca_list(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", crate::config::env::IB_HCA)))?,
             None => HcaList::default(),
         };
         Nic::open_with(&hca)
@@ -585,9 +586,9 @@ mod tests {
             ("mlx5_2".to_string(), vec![port(1, ibv_port_state::IBV_PORT_ACTIVE, true)]),
         ];
         assert_eq!(choose_port(&devs, &HcaList::default()), Ok((1, 2)));
-        let only2 = crate::diagnose::parse_hca_list("mlx5_2").unwrap();
+        let only2 = crate::config::parse::parse_hca_list("mlx5_2").unwrap();
         assert_eq!(choose_port(&devs, &only2), Ok((2, 1)));
-        let not2 = crate::diagnose::parse_hca_list("^mlx5_1:2,mlx5_2").unwrap();
+        let not2 = crate::config::parse::parse_hca_list("^mlx5_1:2,mlx5_2").unwrap();
         let e = choose_port(&devs, &not2).unwrap_err();
         assert!(e.contains("mlx5_0:1 DOWN") && e.contains("mlx5_1:1 has no usable GID") && e.contains("mlx5_1:2 (not in RSHMEM_IB_HCA)"), "{e}");
         assert!(e.contains("subnet manager"), "{e}");

@@ -141,7 +141,7 @@ impl NicMem {
             return Err(Error::new(format!(
                 "registering {} of GPU memory for the NIC's queues on {} failed both ways: {dmabuf_err}; mlx5dv_devx_umem_reg: {}; \
                  this needs dma-buf (CUDA driver 515+ with the open kernel modules, Linux 5.12+) or the nvidia-peermem module",
-                super::size_text(len as u64),
+                crate::log::size_text(len as u64),
                 nic.name(),
                 errno_text()
             )));

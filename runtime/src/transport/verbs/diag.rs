@@ -1,4 +1,4 @@
-//! The verbs checks of `rshmrun --diagnose` (`crate::diagnose` runs them, bounded in time): each
+//! The verbs checks of `rshmrun --diagnose` (`crate::probe::diagnose` runs them, bounded in time): each
 //! makes the real library calls and ends with a PASS, or a FAIL/SKIP line saying what is missing and
 //! what to do.
 
@@ -7,7 +7,7 @@ use super::devx::Uar;
 use super::gpu::{GpuMem, IoMap};
 use super::mr::Via;
 use super::sys;
-use crate::diagnose::{Check, Status};
+use crate::probe::check::{Check, Status};
 use std::sync::Arc;
 
 const LIBS: &str = "verbs libraries";
@@ -127,7 +127,7 @@ fn devices() -> Check {
 /// verbs library should see them: a container without /dev/infiniband, no provider library), else a
 /// SKIP (no NIC here; the RDMA devices line of `rshmrun --diagnose` reports that).
 fn no_devices(why: String) -> Check {
-    let sysfs: Vec<String> = crate::diagnose::rdma_devices(std::path::Path::new("/")).into_iter().map(|d| d.name).collect();
+    let sysfs: Vec<String> = crate::probe::rdma::rdma_devices(std::path::Path::new("/")).into_iter().map(|d| d.name).collect();
     if sysfs.is_empty() {
         return Check::new(DEVICES, Status::Skip, format!("not checked: no RDMA device ({why})")).with_fix(NO_DEVICE_FIX);
     }
@@ -179,14 +179,14 @@ fn devx(nic: &Arc<Nic>) -> (Check, Option<super::prm::HcaCaps>) {
 /// Whether a GPU is there to check with: the calling thread's current CUDA context (a PE's), else GPU
 /// 0's primary context, which this binds.
 fn gpu_ready() -> Result<(), String> {
-    crate::cuda::driver::device_count().map_err(|e| format!("no usable GPU ({e})"))?;
+    crate::platform::cuda::driver::device_count().map_err(|e| format!("no usable GPU ({e})"))?;
     let mut current: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver is present (device_count loaded and initialised it); out-pointer to a local.
     let r = unsafe { cudarc::driver::sys::cuCtxGetCurrent(&mut current) };
     if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS && !current.is_null() {
         return Ok(());
     }
-    crate::cuda::driver::bind_primary(0).map(|_| ()).map_err(|e| format!("no usable GPU ({e})"))
+    crate::platform::cuda::driver::bind_primary(0).map(|_| ()).map_err(|e| format!("no usable GPU ({e})"))
 }
 
 fn gpu_registration(nic: &Arc<Nic>) -> Check {
@@ -251,7 +251,7 @@ mod tests {
         }
         // Without a NIC (CI): nothing fails (the sysfs line of the report says there is no device),
         // and every line after the libraries' says why it was not checked.
-        if crate::diagnose::rdma_devices(std::path::Path::new("/")).is_empty() {
+        if crate::probe::rdma::rdma_devices(std::path::Path::new("/")).is_empty() {
             assert!(checks[1..].iter().all(|c| c.status == Status::Skip), "{checks:?}");
             assert!(checks[1].detail.contains("no RDMA device") && checks[1].fix.is_some(), "{checks:?}");
         }

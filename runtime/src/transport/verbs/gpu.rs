@@ -3,9 +3,9 @@
 //! space (`cuMemHostRegister` with `CU_MEMHOSTREGISTER_IOMEMORY`, then `cuMemHostGetDevicePointer`).
 //!
 //! The driver is cudarc's run-time-loaded one; every call here needs a current CUDA context on the
-//! calling thread (the runtime's, or `crate::cuda::driver::bind_primary`).
+//! calling thread (the runtime's, or `crate::platform::cuda::driver::bind_primary`).
 
-use crate::cuda::driver::check;
+use crate::platform::cuda::driver::check;
 use crate::error::{Error, Result};
 use cudarc::driver::sys as cu;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -58,7 +58,7 @@ impl GpuMem {
         let total = len + align - 1;
         let mut base: cu::CUdeviceptr = 0;
         // SAFETY: out-pointer to a local; freed in Drop (or below on error).
-        check(unsafe { cu::cuMemAlloc_v2(&mut base, total) }, &format!("cuMemAlloc of {} for NIC queues", super::size_text(total as u64)))?;
+        check(unsafe { cu::cuMemAlloc_v2(&mut base, total) }, &format!("cuMemAlloc of {} for NIC queues", crate::log::size_text(total as u64)))?;
         let mem = GpuMem { base, ptr: base.next_multiple_of(align as u64), len };
         let mut one: std::ffi::c_uint = 1;
         // SAFETY: the attribute value is a c_uint as the driver documents; `base` is live.
@@ -113,7 +113,7 @@ pub fn dmabuf_fd(ptr: u64, len: u64) -> Result<OwnedFd> {
             0,
         )
     };
-    check(r, &format!("cuMemGetHandleForAddressRange(DMA_BUF_FD) for {} at {ptr:#x}", super::size_text(len)))
+    check(r, &format!("cuMemGetHandleForAddressRange(DMA_BUF_FD) for {} at {ptr:#x}", crate::log::size_text(len)))
         .map_err(|e| e.context("the GPU driver cannot export dma-buf (needs driver 515+ with the open kernel modules, and Linux 5.12+)"))?;
     // SAFETY: the driver returned a new file descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })

@@ -67,28 +67,3 @@ pub use diag::{diagnose, quick_checks};
 pub use handle::{RcHandle, RemotePath, Traffic};
 pub use mr::{Mr, Via};
 pub use rc::{Completion, HostQp, LocalBuf, RdmaOp, RemoteBuf, Request};
-
-/// A byte count for messages: "4096 bytes", "64 KiB", "1.5 GiB".
-pub fn size_text(n: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (unit, name) in UNITS {
-        if n >= unit {
-            let v = n as f64 / unit as f64;
-            return if n.is_multiple_of(unit) { format!("{} {name}", n / unit) } else { format!("{v:.1} {name}") };
-        }
-    }
-    format!("{n} bytes")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sizes_read_well() {
-        use super::size_text;
-        assert_eq!(size_text(8), "8 bytes");
-        assert_eq!(size_text(4096), "4 KiB");
-        assert_eq!(size_text(1 << 30), "1 GiB");
-        assert_eq!(size_text(3 << 29), "1.5 GiB");
-        assert_eq!(size_text((2 << 20) + 1), "2.0 MiB");
-    }
-}

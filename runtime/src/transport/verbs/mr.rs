@@ -5,7 +5,7 @@
 
 use super::device::Nic;
 use super::gpu;
-use super::size_text;
+use crate::log::size_text;
 use super::sys::{self, errno_text};
 use crate::error::{Error, Result};
 use rdma_sys::ibv_mr;

@@ -6,7 +6,7 @@
 
 use super::device::Nic;
 use super::handle::{RcHandle, RemotePath, Traffic};
-use super::size_text;
+use crate::log::size_text;
 use super::sys::{self, errno_text, Zeroed};
 use crate::error::{Error, Result};
 use rdma_sys::{ibv_cq, ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_state, ibv_qp_type, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wc, ibv_wc_status, ibv_wr_opcode};

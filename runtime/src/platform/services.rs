@@ -1,90 +1,21 @@
-//! The platform: what the CPU or the CUDA backend provides to the runtime — where kernels run and the
-//! heap lives, copies, zeroing, quiet, and the heap's memory exported as descriptors (memfd segments,
-//! cuMem granules) that the p2p transport's exchange (`transport::p2p::exchange`) hands to node-local
-//! peers, which map them. Which PEs are reached, and how, is the transports' business
-//! (`crate::transport`): the runtime builds the p2p transport from `peer_base` and asks the transports
-//! per PE. Everything else (allocation, collectives, barriers, the device API) is shared.
+//! What host threads that serve this PE's device code need from the platform: the proxy transport's
+//! threads and the emulated NIC use it (`Backend::services` hands it out). Kept apart from the
+//! platform's own interface (`platform::backend::Backend`: the heap, copies in and out, quiet), which
+//! the runtime uses.
 //!
-//! The trait keeps its old name, `Backend`; the platforms are `crate::cpu` and `crate::cuda`.
+//! Host threads call these concurrently, while the user's kernels may be running and spinning until
+//! those threads complete their requests: none of them may wait for the user's work (no legacy
+//! default stream, no context synchronize).
 
-use crate::bootstrap::Bootstrap;
 use crate::error::Result;
-use crate::fdpass::FdServer;
 
-/// What a collective backend operation needs: the bootstrap, the fd server and the job id.
-#[derive(Clone, Copy)]
-pub struct Collective<'a> {
-    pub boot: &'a Bootstrap,
-    pub fds: &'a FdServer,
-    pub job: [u8; 16],
-}
-
-/// Fd-server segment ids.
-pub const SEG_HEAP: u32 = 0;
-/// CUDA heap granules use ids from here on (one per granule).
-pub const SEG_GRANULE0: u32 = 16;
-
-pub trait Backend: Send + Sync + std::any::Any {
-    fn name(&self) -> &'static str;
-    fn as_any(&self) -> &dyn std::any::Any;
-    /// Address of this PE's heap in this process (device address on GPUs) and its reserved size.
-    fn heap_base(&self) -> usize;
-    fn heap_size(&self) -> usize;
-    /// Where PE `pe`'s heap is mapped here (by the p2p exchange), 0 when not mapped. The runtime reads
-    /// it once, to build the p2p transport.
-    fn peer_base(&self, pe: usize) -> usize;
-    /// Collective: makes `[0, upto)` of every node-local heap usable here (GPU heap growth: new
-    /// granules, exchanged with node-local peers through `transport::p2p::exchange`). Called by every PE
-    /// with the same `upto` inside the collective allocation (`Runtime::grow`, which then registers the
-    /// new range with every transport).
-    fn ensure_backed(&self, _c: Collective, _upto: usize) -> Result<()> {
-        Ok(())
-    }
-    /// How many bytes from the heap's start are backed (usable) now: the whole heap on the CPU.
-    fn backed(&self) -> usize {
-        self.heap_size()
-    }
-    /// Zeroes `len` bytes at heap offset `off` of this PE (calloc). An error, writing nothing, when the
-    /// range is not inside the heap (on GPUs: inside its backed part).
-    fn zero(&self, off: usize, len: usize) -> Result<()>;
-    /// Completes this PE's outstanding device work that touches the heap (host view).
-    fn quiet(&self) -> Result<()>;
-    /// Host-initiated blocking put/get to a mapped (node-local) PE (dst resp. src symmetric, already
-    /// range-checked): the p2p transport's host copies.
-    ///
-    /// # Safety
-    /// The local buffer must be valid for `bytes`; the symmetric range must lie in the heap.
-    unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()>;
-    /// # Safety
-    /// As `putmem`.
-    unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()>;
-    /// Copies between host memory and this PE's memory (heap or, on GPUs, any device memory).
-    ///
-    /// # Safety
-    /// `dst` / `src` must be valid for `len` bytes in this PE's memory.
-    unsafe fn copy_in(&self, dst: *mut u8, src: &[u8]) -> Result<()>;
-    /// # Safety
-    /// As `copy_in`.
-    unsafe fn copy_out(&self, dst: &mut [u8], src: *const u8) -> Result<()>;
-    /// Writes the device state wherever device code reads it (GPU: every registered module).
-    fn publish_state(&self, _state: &rshmem_device::state::DeviceState) -> Result<()> {
-        Ok(())
-    }
-
-    // ---- what a proxy thread needs (transport::proxy). Proxy threads call these concurrently, while
-    // the user's kernels may be running and spinning until the proxy completes their requests: none of
-    // them may wait for the user's work (no legacy default stream, no context synchronize).
-
+/// The platform's services for host threads that serve device code.
+pub trait Services: Send + Sync {
     /// `bytes` of zeroed memory that device code and host threads both read and write, 64-aligned.
-    fn host_shared(&self, bytes: usize) -> Result<HostShared> {
-        HostShared::host_alloc(bytes)
-    }
+    fn host_shared(&self, bytes: usize) -> Result<HostShared>;
     /// `bytes` of zeroed memory that device code reads and updates fastest (GPU memory on CUDA, an
     /// aligned host allocation on the CPU backend), 256-aligned. The host writes it with `copy`.
-    fn device_mem(&self, bytes: usize) -> Result<DeviceMem> {
-        let h = HostShared::host_alloc(bytes)?;
-        Ok(DeviceMem { addr: h.device_addr(), bytes, _keep: Box::new(h) })
-    }
+    fn device_mem(&self, bytes: usize) -> Result<DeviceMem>;
     /// Copies `len` bytes between any two addresses of this process (host memory, this PE's heap, GPU
     /// memory), complete when it returns. Safe to call from several threads at once.
     ///
@@ -130,7 +61,7 @@ pub trait Backend: Send + Sync + std::any::Any {
     fn inbound_release(&self) {}
 }
 
-/// Memory device code reads and updates fastest (`Backend::device_mem`): its device address, freed on
+/// Memory device code reads and updates fastest (`Services::device_mem`): its device address, freed on
 /// drop by whatever made it.
 pub struct DeviceMem {
     pub addr: u64,

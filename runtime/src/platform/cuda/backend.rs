@@ -1,33 +1,21 @@
-//! CUDA backend. Each PE binds one GPU (node-local PE number modulo the GPU count). Its symmetric heap
-//! is a reserved virtual range backed by `cuMemCreate` granules exported as POSIX fds; the fds travel to
-//! same-node PEs over the fd server (SCM_RIGHTS), which import and map them into a range reserved for
-//! that peer, so `peer_base[pe] + offset` is a device pointer here. The heap grows by granules inside the
-//! collective malloc, mapped on every peer before malloc returns.
-//!
-//! The driver is loaded at run time (cudarc, dynamic loading): binaries build and run without CUDA.
-//!
-//! Layers: this file (the backend), `driver` and `module` are the CUDA *platform*, below the runtime:
-//! they are handed what they need (bootstrap, fd server, job id) and never ask the runtime. The granule
-//! exchange with node-local peers is the p2p transport's (`transport::p2p::exchange`). `api` (re-exported
-//! here: `Module::load`, device memory, timers, on-stream calls, `with_backend`) is user API above the
-//! runtime.
+//! The CUDA backend. Each PE binds one GPU (node-local PE number modulo the GPU count). Its symmetric
+//! heap is a reserved virtual range backed by `cuMemCreate` granules exported as POSIX fds; the fds
+//! travel to same-node PEs over the fd server (SCM_RIGHTS), which import and map them into a range
+//! reserved for that peer, so `peer_base[pe] + offset` is a device pointer here. The heap grows by
+//! granules inside the collective malloc, mapped on every peer before malloc returns.
 
-pub mod driver;
-mod api;
-mod module;
-mod services;
-
-pub use api::{barrier_all_on_stream, copy_from_device, copy_to_device, device_alloc, device_free, getmem_on_stream, putmem_on_stream, quiet_on_stream, sync_all_on_stream, synchronize, wait_default_stream, with_backend, Timer};
-pub use module::{Module, Stream};
-
-use crate::backend::{Backend, Collective, HostShared, SEG_GRANULE0};
-use crate::transport::p2p::{exchange, Export};
+use super::driver::{self, check, check_ctx};
+use super::module::{Module, DEVICE_PTX};
+use super::modules::Modules;
+use super::services::CudaServices;
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
-use crate::fdpass::FdServer;
 use crate::log;
+use crate::node::fdpass::FdServer;
+use crate::node::exchange::{exchange, Collective, Export, SEG_GRANULE0};
+use crate::platform::backend::Backend;
+use crate::platform::services::Services;
 use cudarc::driver::sys as cu;
-use driver::{check, check_ctx};
 use rshmem_device::state::DeviceState;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,10 +23,6 @@ use std::sync::{Arc, Mutex};
 /// Counts CUDA backend instances (one per `init`): modules and caches of an earlier instance are told
 /// apart by it.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// The device library as PTX, built from crate rshmem-device by build.rs (empty only in a CPU-only
-/// build made on purpose with RSHMEM_SKIP_PTX=1).
-pub const DEVICE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rshmem_device.ptx"));
 
 /// Why the CUDA backend could not start: no usable GPU (fall back to the CPU backend under
 /// RSHMEM_BACKEND=auto) or a real failure (report it).
@@ -80,13 +64,6 @@ struct Inner {
     /// Our own allocation handles (unmapped and released at drop) and every mapping made.
     own: Vec<cu::CUmemGenericAllocationHandle>,
     mapped: Vec<(u64, usize)>,
-    /// Device addresses of `rshmemi_device_state` in every module that carries the device library
-    /// (modules we loaded, and nvcc-linked programs that registered theirs).
-    state_addrs: Vec<u64>,
-    state: Option<DeviceState>,
-    /// Modules loaded for this instance (`Module::load`): kept loaded while it lives, since their
-    /// device-state addresses are in `state_addrs`; unloaded when the instance is dropped.
-    modules: Vec<Arc<Module>>,
 }
 
 pub struct CudaBackend {
@@ -98,13 +75,12 @@ pub struct CudaBackend {
     /// Reserved range of every node-local PE's heap in this process (0 for other nodes).
     bases: Vec<u64>,
     inner: Mutex<Inner>,
-    /// The runtime's own module (device library + its kernels: barrier/quiet on stream), loaded at
-    /// first use: JIT-compiling the device library takes a while and most programs never need it.
-    module: Mutex<Option<Arc<Module>>>,
+    /// The modules of this instance and the device state they share (the runtime's own module too).
+    modules: Arc<Modules>,
     /// This instance's number (`GENERATION`), different for every `init` of the process.
     generation: u64,
-    /// Non-blocking streams and AMO argument blocks for the proxy transport (`services`).
-    services: services::Services,
+    /// What the proxy transport's threads use (`Backend::services`).
+    services: Arc<CudaServices>,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
@@ -134,7 +110,7 @@ impl CudaBackend {
         }
         let (dev, ctx) = driver::bind_primary(ordinal)?;
         let granule = driver::granularity(dev)?;
-        let g = crate::env::get_size(crate::env::CUMEM_GRANULE, 512 << 20)? as usize;
+        let g = crate::config::env::get_size(crate::config::env::CUMEM_GRANULE, 512 << 20)? as usize;
         let granule = g.div_ceil(granule) * granule;
         let heap_size = heap_size.div_ceil(granule) * granule;
         let me = boot.pe();
@@ -151,6 +127,7 @@ impl CudaBackend {
                 }
             }
         }
+        let modules = Arc::new(Modules::new(ctx));
         let be = CudaBackend {
             ctx,
             dev,
@@ -158,10 +135,10 @@ impl CudaBackend {
             granule,
             heap_size,
             bases,
-            inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![], state_addrs: vec![], state: None, modules: vec![] }),
-            module: Mutex::new(None),
+            inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![] }),
+            services: Arc::new(CudaServices::new(modules.clone())),
+            modules,
             generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
-            services: Default::default(),
         };
         // The first granule holds the runtime's internal area: back it now.
         be.grow(Collective { boot, fds, job }, 1)?;
@@ -190,7 +167,7 @@ impl CudaBackend {
             inner.mapped.push((va, self.granule));
             let fd = driver::export_fd(h)?;
             let what = format!("heap granule {idx}");
-            let export = Export { id, fd, size: self.granule as u64, what: &what, size_var: crate::env::CUMEM_GRANULE };
+            let export = Export { id, fd, size: self.granule as u64, what: &what, size_var: crate::config::env::CUMEM_GRANULE };
             let (granule, dev, bases) = (self.granule, self.dev, &self.bases);
             let mapped = &mut inner.mapped;
             exchange(c, "rshmem_malloc (heap growth)", export, |pe, pfd| {
@@ -209,96 +186,29 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Writes the device state into every registered module.
-    fn publish_all(&self, inner: &Inner) -> Result<()> {
-        if let Some(st) = inner.state.as_ref() {
-            for &a in &inner.state_addrs {
-                // SAFETY: every address in state_addrs is a module's `rshmemi_device_state`, of
-                // size_of::<DeviceState>() bytes, alive while this instance lives (register_state's
-                // contract; our own modules are held in `modules`/`module`); st is a local value.
-                unsafe { driver::htod(a, st as *const DeviceState as *const u8, std::mem::size_of::<DeviceState>())? };
-            }
-        }
-        Ok(())
+    /// The modules of this instance (device-state registry, the runtime's own module).
+    pub fn modules(&self) -> &Modules {
+        &self.modules
     }
 
-    /// Registers another module's `rshmemi_device_state` and fills it in (now and whenever the state
-    /// is published again).
-    ///
-    /// # Safety
-    /// `addr` must be the device address of a module's `rshmemi_device_state` in this instance's
-    /// context (`size_of::<DeviceState>()` writable bytes that nothing else uses), and that module must
-    /// stay loaded as long as this backend instance lives.
-    pub unsafe fn register_state(&self, addr: u64) -> Result<()> {
-        self.bind()?;
-        let mut inner = self.inner.lock().unwrap();
-        if !inner.state_addrs.contains(&addr) {
-            inner.state_addrs.push(addr);
-        }
-        self.publish_all(&inner)
-    }
-
-    /// The device address of `module`'s `rshmemi_device_state`, checked to be the size this runtime
-    /// writes. `call` names the API call for errors.
-    fn module_state(&self, module: cu::CUmodule, call: &str) -> Result<u64> {
-        if module.is_null() {
-            return Err(Error::new(format!("{call}: the module is null")));
-        }
-        self.bind()?;
-        let name = std::ffi::CString::new(rshmem_device::state::STATE_SYMBOL).unwrap();
-        let (mut addr, mut bytes) = (0, 0);
-        // SAFETY: out-pointers to locals; the driver checks the module handle.
-        let r = unsafe { cu::cuModuleGetGlobal_v2(&mut addr, &mut bytes, module, name.as_ptr()) };
-        if r != cu::CUresult::CUDA_SUCCESS {
-            return Err(Error::new(format!(
-                "{call}: the module has no {} ({r:?}): was it device-linked with librshmem_device.a (nvcc -rdc=true ... librshmem_device.a)?",
-                rshmem_device::state::STATE_SYMBOL
-            )));
-        }
-        let want = std::mem::size_of::<DeviceState>();
-        if bytes != want {
-            return Err(Error::new(format!(
-                "{call}: the module's device state is {bytes} bytes but this librshmem writes {want}: it was linked with a librshmem_device.a of another rshmem build"
-            )));
-        }
-        Ok(addr)
-    }
-
-    /// `rshmem_cumodule_init`: registers the module's device state (see `register_state`).
+    /// `rshmem_cumodule_init`: registers the module's device state (`Modules::register_module`).
     ///
     /// # Safety
     /// `module` must stay loaded until `unregister_module(module)` or until this instance is dropped.
     pub unsafe fn register_module(&self, module: cu::CUmodule) -> Result<()> {
-        let addr = self.module_state(module, "rshmem_cumodule_init")?;
-        // SAFETY: addr is the module's own rshmemi_device_state of the right size (checked above); the
-        // caller keeps the module loaded while it is registered.
-        unsafe { self.register_state(addr) }
+        // SAFETY: forwarded contract (the modules retire when this instance is dropped).
+        unsafe { self.modules.register_module(module) }
     }
 
     /// `rshmem_cumodule_finalize`: the module's device state is no longer written.
     pub fn unregister_module(&self, module: cu::CUmodule) -> Result<()> {
-        let addr = self.module_state(module, "rshmem_cumodule_finalize")?;
-        let mut inner = self.inner.lock().unwrap();
-        let before = inner.state_addrs.len();
-        inner.state_addrs.retain(|&a| a != addr);
-        if inner.state_addrs.len() == before {
-            return Err(Error::new("rshmem_cumodule_finalize: the module was not registered by rshmem_cumodule_init"));
-        }
-        Ok(())
+        self.modules.unregister_module(module)
     }
 
-    /// Makes `m` (loaded in this instance's context) one of this instance's modules: it stays loaded
-    /// while the instance lives, and its device state (if it has one) is registered and filled in.
+    /// Makes `m` (loaded in this instance's context) one of this instance's modules
+    /// (`Modules::adopt`).
     pub(crate) fn adopt(&self, m: &Arc<Module>) -> Result<()> {
-        let mut addr = None;
-        m.with_state_addr(|a| addr = Some(a));
-        self.inner.lock().unwrap().modules.push(m.clone());
-        if let Some(a) = addr {
-            // SAFETY: a is m's own `rshmemi_device_state` (cuModuleGetGlobal), and m is held in
-            // `modules` (just above) until this instance is dropped.
-            unsafe { self.register_state(a)? };
-        }
-        Ok(())
+        self.modules.adopt(m)
     }
 
     /// The number of this instance: different for every `init` in the process. A module or cache made
@@ -309,13 +219,7 @@ impl CudaBackend {
 
     /// The runtime's own module, loaded (and its device state filled in) on first use.
     pub fn module(&self) -> Result<Arc<Module>> {
-        let mut m = self.module.lock().unwrap();
-        if m.is_none() {
-            let loaded = Arc::new(Module::load_in(self.ctx, &[])?);
-            self.adopt(&loaded)?;
-            *m = Some(loaded);
-        }
-        Ok(m.clone().unwrap())
+        self.modules.own()
     }
 }
 
@@ -388,35 +292,10 @@ impl Backend for CudaBackend {
         check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize")
     }
     fn publish_state(&self, state: &DeviceState) -> Result<()> {
-        self.bind()?;
-        let mut inner = self.inner.lock().unwrap();
-        inner.state = Some(*state);
-        self.publish_all(&inner)
+        self.modules.publish(state)
     }
-    fn host_shared(&self, bytes: usize) -> Result<HostShared> {
-        self.pinned_shared(bytes)
-    }
-    fn device_mem(&self, bytes: usize) -> Result<crate::backend::DeviceMem> {
-        self.device_zeroed(bytes)
-    }
-    unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.proxy_copy(dst, src, len) }
-    }
-    fn prepare_proxy(&self) -> Result<()> {
-        self.prepare_services()?;
-        self.module().map(|_| ())
-    }
-    fn kick_inbound(&self) -> Result<()> {
-        self.launch_inbound_service()
-    }
-    fn inbound_release(&self) {
-        self.release_inbound_service()
-    }
-    unsafe fn post_request(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<bool> {
-        // SAFETY: forwarded contract.
-        unsafe { self.post_from_gpu(req, stream)? };
-        Ok(true)
+    fn services(&self) -> Arc<dyn Services> {
+        self.services.clone()
     }
 }
 
@@ -428,18 +307,10 @@ impl Drop for CudaBackend {
         let _ = self.bind();
         // SAFETY: synchronize before unmapping so no kernel still uses the heap.
         unsafe { cu::cuCtxSynchronize() };
+        // Every module that still holds this instance's state reads "not initialized" from now on, and
+        // our own modules go (the context was synchronized above).
+        self.modules.retire();
         let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
-        // Every module that still holds this instance's state (an nvcc program's, which outlives
-        // us) now reads "not initialized": a device call after finalize fails naming the call
-        // instead of using the heap unmapped below. The next init registers and fills it again.
-        let zero = 0u64.to_le_bytes();
-        for &a in &inner.state_addrs {
-            // SAFETY: a is a registered `rshmemi_device_state` (register_state's contract: alive while
-            // this instance lives, and it still does); the magic is its first 8 bytes.
-            let _ = unsafe { driver::htod(a + std::mem::offset_of!(DeviceState, magic) as u64, zero.as_ptr(), 8) };
-        }
-        // Our modules go now (they hold this instance's state); the context was synchronized above.
-        inner.modules.clear();
         for &(va, size) in &inner.mapped {
             // SAFETY: every entry was mapped by `grow` exactly once and is unmapped only here; the
             // context is synchronized and the runtime that handed out pointers into it is gone.

@@ -1,0 +1,265 @@
+//! The IBGDA transport on rshmem's emulated mlx5 NIC (`rshmem_ibgda::emu`), when
+//! `RSHMEM_REMOTE_TRANSPORT=ibgda` finds no usable NIC: each PE runs one emulated NIC on a host thread,
+//! which owns this PE's QPs (queues in memory device threads and the NIC thread share, laid out as on
+//! hardware) and carries the remote halves of their WQEs over the proxy engine's connections
+//! (`responder`).
+
+use crate::error::{Error, Result};
+use crate::log;
+use crate::platform::services::{HostShared, Services};
+use crate::transport::ibgda::responder::{NicPort, NicResponder};
+use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
+use crate::transport::interface::RemoteSetup;
+use crate::transport::proxy::engine::Extension;
+use crate::transport::proxy::Proxy;
+use crate::config::env;
+use rshmem_device::remote::ibgda::{self as dev, QpEntry, Table};
+use rshmem_ibgda::emu::{Access, CqSetup, Dma, MrTable, Nic, NicThread, QpSetup, Remote, RemoteDone, RemoteError, RemoteOp};
+use rshmem_ibgda::mlx5;
+use rshmem_ibgda::qp::{self, QpDesc, QP_CQ_COLLAPSED};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The most bytes one WRITE or READ WQE moves through the emulated NIC (it stages a WQE's data in host
+/// memory).
+const EMU_MAX_WQE: u64 = 4 << 20;
+/// The key of the QPs' return slots, and the first key of registered local buffers.
+const RET_KEY: u32 = 0x0fff_f000;
+const LOCAL_KEY0: u32 = 0x2000_0000;
+/// QPN of the first QP.
+const QPN0: u32 = 0x100;
+/// Bits of a NIC frame's `seq` that carry the WQE tag; the QP index is above them.
+const TAG_BITS: u32 = 40;
+
+/// The key of heap chunk `c` of PE `pe` (unique per NIC; never MLX5_INVALID_LKEY).
+fn heap_key(pe: usize, c: usize) -> u32 {
+    0x1000_0000 | ((pe as u32 & 0xffff) << 11) | (c as u32 & 0x7ff)
+}
+
+/// The platform's copies as the emulated NIC's DMA into this PE's heap (GPU memory on CUDA).
+struct PlatformDma(Arc<dyn Services>);
+
+impl Dma for PlatformDma {
+    unsafe fn read(&self, addr: u64, out: &mut [u8]) -> std::result::Result<(), String> {
+        // SAFETY: the caller's contract: [addr, addr + len) inside the heap, registered with us.
+        unsafe { self.0.copy(out.as_mut_ptr(), addr as *const u8, out.len()) }.map_err(|e| e.to_string())
+    }
+    unsafe fn write(&self, addr: u64, data: &[u8]) -> std::result::Result<(), String> {
+        // SAFETY: as in read.
+        unsafe { self.0.copy(addr as *mut u8, data.as_ptr(), data.len()) }.map_err(|e| e.to_string())
+    }
+}
+
+/// A WQE's tag and its remote half's outcome.
+type Answer = (u64, std::result::Result<RemoteDone, RemoteError>);
+
+/// Answers to this PE's NIC frames, per QP, as the receivers deliver them.
+struct Answers {
+    /// `owner[q]`: the PE QP `q` is connected to.
+    owner: Vec<u32>,
+    queues: Vec<Mutex<VecDeque<Answer>>>,
+}
+
+/// The emulated QP's peer: the proxy engine's connection to the target PE.
+struct WireRemote {
+    port: NicPort,
+    pe: u32,
+    qp: usize,
+    answers: Arc<Answers>,
+}
+
+impl Remote for WireRemote {
+    fn start(&mut self, tag: u64, op: RemoteOp) -> std::result::Result<(), RemoteError> {
+        self.port.start(self.pe, (self.qp as u64) << TAG_BITS | (tag & ((1 << TAG_BITS) - 1)), op)
+    }
+    fn poll(&mut self) -> Option<Answer> {
+        self.answers.queues[self.qp].lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+    }
+}
+
+/// Byte layout of one QP's queues in the shared area (offsets from the QP's start).
+#[derive(Clone, Copy)]
+struct QpLayout {
+    log_sq: u32,
+}
+
+impl QpLayout {
+    fn sq(&self) -> usize {
+        0
+    }
+    fn cq(&self) -> usize {
+        mlx5::WQEBB << self.log_sq
+    }
+    fn dbr(&self) -> usize {
+        self.cq() + mlx5::CQE_SIZE
+    }
+    fn db(&self) -> usize {
+        self.dbr() + 64
+    }
+    fn ret(&self) -> usize {
+        self.db() + 64
+    }
+    /// Bytes of one QP, rounded to a page (every send queue starts page-aligned).
+    fn bytes(&self) -> usize {
+        (self.ret() + dev::ret_bytes(self.log_sq)).next_multiple_of(4096)
+    }
+}
+
+/// What the emulated NIC keeps: its thread, which reads the queues.
+pub(super) struct Emulated {
+    thread: Mutex<Option<NicThread>>,
+    regions: Arc<MrTable>,
+    /// The QPs' queues and return slots (shared with device code).
+    _queues: HostShared,
+    /// The platform's copies, as the NIC's DMA.
+    dma: Arc<dyn Dma>,
+    /// Keys of registered local buffers.
+    locals: Mutex<Vec<u32>>,
+}
+
+impl Emulated {
+    /// Registers a local buffer with the NIC (the program promises it stays valid while registered:
+    /// NVSHMEM's contract of nvshmemx_buffer_register); returns its key.
+    pub(super) fn register_local(&self, addr: usize, len: usize) -> Result<u32> {
+        let mut l = self.locals.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (0..).map(|i| LOCAL_KEY0 + i).find(|k| !l.contains(k)).expect("a free key");
+        // SAFETY: the buffer is valid for len bytes while registered (the caller's contract, above);
+        // `deregister_local` removes it before the program frees it.
+        unsafe { self.regions.register_with(key, addr as *mut u8, len as u64, Access::LOCAL_WRITE, Some(self.dma.clone())) }
+            .map_err(|e| Error::new(format!("rshmem_buffer_register: {e}")))?;
+        l.push(key);
+        Ok(key)
+    }
+    /// Removes a registration of `register_local`.
+    pub(super) fn deregister_local(&self, key: u32) {
+        self.locals.lock().unwrap_or_else(|e| e.into_inner()).retain(|&k| k != key);
+        self.regions.deregister(key);
+    }
+    /// Waits until a pass of the NIC found nothing announced and unanswered, or `limit` passed.
+    pub(super) fn settled(&self, limit: Duration) -> bool {
+        self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|nic| nic.settled(limit))
+    }
+    /// Stops the NIC's thread (it reads the queues), if it runs.
+    pub(super) fn stop(&self) {
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            drop(t.stop());
+        }
+    }
+}
+
+/// Builds the transport on the emulated NIC. Collective.
+pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
+    let boot = s.boot;
+    let platform = s.platform.clone();
+    let services = s.services.clone();
+    let (me, n) = (boot.pe(), boot.npes());
+    let Settings { qps_per_pe, log_sq, fault, ack_only } = settings()?;
+    if fault.any() && me == 0 {
+        log::warn(format!("ibgda: the emulated NIC injects faults ({}): {fault:?}", env::IBGDA_FAULTS));
+    }
+    if ack_only && me == 0 {
+        log::warn(format!("ibgda: {}=ack: the emulated NIC completes WQEs without moving data; results are not valid", env::IBGDA_EMULATOR));
+    }
+    let (remote, qps) = peers(boot, qps_per_pe);
+    let nqp = qps.len();
+    let answers = Arc::new(Answers { owner: qps.iter().map(|q| q.0).collect(), queues: (0..nqp).map(|_| Mutex::new(VecDeque::new())).collect() });
+
+    // 1. The regions, then the engine with the NIC's hooks (its receivers answer NIC frames).
+    let regions = Arc::new(MrTable::new());
+    let heap_base = platform.heap_base() as u64;
+    let heap_size = platform.heap_size() as u64;
+    let chunks = heap_size.div_ceil(1 << KEY_SHIFT) as usize;
+    if chunks > 0x800 {
+        return Err(Error::new(format!("ibgda: a heap of {heap_size} bytes has more than 2048 key chunks of {} bytes", 1u64 << KEY_SHIFT)));
+    }
+    let dma: Arc<dyn Dma> = Arc::new(PlatformDma(services.clone()));
+    for c in 0..chunks {
+        let start = (c as u64) << KEY_SHIFT;
+        let len = (1u64 << KEY_SHIFT).min(heap_size - start);
+        // SAFETY: the chunk lies in this PE's heap, which lives as long as the runtime (the NIC
+        // is stopped in shutdown, before the heap goes); the accessor copies through the
+        // platform, which reaches it (GPU memory too).
+        unsafe { regions.register_with(heap_key(me, c), (heap_base + start) as *mut u8, len, Access::ALL, Some(dma.clone())) }
+            .map_err(|e| Error::new(format!("ibgda: registering heap chunk {c}: {e}")))?;
+    }
+    let a = answers.clone();
+    let answer = Box::new(move |peer, seq, r| {
+        let q = (seq >> TAG_BITS) as usize;
+        match a.owner.get(q) {
+            Some(&o) if o == peer => a.queues[q].lock().unwrap_or_else(|e| e.into_inner()).push_back((seq & ((1 << TAG_BITS) - 1), r)),
+            _ => log::warn(format!("ibgda: PE {peer} answered NIC frame {seq:#x}, which names none of this PE's queue pairs to it; ignored")),
+        }
+    });
+    let responder = Arc::new(NicResponder::new(n, regions.clone(), answer));
+    let proxy = Proxy::new(s, Some(responder.clone() as Arc<dyn Extension>))?;
+    let port = NicPort::new(proxy.engine(), responder);
+
+    // 2. The queues (shared memory), the NIC's QPs, and the device table's entries.
+    let layout = QpLayout { log_sq };
+    let queues = services.host_shared((nqp * layout.bytes()).max(4096))?;
+    // SAFETY: the return slots of every QP, in `queues`, alive until the NIC stopped; the NIC
+    // writes fetched values there (local writes only: no remote access).
+    unsafe { regions.register(RET_KEY, queues.host_ptr(), queues.len() as u64, Access::LOCAL_WRITE) }
+        .map_err(|e| Error::new(format!("ibgda: registering the return slots: {e}")))?;
+    let table = DeviceTable::alloc(&*services, nqp, n, qps_per_pe as usize, chunks)?;
+    let mut nic = Nic::new(regions.clone(), fault.clone());
+    nic.set_ack_only(ack_only);
+    let start = fault.start_index;
+    let mut entries = vec![QpEntry::default(); n * qps_per_pe as usize];
+    for (q, &(pe, k)) in qps.iter().enumerate() {
+        let base = q * layout.bytes();
+        let host = |off: usize| queues.host_ptr() as usize + base + off;
+        let devp = |off: usize| queues.device_addr() + (base + off) as u64;
+        // SAFETY: the CQ and DBR of QP q inside `queues` (zeroed, not yet used by anyone).
+        unsafe {
+            qp::init_cq(host(layout.cq()) as *mut u8, 0, true, start);
+            qp::init_dbr(host(layout.dbr()) as *mut u8, start);
+        }
+        let qpn = QPN0 + q as u32;
+        let setup = QpSetup {
+            qpn,
+            sq: host(layout.sq()) as *const u8,
+            log_sq,
+            dbr: host(layout.dbr()) as *const u8,
+            db: host(layout.db()) as *const u8,
+            cq: CqSetup { base: host(layout.cq()) as *mut u8, log_n: 0, collapsed: true, dbr: std::ptr::null(), overrun_ignore: true },
+            start,
+        };
+        let wire = WireRemote { port: port.clone(), pe, qp: q, answers: answers.clone() };
+        // SAFETY: every address lies in `queues`, which this transport keeps until the NIC thread
+        // is stopped (shutdown, and Drop), laid out as the emulator expects.
+        unsafe { nic.add_qp(setup, Box::new(wire)) }.map_err(|e| Error::new(format!("ibgda: QP {q}: {e}")))?;
+        entries[pe as usize * qps_per_pe as usize + k as usize] = QpEntry {
+            desc: QpDesc {
+                sq: devp(layout.sq()),
+                dbr: devp(layout.dbr()),
+                db: devp(layout.db()),
+                cq: devp(layout.cq()),
+                cq_dbr: 0,
+                counters: table.counters(q),
+                qpn,
+                log_sq,
+                log_cq: 0,
+                flags: QP_CQ_COLLAPSED,
+                batch: BATCH,
+                reserved: 0,
+            },
+            ret: devp(layout.ret()),
+        };
+    }
+
+    // 3. Every PE's heap address and rkeys, then the device table.
+    let mine: Vec<u32> = (0..chunks).map(|c| heap_key(me, c)).collect();
+    let (bases, keys) = exchange_keys(boot, "rshmem_init (ibgda keys)", heap_base, &mine)?;
+    let rkeys: Vec<u32> = keys.concat();
+    let t = Table { qps_per_pe, key_shift: KEY_SHIFT, max_wqe: EMU_MAX_WQE, ret_lkey: RET_KEY, ..Table::default() };
+    table.write(&*services, nqp, start, t, &entries, &bases, &rkeys, &mine)?;
+    log::info(format!(
+        "ibgda: PE {me}: emulated NIC, {qps_per_pe} QPs to each of {} PEs on other nodes, {} WQEBBs each, {chunks} key chunks",
+        nqp / qps_per_pe.max(1) as usize,
+        1u32 << log_sq
+    ));
+    let emulated = Emulated { thread: Mutex::new(Some(nic.spawn())), regions, _queues: queues, dma, locals: Mutex::new(Vec::new()) };
+    Ok((Built { proxy, remote, table }, emulated))
+}

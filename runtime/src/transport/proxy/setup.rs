@@ -1,0 +1,125 @@
+//! The proxy's TCP setup: the address it listens on, the connections to every PE on another node
+//! (made once, at init: the lower PE connects, the higher accepts), and the listener's service after
+//! setup, when every connection is a stranger's.
+
+use crate::bootstrap::Bootstrap;
+use crate::config::env;
+use crate::error::{Error, Result};
+use crate::log;
+use crate::transport::proxy::engine::Engine;
+use crate::transport::proxy::tcp::{self, Connection, Endpoint};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The IPv4 address this PE's proxy listens on (`node::iface::proxy_listen_ip`, which
+/// `rshmrun --diagnose` reports too): RSHMEM_PROXY_IFNAME's, else the address this host uses to reach
+/// the bootstrap rendezvous (with `--netns` every node has its own), else the default interface's.
+fn listen_ip() -> Result<IpAddr> {
+    crate::node::iface::proxy_listen_ip(&crate::node::iface::NetEnv::current()).map(|(ip, _)| ip)
+}
+
+/// Collective: listens, and all-gathers every PE's listen address through the bootstrap. Returns the
+/// listener, its address, and every PE's.
+pub(crate) fn listen(boot: &Bootstrap) -> Result<(TcpListener, SocketAddr, Vec<SocketAddr>)> {
+    let (me, n) = (boot.pe() as u32, boot.npes() as u32);
+    let ip = listen_ip()?;
+    let listener = TcpListener::bind((ip, 0)).map_err(|e| Error::os(format!("proxy: PE {me}: cannot listen on {ip}"), e))?;
+    let listen = listener.local_addr().map_err(|e| Error::os("proxy: listener address", e))?;
+    log::info(format!("proxy: PE {me} listens on {listen}"));
+    let all = boot.allgather("rshmem_init (proxy addresses)", listen.to_string().as_bytes())?;
+    let mut addrs = Vec::with_capacity(n as usize);
+    for (pe, a) in all.iter().enumerate() {
+        let text = String::from_utf8_lossy(a);
+        let addr: SocketAddr = text
+            .parse()
+            .map_err(|_| boot.abort(Error::new(format!("proxy: PE {pe} sent {text:?} as its proxy address (expected ip:port)"))))?;
+        addrs.push(addr);
+    }
+
+    Ok((listener, listen, addrs))
+}
+
+/// Collective: connects to every PE on another node (`remote[pe]`): to the higher ones, accepting the
+/// lower ones, each connection checked by its hello. Returns the connections by PE.
+pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[SocketAddr], ep: &Endpoint, remote: &[bool]) -> Result<Vec<Option<Connection>>> {
+    let (me, n) = (boot.pe() as u32, boot.npes() as u32);
+    let timeout = env::get(env::BOOTSTRAP_TIMEOUT).and_then(|v| env::parse_positive_secs(&v).ok()).unwrap_or(Duration::from_secs(30));
+    let deadline = Instant::now() + timeout;
+    let expect_accept: Vec<u32> = (0..me).filter(|&q| remote[q as usize]).collect();
+    let mut conns: Vec<Option<Connection>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|sc| -> Result<()> {
+        let acceptor = sc.spawn(|| -> Result<Vec<Connection>> {
+            let mut got: Vec<Connection> = Vec::new();
+            while got.len() < expect_accept.len() {
+                if Instant::now() >= deadline {
+                    let missing: Vec<u32> = expect_accept.iter().copied().filter(|q| !got.iter().any(|c| c.peer() == *q)).collect();
+                    return Err(Error::new(format!("proxy: PE {me}: PEs {missing:?} did not connect within {timeout:?}")));
+                }
+                match tcp::accept(listener, ep, deadline) {
+                    Ok(c) if expect_accept.contains(&c.peer()) && !got.iter().any(|g| g.peer() == c.peer()) => got.push(c),
+                    Ok(c) => log::warn(format!("proxy: PE {me}: unexpected connection from PE {} during setup: dropped", c.peer())),
+                    Err(e) => log::warn(format!("proxy: {e}")),
+                }
+            }
+            Ok(got)
+        });
+        let mut first_err = None;
+        for q in (me + 1)..n {
+            if remote[q as usize] {
+                match tcp::connect(addrs[q as usize], ep, q, 0, 1, deadline) {
+                    Ok(c) => conns[q as usize] = Some(c),
+                    Err(e) => {
+                        first_err = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        let accepted = acceptor.join().map_err(|_| Error::new("proxy: the setup thread panicked"))?;
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        for c in accepted? {
+            let q = c.peer() as usize;
+            conns[q] = Some(c);
+        }
+        Ok(())
+    })
+    .map_err(|e| e.context(format!("rshmem_init: proxy transport of PE {me}")))?;
+    Ok(conns)
+}
+
+/// Serves the listener after setup: every connection opened now is a stranger (the job's
+/// connections are all made at init). A wrong key is refused by the hello; a valid hello is cut
+/// off at its first frame (a bad one is named). Neither ends this PE, and nothing is applied.
+pub(crate) fn serve_late(engine: Arc<Engine>, listener: TcpListener, ep: Endpoint) {
+    while !engine.target.closing.load(Ordering::Acquire) {
+        let mut fds = [libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        if crate::bootstrap::poll(&mut fds, Some(Duration::from_millis(100))).is_err() || fds[0].revents == 0 {
+            continue;
+        }
+        match tcp::accept(&listener, &ep, Instant::now() + Duration::from_secs(2)) {
+            Err(e) => log::error(format!("proxy: {e}")),
+            Ok(mut c) => {
+                let peer = c.peer();
+                c.set_io_timeout(Duration::from_secs(2));
+                let why = match c.recv_timeout(Duration::from_secs(2)) {
+                    Ok(true) => match c.current() {
+                        Ok(m) => format!("its first frame ({}) was not applied", m.kind().name()),
+                        Err(e) => e.to_string(),
+                    },
+                    Ok(false) => "it sent nothing".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                log::error(format!(
+                    "proxy: PE {}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}",
+                    engine.target.me,
+                    c.peer_addr()
+                ));
+            }
+        }
+    }
+}

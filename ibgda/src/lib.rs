@@ -10,6 +10,8 @@
 //!   (collapsed or normal with owner bits). Generic over [`qp::Sys`] (atomics, fences, spin policy)
 //!   and over where the queues live ([`qp::QpDesc`] holds their addresses).
 //! - `emu` (feature `emulator`, std): the emulated mlx5 NIC.
+//! - [`codes!`]: enums of wire and register codes written once as a table (the emulator's
+//!   `emu::Reason`, [`wqe::AtomicKind`], the device library's collective kinds).
 //!
 //! Without the `emulator`/`std` features the crate is `no_std`, allocation-free and compiles to PTX
 //! (`cargo +nightly build -p rshmem-ibgda --target nvptx64-nvidia-cuda -Zbuild-std=core --release`).
@@ -19,6 +21,10 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+// The layers, bottom to top (each module names only those before it): codes, mlx5, wqe, qp, emu
+// (fault, reason, mr, remote, nic, hostqp, then its mod.rs), and this file.
+#[macro_use]
+mod codes;
 pub mod mlx5;
 pub mod qp;
 pub mod wqe;
@@ -27,4 +33,4 @@ pub mod wqe;
 pub mod emu;
 
 pub use qp::{CqeError, PollError, QpCounters, QpDesc, Sys};
-pub use wqe::{Amo, Atomic, Local, Remote, Wqe};
+pub use wqe::{Amo, Atomic, AtomicKind, Local, Remote, Wqe};

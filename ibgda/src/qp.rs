@@ -688,7 +688,7 @@ pub struct HostSys;
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
-    use super::{HostSys, Sys};
+    use crate::qp::{HostSys, Sys};
     use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
     // SAFETY: every operation is a core atomic on the given (aligned, live: callers' contract) word;

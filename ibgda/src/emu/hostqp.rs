@@ -3,7 +3,7 @@
 //! posting counters. Gives the posting side its [`QpDesc`] and the NIC its [`QpSetup`].
 
 use std::prelude::rust_2021::*;
-use super::{CqSetup, QpSetup};
+use super::nic::{CqSetup, QpSetup};
 use crate::mlx5;
 use crate::qp::{self, QpCounters, QpDesc, QP_CQ_COLLAPSED};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -43,7 +43,7 @@ pub struct HostQpConfig {
     pub log_cq: u32,
     /// NVSHMEM's collapsed CQ; otherwise a normal CQ with owner bits and an overrun check.
     pub collapsed: bool,
-    /// First WQE count ([`super::FaultConfig::start_index`]).
+    /// First WQE count ([`FaultConfig::start_index`](super::fault::FaultConfig::start_index)).
     pub start: u64,
     /// Doorbell batching ([`QpDesc::batch`]).
     pub batch: u32,
@@ -158,7 +158,7 @@ impl HostQp {
         }
     }
 
-    /// What the NIC needs ([`super::Nic::add_qp`]).
+    /// What the NIC needs ([`Nic::add_qp`](super::nic::Nic::add_qp)).
     pub fn setup(&self) -> QpSetup {
         QpSetup {
             qpn: self.cfg.qpn,

@@ -4,7 +4,8 @@
 //! operation exists once here.
 
 use crate::coll;
-use crate::ops::{self, Scope};
+use crate::ops;
+use crate::types::Scope;
 use core::ffi::c_void;
 
 // ---------------------------------------------------------------- queries
@@ -18,11 +19,11 @@ pub extern "C" fn rshmem_n_pes() -> i32 {
 }
 #[no_mangle]
 pub extern "C" fn rshmem_team_my_pe(team: i32) -> i32 {
-    ops::team_my_pe(team)
+    coll::team_my_pe(team)
 }
 #[no_mangle]
 pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
-    ops::team_n_pes(team)
+    coll::team_n_pes(team)
 }
 #[no_mangle]
 pub extern "C" fn rshmem_ptr(dest: *const c_void, pe: i32) -> *mut c_void {
@@ -198,27 +199,27 @@ pub extern "C" fn rshmem_quiet() {
 }
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all() {
-    ops::barrier_all()
+    coll::barrier_all()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all() {
-    ops::sync_all()
+    coll::sync_all()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_block() {
-    ops::barrier_all_block()
+    coll::barrier_all_block()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_warp() {
-    ops::barrier_all_warp()
+    coll::barrier_all_warp()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_block() {
-    ops::sync_all_block()
+    coll::sync_all_block()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_warp() {
-    ops::sync_all_warp()
+    coll::sync_all_warp()
 }
 
 // ---------------------------------------------------------------- teams and collectives
@@ -311,7 +312,7 @@ reduce! {
 /// `barrier_all_on_stream`: one thread runs a device barrier_all.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_barrier_all_kernel() {
-    ops::barrier_all()
+    coll::barrier_all()
 }
 /// Host-initiated and on-stream collectives (`coll::run`), run by one block.
 ///
@@ -324,7 +325,7 @@ pub unsafe extern "ptx-kernel" fn rshmemi_collective(what: u32, team: i32, dest:
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { crate::coll::run(what, Scope::Block, team, dest as *mut u8, src as *const u8, n, a, b) }
+    unsafe { coll::run(what, Scope::Block, team, dest as *mut u8, src as *const u8, n, a, b) }
 }
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]
@@ -334,7 +335,7 @@ pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {
 /// `sync_all_on_stream`.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_sync_all_kernel() {
-    ops::sync_all()
+    coll::sync_all()
 }
 
 /// One proxy request posted from the GPU on the host's behalf (the host API's and the on-stream API's

@@ -34,59 +34,20 @@
 //!   through the team's scratch. Reducescatter is the same with each PE reducing only its own block, so
 //!   each source byte is read once in total.
 
-use crate::arch::{self, Problem};
-use crate::ops::{self, fail, locate, state, Scope, St};
+use crate::arch;
+use crate::ops;
+use crate::remote::wait::idle;
 use crate::remote;
+use crate::route::{fail, locate, state, St};
 use crate::state::*;
+use crate::types::{Problem, Scope};
 use core::mem::{offset_of, size_of};
 use core::ptr;
 
 // ---------------------------------------------------------------- collective kinds (tags)
 
-/// Which collective a team synchronization belongs to (the high bits of its tag).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(u16)]
-pub enum Kind {
-    Sync = 1,
-    Broadcast = 2,
-    Fcollect = 3,
-    Collect = 4,
-    Alltoall = 5,
-    Reduce = 6,
-    Reducescatter = 7,
-    Split = 8,
-    Other = 15,
-}
-
-impl Kind {
-    fn from_tag(tag: u16) -> Kind {
-        match tag >> 12 {
-            1 => Kind::Sync,
-            2 => Kind::Broadcast,
-            3 => Kind::Fcollect,
-            4 => Kind::Collect,
-            5 => Kind::Alltoall,
-            6 => Kind::Reduce,
-            7 => Kind::Reducescatter,
-            8 => Kind::Split,
-            _ => Kind::Other,
-        }
-    }
-    /// The message of a mismatch whose other PE is in this kind of collective.
-    pub const fn mismatch_text(self) -> &'static str {
-        match self {
-            Kind::Sync => "collective mismatch: the target PE (a member of this team) is in a barrier or sync of the team; every member must call the same collectives in the same order\0",
-            Kind::Broadcast => "collective mismatch: the target PE (a member of this team) is in a broadcast of the team, or in this call with different arguments (root, count); every member must call the same collectives in the same order with the same arguments\0",
-            Kind::Fcollect => "collective mismatch: the target PE (a member of this team) is in an fcollect of the team, or in this call with a different count\0",
-            Kind::Collect => "collective mismatch: the target PE (a member of this team) is in a collect of the team\0",
-            Kind::Alltoall => "collective mismatch: the target PE (a member of this team) is in an alltoall of the team, or in this call with a different count\0",
-            Kind::Reduce => "collective mismatch: the target PE (a member of this team) is in a reduction of the team, or in this call with a different count, type or operator\0",
-            Kind::Reducescatter => "collective mismatch: the target PE (a member of this team) is in a reducescatter of the team, or in this call with a different count, type or operator\0",
-            Kind::Split => "collective mismatch: the target PE (a member of the parent team) is in a team split, or in this split with different arguments (start, stride, size)\0",
-            Kind::Other => "collective mismatch: the target PE (a member of this team) is in another collective of the team\0",
-        }
-    }
-}
+// The kinds are defined with the failures that name them (`Problem::Mismatch`), below this layer.
+pub use crate::types::Kind;
 
 /// The tag of a collective: its kind and 12 bits of a hash of its arguments.
 #[inline(always)]
@@ -291,7 +252,7 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
                 }
                 break;
             }
-            remote::idle(&mut spins, call);
+            idle(&mut spins, call);
         }
     }
 }
@@ -317,6 +278,50 @@ pub unsafe fn team_exchange_scoped(scope: Scope, call: &'static str, t: &Team, t
 pub unsafe fn team_sync_scoped(scope: Scope, team_id: i32, with_quiet: bool, call: &'static str) {
     let t = team(call, team_id);
     team_exchange_scoped(scope, call, &t, tag(Kind::Sync, [0; 3]), with_quiet);
+}
+
+/// The barrier (`with_quiet`) or sync of all PEs: the world team's synchronization.
+///
+/// # Safety
+/// rshmem must be initialized and stay so until this returns, every PE must take part, and only one
+/// scope of this PE may be in a synchronization of the world team at a time.
+#[inline(always)]
+unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
+    team_sync_scoped(scope, TEAM_WORLD, with_quiet, call)
+}
+
+/// Completes this PE's outstanding operations and waits for all PEs (one calling thread per PE).
+#[inline]
+pub fn barrier_all() {
+    // SAFETY: the internal area is at the heap base of every PE (runtime invariant).
+    unsafe { barrier_scoped(Scope::Thread, true, "rshmem_barrier_all\0") }
+}
+/// Waits for all PEs without completing outstanding operations (one calling thread per PE).
+#[inline]
+pub fn sync_all() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Thread, false, "rshmem_sync_all\0") }
+}
+/// Block-scoped barrier_all: every thread of one block per PE calls it.
+#[inline]
+pub fn barrier_all_block() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Block, true, "rshmem_barrier_all_block\0") }
+}
+#[inline]
+pub fn barrier_all_warp() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Warp, true, "rshmem_barrier_all_warp\0") }
+}
+#[inline]
+pub fn sync_all_block() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Block, false, "rshmem_sync_all_block\0") }
+}
+#[inline]
+pub fn sync_all_warp() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Warp, false, "rshmem_sync_all_warp\0") }
 }
 
 // ---------------------------------------------------------------- data movement

@@ -5,137 +5,19 @@
 //! a system-scope acquire load, and `fence`/`quiet` are `fence.sc.sys`. Bulk data moves with plain
 //! (weak) vector accesses, published by a fence before the flag.
 
-use crate::arch::{self, Failure, Problem, Rmw};
+use crate::arch;
+use crate::remote::proxy::amo as code;
+use crate::remote::wait::idle;
 use crate::remote;
+use crate::route::{check_local, fail, locate, state};
 use crate::state::*;
+use crate::types::{Problem, Rmw, Sig};
 use core::ptr;
 
-/// Which threads cooperate in a call: the calling thread alone, its warp, or its block. Warp- and
-/// block-scoped calls must be made by every thread of the warp/block with the same arguments.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Thread,
-    Warp,
-    Block,
-}
-
-impl Scope {
-    #[inline(always)]
-    pub fn rank(self) -> u32 {
-        match self {
-            Scope::Thread => 0,
-            Scope::Warp => arch::warp_rank(),
-            Scope::Block => arch::block_rank(),
-        }
-    }
-    #[inline(always)]
-    pub fn size(self) -> u32 {
-        match self {
-            Scope::Thread => 1,
-            Scope::Warp => arch::warp_size(),
-            Scope::Block => arch::block_size(),
-        }
-    }
-    #[inline(always)]
-    pub fn sync(self) {
-        match self {
-            Scope::Thread => {}
-            Scope::Warp => arch::sync_warp(),
-            Scope::Block => arch::sync_block(),
-        }
-    }
-}
-
-#[cold]
-#[inline]
-pub(crate) fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
-    arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
-}
-
-/// The fields of the device state the API reads, loaded field by field (see `arch::state_u64`).
-#[derive(Clone, Copy)]
-pub(crate) struct St;
-
-macro_rules! field {
-    ($name:ident, u64) => {
-        #[inline(always)]
-        pub(crate) fn $name(self) -> u64 {
-            arch::state_u64(core::mem::offset_of!(DeviceState, $name))
-        }
-    };
-    ($name:ident, i32) => {
-        #[inline(always)]
-        pub(crate) fn $name(self) -> i32 {
-            arch::state_u32(core::mem::offset_of!(DeviceState, $name)) as i32
-        }
-    };
-}
-#[allow(dead_code)]
-impl St {
-    field!(heap_base, u64);
-    field!(heap_size, u64);
-    field!(my_pe, i32);
-    field!(n_pes, i32);
-    field!(checks, i32);
-    field!(node_my_pe, i32);
-    field!(node_n_pes, i32);
-    #[inline(always)]
-    pub(crate) fn peer_base(self, pe: usize) -> u64 {
-        arch::state_u64(core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe & (MAX_PES - 1)))
-    }
-    /// `node_pe[i]`: the job PE number of this node's `i`-th PE.
-    #[inline(always)]
-    pub(crate) fn node_pe(self, i: i32) -> i32 {
-        arch::state_u32(core::mem::offset_of!(DeviceState, node_pe) + 4 * (i as usize & (MAX_PES - 1))) as i32
-    }
-}
-
-/// The initialized device state, or a failure naming `call`.
-#[inline(always)]
-pub(crate) fn state(call: &'static str) -> St {
-    if arch::state_u64(core::mem::offset_of!(DeviceState, magic)) != STATE_MAGIC {
-        fail(call, Problem::NotInitialized, -1, 0, 0);
-    }
-    St
-}
-
-/// Address in this process of the symmetric object at `local` (an address in my heap) on PE `pe`,
-/// after checking the PE number and that `[local, local+len)` lies in the heap; 0 when PE `pe`'s heap
-/// is not mapped here (a PE on another node): the caller then takes its remote arm (`crate::remote`),
-/// which picks the PE's transport or stops naming the call.
-#[inline(always)]
-pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize {
-    let (r, mapped) = locate(call, local, len, pe);
-    if mapped { r } else { 0 }
-}
-
-/// `translate` for the device calls: the address, and whether PE `pe`'s heap is mapped here. The flag
-/// depends on the PE alone (its `peer_base`), not on the address: in a loop over one PE the compiler
-/// hoists the test out of the loop, so the P2P hot path pays nothing per call for the remote arm.
-#[inline(always)]
-pub(crate) fn locate(call: &'static str, local: usize, len: usize, pe: i32) -> (usize, bool) {
-    // All fields are loaded before any test (independent loads, issued together); the PE index is
-    // masked so the peer-base load is in bounds whatever `pe` is.
-    let f = St;
-    let base_off = core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1));
-    let (magic, base) = arch::state_u64_pair(core::mem::offset_of!(DeviceState, magic), base_off);
-    let base = base as usize;
-    let (heap_base, heap_size, n_pes, checks) = (f.heap_base() as usize, f.heap_size() as usize, f.n_pes(), f.checks());
-    if magic != STATE_MAGIC {
-        fail(call, Problem::NotInitialized, pe, local, len);
-    }
-    let off = local.wrapping_sub(heap_base);
-    if checks != 0 {
-        // One unsigned comparison covers pe < 0 and pe >= n_pes.
-        if pe as u32 >= n_pes as u32 {
-            fail(call, Problem::PeOutOfRange, pe, local, len);
-        }
-        if off > heap_size || len > heap_size - off {
-            fail(call, Problem::NotInHeap, pe, local, len);
-        }
-    }
-    (base.wrapping_add(off), base != 0)
-}
+// The vocabulary of the API's signatures, defined below this layer (`types`, `route`) and re-exported
+// here for the paths `ops::Scope` etc. (and the crate root's `pub use ops::*`).
+pub use crate::route::translate;
+pub use crate::types::{Amo, AmoBits, AmoInt, Scope};
 
 /// The bits of a value of at most 8 bytes, zero-extended (for the remote arm of `p`).
 #[inline(always)]
@@ -157,19 +39,6 @@ unsafe fn from_bits<T: Copy>(b: u64) -> T {
     unsafe { ptr::read_unaligned(&b as *const u64 as *const T) }
 }
 
-/// Checks that a local symmetric address (one that is waited on) lies in my heap.
-#[inline(always)]
-fn check_local(call: &'static str, local: usize, len: usize) {
-    let s = state(call);
-    if s.checks() != 0 {
-        let off = local.wrapping_sub(s.heap_base() as usize);
-        let size = s.heap_size() as usize;
-        if off > size || len > size - off {
-            fail(call, Problem::NotInHeap, s.my_pe(), local, len);
-        }
-    }
-}
-
 // ---------------------------------------------------------------- PE queries
 
 #[inline]
@@ -180,7 +49,6 @@ pub fn my_pe() -> i32 {
 pub fn n_pes() -> i32 {
     state("rshmem_n_pes\0").n_pes()
 }
-pub use crate::coll::{team_my_pe, team_n_pes, team_translate_pe};
 /// Direct pointer to `dest` on `pe` when loads/stores reach it (same node), else null.
 pub fn ptr<T>(dest: *const T, pe: i32) -> *mut T {
     let s = state("rshmem_ptr\0");
@@ -346,86 +214,6 @@ pub fn quiet() {
 
 // ---------------------------------------------------------------- atomics
 
-/// Bit patterns the hardware operates on atomically.
-pub trait AmoBits: Copy {
-    /// Atomic read-modify-write; returns the old value.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn rmw(op: Rmw, p: *mut Self, v: Self) -> Self;
-    /// Atomic compare-and-swap; returns the old value.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn cas(p: *mut Self, cond: Self, v: Self) -> Self;
-    /// Relaxed atomic load.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn load(p: *const Self) -> Self;
-    /// Relaxed atomic store.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn store(p: *mut Self, v: Self);
-    fn one() -> Self;
-    /// Zero-extended to 64 bits, and back (the remote arm's operands and results).
-    fn to_u64(self) -> u64;
-    fn from_u64(v: u64) -> Self;
-}
-impl AmoBits for u32 {
-    unsafe fn rmw(op: Rmw, p: *mut u32, v: u32) -> u32 { arch::rmw_u32(op, p, v) }
-    unsafe fn cas(p: *mut u32, c: u32, v: u32) -> u32 { arch::cas_u32(p, c, v) }
-    unsafe fn load(p: *const u32) -> u32 { arch::load_relaxed_u32(p) }
-    unsafe fn store(p: *mut u32, v: u32) { arch::store_relaxed_u32(p, v) }
-    fn one() -> u32 { 1 }
-    fn to_u64(self) -> u64 { self as u64 }
-    fn from_u64(v: u64) -> u32 { v as u32 }
-}
-impl AmoBits for u64 {
-    unsafe fn rmw(op: Rmw, p: *mut u64, v: u64) -> u64 { arch::rmw_u64(op, p, v) }
-    unsafe fn cas(p: *mut u64, c: u64, v: u64) -> u64 { arch::cas_u64(p, c, v) }
-    unsafe fn load(p: *const u64) -> u64 { arch::load_relaxed_u64(p) }
-    unsafe fn store(p: *mut u64, v: u64) { arch::store_relaxed_u64(p, v) }
-    fn one() -> u64 { 1 }
-    fn to_u64(self) -> u64 { self }
-    fn from_u64(v: u64) -> u64 { v }
-}
-
-/// Types usable with swap/set/fetch/compare_swap (NVSHMEM's extended AMO types).
-pub trait Amo: Copy {
-    type Bits: AmoBits;
-    fn to_bits(self) -> Self::Bits;
-    fn from_bits(b: Self::Bits) -> Self;
-}
-/// Integer types usable with every AMO (add, inc, and, or, xor too).
-pub trait AmoInt: Amo {}
-
-macro_rules! amo_types {
-    ($($t:ty => $b:ty, $int:tt;)*) => {$(
-        impl Amo for $t {
-            type Bits = $b;
-            #[inline(always)] fn to_bits(self) -> $b { amo_types!(@to $int, self, $b) }
-            #[inline(always)] fn from_bits(b: $b) -> $t { amo_types!(@from $int, b, $t) }
-        }
-        amo_types!(@int $int, $t);
-    )*};
-    (@to int, $v:expr, $b:ty) => { $v as $b };
-    (@to float, $v:expr, $b:ty) => { $v.to_bits() };
-    (@from int, $v:expr, $t:ty) => { $v as $t };
-    (@from float, $v:expr, $t:ty) => { <$t>::from_bits($v) };
-    (@int int, $t:ty) => { impl AmoInt for $t {} };
-    (@int float, $t:ty) => {};
-}
-amo_types! {
-    i32 => u32, int; u32 => u32, int; i64 => u64, int; u64 => u64, int;
-    isize => u64, int; usize => u64, int; f32 => u32, float; f64 => u64, float;
-}
-
 /// Where the AMO on `dst` at `pe` operates in this process (checked as every RMA address is).
 ///
 /// # Safety
@@ -459,7 +247,7 @@ macro_rules! amo_rmw {
             let call = concat!("rshmem_atomic_fetch_", $call, "\0");
             let (r, mapped) = amo_target(call, dst, pe);
             if !mapped {
-                return amo_remote(call, dst, remote::code::$fcode, value.to_bits(), value.to_bits(), pe, true);
+                return amo_remote(call, dst, code::$fcode, value.to_bits(), value.to_bits(), pe, true);
             }
             T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
         }
@@ -472,7 +260,7 @@ macro_rules! amo_rmw {
             let call = concat!("rshmem_atomic_", $call, "\0");
             let (r, mapped) = amo_target(call, dst, pe);
             if !mapped {
-                amo_remote::<T>(call, dst, remote::code::$pcode, value.to_bits(), value.to_bits(), pe, false);
+                amo_remote::<T>(call, dst, code::$pcode, value.to_bits(), value.to_bits(), pe, false);
                 return;
             }
             T::Bits::rmw($op, r as *mut T::Bits, value.to_bits());
@@ -493,7 +281,7 @@ pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
     let call = "rshmem_atomic_fetch_inc\0";
     let (r, mapped) = amo_target(call, dst, pe);
     if !mapped {
-        return amo_remote(call, dst, remote::code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
+        return amo_remote(call, dst, code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
     }
     T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
 }
@@ -504,7 +292,7 @@ pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
     let call = "rshmem_atomic_inc\0";
     let (r, mapped) = amo_target(call, dst, pe);
     if !mapped {
-        amo_remote::<T>(call, dst, remote::code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
+        amo_remote::<T>(call, dst, code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
         return;
     }
     T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one());
@@ -516,7 +304,7 @@ pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
     let call = "rshmem_atomic_swap\0";
     let (r, mapped) = amo_target(call, dst, pe);
     if !mapped {
-        return amo_remote(call, dst, remote::code::SWAP, value.to_bits(), value.to_bits(), pe, true);
+        return amo_remote(call, dst, code::SWAP, value.to_bits(), value.to_bits(), pe, true);
     }
     T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
 }
@@ -527,7 +315,7 @@ pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i3
     let call = "rshmem_atomic_compare_swap\0";
     let (r, mapped) = amo_target(call, dst, pe);
     if !mapped {
-        return amo_remote(call, dst, remote::code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
+        return amo_remote(call, dst, code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
     }
     T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
 }
@@ -539,7 +327,7 @@ pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
     let (r, mapped) = amo_target(call, src, pe);
     if !mapped {
         let zero = T::Bits::from_u64(0);
-        return amo_remote(call, src, remote::code::FETCH, zero, zero, pe, true);
+        return amo_remote(call, src, code::FETCH, zero, zero, pe, true);
     }
     T::from_bits(T::Bits::load(r as *const T::Bits))
 }
@@ -550,7 +338,7 @@ pub unsafe fn atomic_set<T: Amo>(dst: *mut T, value: T, pe: i32) {
     let call = "rshmem_atomic_set\0";
     let (r, mapped) = amo_target(call, dst, pe);
     if !mapped {
-        amo_remote::<T>(call, dst, remote::code::SET, value.to_bits(), value.to_bits(), pe, false);
+        amo_remote::<T>(call, dst, code::SET, value.to_bits(), value.to_bits(), pe, false);
         return;
     }
     T::Bits::store(r as *mut T::Bits, value.to_bits())
@@ -617,8 +405,8 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
             return v;
         }
         // What is waited for may come from another node: this thread also applies the inbound
-        // operations queued here (remote::idle).
-        remote::idle(&mut spins, call);
+        // operations queued here (remote::wait::idle).
+        idle(&mut spins, call);
     }
 }
 
@@ -708,7 +496,7 @@ pub unsafe fn putmem_signal_scoped(
     if !mapped {
         // The signal word is checked like every symmetric address.
         locate(call, sig as usize, 8, pe);
-        let s = remote::Sig { local: sig as usize, value, op };
+        let s = Sig { local: sig as usize, value, op };
         return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, Some(s));
     }
     arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
@@ -754,50 +542,4 @@ pub unsafe fn signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
 pub unsafe fn signal_fetch(sig: *const u64) -> u64 {
     check_local("rshmem_signal_fetch\0", sig as usize, 8);
     arch::load_acquire_u64(sig)
-}
-
-// ---------------------------------------------------------------- barriers
-
-/// The barrier (`with_quiet`) or sync of all PEs: the world team's synchronization.
-///
-/// # Safety
-/// rshmem must be initialized and stay so until this returns, every PE must take part, and only one
-/// scope of this PE may be in a synchronization of the world team at a time.
-#[inline(always)]
-unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
-    crate::coll::team_sync_scoped(scope, TEAM_WORLD, with_quiet, call)
-}
-
-/// Completes this PE's outstanding operations and waits for all PEs (one calling thread per PE).
-#[inline]
-pub fn barrier_all() {
-    // SAFETY: the internal area is at the heap base of every PE (runtime invariant).
-    unsafe { barrier_scoped(Scope::Thread, true, "rshmem_barrier_all\0") }
-}
-/// Waits for all PEs without completing outstanding operations (one calling thread per PE).
-#[inline]
-pub fn sync_all() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Thread, false, "rshmem_sync_all\0") }
-}
-/// Block-scoped barrier_all: every thread of one block per PE calls it.
-#[inline]
-pub fn barrier_all_block() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Block, true, "rshmem_barrier_all_block\0") }
-}
-#[inline]
-pub fn barrier_all_warp() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Warp, true, "rshmem_barrier_all_warp\0") }
-}
-#[inline]
-pub fn sync_all_block() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Block, false, "rshmem_sync_all_block\0") }
-}
-#[inline]
-pub fn sync_all_warp() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Warp, false, "rshmem_sync_all_warp\0") }
 }

@@ -5,7 +5,22 @@
 /// Most PEs a job may have. The device state holds one peer base per PE.
 pub const MAX_PES: usize = 512;
 
-use crate::remote::proxy::RingRef;
+/// Declares the device state (`.extern .const rshmemi_device_state`) in the PTX of the crate that
+/// invokes it: every crate whose GPU code calls the device API needs this once (`kernels!` does it).
+/// The runtime links the definition in when it loads the module.
+#[macro_export]
+#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(asm_experimental_arch))]
+macro_rules! declare_device_state {
+    () => {
+        #[cfg(target_arch = "nvptx64")]
+        ::core::arch::global_asm!(
+            ".extern .const .align 8 .b8 rshmemi_device_state[{n}];",
+            n = const ::core::mem::size_of::<$crate::state::DeviceState>()
+        );
+    };
+}
+// This crate's own declaration: the state reads of `arch::nvptx` name the symbol.
+declare_device_state!();
 
 /// `DeviceState::route` values: no transport reaches the PE; its heap is mapped (loads and stores);
 /// the CPU proxy carries requests to it; the GPU drives a NIC to it (IBGDA).
@@ -24,6 +39,33 @@ pub const STATE_SYMBOL: &str = "rshmemi_device_state";
 /// Bytes reserved at the start of every symmetric heap for the runtime's own synchronization
 /// variables (`Internal`). User allocations start after it.
 pub const INTERNAL_BYTES: usize = 1024 * 1024;
+
+/// Most slots a proxy request ring may have (1 Mi slots = 64 MiB of host memory).
+pub const MAX_SLOTS: u64 = 1 << 20;
+
+/// What device code holds to post to a proxy request ring (`remote::proxy`, which has the ring's
+/// layout and protocol): the header's address (in this process / as the GPU sees it) and the slot
+/// count. Kept by the caller (the device state's `proxy_ring`) so a post reads nothing of the header
+/// but `tail`: on a GPU the header is in host memory, and every read of it is a PCIe round trip. The
+/// host makes it (`rshmem::transport::ring`) after setting the ring up.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, Debug, PartialEq, Eq, Default)]
+pub struct RingRef {
+    /// Address of the `RingHeader` (64-aligned), followed by `slots` slots.
+    pub header: u64,
+    /// Slot count: a power of two in 1..=MAX_SLOTS.
+    pub slots: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<RingRef>() == 16);
+
+impl RingRef {
+    /// Whether it can name a ring: a non-null 64-aligned header and a valid slot count.
+    #[inline(always)]
+    pub fn is_valid(self) -> bool {
+        self.header != 0 && self.header.is_multiple_of(64) && self.slots != 0 && self.slots <= MAX_SLOTS && self.slots.is_power_of_two()
+    }
+}
 
 /// Per-PE state the device library reads. On GPUs it is a global in device memory (`rshmemi_device_state`)
 /// of every module that contains the device library; on the CPU backend a process global.

@@ -3,8 +3,8 @@
 //! PEs is shared memory mapped by every process, so Rust's atomics (lock-free, address-based) are
 //! atomic across processes too, and SeqCst fences order across processes as they do across threads.
 
-use super::{Failure, Rmw};
 use crate::state::DeviceState;
+use crate::types::{Failure, Rmw};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 

@@ -1,22 +1,22 @@
 //! GPU primitives (nvptx64). All cross-PE atomics, loads and stores that synchronize use system scope:
 //! peers are other GPUs, for which GPU scope is not enough.
 
-use super::{Failure, Rmw};
 use crate::state::DeviceState;
+use crate::types::{Failure, Problem, Rmw};
 use core::arch::asm;
 use core::arch::nvptx;
 
-/// The device state lives in the constant bank (`.const`), as `rshmemi_device_state`: reads are
-/// uniform constant-cache loads that system fences do not invalidate (a fence.sc.sys ends with
-/// CCTL.IVALL, which sent the old `.global` state back to L2 on every call after a quiet), and ptxas
-/// folds fixed offsets into instruction operands (`c[0x3][off]`).
-///
-/// Every PTX that uses the device API only *declares* it (`.extern`, see `declare_device_state!`); the
-/// definition comes from where the code is linked: the runtime links a one-line PTX defining it with
-/// its modules, and nvcc programs get it from `rshmem_device_init.cu` in `librshmem_device.a`. The
-/// runtime writes it (cuModuleGetGlobal / cudaGetSymbolAddress, then a copy) after init and heap
-/// growth, between kernels, never while one runs. The name is `state::STATE_SYMBOL`.
-crate::declare_device_state!();
+// The device state lives in the constant bank (`.const`), as `rshmemi_device_state`: reads are
+// uniform constant-cache loads that system fences do not invalidate (a fence.sc.sys ends with
+// CCTL.IVALL, which sent the old `.global` state back to L2 on every call after a quiet), and ptxas
+// folds fixed offsets into instruction operands (`c[0x3][off]`).
+//
+// Every PTX that uses the device API only *declares* it (`.extern`, see `declare_device_state!`); the
+// definition comes from where the code is linked: the runtime links a one-line PTX defining it with
+// its modules, and nvcc programs get it from `rshmem_device_init.cu` in `librshmem_device.a`. The
+// runtime writes it (cuModuleGetGlobal / cudaGetSymbolAddress, then a copy) after init and heap
+// growth, between kernels, never while one runs. The name is `state::STATE_SYMBOL`; this crate's own
+// declaration is made in `state` (the macro is defined there), which the reads below rely on.
 
 #[inline(always)]
 fn tid_linear() -> u32 {
@@ -284,7 +284,7 @@ macro_rules! state_read {
 }
 state_read!(state_u64, u64, reg64, "ld.const.u64");
 
-/// Two u64 fields of the device state in one statement. `ops::locate` reads the magic (tested first)
+/// Two u64 fields of the device state in one statement. `route::locate` reads the magic (tested first)
 /// and the peer base (tested last) together, so the peer base is loaded where the magic is: in a
 /// caller's loop that is the loop header, from which the compiler hoists both out of the loop. Read
 /// separately, the peer base load was sunk next to its last use, inside the loop, and its latency
@@ -469,7 +469,7 @@ unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: 
 #[cold]
 #[inline]
 pub fn fail(f: Failure) -> ! {
-    if let super::Problem::Nic { syndrome, vendor, opcode } = f.problem {
+    if let Problem::Nic { syndrome, vendor, opcode } = f.problem {
         let args = NicArgs {
             my_pe: state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32,
             call: f.call.as_ptr(),

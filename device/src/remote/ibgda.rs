@@ -43,19 +43,22 @@
 //! # Errors
 //! An error completion (a bad key or address at the target, an unreachable PE, a malformed WQE) stops
 //! the PE with a message naming the call, the operation, the target PE and the PRM syndrome
-//! (`arch::Problem::Nic`). A local buffer the NIC cannot reach (not in the heap, not registered, more
-//! than 12 bytes) stops it naming the buffer. Waits go through `super::idle`: the CPU backend enforces
+//! (`types::Problem::Nic`). A local buffer the NIC cannot reach (not in the heap, not registered, more
+//! than 12 bytes) stops it naming the buffer. Waits go through `wait::idle`: the CPU backend enforces
 //! RSHMEM_WAIT_TIMEOUT, and waiting threads apply the inbound operations of other nodes.
 
-use crate::arch::{self, Failure, Problem, Rmw};
-use crate::ops::Scope;
-use crate::state::{DeviceState, MAX_PES};
+use super::proxy::amo as code;
+use super::wait::{idle, idle_every};
+use crate::arch;
+use crate::route::{fail, route};
+use crate::state::{DeviceState, MAX_PES, ROUTE_IBGDA, SIGNAL_SET};
+use crate::types::{Problem, Rmw, Scope, Sig};
 use bytemuck::{Pod, Zeroable};
 use core::mem::offset_of;
 use rshmem_ibgda::mlx5::fm_ce_se;
+use rshmem_ibgda::PollError;
 use rshmem_ibgda::qp::{QpDesc, Sys};
 use rshmem_ibgda::wqe::{Amo, Atomic, Local, Remote, Wqe, INLINE_DS3};
-use rshmem_ibgda::PollError;
 
 /// `Table::magic` of a table the runtime filled in ("RSHIBGDA" v1).
 pub const TABLE_MAGIC: u64 = 0x5253_4849_4247_0001;
@@ -133,26 +136,20 @@ pub const fn ret_bytes(log_sq: u32) -> usize {
     ((1usize << log_sq) + 1) * RET_SLOT_BYTES
 }
 
-#[cold]
-#[inline]
-fn fail(call: &'static str, problem: Problem, pe: i32, addr: u64, len: u64) -> ! {
-    arch::fail(Failure { call, problem, pe, addr, len })
-}
-
 /// Stops the PE on a failed reservation or completion (`PollError`), naming the call and the PE.
 #[cold]
 #[inline(never)]
 fn fail_poll(call: &'static str, pe: i32, e: PollError) -> ! {
     match e {
-        PollError::Cqe(c) => fail(call, Problem::Nic { syndrome: c.syndrome, vendor: c.vendor_syndrome, opcode: c.wqe_opcode }, pe, c.wqe_counter as u64, 0),
-        PollError::Timeout { idx, .. } => fail(call, Problem::WaitTimeout, pe, idx, 0),
-        PollError::TooLarge { wqebbs, sq_size } => fail(call, Problem::NotInitialized, pe, wqebbs as u64, sq_size as u64),
+        PollError::Cqe(c) => fail(call, Problem::Nic { syndrome: c.syndrome, vendor: c.vendor_syndrome, opcode: c.wqe_opcode }, pe, c.wqe_counter as usize, 0),
+        PollError::Timeout { idx, .. } => fail(call, Problem::WaitTimeout, pe, idx as usize, 0),
+        PollError::TooLarge { wqebbs, sq_size } => fail(call, Problem::NotInitialized, pe, wqebbs as usize, sq_size as usize),
     }
 }
 
 /// The atomics and fences the posting code runs on, for device threads: system scope (the queues are
 /// in host memory for the emulated NIC, and NIC-visible memory for a real one), waits through
-/// `super::idle` (which applies inbound operations and, on the CPU backend, enforces the wait limit).
+/// `wait::idle` (which applies inbound operations and, on the CPU backend, enforces the wait limit).
 struct Dev {
     call: &'static str,
 }
@@ -219,7 +216,7 @@ unsafe impl Sys for Dev {
         // Posting waits are on other threads of this PE (the ready chain, the doorbell lock) or on
         // the NIC: look at the inbound queue rarely and back off, so that thousands of waiting
         // threads do not flood the host memory the queue lives in.
-        super::idle_every(spins, self.call, 255);
+        idle_every(spins, self.call, 255);
         true
     }
 }
@@ -247,7 +244,7 @@ fn table_or_fail(call: &'static str, pe: i32) -> &'static Table {
             let at = arch::state_u64(offset_of!(DeviceState, ibgda));
             // SAFETY: read only for the message; a non-zero `ibgda` is the runtime's table address.
             let magic = if at == 0 { 0 } else { unsafe { core::ptr::read_volatile(at as *const u64) } };
-            fail(call, if at == 0 { Problem::NoTransport } else { Problem::NotInitialized }, pe, at, magic)
+            fail(call, if at == 0 { Problem::NoTransport } else { Problem::NotInitialized }, pe, at as usize, magic as usize)
         }
     }
 }
@@ -277,7 +274,7 @@ fn qp_for(call: &'static str, t: &Table, pe: i32) -> &'static QpEntry {
     if q.desc.sq == 0 {
         // A PE routed IBGDA without a QP: the table is not what the runtime wrote (the address is
         // the table's, the length the entry's index).
-        fail(call, Problem::NoTransport, pe, t as *const Table as u64, i as u64);
+        fail(call, Problem::NoTransport, pe, t as *const Table as usize, i as usize);
     }
     q
 }
@@ -433,7 +430,7 @@ fn fetch(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, build: impl Fn(Lo
         let busy = (slot + offset_of!(RetSlot, busy)) as *mut u64;
         let mut spins = 0;
         while arch::load_acquire_u64(busy) != 0 {
-            super::idle(&mut spins, call);
+            idle(&mut spins, call);
         }
         arch::store_relaxed_u64(busy, base + 1);
         let mut w = build(Local { addr: (slot + offset_of!(RetSlot, value)) as u64, lkey: t.ret_lkey });
@@ -489,7 +486,7 @@ fn post_pieces(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, local: u64,
     while done < bytes {
         let (l, lleft) = match local_of(t, local + done) {
             Some(x) => x,
-            None => fail(call, Problem::Unregistered, pe, local + done, bytes - done),
+            None => fail(call, Problem::Unregistered, pe, (local + done) as usize, (bytes - done) as usize),
         };
         let (r, rleft) = remote_of(t, pe, remote_off + done);
         let n = (bytes - done).min(lleft).min(rleft).min(t.max_wqe.max(1));
@@ -516,7 +513,7 @@ fn post_pieces(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, local: u64,
 fn check_reachable(call: &'static str, t: &Table, pe: i32, local: *const u8, bytes: usize) {
     if local_of(t, local as u64).is_none() {
         let why = if arch::is_local(local) { Problem::LocalBuffer } else { Problem::Unregistered };
-        fail(call, why, pe, local as u64, bytes as u64);
+        fail(call, why, pe, local as usize, bytes);
     }
 }
 
@@ -527,7 +524,7 @@ fn check_reachable(call: &'static str, t: &Table, pe: i32, local: *const u8, byt
 /// As `ops::putmem_scoped`: `dst_local` checked, `src` readable for `bytes` (by the NIC: see the module
 /// docs), unchanged until the call returns (blocking) or the next quiet (nbi).
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<super::Sig>) {
+pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
     let t = table_or_fail(call, pe);
     let qp = qp_for(call, t, pe);
     scope.sync();
@@ -598,10 +595,10 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
     scope.sync();
 }
 
-/// The NVSHMEM AMO of a device AMO code (`super::code`).
+/// The NVSHMEM AMO of a device AMO code (`proxy::amo`).
 #[inline(always)]
 fn amo_of(code: u16) -> Amo {
-    use super::code::*;
+    use code::*;
     match code {
         FETCH => Amo::Fetch,
         SET | SWAP => Amo::Swap,
@@ -613,7 +610,7 @@ fn amo_of(code: u16) -> Amo {
     }
 }
 
-/// An AMO (`code`, a `super::code`) of `width` bytes at heap address `local` on `pe`. `fetch`: wait for
+/// An AMO (`code`, a `proxy::amo` code) of `width` bytes at heap address `local` on `pe`. `fetch`: wait for
 /// and return the old value; else posted (completed by quiet) and 0 returned.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn amo(call: &'static str, local: usize, width: usize, code: u16, value: u64, compare: u64, pe: i32, fetch_old: bool) -> u64 {
@@ -638,10 +635,10 @@ pub(crate) fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i
 /// The device AMO code of a signal operation (SIGNAL_SET: a swap, SIGNAL_ADD: an add).
 #[inline(always)]
 fn signal_code(sig_op: i32) -> u16 {
-    if sig_op == crate::state::SIGNAL_SET {
-        super::code::SET
+    if sig_op == SIGNAL_SET {
+        code::SET
     } else {
-        super::code::ADD
+        code::ADD
     }
 }
 
@@ -651,7 +648,7 @@ fn each_qp(t: &Table, mine: bool, mut f: impl FnMut(i32, &QpEntry)) {
     let n = (t.npes as usize).min(MAX_PES);
     let per = t.qps_per_pe.max(1);
     for pe in 0..n {
-        if super::route(pe as i32) != crate::state::ROUTE_IBGDA {
+        if route(pe as i32) != ROUTE_IBGDA {
             continue;
         }
         for q in 0..per {
@@ -706,7 +703,7 @@ pub unsafe fn raw_write(pe: i32, src: *const u8, bytes: usize, raddr: u64, rkey:
     const CALL: &str = "rshmem test hook raw_write (IBGDA)\0";
     let t = table_or_fail(CALL, pe);
     let qp = qp_for(CALL, t, pe);
-    let Some((l, _)) = local_of(t, src as u64) else { fail(CALL, Problem::Unregistered, pe, src as u64, bytes as u64) };
+    let Some((l, _)) = local_of(t, src as u64) else { fail(CALL, Problem::Unregistered, pe, src as usize, bytes) };
     arch::fence_sc();
     let end = post(CALL, pe, qp, &[Wqe::rdma_write(0, Remote { addr: raddr, rkey }, l, bytes as u32)]);
     wait(CALL, pe, qp, end);

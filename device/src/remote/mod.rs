@@ -1,7 +1,7 @@
 //! The device side of the remote transports: what a thread does to reach a PE whose heap is not mapped
 //! into its process (a PE on another node).
 //!
-//! Every device call first translates the target address (`ops::translate`); a PE whose heap is mapped
+//! Every device call first translates the target address (`route::locate`); a PE whose heap is mapped
 //! here is reached with loads, stores and atomics, and that is the hot path. Only when the PE has no
 //! mapping does a call come here, through one `#[cold]`, never-inlined function per kind of operation,
 //! so the P2P loops carry no code of the remote path but a test and a call they never take. Here the
@@ -30,32 +30,21 @@
 pub mod ibgda;
 pub mod inbound;
 pub mod proxy;
+pub mod wait;
 
-use crate::arch::{self, Failure, Problem};
-use crate::ops::Scope;
-use crate::state::{DeviceState, MAX_PES, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
+use crate::arch;
+use crate::route::{fail, heap_offset as offset, route};
+use crate::state::{DeviceState, RingRef, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
+use crate::types::{Problem, Scope, Sig};
 use core::mem::offset_of;
-use proxy::{amo, op, Request, RingRef, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
-
-#[cold]
-#[inline]
-fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
-    arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
-}
+use proxy::{op, Request, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
+use wait::idle;
 
 /// This PE's proxy ring (header 0: none).
 #[inline(always)]
 fn ring() -> RingRef {
     let at = offset_of!(DeviceState, proxy_ring);
     RingRef { header: arch::state_u64(at), slots: arch::state_u64(at + 8) }
-}
-
-/// The route of PE `pe` (in range: the caller checked it).
-#[inline(always)]
-pub(crate) fn route(pe: i32) -> u8 {
-    let i = pe as usize & (MAX_PES - 1);
-    let w = arch::state_u32(offset_of!(DeviceState, route) + (i & !3));
-    (w >> (8 * (i & 3))) as u8
 }
 
 /// The ring to post requests for `pe` to, or a failure naming the call: no transport reaches `pe`.
@@ -66,12 +55,6 @@ fn proxy_for(call: &'static str, pe: i32, local: usize, len: usize) -> RingRef {
         fail(call, Problem::NoTransport, pe, local, len);
     }
     r
-}
-
-/// The heap offset of `local`, an address of this PE's heap (checked by `translate` before).
-#[inline(always)]
-fn offset(local: usize) -> u64 {
-    local.wrapping_sub(arch::state_u64(offset_of!(DeviceState, heap_base)) as usize) as u64
 }
 
 /// Posts `req` to `ring` (waiting while the ring is full).
@@ -95,31 +78,6 @@ unsafe fn wait(ring: RingRef, seq: u64) {
     };
     if r.is_err() {
         fail(CALL, Problem::NotInitialized, -1, ring.header as usize, ring.slots as usize);
-    }
-}
-
-/// One spin of a wait for something another node's PE (through the proxies) or this PE's proxy must
-/// do: the usual back-off, and every 8 spins the inbound operations waiting here (`inbound`): a
-/// thread that waits for the proxy also does the proxy's GPU-side work, so that work never depends on
-/// the CUDA driver getting a launch or a copy through while this thread spins.
-#[inline(always)]
-pub(crate) fn idle(spins: &mut u64, call: &'static str) {
-    idle_every(spins, call, 7)
-}
-
-/// `idle` that looks at the inbound queue only when `spins & mask == 0`, and backs off (on the GPU)
-/// when the wait grows: for waits on other threads of this PE (the IBGDA posting chain and locks),
-/// where thousands of threads may wait at once and each look at the queue is a read of host memory.
-#[inline(always)]
-pub(crate) fn idle_every(spins: &mut u64, call: &'static str, mask: u64) {
-    arch::idle(spins, call);
-    if *spins & mask == 0 {
-        // SAFETY: called only from device calls, which require an initialized rshmem (checked by
-        // the calls that lead here).
-        unsafe { inbound::progress(8) };
-    }
-    if mask > 7 {
-        arch::backoff(*spins);
     }
 }
 
@@ -197,15 +155,6 @@ pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe
         let seq = post(ring, &req);
         take_return(call, ring, seq)
     }
-}
-
-/// A put signal: `op` (SIGNAL_SET / SIGNAL_ADD, checked by the caller) of `value` on the u64 at
-/// `sig_local` on the target.
-#[derive(Clone, Copy)]
-pub(crate) struct Sig {
-    pub local: usize,
-    pub value: u64,
-    pub op: i32,
 }
 
 /// putmem (and put_signal) to `pe` of `bytes` from `src` to the symmetric `dst_local`, by every
@@ -329,11 +278,6 @@ pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u
         let seq = post(ring, &req);
         if fetch { take_return(call, ring, seq) } else { 0 }
     }
-}
-
-/// The AMO codes of the device API's read-modify-writes.
-pub(crate) mod code {
-    pub use super::amo::*;
 }
 
 /// signal_op on `pe`: posted, completed by quiet.

@@ -32,5 +32,5 @@ pub mod wqe;
 #[cfg(feature = "emulator")]
 pub mod emu;
 
-pub use qp::{CqeError, PollError, QpCounters, QpDesc, Sys};
+pub use qp::{collapsed_state, CqState, CqeError, PollError, QpCounters, QpDesc, Sys};
 pub use wqe::{Amo, Atomic, AtomicKind, Local, Remote, Wqe};

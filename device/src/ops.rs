@@ -194,7 +194,7 @@ pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 /// same fence covers them. IBGDA: fenced NOPs on the thread's QPs (`remote::ibgda`).
 #[inline(always)]
 pub fn fence() {
-    let ibgda = arch::state_u64(core::mem::offset_of!(DeviceState, ibgda));
+    let ibgda = arch::state_u64(Field::IBGDA);
     arch::fence_sc_after(ibgda);
     if ibgda != 0 {
         remote::fence();
@@ -205,7 +205,7 @@ pub fn fence() {
 /// taken only when this PE has a remote transport).
 #[inline(always)]
 pub fn quiet() {
-    let proxy = arch::state_u64(core::mem::offset_of!(DeviceState, proxy_ring));
+    let proxy = arch::state_u64(Field::PROXY_RING_HEADER);
     arch::fence_sc_after(proxy);
     if proxy != 0 {
         remote::quiet();

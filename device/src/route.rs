@@ -6,9 +6,8 @@
 //! Below the transports (`remote`) and the API (`ops`, `coll`), above `arch` and `state`.
 
 use crate::arch;
-use crate::state::{DeviceState, MAX_PES, STATE_MAGIC};
+use crate::state::{Field, STATE_MAGIC};
 use crate::types::{Failure, Problem};
-use core::mem::offset_of;
 
 /// Stops the PE: reports `call` (NUL-terminated), what went wrong, the target PE and the address
 /// range involved (`arch::fail`: a message, then a trap on the GPU; the runtime's hook on the CPU
@@ -24,43 +23,44 @@ pub(crate) fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, l
 pub(crate) struct St;
 
 macro_rules! field {
-    ($name:ident, u64) => {
+    ($name:ident, $f:ident, u64) => {
         #[inline(always)]
         pub(crate) fn $name(self) -> u64 {
-            arch::state_u64(offset_of!(DeviceState, $name))
+            arch::state_u64(Field::$f)
         }
     };
-    ($name:ident, i32) => {
+    ($name:ident, $f:ident, i32) => {
         #[inline(always)]
         pub(crate) fn $name(self) -> i32 {
-            arch::state_u32(offset_of!(DeviceState, $name)) as i32
+            arch::state_u32(Field::$f) as i32
         }
     };
 }
 #[allow(dead_code)]
 impl St {
-    field!(heap_base, u64);
-    field!(heap_size, u64);
-    field!(my_pe, i32);
-    field!(n_pes, i32);
-    field!(checks, i32);
-    field!(node_my_pe, i32);
-    field!(node_n_pes, i32);
+    field!(heap_base, HEAP_BASE, u64);
+    field!(heap_size, HEAP_SIZE, u64);
+    field!(my_pe, MY_PE, i32);
+    field!(n_pes, N_PES, i32);
+    field!(checks, CHECKS, i32);
+    field!(node_my_pe, NODE_MY_PE, i32);
+    field!(node_n_pes, NODE_N_PES, i32);
+    /// `peer_base[pe]` (the index taken modulo `MAX_PES`).
     #[inline(always)]
     pub(crate) fn peer_base(self, pe: usize) -> u64 {
-        arch::state_u64(offset_of!(DeviceState, peer_base) + 8 * (pe & (MAX_PES - 1)))
+        arch::state_u64(Field::peer_base(pe))
     }
-    /// `node_pe[i]`: the job PE number of this node's `i`-th PE.
+    /// `node_pe[i]`: the job PE number of this node's `i`-th PE (the index taken modulo `MAX_PES`).
     #[inline(always)]
     pub(crate) fn node_pe(self, i: i32) -> i32 {
-        arch::state_u32(offset_of!(DeviceState, node_pe) + 4 * (i as usize & (MAX_PES - 1))) as i32
+        arch::state_u32(Field::node_pe(i as usize)) as i32
     }
 }
 
 /// The initialized device state, or a failure naming `call`.
 #[inline(always)]
 pub(crate) fn state(call: &'static str) -> St {
-    if arch::state_u64(offset_of!(DeviceState, magic)) != STATE_MAGIC {
+    if arch::state_u64(Field::MAGIC) != STATE_MAGIC {
         fail(call, Problem::NotInitialized, -1, 0, 0);
     }
     St
@@ -84,8 +84,7 @@ pub(crate) fn locate(call: &'static str, local: usize, len: usize, pe: i32) -> (
     // All fields are loaded before any test (independent loads, issued together); the PE index is
     // masked so the peer-base load is in bounds whatever `pe` is.
     let f = St;
-    let base_off = offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1));
-    let (magic, base) = arch::state_u64_pair(offset_of!(DeviceState, magic), base_off);
+    let (magic, base) = arch::state_u64_pair(Field::MAGIC, Field::peer_base(pe as usize));
     let base = base as usize;
     let (heap_base, heap_size, n_pes, checks) = (f.heap_base() as usize, f.heap_size() as usize, f.n_pes(), f.checks());
     if magic != STATE_MAGIC {
@@ -121,13 +120,12 @@ pub(crate) fn check_local(call: &'static str, local: usize, len: usize) {
 /// inside it: callers check the PE's range first).
 #[inline(always)]
 pub(crate) fn route(pe: i32) -> u8 {
-    let i = pe as usize & (MAX_PES - 1);
-    let w = arch::state_u32(offset_of!(DeviceState, route) + (i & !3));
-    (w >> (8 * (i & 3))) as u8
+    let w = arch::state_u32(Field::route_word(pe as usize));
+    (w >> (8 * (pe as usize & 3))) as u8
 }
 
 /// The heap offset of `local`, an address of this PE's heap (checked by `translate` before).
 #[inline(always)]
 pub(crate) fn heap_offset(local: usize) -> u64 {
-    local.wrapping_sub(arch::state_u64(offset_of!(DeviceState, heap_base)) as usize) as u64
+    local.wrapping_sub(arch::state_u64(Field::HEAP_BASE) as usize) as u64
 }

@@ -129,6 +129,104 @@ impl DeviceState {
     };
 }
 
+/// Whether `off` is the offset of a u64 field of [`DeviceState`] (or of an element of its u64 arrays):
+/// what [`Field<u64>`] and the CPU backend's state writes accept.
+pub const fn is_u64_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let peers = offset_of!(DeviceState, peer_base);
+    off == offset_of!(DeviceState, magic)
+        || off == offset_of!(DeviceState, heap_base)
+        || off == offset_of!(DeviceState, heap_size)
+        || off == offset_of!(DeviceState, proxy_ring)
+        || off == offset_of!(DeviceState, proxy_ring) + 8
+        || off == offset_of!(DeviceState, proxy_ret)
+        || off == offset_of!(DeviceState, inbound)
+        || off == offset_of!(DeviceState, ibgda)
+        || (off >= peers && off < peers + 8 * MAX_PES && (off - peers).is_multiple_of(8))
+}
+/// Whether `off` is the offset of a 4-byte field of [`DeviceState`] (or of an element of `node_pe`, or
+/// of a word of four `route` bytes).
+pub const fn is_u32_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let nodes = offset_of!(DeviceState, node_pe);
+    let routes = offset_of!(DeviceState, route);
+    off == offset_of!(DeviceState, my_pe)
+        || off == offset_of!(DeviceState, n_pes)
+        || off == offset_of!(DeviceState, checks)
+        || off == offset_of!(DeviceState, _pad)
+        || off == offset_of!(DeviceState, node_my_pe)
+        || off == offset_of!(DeviceState, node_n_pes)
+        || (off >= nodes && off < nodes + 4 * MAX_PES && (off - nodes).is_multiple_of(4))
+        || (off >= routes && off < routes + MAX_PES && (off - routes).is_multiple_of(4))
+}
+
+/// The offset of a `W`-wide field of [`DeviceState`] (`W` is `u64` or `u32`), or of one element of its
+/// arrays: what the arch layer's `state_u64`/`state_u32` read. Valid by construction, so those reads
+/// need no check of their own: the named fields are constants checked at compile time, and the array
+/// constructors take the index modulo [`MAX_PES`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Field<W> {
+    off: usize,
+    _w: core::marker::PhantomData<W>,
+}
+
+impl<W> Field<W> {
+    /// The byte offset in [`DeviceState`].
+    #[inline(always)]
+    pub const fn offset(self) -> usize {
+        self.off
+    }
+}
+
+impl Field<u64> {
+    /// The u64 field at byte offset `off`; panics unless [`is_u64_field`]`(off)` (a compile-time error
+    /// where it is evaluated as a constant, as the named fields below are).
+    #[inline(always)]
+    pub const fn u64(off: usize) -> Self {
+        assert!(is_u64_field(off), "not the offset of a u64 field of DeviceState");
+        Field { off, _w: core::marker::PhantomData }
+    }
+    pub const MAGIC: Self = Self::u64(core::mem::offset_of!(DeviceState, magic));
+    pub const HEAP_BASE: Self = Self::u64(core::mem::offset_of!(DeviceState, heap_base));
+    pub const HEAP_SIZE: Self = Self::u64(core::mem::offset_of!(DeviceState, heap_size));
+    /// `proxy_ring.header` and `proxy_ring.slots`.
+    pub const PROXY_RING_HEADER: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ring));
+    pub const PROXY_RING_SLOTS: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ring) + 8);
+    pub const PROXY_RET: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ret));
+    pub const INBOUND: Self = Self::u64(core::mem::offset_of!(DeviceState, inbound));
+    pub const IBGDA: Self = Self::u64(core::mem::offset_of!(DeviceState, ibgda));
+    /// `peer_base[pe % MAX_PES]`.
+    #[inline(always)]
+    pub const fn peer_base(pe: usize) -> Self {
+        Field { off: core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe & (MAX_PES - 1)), _w: core::marker::PhantomData }
+    }
+}
+
+impl Field<u32> {
+    /// The 4-byte field at byte offset `off`; panics unless [`is_u32_field`]`(off)` (as [`Field::u64`]).
+    #[inline(always)]
+    pub const fn u32(off: usize) -> Self {
+        assert!(is_u32_field(off), "not the offset of a 4-byte field of DeviceState");
+        Field { off, _w: core::marker::PhantomData }
+    }
+    pub const MY_PE: Self = Self::u32(core::mem::offset_of!(DeviceState, my_pe));
+    pub const N_PES: Self = Self::u32(core::mem::offset_of!(DeviceState, n_pes));
+    pub const CHECKS: Self = Self::u32(core::mem::offset_of!(DeviceState, checks));
+    pub const NODE_MY_PE: Self = Self::u32(core::mem::offset_of!(DeviceState, node_my_pe));
+    pub const NODE_N_PES: Self = Self::u32(core::mem::offset_of!(DeviceState, node_n_pes));
+    /// `node_pe[i % MAX_PES]`.
+    #[inline(always)]
+    pub const fn node_pe(i: usize) -> Self {
+        Field { off: core::mem::offset_of!(DeviceState, node_pe) + 4 * (i & (MAX_PES - 1)), _w: core::marker::PhantomData }
+    }
+    /// The little-endian word of the four routes `route[j..j + 4]` that holds `route[pe % MAX_PES]`
+    /// (`j = pe % MAX_PES` rounded down to a multiple of 4).
+    #[inline(always)]
+    pub const fn route_word(pe: usize) -> Self {
+        Field { off: core::mem::offset_of!(DeviceState, route) + ((pe & (MAX_PES - 1)) & !3), _w: core::marker::PhantomData }
+    }
+}
+
 /// Most teams a job may have at once, the predefined ones included (NVSHMEM's default
 /// NVSHMEM_MAX_TEAMS). Each has its descriptor, synchronization words and scratch in `Internal`.
 pub const MAX_TEAMS: usize = 32;

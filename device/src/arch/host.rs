@@ -3,7 +3,7 @@
 //! PEs is shared memory mapped by every process, so Rust's atomics (lock-free, address-based) are
 //! atomic across processes too, and SeqCst fences order across processes as they do across threads.
 
-use crate::state::DeviceState;
+use crate::state::{is_u32_field, is_u64_field, DeviceState, Field};
 use crate::types::{Failure, Rmw};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
@@ -143,65 +143,31 @@ fn hooks() -> &'static Hooks {
     if p.is_null() { &DEFAULT_HOOKS } else { unsafe { &*p } }
 }
 
-/// Whether `off` is the offset of a u64 field of DeviceState (written by `set_state` as a u64). With
-/// the constant offsets of the callers this folds away.
-#[inline(always)]
-const fn is_u64_field(off: usize) -> bool {
-    use core::mem::offset_of;
-    let peers = offset_of!(DeviceState, peer_base);
-    off == MAGIC_OFF
-        || off == offset_of!(DeviceState, heap_base)
-        || off == offset_of!(DeviceState, heap_size)
-        || off == offset_of!(DeviceState, proxy_ring)
-        || off == offset_of!(DeviceState, proxy_ring) + 8
-        || off == offset_of!(DeviceState, proxy_ret)
-        || off == offset_of!(DeviceState, inbound)
-        || off == offset_of!(DeviceState, ibgda)
-        || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers).is_multiple_of(8))
-}
-/// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).
-#[inline(always)]
-const fn is_u32_field(off: usize) -> bool {
-    use core::mem::offset_of;
-    let nodes = offset_of!(DeviceState, node_pe);
-    let routes = offset_of!(DeviceState, route);
-    off == offset_of!(DeviceState, my_pe)
-        || off == offset_of!(DeviceState, n_pes)
-        || off == offset_of!(DeviceState, checks)
-        || off == offset_of!(DeviceState, _pad)
-        || off == offset_of!(DeviceState, node_my_pe)
-        || off == offset_of!(DeviceState, node_n_pes)
-        || (off >= nodes && off < nodes + 4 * crate::state::MAX_PES && (off - nodes).is_multiple_of(4))
-        || (off >= routes && off < routes + crate::state::MAX_PES && (off - routes).is_multiple_of(4))
-}
-
 /// Reads a u64 field of the device state (see the nvptx version). The magic is read with acquire, so
 /// the fields read after a check of it are those `set_state` wrote before it.
-///
-/// `off` must be the offset of a u64 field (callers use `offset_of!`); other values panic.
 #[inline(always)]
-pub fn state_u64(off: usize) -> u64 {
-    assert!(is_u64_field(off), "state_u64: not the offset of a u64 field of DeviceState");
-    let order = if off == MAGIC_OFF { Ordering::Acquire } else { Ordering::Relaxed };
-    // SAFETY: checked above: an 8-aligned u64 inside STATE, only ever accessed as an 8-byte atomic.
-    unsafe { AtomicU64::from_ptr(state_ptr().add(off) as *mut u64) }.load(order)
+pub fn state_u64(f: Field<u64>) -> u64 {
+    let order = if f == Field::MAGIC { Ordering::Acquire } else { Ordering::Relaxed };
+    // SAFETY: a `Field<u64>` is an 8-aligned u64 inside STATE (checked when it was made), only ever
+    // accessed as an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(f.offset()) as *mut u64) }.load(order)
 }
 /// Two u64 fields of the device state (see the nvptx version for why the pair exists).
 #[inline(always)]
-pub fn state_u64_pair(a: usize, b: usize) -> (u64, u64) {
+pub fn state_u64_pair(a: Field<u64>, b: Field<u64>) -> (u64, u64) {
     (state_u64(a), state_u64(b))
 }
-/// Reads an i32/u32 field of the device state. `off` must be the offset of a 4-byte field.
+/// Reads an i32/u32 field of the device state.
 #[inline(always)]
-pub fn state_u32(off: usize) -> u32 {
-    assert!(is_u32_field(off), "state_u32: not the offset of a 4-byte field of DeviceState");
-    // SAFETY: checked above: a 4-aligned u32 inside STATE, only ever accessed as a 4-byte atomic.
-    unsafe { AtomicU32::from_ptr(state_ptr().add(off) as *mut u32) }.load(Ordering::Relaxed)
+pub fn state_u32(f: Field<u32>) -> u32 {
+    // SAFETY: a `Field<u32>` is a 4-aligned u32 inside STATE (checked when it was made), only ever
+    // accessed as a 4-byte atomic.
+    unsafe { AtomicU32::from_ptr(state_ptr().add(f.offset()) as *mut u32) }.load(Ordering::Relaxed)
 }
 
 /// This process's PE number from the device state (-1 before init), for messages.
 pub fn state_my_pe() -> i32 {
-    state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32
+    state_u32(Field::MY_PE) as i32
 }
 
 #[inline(always)]
@@ -414,25 +380,32 @@ mod tests {
         s.peer_base[6] = 0xfeed_0000;
         s.node_pe[1] = 5;
         set_state(&s);
-        assert_eq!(state_u64(MAGIC_OFF), crate::state::STATE_MAGIC);
+        assert_eq!(state_u64(Field::MAGIC), crate::state::STATE_MAGIC);
         assert_eq!(state_my_pe(), 3);
-        assert_eq!(state_u32(offset_of!(DeviceState, n_pes)), 7);
-        assert_eq!(state_u64(offset_of!(DeviceState, heap_base)), 0x1234_5678_9abc_def0);
-        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0xfeed_0000);
-        assert_eq!(state_u32(offset_of!(DeviceState, node_pe) + 4), 5);
+        assert_eq!(state_u32(Field::N_PES), 7);
+        assert_eq!(state_u64(Field::HEAP_BASE), 0x1234_5678_9abc_def0);
+        assert_eq!(state_u64(Field::peer_base(6)), 0xfeed_0000);
+        assert_eq!(state_u32(Field::node_pe(1)), 5);
         clear_state();
-        assert_eq!(state_u64(MAGIC_OFF), 0);
+        assert_eq!(state_u64(Field::MAGIC), 0);
         assert_eq!(state_my_pe(), 3, "messages after finalize still name the PE");
         // A second init overwrites everything.
         s.my_pe = 0;
         s.peer_base[6] = 0;
         set_state(&s);
         assert_eq!(state_my_pe(), 0);
-        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0);
+        assert_eq!(state_u64(Field::peer_base(6)), 0);
         assert!(!is_u64_field(offset_of!(DeviceState, my_pe)), "a 4-byte field is not a u64 field");
         assert!(!is_u64_field(offset_of!(DeviceState, peer_base) + 4), "misaligned");
         assert!(!is_u64_field(core::mem::size_of::<DeviceState>()), "past the end");
         assert!(!is_u32_field(offset_of!(DeviceState, heap_base)), "half of a u64 field");
         assert!(!is_u32_field(core::mem::size_of::<DeviceState>()), "past the end");
+        // Fields are made only from such offsets; array elements wrap into their array.
+        extern crate std;
+        assert!(std::panic::catch_unwind(|| Field::u64(offset_of!(DeviceState, my_pe))).is_err());
+        assert!(std::panic::catch_unwind(|| Field::u32(offset_of!(DeviceState, heap_base))).is_err());
+        assert_eq!(Field::peer_base(crate::state::MAX_PES + 6), Field::peer_base(6));
+        assert_eq!(Field::node_pe(crate::state::MAX_PES + 1), Field::node_pe(1));
+        assert_eq!(Field::route_word(7).offset(), offset_of!(DeviceState, route) + 4);
     }
 }

@@ -1,7 +1,7 @@
 //! GPU primitives (nvptx64). All cross-PE atomics, loads and stores that synchronize use system scope:
 //! peers are other GPUs, for which GPU scope is not enough.
 
-use crate::state::DeviceState;
+use crate::state::Field;
 use crate::types::{Failure, Problem, Rmw};
 use core::arch::asm;
 use core::arch::nvptx;
@@ -270,13 +270,14 @@ pub fn globaltimer_ns() -> u64 {
 macro_rules! state_read {
     ($name:ident, $t:ty, $reg:ident, $ptx:literal) => {
         #[inline(always)]
-        pub fn $name(off: usize) -> $t {
+        pub fn $name(f: Field<$t>) -> $t {
             let v: $t;
-            // SAFETY: `off` is a field offset inside the state (callers use offset_of! and mask array
-            // indices), so the load stays inside the constant variable; see above for `nomem`.
+            // SAFETY: a `Field<$t>` is the offset of a field (or array element) of that width inside
+            // the state (checked when it was made: `state::Field`), so the load stays inside the
+            // constant variable and is aligned; see above for `nomem`.
             unsafe {
                 asm!(concat!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {o}; ", $ptx, " {v}, [a]; }}"),
-                     o = in(reg64) off as u64, v = out($reg) v, options(pure, nomem, nostack))
+                     o = in(reg64) f.offset() as u64, v = out($reg) v, options(pure, nomem, nostack))
             };
             v
         }
@@ -290,12 +291,12 @@ state_read!(state_u64, u64, reg64, "ld.const.u64");
 /// separately, the peer base load was sunk next to its last use, inside the loop, and its latency
 /// landed on every `g`'s address.
 #[inline(always)]
-pub fn state_u64_pair(a: usize, b: usize) -> (u64, u64) {
+pub fn state_u64_pair(a: Field<u64>, b: Field<u64>) -> (u64, u64) {
     let (x, y): (u64, u64);
-    // SAFETY: both offsets are field offsets inside the state (as for `state_u64`).
+    // SAFETY: both are u64 fields inside the state (as for `state_u64`).
     unsafe {
         asm!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {oa}; ld.const.u64 {x}, [a]; mov.u64 a, rshmemi_device_state; add.u64 a, a, {ob}; ld.const.u64 {y}, [a]; }}",
-             oa = in(reg64) a as u64, ob = in(reg64) b as u64, x = out(reg64) x, y = out(reg64) y, options(pure, nomem, nostack))
+             oa = in(reg64) a.offset() as u64, ob = in(reg64) b.offset() as u64, x = out(reg64) x, y = out(reg64) y, options(pure, nomem, nostack))
     };
     (x, y)
 }
@@ -471,7 +472,7 @@ unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: 
 pub fn fail(f: Failure) -> ! {
     if let Problem::Nic { syndrome, vendor, opcode } = f.problem {
         let args = NicArgs {
-            my_pe: state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32,
+            my_pe: state_u32(Field::MY_PE) as i32,
             call: f.call.as_ptr(),
             what: f.problem.text().as_ptr(),
             op: rshmem_ibgda::mlx5::opcode::name(opcode).as_ptr(),
@@ -492,7 +493,7 @@ pub fn fail(f: Failure) -> ! {
         }
     }
     let args = FailArgs {
-        my_pe: state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32,
+        my_pe: state_u32(Field::MY_PE) as i32,
         call: f.call.as_ptr(),
         what: f.problem.text().as_ptr(),
         pe: f.pe,

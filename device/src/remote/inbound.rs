@@ -29,7 +29,7 @@
 
 use super::proxy::apply_amo;
 use crate::arch;
-use crate::state::{DeviceState, Internal};
+use crate::state::{Field, Internal};
 use crate::types::{AmoBits, Rmw};
 use bytemuck::{Pod, Zeroable};
 use core::mem::offset_of;
@@ -152,8 +152,8 @@ unsafe fn cas_apply<B: AmoBits>(p: *mut B, a: rshmem_ibgda::Atomic) -> u64 {
 #[cold]
 #[inline]
 pub unsafe fn progress(max: u32) -> u32 {
-    let q = arch::state_u64(offset_of!(DeviceState, inbound)) as usize;
-    let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+    let q = arch::state_u64(Field::INBOUND) as usize;
+    let heap = arch::state_u64(Field::HEAP_BASE) as usize;
     if q == 0 || heap == 0 {
         return 0;
     }

@@ -34,7 +34,7 @@ pub mod wait;
 
 use crate::arch;
 use crate::route::{fail, heap_offset as offset, route};
-use crate::state::{DeviceState, RingRef, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
+use crate::state::{Field, RingRef, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
 use crate::types::{Problem, Scope, Sig};
 use core::mem::offset_of;
 use proxy::{op, Request, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
@@ -43,8 +43,7 @@ use wait::idle;
 /// This PE's proxy ring (header 0: none).
 #[inline(always)]
 fn ring() -> RingRef {
-    let at = offset_of!(DeviceState, proxy_ring);
-    RingRef { header: arch::state_u64(at), slots: arch::state_u64(at + 8) }
+    RingRef { header: arch::state_u64(Field::PROXY_RING_HEADER), slots: arch::state_u64(Field::PROXY_RING_SLOTS) }
 }
 
 /// The ring to post requests for `pe` to, or a failure naming the call: no transport reaches `pe`.
@@ -99,7 +98,7 @@ unsafe fn submit(ring: RingRef, req: &Request, blocking: bool) {
 /// Waits for the value the proxy delivers to request `seq`'s return slot and frees the slot.
 #[inline(always)]
 unsafe fn take_return(call: &'static str, ring: RingRef, seq: u64) -> u64 {
-    let ret = arch::state_u64(offset_of!(DeviceState, proxy_ret)) as usize;
+    let ret = arch::state_u64(Field::PROXY_RET) as usize;
     if ret == 0 {
         fail(call, Problem::NoTransport, -1, 0, 0);
     }
@@ -130,7 +129,8 @@ unsafe fn take_return(call: &'static str, ring: RingRef, seq: u64) -> u64 {
 #[inline(always)]
 pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bits: u64, pe: i32) {
     if route(pe) == ROUTE_IBGDA {
-        return ibgda::put_inline(call, local, len, bits, pe);
+        // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
+        return unsafe { ibgda::put_inline(call, local, len, bits, pe) };
     }
     let ring = proxy_for(call, pe, local, len);
     let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(local), len: len as u64, value: bits, ..Request::default() };
@@ -146,7 +146,8 @@ pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bi
 #[inline(always)]
 pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe: i32) -> u64 {
     if route(pe) == ROUTE_IBGDA {
-        return ibgda::get_inline(call, local, len, pe);
+        // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
+        return unsafe { ibgda::get_inline(call, local, len, pe) };
     }
     let ring = proxy_for(call, pe, local, len);
     let req = Request { op: op::GET, sub: SUB_RETURN, pe: pe as u32, offset: offset(local), len: len as u64, ..Request::default() };
@@ -168,7 +169,7 @@ pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
     if route(pe) == ROUTE_IBGDA {
-        // SAFETY: forwarded contract.
+        // SAFETY: routed IBGDA (tested above); the rest is the caller's contract.
         return unsafe { ibgda::put(scope, call, dst_local, src, bytes, pe, blocking, sig) };
     }
     let ring = proxy_for(call, pe, dst_local, bytes);
@@ -227,7 +228,7 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
 #[inline(always)]
 pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_local: usize, bytes: usize, pe: i32, blocking: bool) {
     if route(pe) == ROUTE_IBGDA {
-        // SAFETY: forwarded contract.
+        // SAFETY: routed IBGDA (tested above); the rest is the caller's contract.
         return unsafe { ibgda::get(scope, call, dst, src_local, bytes, pe, blocking) };
     }
     let ring = proxy_for(call, pe, src_local, bytes);
@@ -260,7 +261,8 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u16, value: u64, compare: u64, pe: i32, fetch: bool) -> u64 {
     if route(pe) == ROUTE_IBGDA {
-        return ibgda::amo(call, local, width, code, value, compare, pe, fetch);
+        // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
+        return unsafe { ibgda::amo(call, local, width, code, value, compare, pe, fetch) };
     }
     let ring = proxy_for(call, pe, local, width);
     let req = Request {
@@ -289,7 +291,8 @@ pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u
 pub(crate) unsafe fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i32, pe: i32) {
     debug_assert!(sig_op == SIGNAL_SET || sig_op == SIGNAL_ADD);
     if route(pe) == ROUTE_IBGDA {
-        return ibgda::signal(call, sig_local, value, sig_op, pe);
+        // SAFETY: routed IBGDA (tested above); `sig_local` is checked (the caller's contract).
+        return unsafe { ibgda::signal(call, sig_local, value, sig_op, pe) };
     }
     let ring = proxy_for(call, pe, sig_local, 8);
     let req = Request { op: op::SIGNAL, sub: sig_op as u16, pe: pe as u32, sig_offset: offset(sig_local), sig_value: value, ..Request::default() };

@@ -22,7 +22,7 @@
 extern crate std;
 
 // The layers, bottom to top (each module names only those before it): codes, mlx5, wqe, qp, emu
-// (fault, reason, mr, remote, nic, hostqp, then its mod.rs), and this file.
+// (fault, reason, mr, remote, nic, queues, then its mod.rs), and this file.
 #[macro_use]
 mod codes;
 pub mod mlx5;

@@ -18,7 +18,7 @@ pub struct FaultConfig {
     pub dbr_scan: Option<Duration>,
     /// First WQE count of every QP (0 normally; e.g. `65536 - 64` wraps the 16-bit WQE index and
     /// doorbell-record counter soon). The posting side must start there too ([`crate::qp::QpCounters::new`];
-    /// `HostQp` does both).
+    /// `HostQueues` does both).
     pub start_index: u64,
     /// Hold WQEs until the send queue is full, or until the doorbell record has not moved for this
     /// long (forces posters into the wait for free slots).

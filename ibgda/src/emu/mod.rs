@@ -19,18 +19,18 @@
 
 //
 // The files, bottom to top (each names only those before it): `fault` and `reason` (leaves), `mr`,
-// `remote`, `nic`, `hostqp`; this file only declares them and re-exports their items.
+// `remote`, `nic`, `queues`; this file only declares them and re-exports their items.
 
 mod fault;
-mod hostqp;
 mod mr;
 mod nic;
+mod queues;
 mod reason;
 mod remote;
 
 pub use fault::FaultConfig;
-pub use hostqp::{HostQp, HostQpConfig};
 pub use mr::{respond_atomic, respond_read, respond_write, Access, Dma, MrError, MrTable, Region};
 pub use nic::{CqSetup, ErrorInfo, Nic, NicThread, QpId, QpSetup, QpStats, SetupError};
+pub use queues::{HostQueues, HostQueuesConfig};
 pub use reason::{Reason, RemoteError};
 pub use remote::{respond, Loopback, Remote, RemoteDone, RemoteOp};

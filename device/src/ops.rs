@@ -71,11 +71,14 @@ pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
     let call = "rshmem_p\0";
     let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
     if !mapped {
-        return remote::put_inline(call, dst as usize, core::mem::size_of::<T>(), to_bits(value), pe);
+        // SAFETY: `dst` is a symmetric address of a `T` (checked by `locate`, else the caller's
+        // contract).
+        return unsafe { remote::put_inline(call, dst as usize, core::mem::size_of::<T>(), to_bits(value), pe) };
     }
-    // SAFETY: `r` is `dst`'s mapping on `pe` (checked above); a volatile store is a strong
-    // (relaxed, system-scope) store on the GPU, so a later fence orders it.
-    ptr::write_volatile(r as *mut T, value)
+    // SAFETY: `r` is `dst`'s mapping on `pe` (`locate`; the address is checked, else the caller's
+    // contract); a volatile store is a strong (relaxed, system-scope) store on the GPU, so a later
+    // fence orders it.
+    unsafe { ptr::write_volatile(r as *mut T, value) }
 }
 
 /// Loads one element from `src` on `pe`.
@@ -87,7 +90,9 @@ pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
     let call = "rshmem_g\0";
     let (r, mapped) = locate(call, src as usize, core::mem::size_of::<T>(), pe);
     if !mapped {
-        return from_bits(remote::get_inline(call, src as usize, core::mem::size_of::<T>(), pe));
+        // SAFETY: `src` is a symmetric address of a `T` (checked by `locate`, else the caller's
+        // contract), so the bytes fetched from it are a valid `T`.
+        return unsafe { from_bits(remote::get_inline(call, src as usize, core::mem::size_of::<T>(), pe)) };
     }
     // A weak load, as NVSHMEM's: on GPUs it may be served from L1 until this thread's next acquire
     // (wait, barrier, fence), which is what the memory model allows for a get of data not
@@ -95,8 +100,8 @@ pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
     // merged with an earlier call), so a loop on `g` still makes progress on the CPU backend, and on
     // GPUs as soon as the line leaves L1; `atomic_fetch` or `wait_until` are the calls for polling.
     arch::compiler_barrier();
-    // SAFETY: as in `p`.
-    ptr::read(r as *const T)
+    // SAFETY: as in `p`: `r` is `src`'s mapping on `pe`.
+    unsafe { ptr::read(r as *const T) }
 }
 
 /// Copies `bytes` from local `src` to symmetric `dst` on `pe`, the work split over `scope`'s threads.
@@ -105,7 +110,8 @@ pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
 /// `dst` symmetric, `src` readable for `bytes`; with Warp/Block scope every thread of the group calls.
 #[inline(always)]
 pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
-    put_scoped(scope, dst, src, bytes, pe, call, true)
+    // SAFETY: the caller's contract (a blocking put).
+    unsafe { put_scoped(scope, dst, src, bytes, pe, call, true) }
 }
 
 /// `putmem_scoped`, blocking or not (`_nbi`: a remote put only posts; P2P stores are the same).
@@ -116,9 +122,13 @@ pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: u
 pub unsafe fn put_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
     let (r, mapped) = locate(call, dst as usize, bytes, pe);
     if !mapped {
-        return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, None);
+        // SAFETY: the caller's contract (`dst` checked by `locate`).
+        return unsafe { remote::put(scope, call, dst as usize, src, bytes, pe, blocking, None) };
     }
-    arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
+    // SAFETY: `r` is `dst`'s mapping on `pe`, writable for `bytes` (`locate`), `src` readable for
+    // `bytes` (the caller's contract); a local buffer and a symmetric one do not overlap; every thread
+    // of the scope calls with the same arguments (the caller's contract).
+    unsafe { arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size()) };
     scope.sync();
 }
 
@@ -128,7 +138,8 @@ pub unsafe fn put_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usiz
 /// As `putmem_scoped`, with the roles of the buffers swapped.
 #[inline(always)]
 pub unsafe fn getmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
-    get_scoped(scope, dst, src, bytes, pe, call, true)
+    // SAFETY: the caller's contract (a blocking get).
+    unsafe { get_scoped(scope, dst, src, bytes, pe, call, true) }
 }
 
 /// `getmem_scoped`, blocking or not (`_nbi`: a remote get only posts; `dst` is valid after quiet).
@@ -139,9 +150,12 @@ pub unsafe fn getmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: u
 pub unsafe fn get_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
     let (r, mapped) = locate(call, src as usize, bytes, pe);
     if !mapped {
-        return remote::get(scope, call, dst, src as usize, bytes, pe, blocking);
+        // SAFETY: the caller's contract (`src` checked by `locate`).
+        return unsafe { remote::get(scope, call, dst, src as usize, bytes, pe, blocking) };
     }
-    arch::copy(dst, r as *const u8, bytes, scope.rank(), scope.size());
+    // SAFETY: `r` is `src`'s mapping on `pe`, readable for `bytes` (`locate`), `dst` writable for
+    // `bytes` (the caller's contract); as in `put_scoped`.
+    unsafe { arch::copy(dst, r as *const u8, bytes, scope.rank(), scope.size()) };
     scope.sync();
 }
 
@@ -151,7 +165,8 @@ macro_rules! rma_fns {
         /// See `putmem_scoped` / `getmem_scoped`.
         #[inline(always)]
         pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) {
-            $dir($scope, dst, src, bytes, pe, concat!($call, "\0"), $blocking)
+            // SAFETY: the caller's contract, which is the scoped call's.
+            unsafe { $dir($scope, dst, src, bytes, pe, concat!($call, "\0"), $blocking) }
         }
     )*};
 }
@@ -176,7 +191,8 @@ rma_fns! {
 /// See `putmem_scoped`.
 #[inline(always)]
 pub unsafe fn put<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
-    putmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_put\0")
+    // SAFETY: the caller's contract, for the `nelems` elements' bytes.
+    unsafe { putmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_put\0") }
 }
 /// Typed get of `nelems` elements.
 ///
@@ -184,7 +200,8 @@ pub unsafe fn put<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 /// See `getmem_scoped`.
 #[inline(always)]
 pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
-    getmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_get\0")
+    // SAFETY: the caller's contract, for the `nelems` elements' bytes.
+    unsafe { getmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_get\0") }
 }
 
 // ---------------------------------------------------------------- ordering
@@ -214,13 +231,11 @@ pub fn quiet() {
 
 // ---------------------------------------------------------------- atomics
 
-/// Where the AMO on `dst` at `pe` operates in this process (checked as every RMA address is).
-///
-/// # Safety
-/// None beyond `translate`'s checks; the AMO that uses the address needs `dst` to be a naturally
-/// aligned `T` of a live symmetric allocation.
+/// Where the AMO on `dst` at `pe` operates in this process (checked as every RMA address is), and
+/// whether it is mapped here. The AMO that uses the address needs `dst` to be a naturally aligned `T`
+/// of a live symmetric allocation.
 #[inline(always)]
-unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, bool) {
+fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, bool) {
     let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
     (r as *mut T, mapped)
 }
@@ -233,7 +248,10 @@ unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, 
 #[inline(always)]
 unsafe fn amo_remote<T: Amo>(call: &'static str, dst: *const T, code: u16, value: T::Bits, compare: T::Bits, pe: i32, fetch: bool) -> T {
     let width = core::mem::size_of::<T::Bits>();
-    T::from_bits(T::Bits::from_u64(remote::amo(call, dst as usize, width, code, value.to_u64(), compare.to_u64(), pe, fetch)))
+    // SAFETY: `dst` is a checked, naturally aligned symmetric address of `width` bytes (the caller's
+    // contract).
+    let old = unsafe { remote::amo(call, dst as usize, width, code, value.to_u64(), compare.to_u64(), pe, fetch) };
+    T::from_bits(T::Bits::from_u64(old))
 }
 
 macro_rules! amo_rmw {
@@ -246,10 +264,15 @@ macro_rules! amo_rmw {
         pub unsafe fn $fetch<T: AmoInt>(dst: *mut T, value: T, pe: i32) -> T {
             let call = concat!("rshmem_atomic_fetch_", $call, "\0");
             let (r, mapped) = amo_target(call, dst, pe);
-            if !mapped {
-                return amo_remote(call, dst, code::$fcode, value.to_bits(), value.to_bits(), pe, true);
+            // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's
+            // contract; its range checked by `amo_target`), which the AMO API accesses only
+            // atomically; `r` is its mapping on `pe` when mapped.
+            unsafe {
+                if !mapped {
+                    return amo_remote(call, dst, code::$fcode, value.to_bits(), value.to_bits(), pe, true);
+                }
+                T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
             }
-            T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
         }
         /// Same without returning the old value.
         ///
@@ -259,11 +282,14 @@ macro_rules! amo_rmw {
         pub unsafe fn $plain<T: AmoInt>(dst: *mut T, value: T, pe: i32) {
             let call = concat!("rshmem_atomic_", $call, "\0");
             let (r, mapped) = amo_target(call, dst, pe);
-            if !mapped {
-                amo_remote::<T>(call, dst, code::$pcode, value.to_bits(), value.to_bits(), pe, false);
-                return;
+            // SAFETY: as in the fetching form.
+            unsafe {
+                if !mapped {
+                    amo_remote::<T>(call, dst, code::$pcode, value.to_bits(), value.to_bits(), pe, false);
+                    return;
+                }
+                T::Bits::rmw($op, r as *mut T::Bits, value.to_bits());
             }
-            T::Bits::rmw($op, r as *mut T::Bits, value.to_bits());
         }
     )*};
 }
@@ -280,10 +306,15 @@ amo_rmw! {
 pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
     let call = "rshmem_atomic_fetch_inc\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        return amo_remote(call, dst, code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            return amo_remote(call, dst, code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
+        }
+        T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
     }
-    T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
 }
 /// # Safety
 /// As `atomic_fetch_inc`.
@@ -291,11 +322,16 @@ pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
 pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
     let call = "rshmem_atomic_inc\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        amo_remote::<T>(call, dst, code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
-        return;
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            amo_remote::<T>(call, dst, code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
+            return;
+        }
+        T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one());
     }
-    T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one());
 }
 /// # Safety
 /// `dst` must be a symmetric, naturally aligned `T`.
@@ -303,10 +339,15 @@ pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
 pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
     let call = "rshmem_atomic_swap\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        return amo_remote(call, dst, code::SWAP, value.to_bits(), value.to_bits(), pe, true);
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            return amo_remote(call, dst, code::SWAP, value.to_bits(), value.to_bits(), pe, true);
+        }
+        T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
     }
-    T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
 }
 /// # Safety
 /// As `atomic_swap`.
@@ -314,10 +355,15 @@ pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
 pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i32) -> T {
     let call = "rshmem_atomic_compare_swap\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        return amo_remote(call, dst, code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            return amo_remote(call, dst, code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
+        }
+        T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
     }
-    T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
 }
 /// # Safety
 /// As `atomic_swap`.
@@ -325,11 +371,16 @@ pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i3
 pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
     let call = "rshmem_atomic_fetch\0";
     let (r, mapped) = amo_target(call, src, pe);
-    if !mapped {
-        let zero = T::Bits::from_u64(0);
-        return amo_remote(call, src, code::FETCH, zero, zero, pe, true);
+    // SAFETY: `src` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            let zero = T::Bits::from_u64(0);
+            return amo_remote(call, src, code::FETCH, zero, zero, pe, true);
+        }
+        T::from_bits(T::Bits::load(r as *const T::Bits))
     }
-    T::from_bits(T::Bits::load(r as *const T::Bits))
 }
 /// # Safety
 /// As `atomic_swap`.
@@ -337,11 +388,16 @@ pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
 pub unsafe fn atomic_set<T: Amo>(dst: *mut T, value: T, pe: i32) {
     let call = "rshmem_atomic_set\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        amo_remote::<T>(call, dst, code::SET, value.to_bits(), value.to_bits(), pe, false);
-        return;
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            amo_remote::<T>(call, dst, code::SET, value.to_bits(), value.to_bits(), pe, false);
+            return;
+        }
+        T::Bits::store(r as *mut T::Bits, value.to_bits())
     }
-    T::Bits::store(r as *mut T::Bits, value.to_bits())
 }
 
 // ---------------------------------------------------------------- point-to-point synchronization
@@ -359,7 +415,10 @@ macro_rules! wait_types {
     ($($t:ty => $u:ty, $ld:ident;)*) => {$(
         impl Wait for $t {
             #[inline(always)]
-            unsafe fn load_acquire(p: *const $t) -> $t { arch::$ld(p as *const $u) as $t }
+            unsafe fn load_acquire(p: *const $t) -> $t {
+                // SAFETY: the method's contract is the arch load's, for a value of the same width.
+                unsafe { arch::$ld(p as *const $u) as $t }
+            }
         }
     )*};
 }
@@ -400,7 +459,9 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
     check_local(call, ivar as usize, core::mem::size_of::<T>());
     let mut spins = 0u64;
     loop {
-        let v = T::load_acquire(ivar);
+        // SAFETY: a naturally aligned `T` of a live allocation of this PE's heap, which others write
+        // only atomically (the caller's contract).
+        let v = unsafe { T::load_acquire(ivar) };
         if compare(cmp, v, value) {
             return v;
         }
@@ -416,7 +477,8 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
 /// `ivar` must be a symmetric, naturally aligned `T` of this PE.
 #[inline(always)]
 pub unsafe fn wait_until<T: Wait>(ivar: *const T, cmp: i32, value: T) {
-    spin_until("rshmem_wait_until\0", ivar, cmp, value);
+    // SAFETY: the caller's contract (written by others only atomically: the API's stores and AMOs).
+    unsafe { spin_until("rshmem_wait_until\0", ivar, cmp, value) };
 }
 /// Tests once whether `ivar` compares true against `value`.
 ///
@@ -427,7 +489,8 @@ pub unsafe fn test<T: Wait>(ivar: *const T, cmp: i32, value: T) -> bool {
     let call = "rshmem_test\0";
     check_cmp(call, cmp);
     check_local(call, ivar as usize, core::mem::size_of::<T>());
-    compare(cmp, T::load_acquire(ivar), value)
+    // SAFETY: as in `spin_until` (the caller's contract).
+    compare(cmp, unsafe { T::load_acquire(ivar) }, value)
 }
 
 // ---------------------------------------------------------------- signals
@@ -446,15 +509,19 @@ unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, 
             fail(call, Problem::BadSignalOp, pe, sig as usize, 8);
         }
         // Posted after this thread's earlier requests, so applied after them at the target.
-        return remote::signal(call, sig as usize, value, op, pe);
+        // SAFETY: `sig` is a checked symmetric u64 (`locate`, else the caller's contract).
+        return unsafe { remote::signal(call, sig as usize, value, op, pe) };
     }
     // Release: everything this thread (and, after a group sync, its group) wrote before is visible
     // to whoever observes the signal.
     arch::fence_acq_rel();
     match op {
-        SIGNAL_SET => arch::store_relaxed_u64(r, value),
+        // SAFETY: `r` is the mapping on `pe` of an 8-aligned u64 of a live symmetric allocation, accessed
+        // only atomically (the caller's contract; the range checked by `locate`).
+        SIGNAL_SET => unsafe { arch::store_relaxed_u64(r, value) },
         SIGNAL_ADD => {
-            arch::rmw_u64(Rmw::Add, r, value);
+            // SAFETY: as above.
+            unsafe { arch::rmw_u64(Rmw::Add, r, value) };
         }
         _ => fail(call, Problem::BadSignalOp, pe, sig as usize, 8),
     }
@@ -466,7 +533,8 @@ unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, 
 /// `sig` must be a symmetric u64.
 #[inline(always)]
 pub unsafe fn signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
-    signal_update("rshmem_signal_op\0", sig, value, op, pe)
+    // SAFETY: the caller's contract (a signal word: an aligned u64 accessed only atomically).
+    unsafe { signal_update("rshmem_signal_op\0", sig, value, op, pe) }
 }
 
 /// Puts `bytes` and then updates `sig` on `pe`; the signal is never visible before the data. A remote
@@ -497,12 +565,15 @@ pub unsafe fn putmem_signal_scoped(
         // The signal word is checked like every symmetric address.
         locate(call, sig as usize, 8, pe);
         let s = Sig { local: sig as usize, value, op };
-        return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, Some(s));
+        // SAFETY: the caller's contract (`dst` and `sig` checked by `locate`).
+        return unsafe { remote::put(scope, call, dst as usize, src, bytes, pe, blocking, Some(s)) };
     }
-    arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
+    // SAFETY: as in `put_scoped`.
+    unsafe { arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size()) };
     scope.sync();
     if scope.rank() == 0 {
-        signal_update(call, sig, value, op, pe);
+        // SAFETY: `sig` is a symmetric u64 (the caller's contract).
+        unsafe { signal_update(call, sig, value, op, pe) };
     }
     scope.sync();
 }
@@ -513,7 +584,8 @@ macro_rules! put_signal_fns {
         /// See `putmem_signal_scoped`.
         #[inline(always)]
         pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
-            putmem_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"), $blocking)
+            // SAFETY: the caller's contract, which is the scoped call's.
+            unsafe { putmem_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"), $blocking) }
         }
     )*};
 }
@@ -532,7 +604,8 @@ put_signal_fns! {
 /// `sig` must be a symmetric u64 of this PE.
 #[inline(always)]
 pub unsafe fn signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
-    spin_until("rshmem_signal_wait_until\0", sig, cmp, value)
+    // SAFETY: the caller's contract (a signal word: an aligned u64 written only atomically).
+    unsafe { spin_until("rshmem_signal_wait_until\0", sig, cmp, value) }
 }
 /// Reads the local signal `sig`.
 ///
@@ -541,5 +614,6 @@ pub unsafe fn signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
 #[inline(always)]
 pub unsafe fn signal_fetch(sig: *const u64) -> u64 {
     check_local("rshmem_signal_fetch\0", sig as usize, 8);
-    arch::load_acquire_u64(sig)
+    // SAFETY: as in `signal_wait_until`.
+    unsafe { arch::load_acquire_u64(sig) }
 }

@@ -257,35 +257,40 @@ macro_rules! width_ops {
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_acq(p: *const $t) -> $t {
-            <$at>::from_ptr(p as *mut $t).load(Ordering::Acquire)
+            // SAFETY: the function's contract is `from_ptr`'s (aligned, live, accessed only atomically).
+            unsafe { <$at>::from_ptr(p as *mut $t) }.load(Ordering::Acquire)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_rlx(p: *const $t) -> $t {
-            <$at>::from_ptr(p as *mut $t).load(Ordering::Relaxed)
+            // SAFETY: as above.
+            unsafe { <$at>::from_ptr(p as *mut $t) }.load(Ordering::Relaxed)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rel(p: *mut $t, v: $t) {
-            <$at>::from_ptr(p).store(v, Ordering::Release)
+            // SAFETY: as above.
+            unsafe { <$at>::from_ptr(p) }.store(v, Ordering::Release)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
-            <$at>::from_ptr(p).store(v, Ordering::Relaxed)
+            // SAFETY: as above.
+            unsafe { <$at>::from_ptr(p) }.store(v, Ordering::Relaxed)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
-            let a = <$at>::from_ptr(p);
+            // SAFETY: as above.
+            let a = unsafe { <$at>::from_ptr(p) };
             match op {
                 Rmw::Add => a.fetch_add(v, Ordering::Relaxed),
                 Rmw::And => a.fetch_and(v, Ordering::Relaxed),
@@ -300,7 +305,8 @@ macro_rules! width_ops {
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
-            match <$at>::from_ptr(p).compare_exchange(cond, v, Ordering::Relaxed, Ordering::Relaxed) {
+            // SAFETY: as above.
+            match unsafe { <$at>::from_ptr(p) }.compare_exchange(cond, v, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(x) | Err(x) => x,
             }
         }
@@ -315,8 +321,8 @@ width_ops!(u64, AtomicU64, load_acquire_u64, load_relaxed_u64, store_release_u64
 /// As the width ops above, for a 2-byte value.
 #[inline(always)]
 pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
-    // SAFETY: as for the width ops above.
-    AtomicU16::from_ptr(p as *mut u16).load(Ordering::Acquire)
+    // SAFETY: as for the width ops above (the function's contract is `from_ptr`'s).
+    unsafe { AtomicU16::from_ptr(p as *mut u16) }.load(Ordering::Acquire)
 }
 
 #[inline(always)]
@@ -339,8 +345,9 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
     let start = core::cmp::min(n, rank * share);
     let end = core::cmp::min(n, start + share);
     if end > start {
-        // SAFETY: the caller guarantees both ranges are valid; shares of different ranks don't overlap.
-        core::ptr::copy(src.add(start), dst.add(start), end - start);
+        // SAFETY: the caller guarantees both ranges are valid for `n` bytes (start <= end <= n) and do
+        // not overlap; shares of different ranks don't overlap either.
+        unsafe { core::ptr::copy(src.add(start), dst.add(start), end - start) };
     }
 }
 
@@ -350,7 +357,8 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
 /// As `copy`, for `16 * units` bytes.
 #[inline(always)]
 pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
-    copy(dst, src, units * 16, rank as u32, size as u32)
+    // SAFETY: the caller's contract, for `16 * units` bytes.
+    unsafe { copy(dst, src, units * 16, rank as u32, size as u32) }
 }
 
 #[cold]

@@ -243,7 +243,8 @@ pub const fn return_area_bytes(slots: usize) -> usize {
 #[inline(always)]
 pub unsafe fn apply_amo(code: u16, width: u32, p: *mut u8, value: u64, compare: u64) -> Option<u64> {
     use amo::*;
-    // SAFETY (every arm): the caller's contract covers both widths' atomics on `p`.
+    // SAFETY: every arm's atomic is of the width tested, on `p` (the caller's contract: aligned to
+    // `width`, live, accessed only atomically).
     unsafe {
         match width {
             4 => {

@@ -36,6 +36,10 @@ pub mod thread {
 /// `ptx-kernel` entry point named like the function; on the host a function, listed with its name in
 /// `CPU_KERNELS` for the CPU backend's launcher. Crates using it need
 /// `#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]`.
+///
+/// The body runs inside one `unsafe` block whose justification is the kernel's `# Safety` contract
+/// (its arguments and the kernel's own preconditions are the launcher's promise), so kernel code calls
+/// the device API without `unsafe` blocks of its own.
 #[macro_export]
 macro_rules! kernels {
     ($( $(#[$m:meta])* fn $name:ident($a:ident) $body:block )*) => {
@@ -49,14 +53,24 @@ macro_rules! kernels {
             /// (e.g. pointers into live symmetric allocations); rshmem must be initialized.
             #[cfg(target_arch = "nvptx64")]
             #[no_mangle]
-            pub unsafe extern "ptx-kernel" fn $name($a: *const u64) $body
+            #[allow(unused_unsafe)]
+            pub unsafe extern "ptx-kernel" fn $name($a: *const u64) {
+                // SAFETY: the body is the kernel: the unsafe calls it makes rely on what its caller
+                // promises (the `# Safety` contract above: readable arguments that satisfy the
+                // kernel's own contract, an initialized rshmem).
+                unsafe { $body }
+            }
             $(#[$m])*
             ///
             /// # Safety
             /// As the GPU version: the argument points to this kernel's `u64` arguments, which satisfy
             /// the kernel's own contract; rshmem must be initialized.
             #[cfg(not(target_arch = "nvptx64"))]
-            pub unsafe fn $name($a: *const u64) $body
+            #[allow(unused_unsafe)]
+            pub unsafe fn $name($a: *const u64) {
+                // SAFETY: as the GPU version's: the caller's `# Safety` contract above.
+                unsafe { $body }
+            }
         )*
         /// The kernels of this crate by name, for the CPU backend.
         #[cfg(not(target_arch = "nvptx64"))]

@@ -6,9 +6,9 @@
 //! - [`wqe`]: building RDMA WRITE (pointer and inline), READ, atomics (standard and masked), NOP and
 //!   DUMP WQEs as values.
 //! - [`qp`]: what a posting thread runs: WQEBB reservation with an atomic producer counter, writing
-//!   WQEs into the ring, the ready chain, doorbell record + doorbell in NVSHMEM's order, CQ polling
-//!   (collapsed or normal with owner bits). Generic over [`qp::Sys`] (atomics, fences, spin policy)
-//!   and over where the queues live ([`qp::QpDesc`] holds their addresses).
+//!   WQEs into the ring, the ready chain, the doorbell record and the doorbell (release stores, in
+//!   that order), CQ polling (collapsed or normal with owner bits). Generic over [`qp::Sys`] (atomics,
+//!   fences, spin policy) and over where the queues live ([`qp::QpDesc`] holds their addresses).
 //! - `emu` (feature `emulator`, std): the emulated mlx5 NIC.
 //! - [`codes!`]: enums of wire and register codes written once as a table (the emulator's
 //!   `emu::Reason`, [`wqe::AtomicKind`], the device library's collective kinds).

@@ -1,8 +1,22 @@
 //! The send-queue side of IBGDA as a GPU thread runs it (and a host thread on the CPU backend):
 //! reserving WQEBB slots with an atomic producer counter, writing WQEs into the ring, marking them
-//! ready in reservation order, updating the doorbell record and ringing the doorbell in NVSHMEM's order
-//! (research note §3.2, §6.2), and polling the CQ for completion, the collapsed CQ of NVSHMEM (§4.3) or
-//! a normal one with owner bits (§4.2).
+//! ready in reservation order, updating the doorbell record and ringing the doorbell, and polling the
+//! CQ for completion, the collapsed CQ of NVSHMEM (§4.3 of the research note) or a normal one with
+//! owner bits (§4.2).
+//!
+//! # Order of the stores the NIC sees
+//! WQEs, then the doorbell record, then the doorbell (research note §3.2). The code makes it so with
+//! one fence and two release stores, as NVSHMEM does when its stores are `st.release` (§6.2, step 5):
+//! 1. the poster writes its WQEs, then [`Sys::fence_nic`] (system scope on the device) before it
+//!    marks them ready (`ready_head`), so they are visible before any thread can announce them;
+//! 2. the thread that rings (under the post lock, after an acquire of what others marked ready)
+//!    stores the doorbell record with a release store ([`Sys::store_release_u32`]);
+//! 3. then the doorbell with a release store ([`Sys::store_release_u64`]): released after the
+//!    doorbell record, so the NIC never reads a doorbell before its record and WQEs.
+//!
+//! There is no separate fence between the doorbell record and the doorbell: the release stores stand
+//! for it (on GPUs `st.release.sys`; that the SASS keeps the barrier before each store is a check for
+//! the GPU machines, design.md "Memory ordering").
 //!
 //! Where the queues live is the caller's business: a [`QpDesc`] holds their addresses (device or host
 //! memory, the mapped UAR). The atomics and fences come from a [`Sys`] implementation: the device
@@ -397,9 +411,10 @@ impl QpDesc {
         Ok(ring)
     }
 
-    /// Announces every WQEBB below `new` to the NIC, if not done yet: under the QP's post lock,
-    /// `prod_idx = max(prod_idx, new)`; if that raised it: fence, doorbell record = `new & 0xffff`
-    /// (big-endian), fence, 8-byte doorbell write (research note §3.2, §6.2 step 5).
+    /// Announces every WQEBB below `new` to the NIC, if not done yet: under the QP's post lock (taken
+    /// with an acquire fence), `prod_idx = max(prod_idx, new)`; if that raised it: a release store of
+    /// the doorbell record (`new & 0xffff`, big-endian), then a release store of the 8-byte doorbell
+    /// (research note §3.2, §6.2 step 5; the module docs say why no other fence is needed).
     ///
     /// # Safety
     /// As [`mark_ready`](Self::mark_ready); every WQEBB below `new` must be ready.

@@ -20,7 +20,7 @@
  * Everything else - PEs on other nodes, unaligned transfers, calls whose PE or address fail the checks,
  * calls before init - goes to the library function of the same name, which is the one implementation
  * of the semantics and of the error messages. The fast path only decides "mapped and simple" (the same
- * decision as ops::locate, from the same device state) and then moves the bytes or does the one memory
+ * decision as route::locate, from the same device state) and then moves the bytes or does the one memory
  * operation that the library's mapped arm does (device/src/ops.rs): the same instruction, ordering and
  * scope, so a program cannot tell which path ran.
  *
@@ -70,7 +70,7 @@ static __device__ __forceinline__ T rshmemi_state(unsigned off) {
 }
 
 /* Whether the fast path may take an access of `bytes` at symmetric address `sym` on PE `pe`, and (*r)
- * where that is mapped here. True iff ops::locate would pass its checks and find the PE mapped:
+ * where that is mapped here. True iff route::locate would pass its checks and find the PE mapped:
  * initialized, peer_base[pe] != 0, and with checks on, pe < n_pes and [sym, sym + bytes) in the heap.
  * False: the library takes the call (and reports what fails). Bitwise & and |, and selects: no branch. */
 static __device__ __forceinline__ bool rshmemi_fast(const void *sym, size_t bytes, int pe, char **r) {

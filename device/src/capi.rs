@@ -4,7 +4,8 @@
 //! operation exists once here.
 
 use crate::coll;
-use crate::ops::{self, Scope};
+use crate::ops;
+use crate::types::Scope;
 use core::ffi::c_void;
 
 // ---------------------------------------------------------------- queries
@@ -18,15 +19,15 @@ pub extern "C" fn rshmem_n_pes() -> i32 {
 }
 #[no_mangle]
 pub extern "C" fn rshmem_team_my_pe(team: i32) -> i32 {
-    ops::team_my_pe(team)
+    coll::team_my_pe(team)
 }
 #[no_mangle]
 pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
-    ops::team_n_pes(team)
+    coll::team_n_pes(team)
 }
 #[no_mangle]
 pub extern "C" fn rshmem_ptr(dest: *const c_void, pe: i32) -> *mut c_void {
-    ops::ptr(dest, pe) as *mut c_void
+    ops::ptr(dest, pe)
 }
 
 // ---------------------------------------------------------------- p / g by size
@@ -36,13 +37,15 @@ macro_rules! pg {
         /// `dst` symmetric; checked.
         #[no_mangle]
         pub unsafe extern "C" fn $p(dst: *mut c_void, value: $t, pe: i32) {
-            ops::p(dst as *mut $t, value, pe)
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::p(dst as *mut $t, value, pe) }
         }
         /// # Safety
         /// `src` symmetric; checked.
         #[no_mangle]
         pub unsafe extern "C" fn $g(src: *const c_void, pe: i32) -> $t {
-            ops::g(src as *const $t, pe)
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::g(src as *const $t, pe) }
         }
     )*};
 }
@@ -60,7 +63,8 @@ macro_rules! rma {
         /// See `ops::putmem_scoped` / `ops::getmem_scoped`.
         #[no_mangle]
         pub unsafe extern "C" fn $name(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
-            ops::$f(dst as *mut u8, src as *const u8, bytes, pe)
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::$f(dst as *mut u8, src as *const u8, bytes, pe) }
         }
     )*};
 }
@@ -79,46 +83,102 @@ macro_rules! amo {
         $finc:ident $inc:ident $swap:ident $cswap:ident $fetch:ident $set:ident;)*) => {$(
         /// # Safety
         /// `dst` symmetric and aligned (all AMOs below).
-        #[no_mangle] pub unsafe extern "C" fn $fadd(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_add(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $fadd(d: *mut c_void, v: $t, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_fetch_add(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $add(d: *mut c_void, v: $t, pe: i32) { ops::atomic_add(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $add(d: *mut c_void, v: $t, pe: i32) {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_add(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $fand(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_and(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $fand(d: *mut c_void, v: $t, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_fetch_and(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $and(d: *mut c_void, v: $t, pe: i32) { ops::atomic_and(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $and(d: *mut c_void, v: $t, pe: i32) {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_and(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $for(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_or(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $for(d: *mut c_void, v: $t, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_fetch_or(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $or(d: *mut c_void, v: $t, pe: i32) { ops::atomic_or(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $or(d: *mut c_void, v: $t, pe: i32) {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_or(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $fxor(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_fetch_xor(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $fxor(d: *mut c_void, v: $t, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_fetch_xor(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $xor(d: *mut c_void, v: $t, pe: i32) { ops::atomic_xor(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $xor(d: *mut c_void, v: $t, pe: i32) {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_xor(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $finc(d: *mut c_void, pe: i32) -> $t { ops::atomic_fetch_inc(d as *mut $t, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $finc(d: *mut c_void, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_fetch_inc(d as *mut $t, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $inc(d: *mut c_void, pe: i32) { ops::atomic_inc(d as *mut $t, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $inc(d: *mut c_void, pe: i32) {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_inc(d as *mut $t, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $swap(d: *mut c_void, v: $t, pe: i32) -> $t { ops::atomic_swap(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $swap(d: *mut c_void, v: $t, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_swap(d as *mut $t, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $cswap(d: *mut c_void, c: $t, v: $t, pe: i32) -> $t { ops::atomic_compare_swap(d as *mut $t, c, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $cswap(d: *mut c_void, c: $t, v: $t, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_compare_swap(d as *mut $t, c, v, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $fetch(d: *const c_void, pe: i32) -> $t { ops::atomic_fetch(d as *const $t, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $fetch(d: *const c_void, pe: i32) -> $t {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_fetch(d as *const $t, pe) }
+        }
         /// # Safety
         /// As above: `d` symmetric and aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $set(d: *mut c_void, v: $t, pe: i32) { ops::atomic_set(d as *mut $t, v, pe) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $set(d: *mut c_void, v: $t, pe: i32) {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::atomic_set(d as *mut $t, v, pe) }
+        }
     )*};
 }
 amo! {
@@ -137,10 +197,18 @@ macro_rules! wait {
     ($($t:ty: $w:ident $tst:ident;)*) => {$(
         /// # Safety
         /// `ivar` a symmetric variable of this PE.
-        #[no_mangle] pub unsafe extern "C" fn $w(ivar: *const c_void, cmp: i32, v: $t) { ops::wait_until(ivar as *const $t, cmp, v) }
+        #[no_mangle]
+        pub unsafe extern "C" fn $w(ivar: *const c_void, cmp: i32, v: $t) {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::wait_until(ivar as *const $t, cmp, v) }
+        }
         /// # Safety
         /// As above: `ivar` a symmetric variable of this PE, aligned for the type.
-        #[no_mangle] pub unsafe extern "C" fn $tst(ivar: *const c_void, cmp: i32, v: $t) -> i32 { ops::test(ivar as *const $t, cmp, v) as i32 }
+        #[no_mangle]
+        pub unsafe extern "C" fn $tst(ivar: *const c_void, cmp: i32, v: $t) -> i32 {
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::test(ivar as *const $t, cmp, v) as i32 }
+        }
     )*};
 }
 wait! {
@@ -159,7 +227,8 @@ macro_rules! put_signal {
         /// See `ops::putmem_signal_scoped`.
         #[no_mangle]
         pub unsafe extern "C" fn $name(dst: *mut c_void, src: *const c_void, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
-            ops::putmem_signal_scoped($scope, dst as *mut u8, src as *const u8, bytes, sig, value, op, pe, concat!(stringify!($name), "\0"), $blocking)
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { ops::putmem_signal_scoped($scope, dst as *mut u8, src as *const u8, bytes, sig, value, op, pe, concat!(stringify!($name), "\0"), $blocking) }
         }
     )*};
 }
@@ -172,19 +241,22 @@ put_signal! {
 /// `sig` a symmetric u64.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
-    ops::signal_op(sig, value, op, pe)
+    // SAFETY: the caller's contract (above) is the Rust call's.
+    unsafe { ops::signal_op(sig, value, op, pe) }
 }
 /// # Safety
 /// `sig` a symmetric u64 of this PE.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
-    ops::signal_wait_until(sig, cmp, value)
+    // SAFETY: the caller's contract (above) is the Rust call's.
+    unsafe { ops::signal_wait_until(sig, cmp, value) }
 }
 /// # Safety
 /// `sig` a symmetric u64 of this PE.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_signal_fetch(sig: *const u64) -> u64 {
-    ops::signal_fetch(sig)
+    // SAFETY: the caller's contract (above) is the Rust call's.
+    unsafe { ops::signal_fetch(sig) }
 }
 
 // ---------------------------------------------------------------- ordering and barriers
@@ -198,27 +270,27 @@ pub extern "C" fn rshmem_quiet() {
 }
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all() {
-    ops::barrier_all()
+    coll::barrier_all()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all() {
-    ops::sync_all()
+    coll::sync_all()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_block() {
-    ops::barrier_all_block()
+    coll::barrier_all_block()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_warp() {
-    ops::barrier_all_warp()
+    coll::barrier_all_warp()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_block() {
-    ops::sync_all_block()
+    coll::sync_all_block()
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_warp() {
-    ops::sync_all_warp()
+    coll::sync_all_warp()
 }
 
 // ---------------------------------------------------------------- teams and collectives
@@ -255,7 +327,8 @@ macro_rules! broadcast {
         /// See `coll::broadcast` (`bytes` bytes; the ranges are checked).
         #[no_mangle]
         pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32) -> i32 {
-            coll::broadcast($scope, team, dest as *mut u8, src as *const u8, bytes, root, concat!(stringify!($name), "\0"));
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { coll::broadcast($scope, team, dest as *mut u8, src as *const u8, bytes, root, concat!(stringify!($name), "\0")) };
             0
         }
     )*};
@@ -272,7 +345,8 @@ macro_rules! gather {
         /// the ranges are checked).
         #[no_mangle]
         pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize) -> i32 {
-            coll::$f($scope, team, dest as *mut u8, src as *const u8, bytes, concat!(stringify!($name), "\0"));
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { coll::$f($scope, team, dest as *mut u8, src as *const u8, bytes, concat!(stringify!($name), "\0")) };
             0
         }
     )*};
@@ -295,7 +369,8 @@ macro_rules! reduce {
         /// See `coll::reduce` (`nreduce` elements; the ranges are checked).
         #[no_mangle]
         pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32) -> i32 {
-            coll::reduce($scope, team, dest as *mut u8, src as *const u8, nreduce, dtype as u32, op as u32, $scatter, concat!(stringify!($name), "\0"));
+            // SAFETY: the caller's contract (above) is the Rust call's.
+            unsafe { coll::reduce($scope, team, dest as *mut u8, src as *const u8, nreduce, dtype as u32, op as u32, $scatter, concat!(stringify!($name), "\0")) };
             0
         }
     )*};
@@ -311,7 +386,7 @@ reduce! {
 /// `barrier_all_on_stream`: one thread runs a device barrier_all.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_barrier_all_kernel() {
-    ops::barrier_all()
+    coll::barrier_all()
 }
 /// Host-initiated and on-stream collectives (`coll::run`), run by one block.
 ///
@@ -324,7 +399,7 @@ pub unsafe extern "ptx-kernel" fn rshmemi_collective(what: u32, team: i32, dest:
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { crate::coll::run(what, Scope::Block, team, dest as *mut u8, src as *const u8, n, a, b) }
+    unsafe { coll::run(what, Scope::Block, team, dest as *mut u8, src as *const u8, n, a, b) }
 }
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]
@@ -334,7 +409,7 @@ pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {
 /// `sync_all_on_stream`.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_sync_all_kernel() {
-    ops::sync_all()
+    coll::sync_all()
 }
 
 /// One proxy request posted from the GPU on the host's behalf (the host API's and the on-stream API's

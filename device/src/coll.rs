@@ -34,59 +34,20 @@
 //!   through the team's scratch. Reducescatter is the same with each PE reducing only its own block, so
 //!   each source byte is read once in total.
 
-use crate::arch::{self, Problem};
-use crate::ops::{self, fail, locate, state, Scope, St};
+use crate::arch;
+use crate::ops;
+use crate::remote::wait::idle;
 use crate::remote;
+use crate::route::{fail, locate, state, St};
 use crate::state::*;
+use crate::types::{Problem, Scope};
 use core::mem::{offset_of, size_of};
 use core::ptr;
 
 // ---------------------------------------------------------------- collective kinds (tags)
 
-/// Which collective a team synchronization belongs to (the high bits of its tag).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(u16)]
-pub enum Kind {
-    Sync = 1,
-    Broadcast = 2,
-    Fcollect = 3,
-    Collect = 4,
-    Alltoall = 5,
-    Reduce = 6,
-    Reducescatter = 7,
-    Split = 8,
-    Other = 15,
-}
-
-impl Kind {
-    fn from_tag(tag: u16) -> Kind {
-        match tag >> 12 {
-            1 => Kind::Sync,
-            2 => Kind::Broadcast,
-            3 => Kind::Fcollect,
-            4 => Kind::Collect,
-            5 => Kind::Alltoall,
-            6 => Kind::Reduce,
-            7 => Kind::Reducescatter,
-            8 => Kind::Split,
-            _ => Kind::Other,
-        }
-    }
-    /// The message of a mismatch whose other PE is in this kind of collective.
-    pub const fn mismatch_text(self) -> &'static str {
-        match self {
-            Kind::Sync => "collective mismatch: the target PE (a member of this team) is in a barrier or sync of the team; every member must call the same collectives in the same order\0",
-            Kind::Broadcast => "collective mismatch: the target PE (a member of this team) is in a broadcast of the team, or in this call with different arguments (root, count); every member must call the same collectives in the same order with the same arguments\0",
-            Kind::Fcollect => "collective mismatch: the target PE (a member of this team) is in an fcollect of the team, or in this call with a different count\0",
-            Kind::Collect => "collective mismatch: the target PE (a member of this team) is in a collect of the team\0",
-            Kind::Alltoall => "collective mismatch: the target PE (a member of this team) is in an alltoall of the team, or in this call with a different count\0",
-            Kind::Reduce => "collective mismatch: the target PE (a member of this team) is in a reduction of the team, or in this call with a different count, type or operator\0",
-            Kind::Reducescatter => "collective mismatch: the target PE (a member of this team) is in a reducescatter of the team, or in this call with a different count, type or operator\0",
-            Kind::Split => "collective mismatch: the target PE (a member of the parent team) is in a team split, or in this split with different arguments (start, stride, size)\0",
-            Kind::Other => "collective mismatch: the target PE (a member of this team) is in another collective of the team\0",
-        }
-    }
-}
+// The kinds are defined with the failures that name them (`Problem::Mismatch`), below this layer.
+pub use crate::types::Kind;
 
 /// The tag of a collective: its kind and 12 bits of a hash of its arguments.
 #[inline(always)]
@@ -236,8 +197,13 @@ fn scratch(id: i32) -> *mut u8 {
 #[inline(always)]
 unsafe fn inbox(id: i32) -> *mut u8 {
     let sync = sync_words(id);
-    let next = ptr::read_volatile(ptr::addr_of!((*sync).epoch)) + 1;
-    scratch(id).add((next as usize & 1) * (SCRATCH_BYTES / 2))
+    // SAFETY: team `id`'s synchronization words and scratch lie in the internal area of this PE's
+    // heap, mapped while rshmem is initialized (the caller's contract); the epoch is written only by
+    // this PE's thread in a synchronization of the team, which the scope's threads are not in now.
+    unsafe {
+        let next = ptr::read_volatile(ptr::addr_of!((*sync).epoch)) + 1;
+        scratch(id).add((next as usize & 1) * (SCRATCH_BYTES / 2))
+    }
 }
 
 /// One synchronization of team `t` by one thread of this PE: announce, then wait for every member
@@ -249,9 +215,13 @@ unsafe fn inbox(id: i32) -> *mut u8 {
 #[inline(always)]
 pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: bool) {
     let sync = sync_words(t.id);
-    let epoch_ctr = ptr::addr_of_mut!((*sync).epoch);
+    // SAFETY: the team's synchronization words lie in the internal area of this PE's heap, mapped while
+    // rshmem is initialized (the caller's contract); `addr_of_mut!` makes no reference.
+    let (epoch_ctr, flags) = unsafe { (ptr::addr_of_mut!((*sync).epoch), ptr::addr_of_mut!((*sync).flags) as *mut u64) };
     // The counter is read before the fence so that its load overlaps the fence's wait.
-    let epoch = ptr::read_volatile(epoch_ctr) + 1;
+    // SAFETY: the epoch is this PE's counter, touched only by the one thread of this PE in a
+    // synchronization of the team (the caller's contract).
+    let epoch = unsafe { ptr::read_volatile(epoch_ctr) } + 1;
     if with_quiet {
         // Remote PEs: this PE's requests must be complete at their targets before any PE can leave (a
         // PE that leaves may read what we put on a third PE).
@@ -261,28 +231,36 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
     }
     let (me, n) = (t.me(), t.size());
     let word = (epoch << 16) | tag as u64;
-    let flags = ptr::addr_of_mut!((*sync).flags) as *mut u64;
-    let my_slot = flags.add(me as usize) as usize;
+    // SAFETY: `me` < size <= MAX_PES: a slot of the flags array.
+    let my_slot = unsafe { flags.add(me as usize) } as usize;
     // My own slot is neither written nor polled: the counter says where I am.
     for i in 0..n {
         if i != me {
             let pe = t.pe(i);
             let (r, mapped) = locate(call, my_slot, 8, pe);
-            if mapped {
-                arch::store_relaxed_u64(r as *mut u64, word);
-            } else {
-                remote::put_inline(call, my_slot, 8, word, pe);
+            // SAFETY: `my_slot` is a u64 of the internal area, at the same offset on every member
+            // (checked by `locate`): `r` is its mapping on `pe`; the flags are accessed only
+            // atomically.
+            unsafe {
+                if mapped {
+                    arch::store_relaxed_u64(r as *mut u64, word);
+                } else {
+                    remote::put_inline(call, my_slot, 8, word, pe);
+                }
             }
         }
     }
-    ptr::write_volatile(epoch_ctr, epoch);
+    // SAFETY: as for the read of the epoch above.
+    unsafe { ptr::write_volatile(epoch_ctr, epoch) };
     let mut spins = 0u64;
     for i in 0..n {
         if i == me {
             continue;
         }
         loop {
-            let v = arch::load_acquire_u64(flags.add(i as usize));
+            // SAFETY: slot `i` < n <= MAX_PES of this PE's flags (in the internal area), which the
+            // members write only atomically.
+            let v = unsafe { arch::load_acquire_u64(flags.add(i as usize)) };
             if v >> 16 >= epoch {
                 // A member may already be one synchronization further (it saw everyone's
                 // announcement and went on): only a slot at this very epoch says what it entered.
@@ -291,7 +269,7 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
                 }
                 break;
             }
-            remote::idle(&mut spins, call);
+            idle(&mut spins, call);
         }
     }
 }
@@ -304,7 +282,8 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
 pub unsafe fn team_exchange_scoped(scope: Scope, call: &'static str, t: &Team, tag: u16, with_quiet: bool) {
     scope.sync();
     if scope.rank() == 0 {
-        team_exchange(call, t, tag, with_quiet);
+        // SAFETY: the caller's contract; one thread of the scope (its rank 0) exchanges.
+        unsafe { team_exchange(call, t, tag, with_quiet) };
     }
     scope.sync();
 }
@@ -316,7 +295,53 @@ pub unsafe fn team_exchange_scoped(scope: Scope, call: &'static str, t: &Team, t
 #[inline(always)]
 pub unsafe fn team_sync_scoped(scope: Scope, team_id: i32, with_quiet: bool, call: &'static str) {
     let t = team(call, team_id);
-    team_exchange_scoped(scope, call, &t, tag(Kind::Sync, [0; 3]), with_quiet);
+    // SAFETY: the caller's contract; `team` checked that the team is live and this PE a member.
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Sync, [0; 3]), with_quiet) };
+}
+
+/// The barrier (`with_quiet`) or sync of all PEs: the world team's synchronization.
+///
+/// # Safety
+/// rshmem must be initialized and stay so until this returns, every PE must take part, and only one
+/// scope of this PE may be in a synchronization of the world team at a time.
+#[inline(always)]
+unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
+    // SAFETY: the caller's contract, for the world team.
+    unsafe { team_sync_scoped(scope, TEAM_WORLD, with_quiet, call) }
+}
+
+/// Completes this PE's outstanding operations and waits for all PEs (one calling thread per PE).
+#[inline]
+pub fn barrier_all() {
+    // SAFETY: the internal area is at the heap base of every PE (runtime invariant).
+    unsafe { barrier_scoped(Scope::Thread, true, "rshmem_barrier_all\0") }
+}
+/// Waits for all PEs without completing outstanding operations (one calling thread per PE).
+#[inline]
+pub fn sync_all() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Thread, false, "rshmem_sync_all\0") }
+}
+/// Block-scoped barrier_all: every thread of one block per PE calls it.
+#[inline]
+pub fn barrier_all_block() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Block, true, "rshmem_barrier_all_block\0") }
+}
+#[inline]
+pub fn barrier_all_warp() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Warp, true, "rshmem_barrier_all_warp\0") }
+}
+#[inline]
+pub fn sync_all_block() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Block, false, "rshmem_sync_all_block\0") }
+}
+#[inline]
+pub fn sync_all_warp() {
+    // SAFETY: as above.
+    unsafe { barrier_scoped(Scope::Warp, false, "rshmem_sync_all_warp\0") }
 }
 
 // ---------------------------------------------------------------- data movement
@@ -352,16 +377,25 @@ fn push_order(t: &Team, k: i32) -> i32 {
 #[inline(always)]
 unsafe fn deliver(scope: Scope, call: &'static str, t: &Team, tg: u16, dest: *mut u8, landing: usize, push: impl Fn(*mut u8)) {
     let small = landing <= SCRATCH_BYTES / 2;
-    let base = if small {
-        inbox(t.id)
-    } else {
-        team_exchange_scoped(scope, call, t, tg, false);
-        dest
+    // SAFETY: `t` is a live team of this PE (`team`) and every member calls with the same arguments
+    // (the caller's contract): the exchanges pair up, and the inbox is the half of the scratch the
+    // next one publishes (`inbox`).
+    let base = unsafe {
+        if small {
+            inbox(t.id)
+        } else {
+            team_exchange_scoped(scope, call, t, tg, false);
+            dest
+        }
     };
     push(base);
-    team_exchange_scoped(scope, call, t, tg, true);
+    // SAFETY: as above.
+    unsafe { team_exchange_scoped(scope, call, t, tg, true) };
     if small {
-        arch::copy(dest, base, landing, scope.rank(), scope.size());
+        // SAFETY: `landing` bytes: `dest` is symmetric of that size (checked by the caller) and the
+        // inbox holds them (at most half the scratch); the exchange published them; the inbox (scratch)
+        // and `dest` (a user allocation) do not overlap.
+        unsafe { arch::copy(dest, base, landing, scope.rank(), scope.size()) };
         scope.sync();
     }
 }
@@ -378,17 +412,22 @@ pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u
     check_sym(call, dest as usize, bytes);
     check_sym(call, src as usize, bytes);
     let tg = tag(Kind::Broadcast, [bytes as u64, root as u64, 0]);
-    deliver(scope, call, &t, tg, dest, bytes, |base| {
+    let push = |base: *mut u8| {
         if t.me() == root {
             for k in 0..t.size() {
                 let i = push_order(&t, k);
                 if i == root && core::ptr::eq(base, src) {
                     continue;
                 }
-                ops::put_scoped(scope, base, src, bytes, t.pe(i), call, false);
+                // SAFETY: `base` is symmetric with room for `bytes` (`dest`, or the inbox), `src`
+                // holds `bytes` (checked above) and stays unchanged until the exchange with quiet
+                // that completes the put (`deliver`).
+                unsafe { ops::put_scoped(scope, base, src, bytes, t.pe(i), call, false) };
             }
         }
-    });
+    };
+    // SAFETY: `dest` is symmetric with `bytes` (checked above); same arguments on every member.
+    unsafe { deliver(scope, call, &t, tg, dest, bytes, push) };
 }
 
 /// fcollect: every member's `bytes` from `src` into `dest + index * bytes` on every member.
@@ -401,16 +440,21 @@ pub unsafe fn fcollect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8
     check_sym(call, dest as usize, total);
     check_sym(call, src as usize, bytes);
     let tg = tag(Kind::Fcollect, [bytes as u64, 0, 0]);
-    deliver(scope, call, &t, tg, dest, total, |base| {
-        let at = base.add(t.me() as usize * bytes);
+    let push = |base: *mut u8| {
+        // SAFETY: block `me` < size of a landing area of `size * bytes`.
+        let at = unsafe { base.add(t.me() as usize * bytes) };
         for k in 0..t.size() {
             let i = push_order(&t, k);
             if i == t.me() && core::ptr::eq(at, src) {
                 continue;
             }
-            ops::put_scoped(scope, at, src, bytes, t.pe(i), call, false);
+            // SAFETY: `at` is symmetric with room for `bytes`, `src` holds `bytes` (checked above)
+            // and stays unchanged until the exchange with quiet that completes the put (`deliver`).
+            unsafe { ops::put_scoped(scope, at, src, bytes, t.pe(i), call, false) };
         }
-    });
+    };
+    // SAFETY: `dest` is symmetric with `total` bytes (checked above); same arguments on every member.
+    unsafe { deliver(scope, call, &t, tg, dest, total, push) };
 }
 
 /// alltoall: block `i` (of `bytes`) of my `src` goes to block `my index` of `dest` on member `i`.
@@ -423,13 +467,18 @@ pub unsafe fn alltoall(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8
     check_sym(call, dest as usize, total);
     check_sym(call, src as usize, total);
     let tg = tag(Kind::Alltoall, [bytes as u64, 0, 0]);
-    deliver(scope, call, &t, tg, dest, total, |base| {
-        let at = base.add(t.me() as usize * bytes);
+    let push = |base: *mut u8| {
+        // SAFETY: block `me` < size of a landing area of `size * bytes`.
+        let at = unsafe { base.add(t.me() as usize * bytes) };
         for k in 0..t.size() {
             let i = push_order(&t, k);
-            ops::put_scoped(scope, at, src.add(i as usize * bytes), bytes, t.pe(i), call, false);
+            // SAFETY: `at` is symmetric with room for `bytes`; block `i` < size of `src` (checked
+            // above) holds `bytes` and stays unchanged until the exchange with quiet (`deliver`).
+            unsafe { ops::put_scoped(scope, at, src.add(i as usize * bytes), bytes, t.pe(i), call, false) };
         }
-    });
+    };
+    // SAFETY: `dest` is symmetric with `total` bytes (checked above); same arguments on every member.
+    unsafe { deliver(scope, call, &t, tg, dest, total, push) };
 }
 
 /// collect: like fcollect with a different `bytes` on each member; member `i`'s block starts after
@@ -441,19 +490,24 @@ pub unsafe fn alltoall(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8
 pub unsafe fn collect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, call: &'static str) {
     let t = team(call, team_id);
     check_sym(call, src as usize, bytes);
-    let sizes = inbox(t.id) as *mut u64;
+    // SAFETY: `t` is a live team of this PE (`team`).
+    let sizes = unsafe { inbox(t.id) } as *mut u64;
     scope.sync();
     if scope.rank() == 0 {
         for k in 0..t.size() {
             let i = push_order(&t, k);
-            ops::p(sizes.add(t.me() as usize), bytes as u64, t.pe(i));
+            // SAFETY: slot `me` < size <= MAX_PES of the inbox (half the scratch: 8 KiB of u64s), a
+            // symmetric address in the internal area.
+            unsafe { ops::p(sizes.add(t.me() as usize), bytes as u64, t.pe(i)) };
         }
     }
-    team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [1, 0, 0]), true);
+    // SAFETY: a live team; every member calls (the caller's contract).
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [1, 0, 0]), true) };
     let mut offset = 0usize;
     let mut total = 0usize;
     for i in 0..t.size() {
-        let b = ptr::read_volatile(sizes.add(i as usize)) as usize;
+        // SAFETY: slot `i` < size of the inbox, published by the exchange above.
+        let b = unsafe { ptr::read_volatile(sizes.add(i as usize)) } as usize;
         if i < t.me() {
             offset += b;
         }
@@ -462,9 +516,12 @@ pub unsafe fn collect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8,
     check_sym(call, dest as usize, total);
     for k in 0..t.size() {
         let i = push_order(&t, k);
-        ops::put_scoped(scope, dest.add(offset), src, bytes, t.pe(i), call, false);
+        // SAFETY: `dest + offset` has room for `bytes` (`dest` holds `total`, checked above), `src`
+        // holds `bytes` (checked above) and stays unchanged until the exchange with quiet below.
+        unsafe { ops::put_scoped(scope, dest.add(offset), src, bytes, t.pe(i), call, false) };
     }
-    team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [2, 0, 0]), true);
+    // SAFETY: as above.
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [2, 0, 0]), true) };
 }
 
 // ---------------------------------------------------------------- reductions
@@ -690,7 +747,9 @@ pub unsafe fn reduce(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, 
     macro_rules! go {
         ($t:ty; $($o:ident)*) => {
             match o {
-                $(op::$o => reduce_as::<$t, { op::$o }>(scope, team_id, dest as *mut $t, src as *const $t, n, scatter, call),)*
+                // SAFETY: the caller's contract, for the element type `dt` names (the pair is valid:
+                // checked above).
+                $(op::$o => unsafe { reduce_as::<$t, { op::$o }>(scope, team_id, dest as *mut $t, src as *const $t, n, scatter, call) },)*
                 _ => {}
             }
         };
@@ -736,7 +795,8 @@ unsafe fn red_setup(call: &'static str, team_id: i32, dest: *mut u8, src: *const
     check_sym(call, src as usize, src_len * sz);
     let (d0, d1) = (dest as usize, dest as usize + n * sz);
     let (s0, s1) = (src as usize, src as usize + src_len * sz);
-    let first = if scatter { src.add(t.me() as usize * n * sz) } else { src };
+    // SAFETY: block `me` < size of a source of `size * n` elements (reducescatter; checked above).
+    let first = if scatter { unsafe { src.add(t.me() as usize * n * sz) } } else { src };
     let all_mapped = (0..t.size()).all(|i| peer_base(t.pe(i)) != 0);
     Red { t, tg: tag(kind, [n as u64, dt as u64, o as u64]), first, in_place: d0 < s1 && s0 < d1, all_mapped }
 }
@@ -754,13 +814,20 @@ fn peer_base(pe: i32) -> usize {
 #[inline(never)]
 unsafe fn red_push(scope: Scope, call: &'static str, r: &Red, src: *const u8, slot: usize, scatter: bool) -> *const u8 {
     let t = &r.t;
-    let buf = inbox(t.id);
+    // SAFETY: `r.t` is a live team of this PE (`red_setup`).
+    let buf = unsafe { inbox(t.id) };
     for k in 0..t.size() {
         let i = push_order(t, k);
-        let block = if scatter { src.add(i as usize * slot) } else { src };
-        ops::put_scoped(scope, buf.add(t.me() as usize * slot), block, slot, t.pe(i), call, false);
+        // SAFETY: block `i` < size of the checked source (reducescatter) or the source itself, `slot`
+        // bytes; slot `me` of the inbox, within half the scratch (`slot * size` fits: the caller's
+        // contract), a symmetric address; the source stays unchanged until the exchange with quiet.
+        unsafe {
+            let block = if scatter { src.add(i as usize * slot) } else { src };
+            ops::put_scoped(scope, buf.add(t.me() as usize * slot), block, slot, t.pe(i), call, false);
+        }
     }
-    team_exchange_scoped(scope, call, t, r.tg, true);
+    // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
+    unsafe { team_exchange_scoped(scope, call, t, r.tg, true) };
     buf
 }
 
@@ -770,7 +837,8 @@ unsafe fn red_push(scope: Scope, call: &'static str, r: &Red, src: *const u8, sl
 /// As `team_exchange_scoped`.
 #[inline(never)]
 unsafe fn red_exchange(scope: Scope, call: &'static str, r: &Red) {
-    team_exchange_scoped(scope, call, &r.t, r.tg, false);
+    // SAFETY: the caller's contract.
+    unsafe { team_exchange_scoped(scope, call, &r.t, r.tg, false) };
 }
 
 /// Member `i`'s chunk `[c0, c0 + bytes)` of the reduced block, readable here: in its heap when mapped,
@@ -786,7 +854,9 @@ unsafe fn red_chunk(scope: Scope, call: &'static str, r: &Red, i: i32, c0: usize
     let p = if base != 0 {
         (base + (r.first as usize - heap) + c0) as *const u8
     } else {
-        ops::get_scoped(scope, fetch, r.first.add(c0), bytes, pe, call, true);
+        // SAFETY: `[c0, c0 + bytes)` of the checked source block, symmetric; `fetch` has room for
+        // `bytes` (the caller's contract); a blocking get.
+        unsafe { ops::get_scoped(scope, fetch, r.first.add(c0), bytes, pe, call, true) };
         fetch as *const u8
     };
     scope.sync();
@@ -800,28 +870,35 @@ unsafe fn red_chunk(scope: Scope, call: &'static str, r: &Red, i: i32, c0: usize
 #[inline(never)]
 pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest: *mut T, src: *const T, n: usize, scatter: bool, call: &'static str) {
     let sz = size_of::<T>();
-    let r = red_setup(call, team_id, dest as *mut u8, src as *const u8, n, sz, scatter, T::DTYPE, OP);
+    // SAFETY: the caller's contract (`red_setup` checks the ranges and the team).
+    let r = unsafe { red_setup(call, team_id, dest as *mut u8, src as *const u8, n, sz, scatter, T::DTYPE, OP) };
     let t = &r.t;
     let (rank, threads) = (scope.rank() as usize, scope.size() as usize);
     let slot = n * sz;
     if slot * t.size() as usize <= SCRATCH_BYTES / 2 {
         // Small: push. Every member gets every member's (block of the) source in its inbox, one
         // synchronization publishes them, and each PE combines locally: one round instead of two.
-        let b = red_push(scope, call, &r, src as *const u8, slot, scatter) as *const T;
+        // SAFETY: the caller's contract; `slot * size` fits half the scratch (tested above).
+        let b = unsafe { red_push(scope, call, &r, src as *const u8, slot, scatter) } as *const T;
         let mut e = rank;
         while e < n {
-            let mut acc = ptr::read(b.add(e));
-            for j in 1..t.size() as usize {
-                acc = T::combine::<OP>(acc, ptr::read(b.add(j * n + e)));
+            // SAFETY: the inbox holds `size` blocks of `n` `T`s, published by `red_push`'s exchange;
+            // `dest` holds `n` `T`s (checked in `red_setup`); e < n.
+            unsafe {
+                let mut acc = ptr::read(b.add(e));
+                for j in 1..t.size() as usize {
+                    acc = T::combine::<OP>(acc, ptr::read(b.add(j * n + e)));
+                }
+                ptr::write(dest.add(e), acc);
             }
-            ptr::write(dest.add(e), acc);
             e += threads;
         }
         scope.sync();
         return;
     }
     // Large: pull. Every member's source is ready.
-    red_exchange(scope, call, &r);
+    // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
+    unsafe { red_exchange(scope, call, &r) };
     if r.all_mapped && !r.in_place {
         // One pass, combined in registers, in team order.
         let heap = St.heap_base() as usize;
@@ -829,39 +906,54 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
         let peer = |i: i32| (peer_base(t.pe(i)) + off) as *const T;
         let mut e = rank;
         while e < n {
-            let mut acc = ptr::read(peer(0).add(e));
-            for i in 1..t.size() {
-                acc = T::combine::<OP>(acc, ptr::read(peer(i).add(e)));
+            // SAFETY: every member's heap is mapped here (`all_mapped`): `peer(i)` is member `i`'s
+            // source block of `n` `T`s (symmetric, checked in `red_setup`), ready (the exchange above)
+            // and unchanged until the closing exchange; `dest` holds `n` `T`s and is not a source
+            // (not in place); e < n.
+            unsafe {
+                let mut acc = ptr::read(peer(0).add(e));
+                for i in 1..t.size() {
+                    acc = T::combine::<OP>(acc, ptr::read(peer(i).add(e)));
+                }
+                ptr::write(dest.add(e), acc);
             }
-            ptr::write(dest.add(e), acc);
             e += threads;
         }
     } else {
         // Chunks through the scratch: the first half accumulates, the second receives what is fetched
         // from PEs not mapped here.
         let acc = scratch(t.id) as *mut T;
-        let fetch = scratch(t.id).add(SCRATCH_BYTES / 2);
+        // SAFETY: the second half of this team's scratch.
+        let fetch = unsafe { scratch(t.id).add(SCRATCH_BYTES / 2) };
         let chunk = SCRATCH_BYTES / 2 / sz;
         let mut c0 = 0;
         while c0 < n {
             let len = core::cmp::min(chunk, n - c0);
             for i in 0..t.size() {
-                let p = red_chunk(scope, call, &r, i, c0 * sz, len * sz, fetch) as *const T;
+                // SAFETY: `[c0, c0 + len)` of the `n`-element block; `fetch` has room for
+                // `len * sz <= SCRATCH_BYTES / 2` bytes.
+                let p = unsafe { red_chunk(scope, call, &r, i, c0 * sz, len * sz, fetch) } as *const T;
                 let mut e = rank;
                 while e < len {
-                    let v = ptr::read(p.add(e));
-                    ptr::write(acc.add(e), if i == 0 { v } else { T::combine::<OP>(ptr::read(acc.add(e)), v) });
+                    // SAFETY: `p` holds the chunk's `len` `T`s (`red_chunk`), `acc` room for `chunk`
+                    // >= len `T`s (the first half of the scratch); e < len.
+                    unsafe {
+                        let v = ptr::read(p.add(e));
+                        ptr::write(acc.add(e), if i == 0 { v } else { T::combine::<OP>(ptr::read(acc.add(e)), v) });
+                    }
                     e += threads;
                 }
                 scope.sync();
             }
             if r.in_place {
                 // Every member has read this chunk of my source before I overwrite it.
-                red_exchange(scope, call, &r);
+                // SAFETY: as the exchange above.
+                unsafe { red_exchange(scope, call, &r) };
             }
             let mut e = rank;
             while e < len {
-                ptr::write(dest.add(c0 + e), ptr::read(acc.add(e)));
+                // SAFETY: `dest` holds `n` `T`s (checked), c0 + e < n; `acc` holds the chunk's.
+                unsafe { ptr::write(dest.add(c0 + e), ptr::read(acc.add(e))) };
                 e += threads;
             }
             scope.sync();
@@ -869,7 +961,8 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
         }
     }
     // No member changes its source before every member has read it.
-    red_exchange(scope, call, &r);
+    // SAFETY: as the exchange above.
+    unsafe { red_exchange(scope, call, &r) };
 }
 
 // ---------------------------------------------------------------- host-initiated collectives
@@ -899,22 +992,26 @@ pub mod host_op {
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn run(what: u32, scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64) {
     let n = n as usize;
-    match what {
-        host_op::SYNC => team_sync_scoped(scope, team_id, false, "rshmem_team_sync (host)\0"),
-        host_op::BARRIER => team_sync_scoped(scope, team_id, true, "rshmem_barrier (host)\0"),
-        host_op::BROADCAST => broadcast(scope, team_id, dest, src, n, a as i32, "rshmem_broadcast (host)\0"),
-        host_op::FCOLLECT => fcollect(scope, team_id, dest, src, n, "rshmem_fcollect (host)\0"),
-        host_op::COLLECT => collect(scope, team_id, dest, src, n, "rshmem_collect (host)\0"),
-        host_op::ALLTOALL => alltoall(scope, team_id, dest, src, n, "rshmem_alltoall (host)\0"),
-        host_op::REDUCE => reduce(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host)\0"),
-        host_op::REDUCESCATTER => reduce(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host)\0"),
-        host_op::SPLIT => {
-            let call = "rshmem_team_split (agreement)\0";
-            let t = team(call, team_id);
-            team_exchange_scoped(scope, call, &t, tag(Kind::Split, [a, 0, 0]), false);
-            reduce_as::<u64, { op::AND }>(scope, team_id, dest as *mut u64, src as *const u64, 1, false, call);
+    // SAFETY: the caller's contract is that of the collective `what` names (for SPLIT: an exchange
+    // of the live team `team` checked, then a reduction of one u64).
+    unsafe {
+        match what {
+            host_op::SYNC => team_sync_scoped(scope, team_id, false, "rshmem_team_sync (host)\0"),
+            host_op::BARRIER => team_sync_scoped(scope, team_id, true, "rshmem_barrier (host)\0"),
+            host_op::BROADCAST => broadcast(scope, team_id, dest, src, n, a as i32, "rshmem_broadcast (host)\0"),
+            host_op::FCOLLECT => fcollect(scope, team_id, dest, src, n, "rshmem_fcollect (host)\0"),
+            host_op::COLLECT => collect(scope, team_id, dest, src, n, "rshmem_collect (host)\0"),
+            host_op::ALLTOALL => alltoall(scope, team_id, dest, src, n, "rshmem_alltoall (host)\0"),
+            host_op::REDUCE => reduce(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host)\0"),
+            host_op::REDUCESCATTER => reduce(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host)\0"),
+            host_op::SPLIT => {
+                let call = "rshmem_team_split (agreement)\0";
+                let t = team(call, team_id);
+                team_exchange_scoped(scope, call, &t, tag(Kind::Split, [a, 0, 0]), false);
+                reduce_as::<u64, { op::AND }>(scope, team_id, dest as *mut u64, src as *const u64, 1, false, call);
+            }
+            _ => fail("rshmem host collective\0", Problem::BadReduction, what as i32, 0, 0),
         }
-        _ => fail("rshmem host collective\0", Problem::BadReduction, what as i32, 0, 0),
     }
 }
 

@@ -5,137 +5,19 @@
 //! a system-scope acquire load, and `fence`/`quiet` are `fence.sc.sys`. Bulk data moves with plain
 //! (weak) vector accesses, published by a fence before the flag.
 
-use crate::arch::{self, Failure, Problem, Rmw};
+use crate::arch;
+use crate::remote::proxy::amo as code;
+use crate::remote::wait::idle;
 use crate::remote;
+use crate::route::{check_local, fail, locate, state};
 use crate::state::*;
+use crate::types::{Problem, Rmw, Sig};
 use core::ptr;
 
-/// Which threads cooperate in a call: the calling thread alone, its warp, or its block. Warp- and
-/// block-scoped calls must be made by every thread of the warp/block with the same arguments.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Thread,
-    Warp,
-    Block,
-}
-
-impl Scope {
-    #[inline(always)]
-    pub fn rank(self) -> u32 {
-        match self {
-            Scope::Thread => 0,
-            Scope::Warp => arch::warp_rank(),
-            Scope::Block => arch::block_rank(),
-        }
-    }
-    #[inline(always)]
-    pub fn size(self) -> u32 {
-        match self {
-            Scope::Thread => 1,
-            Scope::Warp => arch::warp_size(),
-            Scope::Block => arch::block_size(),
-        }
-    }
-    #[inline(always)]
-    pub fn sync(self) {
-        match self {
-            Scope::Thread => {}
-            Scope::Warp => arch::sync_warp(),
-            Scope::Block => arch::sync_block(),
-        }
-    }
-}
-
-#[cold]
-#[inline]
-pub(crate) fn fail(call: &'static str, problem: Problem, pe: i32, addr: usize, len: usize) -> ! {
-    arch::fail(Failure { call, problem, pe, addr: addr as u64, len: len as u64 })
-}
-
-/// The fields of the device state the API reads, loaded field by field (see `arch::state_u64`).
-#[derive(Clone, Copy)]
-pub(crate) struct St;
-
-macro_rules! field {
-    ($name:ident, u64) => {
-        #[inline(always)]
-        pub(crate) fn $name(self) -> u64 {
-            arch::state_u64(core::mem::offset_of!(DeviceState, $name))
-        }
-    };
-    ($name:ident, i32) => {
-        #[inline(always)]
-        pub(crate) fn $name(self) -> i32 {
-            arch::state_u32(core::mem::offset_of!(DeviceState, $name)) as i32
-        }
-    };
-}
-#[allow(dead_code)]
-impl St {
-    field!(heap_base, u64);
-    field!(heap_size, u64);
-    field!(my_pe, i32);
-    field!(n_pes, i32);
-    field!(checks, i32);
-    field!(node_my_pe, i32);
-    field!(node_n_pes, i32);
-    #[inline(always)]
-    pub(crate) fn peer_base(self, pe: usize) -> u64 {
-        arch::state_u64(core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe & (MAX_PES - 1)))
-    }
-    /// `node_pe[i]`: the job PE number of this node's `i`-th PE.
-    #[inline(always)]
-    pub(crate) fn node_pe(self, i: i32) -> i32 {
-        arch::state_u32(core::mem::offset_of!(DeviceState, node_pe) + 4 * (i as usize & (MAX_PES - 1))) as i32
-    }
-}
-
-/// The initialized device state, or a failure naming `call`.
-#[inline(always)]
-pub(crate) fn state(call: &'static str) -> St {
-    if arch::state_u64(core::mem::offset_of!(DeviceState, magic)) != STATE_MAGIC {
-        fail(call, Problem::NotInitialized, -1, 0, 0);
-    }
-    St
-}
-
-/// Address in this process of the symmetric object at `local` (an address in my heap) on PE `pe`,
-/// after checking the PE number and that `[local, local+len)` lies in the heap; 0 when PE `pe`'s heap
-/// is not mapped here (a PE on another node): the caller then takes its remote arm (`crate::remote`),
-/// which picks the PE's transport or stops naming the call.
-#[inline(always)]
-pub fn translate(call: &'static str, local: usize, len: usize, pe: i32) -> usize {
-    let (r, mapped) = locate(call, local, len, pe);
-    if mapped { r } else { 0 }
-}
-
-/// `translate` for the device calls: the address, and whether PE `pe`'s heap is mapped here. The flag
-/// depends on the PE alone (its `peer_base`), not on the address: in a loop over one PE the compiler
-/// hoists the test out of the loop, so the P2P hot path pays nothing per call for the remote arm.
-#[inline(always)]
-pub(crate) fn locate(call: &'static str, local: usize, len: usize, pe: i32) -> (usize, bool) {
-    // All fields are loaded before any test (independent loads, issued together); the PE index is
-    // masked so the peer-base load is in bounds whatever `pe` is.
-    let f = St;
-    let base_off = core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe as usize & (MAX_PES - 1));
-    let (magic, base) = arch::state_u64_pair(core::mem::offset_of!(DeviceState, magic), base_off);
-    let base = base as usize;
-    let (heap_base, heap_size, n_pes, checks) = (f.heap_base() as usize, f.heap_size() as usize, f.n_pes(), f.checks());
-    if magic != STATE_MAGIC {
-        fail(call, Problem::NotInitialized, pe, local, len);
-    }
-    let off = local.wrapping_sub(heap_base);
-    if checks != 0 {
-        // One unsigned comparison covers pe < 0 and pe >= n_pes.
-        if pe as u32 >= n_pes as u32 {
-            fail(call, Problem::PeOutOfRange, pe, local, len);
-        }
-        if off > heap_size || len > heap_size - off {
-            fail(call, Problem::NotInHeap, pe, local, len);
-        }
-    }
-    (base.wrapping_add(off), base != 0)
-}
+// The vocabulary of the API's signatures, defined below this layer (`types`, `route`) and re-exported
+// here for the paths `ops::Scope` etc. (and the crate root's `pub use ops::*`).
+pub use crate::route::translate;
+pub use crate::types::{Amo, AmoBits, AmoInt, Scope};
 
 /// The bits of a value of at most 8 bytes, zero-extended (for the remote arm of `p`).
 #[inline(always)]
@@ -157,19 +39,6 @@ unsafe fn from_bits<T: Copy>(b: u64) -> T {
     unsafe { ptr::read_unaligned(&b as *const u64 as *const T) }
 }
 
-/// Checks that a local symmetric address (one that is waited on) lies in my heap.
-#[inline(always)]
-fn check_local(call: &'static str, local: usize, len: usize) {
-    let s = state(call);
-    if s.checks() != 0 {
-        let off = local.wrapping_sub(s.heap_base() as usize);
-        let size = s.heap_size() as usize;
-        if off > size || len > size - off {
-            fail(call, Problem::NotInHeap, s.my_pe(), local, len);
-        }
-    }
-}
-
 // ---------------------------------------------------------------- PE queries
 
 #[inline]
@@ -180,7 +49,6 @@ pub fn my_pe() -> i32 {
 pub fn n_pes() -> i32 {
     state("rshmem_n_pes\0").n_pes()
 }
-pub use crate::coll::{team_my_pe, team_n_pes, team_translate_pe};
 /// Direct pointer to `dest` on `pe` when loads/stores reach it (same node), else null.
 pub fn ptr<T>(dest: *const T, pe: i32) -> *mut T {
     let s = state("rshmem_ptr\0");
@@ -203,11 +71,14 @@ pub unsafe fn p<T: Copy>(dst: *mut T, value: T, pe: i32) {
     let call = "rshmem_p\0";
     let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
     if !mapped {
-        return remote::put_inline(call, dst as usize, core::mem::size_of::<T>(), to_bits(value), pe);
+        // SAFETY: `dst` is a symmetric address of a `T` (checked by `locate`, else the caller's
+        // contract).
+        return unsafe { remote::put_inline(call, dst as usize, core::mem::size_of::<T>(), to_bits(value), pe) };
     }
-    // SAFETY: `r` is `dst`'s mapping on `pe` (checked above); a volatile store is a strong
-    // (relaxed, system-scope) store on the GPU, so a later fence orders it.
-    ptr::write_volatile(r as *mut T, value)
+    // SAFETY: `r` is `dst`'s mapping on `pe` (`locate`; the address is checked, else the caller's
+    // contract); a volatile store is a strong (relaxed, system-scope) store on the GPU, so a later
+    // fence orders it.
+    unsafe { ptr::write_volatile(r as *mut T, value) }
 }
 
 /// Loads one element from `src` on `pe`.
@@ -219,7 +90,9 @@ pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
     let call = "rshmem_g\0";
     let (r, mapped) = locate(call, src as usize, core::mem::size_of::<T>(), pe);
     if !mapped {
-        return from_bits(remote::get_inline(call, src as usize, core::mem::size_of::<T>(), pe));
+        // SAFETY: `src` is a symmetric address of a `T` (checked by `locate`, else the caller's
+        // contract), so the bytes fetched from it are a valid `T`.
+        return unsafe { from_bits(remote::get_inline(call, src as usize, core::mem::size_of::<T>(), pe)) };
     }
     // A weak load, as NVSHMEM's: on GPUs it may be served from L1 until this thread's next acquire
     // (wait, barrier, fence), which is what the memory model allows for a get of data not
@@ -227,8 +100,8 @@ pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
     // merged with an earlier call), so a loop on `g` still makes progress on the CPU backend, and on
     // GPUs as soon as the line leaves L1; `atomic_fetch` or `wait_until` are the calls for polling.
     arch::compiler_barrier();
-    // SAFETY: as in `p`.
-    ptr::read(r as *const T)
+    // SAFETY: as in `p`: `r` is `src`'s mapping on `pe`.
+    unsafe { ptr::read(r as *const T) }
 }
 
 /// Copies `bytes` from local `src` to symmetric `dst` on `pe`, the work split over `scope`'s threads.
@@ -237,7 +110,8 @@ pub unsafe fn g<T: Copy>(src: *const T, pe: i32) -> T {
 /// `dst` symmetric, `src` readable for `bytes`; with Warp/Block scope every thread of the group calls.
 #[inline(always)]
 pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
-    put_scoped(scope, dst, src, bytes, pe, call, true)
+    // SAFETY: the caller's contract (a blocking put).
+    unsafe { put_scoped(scope, dst, src, bytes, pe, call, true) }
 }
 
 /// `putmem_scoped`, blocking or not (`_nbi`: a remote put only posts; P2P stores are the same).
@@ -248,9 +122,13 @@ pub unsafe fn putmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: u
 pub unsafe fn put_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
     let (r, mapped) = locate(call, dst as usize, bytes, pe);
     if !mapped {
-        return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, None);
+        // SAFETY: the caller's contract (`dst` checked by `locate`).
+        return unsafe { remote::put(scope, call, dst as usize, src, bytes, pe, blocking, None) };
     }
-    arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
+    // SAFETY: `r` is `dst`'s mapping on `pe`, writable for `bytes` (`locate`), `src` readable for
+    // `bytes` (the caller's contract); a local buffer and a symmetric one do not overlap; every thread
+    // of the scope calls with the same arguments (the caller's contract).
+    unsafe { arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size()) };
     scope.sync();
 }
 
@@ -260,7 +138,8 @@ pub unsafe fn put_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usiz
 /// As `putmem_scoped`, with the roles of the buffers swapped.
 #[inline(always)]
 pub unsafe fn getmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str) {
-    get_scoped(scope, dst, src, bytes, pe, call, true)
+    // SAFETY: the caller's contract (a blocking get).
+    unsafe { get_scoped(scope, dst, src, bytes, pe, call, true) }
 }
 
 /// `getmem_scoped`, blocking or not (`_nbi`: a remote get only posts; `dst` is valid after quiet).
@@ -271,9 +150,12 @@ pub unsafe fn getmem_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: u
 pub unsafe fn get_scoped(scope: Scope, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, call: &'static str, blocking: bool) {
     let (r, mapped) = locate(call, src as usize, bytes, pe);
     if !mapped {
-        return remote::get(scope, call, dst, src as usize, bytes, pe, blocking);
+        // SAFETY: the caller's contract (`src` checked by `locate`).
+        return unsafe { remote::get(scope, call, dst, src as usize, bytes, pe, blocking) };
     }
-    arch::copy(dst, r as *const u8, bytes, scope.rank(), scope.size());
+    // SAFETY: `r` is `src`'s mapping on `pe`, readable for `bytes` (`locate`), `dst` writable for
+    // `bytes` (the caller's contract); as in `put_scoped`.
+    unsafe { arch::copy(dst, r as *const u8, bytes, scope.rank(), scope.size()) };
     scope.sync();
 }
 
@@ -283,7 +165,8 @@ macro_rules! rma_fns {
         /// See `putmem_scoped` / `getmem_scoped`.
         #[inline(always)]
         pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) {
-            $dir($scope, dst, src, bytes, pe, concat!($call, "\0"), $blocking)
+            // SAFETY: the caller's contract, which is the scoped call's.
+            unsafe { $dir($scope, dst, src, bytes, pe, concat!($call, "\0"), $blocking) }
         }
     )*};
 }
@@ -308,7 +191,8 @@ rma_fns! {
 /// See `putmem_scoped`.
 #[inline(always)]
 pub unsafe fn put<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
-    putmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_put\0")
+    // SAFETY: the caller's contract, for the `nelems` elements' bytes.
+    unsafe { putmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_put\0") }
 }
 /// Typed get of `nelems` elements.
 ///
@@ -316,7 +200,8 @@ pub unsafe fn put<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 /// See `getmem_scoped`.
 #[inline(always)]
 pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
-    getmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_get\0")
+    // SAFETY: the caller's contract, for the `nelems` elements' bytes.
+    unsafe { getmem_scoped(Scope::Thread, dst as *mut u8, src as *const u8, nelems * core::mem::size_of::<T>(), pe, "rshmem_get\0") }
 }
 
 // ---------------------------------------------------------------- ordering
@@ -326,7 +211,7 @@ pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 /// same fence covers them. IBGDA: fenced NOPs on the thread's QPs (`remote::ibgda`).
 #[inline(always)]
 pub fn fence() {
-    let ibgda = arch::state_u64(core::mem::offset_of!(DeviceState, ibgda));
+    let ibgda = arch::state_u64(Field::IBGDA);
     arch::fence_sc_after(ibgda);
     if ibgda != 0 {
         remote::fence();
@@ -337,7 +222,7 @@ pub fn fence() {
 /// taken only when this PE has a remote transport).
 #[inline(always)]
 pub fn quiet() {
-    let proxy = arch::state_u64(core::mem::offset_of!(DeviceState, proxy_ring));
+    let proxy = arch::state_u64(Field::PROXY_RING_HEADER);
     arch::fence_sc_after(proxy);
     if proxy != 0 {
         remote::quiet();
@@ -346,93 +231,11 @@ pub fn quiet() {
 
 // ---------------------------------------------------------------- atomics
 
-/// Bit patterns the hardware operates on atomically.
-pub trait AmoBits: Copy {
-    /// Atomic read-modify-write; returns the old value.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn rmw(op: Rmw, p: *mut Self, v: Self) -> Self;
-    /// Atomic compare-and-swap; returns the old value.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn cas(p: *mut Self, cond: Self, v: Self) -> Self;
-    /// Relaxed atomic load.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn load(p: *const Self) -> Self;
-    /// Relaxed atomic store.
-    ///
-    /// # Safety
-    /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
-    /// this runs, is accessed only atomically (the arch width ops' contract).
-    unsafe fn store(p: *mut Self, v: Self);
-    fn one() -> Self;
-    /// Zero-extended to 64 bits, and back (the remote arm's operands and results).
-    fn to_u64(self) -> u64;
-    fn from_u64(v: u64) -> Self;
-}
-impl AmoBits for u32 {
-    unsafe fn rmw(op: Rmw, p: *mut u32, v: u32) -> u32 { arch::rmw_u32(op, p, v) }
-    unsafe fn cas(p: *mut u32, c: u32, v: u32) -> u32 { arch::cas_u32(p, c, v) }
-    unsafe fn load(p: *const u32) -> u32 { arch::load_relaxed_u32(p) }
-    unsafe fn store(p: *mut u32, v: u32) { arch::store_relaxed_u32(p, v) }
-    fn one() -> u32 { 1 }
-    fn to_u64(self) -> u64 { self as u64 }
-    fn from_u64(v: u64) -> u32 { v as u32 }
-}
-impl AmoBits for u64 {
-    unsafe fn rmw(op: Rmw, p: *mut u64, v: u64) -> u64 { arch::rmw_u64(op, p, v) }
-    unsafe fn cas(p: *mut u64, c: u64, v: u64) -> u64 { arch::cas_u64(p, c, v) }
-    unsafe fn load(p: *const u64) -> u64 { arch::load_relaxed_u64(p) }
-    unsafe fn store(p: *mut u64, v: u64) { arch::store_relaxed_u64(p, v) }
-    fn one() -> u64 { 1 }
-    fn to_u64(self) -> u64 { self }
-    fn from_u64(v: u64) -> u64 { v }
-}
-
-/// Types usable with swap/set/fetch/compare_swap (NVSHMEM's extended AMO types).
-pub trait Amo: Copy {
-    type Bits: AmoBits;
-    fn to_bits(self) -> Self::Bits;
-    fn from_bits(b: Self::Bits) -> Self;
-}
-/// Integer types usable with every AMO (add, inc, and, or, xor too).
-pub trait AmoInt: Amo {}
-
-macro_rules! amo_types {
-    ($($t:ty => $b:ty, $int:tt;)*) => {$(
-        impl Amo for $t {
-            type Bits = $b;
-            #[inline(always)] fn to_bits(self) -> $b { amo_types!(@to $int, self, $b) }
-            #[inline(always)] fn from_bits(b: $b) -> $t { amo_types!(@from $int, b, $t) }
-        }
-        amo_types!(@int $int, $t);
-    )*};
-    (@to int, $v:expr, $b:ty) => { $v as $b };
-    (@to float, $v:expr, $b:ty) => { $v.to_bits() };
-    (@from int, $v:expr, $t:ty) => { $v as $t };
-    (@from float, $v:expr, $t:ty) => { <$t>::from_bits($v) };
-    (@int int, $t:ty) => { impl AmoInt for $t {} };
-    (@int float, $t:ty) => {};
-}
-amo_types! {
-    i32 => u32, int; u32 => u32, int; i64 => u64, int; u64 => u64, int;
-    isize => u64, int; usize => u64, int; f32 => u32, float; f64 => u64, float;
-}
-
-/// Where the AMO on `dst` at `pe` operates in this process (checked as every RMA address is).
-///
-/// # Safety
-/// None beyond `translate`'s checks; the AMO that uses the address needs `dst` to be a naturally
-/// aligned `T` of a live symmetric allocation.
+/// Where the AMO on `dst` at `pe` operates in this process (checked as every RMA address is), and
+/// whether it is mapped here. The AMO that uses the address needs `dst` to be a naturally aligned `T`
+/// of a live symmetric allocation.
 #[inline(always)]
-unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, bool) {
+fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, bool) {
     let (r, mapped) = locate(call, dst as usize, core::mem::size_of::<T>(), pe);
     (r as *mut T, mapped)
 }
@@ -445,7 +248,10 @@ unsafe fn amo_target<T>(call: &'static str, dst: *const T, pe: i32) -> (*mut T, 
 #[inline(always)]
 unsafe fn amo_remote<T: Amo>(call: &'static str, dst: *const T, code: u16, value: T::Bits, compare: T::Bits, pe: i32, fetch: bool) -> T {
     let width = core::mem::size_of::<T::Bits>();
-    T::from_bits(T::Bits::from_u64(remote::amo(call, dst as usize, width, code, value.to_u64(), compare.to_u64(), pe, fetch)))
+    // SAFETY: `dst` is a checked, naturally aligned symmetric address of `width` bytes (the caller's
+    // contract).
+    let old = unsafe { remote::amo(call, dst as usize, width, code, value.to_u64(), compare.to_u64(), pe, fetch) };
+    T::from_bits(T::Bits::from_u64(old))
 }
 
 macro_rules! amo_rmw {
@@ -458,10 +264,15 @@ macro_rules! amo_rmw {
         pub unsafe fn $fetch<T: AmoInt>(dst: *mut T, value: T, pe: i32) -> T {
             let call = concat!("rshmem_atomic_fetch_", $call, "\0");
             let (r, mapped) = amo_target(call, dst, pe);
-            if !mapped {
-                return amo_remote(call, dst, remote::code::$fcode, value.to_bits(), value.to_bits(), pe, true);
+            // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's
+            // contract; its range checked by `amo_target`), which the AMO API accesses only
+            // atomically; `r` is its mapping on `pe` when mapped.
+            unsafe {
+                if !mapped {
+                    return amo_remote(call, dst, code::$fcode, value.to_bits(), value.to_bits(), pe, true);
+                }
+                T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
             }
-            T::from_bits(T::Bits::rmw($op, r as *mut T::Bits, value.to_bits()))
         }
         /// Same without returning the old value.
         ///
@@ -471,11 +282,14 @@ macro_rules! amo_rmw {
         pub unsafe fn $plain<T: AmoInt>(dst: *mut T, value: T, pe: i32) {
             let call = concat!("rshmem_atomic_", $call, "\0");
             let (r, mapped) = amo_target(call, dst, pe);
-            if !mapped {
-                amo_remote::<T>(call, dst, remote::code::$pcode, value.to_bits(), value.to_bits(), pe, false);
-                return;
+            // SAFETY: as in the fetching form.
+            unsafe {
+                if !mapped {
+                    amo_remote::<T>(call, dst, code::$pcode, value.to_bits(), value.to_bits(), pe, false);
+                    return;
+                }
+                T::Bits::rmw($op, r as *mut T::Bits, value.to_bits());
             }
-            T::Bits::rmw($op, r as *mut T::Bits, value.to_bits());
         }
     )*};
 }
@@ -492,10 +306,15 @@ amo_rmw! {
 pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
     let call = "rshmem_atomic_fetch_inc\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        return amo_remote(call, dst, remote::code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            return amo_remote(call, dst, code::FETCH_ADD, T::Bits::one(), T::Bits::one(), pe, true);
+        }
+        T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
     }
-    T::from_bits(T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one()))
 }
 /// # Safety
 /// As `atomic_fetch_inc`.
@@ -503,11 +322,16 @@ pub unsafe fn atomic_fetch_inc<T: AmoInt>(dst: *mut T, pe: i32) -> T {
 pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
     let call = "rshmem_atomic_inc\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        amo_remote::<T>(call, dst, remote::code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
-        return;
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            amo_remote::<T>(call, dst, code::ADD, T::Bits::one(), T::Bits::one(), pe, false);
+            return;
+        }
+        T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one());
     }
-    T::Bits::rmw(Rmw::Add, r as *mut T::Bits, T::Bits::one());
 }
 /// # Safety
 /// `dst` must be a symmetric, naturally aligned `T`.
@@ -515,10 +339,15 @@ pub unsafe fn atomic_inc<T: AmoInt>(dst: *mut T, pe: i32) {
 pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
     let call = "rshmem_atomic_swap\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        return amo_remote(call, dst, remote::code::SWAP, value.to_bits(), value.to_bits(), pe, true);
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            return amo_remote(call, dst, code::SWAP, value.to_bits(), value.to_bits(), pe, true);
+        }
+        T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
     }
-    T::from_bits(T::Bits::rmw(Rmw::Swap, r as *mut T::Bits, value.to_bits()))
 }
 /// # Safety
 /// As `atomic_swap`.
@@ -526,10 +355,15 @@ pub unsafe fn atomic_swap<T: Amo>(dst: *mut T, value: T, pe: i32) -> T {
 pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i32) -> T {
     let call = "rshmem_atomic_compare_swap\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        return amo_remote(call, dst, remote::code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            return amo_remote(call, dst, code::COMPARE_SWAP, value.to_bits(), cond.to_bits(), pe, true);
+        }
+        T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
     }
-    T::from_bits(T::Bits::cas(r as *mut T::Bits, cond.to_bits(), value.to_bits()))
 }
 /// # Safety
 /// As `atomic_swap`.
@@ -537,11 +371,16 @@ pub unsafe fn atomic_compare_swap<T: Amo>(dst: *mut T, cond: T, value: T, pe: i3
 pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
     let call = "rshmem_atomic_fetch\0";
     let (r, mapped) = amo_target(call, src, pe);
-    if !mapped {
-        let zero = T::Bits::from_u64(0);
-        return amo_remote(call, src, remote::code::FETCH, zero, zero, pe, true);
+    // SAFETY: `src` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            let zero = T::Bits::from_u64(0);
+            return amo_remote(call, src, code::FETCH, zero, zero, pe, true);
+        }
+        T::from_bits(T::Bits::load(r as *const T::Bits))
     }
-    T::from_bits(T::Bits::load(r as *const T::Bits))
 }
 /// # Safety
 /// As `atomic_swap`.
@@ -549,11 +388,16 @@ pub unsafe fn atomic_fetch<T: Amo>(src: *const T, pe: i32) -> T {
 pub unsafe fn atomic_set<T: Amo>(dst: *mut T, value: T, pe: i32) {
     let call = "rshmem_atomic_set\0";
     let (r, mapped) = amo_target(call, dst, pe);
-    if !mapped {
-        amo_remote::<T>(call, dst, remote::code::SET, value.to_bits(), value.to_bits(), pe, false);
-        return;
+    // SAFETY: `dst` is a naturally aligned `T` of a live symmetric allocation (the caller's contract;
+    // its range checked by `amo_target`), which the AMO API accesses only atomically; `r` is its
+    // mapping on `pe` when mapped.
+    unsafe {
+        if !mapped {
+            amo_remote::<T>(call, dst, code::SET, value.to_bits(), value.to_bits(), pe, false);
+            return;
+        }
+        T::Bits::store(r as *mut T::Bits, value.to_bits())
     }
-    T::Bits::store(r as *mut T::Bits, value.to_bits())
 }
 
 // ---------------------------------------------------------------- point-to-point synchronization
@@ -571,7 +415,10 @@ macro_rules! wait_types {
     ($($t:ty => $u:ty, $ld:ident;)*) => {$(
         impl Wait for $t {
             #[inline(always)]
-            unsafe fn load_acquire(p: *const $t) -> $t { arch::$ld(p as *const $u) as $t }
+            unsafe fn load_acquire(p: *const $t) -> $t {
+                // SAFETY: the method's contract is the arch load's, for a value of the same width.
+                unsafe { arch::$ld(p as *const $u) as $t }
+            }
         }
     )*};
 }
@@ -612,13 +459,15 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
     check_local(call, ivar as usize, core::mem::size_of::<T>());
     let mut spins = 0u64;
     loop {
-        let v = T::load_acquire(ivar);
+        // SAFETY: a naturally aligned `T` of a live allocation of this PE's heap, which others write
+        // only atomically (the caller's contract).
+        let v = unsafe { T::load_acquire(ivar) };
         if compare(cmp, v, value) {
             return v;
         }
         // What is waited for may come from another node: this thread also applies the inbound
-        // operations queued here (remote::idle).
-        remote::idle(&mut spins, call);
+        // operations queued here (remote::wait::idle).
+        idle(&mut spins, call);
     }
 }
 
@@ -628,7 +477,8 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
 /// `ivar` must be a symmetric, naturally aligned `T` of this PE.
 #[inline(always)]
 pub unsafe fn wait_until<T: Wait>(ivar: *const T, cmp: i32, value: T) {
-    spin_until("rshmem_wait_until\0", ivar, cmp, value);
+    // SAFETY: the caller's contract (written by others only atomically: the API's stores and AMOs).
+    unsafe { spin_until("rshmem_wait_until\0", ivar, cmp, value) };
 }
 /// Tests once whether `ivar` compares true against `value`.
 ///
@@ -639,7 +489,8 @@ pub unsafe fn test<T: Wait>(ivar: *const T, cmp: i32, value: T) -> bool {
     let call = "rshmem_test\0";
     check_cmp(call, cmp);
     check_local(call, ivar as usize, core::mem::size_of::<T>());
-    compare(cmp, T::load_acquire(ivar), value)
+    // SAFETY: as in `spin_until` (the caller's contract).
+    compare(cmp, unsafe { T::load_acquire(ivar) }, value)
 }
 
 // ---------------------------------------------------------------- signals
@@ -658,15 +509,19 @@ unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, 
             fail(call, Problem::BadSignalOp, pe, sig as usize, 8);
         }
         // Posted after this thread's earlier requests, so applied after them at the target.
-        return remote::signal(call, sig as usize, value, op, pe);
+        // SAFETY: `sig` is a checked symmetric u64 (`locate`, else the caller's contract).
+        return unsafe { remote::signal(call, sig as usize, value, op, pe) };
     }
     // Release: everything this thread (and, after a group sync, its group) wrote before is visible
     // to whoever observes the signal.
     arch::fence_acq_rel();
     match op {
-        SIGNAL_SET => arch::store_relaxed_u64(r, value),
+        // SAFETY: `r` is the mapping on `pe` of an 8-aligned u64 of a live symmetric allocation, accessed
+        // only atomically (the caller's contract; the range checked by `locate`).
+        SIGNAL_SET => unsafe { arch::store_relaxed_u64(r, value) },
         SIGNAL_ADD => {
-            arch::rmw_u64(Rmw::Add, r, value);
+            // SAFETY: as above.
+            unsafe { arch::rmw_u64(Rmw::Add, r, value) };
         }
         _ => fail(call, Problem::BadSignalOp, pe, sig as usize, 8),
     }
@@ -678,7 +533,8 @@ unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, 
 /// `sig` must be a symmetric u64.
 #[inline(always)]
 pub unsafe fn signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
-    signal_update("rshmem_signal_op\0", sig, value, op, pe)
+    // SAFETY: the caller's contract (a signal word: an aligned u64 accessed only atomically).
+    unsafe { signal_update("rshmem_signal_op\0", sig, value, op, pe) }
 }
 
 /// Puts `bytes` and then updates `sig` on `pe`; the signal is never visible before the data. A remote
@@ -708,13 +564,16 @@ pub unsafe fn putmem_signal_scoped(
     if !mapped {
         // The signal word is checked like every symmetric address.
         locate(call, sig as usize, 8, pe);
-        let s = remote::Sig { local: sig as usize, value, op };
-        return remote::put(scope, call, dst as usize, src, bytes, pe, blocking, Some(s));
+        let s = Sig { local: sig as usize, value, op };
+        // SAFETY: the caller's contract (`dst` and `sig` checked by `locate`).
+        return unsafe { remote::put(scope, call, dst as usize, src, bytes, pe, blocking, Some(s)) };
     }
-    arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size());
+    // SAFETY: as in `put_scoped`.
+    unsafe { arch::copy(r as *mut u8, src, bytes, scope.rank(), scope.size()) };
     scope.sync();
     if scope.rank() == 0 {
-        signal_update(call, sig, value, op, pe);
+        // SAFETY: `sig` is a symmetric u64 (the caller's contract).
+        unsafe { signal_update(call, sig, value, op, pe) };
     }
     scope.sync();
 }
@@ -725,7 +584,8 @@ macro_rules! put_signal_fns {
         /// See `putmem_signal_scoped`.
         #[inline(always)]
         pub unsafe fn $name(dst: *mut u8, src: *const u8, bytes: usize, sig: *mut u64, value: u64, op: i32, pe: i32) {
-            putmem_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"), $blocking)
+            // SAFETY: the caller's contract, which is the scoped call's.
+            unsafe { putmem_signal_scoped($scope, dst, src, bytes, sig, value, op, pe, concat!($call, "\0"), $blocking) }
         }
     )*};
 }
@@ -744,7 +604,8 @@ put_signal_fns! {
 /// `sig` must be a symmetric u64 of this PE.
 #[inline(always)]
 pub unsafe fn signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
-    spin_until("rshmem_signal_wait_until\0", sig, cmp, value)
+    // SAFETY: the caller's contract (a signal word: an aligned u64 written only atomically).
+    unsafe { spin_until("rshmem_signal_wait_until\0", sig, cmp, value) }
 }
 /// Reads the local signal `sig`.
 ///
@@ -753,51 +614,6 @@ pub unsafe fn signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
 #[inline(always)]
 pub unsafe fn signal_fetch(sig: *const u64) -> u64 {
     check_local("rshmem_signal_fetch\0", sig as usize, 8);
-    arch::load_acquire_u64(sig)
-}
-
-// ---------------------------------------------------------------- barriers
-
-/// The barrier (`with_quiet`) or sync of all PEs: the world team's synchronization.
-///
-/// # Safety
-/// rshmem must be initialized and stay so until this returns, every PE must take part, and only one
-/// scope of this PE may be in a synchronization of the world team at a time.
-#[inline(always)]
-unsafe fn barrier_scoped(scope: Scope, with_quiet: bool, call: &'static str) {
-    crate::coll::team_sync_scoped(scope, TEAM_WORLD, with_quiet, call)
-}
-
-/// Completes this PE's outstanding operations and waits for all PEs (one calling thread per PE).
-#[inline]
-pub fn barrier_all() {
-    // SAFETY: the internal area is at the heap base of every PE (runtime invariant).
-    unsafe { barrier_scoped(Scope::Thread, true, "rshmem_barrier_all\0") }
-}
-/// Waits for all PEs without completing outstanding operations (one calling thread per PE).
-#[inline]
-pub fn sync_all() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Thread, false, "rshmem_sync_all\0") }
-}
-/// Block-scoped barrier_all: every thread of one block per PE calls it.
-#[inline]
-pub fn barrier_all_block() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Block, true, "rshmem_barrier_all_block\0") }
-}
-#[inline]
-pub fn barrier_all_warp() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Warp, true, "rshmem_barrier_all_warp\0") }
-}
-#[inline]
-pub fn sync_all_block() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Block, false, "rshmem_sync_all_block\0") }
-}
-#[inline]
-pub fn sync_all_warp() {
-    // SAFETY: as above.
-    unsafe { barrier_scoped(Scope::Warp, false, "rshmem_sync_all_warp\0") }
+    // SAFETY: as in `signal_wait_until`.
+    unsafe { arch::load_acquire_u64(sig) }
 }

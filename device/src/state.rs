@@ -5,7 +5,22 @@
 /// Most PEs a job may have. The device state holds one peer base per PE.
 pub const MAX_PES: usize = 512;
 
-use crate::remote::proxy::RingRef;
+/// Declares the device state (`.extern .const rshmemi_device_state`) in the PTX of the crate that
+/// invokes it: every crate whose GPU code calls the device API needs this once (`kernels!` does it).
+/// The runtime links the definition in when it loads the module.
+#[macro_export]
+#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(asm_experimental_arch))]
+macro_rules! declare_device_state {
+    () => {
+        #[cfg(target_arch = "nvptx64")]
+        ::core::arch::global_asm!(
+            ".extern .const .align 8 .b8 rshmemi_device_state[{n}];",
+            n = const ::core::mem::size_of::<$crate::state::DeviceState>()
+        );
+    };
+}
+// This crate's own declaration: the state reads of `arch::nvptx` name the symbol.
+declare_device_state!();
 
 /// `DeviceState::route` values: no transport reaches the PE; its heap is mapped (loads and stores);
 /// the CPU proxy carries requests to it; the GPU drives a NIC to it (IBGDA).
@@ -24,6 +39,33 @@ pub const STATE_SYMBOL: &str = "rshmemi_device_state";
 /// Bytes reserved at the start of every symmetric heap for the runtime's own synchronization
 /// variables (`Internal`). User allocations start after it.
 pub const INTERNAL_BYTES: usize = 1024 * 1024;
+
+/// Most slots a proxy request ring may have (1 Mi slots = 64 MiB of host memory).
+pub const MAX_SLOTS: u64 = 1 << 20;
+
+/// What device code holds to post to a proxy request ring (`remote::proxy`, which has the ring's
+/// layout and protocol): the header's address (in this process / as the GPU sees it) and the slot
+/// count. Kept by the caller (the device state's `proxy_ring`) so a post reads nothing of the header
+/// but `tail`: on a GPU the header is in host memory, and every read of it is a PCIe round trip. The
+/// host makes it (`rshmem::transport::proxy::ring`) after setting the ring up.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, Debug, PartialEq, Eq, Default)]
+pub struct RingRef {
+    /// Address of the `RingHeader` (64-aligned), followed by `slots` slots.
+    pub header: u64,
+    /// Slot count: a power of two in 1..=MAX_SLOTS.
+    pub slots: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<RingRef>() == 16);
+
+impl RingRef {
+    /// Whether it can name a ring: a non-null 64-aligned header and a valid slot count.
+    #[inline(always)]
+    pub fn is_valid(self) -> bool {
+        self.header != 0 && self.header.is_multiple_of(64) && self.slots != 0 && self.slots <= MAX_SLOTS && self.slots.is_power_of_two()
+    }
+}
 
 /// Per-PE state the device library reads. On GPUs it is a global in device memory (`rshmemi_device_state`)
 /// of every module that contains the device library; on the CPU backend a process global.
@@ -85,6 +127,104 @@ impl DeviceState {
         node_pe: [0; MAX_PES],
         ibgda: 0,
     };
+}
+
+/// Whether `off` is the offset of a u64 field of [`DeviceState`] (or of an element of its u64 arrays):
+/// what [`Field<u64>`] and the CPU backend's state writes accept.
+pub const fn is_u64_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let peers = offset_of!(DeviceState, peer_base);
+    off == offset_of!(DeviceState, magic)
+        || off == offset_of!(DeviceState, heap_base)
+        || off == offset_of!(DeviceState, heap_size)
+        || off == offset_of!(DeviceState, proxy_ring)
+        || off == offset_of!(DeviceState, proxy_ring) + 8
+        || off == offset_of!(DeviceState, proxy_ret)
+        || off == offset_of!(DeviceState, inbound)
+        || off == offset_of!(DeviceState, ibgda)
+        || (off >= peers && off < peers + 8 * MAX_PES && (off - peers).is_multiple_of(8))
+}
+/// Whether `off` is the offset of a 4-byte field of [`DeviceState`] (or of an element of `node_pe`, or
+/// of a word of four `route` bytes).
+pub const fn is_u32_field(off: usize) -> bool {
+    use core::mem::offset_of;
+    let nodes = offset_of!(DeviceState, node_pe);
+    let routes = offset_of!(DeviceState, route);
+    off == offset_of!(DeviceState, my_pe)
+        || off == offset_of!(DeviceState, n_pes)
+        || off == offset_of!(DeviceState, checks)
+        || off == offset_of!(DeviceState, _pad)
+        || off == offset_of!(DeviceState, node_my_pe)
+        || off == offset_of!(DeviceState, node_n_pes)
+        || (off >= nodes && off < nodes + 4 * MAX_PES && (off - nodes).is_multiple_of(4))
+        || (off >= routes && off < routes + MAX_PES && (off - routes).is_multiple_of(4))
+}
+
+/// The offset of a `W`-wide field of [`DeviceState`] (`W` is `u64` or `u32`), or of one element of its
+/// arrays: what the arch layer's `state_u64`/`state_u32` read. Valid by construction, so those reads
+/// need no check of their own: the named fields are constants checked at compile time, and the array
+/// constructors take the index modulo [`MAX_PES`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Field<W> {
+    off: usize,
+    _w: core::marker::PhantomData<W>,
+}
+
+impl<W> Field<W> {
+    /// The byte offset in [`DeviceState`].
+    #[inline(always)]
+    pub const fn offset(self) -> usize {
+        self.off
+    }
+}
+
+impl Field<u64> {
+    /// The u64 field at byte offset `off`; panics unless [`is_u64_field`]`(off)` (a compile-time error
+    /// where it is evaluated as a constant, as the named fields below are).
+    #[inline(always)]
+    pub const fn u64(off: usize) -> Self {
+        assert!(is_u64_field(off), "not the offset of a u64 field of DeviceState");
+        Field { off, _w: core::marker::PhantomData }
+    }
+    pub const MAGIC: Self = Self::u64(core::mem::offset_of!(DeviceState, magic));
+    pub const HEAP_BASE: Self = Self::u64(core::mem::offset_of!(DeviceState, heap_base));
+    pub const HEAP_SIZE: Self = Self::u64(core::mem::offset_of!(DeviceState, heap_size));
+    /// `proxy_ring.header` and `proxy_ring.slots`.
+    pub const PROXY_RING_HEADER: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ring));
+    pub const PROXY_RING_SLOTS: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ring) + 8);
+    pub const PROXY_RET: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ret));
+    pub const INBOUND: Self = Self::u64(core::mem::offset_of!(DeviceState, inbound));
+    pub const IBGDA: Self = Self::u64(core::mem::offset_of!(DeviceState, ibgda));
+    /// `peer_base[pe % MAX_PES]`.
+    #[inline(always)]
+    pub const fn peer_base(pe: usize) -> Self {
+        Field { off: core::mem::offset_of!(DeviceState, peer_base) + 8 * (pe & (MAX_PES - 1)), _w: core::marker::PhantomData }
+    }
+}
+
+impl Field<u32> {
+    /// The 4-byte field at byte offset `off`; panics unless [`is_u32_field`]`(off)` (as [`Field::u64`]).
+    #[inline(always)]
+    pub const fn u32(off: usize) -> Self {
+        assert!(is_u32_field(off), "not the offset of a 4-byte field of DeviceState");
+        Field { off, _w: core::marker::PhantomData }
+    }
+    pub const MY_PE: Self = Self::u32(core::mem::offset_of!(DeviceState, my_pe));
+    pub const N_PES: Self = Self::u32(core::mem::offset_of!(DeviceState, n_pes));
+    pub const CHECKS: Self = Self::u32(core::mem::offset_of!(DeviceState, checks));
+    pub const NODE_MY_PE: Self = Self::u32(core::mem::offset_of!(DeviceState, node_my_pe));
+    pub const NODE_N_PES: Self = Self::u32(core::mem::offset_of!(DeviceState, node_n_pes));
+    /// `node_pe[i % MAX_PES]`.
+    #[inline(always)]
+    pub const fn node_pe(i: usize) -> Self {
+        Field { off: core::mem::offset_of!(DeviceState, node_pe) + 4 * (i & (MAX_PES - 1)), _w: core::marker::PhantomData }
+    }
+    /// The little-endian word of the four routes `route[j..j + 4]` that holds `route[pe % MAX_PES]`
+    /// (`j = pe % MAX_PES` rounded down to a multiple of 4).
+    #[inline(always)]
+    pub const fn route_word(pe: usize) -> Self {
+        Field { off: core::mem::offset_of!(DeviceState, route) + ((pe & (MAX_PES - 1)) & !3), _w: core::marker::PhantomData }
+    }
 }
 
 /// Most teams a job may have at once, the predefined ones included (NVSHMEM's default

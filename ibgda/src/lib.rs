@@ -6,10 +6,12 @@
 //! - [`wqe`]: building RDMA WRITE (pointer and inline), READ, atomics (standard and masked), NOP and
 //!   DUMP WQEs as values.
 //! - [`qp`]: what a posting thread runs: WQEBB reservation with an atomic producer counter, writing
-//!   WQEs into the ring, the ready chain, doorbell record + doorbell in NVSHMEM's order, CQ polling
-//!   (collapsed or normal with owner bits). Generic over [`qp::Sys`] (atomics, fences, spin policy)
-//!   and over where the queues live ([`qp::QpDesc`] holds their addresses).
+//!   WQEs into the ring, the ready chain, the doorbell record and the doorbell (release stores, in
+//!   that order), CQ polling (collapsed or normal with owner bits). Generic over [`qp::Sys`] (atomics,
+//!   fences, spin policy) and over where the queues live ([`qp::QpDesc`] holds their addresses).
 //! - `emu` (feature `emulator`, std): the emulated mlx5 NIC.
+//! - [`codes!`]: enums of wire and register codes written once as a table (the emulator's
+//!   `emu::Reason`, [`wqe::AtomicKind`], the device library's collective kinds).
 //!
 //! Without the `emulator`/`std` features the crate is `no_std`, allocation-free and compiles to PTX
 //! (`cargo +nightly build -p rshmem-ibgda --target nvptx64-nvidia-cuda -Zbuild-std=core --release`).
@@ -19,6 +21,10 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+// The layers, bottom to top (each module names only those before it): codes, mlx5, wqe, qp, emu
+// (fault, reason, mr, remote, nic, queues, then its mod.rs), and this file.
+#[macro_use]
+mod codes;
 pub mod mlx5;
 pub mod qp;
 pub mod wqe;
@@ -26,5 +32,5 @@ pub mod wqe;
 #[cfg(feature = "emulator")]
 pub mod emu;
 
-pub use qp::{CqeError, PollError, QpCounters, QpDesc, Sys};
-pub use wqe::{Amo, Atomic, Local, Remote, Wqe};
+pub use qp::{collapsed_state, CqState, CqeError, PollError, QpCounters, QpDesc, Sys};
+pub use wqe::{Amo, Atomic, AtomicKind, Local, Remote, Wqe};

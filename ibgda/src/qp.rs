@@ -1,8 +1,22 @@
 //! The send-queue side of IBGDA as a GPU thread runs it (and a host thread on the CPU backend):
 //! reserving WQEBB slots with an atomic producer counter, writing WQEs into the ring, marking them
-//! ready in reservation order, updating the doorbell record and ringing the doorbell in NVSHMEM's order
-//! (research note §3.2, §6.2), and polling the CQ for completion, the collapsed CQ of NVSHMEM (§4.3) or
-//! a normal one with owner bits (§4.2).
+//! ready in reservation order, updating the doorbell record and ringing the doorbell, and polling the
+//! CQ for completion, the collapsed CQ of NVSHMEM (§4.3 of the research note) or a normal one with
+//! owner bits (§4.2).
+//!
+//! # Order of the stores the NIC sees
+//! WQEs, then the doorbell record, then the doorbell (research note §3.2). The code makes it so with
+//! one fence and two release stores, as NVSHMEM does when its stores are `st.release` (§6.2, step 5):
+//! 1. the poster writes its WQEs, then [`Sys::fence_nic`] (system scope on the device) before it
+//!    marks them ready (`ready_head`), so they are visible before any thread can announce them;
+//! 2. the thread that rings (under the post lock, after an acquire of what others marked ready)
+//!    stores the doorbell record with a release store ([`Sys::store_release_u32`]);
+//! 3. then the doorbell with a release store ([`Sys::store_release_u64`]): released after the
+//!    doorbell record, so the NIC never reads a doorbell before its record and WQEs.
+//!
+//! There is no separate fence between the doorbell record and the doorbell: the release stores stand
+//! for it (on GPUs `st.release.sys`; that the SASS keeps the barrier before each store is a check for
+//! the GPU machines, design.md "Memory ordering").
 //!
 //! Where the queues live is the caller's business: a [`QpDesc`] holds their addresses (device or host
 //! memory, the mapped UAR). The atomics and fences come from a [`Sys`] implementation: the device
@@ -230,6 +244,37 @@ pub const fn unwrap16(reference: u64, low: u16) -> u64 {
     }
 }
 
+/// What slot 0 of a collapsed CQ says about the WQEBBs below a count ([`collapsed_state`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CqState {
+    /// An error CQE (requester or responder error): the QP is in the error state.
+    Error,
+    /// Every WQEBB below the count has completed.
+    Done,
+    /// Not yet (or no CQE at all since the CQ was set up).
+    Pending,
+}
+
+/// The one completion test of a collapsed CQ (NVSHMEM's): slot 0's CQE, with CQE opcode `opcode`
+/// (the top nibble of `op_own`) and `wqe_counter` `counter` (the index of the newest completed
+/// WQE), says whether everything below WQEBB count `idx` of a send queue of `sq_size` WQEBBs has
+/// completed. An error CQE (`REQ_ERR` or `RESP_ERR`) is an error whatever its counter; `INVALID` is
+/// no completion yet; otherwise done when `(u16)(idx - counter - 2) >= sq_size`: the counter is at
+/// or past `idx - 1` (modulo 2^16; at most `sq_size` WQEBBs are ever outstanding, so a counter
+/// behind `idx` lies less than `sq_size + 1` behind it).
+///
+/// The device's waits ([`QpDesc::poll`]) and the host's quiet over a real NIC both use it.
+#[inline(always)]
+pub const fn collapsed_state(opcode: u8, counter: u16, idx: u64, sq_size: u32) -> CqState {
+    if opcode == cqe_opcode::REQ_ERR || opcode == cqe_opcode::RESP_ERR {
+        CqState::Error
+    } else if opcode != cqe_opcode::INVALID && ((idx as u16).wrapping_sub(counter).wrapping_sub(2) as u32) >= sq_size {
+        CqState::Done
+    } else {
+        CqState::Pending
+    }
+}
+
 impl QpDesc {
     /// WQEBBs in the send queue.
     #[inline(always)]
@@ -366,9 +411,10 @@ impl QpDesc {
         Ok(ring)
     }
 
-    /// Announces every WQEBB below `new` to the NIC, if not done yet: under the QP's post lock,
-    /// `prod_idx = max(prod_idx, new)`; if that raised it: fence, doorbell record = `new & 0xffff`
-    /// (big-endian), fence, 8-byte doorbell write (research note §3.2, §6.2 step 5).
+    /// Announces every WQEBB below `new` to the NIC, if not done yet: under the QP's post lock (taken
+    /// with an acquire fence), `prod_idx = max(prod_idx, new)`; if that raised it: a release store of
+    /// the doorbell record (`new & 0xffff`, big-endian), then a release store of the 8-byte doorbell
+    /// (research note §3.2, §6.2 step 5; the module docs say why no other fence is needed).
     ///
     /// # Safety
     /// As [`mark_ready`](Self::mark_ready); every WQEBB below `new` must be ready.
@@ -463,29 +509,28 @@ impl QpDesc {
         }
     }
 
-    /// The collapsed CQ: every CQE lands in slot 0; its `wqe_counter` is the index of the newest
-    /// completed WQE. Done when `(u16)(idx - counter - 2) >= sq_size` (NVSHMEM's test).
+    /// The collapsed CQ: every CQE lands in slot 0; [`collapsed_state`] reads it.
     unsafe fn poll_collapsed<S: Sys>(&self, s: &S, idx: u64, spins: &mut u64) -> Result<(), PollError> {
         let tail = (self.cq as usize + offset_of!(mlx5::Cqe64, wqe_counter)) as *const u32;
         let size = self.sq_size();
         loop {
             // SAFETY: slot 0 of the QP's CQ (caller's contract); wqe_counter..op_own is one aligned word.
             let w = unsafe { s.load_acquire_u32(tail) }.to_ne_bytes();
-            let opcode = w[3] >> 4;
-            if opcode == cqe_opcode::REQ_ERR || opcode == cqe_opcode::RESP_ERR {
+            let (opcode, counter) = (w[3] >> 4, u16::from_be_bytes([w[0], w[1]]));
+            let state = collapsed_state(opcode, counter, idx, size);
+            if state == CqState::Error {
                 // SAFETY: as above.
                 let e = unsafe { CqeError::read(s, self.cq as *const u8) };
                 // SAFETY: caller's contract.
                 unsafe { self.record_error(s, e) };
                 return Err(PollError::Cqe(e));
             }
-            let counter = u16::from_be_bytes([w[0], w[1]]);
             // SAFETY: caller's contract.
             let cons = unsafe { s.load_u64(self.cons_idx()) };
             if cons >= idx {
                 return Ok(());
             }
-            if opcode != cqe_opcode::INVALID && ((idx as u16).wrapping_sub(counter).wrapping_sub(2) as u32) >= size {
+            if state == CqState::Done {
                 // SAFETY: caller's contract. prod is read after the CQE: it covers the completion.
                 unsafe {
                     let prod = s.load_u64(self.prod_idx());
@@ -688,7 +733,7 @@ pub struct HostSys;
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
-    use super::{HostSys, Sys};
+    use crate::qp::{HostSys, Sys};
     use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
     // SAFETY: every operation is a core atomic on the given (aligned, live: callers' contract) word;
@@ -774,6 +819,27 @@ mod tests {
         assert_eq!(unwrap16(0x1_0005, 0x0003), 0x1_0003);
         assert_eq!(unwrap16(0x1_0005, 0xfff0), 0x0_fff0);
         assert_eq!(unwrap16(5, 3), 3);
+    }
+
+    /// The collapsed-CQ test: requester and responder error CQEs are errors whatever their counter,
+    /// an INVALID CQE is no completion, and a good CQE completes `idx` when its counter reached
+    /// `idx - 1`, across the 16-bit wrap.
+    #[test]
+    fn collapsed_cq_state() {
+        let size = 128;
+        for counter in [0u16, 5, 0xffff] {
+            for idx in [1u64, 6, 0x1_0000, 0x1_0005] {
+                assert_eq!(collapsed_state(cqe_opcode::REQ_ERR, counter, idx, size), CqState::Error);
+                assert_eq!(collapsed_state(cqe_opcode::RESP_ERR, counter, idx, size), CqState::Error);
+                assert_eq!(collapsed_state(cqe_opcode::INVALID, counter, idx, size), CqState::Pending);
+            }
+        }
+        assert_eq!(collapsed_state(cqe_opcode::REQ, 5, 6, size), CqState::Done);
+        assert_eq!(collapsed_state(cqe_opcode::REQ, 6, 6, size), CqState::Done, "counter past idx");
+        assert_eq!(collapsed_state(cqe_opcode::REQ, 4, 6, size), CqState::Pending);
+        assert_eq!(collapsed_state(cqe_opcode::REQ, 6u16.wrapping_sub(size as u16 + 1), 6, size), CqState::Pending, "as far behind as the ring allows");
+        assert_eq!(collapsed_state(cqe_opcode::REQ, 0xffff, 0x1_0000, size), CqState::Done, "across the wrap");
+        assert_eq!(collapsed_state(cqe_opcode::REQ, 0xfffe, 0x1_0000, size), CqState::Pending, "across the wrap");
     }
 
     #[test]

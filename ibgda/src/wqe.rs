@@ -58,6 +58,33 @@ pub enum Atomic {
     MaskedCs64 { swap: u64, compare: u64, swap_mask: u64, compare_mask: u64 },
 }
 
+codes! {
+    /// The kind codes of [`Atomic::encode`], one per variant of [`Atomic`], with their names.
+    #[derive(Debug)]
+    pub enum AtomicKind: u8 [from_u8, name] {
+        Fa64 = 1 => "fetch-and-add (64-bit)",
+        Cs64 = 2 => "compare-and-swap (64-bit)",
+        MaskedFa32 = 3 => "masked fetch-and-add (32-bit)",
+        MaskedCs32 = 4 => "masked compare-and-swap (32-bit)",
+        MaskedFa64 = 5 => "masked fetch-and-add (64-bit)",
+        MaskedCs64 = 6 => "masked compare-and-swap (64-bit)",
+    }
+}
+
+impl AtomicKind {
+    /// The width in bytes of the target and the number of operands an encoding of this kind holds.
+    #[inline(always)]
+    pub const fn shape(self) -> (u32, usize) {
+        match self {
+            AtomicKind::Fa64 => (8, 1),
+            AtomicKind::Cs64 | AtomicKind::MaskedFa64 => (8, 2),
+            AtomicKind::MaskedFa32 => (4, 2),
+            AtomicKind::MaskedCs32 => (4, 4),
+            AtomicKind::MaskedCs64 => (8, 4),
+        }
+    }
+}
+
 /// The AMO operations of the NVSHMEM API, mapped to NIC atomics by [`Atomic::amo`] the way NVSHMEM's
 /// IBGDA path does (`ibgda_write_atomic_wqe`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -137,57 +164,49 @@ impl Atomic {
         }
     }
     /// A compact form of the atomic for carrying it elsewhere (the proxy transport's wire, the
-    /// target's inbound queue): a kind code (1 Fa64, 2 Cs64, 3 MaskedFa32, 4 MaskedCs32, 5 MaskedFa64,
-    /// 6 MaskedCs64) and four operands in the order of the variant's fields as listed below, unused
-    /// ones 0: Fa64 [add]; Cs64 [swap, compare]; MaskedFa [add, boundary]; MaskedCs [swap, compare,
-    /// swap_mask, compare_mask].
+    /// target's inbound queue): a kind code ([`AtomicKind`]) and four operands in the order of the
+    /// variant's fields as listed below, unused ones 0: Fa64 [add]; Cs64 [swap, compare]; MaskedFa
+    /// [add, boundary]; MaskedCs [swap, compare, swap_mask, compare_mask].
     #[inline(always)]
     pub const fn encode(&self) -> (u8, [u64; 4]) {
         match *self {
-            Atomic::Fa64 { add } => (1, [add, 0, 0, 0]),
-            Atomic::Cs64 { compare, swap } => (2, [swap, compare, 0, 0]),
-            Atomic::MaskedFa32 { add, boundary } => (3, [add as u64, boundary as u64, 0, 0]),
-            Atomic::MaskedCs32 { swap, compare, swap_mask, compare_mask } => (4, [swap as u64, compare as u64, swap_mask as u64, compare_mask as u64]),
-            Atomic::MaskedFa64 { add, boundary } => (5, [add, boundary, 0, 0]),
-            Atomic::MaskedCs64 { swap, compare, swap_mask, compare_mask } => (6, [swap, compare, swap_mask, compare_mask]),
+            Atomic::Fa64 { add } => (AtomicKind::Fa64 as u8, [add, 0, 0, 0]),
+            Atomic::Cs64 { compare, swap } => (AtomicKind::Cs64 as u8, [swap, compare, 0, 0]),
+            Atomic::MaskedFa32 { add, boundary } => (AtomicKind::MaskedFa32 as u8, [add as u64, boundary as u64, 0, 0]),
+            Atomic::MaskedCs32 { swap, compare, swap_mask, compare_mask } => {
+                (AtomicKind::MaskedCs32 as u8, [swap as u64, compare as u64, swap_mask as u64, compare_mask as u64])
+            }
+            Atomic::MaskedFa64 { add, boundary } => (AtomicKind::MaskedFa64 as u8, [add, boundary, 0, 0]),
+            Atomic::MaskedCs64 { swap, compare, swap_mask, compare_mask } => (AtomicKind::MaskedCs64 as u8, [swap, compare, swap_mask, compare_mask]),
         }
     }
     /// The inverse of [`encode`](Self::encode); None for an unknown kind. 32-bit kinds take the low
     /// halves of their operands ([`Atomic::kind_shape`] says what a valid encoding holds).
     #[inline(always)]
     pub const fn decode(kind: u8, o: [u64; 4]) -> Option<Atomic> {
-        Some(match kind {
-            1 => Atomic::Fa64 { add: o[0] },
-            2 => Atomic::Cs64 { swap: o[0], compare: o[1] },
-            3 => Atomic::MaskedFa32 { add: o[0] as u32, boundary: o[1] as u32 },
-            4 => Atomic::MaskedCs32 { swap: o[0] as u32, compare: o[1] as u32, swap_mask: o[2] as u32, compare_mask: o[3] as u32 },
-            5 => Atomic::MaskedFa64 { add: o[0], boundary: o[1] },
-            6 => Atomic::MaskedCs64 { swap: o[0], compare: o[1], swap_mask: o[2], compare_mask: o[3] },
-            _ => return None,
+        let Some(k) = AtomicKind::from_u8(kind) else { return None };
+        Some(match k {
+            AtomicKind::Fa64 => Atomic::Fa64 { add: o[0] },
+            AtomicKind::Cs64 => Atomic::Cs64 { swap: o[0], compare: o[1] },
+            AtomicKind::MaskedFa32 => Atomic::MaskedFa32 { add: o[0] as u32, boundary: o[1] as u32 },
+            AtomicKind::MaskedCs32 => Atomic::MaskedCs32 { swap: o[0] as u32, compare: o[1] as u32, swap_mask: o[2] as u32, compare_mask: o[3] as u32 },
+            AtomicKind::MaskedFa64 => Atomic::MaskedFa64 { add: o[0], boundary: o[1] },
+            AtomicKind::MaskedCs64 => Atomic::MaskedCs64 { swap: o[0], compare: o[1], swap_mask: o[2], compare_mask: o[3] },
         })
     }
     /// The width in bytes and the number of operands of encoded kind `kind`, or None when unknown.
     #[inline(always)]
     pub const fn kind_shape(kind: u8) -> Option<(u32, usize)> {
-        match kind {
-            1 => Some((8, 1)),
-            2 | 5 => Some((8, 2)),
-            3 => Some((4, 2)),
-            4 => Some((4, 4)),
-            6 => Some((8, 4)),
-            _ => None,
+        match AtomicKind::from_u8(kind) {
+            Some(k) => Some(k.shape()),
+            None => None,
         }
     }
     /// The name of encoded kind `kind`, for messages.
     pub const fn kind_name(kind: u8) -> &'static str {
-        match kind {
-            1 => "fetch-and-add (64-bit)",
-            2 => "compare-and-swap (64-bit)",
-            3 => "masked fetch-and-add (32-bit)",
-            4 => "masked compare-and-swap (32-bit)",
-            5 => "masked fetch-and-add (64-bit)",
-            6 => "masked compare-and-swap (64-bit)",
-            _ => "unknown atomic",
+        match AtomicKind::from_u8(kind) {
+            Some(k) => k.name(),
+            None => "unknown atomic",
         }
     }
     /// The value the operation stores given the old one (what the NIC computes; the emulator uses it).
@@ -472,6 +491,35 @@ mod tests {
         assert_eq!(masked_add(0xff, 1, 0x80), 0x00); // carry out of bit 7 dropped
         assert_eq!(masked_add(0xdead_beef, 0x1234_5678, u64::MAX), 0xdead_beef ^ 0x1234_5678);
         assert_eq!(masked_add(u64::MAX, 1, 0), 0);
+    }
+
+    /// Every variant encodes to its kind's code and back, with the operand count and width its kind
+    /// states; codes no kind has decode to None.
+    #[test]
+    fn atomic_kinds_round_trip() {
+        let all = [
+            Atomic::Fa64 { add: 0x1111_2222_3333_4444 },
+            Atomic::Cs64 { compare: 5, swap: 6 },
+            Atomic::MaskedFa32 { add: 7, boundary: 8 },
+            Atomic::MaskedCs32 { swap: 9, compare: 10, swap_mask: 11, compare_mask: 12 },
+            Atomic::MaskedFa64 { add: 13, boundary: 14 },
+            Atomic::MaskedCs64 { swap: 15, compare: 16, swap_mask: 17, compare_mask: 18 },
+        ];
+        assert_eq!(all.len(), AtomicKind::ALL.len());
+        for (a, &k) in all.iter().zip(AtomicKind::ALL) {
+            let (code, ops) = a.encode();
+            assert_eq!(code, k as u8);
+            assert_eq!(Atomic::decode(code, ops), Some(*a));
+            let (width, n) = Atomic::kind_shape(code).unwrap();
+            assert_eq!(width, a.bytes());
+            assert!(ops[n..].iter().all(|&o| o == 0), "{k:?}: operands past its count");
+            assert_eq!(Atomic::kind_name(code), k.name());
+        }
+        for code in [0u8, 7, 0xff] {
+            assert_eq!(Atomic::decode(code, [1; 4]), None);
+            assert_eq!(Atomic::kind_shape(code), None);
+            assert_eq!(Atomic::kind_name(code), "unknown atomic");
+        }
     }
 
     #[test]

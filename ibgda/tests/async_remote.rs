@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Mem, TimedSys};
-use rshmem_ibgda::emu::{respond, Access, Dma, FaultConfig, HostQp, HostQpConfig, Loopback, MrTable, Nic, Reason, Remote, RemoteDone, RemoteError, RemoteOp};
+use rshmem_ibgda::emu::{respond, Access, Dma, FaultConfig, HostQueues, HostQueuesConfig, Loopback, MrTable, Nic, Reason, Remote, RemoteDone, RemoteError, RemoteOp};
 use rshmem_ibgda::mlx5::{fm_ce_se, syndrome};
 use rshmem_ibgda::{Atomic, Local, PollError, Wqe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,7 +47,7 @@ impl Remote for Late {
 
 struct LateRig {
     nic: Nic,
-    qp: HostQp,
+    qp: HostQueues,
     mrs: Arc<MrTable>,
     held: Answers,
     released: Answers,
@@ -57,11 +57,11 @@ struct LateRig {
 impl LateRig {
     fn new() -> LateRig {
         let mrs = Arc::new(MrTable::new());
-        let qp = HostQp::new(HostQpConfig { log_sq: 6, log_cq: 6, collapsed: false, batch: 1, ..Default::default() });
+        let qp = HostQueues::new(HostQueuesConfig { log_sq: 6, log_cq: 6, collapsed: false, batch: 1, ..Default::default() });
         let mut nic = Nic::new(mrs.clone(), FaultConfig::default());
         let (held, released, started) = (Arc::default(), Arc::default(), Arc::default());
         let late = Late { mrs: mrs.clone(), held: Arc::clone(&held), released: Arc::clone(&released), started: Arc::clone(&started) };
-        // SAFETY: the HostQp lives in the rig as long as the NIC (polled by the test only).
+        // SAFETY: the HostQueues lives in the rig as long as the NIC (polled by the test only).
         unsafe { nic.add_qp(qp.setup(), Box::new(late)).unwrap() };
         LateRig { nic, qp, mrs, held, released, started }
     }
@@ -177,9 +177,9 @@ impl Dma for CountingDma {
 #[test]
 fn regions_behind_an_accessor_are_reached_only_through_it() {
     let mrs = Arc::new(MrTable::new());
-    let qp = HostQp::new(HostQpConfig { log_sq: 6, ..Default::default() });
+    let qp = HostQueues::new(HostQueuesConfig { log_sq: 6, ..Default::default() });
     let mut nic = Nic::new(mrs.clone(), FaultConfig::default());
-    // SAFETY: the HostQp outlives the NIC (polled here only).
+    // SAFETY: the HostQueues outlives the NIC (polled here only).
     unsafe { nic.add_qp(qp.setup(), Box::new(Loopback::new(mrs.clone()))).unwrap() };
     let dma = Arc::new(CountingDma(AtomicUsize::new(0)));
     let mut local = vec![0u64; 64];
@@ -216,7 +216,7 @@ fn regions_behind_an_accessor_are_reached_only_through_it() {
 #[test]
 fn acknowledge_only_completes_without_moving_data() {
     let mrs = Arc::new(MrTable::new());
-    let qp = HostQp::new(HostQpConfig { log_sq: 6, ..Default::default() });
+    let qp = HostQueues::new(HostQueuesConfig { log_sq: 6, ..Default::default() });
     let mut nic = Nic::new(mrs.clone(), FaultConfig::default());
     nic.set_ack_only(true);
     // SAFETY: as above.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Mem, Rig, TimedSys};
-use rshmem_ibgda::emu::{Access, FaultConfig, HostQpConfig, Reason};
+use rshmem_ibgda::emu::{Access, FaultConfig, HostQueuesConfig, Reason};
 use rshmem_ibgda::mlx5::{fm_ce_se, opcode, syndrome};
 use rshmem_ibgda::qp::QpDesc;
 use rshmem_ibgda::{Amo, Atomic, Local, PollError, Remote, Wqe};
@@ -19,7 +19,7 @@ fn sys() -> TimedSys {
 }
 
 fn post(d: &QpDesc, wqes: &[Wqe]) -> u64 {
-    // SAFETY: `d` is a live HostQp's descriptor; the buffers the WQEs name are registered and live.
+    // SAFETY: `d` is a live HostQueues' descriptor; the buffers the WQEs name are registered and live.
     unsafe { d.post(&sys(), wqes) }.unwrap_or_else(|e| panic!("post: {e}"))
 }
 
@@ -36,7 +36,7 @@ fn quiet(d: &QpDesc) {
 /// Every operation kind once, results checked: pointer and inline WRITEs, READ, every AMO at 4 and 8
 /// bytes (standard and masked atomics), NOP and DUMP.
 fn every_operation(collapsed: bool, fault: FaultConfig) {
-    let rig = Rig::new(HostQpConfig { collapsed, log_sq: 6, log_cq: 6, ..Default::default() }, fault);
+    let rig = Rig::new(HostQueuesConfig { collapsed, log_sq: 6, log_cq: 6, ..Default::default() }, fault);
     let mut local = Mem::new(&rig.mrs, LKEY, 512, Access::ALL);
     let remote = Mem::new(&rig.mrs, RKEY, 512, Access::ALL);
     let d = rig.qp.desc();
@@ -149,7 +149,7 @@ fn every_operation_normal_cq() {
 
 /// `threads` threads post to one QP at once: each group reserves its WQEBBs once and writes several
 /// WQEs (as a warp does), then submits; fetch-adds on one counter and puts into per-thread slots.
-fn shared_qp(cfg: HostQpConfig, fault: FaultConfig, threads: usize, groups: usize) -> rshmem_ibgda::emu::QpStats {
+fn shared_qp(cfg: HostQueuesConfig, fault: FaultConfig, threads: usize, groups: usize) -> rshmem_ibgda::emu::QpStats {
     let rig = Rig::new(cfg, fault.clone());
     let local = Mem::new(&rig.mrs, LKEY, 64 * threads, Access::ALL);
     let remote = Mem::new(&rig.mrs, RKEY, 64 * threads + 8, Access::ALL);
@@ -218,8 +218,8 @@ fn shared_qp(cfg: HostQpConfig, fault: FaultConfig, threads: usize, groups: usiz
     st
 }
 
-fn small(collapsed: bool) -> HostQpConfig {
-    HostQpConfig { collapsed, log_sq: 6, log_cq: 6, batch: 8, ..Default::default() }
+fn small(collapsed: bool) -> HostQueuesConfig {
+    HostQueuesConfig { collapsed, log_sq: 6, log_cq: 6, batch: 8, ..Default::default() }
 }
 
 #[test]
@@ -345,7 +345,8 @@ fn error_completions_name_the_syndrome() {
             let st = nic.stats(0);
             assert_eq!(st.first_error.map(|e| (e.syndrome, e.reason)), Some((syn, reason)), "{st:?}");
             assert!(st.in_error);
-            rig.qp.reset_at(0);
+            // SAFETY: the NIC thread is stopped (`rig.stop` above) and nothing posts or polls now.
+            unsafe { rig.qp.reset_at(0) };
             nic.reset_qp(0, 0);
             rig.nic = Some(nic.spawn());
         }

@@ -8,7 +8,7 @@
 //! the CQ memory itself is checked (owner bits and WQE counters of a normal CQ, slot 0 of a collapsed
 //! one).
 
-use rshmem_ibgda::emu::{Access, FaultConfig, HostQp, HostQpConfig, Loopback, MrTable, Nic, Reason};
+use rshmem_ibgda::emu::{Access, FaultConfig, HostQueues, HostQueuesConfig, Loopback, MrTable, Nic, Reason};
 use rshmem_ibgda::mlx5::{self, cqe_opcode, fm_ce_se, opcode, CtrlSeg, DataSeg, RaddrSeg};
 use rshmem_ibgda::qp::HostSys;
 use rshmem_ibgda::{Amo, Atomic, Local, Remote, Wqe};
@@ -94,6 +94,7 @@ fn setup(arena: &Arena, mrs: &MrTable) -> Layout {
     for (i, x) in unsafe { bytes(c, PAGE) }.iter_mut().enumerate() {
         *x = (i * 31 + 7) as u8;
     }
+    // SAFETY: as above.
     unsafe { bytes(d, PAGE) }.fill(0xcd);
     // SAFETY: as above.
     unsafe { bytes(e, PAGE) }.fill(0xee);
@@ -224,9 +225,9 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
     let mrs = Arc::new(MrTable::new());
     let l = setup(&arena, &mrs);
     let log_cq = 12;
-    let qp = HostQp::new(HostQpConfig { qpn: 0x77, log_sq: 5, log_cq, collapsed, start: 0xfff0, batch: 1 });
+    let qp = HostQueues::new(HostQueuesConfig { qpn: 0x77, log_sq: 5, log_cq, collapsed, start: 0xfff0, batch: 1 });
     let mut nic = Nic::new(mrs.clone(), FaultConfig::default());
-    // SAFETY: the HostQp and the arena outlive the NIC (dropped at the end of this function, NIC first).
+    // SAFETY: the HostQueues and the arena outlive the NIC (dropped at the end of this function, NIC first).
     unsafe { nic.add_qp(qp.setup(), Box::new(Loopback::new(mrs.clone()))).unwrap() };
     let mut rng = Rng(seed);
     let d = qp.desc();
@@ -237,7 +238,7 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
         let before = nic.stats(0);
         let pos = before.hw_ci;
         let mut w = random_wqe(&mut rng, &l);
-        // SAFETY: the HostQp's ring; the NIC runs only inside `nic.poll()` below.
+        // SAFETY: the HostQueues' ring; the NIC runs only inside `nic.poll()` below.
         unsafe { d.write(&HostSys, pos, &w) };
         let n = w.wqebbs().max(1) as u64;
         // Mutations in the ring, then CQ_UPDATE forced on.
@@ -260,7 +261,7 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
         w.ds = 0; // (the value is not used below; the ring holds the truth now)
         // Sometimes announce more WQEBBs than written (stale ring contents follow).
         let extra = if rng.chance(20) { 1 + rng.below(3) } else { 0 };
-        // SAFETY: the HostQp's queues; everything below pos + n + extra counts as ready.
+        // SAFETY: the HostQueues' queues; everything below pos + n + extra counts as ready.
         unsafe { d.post_send(&HostSys, pos + n + extra) }.unwrap();
         let consumed = nic.poll();
         let after = nic.stats(0);
@@ -279,7 +280,7 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
         // The CQ memory.
         let in_range = |c: u16| (c.wrapping_sub(pos as u16) as u64) < n + extra;
         if collapsed {
-            // SAFETY: slot 0 of the HostQp's CQ, written by the NIC (not running now).
+            // SAFETY: slot 0 of the HostQueues' CQ, written by the NIC (not running now).
             let c: rshmem_ibgda::mlx5::Cqe64 = unsafe { std::ptr::read(qp.cq() as *const _) };
             assert!(c.opcode() == cqe_opcode::REQ || c.opcode() == cqe_opcode::REQ_ERR, "{c:?}");
             assert!(in_range(c.wqe_counter.get()), "iteration {it}: CQE counter {:#x} not in the WQEs just posted at {pos:#x}", c.wqe_counter.get());
@@ -287,7 +288,7 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
             let mut last = None;
             for _ in 0..wqes {
                 let slot = (sw_ci & ((1 << log_cq) - 1)) as usize;
-                // SAFETY: a slot of the HostQp's CQ.
+                // SAFETY: a slot of the HostQueues' CQ.
                 let c: rshmem_ibgda::mlx5::Cqe64 = unsafe { std::ptr::read(qp.cq().add(64 * slot) as *const _) };
                 assert_eq!(c.owner() as u64, (sw_ci >> log_cq) & 1, "iteration {it}: owner bit");
                 assert!(c.opcode() == cqe_opcode::REQ || c.opcode() == cqe_opcode::REQ_ERR, "{c:?}");
@@ -301,7 +302,7 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
             }
             // Tell the NIC how far the CQ was read (its overrun check).
             let set_ci = ((sw_ci & 0xff_ffff) as u32).to_be_bytes();
-            // SAFETY: the CQ doorbell record of the HostQp.
+            // SAFETY: the CQ doorbell record of the HostQueues.
             unsafe { std::ptr::write_volatile(d.cq_dbr as *mut u32, u32::from_ne_bytes(set_ci)) };
             // The next slot is not valid yet.
             let slot = (sw_ci & ((1 << log_cq) - 1)) as usize;
@@ -312,7 +313,8 @@ fn fuzz(collapsed: bool, seed: u64, iterations: usize) {
         if after.in_error || rng.chance(500) {
             // Back to a fresh QP (RESET), sometimes at a count near a 16-bit wrap.
             let start = if rng.chance(2) { 0xffff - rng.below(40) } else { rng.below(1 << 20) };
-            qp.reset_at(start);
+            // SAFETY: the NIC runs only inside `nic.poll()` and this thread is the only poster.
+            unsafe { qp.reset_at(start) };
             nic.reset_qp(0, start);
             sw_ci = 0;
             resets += 1;

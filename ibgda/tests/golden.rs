@@ -8,7 +8,7 @@
 //! Without the header the test is skipped with a message, unless `CI` or `RSHMEM_REQUIRE_MLX5DV=1` is
 //! set, where it fails.
 
-use rshmem_ibgda::emu::{Access, FaultConfig, HostQp, HostQpConfig, Loopback, MrTable, Nic};
+use rshmem_ibgda::emu::{Access, FaultConfig, HostQueues, HostQueuesConfig, Loopback, MrTable, Nic};
 use rshmem_ibgda::mlx5::{self, cqe_opcode, fm_ce_se, opcode, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, RaddrSeg};
 use rshmem_ibgda::qp::HostSys;
 use rshmem_ibgda::wqe::MAX_INLINE;
@@ -191,12 +191,12 @@ fn wqe_bytes_match_rdma_core() {
     let answers = ask(&exe, &cases.iter().map(|c| c.req.clone()).collect::<Vec<_>>());
     // The crate writes each WQE into a 16-WQEBB ring at its count (wrapping at the end), as posting
     // does; the ring is read back in WQE order.
-    let qp = HostQp::new(HostQpConfig { log_sq: 4, ..Default::default() });
+    let qp = HostQueues::new(HostQueuesConfig { log_sq: 4, ..Default::default() });
     let mut kinds = std::collections::BTreeSet::new();
     for (c, want) in cases.iter().zip(&answers) {
         let mut d = qp.desc();
         d.qpn = c.qpn;
-        // SAFETY: the HostQp's own ring; no NIC runs.
+        // SAFETY: the HostQueues' own ring; no NIC runs.
         unsafe { d.write(&HostSys, c.pi, &c.wqe) };
         let mut got = Vec::new();
         for k in 0..c.wqe.wqebbs() as u64 {
@@ -219,7 +219,7 @@ fn wqe_bytes_match_rdma_core() {
 fn doorbell_record_and_doorbell_match_rdma_core() {
     let Some(exe) = golden_program() else { return };
     let mut rng = Rng(42);
-    let qp = HostQp::new(HostQpConfig::default());
+    let qp = HostQueues::new(HostQueuesConfig::default());
     let mut reqs = Vec::new();
     let mut got = Vec::new();
     for i in 0..500 {
@@ -230,13 +230,14 @@ fn doorbell_record_and_doorbell_match_rdma_core() {
             _ => 1 + rng.below(1 << 40),
         };
         let qpn = rng.below(1 << 24) as u32;
-        qp.reset_at(new - 1);
+        // SAFETY: no NIC runs and this thread is the only user of the queues.
+        unsafe { qp.reset_at(new - 1) };
         let mut d = qp.desc();
         d.qpn = qpn;
-        // SAFETY: the HostQp's own queues; no NIC runs. Everything below `new` counts as ready.
+        // SAFETY: the HostQueues' own queues; no NIC runs. Everything below `new` counts as ready.
         unsafe { d.post_send(&HostSys, new) }.unwrap();
         let mut b = [0u8; 16];
-        // SAFETY: the 8-byte doorbell record and the 8-byte doorbell register of the HostQp.
+        // SAFETY: the 8-byte doorbell record and the 8-byte doorbell register of the HostQueues.
         unsafe {
             std::ptr::copy_nonoverlapping(qp.dbr(), b.as_mut_ptr(), 8);
             std::ptr::copy_nonoverlapping(qp.doorbell(), b.as_mut_ptr().add(8), 8);
@@ -269,22 +270,22 @@ fn cqes_match_rdma_core() {
     // 0, then 1, then 0), a collapsed CQ, and an error CQE.
     for collapsed in [false, true] {
         let mrs = Arc::new(MrTable::new());
-        let qp = HostQp::new(HostQpConfig { qpn: 0xab_cdef, log_sq: 2, log_cq: 1, collapsed, start: 0xfffe, batch: 1 });
+        let qp = HostQueues::new(HostQueuesConfig { qpn: 0xab_cdef, log_sq: 2, log_cq: 1, collapsed, start: 0xfffe, batch: 1 });
         let mut nic = Nic::new(mrs.clone(), FaultConfig::default());
-        // SAFETY: the HostQp outlives the NIC (both local; the NIC is dropped first).
+        // SAFETY: the HostQueues outlives the NIC (both local; the NIC is dropped first).
         unsafe { nic.add_qp(qp.setup(), Box::new(Loopback::new(mrs.clone()))).unwrap() };
         let d = qp.desc();
         let mut reqs = Vec::new();
         let mut got = Vec::new();
         for lap in 0..6u64 {
-            // SAFETY: the HostQp's descriptor; no other poster.
+            // SAFETY: the HostQueues' descriptor; no other poster.
             let end = unsafe { d.post(&HostSys, &[Wqe::nop(0)]) }.unwrap();
             nic.poll();
             // SAFETY: as above.
             unsafe { d.poll(&HostSys, end) }.unwrap();
             let slot = if collapsed { 0 } else { lap % 2 };
             let owner = if collapsed { 0 } else { (lap / 2) % 2 };
-            // SAFETY: a slot of the HostQp's CQ, written by the NIC (which is not running now).
+            // SAFETY: a slot of the HostQueues' CQ, written by the NIC (which is not running now).
             got.push(hex(unsafe { std::slice::from_raw_parts(qp.cq().add(64 * slot as usize), 64) }));
             reqs.push(format!("C abcdef {:x} {:x} 0 {owner:x}", (0xfffe + lap) as u16, opcode::NOP));
         }

@@ -3,8 +3,8 @@
 //! PEs is shared memory mapped by every process, so Rust's atomics (lock-free, address-based) are
 //! atomic across processes too, and SeqCst fences order across processes as they do across threads.
 
-use super::{Failure, Rmw};
-use crate::state::DeviceState;
+use crate::state::{is_u32_field, is_u64_field, DeviceState, Field};
+use crate::types::{Failure, Rmw};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
@@ -143,65 +143,31 @@ fn hooks() -> &'static Hooks {
     if p.is_null() { &DEFAULT_HOOKS } else { unsafe { &*p } }
 }
 
-/// Whether `off` is the offset of a u64 field of DeviceState (written by `set_state` as a u64). With
-/// the constant offsets of the callers this folds away.
-#[inline(always)]
-const fn is_u64_field(off: usize) -> bool {
-    use core::mem::offset_of;
-    let peers = offset_of!(DeviceState, peer_base);
-    off == MAGIC_OFF
-        || off == offset_of!(DeviceState, heap_base)
-        || off == offset_of!(DeviceState, heap_size)
-        || off == offset_of!(DeviceState, proxy_ring)
-        || off == offset_of!(DeviceState, proxy_ring) + 8
-        || off == offset_of!(DeviceState, proxy_ret)
-        || off == offset_of!(DeviceState, inbound)
-        || off == offset_of!(DeviceState, ibgda)
-        || (off >= peers && off < peers + 8 * crate::state::MAX_PES && (off - peers).is_multiple_of(8))
-}
-/// Whether `off` is the offset of a 4-byte field of DeviceState (written by `set_state` as a u32).
-#[inline(always)]
-const fn is_u32_field(off: usize) -> bool {
-    use core::mem::offset_of;
-    let nodes = offset_of!(DeviceState, node_pe);
-    let routes = offset_of!(DeviceState, route);
-    off == offset_of!(DeviceState, my_pe)
-        || off == offset_of!(DeviceState, n_pes)
-        || off == offset_of!(DeviceState, checks)
-        || off == offset_of!(DeviceState, _pad)
-        || off == offset_of!(DeviceState, node_my_pe)
-        || off == offset_of!(DeviceState, node_n_pes)
-        || (off >= nodes && off < nodes + 4 * crate::state::MAX_PES && (off - nodes).is_multiple_of(4))
-        || (off >= routes && off < routes + crate::state::MAX_PES && (off - routes).is_multiple_of(4))
-}
-
 /// Reads a u64 field of the device state (see the nvptx version). The magic is read with acquire, so
 /// the fields read after a check of it are those `set_state` wrote before it.
-///
-/// `off` must be the offset of a u64 field (callers use `offset_of!`); other values panic.
 #[inline(always)]
-pub fn state_u64(off: usize) -> u64 {
-    assert!(is_u64_field(off), "state_u64: not the offset of a u64 field of DeviceState");
-    let order = if off == MAGIC_OFF { Ordering::Acquire } else { Ordering::Relaxed };
-    // SAFETY: checked above: an 8-aligned u64 inside STATE, only ever accessed as an 8-byte atomic.
-    unsafe { AtomicU64::from_ptr(state_ptr().add(off) as *mut u64) }.load(order)
+pub fn state_u64(f: Field<u64>) -> u64 {
+    let order = if f == Field::MAGIC { Ordering::Acquire } else { Ordering::Relaxed };
+    // SAFETY: a `Field<u64>` is an 8-aligned u64 inside STATE (checked when it was made), only ever
+    // accessed as an 8-byte atomic.
+    unsafe { AtomicU64::from_ptr(state_ptr().add(f.offset()) as *mut u64) }.load(order)
 }
 /// Two u64 fields of the device state (see the nvptx version for why the pair exists).
 #[inline(always)]
-pub fn state_u64_pair(a: usize, b: usize) -> (u64, u64) {
+pub fn state_u64_pair(a: Field<u64>, b: Field<u64>) -> (u64, u64) {
     (state_u64(a), state_u64(b))
 }
-/// Reads an i32/u32 field of the device state. `off` must be the offset of a 4-byte field.
+/// Reads an i32/u32 field of the device state.
 #[inline(always)]
-pub fn state_u32(off: usize) -> u32 {
-    assert!(is_u32_field(off), "state_u32: not the offset of a 4-byte field of DeviceState");
-    // SAFETY: checked above: a 4-aligned u32 inside STATE, only ever accessed as a 4-byte atomic.
-    unsafe { AtomicU32::from_ptr(state_ptr().add(off) as *mut u32) }.load(Ordering::Relaxed)
+pub fn state_u32(f: Field<u32>) -> u32 {
+    // SAFETY: a `Field<u32>` is a 4-aligned u32 inside STATE (checked when it was made), only ever
+    // accessed as a 4-byte atomic.
+    unsafe { AtomicU32::from_ptr(state_ptr().add(f.offset()) as *mut u32) }.load(Ordering::Relaxed)
 }
 
 /// This process's PE number from the device state (-1 before init), for messages.
 pub fn state_my_pe() -> i32 {
-    state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32
+    state_u32(Field::MY_PE) as i32
 }
 
 #[inline(always)]
@@ -291,35 +257,40 @@ macro_rules! width_ops {
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_acq(p: *const $t) -> $t {
-            <$at>::from_ptr(p as *mut $t).load(Ordering::Acquire)
+            // SAFETY: the function's contract is `from_ptr`'s (aligned, live, accessed only atomically).
+            unsafe { <$at>::from_ptr(p as *mut $t) }.load(Ordering::Acquire)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_rlx(p: *const $t) -> $t {
-            <$at>::from_ptr(p as *mut $t).load(Ordering::Relaxed)
+            // SAFETY: as above.
+            unsafe { <$at>::from_ptr(p as *mut $t) }.load(Ordering::Relaxed)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rel(p: *mut $t, v: $t) {
-            <$at>::from_ptr(p).store(v, Ordering::Release)
+            // SAFETY: as above.
+            unsafe { <$at>::from_ptr(p) }.store(v, Ordering::Release)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
-            <$at>::from_ptr(p).store(v, Ordering::Relaxed)
+            // SAFETY: as above.
+            unsafe { <$at>::from_ptr(p) }.store(v, Ordering::Relaxed)
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
-            let a = <$at>::from_ptr(p);
+            // SAFETY: as above.
+            let a = unsafe { <$at>::from_ptr(p) };
             match op {
                 Rmw::Add => a.fetch_add(v, Ordering::Relaxed),
                 Rmw::And => a.fetch_and(v, Ordering::Relaxed),
@@ -334,7 +305,8 @@ macro_rules! width_ops {
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
-            match <$at>::from_ptr(p).compare_exchange(cond, v, Ordering::Relaxed, Ordering::Relaxed) {
+            // SAFETY: as above.
+            match unsafe { <$at>::from_ptr(p) }.compare_exchange(cond, v, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(x) | Err(x) => x,
             }
         }
@@ -349,8 +321,8 @@ width_ops!(u64, AtomicU64, load_acquire_u64, load_relaxed_u64, store_release_u64
 /// As the width ops above, for a 2-byte value.
 #[inline(always)]
 pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
-    // SAFETY: as for the width ops above.
-    AtomicU16::from_ptr(p as *mut u16).load(Ordering::Acquire)
+    // SAFETY: as for the width ops above (the function's contract is `from_ptr`'s).
+    unsafe { AtomicU16::from_ptr(p as *mut u16) }.load(Ordering::Acquire)
 }
 
 #[inline(always)]
@@ -373,8 +345,9 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
     let start = core::cmp::min(n, rank * share);
     let end = core::cmp::min(n, start + share);
     if end > start {
-        // SAFETY: the caller guarantees both ranges are valid; shares of different ranks don't overlap.
-        core::ptr::copy(src.add(start), dst.add(start), end - start);
+        // SAFETY: the caller guarantees both ranges are valid for `n` bytes (start <= end <= n) and do
+        // not overlap; shares of different ranks don't overlap either.
+        unsafe { core::ptr::copy(src.add(start), dst.add(start), end - start) };
     }
 }
 
@@ -384,7 +357,8 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
 /// As `copy`, for `16 * units` bytes.
 #[inline(always)]
 pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
-    copy(dst, src, units * 16, rank as u32, size as u32)
+    // SAFETY: the caller's contract, for `16 * units` bytes.
+    unsafe { copy(dst, src, units * 16, rank as u32, size as u32) }
 }
 
 #[cold]
@@ -414,25 +388,32 @@ mod tests {
         s.peer_base[6] = 0xfeed_0000;
         s.node_pe[1] = 5;
         set_state(&s);
-        assert_eq!(state_u64(MAGIC_OFF), crate::state::STATE_MAGIC);
+        assert_eq!(state_u64(Field::MAGIC), crate::state::STATE_MAGIC);
         assert_eq!(state_my_pe(), 3);
-        assert_eq!(state_u32(offset_of!(DeviceState, n_pes)), 7);
-        assert_eq!(state_u64(offset_of!(DeviceState, heap_base)), 0x1234_5678_9abc_def0);
-        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0xfeed_0000);
-        assert_eq!(state_u32(offset_of!(DeviceState, node_pe) + 4), 5);
+        assert_eq!(state_u32(Field::N_PES), 7);
+        assert_eq!(state_u64(Field::HEAP_BASE), 0x1234_5678_9abc_def0);
+        assert_eq!(state_u64(Field::peer_base(6)), 0xfeed_0000);
+        assert_eq!(state_u32(Field::node_pe(1)), 5);
         clear_state();
-        assert_eq!(state_u64(MAGIC_OFF), 0);
+        assert_eq!(state_u64(Field::MAGIC), 0);
         assert_eq!(state_my_pe(), 3, "messages after finalize still name the PE");
         // A second init overwrites everything.
         s.my_pe = 0;
         s.peer_base[6] = 0;
         set_state(&s);
         assert_eq!(state_my_pe(), 0);
-        assert_eq!(state_u64(offset_of!(DeviceState, peer_base) + 8 * 6), 0);
+        assert_eq!(state_u64(Field::peer_base(6)), 0);
         assert!(!is_u64_field(offset_of!(DeviceState, my_pe)), "a 4-byte field is not a u64 field");
         assert!(!is_u64_field(offset_of!(DeviceState, peer_base) + 4), "misaligned");
         assert!(!is_u64_field(core::mem::size_of::<DeviceState>()), "past the end");
         assert!(!is_u32_field(offset_of!(DeviceState, heap_base)), "half of a u64 field");
         assert!(!is_u32_field(core::mem::size_of::<DeviceState>()), "past the end");
+        // Fields are made only from such offsets; array elements wrap into their array.
+        extern crate std;
+        assert!(std::panic::catch_unwind(|| Field::u64(offset_of!(DeviceState, my_pe))).is_err());
+        assert!(std::panic::catch_unwind(|| Field::u32(offset_of!(DeviceState, heap_base))).is_err());
+        assert_eq!(Field::peer_base(crate::state::MAX_PES + 6), Field::peer_base(6));
+        assert_eq!(Field::node_pe(crate::state::MAX_PES + 1), Field::node_pe(1));
+        assert_eq!(Field::route_word(7).offset(), offset_of!(DeviceState, route) + 4);
     }
 }

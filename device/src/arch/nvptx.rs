@@ -1,22 +1,22 @@
 //! GPU primitives (nvptx64). All cross-PE atomics, loads and stores that synchronize use system scope:
 //! peers are other GPUs, for which GPU scope is not enough.
 
-use super::{Failure, Rmw};
-use crate::state::DeviceState;
+use crate::state::Field;
+use crate::types::{Failure, Problem, Rmw};
 use core::arch::asm;
 use core::arch::nvptx;
 
-/// The device state lives in the constant bank (`.const`), as `rshmemi_device_state`: reads are
-/// uniform constant-cache loads that system fences do not invalidate (a fence.sc.sys ends with
-/// CCTL.IVALL, which sent the old `.global` state back to L2 on every call after a quiet), and ptxas
-/// folds fixed offsets into instruction operands (`c[0x3][off]`).
-///
-/// Every PTX that uses the device API only *declares* it (`.extern`, see `declare_device_state!`); the
-/// definition comes from where the code is linked: the runtime links a one-line PTX defining it with
-/// its modules, and nvcc programs get it from `rshmem_device_init.cu` in `librshmem_device.a`. The
-/// runtime writes it (cuModuleGetGlobal / cudaGetSymbolAddress, then a copy) after init and heap
-/// growth, between kernels, never while one runs. The name is `state::STATE_SYMBOL`.
-crate::declare_device_state!();
+// The device state lives in the constant bank (`.const`), as `rshmemi_device_state`: reads are
+// uniform constant-cache loads that system fences do not invalidate (a fence.sc.sys ends with
+// CCTL.IVALL, which sent the old `.global` state back to L2 on every call after a quiet), and ptxas
+// folds fixed offsets into instruction operands (`c[0x3][off]`).
+//
+// Every PTX that uses the device API only *declares* it (`.extern`, see `declare_device_state!`); the
+// definition comes from where the code is linked: the runtime links a one-line PTX defining it with
+// its modules, and nvcc programs get it from `rshmem_device_init.cu` in `librshmem_device.a`. The
+// runtime writes it (cuModuleGetGlobal / cudaGetSymbolAddress, then a copy) after init and heap
+// growth, between kernels, never while one runs. The name is `state::STATE_SYMBOL`; this crate's own
+// declaration is made in `state` (the macro is defined there), which the reads below rely on.
 
 #[inline(always)]
 fn tid_linear() -> u32 {
@@ -160,7 +160,9 @@ macro_rules! width_ops {
         #[inline(always)]
         pub unsafe fn $load_acq(p: *const $t) -> $t {
             let v: $t;
-            asm!(concat!("ld.acquire.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p);
+            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // aligned, mapped and accessed only atomically.
+            unsafe { asm!(concat!("ld.acquire.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p) };
             v
         }
         /// # Safety
@@ -169,7 +171,9 @@ macro_rules! width_ops {
         #[inline(always)]
         pub unsafe fn $load_rlx(p: *const $t) -> $t {
             let v: $t;
-            asm!(concat!("ld.relaxed.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p);
+            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // aligned, mapped and accessed only atomically.
+            unsafe { asm!(concat!("ld.relaxed.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p) };
             v
         }
         /// # Safety
@@ -177,14 +181,18 @@ macro_rules! width_ops {
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rel(p: *mut $t, v: $t) {
-            asm!(concat!("st.release.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p);
+            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // aligned, mapped and accessed only atomically.
+            unsafe { asm!(concat!("st.release.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p) };
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
-            asm!(concat!("st.relaxed.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p);
+            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // aligned, mapped and accessed only atomically.
+            unsafe { asm!(concat!("st.relaxed.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p) };
         }
         /// Atomic read-modify-write at system scope; returns the old value.
         ///
@@ -194,13 +202,17 @@ macro_rules! width_ops {
         #[inline(always)]
         pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
             let old: $t;
-            match op {
-                Rmw::Add => asm!(concat!("atom.relaxed.sys.add.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                Rmw::And => asm!(concat!("atom.relaxed.sys.and.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                Rmw::Or => asm!(concat!("atom.relaxed.sys.or.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                Rmw::Xor => asm!(concat!("atom.relaxed.sys.xor.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                Rmw::Swap => asm!(concat!("atom.relaxed.sys.exch.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                Rmw::Max => asm!(concat!("atom.relaxed.sys.max.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // aligned, mapped and accessed only atomically.
+            unsafe {
+                match op {
+                    Rmw::Add => asm!(concat!("atom.relaxed.sys.add.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::And => asm!(concat!("atom.relaxed.sys.and.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Or => asm!(concat!("atom.relaxed.sys.or.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Xor => asm!(concat!("atom.relaxed.sys.xor.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Swap => asm!(concat!("atom.relaxed.sys.exch.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Max => asm!(concat!("atom.relaxed.sys.max.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                }
             }
             old
         }
@@ -212,7 +224,9 @@ macro_rules! width_ops {
         #[inline(always)]
         pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
             let old: $t;
-            asm!(concat!("atom.relaxed.sys.cas.b", $b, " {o}, [{p}], {c}, {v};"), o = out($reg) old, p = in(reg64) p, c = in($reg) cond, v = in($reg) v);
+            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // aligned, mapped and accessed only atomically.
+            unsafe { asm!(concat!("atom.relaxed.sys.cas.b", $b, " {o}, [{p}], {c}, {v};"), o = out($reg) old, p = in(reg64) p, c = in($reg) cond, v = in($reg) v) };
             old
         }
     };
@@ -227,7 +241,9 @@ width_ops!(u64, reg64, "64", load_acquire_u64, load_relaxed_u64, store_release_u
 #[inline(always)]
 pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
     let v: u16;
-    asm!("ld.acquire.sys.b16 {v}, [{p}];", v = out(reg16) v, p = in(reg64) p);
+    // SAFETY: one 2-byte system-scope load of `p`, aligned, mapped and accessed only atomically (the
+    // caller's contract).
+    unsafe { asm!("ld.acquire.sys.b16 {v}, [{p}];", v = out(reg16) v, p = in(reg64) p) };
     v
 }
 
@@ -270,13 +286,14 @@ pub fn globaltimer_ns() -> u64 {
 macro_rules! state_read {
     ($name:ident, $t:ty, $reg:ident, $ptx:literal) => {
         #[inline(always)]
-        pub fn $name(off: usize) -> $t {
+        pub fn $name(f: Field<$t>) -> $t {
             let v: $t;
-            // SAFETY: `off` is a field offset inside the state (callers use offset_of! and mask array
-            // indices), so the load stays inside the constant variable; see above for `nomem`.
+            // SAFETY: a `Field<$t>` is the offset of a field (or array element) of that width inside
+            // the state (checked when it was made: `state::Field`), so the load stays inside the
+            // constant variable and is aligned; see above for `nomem`.
             unsafe {
                 asm!(concat!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {o}; ", $ptx, " {v}, [a]; }}"),
-                     o = in(reg64) off as u64, v = out($reg) v, options(pure, nomem, nostack))
+                     o = in(reg64) f.offset() as u64, v = out($reg) v, options(pure, nomem, nostack))
             };
             v
         }
@@ -284,18 +301,18 @@ macro_rules! state_read {
 }
 state_read!(state_u64, u64, reg64, "ld.const.u64");
 
-/// Two u64 fields of the device state in one statement. `ops::locate` reads the magic (tested first)
+/// Two u64 fields of the device state in one statement. `route::locate` reads the magic (tested first)
 /// and the peer base (tested last) together, so the peer base is loaded where the magic is: in a
 /// caller's loop that is the loop header, from which the compiler hoists both out of the loop. Read
 /// separately, the peer base load was sunk next to its last use, inside the loop, and its latency
 /// landed on every `g`'s address.
 #[inline(always)]
-pub fn state_u64_pair(a: usize, b: usize) -> (u64, u64) {
+pub fn state_u64_pair(a: Field<u64>, b: Field<u64>) -> (u64, u64) {
     let (x, y): (u64, u64);
-    // SAFETY: both offsets are field offsets inside the state (as for `state_u64`).
+    // SAFETY: both are u64 fields inside the state (as for `state_u64`).
     unsafe {
         asm!("{{ .reg .u64 a; mov.u64 a, rshmemi_device_state; add.u64 a, a, {oa}; ld.const.u64 {x}, [a]; mov.u64 a, rshmemi_device_state; add.u64 a, a, {ob}; ld.const.u64 {y}, [a]; }}",
-             oa = in(reg64) a as u64, ob = in(reg64) b as u64, x = out(reg64) x, y = out(reg64) y, options(pure, nomem, nostack))
+             oa = in(reg64) a.offset() as u64, ob = in(reg64) b.offset() as u64, x = out(reg64) x, y = out(reg64) y, options(pure, nomem, nostack))
     };
     (x, y)
 }
@@ -309,26 +326,30 @@ state_read!(state_u32, u32, reg32, "ld.const.u32");
 unsafe fn copy_small(mut d: *mut u8, mut s: *const u8, mut n: usize) {
     while n > 0 {
         let a = (d as usize | s as usize) & 7;
-        if n >= 8 && a == 0 {
-            *(d as *mut u64) = *(s as *const u64);
-            d = d.add(8);
-            s = s.add(8);
-            n -= 8;
-        } else if n >= 4 && a & 3 == 0 {
-            *(d as *mut u32) = *(s as *const u32);
-            d = d.add(4);
-            s = s.add(4);
-            n -= 4;
-        } else if n >= 2 && a & 1 == 0 {
-            *(d as *mut u16) = *(s as *const u16);
-            d = d.add(2);
-            s = s.add(2);
-            n -= 2;
-        } else {
-            *d = *s;
-            d = d.add(1);
-            s = s.add(1);
-            n -= 1;
+        // SAFETY: `n` bytes remain readable at `s` and writable at `d` (the caller's contract, less
+        // what was copied); each access is at most `n` bytes wide and aligned to its width (`a`).
+        unsafe {
+            if n >= 8 && a == 0 {
+                *(d as *mut u64) = *(s as *const u64);
+                d = d.add(8);
+                s = s.add(8);
+                n -= 8;
+            } else if n >= 4 && a & 3 == 0 {
+                *(d as *mut u32) = *(s as *const u32);
+                d = d.add(4);
+                s = s.add(4);
+                n -= 4;
+            } else if n >= 2 && a & 1 == 0 {
+                *(d as *mut u16) = *(s as *const u16);
+                d = d.add(2);
+                s = s.add(2);
+                n -= 2;
+            } else {
+                *d = *s;
+                d = d.add(1);
+                s = s.add(1);
+                n -= 1;
+            }
         }
     }
 }
@@ -350,12 +371,14 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
     // few accesses; a 16-byte-aligned one needs no head or tail.
     if n <= 16 {
         if rank == 0 {
-            copy_small(dst, src, n);
+            // SAFETY: the caller's `n` bytes.
+            unsafe { copy_small(dst, src, n) };
         }
         return;
     }
     if (d | s | n) & 15 == 0 {
-        copy16(dst, src, n / 16, rank, size);
+        // SAFETY: the caller's `n` bytes: `n / 16` whole, 16-byte aligned units.
+        unsafe { copy16(dst, src, n / 16, rank, size) };
         return;
     }
     if (d ^ s) & 15 == 0 {
@@ -363,40 +386,48 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
         let body = (n - head) / 16;
         let tail = n - head - 16 * body;
         // Head and tail by different threads (the first and the last of the group), beside the body.
-        if rank == 0 {
-            copy_small(dst, src, head);
+        // SAFETY: head + 16 * body + tail = n: the three pieces of the caller's `n` bytes; after the
+        // head both pointers are 16-byte aligned (they share their position within 16 bytes).
+        unsafe {
+            if rank == 0 {
+                copy_small(dst, src, head);
+            }
+            if rank == size - 1 {
+                copy_small(dst.add(head + 16 * body), src.add(head + 16 * body), tail);
+            }
+            copy16(dst.add(head), src.add(head), body, rank, size);
         }
-        if rank == size - 1 {
-            copy_small(dst.add(head + 16 * body), src.add(head + 16 * body), tail);
-        }
-        copy16(dst.add(head), src.add(head), body, rank, size);
         return;
     }
     let w = if (d | s) & 7 == 0 { 8 } else if (d | s) & 3 == 0 { 4 } else { 1 };
     let units = n / w;
     let mut k = rank;
-    match w {
-        8 => {
-            while k < units {
-                *(dst as *mut u64).add(k) = *(src as *const u64).add(k);
-                k += size;
+    // SAFETY: unit `k` < units = n / w of the caller's `n` bytes, both pointers aligned to `w`; the
+    // rest (`n - units * w` bytes) after them.
+    unsafe {
+        match w {
+            8 => {
+                while k < units {
+                    *(dst as *mut u64).add(k) = *(src as *const u64).add(k);
+                    k += size;
+                }
+            }
+            4 => {
+                while k < units {
+                    *(dst as *mut u32).add(k) = *(src as *const u32).add(k);
+                    k += size;
+                }
+            }
+            _ => {
+                while k < units {
+                    *dst.add(k) = *src.add(k);
+                    k += size;
+                }
             }
         }
-        4 => {
-            while k < units {
-                *(dst as *mut u32).add(k) = *(src as *const u32).add(k);
-                k += size;
-            }
+        if rank == 0 {
+            copy_small(dst.add(units * w), src.add(units * w), n - units * w);
         }
-        _ => {
-            while k < units {
-                *dst.add(k) = *src.add(k);
-                k += size;
-            }
-        }
-    }
-    if rank == 0 {
-        copy_small(dst.add(units * w), src.add(units * w), n - units * w);
     }
 }
 
@@ -409,19 +440,23 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, n: usize, rank: u32, size: u32)
 #[inline(always)]
 pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
     let mut k = rank;
-    while k + 7 * size < units {
-        let mut v = [(0u64, 0u64); 8];
-        for (j, x) in v.iter_mut().enumerate() {
-            *x = ld16(src.add(16 * (k + j * size)));
+    // SAFETY: every unit accessed is below `units` (k + 7 * size < units in the first loop, k < units
+    // in the second) of the caller's 16-byte aligned ranges.
+    unsafe {
+        while k + 7 * size < units {
+            let mut v = [(0u64, 0u64); 8];
+            for (j, x) in v.iter_mut().enumerate() {
+                *x = ld16(src.add(16 * (k + j * size)));
+            }
+            for (j, x) in v.iter().enumerate() {
+                st16(dst.add(16 * (k + j * size)), *x);
+            }
+            k += 8 * size;
         }
-        for (j, x) in v.iter().enumerate() {
-            st16(dst.add(16 * (k + j * size)), *x);
+        while k < units {
+            st16(dst.add(16 * k), ld16(src.add(16 * k)));
+            k += size;
         }
-        k += 8 * size;
-    }
-    while k < units {
-        st16(dst.add(16 * k), ld16(src.add(16 * k)));
-        k += size;
     }
 }
 
@@ -430,14 +465,16 @@ pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usiz
 #[inline(always)]
 unsafe fn ld16(p: *const u8) -> (u64, u64) {
     let (a, b): (u64, u64);
-    asm!("ld.v2.u64 {{{a}, {b}}}, [{p}];", a = out(reg64) a, b = out(reg64) b, p = in(reg64) p);
+    // SAFETY: one 16-byte load of the caller's aligned, readable 16 bytes.
+    unsafe { asm!("ld.v2.u64 {{{a}, {b}}}, [{p}];", a = out(reg64) a, b = out(reg64) b, p = in(reg64) p) };
     (a, b)
 }
 /// # Safety
 /// `p` must be 16-byte aligned and writable for 16 bytes.
 #[inline(always)]
 unsafe fn st16(p: *mut u8, v: (u64, u64)) {
-    asm!("st.v2.u64 [{p}], {{{a}, {b}}};", a = in(reg64) v.0, b = in(reg64) v.1, p = in(reg64) p);
+    // SAFETY: one 16-byte store to the caller's aligned, writable 16 bytes.
+    unsafe { asm!("st.v2.u64 [{p}], {{{a}, {b}}};", a = in(reg64) v.0, b = in(reg64) v.1, p = in(reg64) p) };
 }
 
 /// Copies `units` 16-byte units, four loads in flight per thread before the stores.
@@ -447,20 +484,24 @@ unsafe fn st16(p: *mut u8, v: (u64, u64)) {
 #[inline(always)]
 unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: usize) {
     let mut k = rank;
-    while k + 3 * size < units {
-        let a = ld16(src.add(16 * k));
-        let b = ld16(src.add(16 * (k + size)));
-        let c = ld16(src.add(16 * (k + 2 * size)));
-        let d = ld16(src.add(16 * (k + 3 * size)));
-        st16(dst.add(16 * k), a);
-        st16(dst.add(16 * (k + size)), b);
-        st16(dst.add(16 * (k + 2 * size)), c);
-        st16(dst.add(16 * (k + 3 * size)), d);
-        k += 4 * size;
-    }
-    while k < units {
-        st16(dst.add(16 * k), ld16(src.add(16 * k)));
-        k += size;
+    // SAFETY: every unit accessed is below `units` (k + 3 * size < units in the first loop, k < units
+    // in the second) of the caller's 16-byte aligned ranges.
+    unsafe {
+        while k + 3 * size < units {
+            let a = ld16(src.add(16 * k));
+            let b = ld16(src.add(16 * (k + size)));
+            let c = ld16(src.add(16 * (k + 2 * size)));
+            let d = ld16(src.add(16 * (k + 3 * size)));
+            st16(dst.add(16 * k), a);
+            st16(dst.add(16 * (k + size)), b);
+            st16(dst.add(16 * (k + 2 * size)), c);
+            st16(dst.add(16 * (k + 3 * size)), d);
+            k += 4 * size;
+        }
+        while k < units {
+            st16(dst.add(16 * k), ld16(src.add(16 * k)));
+            k += size;
+        }
     }
 }
 
@@ -469,9 +510,9 @@ unsafe fn copy16(dst: *mut u8, src: *const u8, units: usize, rank: usize, size: 
 #[cold]
 #[inline]
 pub fn fail(f: Failure) -> ! {
-    if let super::Problem::Nic { syndrome, vendor, opcode } = f.problem {
+    if let Problem::Nic { syndrome, vendor, opcode } = f.problem {
         let args = NicArgs {
-            my_pe: state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32,
+            my_pe: state_u32(Field::MY_PE) as i32,
             call: f.call.as_ptr(),
             what: f.problem.text().as_ptr(),
             op: rshmem_ibgda::mlx5::opcode::name(opcode).as_ptr(),
@@ -485,14 +526,14 @@ pub fn fail(f: Failure) -> ! {
         // SAFETY: as below, for NicArgs' fields (int, three pointers, int, four unsigned ints, one more).
         unsafe {
             nvptx::vprintf(
-                "rshmem: PE %d: %s: %s (%s to PE %d: syndrome 0x%x, vendor syndrome 0x%x, WQE index %u; block %u thread %u)\n\0".as_ptr(),
+                c"rshmem: PE %d: %s: %s (%s to PE %d: syndrome 0x%x, vendor syndrome 0x%x, WQE index %u; block %u thread %u)\n".as_ptr().cast(),
                 &args as *const NicArgs as *const core::ffi::c_void,
             );
             nvptx::trap()
         }
     }
     let args = FailArgs {
-        my_pe: state_u32(core::mem::offset_of!(DeviceState, my_pe)) as i32,
+        my_pe: state_u32(Field::MY_PE) as i32,
         call: f.call.as_ptr(),
         what: f.problem.text().as_ptr(),
         pe: f.pe,
@@ -505,7 +546,7 @@ pub fn fail(f: Failure) -> ! {
     // and alignment (int, two pointers, int, two 64-bit ints, two unsigned ints); trap never returns.
     unsafe {
         nvptx::vprintf(
-            "rshmem: PE %d: %s: %s (target PE %d, address 0x%llx, %llu bytes; block %u thread %u)\n\0".as_ptr(),
+            c"rshmem: PE %d: %s: %s (target PE %d, address 0x%llx, %llu bytes; block %u thread %u)\n".as_ptr().cast(),
             &args as *const FailArgs as *const core::ffi::c_void,
         );
         nvptx::trap()

@@ -43,19 +43,22 @@
 //! # Errors
 //! An error completion (a bad key or address at the target, an unreachable PE, a malformed WQE) stops
 //! the PE with a message naming the call, the operation, the target PE and the PRM syndrome
-//! (`arch::Problem::Nic`). A local buffer the NIC cannot reach (not in the heap, not registered, more
-//! than 12 bytes) stops it naming the buffer. Waits go through `super::idle`: the CPU backend enforces
+//! (`types::Problem::Nic`). A local buffer the NIC cannot reach (not in the heap, not registered, more
+//! than 12 bytes) stops it naming the buffer. Waits go through `wait::idle`: the CPU backend enforces
 //! RSHMEM_WAIT_TIMEOUT, and waiting threads apply the inbound operations of other nodes.
 
-use crate::arch::{self, Failure, Problem, Rmw};
-use crate::ops::Scope;
-use crate::state::{DeviceState, MAX_PES};
+use super::proxy::amo as code;
+use super::wait::{idle, idle_every};
+use crate::arch;
+use crate::route::{fail, route, St};
+use crate::state::{Field, MAX_PES, ROUTE_IBGDA, SIGNAL_SET};
+use crate::types::{Problem, Rmw, Scope, Sig};
 use bytemuck::{Pod, Zeroable};
 use core::mem::offset_of;
 use rshmem_ibgda::mlx5::fm_ce_se;
+use rshmem_ibgda::PollError;
 use rshmem_ibgda::qp::{QpDesc, Sys};
 use rshmem_ibgda::wqe::{Amo, Atomic, Local, Remote, Wqe, INLINE_DS3};
-use rshmem_ibgda::PollError;
 
 /// `Table::magic` of a table the runtime filled in ("RSHIBGDA" v1).
 pub const TABLE_MAGIC: u64 = 0x5253_4849_4247_0001;
@@ -133,26 +136,20 @@ pub const fn ret_bytes(log_sq: u32) -> usize {
     ((1usize << log_sq) + 1) * RET_SLOT_BYTES
 }
 
-#[cold]
-#[inline]
-fn fail(call: &'static str, problem: Problem, pe: i32, addr: u64, len: u64) -> ! {
-    arch::fail(Failure { call, problem, pe, addr, len })
-}
-
 /// Stops the PE on a failed reservation or completion (`PollError`), naming the call and the PE.
 #[cold]
 #[inline(never)]
 fn fail_poll(call: &'static str, pe: i32, e: PollError) -> ! {
     match e {
-        PollError::Cqe(c) => fail(call, Problem::Nic { syndrome: c.syndrome, vendor: c.vendor_syndrome, opcode: c.wqe_opcode }, pe, c.wqe_counter as u64, 0),
-        PollError::Timeout { idx, .. } => fail(call, Problem::WaitTimeout, pe, idx, 0),
-        PollError::TooLarge { wqebbs, sq_size } => fail(call, Problem::NotInitialized, pe, wqebbs as u64, sq_size as u64),
+        PollError::Cqe(c) => fail(call, Problem::Nic { syndrome: c.syndrome, vendor: c.vendor_syndrome, opcode: c.wqe_opcode }, pe, c.wqe_counter as usize, 0),
+        PollError::Timeout { idx, .. } => fail(call, Problem::WaitTimeout, pe, idx as usize, 0),
+        PollError::TooLarge { wqebbs, sq_size } => fail(call, Problem::NotInitialized, pe, wqebbs as usize, sq_size as usize),
     }
 }
 
 /// The atomics and fences the posting code runs on, for device threads: system scope (the queues are
 /// in host memory for the emulated NIC, and NIC-visible memory for a real one), waits through
-/// `super::idle` (which applies inbound operations and, on the CPU backend, enforces the wait limit).
+/// `wait::idle` (which applies inbound operations and, on the CPU backend, enforces the wait limit).
 struct Dev {
     call: &'static str,
 }
@@ -219,45 +216,84 @@ unsafe impl Sys for Dev {
         // Posting waits are on other threads of this PE (the ready chain, the doorbell lock) or on
         // the NIC: look at the inbound queue rarely and back off, so that thousands of waiting
         // threads do not flood the host memory the queue lives in.
-        super::idle_every(spins, self.call, 255);
+        idle_every(spins, self.call, 255);
         true
+    }
+}
+
+/// The runtime's table, as only [`table`] hands it out. For a table whose magic is `TABLE_MAGIC` the
+/// runtime guarantees (the *table invariant*, on which the reads through its pointers rely):
+/// - the table and the arrays it points to stay in place until finalize, unchanged but for `nlocals`
+///   and the local regions, which are written between kernels;
+/// - `npes` is the job's PE count and `qps_per_pe` is in `1..=MAX_QPS_PER_PE`; `qps` holds
+///   `npes * qps_per_pe` entries, `remote_base` `npes` bases, `rkeys` `npes * key_chunks` keys,
+///   `lkeys` `key_chunks` keys, `locals` `MAX_LOCAL_REGIONS` regions;
+/// - the key chunks cover the heap: every offset below `heap_size` is in a chunk below `key_chunks`;
+/// - a PE is routed `ROUTE_IBGDA` (`route::route`, which takes the PE modulo `MAX_PES`) only if it is
+///   below `npes`;
+/// - an entry with a non-zero `sq` names the live queues, counters and `sq_size + 1` return slots of
+///   one QP of the NIC (or the emulated NIC), which the runtime keeps until finalize.
+#[derive(Clone, Copy)]
+struct Tbl(&'static Table);
+
+impl core::ops::Deref for Tbl {
+    type Target = Table;
+    #[inline(always)]
+    fn deref(&self) -> &Table {
+        self.0
+    }
+}
+
+/// A QP entry of the runtime's table with a send queue (`sq != 0`), as only [`qp_for`] and [`each_qp`]
+/// hand it out: by the table invariant its queues, counters and return slots are live.
+#[derive(Clone, Copy)]
+struct Qp(&'static QpEntry);
+
+impl core::ops::Deref for Qp {
+    type Target = QpEntry;
+    #[inline(always)]
+    fn deref(&self) -> &QpEntry {
+        self.0
     }
 }
 
 /// The table, when this PE has the IBGDA transport.
 #[inline(always)]
-fn table() -> Option<&'static Table> {
-    let t = arch::state_u64(offset_of!(DeviceState, ibgda)) as usize;
+fn table() -> Option<Tbl> {
+    let t = arch::state_u64(Field::IBGDA) as usize;
     if t == 0 {
         return None;
     }
     // SAFETY: a non-zero `ibgda` is the runtime's table, written before the state was published and
     // alive until finalize; device calls require an initialized rshmem.
     let t = unsafe { &*(t as *const Table) };
-    (t.magic == TABLE_MAGIC).then_some(t)
+    (t.magic == TABLE_MAGIC).then_some(Tbl(t))
 }
 
 #[inline(always)]
-fn table_or_fail(call: &'static str, pe: i32) -> &'static Table {
+fn table_or_fail(call: &'static str, pe: i32) -> Tbl {
     match table() {
         Some(t) => t,
         None => {
             // The PE is routed IBGDA but the table is missing (address 0) or not initialized (its
             // address, and the magic found there as the length).
-            let at = arch::state_u64(offset_of!(DeviceState, ibgda));
+            let at = arch::state_u64(Field::IBGDA);
             // SAFETY: read only for the message; a non-zero `ibgda` is the runtime's table address.
             let magic = if at == 0 { 0 } else { unsafe { core::ptr::read_volatile(at as *const u64) } };
-            fail(call, if at == 0 { Problem::NoTransport } else { Problem::NotInitialized }, pe, at, magic)
+            fail(call, if at == 0 { Problem::NoTransport } else { Problem::NotInitialized }, pe, at as usize, magic as usize)
         }
     }
 }
 
 /// QP entry `i` of the table (PE-major: `pe * qps_per_pe + k`).
+///
+/// # Safety
+/// `i < t.npes * t.qps_per_pe`.
 #[inline(always)]
-fn qp_entry(t: &Table, i: usize) -> &'static QpEntry {
-    // SAFETY: the runtime's array of npes * qps_per_pe entries, alive until finalize; the callers keep
-    // `i` below that (pe < npes, k < qps_per_pe).
-    unsafe { &*((t.qps as usize + i * core::mem::size_of::<QpEntry>()) as *const QpEntry) }
+unsafe fn qp_entry(t: Tbl, i: usize) -> &'static QpEntry {
+    // SAFETY: the runtime's array of npes * qps_per_pe entries, alive until finalize (the table
+    // invariant); `i` is below that (the caller's contract).
+    unsafe { &*((t.0.qps as usize + i * core::mem::size_of::<QpEntry>()) as *const QpEntry) }
 }
 
 /// Which of a PE's `n` QPs this thread uses: its warp's (the warp's index in the grid, modulo `n`).
@@ -268,23 +304,27 @@ fn my_qp(n: u32) -> u32 {
 }
 
 /// The QP this thread uses to reach `pe`.
+///
+/// # Safety
+/// `pe` must be routed `ROUTE_IBGDA` (then `pe % MAX_PES < t.npes`: the table invariant).
 #[inline(always)]
-fn qp_for(call: &'static str, t: &Table, pe: i32) -> &'static QpEntry {
+unsafe fn qp_for(call: &'static str, t: Tbl, pe: i32) -> Qp {
     let n = t.qps_per_pe.max(1);
     let i = (pe as u32 & (MAX_PES as u32 - 1)) * n + my_qp(n);
-    // pe < npes: the caller checked it.
-    let q = qp_entry(t, i as usize);
+    // SAFETY: pe % MAX_PES < npes (the caller's contract) and my_qp(n) < n = qps_per_pe (at least 1:
+    // the table invariant), so i < npes * qps_per_pe.
+    let q = unsafe { qp_entry(t, i as usize) };
     if q.desc.sq == 0 {
         // A PE routed IBGDA without a QP: the table is not what the runtime wrote (the address is
         // the table's, the length the entry's index).
-        fail(call, Problem::NoTransport, pe, t as *const Table as u64, i as u64);
+        fail(call, Problem::NoTransport, pe, t.0 as *const Table as usize, i as usize);
     }
-    q
+    Qp(q)
 }
 
 #[inline(always)]
 fn heap() -> (u64, u64) {
-    (arch::state_u64(offset_of!(DeviceState, heap_base)), arch::state_u64(offset_of!(DeviceState, heap_size)))
+    (arch::state_u64(Field::HEAP_BASE), arch::state_u64(Field::HEAP_SIZE))
 }
 
 #[inline(always)]
@@ -297,12 +337,17 @@ fn chunk_of(t: &Table, off: u64) -> (u32, u64) {
 }
 
 /// The remote address and rkey of heap offset `off` on `pe`, and how many bytes from there share the key.
+///
+/// # Safety
+/// `pe` must be routed `ROUTE_IBGDA` (as for [`qp_for`]) and `off` must be an offset inside the heap
+/// (below `heap_size`, the same on every PE).
 #[inline(always)]
-fn remote_of(t: &Table, pe: i32, off: u64) -> (Remote, u64) {
-    let (c, left) = chunk_of(t, off);
+unsafe fn remote_of(t: Tbl, pe: i32, off: u64) -> (Remote, u64) {
+    let (c, left) = chunk_of(&t, off);
     let p = pe as usize & (MAX_PES - 1);
-    // SAFETY: the runtime's arrays: npes bases, npes * key_chunks rkeys (pe < npes checked by the
-    // caller, c < key_chunks for an offset inside the heap).
+    // SAFETY: the runtime's arrays of npes bases and npes * key_chunks rkeys (the table invariant);
+    // p < npes for a PE routed IBGDA and c < key_chunks for an offset inside the heap (the caller's
+    // contract and the table invariant).
     let (base, rkey) = unsafe {
         (
             *((t.remote_base as usize + 8 * p) as *const u64),
@@ -315,18 +360,19 @@ fn remote_of(t: &Table, pe: i32, off: u64) -> (Remote, u64) {
 /// The lkey of local address `addr` (in this PE's heap or a registered buffer) and how many bytes from
 /// there share it; None when the NIC cannot reach it.
 #[inline(always)]
-fn local_of(t: &Table, addr: u64) -> Option<(Local, u64)> {
+fn local_of(t: Tbl, addr: u64) -> Option<(Local, u64)> {
     let (base, size) = heap();
     let off = addr.wrapping_sub(base);
     if off < size {
-        let (c, left) = chunk_of(t, off);
-        // SAFETY: the runtime's key_chunks lkeys; c < key_chunks inside the heap.
+        let (c, left) = chunk_of(&t, off);
+        // SAFETY: the runtime's key_chunks lkeys (the table invariant); c < key_chunks for an offset
+        // inside the heap (checked above; the key chunks cover the heap).
         let lkey = unsafe { *((t.lkeys as usize + 4 * c as usize) as *const u32) };
         return Some((Local { addr, lkey }, left.min(size - off)));
     }
     let n = (t.nlocals as usize).min(MAX_LOCAL_REGIONS);
     for i in 0..n {
-        // SAFETY: the runtime's MAX_LOCAL_REGIONS regions, the first nlocals valid.
+        // SAFETY: the runtime's MAX_LOCAL_REGIONS regions (the table invariant); i is below that.
         let r = unsafe { *((t.locals as usize + i * core::mem::size_of::<LocalRegion>()) as *const LocalRegion) };
         let off = addr.wrapping_sub(r.start);
         if off < r.len {
@@ -337,10 +383,13 @@ fn local_of(t: &Table, addr: u64) -> Option<(Local, u64)> {
 }
 
 /// Posts `wqes` to `qp` as one group (one doorbell at most); returns the count to poll for.
+///
+/// # Safety
+/// The WQEs' local buffers (and remote ranges) must stay valid until the WQEs complete.
 #[inline(always)]
-fn post(call: &'static str, pe: i32, qp: &QpEntry, wqes: &[Wqe]) -> u64 {
-    // SAFETY: the runtime's queues (non-zero `sq`, checked by `qp_for`), alive until finalize; the
-    // WQEs' buffers are the caller's (valid until completion by the API's contract).
+unsafe fn post(call: &'static str, pe: i32, qp: Qp, wqes: &[Wqe]) -> u64 {
+    // SAFETY: the runtime's queues (a `Qp`: live by the table invariant); the WQEs' buffers are valid
+    // until completion (the caller's contract).
     match unsafe { qp.desc.post(&Dev { call }, wqes) } {
         Ok(end) => end,
         Err(e) => fail_poll(call, pe, e),
@@ -354,15 +403,20 @@ fn post(call: &'static str, pe: i32, qp: &QpEntry, wqes: &[Wqe]) -> u64 {
 /// group ready and rings at most once; only the group's last WQE asks for a CQE. A warp whose lanes
 /// all `p` to one PE thus costs one pass through the ready chain instead of 32 (on the GPU; the CPU
 /// backend's threads post alone). WQEs of two WQEBBs go alone.
+///
+/// # Safety
+/// As [`post`], for `w`.
 #[inline(always)]
-fn post_one(call: &'static str, pe: i32, qp: &QpEntry, w: Wqe) {
+unsafe fn post_one(call: &'static str, pe: i32, qp: Qp, w: Wqe) {
     if w.wqebbs() != 1 {
-        post(call, pe, qp, &[w]);
+        // SAFETY: the caller's contract.
+        unsafe { post(call, pe, qp, &[w]) };
         return;
     }
-    let (peers, lane) = arch::warp_peers(qp as *const QpEntry as u64);
+    let (peers, lane) = arch::warp_peers(qp.0 as *const QpEntry as u64);
     if peers == 1 << lane {
-        post(call, pe, qp, &[w]);
+        // SAFETY: the caller's contract.
+        unsafe { post(call, pe, qp, &[w]) };
         return;
     }
     let leader = peers.trailing_zeros();
@@ -372,7 +426,7 @@ fn post_one(call: &'static str, pe: i32, qp: &QpEntry, w: Wqe) {
     let d = &qp.desc;
     let mut base = 0;
     if lane == leader {
-        // SAFETY: as in `post`.
+        // SAFETY: the QP's queues and counters (a `Qp`: live).
         base = match unsafe { d.reserve(&s, n) } {
             Ok(b) => b,
             Err(e) => fail_poll(call, pe, e),
@@ -383,7 +437,8 @@ fn post_one(call: &'static str, pe: i32, qp: &QpEntry, w: Wqe) {
     if rank == n - 1 {
         w.set_flags(w.flags() | fm_ce_se::CQ_UPDATE);
     }
-    // SAFETY: WQEBB base + rank is this lane's, reserved by the leader for the group.
+    // SAFETY: WQEBB base + rank is this lane's, reserved by the leader for the group; `w`'s buffers
+    // stay valid until it completes (the caller's contract).
     unsafe { d.write(&s, base + rank as u64, &w) };
     arch::warp_sync_mask(peers);
     if lane == leader {
@@ -396,8 +451,8 @@ fn post_one(call: &'static str, pe: i32, qp: &QpEntry, w: Wqe) {
 
 /// Waits until `qp` has completed everything below `end`.
 #[inline(always)]
-fn wait(call: &'static str, pe: i32, qp: &QpEntry, end: u64) {
-    // SAFETY: as in `post`.
+fn wait(call: &'static str, pe: i32, qp: Qp, end: u64) {
+    // SAFETY: the QP's queues, counters and CQ (a `Qp`: live).
     if let Err(e) = unsafe { qp.desc.poll(&Dev { call }, end) } {
         fail_poll(call, pe, e);
     }
@@ -406,19 +461,23 @@ fn wait(call: &'static str, pe: i32, qp: &QpEntry, end: u64) {
 
 /// The slot for results nobody reads (non-fetching atomics).
 #[inline(always)]
-fn discard(t: &Table, qp: &QpEntry) -> Local {
+fn discard(t: Tbl, qp: Qp) -> Local {
     let last = qp.desc.sq_size() as usize;
     Local { addr: (qp.ret as usize + last * RET_SLOT_BYTES) as u64, lkey: t.ret_lkey }
 }
 
 /// Posts one fetching WQE (`build` makes it from the local buffer it gets: its return slot) and returns
 /// the 8 bytes the NIC wrote there.
+///
+/// # Safety
+/// The WQE `build` makes must use the local buffer it is given as its only local buffer, and its
+/// remote range must stay valid until it completes.
 #[inline(always)]
-fn fetch(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, build: impl Fn(Local) -> Wqe) -> [u8; 8] {
+unsafe fn fetch(call: &'static str, pe: i32, t: Tbl, qp: Qp, build: impl Fn(Local) -> Wqe) -> [u8; 8] {
     let s = Dev { call };
     let d = &qp.desc;
-    // SAFETY: the runtime's queues, counters and return slots (as in `post`); the slot protocol of
-    // the module docs: the busy word is written only by the holder of the reservation of its WQEBB
+    // SAFETY: the runtime's queues, counters and return slots (a `Qp`: live); the WQE writes only into
+    // its return slot (the caller's contract); the slot protocol of the module docs: the busy word is written only by the holder of the reservation of its WQEBB
     // (set after the previous holder cleared it, cleared after the value is read); the value is read
     // after the completion, whose CQE the NIC wrote after the value.
     unsafe {
@@ -433,7 +492,7 @@ fn fetch(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, build: impl Fn(Lo
         let busy = (slot + offset_of!(RetSlot, busy)) as *mut u64;
         let mut spins = 0;
         while arch::load_acquire_u64(busy) != 0 {
-            super::idle(&mut spins, call);
+            idle(&mut spins, call);
         }
         arch::store_relaxed_u64(busy, base + 1);
         let mut w = build(Local { addr: (slot + offset_of!(RetSlot, value)) as u64, lkey: t.ret_lkey });
@@ -456,19 +515,33 @@ fn fetch(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, build: impl Fn(Lo
 
 /// `p` of `len` (1..=8) bytes of `bits` to heap address `local` on `pe`: one inline WRITE, completed by
 /// quiet.
-pub(crate) fn put_inline(call: &'static str, local: usize, len: usize, bits: u64, pe: i32) {
+///
+/// # Safety
+/// `pe` must be routed `ROUTE_IBGDA`, and `[local, local + len)` must lie in this PE's heap (what
+/// `route::locate` checks; with checks off, the API's contract).
+pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bits: u64, pe: i32) {
     let t = table_or_fail(call, pe);
-    let qp = qp_for(call, t, pe);
-    let (r, _) = remote_of(t, pe, local as u64 - heap().0);
-    post_one(call, pe, qp, Wqe::rdma_write_inline_value(0, r, bits, len as u32));
+    // SAFETY: `pe` is routed IBGDA and `local` lies in the heap (the caller's contract); an inline
+    // WRITE has no local buffer.
+    unsafe {
+        let qp = qp_for(call, t, pe);
+        let (r, _) = remote_of(t, pe, local as u64 - heap().0);
+        post_one(call, pe, qp, Wqe::rdma_write_inline_value(0, r, bits, len as u32));
+    }
 }
 
 /// `g` of `len` (1..=8) bytes at heap address `local` on `pe`: a READ into the return slot.
-pub(crate) fn get_inline(call: &'static str, local: usize, len: usize, pe: i32) -> u64 {
+///
+/// # Safety
+/// As [`put_inline`].
+pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe: i32) -> u64 {
     let t = table_or_fail(call, pe);
-    let qp = qp_for(call, t, pe);
-    let (r, _) = remote_of(t, pe, local as u64 - heap().0);
-    let raw = fetch(call, pe, t, qp, |l| Wqe::rdma_read(0, r, l, len as u32));
+    // SAFETY: as in `put_inline`; the READ's local buffer is the slot `fetch` gives it.
+    let raw = unsafe {
+        let qp = qp_for(call, t, pe);
+        let (r, _) = remote_of(t, pe, local as u64 - heap().0);
+        fetch(call, pe, t, qp, |l| Wqe::rdma_read(0, r, l, len as u32))
+    };
     let mut b = [0u8; 8];
     b[..len].copy_from_slice(&raw[..len]);
     u64::from_le_bytes(b)
@@ -482,22 +555,30 @@ const GROUP: usize = 4;
 /// `make(remote, local, n)` per piece, split where a key chunk of either side or the largest WQE ends,
 /// posted in groups of `GROUP` (one doorbell each); `tail` (put_signal's atomic) joins the last group.
 /// Returns the count to poll for (0 when nothing was posted).
+///
+/// # Safety
+/// `pe` must be routed `ROUTE_IBGDA`, `[remote_off, remote_off + bytes)` must lie in the heap, and the
+/// local range (and `tail`'s buffers) must stay valid until the WQEs complete; `make` must build a
+/// WQE whose only local buffer is the one it is given.
 #[allow(clippy::too_many_arguments)]
-fn post_pieces(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, local: u64, remote_off: u64, bytes: u64, make: impl Fn(Remote, Local, u32) -> Wqe, tail: Option<Wqe>) -> u64 {
+unsafe fn post_pieces(call: &'static str, pe: i32, t: Tbl, qp: Qp, local: u64, remote_off: u64, bytes: u64, make: impl Fn(Remote, Local, u32) -> Wqe, tail: Option<Wqe>) -> u64 {
     let mut group: [Wqe; GROUP + 1] = [Wqe::nop(0); GROUP + 1];
     let (mut k, mut done, mut end) = (0, 0u64, 0);
     while done < bytes {
         let (l, lleft) = match local_of(t, local + done) {
             Some(x) => x,
-            None => fail(call, Problem::Unregistered, pe, local + done, bytes - done),
+            None => fail(call, Problem::Unregistered, pe, (local + done) as usize, (bytes - done) as usize),
         };
-        let (r, rleft) = remote_of(t, pe, remote_off + done);
+        // SAFETY: `pe` is routed IBGDA and remote_off + done < remote_off + bytes lies in the heap
+        // (the caller's contract).
+        let (r, rleft) = unsafe { remote_of(t, pe, remote_off + done) };
         let n = (bytes - done).min(lleft).min(rleft).min(t.max_wqe.max(1));
         group[k] = make(r, l, n as u32);
         k += 1;
         done += n;
         if k == GROUP && done < bytes {
-            end = post(call, pe, qp, &group[..k]);
+            // SAFETY: the pieces' buffers stay valid until completion (the caller's contract).
+            end = unsafe { post(call, pe, qp, &group[..k]) };
             k = 0;
         }
     }
@@ -506,17 +587,18 @@ fn post_pieces(call: &'static str, pe: i32, t: &Table, qp: &QpEntry, local: u64,
         k += 1;
     }
     if k > 0 {
-        end = post(call, pe, qp, &group[..k]);
+        // SAFETY: as above, and for `tail` (the caller's contract).
+        end = unsafe { post(call, pe, qp, &group[..k]) };
     }
     end
 }
 
 /// Stops the PE when the NIC cannot reach the local buffer of a transfer larger than the inline limit.
 #[inline(always)]
-fn check_reachable(call: &'static str, t: &Table, pe: i32, local: *const u8, bytes: usize) {
+fn check_reachable(call: &'static str, t: Tbl, pe: i32, local: *const u8, bytes: usize) {
     if local_of(t, local as u64).is_none() {
         let why = if arch::is_local(local) { Problem::LocalBuffer } else { Problem::Unregistered };
-        fail(call, why, pe, local as u64, bytes as u64);
+        fail(call, why, pe, local as usize, bytes);
     }
 }
 
@@ -524,18 +606,22 @@ fn check_reachable(call: &'static str, t: &Table, pe: i32, local: *const u8, byt
 /// `scope` (thread 0 posts). `blocking`: return once the source may be reused.
 ///
 /// # Safety
-/// As `ops::putmem_scoped`: `dst_local` checked, `src` readable for `bytes` (by the NIC: see the module
-/// docs), unchanged until the call returns (blocking) or the next quiet (nbi).
+/// `pe` must be routed `ROUTE_IBGDA`; as `ops::putmem_scoped`: `[dst_local, dst_local + bytes)` (and
+/// the signal word) lie in the heap (checked by `route::locate`, or the API's contract with checks
+/// off), `src` readable for `bytes` (by the NIC: see the module docs), unchanged until the call
+/// returns (blocking) or the next quiet (nbi).
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<super::Sig>) {
+pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
     let t = table_or_fail(call, pe);
-    let qp = qp_for(call, t, pe);
+    // SAFETY: `pe` is routed IBGDA (the caller's contract).
+    let qp = unsafe { qp_for(call, t, pe) };
     scope.sync();
     if scope.rank() == 0 {
         let heap_base = heap().0;
         let dst_off = dst_local as u64 - heap_base;
         let signal = sig.map(|s| {
-            let (r, _) = remote_of(t, pe, s.local as u64 - heap_base);
+            // SAFETY: the signal word lies in the heap (the caller's contract).
+            let (r, _) = unsafe { remote_of(t, pe, s.local as u64 - heap_base) };
             Wqe::atomic(0, r, discard(t, qp), Atomic::amo(amo_of(signal_code(s.op)), 8, s.value, 0))
         });
         let end = if bytes <= INLINE_DS3 && bytes != 0 {
@@ -543,11 +629,15 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
             let mut b = [0u8; INLINE_DS3];
             // SAFETY: src readable for bytes <= 12 (the caller's contract); b holds 12 bytes.
             unsafe { core::ptr::copy_nonoverlapping(src, b.as_mut_ptr(), bytes) };
-            let (r, _) = remote_of(t, pe, dst_off);
-            let w = Wqe::rdma_write_inline(0, r, &b[..bytes]).unwrap_or(Wqe::nop(0));
-            match signal {
-                Some(sw) => post(call, pe, qp, &[w, sw]),
-                None => post(call, pe, qp, &[w]),
+            // SAFETY: `dst_off` lies in the heap (the caller's contract); an inline WRITE has no local
+            // buffer, the signal's atomic writes into the discard slot.
+            unsafe {
+                let (r, _) = remote_of(t, pe, dst_off);
+                let w = Wqe::rdma_write_inline(0, r, &b[..bytes]).unwrap_or(Wqe::nop(0));
+                match signal {
+                    Some(sw) => post(call, pe, qp, &[w, sw]),
+                    None => post(call, pe, qp, &[w]),
+                }
             }
         } else {
             if bytes != 0 {
@@ -556,7 +646,9 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
                 // made to it visible at system scope first.
                 arch::fence_sc();
             }
-            post_pieces(call, pe, t, qp, src as u64, dst_off, bytes as u64, |r, l, n| Wqe::rdma_write(0, r, l, n), signal)
+            // SAFETY: the destination range lies in the heap and `src` stays valid until completion
+            // (the caller's contract: the call waits below when blocking, else quiet does).
+            unsafe { post_pieces(call, pe, t, qp, src as u64, dst_off, bytes as u64, |r, l, n| Wqe::rdma_write(0, r, l, n), signal) }
         };
         if blocking && end != 0 {
             wait(call, pe, qp, end);
@@ -569,28 +661,36 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
 /// 0 posts). `blocking`: wait until the data is here.
 ///
 /// # Safety
-/// As `ops::getmem_scoped`: `src_local` checked, `dst` writable for `bytes` and not read before the
-/// call returns (blocking) or the next quiet (nbi).
+/// `pe` must be routed `ROUTE_IBGDA`; as `ops::getmem_scoped`: `[src_local, src_local + bytes)` lies
+/// in the heap (checked by `route::locate`, or the API's contract with checks off), `dst` writable for
+/// `bytes` and not read before the call returns (blocking) or the next quiet (nbi).
 pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_local: usize, bytes: usize, pe: i32, blocking: bool) {
     let t = table_or_fail(call, pe);
-    let qp = qp_for(call, t, pe);
+    // SAFETY: `pe` is routed IBGDA (the caller's contract).
+    let qp = unsafe { qp_for(call, t, pe) };
     scope.sync();
     if scope.rank() == 0 && bytes != 0 {
         let src_off = src_local as u64 - heap().0;
         if bytes <= 8 && local_of(t, dst as u64).is_none() {
             // Up to 8 bytes into memory the NIC cannot reach: through the return slot, as `g`.
-            let (r, _) = remote_of(t, pe, src_off);
-            let raw = fetch(call, pe, t, qp, |l| Wqe::rdma_read(0, r, l, bytes as u32));
+            // SAFETY: `src_off` lies in the heap (the caller's contract); the READ's local buffer is
+            // the slot `fetch` gives it.
+            let raw = unsafe {
+                let (r, _) = remote_of(t, pe, src_off);
+                fetch(call, pe, t, qp, |l| Wqe::rdma_read(0, r, l, bytes as u32))
+            };
             // SAFETY: dst writable for bytes <= 8 (the caller's contract).
             unsafe { core::ptr::copy_nonoverlapping(raw.as_ptr(), dst, bytes) };
         } else {
             check_reachable(call, t, pe, dst, bytes);
-            let end = post_pieces(call, pe, t, qp, dst as u64, src_off, bytes as u64, |r, l, n| Wqe::rdma_read(0, r, l, n), None);
+            // SAFETY: the source range lies in the heap and `dst` stays valid until completion (the
+            // caller's contract: the call waits below when blocking, else quiet does).
+            let end = unsafe { post_pieces(call, pe, t, qp, dst as u64, src_off, bytes as u64, |r, l, n| Wqe::rdma_read(0, r, l, n), None) };
             if blocking {
                 wait(call, pe, qp, end);
             } else {
                 // A READ left in flight: a fence must not let later WQEs overtake it.
-                // SAFETY: the QP's counters (as in `post`), accessed only atomically.
+                // SAFETY: the QP's counters (a `Qp`: live), accessed only atomically.
                 unsafe { qp.desc.note_read(&Dev { call }, end) };
             }
         }
@@ -598,10 +698,10 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
     scope.sync();
 }
 
-/// The NVSHMEM AMO of a device AMO code (`super::code`).
+/// The NVSHMEM AMO of a device AMO code (`proxy::amo`).
 #[inline(always)]
 fn amo_of(code: u16) -> Amo {
-    use super::code::*;
+    use code::*;
     match code {
         FETCH => Amo::Fetch,
         SET | SWAP => Amo::Swap,
@@ -613,54 +713,66 @@ fn amo_of(code: u16) -> Amo {
     }
 }
 
-/// An AMO (`code`, a `super::code`) of `width` bytes at heap address `local` on `pe`. `fetch`: wait for
+/// An AMO (`code`, a `proxy::amo` code) of `width` bytes at heap address `local` on `pe`. `fetch`: wait for
 /// and return the old value; else posted (completed by quiet) and 0 returned.
+///
+/// # Safety
+/// As [`put_inline`], for the `width` bytes at `local`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn amo(call: &'static str, local: usize, width: usize, code: u16, value: u64, compare: u64, pe: i32, fetch_old: bool) -> u64 {
+pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u16, value: u64, compare: u64, pe: i32, fetch_old: bool) -> u64 {
     let t = table_or_fail(call, pe);
-    let qp = qp_for(call, t, pe);
-    let (r, _) = remote_of(t, pe, local as u64 - heap().0);
     let a = Atomic::amo(amo_of(code), width as u32, value, compare);
-    if fetch_old {
-        a.fetched(fetch(call, pe, t, qp, |l| Wqe::atomic(0, r, l, a)))
-    } else {
-        post_one(call, pe, qp, Wqe::atomic(0, r, discard(t, qp), a));
-        0
+    // SAFETY: `pe` is routed IBGDA and `local` lies in the heap (the caller's contract); the atomic's
+    // local buffer is its return slot (`fetch`) or the discard slot.
+    unsafe {
+        let qp = qp_for(call, t, pe);
+        let (r, _) = remote_of(t, pe, local as u64 - heap().0);
+        if fetch_old {
+            a.fetched(fetch(call, pe, t, qp, |l| Wqe::atomic(0, r, l, a)))
+        } else {
+            post_one(call, pe, qp, Wqe::atomic(0, r, discard(t, qp), a));
+            0
+        }
     }
 }
 
 /// signal_op (SIGNAL_SET / SIGNAL_ADD, checked by the caller) of `value` on the u64 at heap address
 /// `sig_local` on `pe`: posted, completed by quiet.
-pub(crate) fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i32, pe: i32) {
-    amo(call, sig_local, 8, signal_code(sig_op), value, 0, pe, false);
+///
+/// # Safety
+/// As [`put_inline`], for the 8 bytes at `sig_local`.
+pub(crate) unsafe fn signal(call: &'static str, sig_local: usize, value: u64, sig_op: i32, pe: i32) {
+    // SAFETY: the caller's contract.
+    unsafe { amo(call, sig_local, 8, signal_code(sig_op), value, 0, pe, false) };
 }
 
 /// The device AMO code of a signal operation (SIGNAL_SET: a swap, SIGNAL_ADD: an add).
 #[inline(always)]
 fn signal_code(sig_op: i32) -> u16 {
-    if sig_op == crate::state::SIGNAL_SET {
-        super::code::SET
+    if sig_op == SIGNAL_SET {
+        code::SET
     } else {
-        super::code::ADD
+        code::ADD
     }
 }
 
 /// Calls `f` with every QP entry of PEs routed IBGDA (this thread's one per PE when `mine`).
 #[inline(always)]
-fn each_qp(t: &Table, mine: bool, mut f: impl FnMut(i32, &QpEntry)) {
+fn each_qp(t: Tbl, mine: bool, mut f: impl FnMut(i32, Qp)) {
     let n = (t.npes as usize).min(MAX_PES);
     let per = t.qps_per_pe.max(1);
     for pe in 0..n {
-        if super::route(pe as i32) != crate::state::ROUTE_IBGDA {
+        if route(pe as i32) != ROUTE_IBGDA {
             continue;
         }
         for q in 0..per {
             if mine && q != my_qp(per) {
                 continue;
             }
-            let e = qp_entry(t, pe * per as usize + q as usize);
+            // SAFETY: pe < npes and q < per = qps_per_pe (at least 1: the table invariant).
+            let e = unsafe { qp_entry(t, pe * per as usize + q as usize) };
             if e.desc.sq != 0 {
-                f(pe as i32, e);
+                f(pe as i32, Qp(e));
             }
         }
     }
@@ -672,7 +784,7 @@ pub(crate) fn quiet() {
     const CALL: &str = "rshmem_quiet (IBGDA: waiting for completions)\0";
     let Some(t) = table() else { return };
     each_qp(t, false, |pe, qp| {
-        // SAFETY: as in `post`.
+        // SAFETY: the QP's queues, counters and CQ (a `Qp`: live).
         if let Err(e) = unsafe { qp.desc.quiet(&Dev { call: CALL }) } {
             fail_poll(CALL, pe, e);
         }
@@ -686,9 +798,11 @@ pub(crate) fn fence() {
     const CALL: &str = "rshmem_fence (IBGDA)\0";
     let Some(t) = table() else { return };
     each_qp(t, true, |pe, qp| {
-        // SAFETY: the QP's counters (as in `post`), read atomically.
-        if unsafe { qp.desc.reads_outstanding(&Dev { call: CALL }) } {
-            post(CALL, pe, qp, &[Wqe::nop(fm_ce_se::FM_FENCE)]);
+        // SAFETY: the QP's counters (a `Qp`: live), read atomically; a NOP has no buffers.
+        unsafe {
+            if qp.desc.reads_outstanding(&Dev { call: CALL }) {
+                post(CALL, pe, qp, &[Wqe::nop(fm_ce_se::FM_FENCE)]);
+            }
         }
     });
 }
@@ -698,25 +812,39 @@ pub(crate) fn fence() {
 /// (or a corrupted key table) would post it. The NIC's answer decides: a bad key or address ends in an
 /// error completion, which stops this PE naming the call.
 ///
+/// A PE that is not routed IBGDA stops this PE (`NoTransport`).
+///
 /// # Safety
-/// `src` must be a local heap address readable for `bytes`; what happens at the target is the NIC's
-/// check's business (it is the point of the hook).
+/// rshmem must be initialized; `src` must be a local heap address readable for `bytes`; what happens
+/// at the target is the NIC's check's business (it is the point of the hook).
 #[doc(hidden)]
 pub unsafe fn raw_write(pe: i32, src: *const u8, bytes: usize, raddr: u64, rkey: u32) {
     const CALL: &str = "rshmem test hook raw_write (IBGDA)\0";
+    if pe < 0 || pe >= St.n_pes() || route(pe) != ROUTE_IBGDA {
+        fail(CALL, Problem::NoTransport, pe, src as usize, bytes);
+    }
     let t = table_or_fail(CALL, pe);
-    let qp = qp_for(CALL, t, pe);
-    let Some((l, _)) = local_of(t, src as u64) else { fail(CALL, Problem::Unregistered, pe, src as u64, bytes as u64) };
+    // SAFETY: `pe` is routed IBGDA (checked above).
+    let qp = unsafe { qp_for(CALL, t, pe) };
+    let Some((l, _)) = local_of(t, src as u64) else { fail(CALL, Problem::Unregistered, pe, src as usize, bytes) };
     arch::fence_sc();
-    let end = post(CALL, pe, qp, &[Wqe::rdma_write(0, Remote { addr: raddr, rkey }, l, bytes as u32)]);
+    // SAFETY: `src` stays readable until the WRITE completed (the caller's contract; waited for below).
+    let end = unsafe { post(CALL, pe, qp, &[Wqe::rdma_write(0, Remote { addr: raddr, rkey }, l, bytes as u32)]) };
     wait(CALL, pe, qp, end);
 }
 
 /// The remote address and rkey of the symmetric address `local` on `pe`, as the table gives them (for
-/// the test hook's callers, which perturb them). None without the IBGDA transport.
+/// the test hook's callers, which perturb them). None without the IBGDA transport, and for a PE that
+/// is not routed IBGDA or an address outside the heap.
 #[doc(hidden)]
 pub fn remote_address(pe: i32, local: *const u8) -> Option<(u64, u32)> {
     let t = table()?;
-    let (r, _) = remote_of(t, pe, (local as u64).wrapping_sub(heap().0));
+    let (base, size) = heap();
+    let off = (local as u64).wrapping_sub(base);
+    if pe < 0 || pe >= St.n_pes() || route(pe) != ROUTE_IBGDA || off >= size {
+        return None;
+    }
+    // SAFETY: `pe` is routed IBGDA and `off` lies in the heap (both checked above).
+    let (r, _) = unsafe { remote_of(t, pe, off) };
     Some((r.addr, r.rkey))
 }

@@ -27,10 +27,10 @@
 //! atomic ever meets a GPU atomic on the same word. `seq`, the body and `result`/`done` each have one
 //! writer.
 
+use super::proxy::apply_amo;
 use crate::arch;
-use crate::ops::AmoBits;
-use crate::remote::proxy::apply_amo;
-use crate::state::{DeviceState, Internal};
+use crate::state::{Field, Internal};
+use crate::types::{AmoBits, Rmw};
 use bytemuck::{Pod, Zeroable};
 use core::mem::offset_of;
 
@@ -118,7 +118,7 @@ unsafe fn apply_nic_atomic(a: rshmem_ibgda::Atomic, p: *mut u8) -> u64 {
     // SAFETY: the caller's contract (aligned, live, atomic accesses only).
     unsafe {
         match a {
-            rshmem_ibgda::Atomic::Fa64 { add } => arch::rmw_u64(arch::Rmw::Add, p as *mut u64, add),
+            rshmem_ibgda::Atomic::Fa64 { add } => arch::rmw_u64(Rmw::Add, p as *mut u64, add),
             _ if a.bytes() == 4 => cas_apply(p as *mut u32, a),
             _ => cas_apply(p as *mut u64, a),
         }
@@ -152,8 +152,8 @@ unsafe fn cas_apply<B: AmoBits>(p: *mut B, a: rshmem_ibgda::Atomic) -> u64 {
 #[cold]
 #[inline]
 pub unsafe fn progress(max: u32) -> u32 {
-    let q = arch::state_u64(offset_of!(DeviceState, inbound)) as usize;
-    let heap = arch::state_u64(offset_of!(DeviceState, heap_base)) as usize;
+    let q = arch::state_u64(Field::INBOUND) as usize;
+    let heap = arch::state_u64(Field::HEAP_BASE) as usize;
     if q == 0 || heap == 0 {
         return 0;
     }

@@ -80,7 +80,9 @@
 //! caller (a deadline) and return `Stalled`. A poster that gives up after reserving its ticket leaves a
 //! hole the proxy will wait on forever: giving up is for failure paths that end the job.
 
-use crate::arch::{self, Failure, Problem, Rmw};
+use crate::arch;
+use crate::route::fail;
+use crate::types::{Problem, Rmw};
 use bytemuck::{Pod, Zeroable};
 
 /// `RingHeader::magic` of an initialized ring ("RSHMPRX" v1).
@@ -89,8 +91,9 @@ pub const RING_MAGIC: u64 = 0x5253_484d_5052_5801;
 pub const HEADER_BYTES: usize = 256;
 /// Bytes of one request slot.
 pub const SLOT_BYTES: usize = 64;
-/// Most slots a ring may have (1 Mi slots = 64 MiB of host memory).
-pub const MAX_SLOTS: u64 = 1 << 20;
+// The device state holds a ring as a `RingRef` (its address and slot count): both are defined with
+// the state, below this module, and are part of the ring's interface here.
+pub use crate::state::{RingRef, MAX_SLOTS};
 
 /// Bytes a ring of `slots` slots needs (header included).
 pub const fn ring_bytes(slots: usize) -> usize {
@@ -177,29 +180,6 @@ const _: () = assert!(core::mem::offset_of!(RingHeader, head) == 64);
 const _: () = assert!(core::mem::offset_of!(RingHeader, tail) == 128);
 const _: () = assert!(core::mem::offset_of!(RingHeader, completed) == 192);
 
-/// What device code holds to post to a ring: the header's address (in this process / as the GPU
-/// sees it) and the slot count. Kept by the caller (e.g. a per-PE table in the device state) so a post
-/// reads nothing of the header but `tail`: on a GPU the header is in host memory, and every read of it
-/// is a PCIe round trip. The host makes it (`rshmem::transport::proxy::ring`) after setting the ring up.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
-pub struct RingRef {
-    /// Address of the `RingHeader` (64-aligned), followed by `slots` slots.
-    pub header: u64,
-    /// Slot count: a power of two in 1..=MAX_SLOTS.
-    pub slots: u64,
-}
-
-const _: () = assert!(core::mem::size_of::<RingRef>() == 16);
-
-impl RingRef {
-    /// Whether it can name a ring: a non-null 64-aligned header and a valid slot count.
-    #[inline(always)]
-    pub fn is_valid(self) -> bool {
-        self.header != 0 && self.header.is_multiple_of(64) && self.slots != 0 && self.slots <= MAX_SLOTS && self.slots.is_power_of_two()
-    }
-}
-
 /// Flag in `Request::sub`: the request's result goes to its return slot (index `(seq - 1) % slots` of
 /// the return area): the old value of a fetching AMO, or the `len` (1, 2, 4 or 8) bytes of a GET with
 /// `src == 0` (`g`), zero-extended into `ReturnSlot::value`.
@@ -263,7 +243,8 @@ pub const fn return_area_bytes(slots: usize) -> usize {
 #[inline(always)]
 pub unsafe fn apply_amo(code: u16, width: u32, p: *mut u8, value: u64, compare: u64) -> Option<u64> {
     use amo::*;
-    // SAFETY (every arm): the caller's contract covers both widths' atomics on `p`.
+    // SAFETY: every arm's atomic is of the width tested, on `p` (the caller's contract: aligned to
+    // `width`, live, accessed only atomically).
     unsafe {
         match width {
             4 => {
@@ -423,7 +404,7 @@ pub unsafe fn completed(ring: RingRef) -> u64 {
 #[cold]
 #[inline]
 fn fail_not_a_ring(call: &'static str, ring: RingRef) -> ! {
-    arch::fail(Failure { call, problem: Problem::NotInitialized, pe: -1, addr: ring.header, len: ring.slots })
+    fail(call, Problem::NotInitialized, -1, ring.header as usize, ring.slots as usize)
 }
 
 /// Posts `req` and returns its sequence number, waiting (through `arch::idle`, which enforces

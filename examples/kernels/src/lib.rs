@@ -177,7 +177,8 @@ sh::kernels! {
 /// least `bytes` bytes and `peer` a PE that this one reaches (the device calls check the ranges).
 #[inline(always)]
 unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
-    let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
+    // SAFETY: the kernel's five arguments (the caller's contract).
+    let (dst, src, bytes, iters, peer) = unsafe { (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32) };
     let (units, unit) = match SCOPE {
         0 => (T::grid_size() * T::block_size(), T::block_index() * T::block_size() + T::block_rank()),
         1 => (T::grid_size() * T::block_size().div_ceil(32), T::block_index() * T::block_size().div_ceil(32) + T::block_rank() / 32),
@@ -191,15 +192,21 @@ unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
     }
     if (unit as usize) < active {
         let off = unit as usize * chunk;
-        let (d, s2) = (dst.add(off), src.add(off));
-        for _ in 0..iters {
-            match (SCOPE, DIR) {
-                (0, 0) => sh::putmem_nbi(d, s2, chunk, peer),
-                (1, 0) => sh::putmem_nbi_warp(d, s2, chunk, peer),
-                (_, 0) => sh::putmem_nbi_block(d, s2, chunk, peer),
-                (0, _) => sh::getmem_nbi(d, s2, chunk, peer),
-                (1, _) => sh::getmem_nbi_warp(d, s2, chunk, peer),
-                (_, _) => sh::getmem_nbi_block(d, s2, chunk, peer),
+        // SAFETY: unit < active, so `[off, off + chunk)` lies in both buffers of `bytes` bytes (the
+        // caller's contract; the device calls check the ranges too); the group scopes are called by
+        // every thread of the warp / block (the unit's members, all active alike); the buffers are not
+        // read or changed before the quiet below.
+        unsafe {
+            let (d, s2) = (dst.add(off), src.add(off));
+            for _ in 0..iters {
+                match (SCOPE, DIR) {
+                    (0, 0) => sh::putmem_nbi(d, s2, chunk, peer),
+                    (1, 0) => sh::putmem_nbi_warp(d, s2, chunk, peer),
+                    (_, 0) => sh::putmem_nbi_block(d, s2, chunk, peer),
+                    (0, _) => sh::getmem_nbi(d, s2, chunk, peer),
+                    (1, _) => sh::getmem_nbi_warp(d, s2, chunk, peer),
+                    (_, _) => sh::getmem_nbi_block(d, s2, chunk, peer),
+                }
             }
         }
     }
@@ -210,42 +217,50 @@ unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
 ///
 /// # Safety
 /// `a` must point to the kernel's four arguments: `buf` a symmetric buffer as `bench_lat` describes,
-/// `out` a writable u64.
+/// `out` a writable u64; for the analysis kinds 6, 7 and 9, `peer`'s heap must be mapped here.
 #[inline(always)]
 unsafe fn lat_loop<const KIND: u64>(a: *const u64) {
-    let (buf, iters, peer, out) = (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64);
+    // SAFETY: the kernel's four arguments (the caller's contract).
+    let (buf, iters, peer, out) = unsafe { (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64) };
     let ints = buf as *mut i32;
     let raw = sh::ptr(ints as *const i32, peer);
     let mut acc: u64 = 0;
     let mut local = [0u64; 1];
-    for i in 0..iters {
-        match KIND {
-            0 => {
-                sh::p(ints, i as i32, peer);
-                sh::quiet();
+    // SAFETY: `buf` is the symmetric buffer `bench_lat` describes (the caller's contract): the i32 words
+    // at 0..4096 and 8192, the u64s at 0..1024 and the 8 bytes at 64 KiB lie in it, naturally aligned;
+    // `local` is this thread's; the analysis kinds 6, 7 and 9 are run only with a peer whose heap is
+    // mapped here (so `raw` is its address of `buf`, as the benchmark's driver arranges).
+    unsafe {
+        for i in 0..iters {
+            match KIND {
+                0 => {
+                    sh::p(ints, i as i32, peer);
+                    sh::quiet();
+                }
+                1 => acc = acc.wrapping_add(sh::g(ints.add(((i as usize) ^ (acc as usize & 1)) & 4095), peer) as u64),
+                2 => {
+                    sh::putmem(buf.add(64 * 1024), local.as_ptr() as *const u8, 8, peer);
+                    sh::quiet();
+                }
+                3 => {
+                    sh::getmem(local.as_mut_ptr() as *mut u8, buf.add((((i + acc) as usize) & 1023) * 8), 8, peer);
+                    acc = acc.wrapping_add(local[0]);
+                }
+                4 => acc = acc.wrapping_add(sh::atomic_fetch_add(ints.add(8192), 1, peer) as u64),
+                6 => {
+                    core::ptr::write_volatile(raw, i as i32);
+                    sh::arch::fence_sc();
+                }
+                7 => {
+                    core::ptr::write_volatile(raw, i as i32);
+                    sh::arch::fence_acq_rel();
+                }
+                8 => sh::quiet(),
+                9 => acc = acc.wrapping_add(sh::arch::rmw_u32(sh::arch::Rmw::Add, raw.add(8192) as *mut u32, 1) as u64),
+                _ => acc = acc.wrapping_add(sh::atomic_compare_swap(ints.add(8192), i as i32, i as i32 + 1, peer) as u64),
             }
-            1 => acc = acc.wrapping_add(sh::g(ints.add(((i as usize) ^ (acc as usize & 1)) & 4095), peer) as u64),
-            2 => {
-                sh::putmem(buf.add(64 * 1024), local.as_ptr() as *const u8, 8, peer);
-                sh::quiet();
-            }
-            3 => {
-                sh::getmem(local.as_mut_ptr() as *mut u8, buf.add((((i + acc) as usize) & 1023) * 8), 8, peer);
-                acc = acc.wrapping_add(local[0]);
-            }
-            4 => acc = acc.wrapping_add(sh::atomic_fetch_add(ints.add(8192), 1, peer) as u64),
-            6 => {
-                core::ptr::write_volatile(raw, i as i32);
-                sh::arch::fence_sc();
-            }
-            7 => {
-                core::ptr::write_volatile(raw, i as i32);
-                sh::arch::fence_acq_rel();
-            }
-            8 => sh::quiet(),
-            9 => acc = acc.wrapping_add(sh::arch::rmw_u32(sh::arch::Rmw::Add, raw.add(8192) as *mut u32, 1) as u64),
-            _ => acc = acc.wrapping_add(sh::atomic_compare_swap(ints.add(8192), i as i32, i as i32 + 1, peer) as u64),
         }
     }
-    *out = acc;
+    // SAFETY: `out` is a writable u64 (the caller's contract).
+    unsafe { *out = acc };
 }

@@ -17,176 +17,20 @@
 //! dropped doorbells (the doorbell record still honoured), a start index near a 16-bit wrap, holding
 //! WQEs until the send queue is full, slow completions.
 
-use std::prelude::rust_2021::*;
-mod hostqp;
+//
+// The files, bottom to top (each names only those before it): `fault` and `reason` (leaves), `mr`,
+// `remote`, `nic`, `queues`; this file only declares them and re-exports their items.
+
+mod fault;
 mod mr;
 mod nic;
+mod queues;
+mod reason;
 mod remote;
 
-pub use hostqp::{HostQp, HostQpConfig};
+pub use fault::FaultConfig;
 pub use mr::{respond_atomic, respond_read, respond_write, Access, Dma, MrError, MrTable, Region};
 pub use nic::{CqSetup, ErrorInfo, Nic, NicThread, QpId, QpSetup, QpStats, SetupError};
-pub use remote::{respond, Loopback, Remote, RemoteDone, RemoteError, RemoteOp};
-
-use std::time::Duration;
-
-/// Fault-injection modes of the emulated NIC (all off by default). A later change maps environment
-/// variables onto this.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FaultConfig {
-    /// Wait this long between seeing a doorbell and fetching the WQEs it announces (catches WQE slots
-    /// reused before their completion, and missing fences, that a fast NIC would hide).
-    pub fetch_delay: Duration,
-    /// Drop every n-th doorbell (0: none). The doorbell record is still honoured: a later doorbell, or
-    /// the doorbell-record scan, processes everything it announces (catches a stale doorbell record).
-    pub drop_doorbell_every: u32,
-    /// Read the doorbell record this often even without a doorbell (doorbell recovery). `None`: only
-    /// when doorbells are dropped, every millisecond.
-    pub dbr_scan: Option<Duration>,
-    /// First WQE count of every QP (0 normally; e.g. `65536 - 64` wraps the 16-bit WQE index and
-    /// doorbell-record counter soon). The posting side must start there too ([`crate::QpCounters::new`];
-    /// [`HostQp`] does both).
-    pub start_index: u64,
-    /// Hold WQEs until the send queue is full, or until the doorbell record has not moved for this
-    /// long (forces posters into the wait for free slots).
-    pub hold_until_full: Option<Duration>,
-    /// Wait this long before writing each CQE.
-    pub cqe_delay: Duration,
-}
-
-impl FaultConfig {
-    /// The modes a fault list names (for messages).
-    pub const MODES: &'static str = "none, delay[=DURATION] (doorbell to WQE fetch, default 200us), drop[=N] (every N-th doorbell, default 3), wrap[=START] (first WQE count, default 65536-48), full[=DURATION] (hold WQEs until the send queue is full or the doorbell record is quiet that long, default 2ms), slow[=DURATION] (before each CQE, default 50us), scan=DURATION (doorbell-record scans), all";
-
-    /// Parses a comma-separated list of fault modes (`RSHMEM_IBGDA_FAULTS`), e.g. `delay=300us,drop=2`
-    /// or `all`. Durations take `ns`, `us`, `ms` or `s`. An error names the bad item and the modes.
-    pub fn parse(list: &str) -> Result<FaultConfig, String> {
-        let mut f = FaultConfig::default();
-        for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (name, value) = match item.split_once('=') {
-                Some((n, v)) => (n.trim(), Some(v.trim())),
-                None => (item, None),
-            };
-            let dur = |d: Duration| value.map_or(Ok(d), |v| parse_duration(v).ok_or_else(|| format!("{item:?}: {v:?} is not a duration (e.g. 300us, 2ms)")));
-            let num = |d: u64| value.map_or(Ok(d), |v| v.parse::<u64>().map_err(|_| format!("{item:?}: {v:?} is not a number")));
-            match name.to_ascii_lowercase().as_str() {
-                "none" => {}
-                "delay" => f.fetch_delay = dur(Duration::from_micros(200))?,
-                "drop" => {
-                    let n = num(3)?;
-                    if n == 0 || n > u32::MAX as u64 {
-                        return Err(format!("{item:?}: N must be at least 1"));
-                    }
-                    f.drop_doorbell_every = n as u32;
-                }
-                "wrap" => f.start_index = num(0x1_0000 - 48)?,
-                "full" => f.hold_until_full = Some(dur(Duration::from_millis(2))?),
-                "slow" => f.cqe_delay = dur(Duration::from_micros(50))?,
-                "scan" => f.dbr_scan = Some(dur(Duration::from_micros(500))?),
-                "all" if value.is_none() => {
-                    f = FaultConfig {
-                        fetch_delay: Duration::from_micros(100),
-                        drop_doorbell_every: 3,
-                        dbr_scan: Some(Duration::from_micros(500)),
-                        start_index: 0x1_0000 - 48,
-                        hold_until_full: Some(Duration::from_millis(1)),
-                        cqe_delay: Duration::from_micros(20),
-                    }
-                }
-                _ => return Err(format!("{item:?} is not a fault mode; expected a comma-separated list of: {}", Self::MODES)),
-            }
-        }
-        Ok(f)
-    }
-
-    /// Whether any fault is switched on.
-    pub fn any(&self) -> bool {
-        *self != FaultConfig::default()
-    }
-    pub(crate) fn scan_interval(&self) -> Option<Duration> {
-        match (self.dbr_scan, self.drop_doorbell_every) {
-            (Some(d), _) => Some(d),
-            (None, 0) => None,
-            (None, _) => Some(Duration::from_millis(1)),
-        }
-    }
-}
-
-/// `300us`, `2ms`, `1s`, `500ns` (a bare number is microseconds).
-fn parse_duration(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    let (num, unit) = v.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((v, "us"), |i| (&v[..i], &v[i..]));
-    let x: f64 = num.parse().ok().filter(|x: &f64| x.is_finite() && *x >= 0.0)?;
-    let ns = match unit.trim() {
-        "ns" => x,
-        "us" => x * 1e3,
-        "ms" => x * 1e6,
-        "s" => x * 1e9,
-        _ => return None,
-    };
-    (ns < 60e9).then(|| Duration::from_nanos(ns as u64))
-}
-
-/// Why the emulator failed a WQE: written to the error CQE's `vendor_err_synd` byte (real NICs put
-/// their own vendor codes there; these are the emulator's, for diagnostics). The PRM syndrome is in
-/// `syndrome`.
-#[repr(u8)]
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub enum Reason {
-    UnknownOpcode = 0xe0,
-    BadOpmod = 0xe1,
-    BadDs = 0xe2,
-    WqeIndexMismatch = 0xe3,
-    QpnMismatch = 0xe4,
-    BeyondProducer = 0xe5,
-    BadInline = 0xe6,
-    BadFence = 0xe7,
-    UnknownLkey = 0xe8,
-    LocalRange = 0xe9,
-    LocalRights = 0xea,
-    BadLength = 0xeb,
-    UnknownRkey = 0xf0,
-    RemoteRange = 0xf1,
-    RemoteRights = 0xf2,
-    Misaligned = 0xf3,
-    NoReceiveQueue = 0xf4,
-    Unreachable = 0xf5,
-    Flushed = 0xf6,
-    DmaFailed = 0xf7,
-}
-
-impl Reason {
-    pub fn from_u8(v: u8) -> Option<Reason> {
-        use Reason::*;
-        [
-            UnknownOpcode, BadOpmod, BadDs, WqeIndexMismatch, QpnMismatch, BeyondProducer, BadInline, BadFence, UnknownLkey, LocalRange, LocalRights, BadLength, UnknownRkey,
-            RemoteRange, RemoteRights, Misaligned, NoReceiveQueue, Unreachable, Flushed, DmaFailed,
-        ]
-        .into_iter()
-        .find(|r| *r as u8 == v)
-    }
-    pub fn describe(self) -> &'static str {
-        match self {
-            Reason::UnknownOpcode => "unknown or unsupported WQE opcode",
-            Reason::BadOpmod => "opmod not valid for the opcode",
-            Reason::BadDs => "ds does not match the opcode's segments",
-            Reason::WqeIndexMismatch => "control segment's WQE index is not the NIC's consumer index (stale or overwritten WQE)",
-            Reason::QpnMismatch => "control segment's QPN is not this QP's",
-            Reason::BeyondProducer => "WQE extends past the doorbell record's producer count",
-            Reason::BadInline => "malformed inline segment",
-            Reason::BadFence => "reserved fence mode",
-            Reason::UnknownLkey => "unknown lkey",
-            Reason::LocalRange => "local buffer outside its memory region",
-            Reason::LocalRights => "local memory region not writable",
-            Reason::BadLength => "bad byte count",
-            Reason::UnknownRkey => "unknown rkey",
-            Reason::RemoteRange => "remote range outside its memory region",
-            Reason::RemoteRights => "remote memory region lacks the access right",
-            Reason::Misaligned => "misaligned atomic target",
-            Reason::NoReceiveQueue => "send-type opcode: the emulated responder has no receive queue",
-            Reason::Unreachable => "remote side unreachable",
-            Reason::Flushed => "flushed: QP in error state",
-            Reason::DmaFailed => "the memory copy (DMA) of the region failed",
-        }
-    }
-}
+pub use queues::{HostQueues, HostQueuesConfig};
+pub use reason::{Reason, RemoteError};
+pub use remote::{respond, Loopback, Remote, RemoteDone, RemoteOp};

@@ -1,7 +1,7 @@
 //! Registered memory regions and the responder side of remote operations.
 
 use std::prelude::rust_2021::*;
-use super::{Reason, RemoteError};
+use super::reason::{Reason, RemoteError};
 use crate::mlx5::syndrome;
 use crate::wqe::Atomic;
 use std::collections::HashMap;

@@ -3,8 +3,10 @@
 
 use std::prelude::rust_2021::*;
 use std::vec;
-use super::mr::Denied;
-use super::{Access, FaultConfig, MrTable, Reason, Remote, RemoteDone, RemoteError, RemoteOp};
+use super::fault::FaultConfig;
+use super::mr::{Access, Denied, MrTable};
+use super::reason::{Reason, RemoteError};
+use super::remote::{Remote, RemoteDone, RemoteOp};
 use crate::mlx5::{self, cqe_opcode, fm_ce_se, opcode, opmod, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg, RaddrSeg};
 use crate::wqe::Atomic;
 use std::collections::VecDeque;
@@ -313,7 +315,7 @@ impl Nic {
 
     /// One pass over every QP: act on new doorbells (and doorbell-record scans), start the WQEs they
     /// announce, and complete those whose peer answered. Returns the number of WQEs completed (with a
-    /// peer that answers at once, such as [`super::Loopback`], every WQE read in this pass).
+    /// peer that answers at once, such as [`Loopback`](super::remote::Loopback), every WQE read in this pass).
     pub fn poll(&mut self) -> usize {
         let mut n = 0;
         for q in self.qps.iter_mut() {

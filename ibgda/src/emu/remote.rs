@@ -1,17 +1,11 @@
 //! The remote side of an emulated RC connection.
 
 use std::prelude::rust_2021::*;
-use super::{mr, MrTable, Reason};
+use super::mr::{self, MrTable};
+use super::reason::RemoteError;
 use crate::wqe::Atomic;
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// A failed remote operation: the syndrome the requester's error CQE carries and why.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct RemoteError {
-    pub syndrome: u8,
-    pub reason: Reason,
-}
 
 /// The remote half of one WQE, as the requester sends it to the responder.
 #[derive(Clone, PartialEq, Eq, Debug)]

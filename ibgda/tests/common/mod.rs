@@ -1,7 +1,7 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
-use rshmem_ibgda::emu::{Access, FaultConfig, HostQp, HostQpConfig, Loopback, MrTable, Nic, NicThread};
+use rshmem_ibgda::emu::{Access, FaultConfig, HostQueues, HostQueuesConfig, Loopback, MrTable, Nic, NicThread};
 use rshmem_ibgda::qp::HostSys;
 use rshmem_ibgda::Sys;
 use std::sync::{Arc, OnceLock};
@@ -112,17 +112,17 @@ impl Mem {
 /// One QP in host memory, looped back to its own NIC's region table, the NIC on its thread.
 pub struct Rig {
     pub mrs: Arc<MrTable>,
-    pub qp: HostQp,
+    pub qp: HostQueues,
     pub nic: Option<NicThread>,
 }
 
 impl Rig {
-    pub fn new(cfg: HostQpConfig, fault: FaultConfig) -> Rig {
+    pub fn new(cfg: HostQueuesConfig, fault: FaultConfig) -> Rig {
         let mrs = Arc::new(MrTable::new());
-        let cfg = HostQpConfig { start: fault.start_index, ..cfg };
-        let qp = HostQp::new(cfg);
+        let cfg = HostQueuesConfig { start: fault.start_index, ..cfg };
+        let qp = HostQueues::new(cfg);
         let mut nic = Nic::new(mrs.clone(), fault);
-        // SAFETY: the HostQp outlives the NIC thread (Rig::stop / drop order: nic first).
+        // SAFETY: the HostQueues outlives the NIC thread (Rig::stop / drop order: nic first).
         unsafe { nic.add_qp(qp.setup(), Box::new(Loopback::new(mrs.clone()))).unwrap() };
         Rig { mrs, qp, nic: Some(nic.spawn()) }
     }

@@ -916,34 +916,38 @@ impl Bits64 for f64 {
 /// `p` is a symmetric, naturally aligned `T` (an AMO word of the soak buffer) and `pe` a valid PE.
 #[inline(always)]
 unsafe fn amo_int<T: sh::AmoInt + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u64, pe: i32) -> Option<u64> {
-    let x = T::from_u64(v);
-    match op {
-        AmoOp::FetchAdd => Some(sh::atomic_fetch_add(p, x, pe).to_u64()),
-        AmoOp::Add => {
-            sh::atomic_add(p, x, pe);
-            None
+    // SAFETY: `p` is a symmetric, naturally aligned `T` (an AMO word of the soak buffer) and `pe` a
+    // valid PE (the caller's contract): what every AMO below requires.
+    unsafe {
+        let x = T::from_u64(v);
+        match op {
+            AmoOp::FetchAdd => Some(sh::atomic_fetch_add(p, x, pe).to_u64()),
+            AmoOp::Add => {
+                sh::atomic_add(p, x, pe);
+                None
+            }
+            AmoOp::FetchInc => Some(sh::atomic_fetch_inc(p, pe).to_u64()),
+            AmoOp::Inc => {
+                sh::atomic_inc(p, pe);
+                None
+            }
+            AmoOp::FetchAnd => Some(sh::atomic_fetch_and(p, x, pe).to_u64()),
+            AmoOp::And => {
+                sh::atomic_and(p, x, pe);
+                None
+            }
+            AmoOp::FetchOr => Some(sh::atomic_fetch_or(p, x, pe).to_u64()),
+            AmoOp::Or => {
+                sh::atomic_or(p, x, pe);
+                None
+            }
+            AmoOp::FetchXor => Some(sh::atomic_fetch_xor(p, x, pe).to_u64()),
+            AmoOp::Xor => {
+                sh::atomic_xor(p, x, pe);
+                None
+            }
+            _ => amo_any(op, p, v, cond, pe),
         }
-        AmoOp::FetchInc => Some(sh::atomic_fetch_inc(p, pe).to_u64()),
-        AmoOp::Inc => {
-            sh::atomic_inc(p, pe);
-            None
-        }
-        AmoOp::FetchAnd => Some(sh::atomic_fetch_and(p, x, pe).to_u64()),
-        AmoOp::And => {
-            sh::atomic_and(p, x, pe);
-            None
-        }
-        AmoOp::FetchOr => Some(sh::atomic_fetch_or(p, x, pe).to_u64()),
-        AmoOp::Or => {
-            sh::atomic_or(p, x, pe);
-            None
-        }
-        AmoOp::FetchXor => Some(sh::atomic_fetch_xor(p, x, pe).to_u64()),
-        AmoOp::Xor => {
-            sh::atomic_xor(p, x, pe);
-            None
-        }
-        _ => amo_any(op, p, v, cond, pe),
     }
 }
 
@@ -953,15 +957,18 @@ unsafe fn amo_int<T: sh::AmoInt + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u6
 /// As `amo_int`.
 #[inline(always)]
 unsafe fn amo_any<T: sh::Amo + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u64, pe: i32) -> Option<u64> {
-    let x = T::from_u64(v);
-    match op {
-        AmoOp::Swap => Some(sh::atomic_swap(p, x, pe).to_u64()),
-        AmoOp::Cswap => Some(sh::atomic_compare_swap(p, T::from_u64(cond), x, pe).to_u64()),
-        AmoOp::Set => {
-            sh::atomic_set(p, x, pe);
-            None
+    // SAFETY: as in `amo_int`: `p` a symmetric, naturally aligned `T`, `pe` a valid PE.
+    unsafe {
+        let x = T::from_u64(v);
+        match op {
+            AmoOp::Swap => Some(sh::atomic_swap(p, x, pe).to_u64()),
+            AmoOp::Cswap => Some(sh::atomic_compare_swap(p, T::from_u64(cond), x, pe).to_u64()),
+            AmoOp::Set => {
+                sh::atomic_set(p, x, pe);
+                None
+            }
+            _ => Some(sh::atomic_fetch(p as *const T, pe).to_u64()),
         }
-        _ => Some(sh::atomic_fetch(p as *const T, pe).to_u64()),
     }
 }
 
@@ -971,15 +978,19 @@ unsafe fn amo_any<T: sh::Amo + Bits64>(op: AmoOp, p: *mut T, v: u64, cond: u64, 
 /// As `amo_int`, with `p` aligned for `ty`.
 #[inline(always)]
 unsafe fn amo(ty: Ty, op: AmoOp, p: *mut u8, v: u64, cond: u64, pe: i32) -> Option<u64> {
-    match ty {
-        Ty::U32 => amo_int(op, p as *mut u32, v, cond, pe),
-        Ty::I32 => amo_int(op, p as *mut i32, v, cond, pe),
-        Ty::U64 => amo_int(op, p as *mut u64, v, cond, pe),
-        Ty::I64 => amo_int(op, p as *mut i64, v, cond, pe),
-        Ty::Usize => amo_int(op, p as *mut usize, v, cond, pe),
-        Ty::Isize => amo_int(op, p as *mut isize, v, cond, pe),
-        Ty::F32 => amo_any(op, p as *mut f32, v, cond, pe),
-        Ty::F64 => amo_any(op, p as *mut f64, v, cond, pe),
+    // SAFETY: `p` is aligned for `ty` (the caller's contract), so each arm's pointer is a naturally
+    // aligned word of that type, as `amo_int`/`amo_any` require.
+    unsafe {
+        match ty {
+            Ty::U32 => amo_int(op, p as *mut u32, v, cond, pe),
+            Ty::I32 => amo_int(op, p as *mut i32, v, cond, pe),
+            Ty::U64 => amo_int(op, p as *mut u64, v, cond, pe),
+            Ty::I64 => amo_int(op, p as *mut i64, v, cond, pe),
+            Ty::Usize => amo_int(op, p as *mut usize, v, cond, pe),
+            Ty::Isize => amo_int(op, p as *mut isize, v, cond, pe),
+            Ty::F32 => amo_any(op, p as *mut f32, v, cond, pe),
+            Ty::F64 => amo_any(op, p as *mut f64, v, cond, pe),
+        }
     }
 }
 
@@ -1019,8 +1030,8 @@ impl Exec {
     #[inline(always)]
     unsafe fn rec(&mut self, v: u64) {
         if self.recs < self.cap {
-            // SAFETY: recs < cap: inside this thread's record area.
-            *self.res.add(self.recs) = v;
+            // SAFETY: recs < cap: inside this thread's record area (`res` holds `cap` u64s).
+            unsafe { *self.res.add(self.recs) = v };
         }
         self.recs += 1;
     }
@@ -1030,7 +1041,8 @@ impl Exec {
     /// `off` <= `lay.size`.
     #[inline(always)]
     unsafe fn at(&self, off: usize) -> *mut u8 {
-        self.base.add(off)
+        // SAFETY: off <= lay.size: inside the soak buffer or one past it (the caller's contract).
+        unsafe { self.base.add(off) }
     }
 
     /// The put of `len` bytes in this executor's scope (typed for `elem` 4/8 at thread scope).
@@ -1038,16 +1050,20 @@ impl Exec {
     /// # Safety
     /// `dst` symmetric and `src` local, both valid for `len` bytes; in a group every member calls.
     unsafe fn put(&mut self, dst: *mut u8, src: *const u8, len: usize, nbi: bool, elem: u8, pe: i32) {
-        self.calls += 1;
-        match (self.scope, nbi, elem) {
-            (Scope::Thread, _, 4) => sh::put(dst as *mut u32, src as *const u32, len / 4, pe),
-            (Scope::Thread, _, 8) => sh::put(dst as *mut u64, src as *const u64, len / 8, pe),
-            (Scope::Thread, false, _) => sh::putmem(dst, src, len, pe),
-            (Scope::Thread, true, _) => sh::putmem_nbi(dst, src, len, pe),
-            (Scope::Warp, false, _) => sh::putmem_warp(dst, src, len, pe),
-            (Scope::Warp, true, _) => sh::putmem_nbi_warp(dst, src, len, pe),
-            (Scope::Block, false, _) => sh::putmem_block(dst, src, len, pe),
-            (Scope::Block, true, _) => sh::putmem_nbi_block(dst, src, len, pe),
+        // SAFETY: `dst` symmetric and `src` local, both valid for `len` bytes, every member of a group
+        // calling (the caller's contract): each arm's contract; the typed puts move the same bytes.
+        unsafe {
+            self.calls += 1;
+            match (self.scope, nbi, elem) {
+                (Scope::Thread, _, 4) => sh::put(dst as *mut u32, src as *const u32, len / 4, pe),
+                (Scope::Thread, _, 8) => sh::put(dst as *mut u64, src as *const u64, len / 8, pe),
+                (Scope::Thread, false, _) => sh::putmem(dst, src, len, pe),
+                (Scope::Thread, true, _) => sh::putmem_nbi(dst, src, len, pe),
+                (Scope::Warp, false, _) => sh::putmem_warp(dst, src, len, pe),
+                (Scope::Warp, true, _) => sh::putmem_nbi_warp(dst, src, len, pe),
+                (Scope::Block, false, _) => sh::putmem_block(dst, src, len, pe),
+                (Scope::Block, true, _) => sh::putmem_nbi_block(dst, src, len, pe),
+            }
         }
     }
 
@@ -1056,16 +1072,19 @@ impl Exec {
     /// # Safety
     /// As `put`, with `src` symmetric and `dst` local.
     unsafe fn get(&mut self, dst: *mut u8, src: *const u8, len: usize, nbi: bool, elem: u8, pe: i32) {
-        self.calls += 1;
-        match (self.scope, nbi, elem) {
-            (Scope::Thread, _, 4) => sh::get(dst as *mut u32, src as *const u32, len / 4, pe),
-            (Scope::Thread, _, 8) => sh::get(dst as *mut u64, src as *const u64, len / 8, pe),
-            (Scope::Thread, false, _) => sh::getmem(dst, src, len, pe),
-            (Scope::Thread, true, _) => sh::getmem_nbi(dst, src, len, pe),
-            (Scope::Warp, false, _) => sh::getmem_warp(dst, src, len, pe),
-            (Scope::Warp, true, _) => sh::getmem_nbi_warp(dst, src, len, pe),
-            (Scope::Block, false, _) => sh::getmem_block(dst, src, len, pe),
-            (Scope::Block, true, _) => sh::getmem_nbi_block(dst, src, len, pe),
+        // SAFETY: as in `put`, with `src` symmetric and `dst` local.
+        unsafe {
+            self.calls += 1;
+            match (self.scope, nbi, elem) {
+                (Scope::Thread, _, 4) => sh::get(dst as *mut u32, src as *const u32, len / 4, pe),
+                (Scope::Thread, _, 8) => sh::get(dst as *mut u64, src as *const u64, len / 8, pe),
+                (Scope::Thread, false, _) => sh::getmem(dst, src, len, pe),
+                (Scope::Thread, true, _) => sh::getmem_nbi(dst, src, len, pe),
+                (Scope::Warp, false, _) => sh::getmem_warp(dst, src, len, pe),
+                (Scope::Warp, true, _) => sh::getmem_nbi_warp(dst, src, len, pe),
+                (Scope::Block, false, _) => sh::getmem_block(dst, src, len, pe),
+                (Scope::Block, true, _) => sh::getmem_nbi_block(dst, src, len, pe),
+            }
         }
     }
 
@@ -1074,84 +1093,90 @@ impl Exec {
     /// # Safety
     /// See above; in a group program every member runs the same operation.
     unsafe fn run(&mut self, op: Op) {
-        match op {
-            // In a group program, every member's fence/quiet is done before any member goes on
-            // (one member's get may read what another member's share of a put wrote).
-            Op::Fence => {
-                self.calls += 1;
-                sh::fence();
-                self.scope.sync();
-            }
-            Op::Quiet => {
-                self.calls += 1;
-                sh::quiet();
-                self.scope.sync();
-            }
-            Op::P { bytes, pe, off, val } => {
-                self.calls += 1;
-                let d = self.at(self.slot + off as usize);
-                match bytes {
-                    1 => sh::p(d, val as u8, pe as i32),
-                    2 => sh::p(d as *mut u16, val as u16, pe as i32),
-                    4 => sh::p(d as *mut u32, val as u32, pe as i32),
-                    _ => sh::p(d as *mut u64, val, pe as i32),
+        // SAFETY: the program's offsets stay inside the areas `Layout` reserves (the generator draws them
+        // so), so every address below is in the soak buffer, symmetric, aligned for its use, and the AMO
+        // words are touched only by AMOs; in a group every member runs the same operation (the caller's
+        // contract).
+        unsafe {
+            match op {
+                // In a group program, every member's fence/quiet is done before any member goes on
+                // (one member's get may read what another member's share of a put wrote).
+                Op::Fence => {
+                    self.calls += 1;
+                    sh::fence();
+                    self.scope.sync();
                 }
-            }
-            Op::G { bytes, pe, src, off } => {
-                self.calls += 1;
-                let s = self.at(if src == Src::Ro { self.lay.ro } else { self.slot } + off as usize);
-                let v = match bytes {
-                    1 => sh::g(s, pe as i32) as u64,
-                    2 => sh::g(s as *const u16, pe as i32) as u64,
-                    4 => sh::g(s as *const u32, pe as i32) as u64,
-                    _ => sh::g(s as *const u64, pe as i32),
-                };
-                self.rec(v);
-            }
-            Op::Put { pe, dst, src, len, nbi, elem } => {
-                let (d, s) = (self.at(self.slot + dst as usize), self.at(self.lay.ro + src as usize));
-                self.put(d, s, len as usize, nbi, elem, pe as i32);
-            }
-            Op::Get { pe, src, off, land, len, nbi, elem } => {
-                let s = self.at(if src == Src::Ro { self.lay.ro } else { self.slot } + off as usize);
-                let d = self.at(self.land + land as usize);
-                self.get(d, s, len as usize, nbi, elem, pe as i32);
-            }
-            Op::AmoOwn { pe, word, ty, op, val, eq } => {
-                self.calls += 1;
-                let g = self.lay.gthread(self.me, self.id);
-                let p = self.at(self.lay.own_word(g, word as usize));
-                let cond = if eq { self.last } else { self.last ^ ty.flip() };
-                if let Some(v) = amo(ty, op, p, val, cond, pe as i32) {
-                    self.last = v;
+                Op::Quiet => {
+                    self.calls += 1;
+                    sh::quiet();
+                    self.scope.sync();
+                }
+                Op::P { bytes, pe, off, val } => {
+                    self.calls += 1;
+                    let d = self.at(self.slot + off as usize);
+                    match bytes {
+                        1 => sh::p(d, val as u8, pe as i32),
+                        2 => sh::p(d as *mut u16, val as u16, pe as i32),
+                        4 => sh::p(d as *mut u32, val as u32, pe as i32),
+                        _ => sh::p(d as *mut u64, val, pe as i32),
+                    }
+                }
+                Op::G { bytes, pe, src, off } => {
+                    self.calls += 1;
+                    let s = self.at(if src == Src::Ro { self.lay.ro } else { self.slot } + off as usize);
+                    let v = match bytes {
+                        1 => sh::g(s, pe as i32) as u64,
+                        2 => sh::g(s as *const u16, pe as i32) as u64,
+                        4 => sh::g(s as *const u32, pe as i32) as u64,
+                        _ => sh::g(s as *const u64, pe as i32),
+                    };
                     self.rec(v);
                 }
-            }
-            Op::AmoShared { pe, word, ty, op, val } => {
-                self.calls += 1;
-                let p = self.at(self.lay.shared_word(word as usize));
-                if let Some(v) = amo(ty, op, p, val, 0, pe as i32) {
-                    self.rec(v);
+                Op::Put { pe, dst, src, len, nbi, elem } => {
+                    let (d, s) = (self.at(self.slot + dst as usize), self.at(self.lay.ro + src as usize));
+                    self.put(d, s, len as usize, nbi, elem, pe as i32);
                 }
-            }
-            Op::Lock { pe } => {
-                let pe = pe as i32;
-                let lock = self.at(self.lay.shared_word(W_LOCK)) as *mut u64;
-                let ctr = self.at(self.lay.shared_word(W_LOCKED)) as *mut u64;
-                let mut spins = 0u64;
-                let id = self.lay.gthread(self.me, self.id) as u64 + 1;
-                while sh::atomic_compare_swap(lock, 0, id, pe) != 0 {
-                    sh::arch::idle(&mut spins, "rshmem-soak lock\0");
+                Op::Get { pe, src, off, land, len, nbi, elem } => {
+                    let s = self.at(if src == Src::Ro { self.lay.ro } else { self.slot } + off as usize);
+                    let d = self.at(self.land + land as usize);
+                    self.get(d, s, len as usize, nbi, elem, pe as i32);
                 }
-                sh::fence();
-                let v = sh::g(ctr as *const u64, pe);
-                sh::p(ctr, v + 1, pe);
-                sh::quiet();
-                sh::atomic_set(lock, 0, pe);
-                self.calls += 5;
+                Op::AmoOwn { pe, word, ty, op, val, eq } => {
+                    self.calls += 1;
+                    let g = self.lay.gthread(self.me, self.id);
+                    let p = self.at(self.lay.own_word(g, word as usize));
+                    let cond = if eq { self.last } else { self.last ^ ty.flip() };
+                    if let Some(v) = amo(ty, op, p, val, cond, pe as i32) {
+                        self.last = v;
+                        self.rec(v);
+                    }
+                }
+                Op::AmoShared { pe, word, ty, op, val } => {
+                    self.calls += 1;
+                    let p = self.at(self.lay.shared_word(word as usize));
+                    if let Some(v) = amo(ty, op, p, val, 0, pe as i32) {
+                        self.rec(v);
+                    }
+                }
+                Op::Lock { pe } => {
+                    let pe = pe as i32;
+                    let lock = self.at(self.lay.shared_word(W_LOCK)) as *mut u64;
+                    let ctr = self.at(self.lay.shared_word(W_LOCKED)) as *mut u64;
+                    let mut spins = 0u64;
+                    let id = self.lay.gthread(self.me, self.id) as u64 + 1;
+                    while sh::atomic_compare_swap(lock, 0, id, pe) != 0 {
+                        sh::arch::idle(&mut spins, "rshmem-soak lock\0");
+                    }
+                    sh::fence();
+                    let v = sh::g(ctr as *const u64, pe);
+                    sh::p(ctr, v + 1, pe);
+                    sh::quiet();
+                    sh::atomic_set(lock, 0, pe);
+                    self.calls += 5;
+                }
+                Op::Send { i } => self.send(i as usize),
+                Op::Recv => self.recv(),
             }
-            Op::Send { i } => self.send(i as usize),
-            Op::Recv => self.recv(),
         }
     }
 
@@ -1160,53 +1185,57 @@ impl Exec {
     /// # Safety
     /// See above.
     unsafe fn send(&mut self, i: usize) {
-        let unit = self.scope != Scope::Thread;
-        let c = Chan::new(self.seed, self.round, self.me, self.id, unit);
-        let m = c.msg(i);
-        let q = ((self.me + distance(self.seed, self.round, self.n)) % self.n) as i32;
-        let area = if unit { USLOT_RMA } else { SLOT_RMA };
-        let dst = self.at(self.slot + area + m.off);
-        let src = self.at(self.lay.ro + m.src);
-        let sig = self.at(self.sig) as *mut u64;
-        match c.kind {
-            ChanKind::PutSigAdd | ChanKind::PutSigSet => {
-                let op = if c.kind == ChanKind::PutSigAdd { sh::SIGNAL_ADD } else { sh::SIGNAL_SET };
-                self.calls += 1;
-                match (self.scope, m.nbi) {
-                    (Scope::Thread, false) => sh::putmem_signal(dst, src, m.len, sig, m.val, op, q),
-                    (Scope::Thread, true) => sh::putmem_signal_nbi(dst, src, m.len, sig, m.val, op, q),
-                    (Scope::Warp, false) => sh::putmem_signal_warp(dst, src, m.len, sig, m.val, op, q),
-                    (Scope::Warp, true) => sh::putmem_signal_nbi_warp(dst, src, m.len, sig, m.val, op, q),
-                    (Scope::Block, false) => sh::putmem_signal_block(dst, src, m.len, sig, m.val, op, q),
-                    (Scope::Block, true) => sh::putmem_signal_nbi_block(dst, src, m.len, sig, m.val, op, q),
+        // SAFETY: as in `run`: the message's offsets lie in this thread's (unit's) slot and the read-only
+        // area, the signal and flag words are this thread's; the same operation in every group member.
+        unsafe {
+            let unit = self.scope != Scope::Thread;
+            let c = Chan::new(self.seed, self.round, self.me, self.id, unit);
+            let m = c.msg(i);
+            let q = ((self.me + distance(self.seed, self.round, self.n)) % self.n) as i32;
+            let area = if unit { USLOT_RMA } else { SLOT_RMA };
+            let dst = self.at(self.slot + area + m.off);
+            let src = self.at(self.lay.ro + m.src);
+            let sig = self.at(self.sig) as *mut u64;
+            match c.kind {
+                ChanKind::PutSigAdd | ChanKind::PutSigSet => {
+                    let op = if c.kind == ChanKind::PutSigAdd { sh::SIGNAL_ADD } else { sh::SIGNAL_SET };
+                    self.calls += 1;
+                    match (self.scope, m.nbi) {
+                        (Scope::Thread, false) => sh::putmem_signal(dst, src, m.len, sig, m.val, op, q),
+                        (Scope::Thread, true) => sh::putmem_signal_nbi(dst, src, m.len, sig, m.val, op, q),
+                        (Scope::Warp, false) => sh::putmem_signal_warp(dst, src, m.len, sig, m.val, op, q),
+                        (Scope::Warp, true) => sh::putmem_signal_nbi_warp(dst, src, m.len, sig, m.val, op, q),
+                        (Scope::Block, false) => sh::putmem_signal_block(dst, src, m.len, sig, m.val, op, q),
+                        (Scope::Block, true) => sh::putmem_signal_nbi_block(dst, src, m.len, sig, m.val, op, q),
+                    }
                 }
-            }
-            ChanKind::SigOpAdd | ChanKind::SigOpSet => {
-                let op = if c.kind == ChanKind::SigOpAdd { sh::SIGNAL_ADD } else { sh::SIGNAL_SET };
-                if m.nbi {
-                    sh::putmem_nbi(dst, src, m.len, q);
-                } else {
-                    sh::putmem(dst, src, m.len, q);
+                ChanKind::SigOpAdd | ChanKind::SigOpSet => {
+                    let op = if c.kind == ChanKind::SigOpAdd { sh::SIGNAL_ADD } else { sh::SIGNAL_SET };
+                    if m.nbi {
+                        sh::putmem_nbi(dst, src, m.len, q);
+                    } else {
+                        sh::putmem(dst, src, m.len, q);
+                    }
+                    sh::fence();
+                    sh::signal_op(sig, m.val, op, q);
+                    self.calls += 3;
                 }
-                sh::fence();
-                sh::signal_op(sig, m.val, op, q);
-                self.calls += 3;
-            }
-            ChanKind::Flag => {
-                if m.nbi {
-                    sh::putmem_nbi(dst, src, m.len, q);
-                } else {
-                    sh::putmem(dst, src, m.len, q);
+                ChanKind::Flag => {
+                    if m.nbi {
+                        sh::putmem_nbi(dst, src, m.len, q);
+                    } else {
+                        sh::putmem(dst, src, m.len, q);
+                    }
+                    sh::fence();
+                    let f = self.at(self.flag);
+                    match c.ty {
+                        Ty::U32 => sh::p(f as *mut u32, m.val as u32, q),
+                        Ty::I32 => sh::p(f as *mut i32, m.val as i32, q),
+                        Ty::U64 => sh::p(f as *mut u64, m.val, q),
+                        _ => sh::p(f as *mut i64, m.val as i64, q),
+                    }
+                    self.calls += 3;
                 }
-                sh::fence();
-                let f = self.at(self.flag);
-                match c.ty {
-                    Ty::U32 => sh::p(f as *mut u32, m.val as u32, q),
-                    Ty::I32 => sh::p(f as *mut i32, m.val as i32, q),
-                    Ty::U64 => sh::p(f as *mut u64, m.val, q),
-                    _ => sh::p(f as *mut i64, m.val as i64, q),
-                }
-                self.calls += 3;
             }
         }
     }
@@ -1217,15 +1246,18 @@ impl Exec {
     /// # Safety
     /// See above.
     unsafe fn recv(&mut self) {
-        let unit = self.scope != Scope::Thread;
-        // In a group, the leader waits and copies while the others go straight to the group's sync: all
-        // threads reach that one sync instruction (a barrier reached from different instructions in
-        // divergent code is undefined on GPUs: `bar.sync` must be reached uniformly; this hung 2 x H200).
-        if !unit || self.leader {
-            self.recv_wait();
-        }
-        if unit {
-            self.scope.sync();
+        // SAFETY: as in `run` (`recv_wait`'s contract).
+        unsafe {
+            let unit = self.scope != Scope::Thread;
+            // In a group, the leader waits and copies while the others go straight to the group's sync: all
+            // threads reach that one sync instruction (a barrier reached from different instructions in
+            // divergent code is undefined on GPUs: `bar.sync` must be reached uniformly; this hung 2 x H200).
+            if !unit || self.leader {
+                self.recv_wait();
+            }
+            if unit {
+                self.scope.sync();
+            }
         }
     }
 
@@ -1234,56 +1266,60 @@ impl Exec {
     /// # Safety
     /// See above.
     unsafe fn recv_wait(&mut self) {
-        let unit = self.scope != Scope::Thread;
-        let d = distance(self.seed, self.round, self.n);
-        let from = (self.me + self.n - d) % self.n;
-        let c = Chan::new(self.seed, self.round, from, self.id, unit);
-        let (their_slot, their_sig, their_flag) = if unit {
-            let gu = self.lay.gunit(from, self.id);
-            (self.lay.uslot(gu), self.lay.usig_of(gu), 0)
-        } else {
-            let g = self.lay.gthread(from, self.id);
-            (self.lay.slot(g), self.lay.sig(g), self.lay.flag(g))
-        };
-        if c.kind == ChanKind::Flag {
-            let f = self.at(their_flag);
-            let (t1, t2) = match c.ty {
-                Ty::U32 => {
-                    let (f, v) = (f as *const u32, c.operand as u32);
-                    sh::wait_until(f, c.cmp, v);
-                    (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
-                }
-                Ty::I32 => {
-                    let (f, v) = (f as *const i32, c.operand as i32);
-                    sh::wait_until(f, c.cmp, v);
-                    (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
-                }
-                Ty::U64 => {
-                    let (f, v) = (f as *const u64, c.operand);
-                    sh::wait_until(f, c.cmp, v);
-                    (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
-                }
-                _ => {
-                    let (f, v) = (f as *const i64, c.operand as i64);
-                    sh::wait_until(f, c.cmp, v);
-                    (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
-                }
+        // SAFETY: as in `run`: the counterpart's flag, signal and slot are areas of the soak buffer of this
+        // PE, written by others only with the API's atomic stores (flags, signals) or puts the wait orders.
+        unsafe {
+            let unit = self.scope != Scope::Thread;
+            let d = distance(self.seed, self.round, self.n);
+            let from = (self.me + self.n - d) % self.n;
+            let c = Chan::new(self.seed, self.round, from, self.id, unit);
+            let (their_slot, their_sig, their_flag) = if unit {
+                let gu = self.lay.gunit(from, self.id);
+                (self.lay.uslot(gu), self.lay.usig_of(gu), 0)
+            } else {
+                let g = self.lay.gthread(from, self.id);
+                (self.lay.slot(g), self.lay.sig(g), self.lay.flag(g))
             };
-            self.calls += 3;
-            self.rec(t1 as u64);
-            self.rec(t2 as u64);
-        } else {
-            let cmp = if c.kind == ChanKind::PutSigSet || c.kind == ChanKind::SigOpSet { sh::CMP_EQ } else { sh::CMP_GE };
-            let v = sh::signal_wait_until(self.at(their_sig) as *const u64, cmp, c.last);
-            self.calls += 1;
-            self.rec(v);
-        }
-        // The payload area as this thread sees it right after the wait.
-        let (area, len, snap) = if unit { (USLOT_RMA, UMSG_MAX * UMSG_LEN, ULAND_GET) } else { (SLOT_RMA, MSG_MAX * MSG_LEN, LAND_GET) };
-        let from_p = self.at(their_slot + area);
-        let to = self.at(self.land + snap);
-        for j in 0..len {
-            core::ptr::write_volatile(to.add(j), core::ptr::read_volatile(from_p.add(j)));
+            if c.kind == ChanKind::Flag {
+                let f = self.at(their_flag);
+                let (t1, t2) = match c.ty {
+                    Ty::U32 => {
+                        let (f, v) = (f as *const u32, c.operand as u32);
+                        sh::wait_until(f, c.cmp, v);
+                        (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
+                    }
+                    Ty::I32 => {
+                        let (f, v) = (f as *const i32, c.operand as i32);
+                        sh::wait_until(f, c.cmp, v);
+                        (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
+                    }
+                    Ty::U64 => {
+                        let (f, v) = (f as *const u64, c.operand);
+                        sh::wait_until(f, c.cmp, v);
+                        (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
+                    }
+                    _ => {
+                        let (f, v) = (f as *const i64, c.operand as i64);
+                        sh::wait_until(f, c.cmp, v);
+                        (sh::test(f, c.cmp, v), sh::test(f, negate(c.cmp), v))
+                    }
+                };
+                self.calls += 3;
+                self.rec(t1 as u64);
+                self.rec(t2 as u64);
+            } else {
+                let cmp = if c.kind == ChanKind::PutSigSet || c.kind == ChanKind::SigOpSet { sh::CMP_EQ } else { sh::CMP_GE };
+                let v = sh::signal_wait_until(self.at(their_sig) as *const u64, cmp, c.last);
+                self.calls += 1;
+                self.rec(v);
+            }
+            // The payload area as this thread sees it right after the wait.
+            let (area, len, snap) = if unit { (USLOT_RMA, UMSG_MAX * UMSG_LEN, ULAND_GET) } else { (SLOT_RMA, MSG_MAX * MSG_LEN, LAND_GET) };
+            let from_p = self.at(their_slot + area);
+            let to = self.at(self.land + snap);
+            for j in 0..len {
+                core::ptr::write_volatile(to.add(j), core::ptr::read_volatile(from_p.add(j)));
+            }
         }
     }
 }
@@ -1294,7 +1330,8 @@ impl Exec {
 /// `a` points at the kernel's arguments, at least `i + 1` of them.
 #[inline(always)]
 unsafe fn arg(a: *const u64, i: usize) -> u64 {
-    *a.add(i)
+    // SAFETY: argument `i` of the kernel's arguments (the caller's contract).
+    unsafe { *a.add(i) }
 }
 
 sh::kernels! {

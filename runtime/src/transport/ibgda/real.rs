@@ -207,11 +207,12 @@ impl Real {
                 let c: rshmem_ibgda::QpCounters = bytemuck::pod_read_unaligned(&c);
                 let e: rshmem_ibgda::mlx5::Cqe64 = bytemuck::pod_read_unaligned(&cqe);
                 let op = e.opcode();
-                if op == rshmem_ibgda::mlx5::cqe_opcode::REQ_ERR || c.error != 0 {
+                // The device's completion test (requester and responder errors included).
+                let state = rshmem_ibgda::collapsed_state(op, e.wqe_counter.get(), c.prod_idx, d.sq_size());
+                if state == rshmem_ibgda::CqState::Error || c.error != 0 {
                     return Err(Error::new(format!("rshmem quiet: QP {q} of the NIC completed a work request with an error (CQE opcode {op})")));
                 }
-                let done = rshmem_ibgda::qp::unwrap16(c.prod_idx, e.wqe_counter.get().wrapping_add(1));
-                if c.cons_idx >= c.prod_idx || (op != rshmem_ibgda::mlx5::cqe_opcode::INVALID && done >= c.prod_idx) {
+                if c.cons_idx >= c.prod_idx || state == rshmem_ibgda::CqState::Done {
                     break;
                 }
                 if start.elapsed() > limit {

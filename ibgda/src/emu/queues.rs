@@ -1,12 +1,16 @@
 //! A QP's queues in host memory, laid out as on hardware, for the emulator and the CPU backend: the
 //! send queue, the doorbell record, a UAR-like doorbell page, the CQ with its doorbell record, and the
-//! posting counters. Gives the posting side its [`QpDesc`] and the NIC its [`QpSetup`].
+//! posting counters ([`HostQueues`]). Gives the posting side its [`QpDesc`] and the NIC its
+//! [`QpSetup`]. (Not the runtime's verbs QP: this is memory only, driven by the posting code and the
+//! emulated NIC.)
 
 use std::prelude::rust_2021::*;
-use super::{CqSetup, QpSetup};
+use super::nic::{CqSetup, QpSetup};
 use crate::mlx5;
 use crate::qp::{self, QpCounters, QpDesc, QP_CQ_COLLAPSED};
+use core::mem::offset_of;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Zeroed, aligned heap memory.
 struct Buf {
@@ -33,9 +37,9 @@ impl Drop for Buf {
     }
 }
 
-/// The shape of a [`HostQp`].
+/// The shape of a [`HostQueues`].
 #[derive(Clone, Copy, Debug)]
-pub struct HostQpConfig {
+pub struct HostQueuesConfig {
     pub qpn: u32,
     /// log2 of the send queue's WQEBBs (at most 15).
     pub log_sq: u32,
@@ -43,22 +47,22 @@ pub struct HostQpConfig {
     pub log_cq: u32,
     /// NVSHMEM's collapsed CQ; otherwise a normal CQ with owner bits and an overrun check.
     pub collapsed: bool,
-    /// First WQE count ([`super::FaultConfig::start_index`]).
+    /// First WQE count ([`FaultConfig::start_index`](super::fault::FaultConfig::start_index)).
     pub start: u64,
     /// Doorbell batching ([`QpDesc::batch`]).
     pub batch: u32,
 }
 
-impl Default for HostQpConfig {
+impl Default for HostQueuesConfig {
     fn default() -> Self {
-        HostQpConfig { qpn: 0x100, log_sq: 7, log_cq: 7, collapsed: true, start: 0, batch: 32 }
+        HostQueuesConfig { qpn: 0x100, log_sq: 7, log_cq: 7, collapsed: true, start: 0, batch: 32 }
     }
 }
 
 /// One QP's queues in host memory. Keep it alive as long as the NIC (or a NIC thread) that was given
 /// its [`setup`](Self::setup) runs, and as long as anything posts through its [`desc`](Self::desc).
-pub struct HostQp {
-    cfg: HostQpConfig,
+pub struct HostQueues {
+    cfg: HostQueuesConfig,
     sq: Buf,
     dbr: Buf,
     uar: Buf,
@@ -67,16 +71,19 @@ pub struct HostQp {
     counters: Buf,
 }
 
-// SAFETY: the buffers are plain heap memory; everything that shares them (posting threads, the NIC)
-// accesses them through atomics as the posting code and the emulator do.
-unsafe impl Send for HostQp {}
-// SAFETY: as above.
-unsafe impl Sync for HostQp {}
+// SAFETY: the buffers are plain heap memory owned by the value (freed on drop, never moved); the
+// pointers are not tied to a thread.
+unsafe impl Send for HostQueues {}
+// SAFETY: what `&self` does with the buffers from several threads is atomic or does not touch their
+// contents: `counters` reads the counters with atomic loads (the posting code accesses them only
+// atomically), the other safe methods only hand out addresses; the non-atomic writes of a reset are
+// behind the `unsafe` `reset`/`reset_at`, whose callers guarantee that nobody else uses the queues.
+unsafe impl Sync for HostQueues {}
 
-impl HostQp {
-    pub fn new(cfg: HostQpConfig) -> HostQp {
-        let cfg = HostQpConfig { log_sq: cfg.log_sq.min(15), log_cq: cfg.log_cq.min(24), ..cfg };
-        let q = HostQp {
+impl HostQueues {
+    pub fn new(cfg: HostQueuesConfig) -> HostQueues {
+        let cfg = HostQueuesConfig { log_sq: cfg.log_sq.min(15), log_cq: cfg.log_cq.min(24), ..cfg };
+        let q = HostQueues {
             cfg,
             sq: Buf::new(mlx5::WQEBB << cfg.log_sq, 4096),
             dbr: Buf::new(64, 64),
@@ -85,20 +92,31 @@ impl HostQp {
             cq_dbr: Buf::new(64, 64),
             counters: Buf::new(std::mem::size_of::<QpCounters>(), 64),
         };
-        q.reset();
+        // SAFETY: the buffers were just allocated; nobody else has their addresses yet.
+        unsafe { q.reset() };
         q
     }
 
-    /// Puts the queues and counters back in their initial state at `cfg.start` (with the NIC stopped
-    /// or its QP reset to the same start).
-    pub fn reset(&self) {
-        self.reset_at(self.cfg.start)
+    /// Puts the queues and counters back in their initial state at `cfg.start` (with the NIC's QP
+    /// reset to the same start before it runs again).
+    ///
+    /// # Safety
+    /// Nothing else may access the queues while this runs: no NIC (or NIC thread) given this QP's
+    /// [`setup`](Self::setup) may be running, and no thread may be posting or polling through its
+    /// [`desc`](Self::desc) or reading [`counters`](Self::counters). The reset's plain stores are
+    /// not atomic.
+    pub unsafe fn reset(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.reset_at(self.cfg.start) }
     }
 
     /// As [`reset`](Self::reset), at WQE count `start`.
-    pub fn reset_at(&self, start: u64) {
-        // SAFETY: the buffers are this QP's, of the sizes allocated in `new`; nobody uses them now
-        // (the caller's contract for a reset).
+    ///
+    /// # Safety
+    /// As [`reset`](Self::reset).
+    pub unsafe fn reset_at(&self, start: u64) {
+        // SAFETY: the buffers are this QP's, of the sizes allocated in `new`; nobody else accesses them
+        // while this runs (the caller's contract).
         unsafe {
             std::ptr::write_bytes(self.sq.ptr, 0, mlx5::WQEBB << self.cfg.log_sq);
             qp::init_dbr(self.dbr.ptr, start);
@@ -109,7 +127,7 @@ impl HostQp {
         }
     }
 
-    pub fn config(&self) -> HostQpConfig {
+    pub fn config(&self) -> HostQueuesConfig {
         self.cfg
     }
 
@@ -134,10 +152,26 @@ impl HostQp {
         self.dbr.ptr
     }
 
-    /// The posting counters.
+    /// The posting counters, each read with an atomic load (a snapshot that may mix moments while
+    /// posting runs: for diagnostics and tests).
     pub fn counters(&self) -> QpCounters {
-        // SAFETY: an aligned QpCounters; read for diagnostics (a racy snapshot while posting runs).
-        unsafe { std::ptr::read_volatile(self.counters.ptr as *const QpCounters) }
+        let p = self.counters.ptr;
+        // SAFETY: an 8-aligned u64 of this QP's QpCounters (64-aligned allocation of its size), which
+        // the posting code accesses only atomically.
+        let u64_at = |off: usize| unsafe { AtomicU64::from_ptr(p.add(off) as *mut u64) }.load(Ordering::Acquire);
+        // SAFETY: as above, for a 4-aligned u32 of the counters.
+        let u32_at = |off: usize| unsafe { AtomicU32::from_ptr(p.add(off) as *mut u32) }.load(Ordering::Acquire);
+        QpCounters {
+            resv_head: u64_at(offset_of!(QpCounters, resv_head)),
+            ready_head: u64_at(offset_of!(QpCounters, ready_head)),
+            prod_idx: u64_at(offset_of!(QpCounters, prod_idx)),
+            cons_idx: u64_at(offset_of!(QpCounters, cons_idx)),
+            cq_ci: u64_at(offset_of!(QpCounters, cq_ci)),
+            error: u64_at(offset_of!(QpCounters, error)),
+            post_lock: u32_at(offset_of!(QpCounters, post_lock)),
+            poll_lock: u32_at(offset_of!(QpCounters, poll_lock)),
+            read_head: u64_at(offset_of!(QpCounters, read_head)),
+        }
     }
 
     /// What the posting side needs.
@@ -158,7 +192,7 @@ impl HostQp {
         }
     }
 
-    /// What the NIC needs ([`super::Nic::add_qp`]).
+    /// What the NIC needs ([`Nic::add_qp`](super::nic::Nic::add_qp)).
     pub fn setup(&self) -> QpSetup {
         QpSetup {
             qpn: self.cfg.qpn,

@@ -32,6 +32,7 @@ const CRATES: &[Crate] = &[
         name: "rshmem-ibgda",
         src: "ibgda/src",
         layers: &[
+            ("codes", &["codes"]),
             ("mlx5 layouts", &["mlx5"]),
             ("work requests", &["wqe"]),
             ("queue pairs", &["qp"]),

@@ -29,13 +29,7 @@ impl Backoff {
     /// Waits one round: a spin, a yield or a sleep, depending on how long this wait has lasted.
     pub fn snooze(&mut self) {
         self.rounds = self.rounds.saturating_add(1);
-        if self.rounds <= SPIN_ROUNDS {
-            std::hint::spin_loop();
-        } else if self.rounds <= YIELD_ROUNDS {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(SLEEP);
-        }
+        snooze_at(self.rounds);
     }
     /// Rounds waited so far (for checks that run every N rounds, such as a deadline).
     pub const fn rounds(&self) -> u64 {
@@ -49,6 +43,18 @@ impl Backoff {
     /// events).
     pub const fn sleeping(&self) -> bool {
         self.rounds > YIELD_ROUNDS
+    }
+}
+
+/// Waits round `round` (counted from 1) of a wait whose count its caller keeps (the CPU backend's
+/// device waits count their own spins): the same schedule as [`Backoff::snooze`].
+pub fn snooze_at(round: u64) {
+    if round <= SPIN_ROUNDS {
+        std::hint::spin_loop();
+    } else if round <= YIELD_ROUNDS {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(SLEEP);
     }
 }
 

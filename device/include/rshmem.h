@@ -96,7 +96,8 @@ int rshmem_init_unique_id(const rshmem_uniqueid_t *id, int pe, int npes);
 /* Initializes with the ranks of the MPI communicator that mpi_comm points to (an MPI_Comm *) as the PEs.
  * The program links MPI; rshmem finds MPI_Comm_rank/size/Bcast in the process. 0 on success. */
 int rshmem_init_mpi_comm(const void *mpi_comm);
-/* nvshmemx_buffer_register / unregister: bookkeeping with NVSHMEM's checks (no transport of rshmem needs it). */
+/* nvshmemx_buffer_register / unregister, with NVSHMEM's checks and contract: the IBGDA transport registers the
+ * buffer with its NIC, which may write into it until it is unregistered, so it must stay valid until then. */
 int rshmem_buffer_register(void *addr, size_t len);
 int rshmem_buffer_unregister(void *addr);
 int rshmem_get_unique_id(rshmem_uniqueid_t *id);

@@ -487,11 +487,15 @@ pub unsafe extern "C" fn rshmem_init_mpi_comm(mpi_comm: *const c_void) -> i32 {
     entry("rshmem_init_mpi_comm", OnFail::Return(1), || unsafe { crate::mpi::init_with_mpi_comm(mpi_comm) }.map(|()| 0))
 }
 
-/// `nvshmemx_buffer_register`: 0, or non-zero with a message (see `crate::heap::register`).
+/// `nvshmemx_buffer_register`: 0, or non-zero with a message (see `crate::heap::register`). As with
+/// NVSHMEM, the buffer must stay valid until `rshmem_buffer_unregister` (or finalize): the IBGDA
+/// transport's NIC may write into it until then.
 #[no_mangle]
 pub extern "C" fn rshmem_buffer_register(addr: *mut c_void, len: usize) -> i32 {
     entry("rshmem_buffer_register", OnFail::Report(1), || {
-        crate::runtime::get("rshmem_buffer_register")?.buffer_register(addr as usize, len).map(|()| 0)
+        // SAFETY: the C API's contract (NVSHMEM's for nvshmemx_buffer_register): the buffer stays valid
+        // until the program unregisters it (or finalizes).
+        unsafe { crate::runtime::get("rshmem_buffer_register")?.buffer_register(addr as usize, len) }.map(|()| 0)
     })
 }
 /// `nvshmemx_buffer_unregister`: 0, or non-zero with a message.

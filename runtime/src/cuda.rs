@@ -89,7 +89,7 @@ pub fn wait_default_stream(call: &str) -> Result<()> {
         let r = (|| {
             // SAFETY: ev is a live event of the current context; the null stream is the legacy default.
             check_ctx(unsafe { cu::cuEventRecord(ev, std::ptr::null_mut()) }, "cuEventRecord")?;
-            let mut polls = 0u32;
+            let mut backoff = rshmem_common::Backoff::new();
             loop {
                 // SAFETY: ev is live.
                 match unsafe { cu::cuEventQuery(ev) } {
@@ -97,14 +97,7 @@ pub fn wait_default_stream(call: &str) -> Result<()> {
                     cu::CUresult::CUDA_ERROR_NOT_READY => {}
                     other => return check_ctx(other, &format!("{call}: waiting for the kernel")),
                 }
-                polls += 1;
-                if polls < 64 {
-                    std::hint::spin_loop();
-                } else if polls < 1024 {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(std::time::Duration::from_micros(20));
-                }
+                backoff.snooze();
             }
         })();
         // SAFETY: ev was created above and is destroyed once.

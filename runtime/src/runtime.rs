@@ -560,11 +560,16 @@ impl Runtime {
     }
     /// `rshmem_buffer_register`: checks the buffer (`crate::heap::register`), then registers it with every
     /// transport whose NIC must reach it.
-    pub fn buffer_register(&self, addr: usize, len: usize) -> Result<()> {
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must stay valid memory of this process until `buffer_unregister(addr)` or
+    /// finalize: a NIC (the emulated one too) may write into it until then.
+    pub unsafe fn buffer_register(&self, addr: usize, len: usize) -> Result<()> {
         let base = self.backend.heap_base();
         crate::heap::register::register(addr, len, base..base + self.backend.heap_size())?;
         for (i, t) in self.transports.iter().enumerate() {
-            if let Err(e) = t.register_buffer(addr, len) {
+            // SAFETY: our caller's contract (valid until unregistered or finalize) is the transport's.
+            if let Err(e) = unsafe { t.register_buffer(addr, len) } {
                 // Undo what succeeded, so that a failed registration leaves nothing behind.
                 for done in &self.transports[..i] {
                     let _ = done.unregister_buffer(addr);

@@ -54,8 +54,10 @@ pub fn build(package: &str, crate_dir: &Path, arch: &str, file_name: &str) -> Pa
     println!("cargo:rerun-if-changed={}", crate_dir.join("src").display());
     println!("cargo:rerun-if-changed={}", crate_dir.join("Cargo.toml").display());
     let ws = workspace_root(crate_dir);
-    // The device crate is compiled into every PTX: rebuild when it changes too.
+    // The device crate, and the ibgda crate it uses, are compiled into every PTX: rebuild when they
+    // change too.
     println!("cargo:rerun-if-changed={}", ws.join("device/src").display());
+    println!("cargo:rerun-if-changed={}", ws.join("ibgda/src").display());
     match skip_requested() {
         Err(e) => stop(&[e]),
         Ok(true) => {

@@ -42,11 +42,7 @@ pub(crate) fn read<T>(ver: &AtomicU64, tries: u32, load: impl Fn() -> T) -> Opti
                 return Some(copy);
             }
         }
-        if attempt < 100 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
+        rshmem_common::backoff::snooze_at(attempt as u64 + 1);
     }
     None
 }

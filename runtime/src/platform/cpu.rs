@@ -168,18 +168,13 @@ fn wait_timeout() -> Option<Duration> {
     *T.get_or_init(|| crate::config::env::wait_timeout().ok().flatten())
 }
 
-/// Back-off for wait loops: spin briefly, then yield, then sleep — PEs may outnumber cores.
+/// Back-off for device wait loops (`rshmem_common::backoff`: spin, then yield, then sleep — PEs may
+/// outnumber cores), and RSHMEM_WAIT_TIMEOUT for them.
 fn idle(spins: u64, call: &'static str) {
     if spins == 1 {
         WAIT_START.with(|w| w.set(Some(Instant::now())));
     }
-    if spins < 64 {
-        std::hint::spin_loop();
-    } else if spins < 2048 {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(Duration::from_micros(50));
-    }
+    rshmem_common::backoff::snooze_at(spins);
     if spins.is_multiple_of(256) {
         if let (Some(limit), Some(start)) = (wait_timeout(), WAIT_START.with(|w| w.get())) {
             if start.elapsed() > limit {

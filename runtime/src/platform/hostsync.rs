@@ -13,6 +13,7 @@
 //! sides of a mismatch see it, whatever the arrival order.
 
 use crate::node::exchange::Collective;
+use rshmem_common::Backoff;
 use crate::error::{Error, Result};
 use crate::bootstrap::pe_list;
 use crate::node::jobstatus::{pack_name, unpack_name, JobStatus};
@@ -152,7 +153,7 @@ impl HostSync {
                 continue;
             }
             let r = record(&self.seg, pe);
-            let mut spins = 0u64;
+            let mut backoff = Backoff::new();
             loop {
                 if r.arrived.load(Ordering::Acquire) >= seq {
                     // The peer's entry for `seq` is published (acquire above) and still kept (it is at
@@ -165,23 +166,14 @@ impl HostSync {
                         None => {}
                     }
                 }
-                spins += 1;
-                if spins < 2000 {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                if spins.is_multiple_of(64) {
+                backoff.snooze();
+                if backoff.rounds().is_multiple_of(64) {
                     if let Some(err) = self.check_peer(pe, seq, call, start) {
                         return Err(c.boot.abort(err));
                     }
                     if let Some(limit) = limit.filter(|&l| start.elapsed() >= l) {
                         return Err(c.boot.abort(self.timed_out(seq, call, limit, board)));
                     }
-                }
-                if spins < 20000 {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(Duration::from_micros(20));
                 }
             }
         }

@@ -58,7 +58,11 @@ pub trait Transport: Send + Sync {
     }
     /// A local buffer the program registered (`rshmem_buffer_register`) as the local side of transfers
     /// to other nodes: a transport whose NIC must reach it registers it (the runtime checked it).
-    fn register_buffer(&self, _addr: usize, _len: usize) -> Result<()> {
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must stay valid memory of this process (not freed, not unmapped) until
+    /// `unregister_buffer(addr)` or the transport's shutdown: a NIC may write into it until then.
+    unsafe fn register_buffer(&self, _addr: usize, _len: usize) -> Result<()> {
         Ok(())
     }
     /// Undoes `register_buffer` (the buffer was registered).

@@ -181,6 +181,7 @@ impl CudaServices {
     /// a user kernel spinning on the proxy waits behind that kernel forever (streams share queues
     /// round-robin by creation order). Few streams, made early, get queues of their own.
     fn take_stream(&self) -> Result<Stream> {
+        let mut backoff = rshmem_common::Backoff::new();
         loop {
             if let Some(s) = self.streams.lock().unwrap().pop() {
                 return Ok(Stream(s as cu::CUstream));
@@ -188,7 +189,7 @@ impl CudaServices {
             if self.made.load(std::sync::atomic::Ordering::Acquire) < PROXY_STREAMS {
                 return self.new_stream();
             }
-            std::thread::yield_now();
+            backoff.snooze();
         }
     }
     fn new_stream(&self) -> Result<Stream> {
@@ -382,11 +383,12 @@ impl CudaServices {
     /// # Safety
     /// As `proxy_copy`.
     unsafe fn bounced_copy(&self, dst: *mut u8, src: *const u8, len: usize, dst_visible: bool) -> Result<()> {
+        let mut backoff = rshmem_common::Backoff::new();
         let buf = loop {
             if let Some(b) = self.bounce.lock().unwrap().pop() {
                 break b;
             }
-            std::thread::yield_now();
+            backoff.snooze();
         };
         let s = match self.take_stream() {
             Ok(s) => s,

@@ -119,13 +119,15 @@ pub(super) struct Emulated {
 }
 
 impl Emulated {
-    /// Registers a local buffer with the NIC (the program promises it stays valid while registered:
-    /// NVSHMEM's contract of nvshmemx_buffer_register); returns its key.
-    pub(super) fn register_local(&self, addr: usize, len: usize) -> Result<u32> {
+    /// Registers a local buffer with the NIC; returns its key.
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must stay valid memory of this process until `deregister_local` of the
+    /// key (NVSHMEM's contract of nvshmemx_buffer_register): the NIC thread may write into it.
+    pub(super) unsafe fn register_local(&self, addr: usize, len: usize) -> Result<u32> {
         let mut l = self.locals.lock().unwrap_or_else(|e| e.into_inner());
         let key = (0..).map(|i| LOCAL_KEY0 + i).find(|k| !l.contains(k)).expect("a free key");
-        // SAFETY: the buffer is valid for len bytes while registered (the caller's contract, above);
-        // `deregister_local` removes it before the program frees it.
+        // SAFETY: the buffer is valid for len bytes until `deregister_local` (the caller's contract).
         unsafe { self.regions.register_with(key, addr as *mut u8, len as u64, Access::LOCAL_WRITE, Some(self.dma.clone())) }
             .map_err(|e| Error::new(format!("rshmem_buffer_register: {e}")))?;
         l.push(key);

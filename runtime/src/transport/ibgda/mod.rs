@@ -143,13 +143,14 @@ impl Transport for Ibgda {
         }
         self.built.proxy.register(c, range)
     }
-    fn register_buffer(&self, addr: usize, len: usize) -> Result<()> {
+    unsafe fn register_buffer(&self, addr: usize, len: usize) -> Result<()> {
         let mut l = self.locals.lock().unwrap_or_else(|e| e.into_inner());
         if l.len() >= MAX_LOCAL_REGIONS {
             return Err(Error::new(format!("rshmem_buffer_register: the ibgda transport holds at most {MAX_LOCAL_REGIONS} registered buffers")));
         }
         let key = match &self.engine {
-            Engine::Emulated(e) => e.register_local(addr, len)?,
+            // SAFETY: our caller's contract (valid until unregistered) is register_local's.
+            Engine::Emulated(e) => unsafe { e.register_local(addr, len)? },
             #[cfg(feature = "verbs")]
             Engine::Real(r) => r.register_local(addr, len)?,
         };

@@ -31,7 +31,8 @@
 //! # Fault injection
 //! `RSHMEM_IBGDA_FAULTS` turns on the emulator's fault modes (`FaultConfig::parse`): a delay between the
 //! doorbell and the WQE fetch, dropped doorbells, WQE counts starting near a 16-bit wrap, WQEs held
-//! until the send queue is full, slow completions. The whole suite passes under each.
+//! until the send queue is full, slow completions. The whole suite passes under each. While the variable
+//! is set, finalize prints one line per PE with how often its NIC injected each fault.
 //! `RSHMEM_IBGDA_EMULATOR=ack` makes the NIC complete every WQE without moving data, to measure the
 //! posting side alone.
 
@@ -446,14 +447,13 @@ impl Ibgda {
         })
     }
 
-    /// Stops the emulated NIC's thread (it reads the queues), if it runs.
+    /// Stops the emulated NIC's thread (it reads the queues), if it runs; returns the NIC.
     #[allow(irrefutable_let_patterns)]
-    fn stop_nic(&self) {
+    fn stop_nic(&self) -> Option<Nic> {
         if let Engine::Emulated(e) = &self.engine {
-            if let Some(t) = e.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                drop(t.stop());
-            }
+            return e.thread.lock().unwrap_or_else(|e| e.into_inner()).take().map(NicThread::stop);
         }
+        None
     }
 }
 
@@ -546,7 +546,11 @@ impl Transport for Ibgda {
     }
     fn shutdown(&self, clean: bool) -> Result<()> {
         // Everything is complete (the final barrier quieted): nothing will be posted any more.
-        self.stop_nic();
+        let nic = self.stop_nic();
+        // With RSHMEM_IBGDA_FAULTS set, one line saying how often each fault was injected here.
+        if let (Some(nic), Some(list)) = (nic, env::get(env::IBGDA_FAULTS)) {
+            log::warn(format!("ibgda: {}={list:?}: this PE's emulated NIC injected {}", env::IBGDA_FAULTS, nic.fault_counts()));
+        }
         self.proxy.shutdown(clean)
     }
 }

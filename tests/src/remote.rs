@@ -8,7 +8,7 @@
 //!   every kind from every PE at once on one counter (atomicity), fetched values through return
 //!   slots, `g` through a return slot, ordering of a put and the signal behind it.
 //! - `proxy_kill`: PE 3 kills itself (SIGKILL) in the middle of a transfer stream from PE 0, once 64 MiB
-//!   have arrived.
+//!   have arrived, while a put is half-way (its first bytes here, its last not yet).
 //! - `proxy_garbage`: PE 2 connects to PE 0's proxy with a wrong key, then with the right key and a
 //!   bad frame, twice; PE 0 must cut those off by name and write nothing.
 
@@ -343,8 +343,9 @@ fn on_stream(c: &Ctx, w: *mut u8, remote: &[usize]) {
 
 // ---------------------------------------------------------------- failures
 
-/// PE 3 kills itself while PE 0 (another node) streams 16 MiB puts to it (64 MiB in flight over the
-/// loop); the job must end, naming PE 3.
+/// PE 3 kills itself while PE 0 (another node) streams 16 MiB puts to it: after 64 MiB, in the middle
+/// of a put, checked: the put's first bytes have arrived at PE 3 and its last bytes have not. The job
+/// must end, naming PE 3.
 pub fn kill(c: &Ctx) {
     let len = 16usize << 20;
     let b = ck(rshmem::malloc(len));
@@ -353,17 +354,25 @@ pub fn kill(c: &Ctx) {
         die("proxy_kill needs PE 3 on another node than PE 0 (rshmrun --nodes 2 -np 4)");
     }
     barrier();
+    // Put number k carries k in its first and its last 8 bytes: PE 3 tells from them whether a put has
+    // begun to arrive and whether it is complete.
+    let stamp = |data: &mut [u8], k: u64| {
+        let n = data.len();
+        data[..8].copy_from_slice(&k.to_le_bytes());
+        data[n - 8..].copy_from_slice(&k.to_le_bytes());
+    };
     match c.me {
         0 => {
-            let data = fill(c.seed, len);
+            let mut data = fill(c.seed, len);
             let start = Instant::now();
-            let mut sent = 0usize;
+            let mut k = 0u64;
             while start.elapsed() < Duration::from_secs(30) {
+                k += 1;
+                stamp(&mut data, k);
                 put(b, &data, 3);
-                sent += len;
-                if sent == 4 * len {
+                if k == 4 {
                     println!("PE 0: 64 MiB sent to PE 3, still going");
-                    // Tell PE 3 (through the proxy, behind the data) to die now, mid-stream.
+                    // Tell PE 3 (through the proxy, behind the data) that the stream is under way.
                     put(flag, &1u64.to_le_bytes(), 3);
                 }
             }
@@ -378,12 +387,28 @@ pub fn kill(c: &Ctx) {
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // A moment later PE 0 is inside its next 16 MiB put.
-            std::thread::sleep(Duration::from_millis(5));
+            // SAFETY (pointer arithmetic): the last 8 bytes of the allocation of len bytes.
+            let last_word = unsafe { b.add(len - 8) };
+            let in_flight = || {
+                let (first, last) = (get_u64s(b, 1)[0], get_u64s(last_word, 1)[0]);
+                (first != last).then_some((first, last))
+            };
+            // Wait until a put is half-way here: one end of it arrived, the other not yet.
+            let start = Instant::now();
+            let (first, last) = loop {
+                if let Some(seen) = in_flight() {
+                    break seen;
+                }
+                if start.elapsed() > Duration::from_secs(30) {
+                    die("proxy_kill: in 30 s PE 3 never saw a put from PE 0 arriving (first and last bytes always of the same put)");
+                }
+                std::thread::yield_now();
+            };
             let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
-            println!("PE 3: killing itself at {ms}");
+            println!("PE 3: killing itself at {ms}, inside put {} from PE 0 (first 8 bytes from put {first}, last 8 from put {last})", first.max(last));
             let _ = std::io::stdout().flush();
-            let _ = std::process::Command::new("kill").args(["-KILL", &std::process::id().to_string()]).status();
+            // SAFETY: kill(2) on this process's own pid with SIGKILL; no memory is involved.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
             std::thread::sleep(Duration::from_secs(10));
             die("proxy_kill: PE 3 survived SIGKILL");
         }

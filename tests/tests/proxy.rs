@@ -140,7 +140,8 @@ fn across_network_namespaces() {
     assert_ok(&["proxy_rma", "proxy_ops"], true);
 }
 
-/// PE 3 is SIGKILLed in the middle of a 64 MiB+ stream of puts from PE 0: the job ends within 5 s,
+/// PE 3 is SIGKILLed in the middle of a 64 MiB+ stream of puts from PE 0, with a put half-way (PE 3
+/// checks that the put's first bytes have arrived and its last have not): the job ends within 5 s,
 /// nonzero, and a PE's proxy names PE 3.
 #[test]
 fn a_killed_pe_ends_the_job_within_5_s_naming_it() {
@@ -150,11 +151,16 @@ fn a_killed_pe_ends_the_job_within_5_s_naming_it() {
         }
         let (ok, text, end) = run_with(&["proxy_kill"], netns, &[]);
         assert!(!ok, "the job succeeded although PE 3 was killed:\n{text}");
-        let killed: u128 = text
-            .lines()
-            .find_map(|l| l.split("PE 3: killing itself at ").nth(1))
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or_else(|| panic!("PE 3 did not say when it killed itself:\n{text}"));
+        let line = text.lines().find_map(|l| l.split("PE 3: killing itself at ").nth(1)).unwrap_or_else(|| panic!("PE 3 did not say when it killed itself:\n{text}"));
+        let killed: u128 = line.split(',').next().and_then(|t| t.trim().parse().ok()).unwrap_or_else(|| panic!("no time in {line:?}:\n{text}"));
+        // "…, inside put K from PE 0 (first 8 bytes from put A, last 8 from put B)": A != B, K = max(A, B),
+        // K >= 5 (the flag follows put 4).
+        let puts: Vec<u64> = line.split("put ").skip(1).filter_map(|w| w.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).collect();
+        let puts = [puts[..].to_vec(), vec![0; 4]].concat();
+        assert!(
+            line.contains("inside put") && puts[1] != puts[2] && puts[0] == puts[1].max(puts[2]) && puts[0] >= 5,
+            "PE 3 was not killed with a put of the stream half-way: {line:?}:\n{text}"
+        );
         assert!(text.contains("64 MiB sent to PE 3"), "PE 0 had not streamed 64 MiB before the kill:\n{text}");
         let took = end.saturating_sub(killed);
         assert!(took < 5000, "the job ended {took} ms after PE 3 was killed (at most 5 s):\n{text}");

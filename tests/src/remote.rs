@@ -2,7 +2,9 @@
 //! other nodes reached through each PE's CPU proxy over TCP. Driven by tests/tests/proxy.rs.
 //!
 //! - `proxy_rma`: host putmem/getmem to every PE (same node through p2p, other nodes through the
-//!   proxy), 1 B to 16 MiB of random data, checked at the target after a barrier and read back.
+//!   proxy), 1 B to 3 MiB of random data, checked at the target after a barrier and read back; then
+//!   16 MiB to the next PE on another node, into a region of its own there (several PEs of a node
+//!   write to the same target), checked at the target and read back.
 //! - `proxy_ops`: requests posted into this PE's proxy ring exactly as device code posts them
 //!   (`rshmem_device::remote::proxy::post`): inline puts, puts with signal, signal set/add, AMOs of
 //!   every kind from every PE at once on one counter (atomicity), fetched values through return
@@ -83,42 +85,70 @@ pub fn rma(c: &Ctx) {
         barrier();
     }
     ck(rshmem::free(buf));
-    // 16 MiB to the next PE on another node and back, with a zero-length put and get on the way.
+    // 16 MiB to the next PE on another node and back, with a zero-length put and get on the way. Every
+    // PE of a node before that node's first PE picks the same target, so each writer gets a region of
+    // its own there: every PE tells every PE its target, and all allocate as many regions as the most
+    // written-to PE needs (the allocation is collective: the same size everywhere).
     let big = 16usize << 20;
-    let b = ck(rshmem::malloc(big));
     let next = (1..c.n).map(|k| (c.me + k) % c.n).find(|&pe| remote[pe]).unwrap();
-    let data = fill(c.seed ^ 0xb16 ^ c.me as u64, big);
-    put(b, &data, next);
-    put(b, &[], next);
-    let _ = get(b, 0, next);
+    let targets = ck(rshmem::calloc(c.n, 8));
+    for pe in 0..c.n {
+        // SAFETY (pointer arithmetic): word `me` of the n-word allocation.
+        put(unsafe { targets.add(8 * c.me) }, &(next as u64).to_le_bytes(), pe);
+    }
     barrier();
-    let from = (1..c.n).map(|k| (c.me + c.n - k) % c.n).find(|&pe| remote[pe] && (1..c.n).map(|k| (pe + k) % c.n).find(|&q| remote[q]) == Some(c.me));
-    if let Some(from) = from {
-        if get_bytes(b, big) != fill(c.seed ^ 0xb16 ^ from as u64, big) {
-            die(format!("proxy_rma: the 16 MiB put by PE {from} differs"));
+    let target_of: Vec<usize> = get_u64s(targets, c.n).into_iter().map(|t| t as usize).collect();
+    barrier();
+    ck(rshmem::free(targets));
+    if target_of[c.me] != next || target_of.iter().any(|&t| t >= c.n) {
+        die(format!("proxy_rma: the targets the PEs announced are wrong: {target_of:?} (this PE's is {next})"));
+    }
+    // Writer w's region at its target: the how-manieth writer to that target it is.
+    let region = |w: usize| (0..w).filter(|&p| target_of[p] == target_of[w]).count();
+    let regions = (0..c.n).map(|t| target_of.iter().filter(|&&x| x == t).count()).max().unwrap();
+    let b = ck(rshmem::malloc(big * regions));
+    // SAFETY (pointer arithmetic): region `region(me)` < regions of the allocation.
+    let mine = unsafe { b.add(region(c.me) * big) };
+    let data = fill(c.seed ^ 0xb16 ^ c.me as u64, big);
+    put(mine, &data, next);
+    put(mine, &[], next);
+    let _ = get(mine, 0, next);
+    barrier();
+    let writers: Vec<usize> = (0..c.n).filter(|&w| target_of[w] == c.me).collect();
+    for &w in &writers {
+        // SAFETY (pointer arithmetic): writer w's region of the allocation.
+        if get_bytes(unsafe { b.add(region(w) * big) }, big) != fill(c.seed ^ 0xb16 ^ w as u64, big) {
+            die(format!("proxy_rma: the 16 MiB put by PE {w} differs at the target (its region {} of {regions})", region(w)));
         }
     }
-    if get(b, big, next) != data {
+    if get(mine, big, next) != data {
         die(format!("proxy_rma: 16 MiB read back from PE {next} differ"));
     }
     barrier();
     // Throughput (for the record; every PE streams at once, so this is a shared figure).
     let t = Instant::now();
     for _ in 0..8 {
-        put(b, &data, next);
+        put(mine, &data, next);
     }
     let put_rate = 8.0 * big as f64 / t.elapsed().as_secs_f64() / 1e6;
     let t = Instant::now();
     let mut back = vec![0u8; big];
     for _ in 0..8 {
-        // SAFETY: back holds big bytes; b is a symmetric allocation of big bytes.
-        ck(unsafe { rshmem::getmem(back.as_mut_ptr(), b, big, next as i32) });
+        // SAFETY: back holds big bytes; mine is a region of big bytes of a symmetric allocation.
+        ck(unsafe { rshmem::getmem(back.as_mut_ptr(), mine, big, next as i32) });
     }
     let get_rate = 8.0 * big as f64 / t.elapsed().as_secs_f64() / 1e6;
     println!("PE {}: 16 MiB host putmem to PE {next}: {put_rate:.0} MB/s, getmem {get_rate:.0} MB/s (all PEs at once)", c.me);
     barrier();
     ck(rshmem::free(b));
-    println!("PE {}: proxy_rma: {} sizes to {} PEs ({} through the proxy), 16 MiB to PE {next}", c.me, sizes.len(), c.n, remote.iter().filter(|&&r| r).count());
+    println!(
+        "PE {}: proxy_rma: {} sizes to {} PEs ({} through the proxy), 16 MiB to PE {next} (region {} of {regions} there), 16 MiB from PEs {writers:?} checked",
+        c.me,
+        sizes.len(),
+        c.n,
+        remote.iter().filter(|&&r| r).count(),
+        region(c.me)
+    );
 }
 
 // ---------------------------------------------------------------- requests as device code posts them

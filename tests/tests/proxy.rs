@@ -122,6 +122,13 @@ fn other_node_layouts() {
     }
 }
 
+/// Four PEs of a node put 16 MiB each to one PE of the next node (4 nodes of 4 PEs): each lands in
+/// its own region with its own data.
+#[test]
+fn four_writers_per_target_on_four_nodes() {
+    common::suite::host_rma_four_writers_per_target("proxy");
+}
+
 /// Requests as device code posts them: AMOs of every kind (atomic against concurrent p2p atomics on the
 /// same word), fetched values and `g` through return slots, inline puts, signals, put_signal.
 #[test]

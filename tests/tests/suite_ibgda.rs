@@ -120,6 +120,13 @@ fn remote_address_outside_the_heap_ends_in_a_remote_access_error() {
     nic_bad(&TWO_NODES_IBGDA, "nic_bad_addr", "remote range outside its memory region");
 }
 
+/// Four PEs of a node put 16 MiB each to one PE of the next node (4 nodes of 4 PEs) with the ibgda
+/// transport (host RMA goes through its proxy): each lands in its own region with its own data.
+#[test]
+fn four_writers_per_target_on_four_nodes() {
+    suite::host_rma_four_writers_per_target("ibgda");
+}
+
 /// `RSHMEM_REMOTE_TRANSPORT=ibgda` without a NIC says once, on PE 0, that the emulated NIC is used.
 #[test]
 fn emulated_nic_is_announced_once() {

@@ -490,6 +490,28 @@ pub fn ring_shift_example_under_rshmrun(l: &Layout) {
     }
 }
 
+/// `proxy_rma` on 4 nodes of 4 PEs through `transport`: the 4 PEs of each node put 16 MiB each to the
+/// same PE of the next node, each into its own region there, with data of its own; every target
+/// checks all four. (On 2 nodes of 2 PEs two writers per target hid writers sharing one buffer.)
+pub fn host_rma_four_writers_per_target(transport: &'static str) {
+    let l = Layout { nodes: 4, netns: false, remote: Some(transport), env: &[] };
+    // 4 regions of 16 MiB on every PE.
+    let o = rshmrun(&l, 16, &["proxy_rma"], &[("RSHMEM_SYMMETRIC_SIZE", "96m")], Duration::from_secs(120));
+    let t = text(&o);
+    assert!(o.status.success(), "proxy_rma on 4 nodes of 4 PEs through {transport} failed:\n{t}");
+    for pe in 0..16 {
+        let line = t
+            .lines()
+            .find(|l| l.starts_with(&format!("[pe {pe}] PE {pe}: proxy_rma: ")))
+            .unwrap_or_else(|| panic!("PE {pe} did not report proxy_rma:\n{t}"));
+        let next = (pe / 4 + 1) % 4 * 4;
+        assert!(line.contains(&format!("16 MiB to PE {next} (region {} of 4 there)", pe % 4)), "PE {pe}: {line}\n{t}");
+        let writers = if pe % 4 == 0 { format!("{:?}", ((pe + 12) % 16..(pe + 12) % 16 + 4).collect::<Vec<_>>()) } else { "[]".into() };
+        assert!(line.contains(&format!("16 MiB from PEs {writers} checked")), "PE {pe}: {line}\n{t}");
+        assert!(t.contains(&format!("[pe {pe}] PE {pe}: proxy_rma ok")), "{t}");
+    }
+}
+
 /// The ring shift under Open MPI's mpirun (rank from OMPI_COMM_WORLD_RANK, rendezvous from
 /// RSHMEM_BOOTSTRAP). Skipped, saying so, where mpirun is not installed; CI installs it.
 pub fn ring_shift_under_mpirun(l: &Layout) {

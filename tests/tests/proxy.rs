@@ -48,9 +48,14 @@ fn assert_ok(scenarios: &[&str], netns: bool) -> String {
     text
 }
 
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1).map(|s| s == "0")).unwrap_or(false)
+/// Whether the `--netns` part `what` can run (as root); otherwise says so in one line, or fails under
+/// scripts/test.sh (`rshmem_test_support::skip`).
+fn netns_allowed(what: &str) -> bool {
+    if rshmem_test_support::is_root() {
+        return true;
+    }
+    rshmem_test_support::skip(what, "--netns needs root (scripts/test.sh runs as root)");
+    false
 }
 
 /// Host putmem/getmem from every PE to every PE (half of them through the proxy), 1 B to 16 MiB, and
@@ -67,7 +72,7 @@ fn host_put_get_to_every_pe() {
 #[test]
 fn whole_suite_across_two_nodes() {
     assert_ok(&["all"], false);
-    if is_root() {
+    if netns_allowed("whole_suite_across_two_nodes with --netns") {
         assert_ok(&["all"], true);
     }
 }
@@ -91,7 +96,7 @@ fn reinit_and_single_pe() {
 #[test]
 fn soak_across_two_nodes() {
     for (seed, netns) in [("20261123", false), ("2", false), ("18099131915878047159", false), ("7", true)] {
-        if netns && !is_root() {
+        if netns && !netns_allowed(&format!("soak_across_two_nodes with --netns (seed {seed})")) {
             continue;
         }
         let mut cmd = Command::new(tool("rshmrun"));
@@ -139,9 +144,7 @@ fn device_style_requests() {
 /// The same, with each node in its own network namespace (root only; CI is root).
 #[test]
 fn across_network_namespaces() {
-    if !is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs as root: the --netns test must run there");
-        eprintln!("SKIPPED: --netns needs root");
+    if !netns_allowed("across_network_namespaces") {
         return;
     }
     assert_ok(&["proxy_rma", "proxy_ops"], true);
@@ -153,7 +156,7 @@ fn across_network_namespaces() {
 #[test]
 fn a_killed_pe_ends_the_job_within_5_s_naming_it() {
     for netns in [false, true] {
-        if netns && !is_root() {
+        if netns && !netns_allowed("a_killed_pe_ends_the_job_within_5_s_naming_it with --netns") {
             continue;
         }
         let (ok, text, end) = run_with(&["proxy_kill"], netns, &[]);

@@ -94,6 +94,7 @@ fn setup(arena: &Arena, mrs: &MrTable) -> Layout {
     for (i, x) in unsafe { bytes(c, PAGE) }.iter_mut().enumerate() {
         *x = (i * 31 + 7) as u8;
     }
+    // SAFETY: as above.
     unsafe { bytes(d, PAGE) }.fill(0xcd);
     // SAFETY: as above.
     unsafe { bytes(e, PAGE) }.fill(0xee);

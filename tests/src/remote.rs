@@ -55,7 +55,7 @@ pub fn rma(c: &Ctx) {
     for &len in &sizes {
         for pe in 0..c.n {
             let data = fill(c.seed ^ (len as u64) << 8 ^ (c.me * 31 + pe) as u64, len);
-            // SAFETY (pointer arithmetic): region `me` of buf, inside the allocation.
+            // SAFETY: pointer arithmetic: region `me` of buf, inside the allocation.
             put(unsafe { buf.add(c.me * slot) }, &data, pe);
         }
         barrier();
@@ -93,7 +93,7 @@ pub fn rma(c: &Ctx) {
     let next = (1..c.n).map(|k| (c.me + k) % c.n).find(|&pe| remote[pe]).unwrap();
     let targets = ck(rshmem::calloc(c.n, 8));
     for pe in 0..c.n {
-        // SAFETY (pointer arithmetic): word `me` of the n-word allocation.
+        // SAFETY: pointer arithmetic: word `me` of the n-word allocation.
         put(unsafe { targets.add(8 * c.me) }, &(next as u64).to_le_bytes(), pe);
     }
     barrier();
@@ -107,7 +107,7 @@ pub fn rma(c: &Ctx) {
     let region = |w: usize| (0..w).filter(|&p| target_of[p] == target_of[w]).count();
     let regions = (0..c.n).map(|t| target_of.iter().filter(|&&x| x == t).count()).max().unwrap();
     let b = ck(rshmem::malloc(big * regions));
-    // SAFETY (pointer arithmetic): region `region(me)` < regions of the allocation.
+    // SAFETY: pointer arithmetic: region `region(me)` < regions of the allocation.
     let mine = unsafe { b.add(region(c.me) * big) };
     let data = fill(c.seed ^ 0xb16 ^ c.me as u64, big);
     put(mine, &data, next);
@@ -116,7 +116,7 @@ pub fn rma(c: &Ctx) {
     barrier();
     let writers: Vec<usize> = (0..c.n).filter(|&w| target_of[w] == c.me).collect();
     for &w in &writers {
-        // SAFETY (pointer arithmetic): writer w's region of the allocation.
+        // SAFETY: pointer arithmetic: writer w's region of the allocation.
         if get_bytes(unsafe { b.add(region(w) * big) }, big) != fill(c.seed ^ 0xb16 ^ w as u64, big) {
             die(format!("proxy_rma: the 16 MiB put by PE {w} differs at the target (its region {} of {regions})", region(w)));
         }
@@ -327,7 +327,7 @@ pub fn ops(c: &Ctx) {
         std::thread::yield_now();
     }
     for sender in (0..c.n).filter(|&s| is_remote(w, s)) {
-        // SAFETY (pointer arithmetic): inside the allocation.
+        // SAFETY: pointer arithmetic: inside the allocation.
         let got = get_bytes(unsafe { w.add(8 * (32 + sender * 512)) }, 4096);
         if got != fill(c.seed ^ 0x5165 ^ (sender * 7 + c.me) as u64, 4096) {
             die(format!("proxy_ops: the put_signal payload from PE {sender} differs although its signal arrived"));
@@ -356,7 +356,7 @@ fn same_node_as_0(pe: usize, w: *const u8) -> bool {
 fn on_stream(c: &Ctx, w: *mut u8, remote: &[usize]) {
     let pe = remote[0];
     let data = fill(c.seed ^ 0x57 ^ c.me as u64, 4096);
-    // SAFETY (pointer arithmetic): words 32.. of the allocation (room for 4 KiB per PE).
+    // SAFETY: pointer arithmetic: words 32.. of the allocation (room for 4 KiB per PE).
     let dst = unsafe { w.add(8 * (32 + c.me * 512)) };
     // SAFETY: dst is symmetric with 4 KiB of room; data lives until the synchronize below.
     ck(unsafe { rshmem::cuda::putmem_on_stream(dst, data.as_ptr(), data.len(), pe as i32, rshmem::cuda::Stream::DEFAULT) });
@@ -417,7 +417,7 @@ pub fn kill(c: &Ctx) {
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // SAFETY (pointer arithmetic): the last 8 bytes of the allocation of len bytes.
+            // SAFETY: pointer arithmetic: the last 8 bytes of the allocation of len bytes.
             let last_word = unsafe { b.add(len - 8) };
             let in_flight = || {
                 let (first, last) = (get_u64s(b, 1)[0], get_u64s(last_word, 1)[0]);

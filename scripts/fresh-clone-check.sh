@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# Follows the README on fresh clones, as a new user on a fresh machine would, in both orders:
+# Follows the README on fresh clones, as a new user on a fresh machine would:
+#   private:            scripts/test.sh in a clone inside a fresh mode-700 directory with nothing beside
+#                       it, no ../shared (scripts/private-clone-check.sh; leaves the toolchain alone)
+# and in both orders:
 #   fresh-build-first:  cargo build --release && target/release/rshmrun -np 4 target/release/ring_shift,
 #                       then scripts/test.sh
 #   fresh-test-first:   scripts/test.sh, then the first command
 # and in both, last: target/release/rshmrun --nodes 2 -np 4 target/release/ring_shift (remote PEs).
 # Before each clone, nightly's rust-src is REMOVED from rustup (the state of the machine that showed the
 # stale CPU-only build), so this changes your toolchain: the build puts rust-src back by itself.
-# Each clone is made next to this checkout (so that ../shared is beside it, as in CI) and deleted
-# afterwards; its rshmrun and ring_shift are kept in target/<order>/ for a GPU run (gpu-prepare.sh carries
-# them). Each must hold real device PTX (checked here) and is run on the GPUs by scripts/gpu-run.sh.
-# Logs: target/<order>.log. Takes several minutes per order on 2 cores.
+# Each clone is made in a fresh mode-700 directory with nothing beside it (no ../shared, as on a user's
+# machine) and deleted afterwards; its rshmrun and ring_shift are kept in target/<order>/ for a GPU run
+# (gpu-prepare.sh carries them). Each must hold real device PTX (checked here) and is run on the GPUs by
+# scripts/gpu-run.sh. Logs: target/<order>.log. Takes several minutes per order on 2 cores.
+# `scripts/fresh-clone-check.sh private` runs the first alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-parent=$(dirname "$root")
 say() { echo "fresh-clone-check: $*" >&2; }
 has_ptx() { grep -c '\.target sm_90' "$1" >/dev/null; }
 
 one() {
-  local order=$1 dir=$parent/rshmem-fresh-$1 log=$root/target/$1.log
-  rm -rf "$dir" "$root/target/$order"
+  local order=$1 log=$root/target/$1.log
+  if [ "$order" = private ]; then "$root/scripts/private-clone-check.sh"; return; fi
+  local private dir
+  private=$(mktemp -d "${TMPDIR:-/tmp}/rshmem-$order-XXXXXX") && chmod 700 "$private"
+  dir=$private/rshmem
+  rm -rf "$root/target/$order"
   git clone -q "$root" "$dir"
   rustup component remove rust-src --toolchain nightly >/dev/null 2>&1 || true
   if rustup component list --toolchain nightly --installed | grep -q rust-src; then
@@ -42,10 +49,13 @@ one() {
   strip "$root/target/$order/"{rshmrun,ring_shift}
   grep -E 'warning: rshmem-ptxbuild|installing|rust-src' "$log" | head -5 >&2 || true
   say "$order: ok ($(grep -c 'received message' "$log") ring-shift lines, PTX in ring_shift)"
-  rm -rf "$dir"
+  rm -rf "$private"
 }
 
-orders=${*:-fresh-build-first fresh-test-first}
+orders=${*:-private fresh-build-first fresh-test-first}
+for o in $orders; do
+  case $o in private | fresh-build-first | fresh-test-first) ;; *) say "unknown order '$o' (private, fresh-build-first, fresh-test-first)"; exit 2 ;; esac
+done
 for o in $orders; do one "$o"; done
 rustup component list --toolchain nightly --installed | grep -q rust-src || rustup component add rust-src --toolchain nightly
 say "done"

@@ -74,12 +74,16 @@ ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 [ "$ngpu" -ge 2 ] || echo "WARNING: $ngpu GPU(s): the two simulated nodes share one"
 commit=$(cat "$c/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)
 echo "carry built from commit $commit"
-if [ ! -x "$c/simple_shift" ] || [ ! -x "$c/ring_shift_cuda" ]; then
+if [ ! -x "$c/ring_shift_cuda" ] || { [ -f "$c/simple_shift.cu" ] && [ ! -x "$c/simple_shift" ]; }; then
   step "building CUDA C++ programs here"; MODE=full scripts/check-cuda-examples.sh "$c"
 fi
 
 if has ring; then
-  step "seed simple_shift.cu (unchanged, nvshmem.h), --nodes 2 -np 2"; rrun simple_shift 60 2 "$c/simple_shift"
+  if [ -x "$c/simple_shift" ]; then
+    step "seed simple_shift.cu (unchanged, nvshmem.h), --nodes 2 -np 2"; rrun simple_shift 60 2 "$c/simple_shift"
+  else
+    step "seed simple_shift.cu: SKIPPED (carry/ has none: gpu-prepare.sh found no ../shared/seeds/simple_shift.cu)"
+  fi
   step "ring shift (CUDA C++, rshmem.h), --nodes 2 -np 2"; rrun ring_shift_cuda 60 2 "$c/ring_shift_cuda"
   step "ring shift (Rust kernel), --nodes 2 -np 2"; rrun ring_shift 60 2 "$c/ring_shift"
   step "ring shift (Rust kernel), --nodes 2 -np 4 (the README's command)"; rrun ring_shift_np4 60 4 "$c/ring_shift"

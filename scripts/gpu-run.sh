@@ -22,7 +22,7 @@ exec > >(tee "$log") 2>&1
 NP=${NP:-2}
 step() { echo; echo "=== $* ==="; }
 step machine; nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5; nvcc --version | tail -1
-if [ ! -x "$c/simple_shift" ] || [ ! -x "$c/ring_shift_cuda" ]; then
+if [ ! -x "$c/ring_shift_cuda" ] || { [ -f "$c/simple_shift.cu" ] && [ ! -x "$c/simple_shift" ]; }; then
   step "building CUDA C++ programs here"; MODE=full scripts/check-cuda-examples.sh "$c"
 fi
 for run in $(seq 1 ${SUITE_RUNS:-2}); do
@@ -52,12 +52,18 @@ for f in fresh-build-first fresh-test-first; do
 done
 step "ring shift (Rust kernel)"; "$c/rshmrun" -np $NP "$c/ring_shift"; echo "exit: $?"
 step "ring shift (CUDA C++, rshmem.h)"; "$c/rshmrun" -np $NP "$c/ring_shift_cuda"; echo "exit: $?"
-step "seed simple_shift.cu (unchanged, nvshmem.h)"; "$c/rshmrun" -np $NP "$c/simple_shift"; echo "exit: $?"
+if [ -x "$c/simple_shift" ]; then
+  step "seed simple_shift.cu (unchanged, nvshmem.h)"; "$c/rshmrun" -np $NP "$c/simple_shift"; echo "exit: $?"
+else
+  step "seed simple_shift.cu: SKIPPED (carry/ has none: gpu-prepare.sh found no ../shared/seeds/simple_shift.cu)"
+fi
 if [ -f bench/run-compare.sh ]; then
   step "rshmem-bench vs NVSHMEM (bench/run-compare.sh, same parameters)"; NP=$NP bash bench/run-compare.sh ${COMPARE_ARGS:-}; echo "exit: $?"
 else
   step "rshmem-bench"; RSHMEM_SYMMETRIC_SIZE=2g "$c/rshmrun" -np $NP "$c/rshmem-bench"; echo "exit: $?"
 fi
-if [ "${ANCHOR:-1}" = 1 ]; then
+if [ "${ANCHOR:-1}" = 1 ] && [ -f "$c/anchor/run.sh" ]; then
   step "NVSHMEM anchor (same call)"; NP=$NP bash "$c/anchor/run.sh"; echo "exit: $?"
+elif [ "${ANCHOR:-1}" = 1 ]; then
+  step "NVSHMEM anchor: SKIPPED (carry/anchor/ is empty: gpu-prepare.sh found no ../shared/anchor/)"
 fi

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Mem, Rig, TimedSys};
-use rshmem_ibgda::emu::{Access, FaultConfig, HostQueuesConfig, Reason};
+use rshmem_ibgda::emu::{Access, FaultConfig, FaultCounts, HostQueuesConfig, Nic, QpStats, Reason};
 use rshmem_ibgda::mlx5::{fm_ce_se, opcode, syndrome};
 use rshmem_ibgda::qp::QpDesc;
 use rshmem_ibgda::{Amo, Atomic, Local, PollError, Remote, Wqe};
@@ -33,10 +33,30 @@ fn quiet(d: &QpDesc) {
     unsafe { d.quiet(&sys()) }.unwrap_or_else(|e| panic!("quiet: {e}"))
 }
 
+/// The NIC's fault counts are its one QP's; none without a fault configured.
+fn check_fault_counts(nic: &Nic, st: &QpStats, fault: &FaultConfig) {
+    let counts = FaultCounts {
+        delayed_fetches: st.delayed_fetches,
+        dropped_doorbells: st.doorbells_dropped,
+        index_wraps: st.index_wraps,
+        holds: st.holds,
+        slow_cqes: st.slow_cqes,
+        scans_with_work: st.scans_with_work,
+        wqes: st.wqes,
+    };
+    assert_eq!(nic.fault_counts(), counts);
+    if !fault.any() {
+        assert!(counts.modes().iter().all(|&(_, n)| n == 0), "no fault configured, yet counted: {counts}");
+    }
+    if fault.start_index != 0 {
+        assert_eq!(st.index_wraps, (st.hw_ci >> 16) - (fault.start_index >> 16), "{st:?}");
+    }
+}
+
 /// Every operation kind once, results checked: pointer and inline WRITEs, READ, every AMO at 4 and 8
 /// bytes (standard and masked atomics), NOP and DUMP.
 fn every_operation(collapsed: bool, fault: FaultConfig) {
-    let rig = Rig::new(HostQueuesConfig { collapsed, log_sq: 6, log_cq: 6, ..Default::default() }, fault);
+    let rig = Rig::new(HostQueuesConfig { collapsed, log_sq: 6, log_cq: 6, ..Default::default() }, fault.clone());
     let mut local = Mem::new(&rig.mrs, LKEY, 512, Access::ALL);
     let remote = Mem::new(&rig.mrs, RKEY, 512, Access::ALL);
     let d = rig.qp.desc();
@@ -130,6 +150,7 @@ fn every_operation(collapsed: bool, fault: FaultConfig) {
     let mut rig = rig;
     let nic = rig.stop();
     let st = nic.stats(0);
+    check_fault_counts(&nic, &st, &fault);
     assert_eq!(st.error_cqes, 0, "{st:?}");
     assert_eq!(st.first_error, None);
     assert_eq!(st.doorbell_ahead_of_dbr, 0);
@@ -210,6 +231,7 @@ fn shared_qp(cfg: HostQueuesConfig, fault: FaultConfig, threads: usize, groups: 
     let mut rig = rig;
     let nic = rig.stop();
     let st = nic.stats(0);
+    check_fault_counts(&nic, &st, &fault);
     assert_eq!(st.error_cqes, 0, "{st:?}");
     assert_eq!(st.doorbell_ahead_of_dbr, 0, "{st:?}");
     let c = rig.qp.counters();
@@ -240,8 +262,10 @@ fn wrap_past_65536() {
         let fault = FaultConfig { start_index: 0x1_0000 - 3000, ..FaultConfig::default() };
         let st = shared_qp(small(collapsed), fault.clone(), 1, 1500);
         assert!(st.hw_ci > 0x1_0000 + 1000, "{st:?}");
+        assert_eq!(st.index_wraps, 1, "{st:?}");
         let st = shared_qp(small(collapsed), FaultConfig { start_index: 0x2_0000 - 500, ..fault }, 4, 300);
         assert!(st.hw_ci > 0x2_0000, "{st:?}");
+        assert_eq!(st.index_wraps, 1, "{st:?}");
     }
 }
 
@@ -249,7 +273,9 @@ fn wrap_past_65536() {
 fn fault_fetch_delay() {
     let fault = FaultConfig { fetch_delay: Duration::from_micros(300), ..FaultConfig::default() };
     for collapsed in [true, false] {
-        shared_qp(small(collapsed), fault.clone(), 3, 60);
+        let st = shared_qp(small(collapsed), fault.clone(), 3, 60);
+        // Every doorbell the NIC acted on waited (a doorbell arriving while one waits joins it).
+        assert!(st.delayed_fetches > 0 && st.delayed_fetches <= st.doorbells, "{st:?}");
     }
 }
 
@@ -279,7 +305,8 @@ fn fault_full_send_queue() {
 fn fault_slow_completions() {
     let fault = FaultConfig { cqe_delay: Duration::from_micros(200), ..FaultConfig::default() };
     for collapsed in [true, false] {
-        shared_qp(small(collapsed), fault.clone(), 3, 60);
+        let st = shared_qp(small(collapsed), fault.clone(), 3, 60);
+        assert!(st.slow_cqes > 0 && st.slow_cqes == st.cqes, "every CQE is late: {st:?}");
     }
 }
 
@@ -302,8 +329,22 @@ fn all_faults_at_once() {
     };
     assert!(fault.any());
     for collapsed in [true, false] {
-        shared_qp(small(collapsed), fault.clone(), 3, 80);
+        let st = shared_qp(small(collapsed), fault.clone(), 3, 80);
+        assert!(st.delayed_fetches > 0 && st.doorbells_dropped > 0 && st.index_wraps == 1 && st.slow_cqes > 0, "{st:?}");
     }
+}
+
+/// The counts name every mode `FaultConfig::parse` knows, in one line.
+#[test]
+fn fault_counts_name_every_mode() {
+    let c = FaultCounts { delayed_fetches: 1, dropped_doorbells: 2, index_wraps: 3, holds: 4, slow_cqes: 5, scans_with_work: 6, wqes: 70 };
+    assert_eq!(c.to_string(), "delay 1, drop 2, wrap 3, full 4, slow 5, scan 6 (70 WQEs)");
+    for (mode, n) in c.modes() {
+        assert!(FaultConfig::parse(mode).is_ok_and(|f| f.any()), "{mode} is not a fault mode");
+        assert!(FaultConfig::MODES.contains(mode), "{mode}");
+        assert_eq!(c.of(mode), Some(n));
+    }
+    assert_eq!(c.of("none"), None);
 }
 
 fn expect_error(r: Result<(), PollError>, syn: u8, reason: Reason, wqe_opcode: u8) {

@@ -5,8 +5,8 @@
 //! plus every struct offset, size and constant of the header against this crate's.
 //!
 //! Needs a C compiler and the header (`apt-get install libibverbs-dev`; scripts/setup.sh installs it).
-//! Without the header the test is skipped with a message, unless `CI` or `RSHMEM_REQUIRE_MLX5DV=1` is
-//! set, where it fails.
+//! Without the header the tests are skipped with a one-line message, or fail under scripts/test.sh
+//! (`RSHMEM_TEST_NO_SKIP=1`, `rshmem_test_support::skip`).
 
 use rshmem_ibgda::emu::{Access, FaultConfig, HostQueues, HostQueuesConfig, Loopback, MrTable, Nic};
 use rshmem_ibgda::mlx5::{self, cqe_opcode, fm_ce_se, opcode, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, RaddrSeg};
@@ -19,33 +19,38 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-/// The C program, built once per test binary; `None` (after saying why) when the header is missing
-/// and not required.
+/// The C program, built once per test binary; `None` (after saying why in one line, or failing under
+/// scripts/test.sh) when the header or a C compiler is missing.
 fn golden_program() -> Option<PathBuf> {
-    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    BUILT.get_or_init(build_golden_program).clone()
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match BUILT.get_or_init(build_golden_program) {
+        Ok(exe) => Some(exe.clone()),
+        Err(why) => {
+            rshmem_test_support::skip("an mlx5 golden-byte test", why);
+            None
+        }
+    }
 }
 
-fn build_golden_program() -> Option<PathBuf> {
+/// The C program, or why it cannot be built here (a missing header or compiler); other failures panic.
+fn build_golden_program() -> Result<PathBuf, String> {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/mlx5_golden.c");
     let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mlx5_golden");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc).args(["-O1", "-Wall", "-Wextra", "-Werror", "-o"]).arg(&exe).arg(&src).output();
-    let required = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false") || std::env::var("RSHMEM_REQUIRE_MLX5DV").is_ok_and(|v| v == "1");
     match out {
-        Ok(o) if o.status.success() => Some(exe),
+        Ok(o) if o.status.success() => Ok(exe),
         other => {
             let why = match &other {
                 Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
                 Err(e) => format!("cannot run {cc}: {e}"),
             };
             let header_missing = why.contains("mlx5dv.h") || other.is_err();
-            if header_missing && !required {
-                eprintln!(
-                    "SKIPPED golden-byte test: rdma-core's <infiniband/mlx5dv.h> (or a C compiler) is missing; install libibverbs-dev \
-                     (scripts/setup.sh does) to check the WQE/CQE bytes against it. Set RSHMEM_REQUIRE_MLX5DV=1 to make this an error.\n{why}"
-                );
-                return None;
+            if header_missing {
+                let first = why.lines().find(|l| l.contains("error")).unwrap_or(why.trim());
+                return Err(format!(
+                    "rdma-core's <infiniband/mlx5dv.h> or a C compiler ({cc}) is missing; libibverbs-dev (scripts/setup.sh installs it) lets it check the WQE/CQE bytes: {first}"
+                ));
             }
             panic!("building {} failed:\n{why}", src.display());
         }

@@ -10,6 +10,7 @@ use common::*;
 use rshmem::bootstrap::Bootstrap;
 use rshmem::node::fdpass::FdServer;
 use rshmem::platform::segment::Segment;
+use rshmem_test_support::{skip, OtherUserDir};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -427,37 +428,39 @@ fn a_stalled_pe_is_named_by_the_others() {
     assert!(o.elapsed < Duration::from_secs(4), "PE 1 took {:?}", o.elapsed);
 }
 
-/// Runs one probe scenario as the user `nobody` (uid 65534); None when this test does not run as
-/// root (then there is no second user to try).
-fn spawn_as_nobody(args: &str, env: &[(&str, &str)]) -> Option<Proc> {
+/// Runs one probe scenario as the user `nobody` (uid 65534): `exe` is a copy of this test binary
+/// where that user can reach it (the checkout may lie under a directory only its owner can enter).
+fn spawn_as_nobody(exe: &OtherUserDir, args: &str, env: &[(&str, &str)]) -> Proc {
     use std::os::unix::process::CommandExt;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return None;
-    }
     let out = temp("nobody.log");
     let f = File::create(&out).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let me = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(exe.path().join(me.file_name().unwrap()));
     cmd.args(["--exact", "probe", "--nocapture", "--test-threads=1", "-q"]).env(PROBE_VAR, args).uid(65534).gid(65534);
+    cmd.current_dir(exe.path());
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f);
-    Some(Proc { pe: 99, child: cmd.spawn().unwrap(), out, started: Instant::now() })
+    Proc { pe: 99, child: cmd.spawn().unwrap(), out, started: Instant::now() }
 }
 
 #[test]
 fn fd_sockets_never_talk_to_another_user() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("fd_sockets_never_talk_to_another_user", "not running as root, so there is no other user to run a process as");
+    }
+    // This test binary, copied where uid 65534 can run it (removed at the end of the test).
+    let exe = OtherUserDir::new("auth-test").unwrap();
+    exe.copy_program(&std::env::current_exe().unwrap()).unwrap();
     // A server of this user; a process of another user with the right key gets nothing.
     let job = [0x42u8; 16];
     let key: [u8; 16] = std::array::from_fn(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).unwrap());
     let server = FdServer::start(job, key, 0).unwrap();
     server.offer(7, rshmem::node::fdpass::memfd("auth-test", 4096).unwrap(), 4096);
     let name = String::from_utf8_lossy(server.name()).to_string();
-    let Some(peer) = spawn_as_nobody(&format!("fdpeer {name}"), &[("RSHMEM_JOB_KEY", KEY)]) else {
-        eprintln!("SKIPPED: not running as root, so there is no other user to try");
-        return;
-    };
+    let peer = spawn_as_nobody(&exe, &format!("fdpeer {name}"), &[("RSHMEM_JOB_KEY", KEY)]);
     let o = wait_all(vec![peer], Duration::from_secs(20));
     assert!(o[0].out.contains("OK peer got 0 reply bytes"), "{}", o[0].out);
     drop(server);
@@ -465,7 +468,7 @@ fn fd_sockets_never_talk_to_another_user() {
     // A stranger of another user holds the name a PE's server would have: the PE does not send it the key.
     let job = [0x43u8; 16];
     let squat = "rshmem-43434343434343434343434343434343-5";
-    let squatter = spawn_as_nobody(&format!("fdsquat {squat}"), &[]).unwrap();
+    let squatter = spawn_as_nobody(&exe, &format!("fdsquat {squat}"), &[]);
     wait_for_line(&squatter.out, "BOUND");
     let me = FdServer::start(job, key, 0).unwrap();
     let e = me.fetch(job, 5, 7).unwrap_err().to_string();

@@ -323,15 +323,24 @@ fn bad_rings_are_errors() {
     let mut mem = vec![0u64; ring_bytes(8) / 8 + 8];
     let base = mem.as_mut_ptr() as *mut u8;
     let base = base.wrapping_add(base.align_offset(64));
-    // SAFETY (all below): `mem` holds ring_bytes(8) bytes from the 64-aligned `base`.
+    // In every call below, `mem` (alive to the end of the test, used by nothing else) holds at least
+    // ring_bytes(8) bytes from the 64-aligned `base`; each call is given a length within them.
+    // SAFETY: as just said.
     let e = unsafe { Drain::attach(base, ring_bytes(8)) }.err().unwrap();
     assert!(e.message().contains("bad magic 0x0"), "{e}");
+    // SAFETY: `mem` has ring_bytes(8) + 64 bytes and `base` lies at most 56 bytes into it, so base + 8
+    // still has ring_bytes(8) bytes.
     assert!(unsafe { init_ring(base.wrapping_add(8), ring_bytes(8), 8) }.err().unwrap().message().contains("not 64-byte aligned"));
+    // SAFETY: as above.
     assert!(unsafe { init_ring(base, ring_bytes(8) - 1, 8) }.err().unwrap().message().contains("need 768"));
+    // SAFETY: as above.
     unsafe { init_ring(base, ring_bytes(8), 8) }.unwrap();
+    // SAFETY: as above (a shorter length than the memory holds).
     assert!(unsafe { Drain::attach(base, ring_bytes(4)) }.err().unwrap().message().contains("8 slots need 768"));
+    // SAFETY: as above.
     assert!(unsafe { Drain::attach(base, 100) }.err().unwrap().message().contains("less than the 256-byte header"));
     // A foreign seq in the expected slot: an error naming the slot, and the entry is not handed out.
+    // SAFETY: as above: the ring initialized there, 8 slots.
     let mut d = unsafe { Drain::attach(base, ring_bytes(8)) }.unwrap();
     set_seq(base, 0, 9);
     let e = d.poll(|_| panic!("a corrupt entry was handed out")).unwrap_err();
@@ -489,6 +498,7 @@ fn completion_advances_over_the_complete_prefix_only() {
     let r = ring.ring();
     // SAFETY: the RingBuf's header, alive for the test.
     let c = unsafe { rshmem::transport::proxy::ring::Completion::attach(r.header as usize as *mut u8) };
+    // SAFETY: `r` names the RingBuf's ring, alive for the test.
     let completed = || unsafe { rshmem::transport::proxy::ring::counters(r) }.2;
     c.done(3);
     c.done(2);

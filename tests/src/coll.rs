@@ -843,7 +843,7 @@ unsafe fn host_call(c: &Ctx, t: &TeamM, op: &Op, a: *mut u8, idx: usize, k: usiz
             };
         }
     }
-    // SAFETY (all calls below): the caller's contract: symmetric buffers of the lengths the call uses.
+    // SAFETY: for all calls below, the caller's contract: symmetric buffers of the lengths the call uses.
     unsafe {
         match op.what {
             host_op::SYNC => team.sync(),
@@ -1073,7 +1073,7 @@ pub fn mismatch(c: &Ctx, which: &str) {
             die(format!("{which}: a host error instead of the device's mismatch message: {e}"));
         }
     };
-    // SAFETY (host collectives below): buf is symmetric of 2 MiB, more than any call here uses.
+    // SAFETY: for the host collectives below, buf is symmetric of 2 MiB, more than any call here uses.
     unsafe {
         match which {
             // Broadcast with a different root on each PE.

@@ -59,9 +59,17 @@ fn ck<T>(r: rshmem::Result<T>) -> T {
     r.unwrap_or_else(|e| die(e))
 }
 
-/// xorshift64*: reproducible data any PE can regenerate for any other PE.
+/// xorshift64*: reproducible data any PE can regenerate for any other PE. Distinct seeds give distinct
+/// data: the seed goes through splitmix64's finalizer (a bijection) to a nonzero state, instead of
+/// `seed | 1`, which gave PEs 2k and 2k+1 the same bytes.
 fn fill(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
+    let mut x = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    if x == 0 {
+        x = 0x2545_f491_4f6c_dd1d; // xorshift's one fixed point; any nonzero state will do
+    }
     (0..len)
         .map(|_| {
             x ^= x >> 12;

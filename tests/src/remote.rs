@@ -2,13 +2,15 @@
 //! other nodes reached through each PE's CPU proxy over TCP. Driven by tests/tests/proxy.rs.
 //!
 //! - `proxy_rma`: host putmem/getmem to every PE (same node through p2p, other nodes through the
-//!   proxy), 1 B to 16 MiB of random data, checked at the target after a barrier and read back.
+//!   proxy), 1 B to 3 MiB of random data, checked at the target after a barrier and read back; then
+//!   16 MiB to the next PE on another node, into a region of its own there (several PEs of a node
+//!   write to the same target), checked at the target and read back.
 //! - `proxy_ops`: requests posted into this PE's proxy ring exactly as device code posts them
 //!   (`rshmem_device::remote::proxy::post`): inline puts, puts with signal, signal set/add, AMOs of
 //!   every kind from every PE at once on one counter (atomicity), fetched values through return
 //!   slots, `g` through a return slot, ordering of a put and the signal behind it.
 //! - `proxy_kill`: PE 3 kills itself (SIGKILL) in the middle of a transfer stream from PE 0, once 64 MiB
-//!   have arrived.
+//!   have arrived, while a put is half-way (its first bytes here, its last not yet).
 //! - `proxy_garbage`: PE 2 connects to PE 0's proxy with a wrong key, then with the right key and a
 //!   bad frame, twice; PE 0 must cut those off by name and write nothing.
 
@@ -53,7 +55,7 @@ pub fn rma(c: &Ctx) {
     for &len in &sizes {
         for pe in 0..c.n {
             let data = fill(c.seed ^ (len as u64) << 8 ^ (c.me * 31 + pe) as u64, len);
-            // SAFETY (pointer arithmetic): region `me` of buf, inside the allocation.
+            // SAFETY: pointer arithmetic: region `me` of buf, inside the allocation.
             put(unsafe { buf.add(c.me * slot) }, &data, pe);
         }
         barrier();
@@ -83,42 +85,70 @@ pub fn rma(c: &Ctx) {
         barrier();
     }
     ck(rshmem::free(buf));
-    // 16 MiB to the next PE on another node and back, with a zero-length put and get on the way.
+    // 16 MiB to the next PE on another node and back, with a zero-length put and get on the way. Every
+    // PE of a node before that node's first PE picks the same target, so each writer gets a region of
+    // its own there: every PE tells every PE its target, and all allocate as many regions as the most
+    // written-to PE needs (the allocation is collective: the same size everywhere).
     let big = 16usize << 20;
-    let b = ck(rshmem::malloc(big));
     let next = (1..c.n).map(|k| (c.me + k) % c.n).find(|&pe| remote[pe]).unwrap();
-    let data = fill(c.seed ^ 0xb16 ^ c.me as u64, big);
-    put(b, &data, next);
-    put(b, &[], next);
-    let _ = get(b, 0, next);
+    let targets = ck(rshmem::calloc(c.n, 8));
+    for pe in 0..c.n {
+        // SAFETY: pointer arithmetic: word `me` of the n-word allocation.
+        put(unsafe { targets.add(8 * c.me) }, &(next as u64).to_le_bytes(), pe);
+    }
     barrier();
-    let from = (1..c.n).map(|k| (c.me + c.n - k) % c.n).find(|&pe| remote[pe] && (1..c.n).map(|k| (pe + k) % c.n).find(|&q| remote[q]) == Some(c.me));
-    if let Some(from) = from {
-        if get_bytes(b, big) != fill(c.seed ^ 0xb16 ^ from as u64, big) {
-            die(format!("proxy_rma: the 16 MiB put by PE {from} differs"));
+    let target_of: Vec<usize> = get_u64s(targets, c.n).into_iter().map(|t| t as usize).collect();
+    barrier();
+    ck(rshmem::free(targets));
+    if target_of[c.me] != next || target_of.iter().any(|&t| t >= c.n) {
+        die(format!("proxy_rma: the targets the PEs announced are wrong: {target_of:?} (this PE's is {next})"));
+    }
+    // Writer w's region at its target: the how-manieth writer to that target it is.
+    let region = |w: usize| (0..w).filter(|&p| target_of[p] == target_of[w]).count();
+    let regions = (0..c.n).map(|t| target_of.iter().filter(|&&x| x == t).count()).max().unwrap();
+    let b = ck(rshmem::malloc(big * regions));
+    // SAFETY: pointer arithmetic: region `region(me)` < regions of the allocation.
+    let mine = unsafe { b.add(region(c.me) * big) };
+    let data = fill(c.seed ^ 0xb16 ^ c.me as u64, big);
+    put(mine, &data, next);
+    put(mine, &[], next);
+    let _ = get(mine, 0, next);
+    barrier();
+    let writers: Vec<usize> = (0..c.n).filter(|&w| target_of[w] == c.me).collect();
+    for &w in &writers {
+        // SAFETY: pointer arithmetic: writer w's region of the allocation.
+        if get_bytes(unsafe { b.add(region(w) * big) }, big) != fill(c.seed ^ 0xb16 ^ w as u64, big) {
+            die(format!("proxy_rma: the 16 MiB put by PE {w} differs at the target (its region {} of {regions})", region(w)));
         }
     }
-    if get(b, big, next) != data {
+    if get(mine, big, next) != data {
         die(format!("proxy_rma: 16 MiB read back from PE {next} differ"));
     }
     barrier();
     // Throughput (for the record; every PE streams at once, so this is a shared figure).
     let t = Instant::now();
     for _ in 0..8 {
-        put(b, &data, next);
+        put(mine, &data, next);
     }
     let put_rate = 8.0 * big as f64 / t.elapsed().as_secs_f64() / 1e6;
     let t = Instant::now();
     let mut back = vec![0u8; big];
     for _ in 0..8 {
-        // SAFETY: back holds big bytes; b is a symmetric allocation of big bytes.
-        ck(unsafe { rshmem::getmem(back.as_mut_ptr(), b, big, next as i32) });
+        // SAFETY: back holds big bytes; mine is a region of big bytes of a symmetric allocation.
+        ck(unsafe { rshmem::getmem(back.as_mut_ptr(), mine, big, next as i32) });
     }
     let get_rate = 8.0 * big as f64 / t.elapsed().as_secs_f64() / 1e6;
     println!("PE {}: 16 MiB host putmem to PE {next}: {put_rate:.0} MB/s, getmem {get_rate:.0} MB/s (all PEs at once)", c.me);
     barrier();
     ck(rshmem::free(b));
-    println!("PE {}: proxy_rma: {} sizes to {} PEs ({} through the proxy), 16 MiB to PE {next}", c.me, sizes.len(), c.n, remote.iter().filter(|&&r| r).count());
+    println!(
+        "PE {}: proxy_rma: {} sizes to {} PEs ({} through the proxy), 16 MiB to PE {next} (region {} of {regions} there), 16 MiB from PEs {writers:?} checked",
+        c.me,
+        sizes.len(),
+        c.n,
+        remote.iter().filter(|&&r| r).count(),
+        region(c.me)
+    );
 }
 
 // ---------------------------------------------------------------- requests as device code posts them
@@ -297,7 +327,7 @@ pub fn ops(c: &Ctx) {
         std::thread::yield_now();
     }
     for sender in (0..c.n).filter(|&s| is_remote(w, s)) {
-        // SAFETY (pointer arithmetic): inside the allocation.
+        // SAFETY: pointer arithmetic: inside the allocation.
         let got = get_bytes(unsafe { w.add(8 * (32 + sender * 512)) }, 4096);
         if got != fill(c.seed ^ 0x5165 ^ (sender * 7 + c.me) as u64, 4096) {
             die(format!("proxy_ops: the put_signal payload from PE {sender} differs although its signal arrived"));
@@ -326,7 +356,7 @@ fn same_node_as_0(pe: usize, w: *const u8) -> bool {
 fn on_stream(c: &Ctx, w: *mut u8, remote: &[usize]) {
     let pe = remote[0];
     let data = fill(c.seed ^ 0x57 ^ c.me as u64, 4096);
-    // SAFETY (pointer arithmetic): words 32.. of the allocation (room for 4 KiB per PE).
+    // SAFETY: pointer arithmetic: words 32.. of the allocation (room for 4 KiB per PE).
     let dst = unsafe { w.add(8 * (32 + c.me * 512)) };
     // SAFETY: dst is symmetric with 4 KiB of room; data lives until the synchronize below.
     ck(unsafe { rshmem::cuda::putmem_on_stream(dst, data.as_ptr(), data.len(), pe as i32, rshmem::cuda::Stream::DEFAULT) });
@@ -343,8 +373,9 @@ fn on_stream(c: &Ctx, w: *mut u8, remote: &[usize]) {
 
 // ---------------------------------------------------------------- failures
 
-/// PE 3 kills itself while PE 0 (another node) streams 16 MiB puts to it (64 MiB in flight over the
-/// loop); the job must end, naming PE 3.
+/// PE 3 kills itself while PE 0 (another node) streams 16 MiB puts to it: after 64 MiB, in the middle
+/// of a put, checked: the put's first bytes have arrived at PE 3 and its last bytes have not. The job
+/// must end, naming PE 3.
 pub fn kill(c: &Ctx) {
     let len = 16usize << 20;
     let b = ck(rshmem::malloc(len));
@@ -353,17 +384,25 @@ pub fn kill(c: &Ctx) {
         die("proxy_kill needs PE 3 on another node than PE 0 (rshmrun --nodes 2 -np 4)");
     }
     barrier();
+    // Put number k carries k in its first and its last 8 bytes: PE 3 tells from them whether a put has
+    // begun to arrive and whether it is complete.
+    let stamp = |data: &mut [u8], k: u64| {
+        let n = data.len();
+        data[..8].copy_from_slice(&k.to_le_bytes());
+        data[n - 8..].copy_from_slice(&k.to_le_bytes());
+    };
     match c.me {
         0 => {
-            let data = fill(c.seed, len);
+            let mut data = fill(c.seed, len);
             let start = Instant::now();
-            let mut sent = 0usize;
+            let mut k = 0u64;
             while start.elapsed() < Duration::from_secs(30) {
+                k += 1;
+                stamp(&mut data, k);
                 put(b, &data, 3);
-                sent += len;
-                if sent == 4 * len {
+                if k == 4 {
                     println!("PE 0: 64 MiB sent to PE 3, still going");
-                    // Tell PE 3 (through the proxy, behind the data) to die now, mid-stream.
+                    // Tell PE 3 (through the proxy, behind the data) that the stream is under way.
                     put(flag, &1u64.to_le_bytes(), 3);
                 }
             }
@@ -378,12 +417,28 @@ pub fn kill(c: &Ctx) {
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // A moment later PE 0 is inside its next 16 MiB put.
-            std::thread::sleep(Duration::from_millis(5));
+            // SAFETY: pointer arithmetic: the last 8 bytes of the allocation of len bytes.
+            let last_word = unsafe { b.add(len - 8) };
+            let in_flight = || {
+                let (first, last) = (get_u64s(b, 1)[0], get_u64s(last_word, 1)[0]);
+                (first != last).then_some((first, last))
+            };
+            // Wait until a put is half-way here: one end of it arrived, the other not yet.
+            let start = Instant::now();
+            let (first, last) = loop {
+                if let Some(seen) = in_flight() {
+                    break seen;
+                }
+                if start.elapsed() > Duration::from_secs(30) {
+                    die("proxy_kill: in 30 s PE 3 never saw a put from PE 0 arriving (first and last bytes always of the same put)");
+                }
+                std::thread::yield_now();
+            };
             let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
-            println!("PE 3: killing itself at {ms}");
+            println!("PE 3: killing itself at {ms}, inside put {} from PE 0 (first 8 bytes from put {first}, last 8 from put {last})", first.max(last));
             let _ = std::io::stdout().flush();
-            let _ = std::process::Command::new("kill").args(["-KILL", &std::process::id().to_string()]).status();
+            // SAFETY: kill(2) on this process's own pid with SIGKILL; no memory is involved.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
             std::thread::sleep(Duration::from_secs(10));
             die("proxy_kill: PE 3 survived SIGKILL");
         }

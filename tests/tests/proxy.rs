@@ -48,9 +48,14 @@ fn assert_ok(scenarios: &[&str], netns: bool) -> String {
     text
 }
 
-fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1).map(|s| s == "0")).unwrap_or(false)
+/// Whether the `--netns` part `what` can run (as root); otherwise says so in one line, or fails under
+/// scripts/test.sh (`rshmem_test_support::skip`).
+fn netns_allowed(what: &str) -> bool {
+    if rshmem_test_support::is_root() {
+        return true;
+    }
+    rshmem_test_support::skip(what, "--netns needs root (scripts/test.sh runs as root)");
+    false
 }
 
 /// Host putmem/getmem from every PE to every PE (half of them through the proxy), 1 B to 16 MiB, and
@@ -67,7 +72,7 @@ fn host_put_get_to_every_pe() {
 #[test]
 fn whole_suite_across_two_nodes() {
     assert_ok(&["all"], false);
-    if is_root() {
+    if netns_allowed("whole_suite_across_two_nodes with --netns") {
         assert_ok(&["all"], true);
     }
 }
@@ -91,7 +96,7 @@ fn reinit_and_single_pe() {
 #[test]
 fn soak_across_two_nodes() {
     for (seed, netns) in [("20261123", false), ("2", false), ("18099131915878047159", false), ("7", true)] {
-        if netns && !is_root() {
+        if netns && !netns_allowed(&format!("soak_across_two_nodes with --netns (seed {seed})")) {
             continue;
         }
         let mut cmd = Command::new(tool("rshmrun"));
@@ -122,6 +127,13 @@ fn other_node_layouts() {
     }
 }
 
+/// Four PEs of a node put 16 MiB each to one PE of the next node (4 nodes of 4 PEs): each lands in
+/// its own region with its own data.
+#[test]
+fn four_writers_per_target_on_four_nodes() {
+    common::suite::host_rma_four_writers_per_target("proxy");
+}
+
 /// Requests as device code posts them: AMOs of every kind (atomic against concurrent p2p atomics on the
 /// same word), fetched values and `g` through return slots, inline puts, signals, put_signal.
 #[test]
@@ -132,29 +144,33 @@ fn device_style_requests() {
 /// The same, with each node in its own network namespace (root only; CI is root).
 #[test]
 fn across_network_namespaces() {
-    if !is_root() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs as root: the --netns test must run there");
-        eprintln!("SKIPPED: --netns needs root");
+    if !netns_allowed("across_network_namespaces") {
         return;
     }
     assert_ok(&["proxy_rma", "proxy_ops"], true);
 }
 
-/// PE 3 is SIGKILLed in the middle of a 64 MiB+ stream of puts from PE 0: the job ends within 5 s,
+/// PE 3 is SIGKILLed in the middle of a 64 MiB+ stream of puts from PE 0, with a put half-way (PE 3
+/// checks that the put's first bytes have arrived and its last have not): the job ends within 5 s,
 /// nonzero, and a PE's proxy names PE 3.
 #[test]
 fn a_killed_pe_ends_the_job_within_5_s_naming_it() {
     for netns in [false, true] {
-        if netns && !is_root() {
+        if netns && !netns_allowed("a_killed_pe_ends_the_job_within_5_s_naming_it with --netns") {
             continue;
         }
         let (ok, text, end) = run_with(&["proxy_kill"], netns, &[]);
         assert!(!ok, "the job succeeded although PE 3 was killed:\n{text}");
-        let killed: u128 = text
-            .lines()
-            .find_map(|l| l.split("PE 3: killing itself at ").nth(1))
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or_else(|| panic!("PE 3 did not say when it killed itself:\n{text}"));
+        let line = text.lines().find_map(|l| l.split("PE 3: killing itself at ").nth(1)).unwrap_or_else(|| panic!("PE 3 did not say when it killed itself:\n{text}"));
+        let killed: u128 = line.split(',').next().and_then(|t| t.trim().parse().ok()).unwrap_or_else(|| panic!("no time in {line:?}:\n{text}"));
+        // "…, inside put K from PE 0 (first 8 bytes from put A, last 8 from put B)": A != B, K = max(A, B),
+        // K >= 5 (the flag follows put 4).
+        let puts: Vec<u64> = line.split("put ").skip(1).filter_map(|w| w.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).collect();
+        let puts = [puts[..].to_vec(), vec![0; 4]].concat();
+        assert!(
+            line.contains("inside put") && puts[1] != puts[2] && puts[0] == puts[1].max(puts[2]) && puts[0] >= 5,
+            "PE 3 was not killed with a put of the stream half-way: {line:?}:\n{text}"
+        );
         assert!(text.contains("64 MiB sent to PE 3"), "PE 0 had not streamed 64 MiB before the kill:\n{text}");
         let took = end.saturating_sub(killed);
         assert!(took < 5000, "the job ended {took} ms after PE 3 was killed (at most 5 s):\n{text}");

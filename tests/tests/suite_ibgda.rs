@@ -1,37 +1,104 @@
 //! The multi-process suite across simulated nodes through the IBGDA transport: device threads post
 //! mlx5 work requests to rshmem's emulated NIC (there is no NIC here), which carries them over TCP to
 //! the target node's responder. Every case of `common/suite.rs` that runs across nodes runs here with
-//! `rshmrun --nodes 2` and `RSHMEM_REMOTE_TRANSPORT=ibgda`, again with `--netns` as root, and again
-//! under each of the emulated NIC's fault modes (`RSHMEM_IBGDA_FAULTS`: a delay between doorbell and
-//! WQE fetch, dropped doorbells, WQE counts wrapping past 65536, a full send queue, slow completions),
-//! which expose ordering bugs in the posting code that a fast NIC hides. Then the bad-input cases: a
-//! WQE with a bad rkey or a remote address outside the target's heap ends in a clear error.
+//! `rshmrun --nodes 2` and `RSHMEM_REMOTE_TRANSPORT=ibgda`, and again with `--netns` as root.
+//!
+//! The cases that post work requests (WQEs) to another node run again under each of the emulated
+//! NIC's fault modes (`RSHMEM_IBGDA_FAULTS`: a delay between doorbell and WQE fetch, dropped
+//! doorbells, WQE counts wrapping past 65536, a full send queue, slow completions), which expose
+//! ordering bugs in the posting code that a fast NIC hides. Each such run checks, from the counts every
+//! PE's NIC prints at finalize, that the fault under test was injected at least once. The plain
+//! emulated run checks which cases post WQEs (`RSHMEM_IBGDA_FAULTS=none` prints the counts without
+//! injecting anything), so that the list below stays true. Then the bad-input cases: a WQE with a bad
+//! rkey or a remote address outside the target's heap ends in a clear error.
 
 mod common;
 
 use common::suite::{self, suite_cases, Layout};
-use common::suite::{IBGDA_DROPPED_DOORBELLS, IBGDA_FETCH_DELAY, IBGDA_FULL_SEND_QUEUE, IBGDA_INDEX_WRAP, IBGDA_SLOW_COMPLETIONS, TWO_NODES_IBGDA, TWO_NODES_IBGDA_NETNS};
+use common::suite::{IBGDA_DROPPED_DOORBELLS, IBGDA_FETCH_DELAY, IBGDA_FULL_SEND_QUEUE, IBGDA_INDEX_WRAP, IBGDA_SLOW_COMPLETIONS, TWO_NODES_IBGDA, TWO_NODES_IBGDA_COUNTED, TWO_NODES_IBGDA_NETNS};
 use common::text;
 use std::time::Duration;
 
+/// The cases whose device code posts WQEs to PEs on the other node, by how many: `one` post one WQE
+/// per PE (the ring shift: one doorbell on one QP, so no second doorbell to drop), `few` post fewer
+/// than the 16 WQEBBs per QP that wrap the WQE count from the wrap fault's start (65520), `many` post
+/// enough for every fault mode to fire. Every other case of the suite posts none (host RMA goes
+/// through the proxy; the rest fail or finish before any remote device call).
+macro_rules! wqe_cases {
+    ($then:ident) => {
+        $then! {
+            one: [ring_shift_scenario, ring_shift_example_under_rshmrun],
+            few: [wait_until_six_comparisons],
+            many: [
+                p_and_g_all_sizes, put_get_every_scope_size_alignment, atomics_every_operation,
+                fetch_add_contention_distinct_values, amo_mixed_local_and_remote, compare_swap_lock_excludes,
+                fence_orders_data_before_flag, put_signal_payload_before_signal, device_barriers, reinit_after_finalize, device_call_after_finalize_names_the_call,
+            ],
+        }
+    };
+}
+
+/// Names of the cases of [`wqe_cases!`].
+macro_rules! wqe_case_names {
+    (one: [$($one:ident),* $(,)?], few: [$($few:ident),* $(,)?], many: [$($many:ident),* $(,)?] $(,)?) => {
+        const POSTS_WQES: &[&str] = &[$(stringify!($one),)* $(stringify!($few),)* $(stringify!($many)),*];
+    };
+}
+wqe_cases!(wqe_case_names);
+
+/// Runs `case` on the emulated NIC, printing the NICs' counts: it posts WQEs to another node exactly
+/// when [`POSTS_WQES`] says so.
+fn emulated(name: &str, case: fn(&Layout)) {
+    let jobs = suite::recorded(|| case(&TWO_NODES_IBGDA_COUNTED));
+    let (counts, lines) = suite::nic_counts(&jobs);
+    let wqes = counts.get("WQEs").copied().unwrap_or(0);
+    if POSTS_WQES.contains(&name) {
+        assert!(lines > 0 && wqes > 0, "{name} is listed as posting WQEs, but its PEs' NICs ran {wqes} WQEs ({lines} PEs reported):\n{}", jobs.join("\n"));
+    } else {
+        assert_eq!(wqes, 0, "{name} posts WQEs to another node: add it to wqe_cases! so that it runs under the fault modes");
+    }
+    assert!(counts.iter().all(|(m, &n)| m == "WQEs" || n == 0), "no fault configured, yet the NIC counted some: {counts:?}");
+}
+
+/// Runs `case` under fault layout `l` and checks that fault `mode` was injected at least once.
+fn under_fault(name: &str, l: &Layout, mode: &str, case: fn(&Layout)) {
+    let jobs = suite::recorded(|| case(l));
+    let (counts, lines) = suite::nic_counts(&jobs);
+    assert!(lines > 0, "{name} under {:?}: no PE printed its NIC's fault counts at finalize:\n{}", l.env, jobs.join("\n"));
+    let fired = counts.get(mode).copied().unwrap_or(0);
+    assert!(fired >= 1, "{name} under {:?}: fault {mode:?} was never injected (the NICs counted {counts:?} over {lines} PEs)", l.env);
+}
+
 macro_rules! ibgda_tests {
     (everywhere: [$($case:ident),* $(,)?], one_node: [$($local:ident: $why:literal),* $(,)?] $(,)?) => {
-        ibgda_tests!(@layout emulated, TWO_NODES_IBGDA, [$($case),*]);
-        ibgda_tests!(@layout emulated_netns, TWO_NODES_IBGDA_NETNS, [$($case),*]);
-        ibgda_tests!(@layout fault_fetch_delay, IBGDA_FETCH_DELAY, [$($case),*]);
-        ibgda_tests!(@layout fault_dropped_doorbells, IBGDA_DROPPED_DOORBELLS, [$($case),*]);
-        ibgda_tests!(@layout fault_index_wrap, IBGDA_INDEX_WRAP, [$($case),*]);
-        ibgda_tests!(@layout fault_full_send_queue, IBGDA_FULL_SEND_QUEUE, [$($case),*]);
-        ibgda_tests!(@layout fault_slow_completions, IBGDA_SLOW_COMPLETIONS, [$($case),*]);
-    };
-    (@layout $m:ident, $layout:ident, [$($case:ident),*]) => {
-        mod $m {
+        mod emulated {
             use super::*;
-            $( #[test] fn $case() { if $layout.available() { suite::$case(&$layout) } } )*
+            $( #[test] fn $case() { super::emulated(stringify!($case), suite::$case) } )*
+        }
+        mod emulated_netns {
+            use super::*;
+            $( #[test] fn $case() { if TWO_NODES_IBGDA_NETNS.available() { suite::$case(&TWO_NODES_IBGDA_NETNS) } } )*
         }
     };
 }
 suite_cases!(ibgda_tests);
+
+macro_rules! fault_tests {
+    (one: [$($one:ident),* $(,)?], few: [$($few:ident),* $(,)?], many: [$($many:ident),* $(,)?] $(,)?) => {
+        fault_tests!(@mode fault_fetch_delay, IBGDA_FETCH_DELAY, "delay", [$($one,)* $($few,)* $($many),*]);
+        fault_tests!(@mode fault_dropped_doorbells, IBGDA_DROPPED_DOORBELLS, "drop", [$($few,)* $($many),*]);
+        fault_tests!(@mode fault_index_wrap, IBGDA_INDEX_WRAP, "wrap", [$($many),*]);
+        fault_tests!(@mode fault_full_send_queue, IBGDA_FULL_SEND_QUEUE, "full", [$($one,)* $($few,)* $($many),*]);
+        fault_tests!(@mode fault_slow_completions, IBGDA_SLOW_COMPLETIONS, "slow", [$($one,)* $($few,)* $($many),*]);
+    };
+    (@mode $m:ident, $layout:ident, $mode:literal, [$($case:ident),*]) => {
+        mod $m {
+            use super::*;
+            $( #[test] fn $case() { under_fault(stringify!($case), &$layout, $mode, suite::$case) } )*
+        }
+    };
+}
+wqe_cases!(fault_tests);
 
 fn nic_bad(l: &Layout, scenario: &str, reason: &str) {
     let o = suite::rshmrun(l, 4, &[scenario], &[], Duration::from_secs(60));
@@ -51,6 +118,13 @@ fn bad_rkey_ends_in_a_remote_access_error_naming_it() {
 #[test]
 fn remote_address_outside_the_heap_ends_in_a_remote_access_error() {
     nic_bad(&TWO_NODES_IBGDA, "nic_bad_addr", "remote range outside its memory region");
+}
+
+/// Four PEs of a node put 16 MiB each to one PE of the next node (4 nodes of 4 PEs) with the ibgda
+/// transport (host RMA goes through its proxy): each lands in its own region with its own data.
+#[test]
+fn four_writers_per_target_on_four_nodes() {
+    suite::host_rma_four_writers_per_target("ibgda");
 }
 
 /// `RSHMEM_REMOTE_TRANSPORT=ibgda` without a NIC says once, on PE 0, that the emulated NIC is used.

@@ -99,3 +99,51 @@ fn parse_duration(v: &str) -> Option<Duration> {
     };
     (ns < 60e9).then(|| Duration::from_nanos(ns as u64))
 }
+
+/// How often an emulated NIC injected each fault mode of its [`FaultConfig`], over all its QPs
+/// ([`Nic::fault_counts`](crate::emu::nic::Nic::fault_counts)): the evidence that a test run under a fault mode met the fault.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// `delay`: doorbells whose WQE fetch waited the fetch delay.
+    pub delayed_fetches: u64,
+    /// `drop`: doorbells dropped.
+    pub dropped_doorbells: u64,
+    /// `wrap`: times a QP's WQE count crossed a multiple of 65536 (the 16-bit WQE index wrapped).
+    pub index_wraps: u64,
+    /// `full`: times WQEs were held back until the send queue filled or the doorbell record went quiet.
+    pub holds: u64,
+    /// `slow`: CQEs written late.
+    pub slow_cqes: u64,
+    /// `scan`: doorbell-record scans that found work no doorbell had announced.
+    pub scans_with_work: u64,
+    /// WQEs the NIC consumed (not a fault: how much work met the faults).
+    pub wqes: u64,
+}
+
+impl FaultCounts {
+    /// The count of fault mode `mode` (a name of [`FaultConfig::parse`]), or None for another name.
+    pub fn of(&self, mode: &str) -> Option<u64> {
+        self.modes().into_iter().find(|(m, _)| *m == mode).map(|(_, n)| n)
+    }
+    /// (mode name, count) for every fault mode, in [`FaultConfig::MODES`] order.
+    pub fn modes(&self) -> [(&'static str, u64); 6] {
+        [
+            ("delay", self.delayed_fetches),
+            ("drop", self.dropped_doorbells),
+            ("wrap", self.index_wraps),
+            ("full", self.holds),
+            ("slow", self.slow_cqes),
+            ("scan", self.scans_with_work),
+        ]
+    }
+}
+
+/// `delay 3, drop 5, wrap 0, full 0, slow 0, scan 5 (120 WQEs)`.
+impl core::fmt::Display for FaultCounts {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, (mode, n)) in self.modes().into_iter().enumerate() {
+            write!(f, "{}{mode} {n}", if i == 0 { "" } else { ", " })?;
+        }
+        write!(f, " ({} WQEs)", self.wqes)
+    }
+}

@@ -15,7 +15,8 @@
 //!
 //! Fault injection ([`FaultConfig`], research note §8): a delay between the doorbell and the WQE fetch,
 //! dropped doorbells (the doorbell record still honoured), a start index near a 16-bit wrap, holding
-//! WQEs until the send queue is full, slow completions.
+//! WQEs until the send queue is full, slow completions. The NIC counts each fault it injects
+//! ([`FaultCounts`]), so that a test run under a fault mode can check it met the fault.
 
 //
 // The files, bottom to top (each names only those before it): `fault` and `reason` (leaves), `mr`,
@@ -28,7 +29,7 @@ mod queues;
 mod reason;
 mod remote;
 
-pub use fault::FaultConfig;
+pub use fault::{FaultConfig, FaultCounts};
 pub use mr::{respond_atomic, respond_read, respond_write, Access, Dma, MrError, MrTable, Region};
 pub use nic::{CqSetup, ErrorInfo, Nic, NicThread, QpId, QpSetup, QpStats, SetupError};
 pub use queues::{HostQueues, HostQueuesConfig};

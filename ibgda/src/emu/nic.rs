@@ -3,12 +3,13 @@
 
 use std::prelude::rust_2021::*;
 use std::vec;
-use super::fault::FaultConfig;
+use super::fault::{FaultConfig, FaultCounts};
 use super::mr::{Access, Denied, MrTable};
 use super::reason::{Reason, RemoteError};
 use super::remote::{Remote, RemoteDone, RemoteOp};
 use crate::mlx5::{self, cqe_opcode, fm_ce_se, opcode, opmod, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg, RaddrSeg};
 use crate::wqe::Atomic;
+use rshmem_common::Backoff;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -100,6 +101,13 @@ pub struct QpStats {
     pub scans_with_work: u64,
     /// Times the NIC held WQEs back waiting for a full send queue (fault `hold_until_full`).
     pub holds: u64,
+    /// Doorbells whose WQE fetch waited the fault's `fetch_delay` (fault `delay`).
+    pub delayed_fetches: u64,
+    /// Times the WQE count crossed a multiple of 65536, wrapping the 16-bit WQE index and doorbell
+    /// record counter (what fault `wrap`'s start index is for).
+    pub index_wraps: u64,
+    /// CQEs written after the fault's `cqe_delay` (fault `slow`).
+    pub slow_cqes: u64,
     /// The NIC's consumer count (next WQEBB it will read).
     pub hw_ci: u64,
     pub first_error: Option<ErrorInfo>,
@@ -313,6 +321,21 @@ impl Nic {
         self.qps.get(id).map(|q| q.stats.clone()).unwrap_or_default()
     }
 
+    /// How often each fault mode was injected, over every QP of this NIC (and how many WQEs they ran).
+    pub fn fault_counts(&self) -> FaultCounts {
+        self.qps.iter().fold(FaultCounts::default(), |mut c, q| {
+            let s = &q.stats;
+            c.delayed_fetches += s.delayed_fetches;
+            c.dropped_doorbells += s.doorbells_dropped;
+            c.index_wraps += s.index_wraps;
+            c.holds += s.holds;
+            c.slow_cqes += s.slow_cqes;
+            c.scans_with_work += s.scans_with_work;
+            c.wqes += s.wqes;
+            c
+        })
+    }
+
     /// One pass over every QP: act on new doorbells (and doorbell-record scans), start the WQEs they
     /// announce, and complete those whose peer answered. Returns the number of WQEs completed (with a
     /// peer that answers at once, such as [`Loopback`](super::remote::Loopback), every WQE read in this pass).
@@ -356,26 +379,19 @@ impl Nic {
             .name("emulated-mlx5".into())
             .spawn(move || {
                 let mut nic = self;
-                let mut idle = 0u32;
+                let mut idle = Backoff::new();
                 let mut passes = 0u64;
                 while !st.load(Ordering::Acquire) {
                     let progressed = nic.progress();
                     passes += 1;
                     state.store(passes << 1 | nic.is_idle() as u64, Ordering::Release);
                     if progressed {
-                        idle = 0;
+                        idle.reset();
                         continue;
                     }
-                    // As the proxy's drain thread: spin, then yield the CPU for a while (the posting
-                    // threads may need it on a small machine), then sleep briefly.
-                    idle = idle.saturating_add(1);
-                    if idle < 64 {
-                        std::hint::spin_loop();
-                    } else if idle < 20_000 {
-                        std::thread::yield_now();
-                    } else {
-                        std::thread::sleep(Duration::from_micros(20));
-                    }
+                    // The workspace's one waiting policy (spin, yield, sleep): the posting threads
+                    // may need the CPU on a small machine.
+                    idle.snooze();
                 }
                 nic
             })
@@ -399,7 +415,7 @@ impl NicThread {
     pub fn settled(&self, limit: Duration) -> bool {
         let start = Instant::now();
         let first = self.state.load(Ordering::Acquire) >> 1;
-        let mut spins = 0u32;
+        let mut backoff = Backoff::new();
         loop {
             let s = self.state.load(Ordering::Acquire);
             if s >> 1 >= first + 2 && s & 1 == 1 {
@@ -408,12 +424,7 @@ impl NicThread {
             if start.elapsed() >= limit {
                 return false;
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            backoff.snooze();
         }
     }
 
@@ -483,6 +494,10 @@ fn poll_qp(q: &mut EmuQp, mrs: &MrTable, fault: &FaultConfig, ack_only: bool) ->
             q.last_scan = now;
         }
         announce(q, fault, now, fetch_due);
+        // A doorbell acted on (not held back by the full-queue fault) after the fetch delay.
+        if fetch_due && !fault.fetch_delay.is_zero() && q.pending.is_none() {
+            q.stats.delayed_fetches += 1;
+        }
     }
     let mut done = complete(q, mrs, fault);
     let read = issue(q, mrs, ack_only);
@@ -601,7 +616,9 @@ fn issue(q: &mut EmuQp, mrs: &MrTable, ack_only: bool) -> usize {
         }
         q.inflight_bytes += f.held;
         q.inflight.push_back(f);
+        let before = q.hw_ci;
         q.hw_ci += advance as u64;
+        q.stats.index_wraps += (q.hw_ci >> 16).wrapping_sub(before >> 16);
         n += 1;
     }
     n
@@ -706,6 +723,7 @@ fn read_wqebbs(q: &EmuQp, pos: u64, count: usize, out: &mut [u8]) {
 fn write_cqe(q: &mut EmuQp, fault: &FaultConfig, mut cqe: [u8; 64]) {
     if !fault.cqe_delay.is_zero() {
         std::thread::sleep(fault.cqe_delay);
+        q.stats.slow_cqes += 1;
     }
     let cq = q.s.cq;
     let n = 1u64 << cq.log_n;

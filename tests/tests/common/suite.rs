@@ -5,6 +5,8 @@
 //! and the few that are node-local by nature, each with its reason.
 
 use super::{text, tool};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,6 +27,9 @@ pub const TWO_NODES_PROXY_NETNS: Layout = Layout { nodes: 2, netns: true, remote
 /// IBGDA through the emulated mlx5 NIC (no NIC here): device threads post WQEs, the NIC carries them.
 pub const TWO_NODES_IBGDA: Layout = Layout { nodes: 2, netns: false, remote: Some("ibgda"), env: &[] };
 pub const TWO_NODES_IBGDA_NETNS: Layout = Layout { nodes: 2, netns: true, remote: Some("ibgda"), env: &[] };
+/// IBGDA with `RSHMEM_IBGDA_FAULTS=none`: no fault, but every PE prints its NIC's counts at finalize,
+/// WQEs included (which cases post work requests to another node, [`nic_counts`]).
+pub const TWO_NODES_IBGDA_COUNTED: Layout = Layout { nodes: 2, netns: false, remote: Some("ibgda"), env: &[("RSHMEM_IBGDA_FAULTS", "none")] };
 /// The same under each of the emulated NIC's fault modes (`RSHMEM_IBGDA_FAULTS`).
 const fn ibgda_fault(faults: &'static [(&'static str, &'static str)]) -> Layout {
     Layout { nodes: 2, netns: false, remote: Some("ibgda"), env: faults }
@@ -63,24 +68,18 @@ impl Layout {
         cmd
     }
 
-    /// False (after saying so) where this layout cannot run here: `--netns` needs root, and CI runs
-    /// as root, so there it must run.
+    /// False (after saying so in one line) where this layout cannot run here: `--netns` needs root.
+    /// Under scripts/test.sh (root) it must run: there a skip fails (`rshmem_test_support::skip`).
     pub fn available(&self) -> bool {
         if self.netns && !is_root() {
-            assert!(std::env::var_os("CI").is_none(), "CI runs as root: the --netns suite must run there");
-            eprintln!("SKIPPED: --netns needs root");
+            rshmem_test_support::skip(&format!("{self:?}"), "--netns needs root (scripts/test.sh runs as root)");
             return false;
         }
         true
     }
 }
 
-/// Effective user id 0, from /proc/self/status ("Uid: real effective saved fs").
-pub fn is_root() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).expect("Uid line in /proc/self/status");
-    uid.split_whitespace().nth(1) == Some("0")
-}
+pub use rshmem_test_support::is_root;
 
 /// Runs `rshmrun ... -np N rshmem-test-pe ARGS` on layout `l` with a deadline; returns the output.
 pub fn rshmrun(l: &Layout, np: usize, args: &[&str], env: &[(&str, &str)], deadline: Duration) -> Output {
@@ -90,9 +89,60 @@ pub fn rshmrun(l: &Layout, np: usize, args: &[&str], env: &[(&str, &str)], deadl
         cmd.env(k, v);
     }
     let start = Instant::now();
-    let out = cmd.output().expect("run rshmrun");
+    let out = output(&mut cmd);
     assert!(start.elapsed() < deadline + Duration::from_secs(10), "rshmrun overran its own --timeout");
     out
+}
+
+thread_local! {
+    /// The text of every job run by this thread since [`recorded`] started, while it runs.
+    static RECORD: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+/// Runs a job of a case (every case runs its jobs through here, so that [`recorded`] sees them all).
+pub fn output(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run rshmrun");
+    RECORD.with(|r| {
+        if let Some(jobs) = r.borrow_mut().as_mut() {
+            jobs.push(text(&out));
+        }
+    });
+    out
+}
+
+/// Runs `f` (a case) and returns the output of every job it ran, in order.
+pub fn recorded(f: impl FnOnce()) -> Vec<String> {
+    RECORD.with(|r| *r.borrow_mut() = Some(Vec::new()));
+    struct Stop;
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            RECORD.with(|r| *r.borrow_mut() = None);
+        }
+    }
+    let _stop = Stop;
+    f();
+    RECORD.with(|r| r.borrow_mut().take().unwrap_or_default())
+}
+
+/// What the PEs' emulated NICs said at finalize under `RSHMEM_IBGDA_FAULTS` ("... this PE's emulated NIC
+/// injected delay 3, drop 0, wrap 1, full 0, slow 0, scan 0 (120 WQEs)"), summed over every such line of
+/// `jobs`: fault mode (and "WQEs") -> count, and how many lines there were.
+pub fn nic_counts(jobs: &[String]) -> (BTreeMap<String, u64>, usize) {
+    const MARK: &str = "this PE's emulated NIC injected ";
+    let mut sum = BTreeMap::new();
+    let mut lines = 0;
+    for line in jobs.iter().flat_map(|t| t.lines()).filter(|l| l.contains(MARK)) {
+        lines += 1;
+        let rest = &line[line.find(MARK).unwrap() + MARK.len()..];
+        let (modes, wqes) = rest.split_once(" (").unwrap_or_else(|| panic!("no WQE count in {line:?}"));
+        let wqes = wqes.strip_suffix(" WQEs)").and_then(|n| n.parse::<u64>().ok()).unwrap_or_else(|| panic!("bad WQE count in {line:?}"));
+        *sum.entry("WQEs".to_string()).or_insert(0) += wqes;
+        for item in modes.split(", ") {
+            let (mode, n) = item.split_once(' ').unwrap_or_else(|| panic!("bad count {item:?} in {line:?}"));
+            *sum.entry(mode.to_string()).or_insert(0) += n.parse::<u64>().unwrap_or_else(|_| panic!("bad count {item:?} in {line:?}"));
+        }
+    }
+    (sum, lines)
 }
 
 /// Runs `scenario` on `np` PEs; every PE must report it ok. Returns the output.
@@ -330,13 +380,7 @@ pub fn job_status_board_names_the_stuck_pe(l: &Layout) {
     let (board, fd) = rshmem::node::jobstatus::JobStatus::create(3).unwrap();
     let open_board = format!("exec 9<>/proc/{}/fd/{}; RSHMEM_STATUS_FD=9 exec \"$0\" \"$@\"", std::process::id(), fd.as_raw_fd());
     let run = |script: &str, scenario: &str| {
-        l.command(3, Duration::from_secs(40), "sh")
-            .args(["-c", script])
-            .arg(tool("rshmem-test-pe"))
-            .arg(scenario)
-            .env("RSHMEM_WAIT_TIMEOUT", "2")
-            .output()
-            .unwrap()
+        output(l.command(3, Duration::from_secs(40), "sh").args(["-c", script]).arg(tool("rshmem-test-pe")).arg(scenario).env("RSHMEM_WAIT_TIMEOUT", "2"))
     };
     let start = Instant::now();
     let o = run(&open_board, "stuck_pe");
@@ -423,7 +467,7 @@ pub fn pe_killed_mid_run_ends_job_naming_it(l: &Layout) {
     let mut cmd = l.command(3, Duration::from_secs(60), "sh");
     cmd.args(["-c", "if [ $RSHMEM_PE = 2 ]; then sleep 0.5; kill -9 $$; fi; sleep 30"]);
     let start = Instant::now();
-    let o = cmd.output().unwrap();
+    let o = output(&mut cmd);
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(start.elapsed() < Duration::from_secs(8), "took {:?}", start.elapsed());
@@ -432,7 +476,7 @@ pub fn pe_killed_mid_run_ends_job_naming_it(l: &Layout) {
 
 /// The README's command: `rshmrun [--nodes 2] -np 4 target/release/ring_shift`.
 pub fn ring_shift_example_under_rshmrun(l: &Layout) {
-    let o = l.command(4, Duration::from_secs(60), tool("ring_shift")).env("RSHMEM_SYMMETRIC_SIZE", "16m").output().unwrap();
+    let o = output(l.command(4, Duration::from_secs(60), tool("ring_shift")).env("RSHMEM_SYMMETRIC_SIZE", "16m"));
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     for i in 0..4 {
@@ -440,15 +484,36 @@ pub fn ring_shift_example_under_rshmrun(l: &Layout) {
     }
 }
 
+/// `proxy_rma` on 4 nodes of 4 PEs through `transport`: the 4 PEs of each node put 16 MiB each to the
+/// same PE of the next node, each into its own region there, with data of its own; every target
+/// checks all four. (On 2 nodes of 2 PEs two writers per target hid writers sharing one buffer.)
+pub fn host_rma_four_writers_per_target(transport: &'static str) {
+    let l = Layout { nodes: 4, netns: false, remote: Some(transport), env: &[] };
+    // 4 regions of 16 MiB on every PE.
+    let o = rshmrun(&l, 16, &["proxy_rma"], &[("RSHMEM_SYMMETRIC_SIZE", "96m")], Duration::from_secs(120));
+    let t = text(&o);
+    assert!(o.status.success(), "proxy_rma on 4 nodes of 4 PEs through {transport} failed:\n{t}");
+    for pe in 0..16 {
+        let line = t
+            .lines()
+            .find(|l| l.starts_with(&format!("[pe {pe}] PE {pe}: proxy_rma: ")))
+            .unwrap_or_else(|| panic!("PE {pe} did not report proxy_rma:\n{t}"));
+        let next = (pe / 4 + 1) % 4 * 4;
+        assert!(line.contains(&format!("16 MiB to PE {next} (region {} of 4 there)", pe % 4)), "PE {pe}: {line}\n{t}");
+        let writers = if pe % 4 == 0 { format!("{:?}", ((pe + 12) % 16..(pe + 12) % 16 + 4).collect::<Vec<_>>()) } else { "[]".into() };
+        assert!(line.contains(&format!("16 MiB from PEs {writers} checked")), "PE {pe}: {line}\n{t}");
+        assert!(t.contains(&format!("[pe {pe}] PE {pe}: proxy_rma ok")), "{t}");
+    }
+}
+
 /// The ring shift under Open MPI's mpirun (rank from OMPI_COMM_WORLD_RANK, rendezvous from
-/// RSHMEM_BOOTSTRAP). Skipped, saying so, where mpirun is not installed; CI installs it.
+/// RSHMEM_BOOTSTRAP). Skipped, saying so in one line, where mpirun is not installed, and a failure then
+/// under scripts/test.sh (whose scripts/setup.sh installs it).
 pub fn ring_shift_under_mpirun(l: &Layout) {
     assert_eq!(l.nodes, 1, "mpirun runs one node here");
-    let Ok(which) = Command::new("sh").args(["-c", "command -v mpirun"]).output() else { return };
+    let which = Command::new("sh").args(["-c", "command -v mpirun"]).output().expect("run sh");
     if !which.status.success() {
-        assert!(std::env::var_os("CI").is_none(), "mpirun is missing in CI: scripts/setup.sh installs openmpi-bin");
-        eprintln!("SKIPPED: mpirun not installed (scripts/setup.sh installs it)");
-        return;
+        return rshmem_test_support::skip("ring_shift_under_mpirun", "mpirun is not installed (scripts/setup.sh installs Open MPI)");
     }
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

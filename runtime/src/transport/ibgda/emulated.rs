@@ -142,11 +142,9 @@ impl Emulated {
     pub(super) fn settled(&self, limit: Duration) -> bool {
         self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|nic| nic.settled(limit))
     }
-    /// Stops the NIC's thread (it reads the queues), if it runs.
-    pub(super) fn stop(&self) {
-        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            drop(t.stop());
-        }
+    /// Stops the NIC's thread (it reads the queues), if it runs; returns the NIC (its statistics).
+    pub(super) fn stop(&self) -> Option<Nic> {
+        self.thread.lock().unwrap_or_else(|e| e.into_inner()).take().map(NicThread::stop)
     }
 }
 

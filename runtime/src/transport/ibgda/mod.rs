@@ -31,7 +31,8 @@
 //! # Fault injection
 //! `RSHMEM_IBGDA_FAULTS` turns on the emulator's fault modes (`FaultConfig::parse`): a delay between the
 //! doorbell and the WQE fetch, dropped doorbells, WQE counts starting near a 16-bit wrap, WQEs held
-//! until the send queue is full, slow completions. The whole suite passes under each.
+//! until the send queue is full, slow completions. The whole suite passes under each. While the variable
+//! is set, finalize prints one line per PE with how often its NIC injected each fault.
 //! `RSHMEM_IBGDA_EMULATOR=ack` makes the NIC complete every WQE without moving data, to measure the
 //! posting side alone.
 //!
@@ -45,6 +46,7 @@ mod real;
 pub mod responder;
 pub mod setup;
 
+use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;
 use crate::node::exchange::Collective;
@@ -54,6 +56,7 @@ use crate::transport::ibgda::emulated::Emulated;
 use crate::transport::ibgda::setup::{wait_limit, Built};
 use crate::transport::interface::{DeviceChannel, RemoteSetup, Transport};
 use rshmem_device::remote::ibgda::MAX_LOCAL_REGIONS;
+use rshmem_ibgda::emu::Nic;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -107,12 +110,12 @@ impl Ibgda {
         Ibgda { built, engine, platform: s.platform.clone(), services: s.services.clone(), locals: Mutex::new(Vec::new()), wait_limit: wait_limit() }
     }
 
-    /// Stops the emulated NIC's thread (it reads the queues), if it runs.
-    fn stop_nic(&self) {
+    /// Stops the emulated NIC's thread (it reads the queues), if it runs; returns the NIC.
+    fn stop_nic(&self) -> Option<Nic> {
         match &self.engine {
             Engine::Emulated(e) => e.stop(),
             #[cfg(feature = "verbs")]
-            Engine::Real(_) => {}
+            Engine::Real(_) => None,
         }
     }
 }
@@ -195,7 +198,11 @@ impl Transport for Ibgda {
     }
     fn shutdown(&self, clean: bool) -> Result<()> {
         // Everything is complete (the final barrier quieted): nothing will be posted any more.
-        self.stop_nic();
+        let nic = self.stop_nic();
+        // With RSHMEM_IBGDA_FAULTS set, one line saying how often each fault was injected here.
+        if let (Some(nic), Some(list)) = (nic, env::get(env::IBGDA_FAULTS)) {
+            log::warn(format!("ibgda: {}={list:?}: this PE's emulated NIC injected {}", env::IBGDA_FAULTS, nic.fault_counts()));
+        }
         self.built.proxy.shutdown(clean)
     }
 }

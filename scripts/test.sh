@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of rshmem on this machine (CI runs exactly this through .ci/run):
 #  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI);
-#  2. builds the workspace (release; the device library and kernels are also compiled to PTX);
+#  2. builds the workspace (release; the device library and kernels are also compiled to PTX) and
+#     checks the workspace lints with clippy (every unsafe block says why it is sound);
 #  3. runs all Rust tests: unit tests, the launcher and bootstrap tests, and the multi-process suite
 #     under rshmrun and mpirun (CPU backend unless a GPU is present), on one node (tests/tests/suite.rs)
 #     and across two simulated nodes through the proxy transport, with --netns as root
@@ -27,6 +28,10 @@ cd "$(dirname "$0")/.."
 export RSHMEM_TEST_NO_SKIP=1
 scripts/setup.sh
 cargo build --workspace --release --all-targets
+# The workspace lints (Cargo.toml): every unsafe block says why it is sound; rustc checks
+# unsafe_op_in_unsafe_fn in every build, clippy checks the SAFETY comments here.
+cargo clippy --workspace --all-targets --release
+cargo clippy -p rshmem --features verbs --all-targets --release
 cargo test --workspace --release
 cargo test --release -p rshmem --features verbs --lib
 cargo test --release -p rshmem --features verbs --test verbs_layout

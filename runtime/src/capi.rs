@@ -358,13 +358,15 @@ pub extern "C" fn rshmem_team_sync_on_stream(team: i32, stream: *mut c_void) -> 
 /// `dest` and `src` symmetric, `bytes` long (the ranges are checked).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_broadcastmem(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32) -> i32 {
-    host_collective("rshmem_broadcastmem", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, None)
+    // SAFETY: this function's contract (symmetric buffers of `bytes`) is host_collective's.
+    unsafe { host_collective("rshmem_broadcastmem", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, None) }
 }
 /// # Safety
 /// As `rshmem_broadcastmem`, valid until the stream has run it.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_broadcastmem_on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32, stream: *mut c_void) -> i32 {
-    host_collective("rshmem_broadcastmem_on_stream", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, Some(stream))
+    // SAFETY: this function's contract (symmetric buffers, valid until the stream ran it) is host_collective's.
+    unsafe { host_collective("rshmem_broadcastmem_on_stream", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, Some(stream)) }
 }
 
 macro_rules! host_gather {
@@ -373,13 +375,15 @@ macro_rules! host_gather {
         /// `dest` and `src` symmetric and large enough for the collective (the ranges are checked).
         #[no_mangle]
         pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize) -> i32 {
-            host_collective(stringify!($name), $what, team, dest, src, bytes, 0, 0, None)
+            // SAFETY: this function's contract (the buffers' sizes and lifetimes) is host_collective's.
+            unsafe { host_collective(stringify!($name), $what, team, dest, src, bytes, 0, 0, None) }
         }
         /// # Safety
         /// As the call without `_on_stream`, the buffers valid until the stream has run it.
         #[no_mangle]
         pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, stream: *mut c_void) -> i32 {
-            host_collective(stringify!($on_stream), $what, team, dest, src, bytes, 0, 0, Some(stream))
+            // SAFETY: this function's contract (the buffers' sizes and lifetimes) is host_collective's.
+            unsafe { host_collective(stringify!($on_stream), $what, team, dest, src, bytes, 0, 0, Some(stream)) }
         }
     )*};
 }
@@ -397,14 +401,16 @@ macro_rules! host_reduce {
         /// `dest` and `src` symmetric and large enough for the reduction (the ranges are checked).
         #[no_mangle]
         pub unsafe extern "C" fn $name(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32) -> i32 {
-            host_collective(stringify!($name), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, None)
+            // SAFETY: this function's contract (the buffers' sizes and lifetimes) is host_collective's.
+            unsafe { host_collective(stringify!($name), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, None) }
         }
         /// # Safety
         /// As the call without `_on_stream`, the buffers valid until the stream has run it.
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32, stream: *mut c_void) -> i32 {
-            host_collective(stringify!($on_stream), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, Some(stream))
+            // SAFETY: this function's contract (the buffers' sizes and lifetimes) is host_collective's.
+            unsafe { host_collective(stringify!($on_stream), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, Some(stream)) }
         }
     )*};
 }
@@ -461,24 +467,6 @@ pub extern "C" fn rshmem_cumodule_finalize(module: *mut c_void) -> i32 {
     entry("rshmem_cumodule_finalize", OnFail::Report(1), || cuda::with_backend("rshmem_cumodule_finalize", |b| b.unregister_module(module as _)).map(|()| 0))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_panic_becomes_the_error_return() {
-        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || -> crate::Result<i32> { panic!("boom") }), 7);
-        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || Err(Error::new("bad"))), 7);
-        assert_eq!(entry("rshmem_test_call", OnFail::Report(3), || Err(Error::new("bad"))), 3);
-        assert_eq!(entry("rshmem_test_call", OnFail::<i32>::Exit, || Ok(5)), 5);
-        // Not initialized: an error return, not a panic or an exit.
-        assert!(rshmem_malloc(8).is_null());
-        // SAFETY: a null module is rejected before it is used.
-        assert_eq!(unsafe { rshmem_cumodule_init(std::ptr::null_mut()) }, 1);
-        assert_eq!(rshmem_cumodule_finalize(std::ptr::null_mut()), 1);
-    }
-}
-
 /// # Safety
 /// `mpi_comm` must point to a valid `MPI_Comm` of the MPI the program is linked with (see `crate::mpi`).
 #[no_mangle]
@@ -504,4 +492,22 @@ pub extern "C" fn rshmem_buffer_unregister(addr: *mut c_void) -> i32 {
     entry("rshmem_buffer_unregister", OnFail::Report(1), || {
         crate::runtime::get("rshmem_buffer_unregister")?.buffer_unregister(addr as usize).map(|()| 0)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_error_return() {
+        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || -> crate::Result<i32> { panic!("boom") }), 7);
+        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || Err(Error::new("bad"))), 7);
+        assert_eq!(entry("rshmem_test_call", OnFail::Report(3), || Err(Error::new("bad"))), 3);
+        assert_eq!(entry("rshmem_test_call", OnFail::<i32>::Exit, || Ok(5)), 5);
+        // Not initialized: an error return, not a panic or an exit.
+        assert!(rshmem_malloc(8).is_null());
+        // SAFETY: a null module is rejected before it is used.
+        assert_eq!(unsafe { rshmem_cumodule_init(std::ptr::null_mut()) }, 1);
+        assert_eq!(rshmem_cumodule_finalize(std::ptr::null_mut()), 1);
+    }
 }

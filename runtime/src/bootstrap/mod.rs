@@ -434,7 +434,6 @@ impl Bootstrap {
 
 #[cfg(test)]
 mod tests {
-    use super::wire::MAX_PAYLOAD;
     use super::*;
     use std::time::Duration;
     use std::io::Write;

@@ -122,6 +122,7 @@ pub struct JobStatus {
 // SAFETY: the mapping is plain shared memory accessed only through atomics (Header, Slot); the writer
 // side is serialized by `seq`'s mutex. Nothing in it is tied to a thread.
 unsafe impl Send for JobStatus {}
+// SAFETY: as for Send: every shared access is atomic, and writes are serialized by `seq`'s mutex.
 unsafe impl Sync for JobStatus {}
 
 impl JobStatus {

@@ -10,7 +10,6 @@ use crate::probe::pci::*;
 use crate::probe::rdma::*;
 use crate::probe::report::*;
 use crate::probe::sysfs::*;
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

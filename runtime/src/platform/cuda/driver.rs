@@ -99,8 +99,8 @@ fn prop(dev: cu::CUdevice) -> cu::CUmemAllocationProp {
 pub fn granularity(dev: cu::CUdevice) -> Result<usize> {
     let p = prop(dev);
     let mut g = 0usize;
-    // SAFETY: valid prop and out-pointer.
     check(
+        // SAFETY: valid prop and out-pointer.
         unsafe { cu::cuMemGetAllocationGranularity(&mut g, &p, cu::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) },
         "cuMemGetAllocationGranularity",
     )?;
@@ -168,8 +168,8 @@ pub unsafe fn release(h: cu::CUmemGenericAllocationHandle) {
 
 pub fn export_fd(h: cu::CUmemGenericAllocationHandle) -> Result<OwnedFd> {
     let mut fd: i32 = -1;
-    // SAFETY: for POSIX fds the shareable handle is an int written through the pointer.
     check(
+        // SAFETY: for POSIX fds the shareable handle is an int written through the pointer.
         unsafe {
             cu::cuMemExportToShareableHandle(
                 &mut fd as *mut i32 as *mut std::ffi::c_void,
@@ -186,8 +186,8 @@ pub fn export_fd(h: cu::CUmemGenericAllocationHandle) -> Result<OwnedFd> {
 
 pub fn import_fd(fd: &OwnedFd) -> Result<cu::CUmemGenericAllocationHandle> {
     let mut h = 0;
-    // SAFETY: for POSIX fds the OS handle is the descriptor value cast to a pointer.
     check(
+        // SAFETY: for POSIX fds the OS handle is the descriptor value cast to a pointer.
         unsafe {
             cu::cuMemImportFromShareableHandle(
                 &mut h,

@@ -149,9 +149,12 @@ impl Module {
     /// `args` must match the kernel's parameters in number, order and types.
     pub unsafe fn launch(&self, name: &str, grid: u32, block: u32, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
         let f = self.function(name)?;
-        check(cu::cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")?;
+        // SAFETY: ctx is the retained primary context this module lives in.
+        check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
         let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
-        check_ctx(cu::cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p, std::ptr::null_mut()), &format!("launching {name}"))
+        // SAFETY: f is a kernel of this loaded module; `args` matches its parameters (the caller's
+        // contract); the stream is the caller's.
+        check_ctx(unsafe { cu::cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p, std::ptr::null_mut()) }, &format!("launching {name}"))
     }
 
     /// Launches kernel `name` cooperatively (all blocks resident at once, so they may wait on each
@@ -161,20 +164,25 @@ impl Module {
     /// As `launch`.
     pub unsafe fn launch_cooperative(&self, name: &str, grid: u32, block: u32, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
         let f = self.function(name)?;
-        check(cu::cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")?;
+        // SAFETY: ctx is the retained primary context this module lives in.
+        check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
         let mut per_sm = 0;
-        check(cu::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut per_sm, f, block as i32, shared as usize), "cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        // SAFETY: out-pointer to a local; f is a kernel of this loaded module.
+        check(unsafe { cu::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut per_sm, f, block as i32, shared as usize) }, "cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
         let mut dev = 0;
-        check(cu::cuCtxGetDevice(&mut dev), "cuCtxGetDevice")?;
+        // SAFETY: out-pointer to a local; a context is current (above).
+        check(unsafe { cu::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
         let mut sms = 0;
-        check(cu::cuDeviceGetAttribute(&mut sms, cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute")?;
+        // SAFETY: out-pointer to a local; dev is the current context's device.
+        check(unsafe { cu::cuDeviceGetAttribute(&mut sms, cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) }, "cuDeviceGetAttribute")?;
         if grid as i64 > per_sm as i64 * sms as i64 {
             return Err(Error::new(format!(
                 "collective launch of {name}: {grid} blocks of {block} threads cannot all be resident ({per_sm} per SM x {sms} SMs)"
             )));
         }
         let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
-        check_ctx(cu::cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p), &format!("collective launch of {name}"))
+        // SAFETY: as in `launch`; the grid fits the device (checked above).
+        check_ctx(unsafe { cu::cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p) }, &format!("collective launch of {name}"))
     }
 }
 

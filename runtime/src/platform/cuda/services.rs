@@ -111,8 +111,8 @@ impl CudaServices {
         self.bind()?;
         let bytes = bytes.max(64);
         let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; the flags are valid.
         check(
+            // SAFETY: out-pointer to a local; the flags are valid.
             unsafe { cu::cuMemHostAlloc(&mut p, bytes, cu::CU_MEMHOSTALLOC_DEVICEMAP | cu::CU_MEMHOSTALLOC_PORTABLE) },
             &format!("cuMemHostAlloc({bytes} bytes)"),
         )?;
@@ -130,11 +130,11 @@ impl CudaServices {
         }
         // SAFETY: p is valid for `bytes` (cuMemHostAlloc), zeroed just below before anyone sees it.
         unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
-        // SAFETY: zeroed, 64-aligned (checked), valid for bytes; d is its device address; freed once,
-        // with cuMemFreeHost in the context that allocated it.
         // The memory may be freed on any thread (the last user of a proxy's buffers): make the
         // context current there first (the primary context, retained for the process's life).
         let ctx = self.ctx as usize;
+        // SAFETY: zeroed, 64-aligned (checked), valid for bytes; d is its device address; freed once,
+        // with cuMemFreeHost in the context that allocated it.
         Ok(unsafe {
             HostShared::from_raw(p as *mut u8, d, bytes, Box::new(move |p| {
                 cu::cuCtxSetCurrent(ctx as cu::CUcontext);
@@ -198,10 +198,10 @@ impl CudaServices {
         // SAFETY: out-pointers to locals.
         check(unsafe { cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }, "cuCtxGetStreamPriorityRange")?;
         let mut s: cu::CUstream = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; CU_STREAM_NON_BLOCKING: the stream never synchronizes with
-        // the legacy default stream (see the module's notes); the highest priority, so the proxy's small
-        // launches and copies are scheduled ahead of queued user work.
         check(
+            // SAFETY: out-pointer to a local; CU_STREAM_NON_BLOCKING: the stream never synchronizes with
+            // the legacy default stream (see the module's notes); the highest priority, so the proxy's small
+            // launches and copies are scheduled ahead of queued user work.
             unsafe { cu::cuStreamCreateWithPriority(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) },
             "cuStreamCreateWithPriority",
         )?;

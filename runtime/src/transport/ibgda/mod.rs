@@ -96,7 +96,7 @@ pub fn create_nic(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
     #[cfg(feature = "verbs")]
     {
         let (built, r) = real::new(s)?;
-        return Ok(Box::new(Ibgda::new(s, built, Engine::Real(r))));
+        Ok(Box::new(Ibgda::new(s, built, Engine::Real(r))))
     }
     #[cfg(not(feature = "verbs"))]
     {

@@ -127,7 +127,7 @@ impl Engine {
 
     fn ret_slot(&self, seq: u64) -> *mut u8 {
         let i = ((seq - 1) % self.slots as u64) as usize;
-        // SAFETY (pointer arithmetic only): the return area follows the ring in chan and holds `slots`
+        // SAFETY: pointer arithmetic only: the return area follows the ring in chan and holds `slots`
         // slots; i < slots.
         unsafe { self.chan.host_ptr().add(ring_area(self.slots) + i * RETURN_SLOT_BYTES) }
     }
@@ -499,9 +499,11 @@ impl Engine {
             // through the channels below).
             unsafe { self.target.services().copy(staging[b].host_ptr(), (src + ch.range.start) as *const u8, ch.range.len()) }
         };
-        // SAFETY (both slices below): staging[b] holds range.len() bytes just staged into it, not
-        // written again until the buffer is handed back.
-        let bytes = |b: usize, n: usize| unsafe { std::slice::from_raw_parts(staging[b].host_ptr(), n) };
+        let bytes = |b: usize, n: usize| {
+            // SAFETY: staging[b] holds range.len() bytes just staged into it, not written again until
+            // the buffer is handed back.
+            unsafe { std::slice::from_raw_parts(staging[b].host_ptr(), n) }
+        };
         if chunks.len() == 1 {
             let ch = &chunks[0];
             stage(0, ch)?;

@@ -79,6 +79,9 @@ pub(crate) struct Pending {
     pub(crate) acks: VecDeque<u64>,
 }
 
+/// Frames an extension's answer writes to the connection.
+pub(crate) type SendFn = Box<dyn FnOnce(&mut dyn FrameLink) -> Result<()> + Send>;
+
 /// What a responder thread sends for the receiver.
 pub(crate) enum Job {
     /// A GET's bytes, read at the target when the request arrived (see `Engine::apply`).
@@ -87,7 +90,7 @@ pub(crate) enum Job {
     QuietAck { seq: u64 },
     /// An answer an extension of the engine sends (the emulated NIC's responder): the frames it
     /// writes to the connection.
-    Send(Box<dyn FnOnce(&mut dyn FrameLink) -> Result<()> + Send>),
+    Send(SendFn),
 }
 
 /// The link to one peer PE.

@@ -61,8 +61,8 @@ impl GpuMem {
         check(unsafe { cu::cuMemAlloc_v2(&mut base, total) }, &format!("cuMemAlloc of {} for NIC queues", crate::log::size_text(total as u64)))?;
         let mem = GpuMem { base, ptr: base.next_multiple_of(align as u64), len };
         let mut one: std::ffi::c_uint = 1;
-        // SAFETY: the attribute value is a c_uint as the driver documents; `base` is live.
         check(
+            // SAFETY: the attribute value is a c_uint as the driver documents; `base` is live.
             unsafe { cu::cuPointerSetAttribute((&mut one as *mut std::ffi::c_uint).cast(), cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, base) },
             "cuPointerSetAttribute(SYNC_MEMOPS)",
         )?;

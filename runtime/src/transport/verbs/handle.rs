@@ -172,7 +172,7 @@ mod tests {
         let p = RemotePath::resolve(&roce, &peer, Traffic { sl: 2, tclass: 0x68 }).unwrap();
         assert_eq!((p.mtu, p.remote_qpn, p.sgid_index, p.udp_sport()), (3, 77, 3, 0xc000));
         let a = p.ah_attr();
-        // SAFETY (test): reading the bytes of the GID union.
+        // SAFETY: (test) reading the bytes of the GID union.
         assert_eq!((a.is_global, a.port_num, a.grh.sgid_index, a.grh.hop_limit, unsafe { a.grh.dgid.raw }), (1, 1, 3, 255, v4));
         assert_eq!((a.sl, a.grh.traffic_class), (2, 0x68));
 

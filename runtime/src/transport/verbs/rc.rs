@@ -391,7 +391,7 @@ mod tests {
         assert_eq!((wr.wr_id, wr.opcode, wr.num_sge, wr.send_flags), (9, ibv_wr_opcode::IBV_WR_RDMA_WRITE, 1, 2));
         assert_eq!(wr.sg_list, &mut sge as *mut ibv_sge);
         assert_eq!((sge.addr, sge.length, sge.lkey), (0x1000, 4096, 0x11));
-        // SAFETY (test): the union member the opcode selects.
+        // SAFETY: (test) the union member the opcode selects.
         let rdma = unsafe { wr.wr.rdma };
         assert_eq!((rdma.remote_addr, rdma.rkey), (0x7000, 0x22));
 
@@ -402,11 +402,11 @@ mod tests {
         assert_eq!((wr.opcode, wr.send_flags), (ibv_wr_opcode::IBV_WR_RDMA_READ, 1));
 
         let wr = build_wr(&req(RdmaOp::FetchAdd { add: 5 }, 8, 0x9008), 11, &mut sge).unwrap();
-        // SAFETY (test): as above.
+        // SAFETY: (test) as above.
         let a = unsafe { wr.wr.atomic };
         assert_eq!((wr.opcode, a.remote_addr, a.compare_add, a.swap, a.rkey), (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, 0x9008, 5, 0, 0x22));
         let wr = build_wr(&req(RdmaOp::CompareSwap { compare: 1, swap: 2 }, 8, 0x9010), 12, &mut sge).unwrap();
-        // SAFETY (test): as above.
+        // SAFETY: (test) as above.
         let a = unsafe { wr.wr.atomic };
         assert_eq!((wr.opcode, a.compare_add, a.swap), (ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, 1, 2));
 

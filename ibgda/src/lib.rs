@@ -5,10 +5,12 @@
 //!   big-endian accessors and compile-time offset checks), opcodes, `fm_ce_se` bits, syndromes.
 //! - [`wqe`]: building RDMA WRITE (pointer and inline), READ, atomics (standard and masked), NOP and
 //!   DUMP WQEs as values.
-//! - [`qp`]: what a posting thread runs: WQEBB reservation with an atomic producer counter, writing
-//!   WQEs into the ring, the ready chain, the doorbell record and the doorbell (release stores, in
-//!   that order), CQ polling (collapsed or normal with owner bits). Generic over [`qp::Sys`] (atomics,
-//!   fences, spin policy) and over where the queues live ([`qp::QpDesc`] holds their addresses).
+//! - [`qp`]: where a QP's queues and counters are ([`qp::QpDesc`] holds their addresses,
+//!   [`qp::QpCounters`]), the atomics, fences and spin policy the posting code is generic over
+//!   ([`qp::Sys`]), its errors, the collapsed CQ's completion test, CQ and doorbell-record set-up.
+//! - `post`: what a posting thread runs, as methods of [`qp::QpDesc`]: WQEBB reservation with an
+//!   atomic producer counter, writing WQEs into the ring, the ready chain, the doorbell record and the
+//!   doorbell (release stores, in that order), CQ polling (collapsed or normal with owner bits).
 //! - `emu` (feature `emulator`, std): the emulated mlx5 NIC.
 //! - [`codes!`]: enums of wire and register codes written once as a table (the emulator's
 //!   `emu::Reason`, [`wqe::AtomicKind`], the device library's collective kinds).
@@ -21,11 +23,12 @@
 #[cfg(feature = "std")]
 extern crate std;
 
-// The layers, bottom to top (each module names only those before it): codes, mlx5, wqe, qp, emu
+// The layers, bottom to top (each module names only those before it): codes, mlx5, wqe, qp, post, emu
 // (fault, reason, mr, remote, nic, queues, then its mod.rs), and this file.
 #[macro_use]
 mod codes;
 pub mod mlx5;
+mod post;
 pub mod qp;
 pub mod wqe;
 

@@ -36,6 +36,7 @@ const CRATES: &[Crate] = &[
             ("mlx5 layouts", &["mlx5"]),
             ("work requests", &["wqe"]),
             ("queue pairs", &["qp"]),
+            ("posting", &["post"]),
             ("emulated NIC", &["emu"]),
             ("api", &[""]),
         ],

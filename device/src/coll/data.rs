@@ -1,0 +1,189 @@
+//! The data collectives: broadcast, fcollect, alltoall and collect, and the delivery they share (see
+//! the `coll` module docs).
+
+use crate::arch;
+use crate::coll::sync::{inbox, tag, team_exchange_scoped};
+use crate::coll::teams::{team, Team};
+use crate::ops;
+use crate::route::{fail, locate, St};
+use crate::state::SCRATCH_BYTES;
+use crate::types::{Kind, Problem, Scope};
+use core::ptr;
+
+/// Checks that `[p, p + bytes)` lies in this PE's heap (symmetric buffers of collectives).
+#[inline(always)]
+pub(super) fn check_sym(call: &'static str, p: usize, bytes: usize) {
+    let me = St.my_pe();
+    locate(call, p, bytes, me);
+}
+
+/// Members in the order a PE writes to them: the next one first, itself last, so that concurrent
+/// pushes of all members start on different targets.
+#[inline(always)]
+pub(super) fn push_order(t: &Team, k: i32) -> i32 {
+    (t.me() + 1 + k) % t.size()
+}
+
+/// The delivery of a data collective that lands `landing` bytes in every member's `dest`: `push(base)`
+/// writes this PE's contributions relative to `base` on each target (the same symmetric address on
+/// every member), then a synchronization with quiet publishes them.
+///
+/// No PE writes into another member's `dest` before that member has entered the collective (NVSHMEM's
+/// collectives behave so, and programs rely on it: a broadcast right after reading the result of the
+/// last one). Small deliveries (`landing` fits half the scratch) therefore land in the inbox, and each
+/// PE copies its inbox into its `dest` after the one synchronization; large ones first synchronize
+/// (every member has entered, and mismatched arguments are caught before any data moves), then write
+/// straight into `dest`.
+///
+/// # Safety
+/// As the collectives: `dest` symmetric with `landing` bytes (checked by the caller); every member
+/// calls with the same `landing` and tag.
+#[inline(always)]
+unsafe fn deliver(scope: Scope, call: &'static str, t: &Team, tg: u16, dest: *mut u8, landing: usize, push: impl Fn(*mut u8)) {
+    let small = landing <= SCRATCH_BYTES / 2;
+    // SAFETY: `t` is a live team of this PE (`team`) and every member calls with the same arguments
+    // (the caller's contract): the exchanges pair up, and the inbox is the half of the scratch the
+    // next one publishes (`inbox`).
+    let base = unsafe {
+        if small {
+            inbox(t.id)
+        } else {
+            team_exchange_scoped(scope, call, t, tg, false);
+            dest
+        }
+    };
+    push(base);
+    // SAFETY: as above.
+    unsafe { team_exchange_scoped(scope, call, t, tg, true) };
+    if small {
+        // SAFETY: `landing` bytes: `dest` is symmetric of that size (checked by the caller) and the
+        // inbox holds them (at most half the scratch); the exchange published them; the inbox (scratch)
+        // and `dest` (a user allocation) do not overlap.
+        unsafe { arch::copy(dest, base, landing, scope.rank(), scope.size()) };
+        scope.sync();
+    }
+}
+
+/// broadcast: `bytes` from `src` on member `root` into `dest` on every member (the root included).
+///
+/// # Safety
+/// `dest` and `src` symmetric and `bytes` long (checked); every member calls with the same arguments.
+pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, call: &'static str) {
+    let t = team(call, team_id);
+    if root < 0 || root >= t.size() {
+        fail(call, Problem::BadRoot, root, 0, 0);
+    }
+    check_sym(call, dest as usize, bytes);
+    check_sym(call, src as usize, bytes);
+    let tg = tag(Kind::Broadcast, [bytes as u64, root as u64, 0]);
+    let push = |base: *mut u8| {
+        if t.me() == root {
+            for k in 0..t.size() {
+                let i = push_order(&t, k);
+                if i == root && core::ptr::eq(base, src) {
+                    continue;
+                }
+                // SAFETY: `base` is symmetric with room for `bytes` (`dest`, or the inbox), `src`
+                // holds `bytes` (checked above) and stays unchanged until the exchange with quiet
+                // that completes the put (`deliver`).
+                unsafe { ops::put_scoped(scope, base, src, bytes, t.pe(i), call, false) };
+            }
+        }
+    };
+    // SAFETY: `dest` is symmetric with `bytes` (checked above); same arguments on every member.
+    unsafe { deliver(scope, call, &t, tg, dest, bytes, push) };
+}
+
+/// fcollect: every member's `bytes` from `src` into `dest + index * bytes` on every member.
+///
+/// # Safety
+/// `dest` symmetric of `size * bytes`, `src` of `bytes` (checked); same arguments everywhere.
+pub unsafe fn fcollect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, call: &'static str) {
+    let t = team(call, team_id);
+    let total = bytes * t.size() as usize;
+    check_sym(call, dest as usize, total);
+    check_sym(call, src as usize, bytes);
+    let tg = tag(Kind::Fcollect, [bytes as u64, 0, 0]);
+    let push = |base: *mut u8| {
+        // SAFETY: block `me` < size of a landing area of `size * bytes`.
+        let at = unsafe { base.add(t.me() as usize * bytes) };
+        for k in 0..t.size() {
+            let i = push_order(&t, k);
+            if i == t.me() && core::ptr::eq(at, src) {
+                continue;
+            }
+            // SAFETY: `at` is symmetric with room for `bytes`, `src` holds `bytes` (checked above)
+            // and stays unchanged until the exchange with quiet that completes the put (`deliver`).
+            unsafe { ops::put_scoped(scope, at, src, bytes, t.pe(i), call, false) };
+        }
+    };
+    // SAFETY: `dest` is symmetric with `total` bytes (checked above); same arguments on every member.
+    unsafe { deliver(scope, call, &t, tg, dest, total, push) };
+}
+
+/// alltoall: block `i` (of `bytes`) of my `src` goes to block `my index` of `dest` on member `i`.
+///
+/// # Safety
+/// `dest` and `src` symmetric of `size * bytes` (checked); same arguments everywhere.
+pub unsafe fn alltoall(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, call: &'static str) {
+    let t = team(call, team_id);
+    let total = bytes * t.size() as usize;
+    check_sym(call, dest as usize, total);
+    check_sym(call, src as usize, total);
+    let tg = tag(Kind::Alltoall, [bytes as u64, 0, 0]);
+    let push = |base: *mut u8| {
+        // SAFETY: block `me` < size of a landing area of `size * bytes`.
+        let at = unsafe { base.add(t.me() as usize * bytes) };
+        for k in 0..t.size() {
+            let i = push_order(&t, k);
+            // SAFETY: `at` is symmetric with room for `bytes`; block `i` < size of `src` (checked
+            // above) holds `bytes` and stays unchanged until the exchange with quiet (`deliver`).
+            unsafe { ops::put_scoped(scope, at, src.add(i as usize * bytes), bytes, t.pe(i), call, false) };
+        }
+    };
+    // SAFETY: `dest` is symmetric with `total` bytes (checked above); same arguments on every member.
+    unsafe { deliver(scope, call, &t, tg, dest, total, push) };
+}
+
+/// collect: like fcollect with a different `bytes` on each member; member `i`'s block starts after
+/// those of members `0..i`. The sizes are exchanged through the team's scratch first.
+///
+/// # Safety
+/// `dest` symmetric and large enough for the sum of all members' `bytes` (checked against this PE's
+/// heap), `src` of `bytes`; every member calls.
+pub unsafe fn collect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, call: &'static str) {
+    let t = team(call, team_id);
+    check_sym(call, src as usize, bytes);
+    // SAFETY: `t` is a live team of this PE (`team`).
+    let sizes = unsafe { inbox(t.id) } as *mut u64;
+    scope.sync();
+    if scope.rank() == 0 {
+        for k in 0..t.size() {
+            let i = push_order(&t, k);
+            // SAFETY: slot `me` < size <= MAX_PES of the inbox (half the scratch: 8 KiB of u64s), a
+            // symmetric address in the internal area.
+            unsafe { ops::p(sizes.add(t.me() as usize), bytes as u64, t.pe(i)) };
+        }
+    }
+    // SAFETY: a live team; every member calls (the caller's contract).
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [1, 0, 0]), true) };
+    let mut offset = 0usize;
+    let mut total = 0usize;
+    for i in 0..t.size() {
+        // SAFETY: slot `i` < size of the inbox, published by the exchange above.
+        let b = unsafe { ptr::read_volatile(sizes.add(i as usize)) } as usize;
+        if i < t.me() {
+            offset += b;
+        }
+        total += b;
+    }
+    check_sym(call, dest as usize, total);
+    for k in 0..t.size() {
+        let i = push_order(&t, k);
+        // SAFETY: `dest + offset` has room for `bytes` (`dest` holds `total`, checked above), `src`
+        // holds `bytes` (checked above) and stays unchanged until the exchange with quiet below.
+        unsafe { ops::put_scoped(scope, dest.add(offset), src, bytes, t.pe(i), call, false) };
+    }
+    // SAFETY: as above.
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [2, 0, 0]), true) };
+}

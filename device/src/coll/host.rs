@@ -1,0 +1,57 @@
+//! The collectives the host runtime starts (see the `coll` module docs).
+
+use crate::coll::data::{alltoall, broadcast, collect, fcollect};
+use crate::coll::elem::op;
+use crate::coll::reduce::{reduce, reduce_as};
+use crate::coll::sync::{tag, team_exchange_scoped, team_sync_scoped};
+use crate::coll::teams::team;
+use crate::route::fail;
+use crate::types::{Kind, Problem, Scope};
+
+/// The collectives the host runtime starts (`run`'s `what`): host calls, `*_on_stream` calls and the
+/// runtime's own team operations, run by a kernel on GPUs and by the calling thread on the CPU backend.
+pub mod host_op {
+    pub const SYNC: u32 = 0;
+    pub const BARRIER: u32 = 1;
+    pub const BROADCAST: u32 = 2;
+    pub const FCOLLECT: u32 = 3;
+    pub const COLLECT: u32 = 4;
+    pub const ALLTOALL: u32 = 5;
+    pub const REDUCE: u32 = 6;
+    pub const REDUCESCATTER: u32 = 7;
+    /// A team split's agreement: an exchange tagged with the split's arguments (`a`: their hash), then
+    /// an AND of the u64 masks of free team slots at `src` into `dest`.
+    pub const SPLIT: u32 = 8;
+}
+
+/// Runs host operation `what` (`host_op`) with `scope`: `n` is the byte count of the data collectives
+/// (`COLLECT`: this PE's) and the element count of reductions; `a` is broadcast's root and the
+/// reductions' type, `b` the reductions' operator.
+///
+/// # Safety
+/// As the collective it runs; every member of the team calls with the same arguments.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn run(what: u32, scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64) {
+    let n = n as usize;
+    // SAFETY: the caller's contract is that of the collective `what` names (for SPLIT: an exchange
+    // of the live team `team` checked, then a reduction of one u64).
+    unsafe {
+        match what {
+            host_op::SYNC => team_sync_scoped(scope, team_id, false, "rshmem_team_sync (host)\0"),
+            host_op::BARRIER => team_sync_scoped(scope, team_id, true, "rshmem_barrier (host)\0"),
+            host_op::BROADCAST => broadcast(scope, team_id, dest, src, n, a as i32, "rshmem_broadcast (host)\0"),
+            host_op::FCOLLECT => fcollect(scope, team_id, dest, src, n, "rshmem_fcollect (host)\0"),
+            host_op::COLLECT => collect(scope, team_id, dest, src, n, "rshmem_collect (host)\0"),
+            host_op::ALLTOALL => alltoall(scope, team_id, dest, src, n, "rshmem_alltoall (host)\0"),
+            host_op::REDUCE => reduce(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host)\0"),
+            host_op::REDUCESCATTER => reduce(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host)\0"),
+            host_op::SPLIT => {
+                let call = "rshmem_team_split (agreement)\0";
+                let t = team(call, team_id);
+                team_exchange_scoped(scope, call, &t, tag(Kind::Split, [a, 0, 0]), false);
+                reduce_as::<u64, { op::AND }>(scope, team_id, dest as *mut u64, src as *const u64, 1, false, call);
+            }
+            _ => fail("rshmem host collective\0", Problem::BadReduction, what as i32, 0, 0),
+        }
+    }
+}

@@ -22,16 +22,19 @@
 // The files, bottom to top (each names only those before it): `fault` and `reason` (leaves), `mr`,
 // `remote`, `nic`, `queues`; this file only declares them and re-exports their items.
 
+mod engine;
 mod fault;
 mod mr;
 mod nic;
 mod queues;
 mod reason;
 mod remote;
+mod setup;
 
 pub use fault::{FaultConfig, FaultCounts};
 pub use mr::{respond_atomic, respond_read, respond_write, Access, Dma, MrError, MrTable, Region};
-pub use nic::{CqSetup, ErrorInfo, Nic, NicThread, QpId, QpSetup, QpStats, SetupError};
+pub use nic::{Nic, NicThread};
+pub use setup::{CqSetup, ErrorInfo, QpId, QpSetup, QpStats, SetupError};
 pub use queues::{HostQueues, HostQueuesConfig};
 pub use reason::{Reason, RemoteError};
 pub use remote::{respond, Loopback, Remote, RemoteDone, RemoteOp};

@@ -5,7 +5,7 @@
 //! emulated NIC.)
 
 use std::prelude::rust_2021::*;
-use super::nic::{CqSetup, QpSetup};
+use super::setup::{CqSetup, QpSetup};
 use crate::mlx5;
 use crate::qp::{self, QpCounters, QpDesc, QP_CQ_COLLAPSED};
 use core::mem::offset_of;

@@ -50,7 +50,7 @@
 
 /* Layout of the device state (device/src/state.rs, DeviceState), checked by the Rust test
  * `inline_header_matches_the_device_state`. */
-#define RSHMEMI_STATE_MAGIC 0x5253484d454d0003ULL
+#define RSHMEMI_STATE_MAGIC 0x5253484d454d0004ULL
 #define RSHMEMI_OFF_MAGIC 0
 #define RSHMEMI_OFF_N_PES 12
 #define RSHMEMI_OFF_HEAP_BASE 16

@@ -207,13 +207,15 @@ pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 // ---------------------------------------------------------------- ordering
 
 /// Orders this thread's earlier puts/AMOs to each PE before its later ones to the same PE. P2P: the
-/// fence. Proxy: requests are applied in the order they were posted (see `crate::remote`), so the
-/// same fence covers them. IBGDA: fenced NOPs on the thread's QPs (`remote::ibgda`).
+/// fence. Proxy with one channel: requests are applied in the order they were posted (see
+/// `crate::remote`), so the same fence covers them; with several, the remote fence waits for every
+/// channel. IBGDA: fenced NOPs on the thread's QPs (`remote::ibgda`).
 #[inline(always)]
 pub fn fence() {
     let ibgda = arch::state_u64(Field::IBGDA);
-    arch::fence_sc_after(ibgda);
-    if ibgda != 0 {
+    let channels = arch::state_u64(Field::PROXY_CHANNELS);
+    arch::fence_sc_after(ibgda | channels);
+    if ibgda != 0 || channels > 1 {
         remote::fence();
     }
 }

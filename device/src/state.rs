@@ -30,7 +30,7 @@ pub const ROUTE_PROXY: u8 = 2;
 pub const ROUTE_IBGDA: u8 = 3;
 
 /// `DeviceState::magic` once the runtime has filled the state in.
-pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0003; // "RSHMEM" v3 (v2: routes and the proxy ring; v3: the IBGDA table)
+pub const STATE_MAGIC: u64 = 0x5253_484d_454d_0004; // "RSHMEM" v4 (v2: routes and the proxy ring; v3: the IBGDA table; v4: proxy channels)
 
 /// Name of the device state variable in every GPU module (PTX text in `declare_device_state!`, the
 /// inline assembly of `arch::nvptx`, and the runtime's definition must spell it the same way).
@@ -64,6 +64,46 @@ impl RingRef {
     #[inline(always)]
     pub fn is_valid(self) -> bool {
         self.header != 0 && self.header.is_multiple_of(64) && self.slots != 0 && self.slots <= MAX_SLOTS && self.slots.is_power_of_two()
+    }
+}
+
+/// Most proxy channels a PE may have (`RSHMEM_PROXY_CHANNELS`).
+pub const MAX_CHANNELS: usize = 8;
+
+/// One proxy channel as device code sees it (`remote::proxy` has the protocol): a request ring and its
+/// return area and staging chunks in host memory that the channel's proxy thread drains, and the
+/// channel's counters in device memory that posters update. 64 bytes; `ring == 0`: no channel.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, Debug, PartialEq, Eq, Default)]
+pub struct Channel {
+    /// Address of the `RingHeader` (host memory, 64-aligned), followed by `slots` request slots.
+    pub ring: u64,
+    /// Slot count: a power of two in 1..=MAX_SLOTS.
+    pub slots: u64,
+    /// The return area: `slots` `ReturnSlot`s (host memory).
+    pub ret: u64,
+    /// The staging chunks: `slots` chunks of `chunk` bytes (host memory); ticket `t` owns chunk
+    /// `t % slots`.
+    pub stage: u64,
+    /// Bytes of one staging chunk (a power of two).
+    pub chunk: u64,
+    /// The channel's `ChannelCounters` (device memory).
+    pub counters: u64,
+    pub _r: [u64; 2],
+}
+const _: () = assert!(core::mem::size_of::<Channel>() == 64);
+
+impl Channel {
+    /// The ring of this channel.
+    #[inline(always)]
+    pub fn ring_ref(&self) -> RingRef {
+        RingRef { header: self.ring, slots: self.slots }
+    }
+    /// Whether it describes a usable channel: a valid ring, staging chunks of a power-of-two size,
+    /// and counters.
+    #[inline(always)]
+    pub fn is_valid(&self) -> bool {
+        self.ring_ref().is_valid() && self.counters != 0 && self.counters.is_multiple_of(64) && (self.chunk == 0 || self.chunk.is_power_of_two())
     }
 }
 
@@ -104,8 +144,13 @@ pub struct DeviceState {
     /// `node_pe[i]`: global PE number of the i-th PE of this node (for NVSHMEMX_TEAM_NODE).
     pub node_pe: [i32; MAX_PES],
     /// Address (as device code sees it) of the IBGDA transport's table (`remote::ibgda::Table`), 0
-    /// without that transport. Last, so that the offsets the C++ fast paths read stay put.
+    /// without that transport. After the arrays, so that the offsets the C++ fast paths read stay put.
     pub ibgda: u64,
+    /// How many of `proxy` are in use (0: no proxy transport). Device code picks a channel by its
+    /// warp (`remote::proxy::channel_of`).
+    pub proxy_channels: u64,
+    /// The proxy transport's channels (`proxy[0]` is also `proxy_ring`, `proxy_ret`).
+    pub proxy: [Channel; MAX_CHANNELS],
 }
 
 impl DeviceState {
@@ -126,6 +171,8 @@ impl DeviceState {
         peer_base: [0; MAX_PES],
         node_pe: [0; MAX_PES],
         ibgda: 0,
+        proxy_channels: 0,
+        proxy: [Channel { ring: 0, slots: 0, ret: 0, stage: 0, chunk: 0, counters: 0, _r: [0; 2] }; MAX_CHANNELS],
     };
 }
 
@@ -142,6 +189,8 @@ pub const fn is_u64_field(off: usize) -> bool {
         || off == offset_of!(DeviceState, proxy_ret)
         || off == offset_of!(DeviceState, inbound)
         || off == offset_of!(DeviceState, ibgda)
+        || off == offset_of!(DeviceState, proxy_channels)
+        || (off >= offset_of!(DeviceState, proxy) && off < offset_of!(DeviceState, proxy) + 64 * MAX_CHANNELS && off.is_multiple_of(8))
         || (off >= peers && off < peers + 8 * MAX_PES && (off - peers).is_multiple_of(8))
 }
 /// Whether `off` is the offset of a 4-byte field of [`DeviceState`] (or of an element of `node_pe`, or
@@ -195,6 +244,12 @@ impl Field<u64> {
     pub const PROXY_RET: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ret));
     pub const INBOUND: Self = Self::u64(core::mem::offset_of!(DeviceState, inbound));
     pub const IBGDA: Self = Self::u64(core::mem::offset_of!(DeviceState, ibgda));
+    pub const PROXY_CHANNELS: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_channels));
+    /// Word `word` (0..8: ring, slots, ret, stage, chunk, counters) of channel `c % MAX_CHANNELS`.
+    #[inline(always)]
+    pub const fn channel(c: usize, word: usize) -> Self {
+        Field { off: core::mem::offset_of!(DeviceState, proxy) + 64 * (c % MAX_CHANNELS) + 8 * (word % 8), _w: core::marker::PhantomData }
+    }
     /// `peer_base[pe % MAX_PES]`.
     #[inline(always)]
     pub const fn peer_base(pe: usize) -> Self {
@@ -270,10 +325,13 @@ pub struct TeamSync {
 /// The runtime's synchronization variables, at offset 0 of every PE's symmetric heap.
 #[repr(C)]
 pub struct Internal {
-    /// Inbound operations (`remote::inbound`) claimed so far: claims are compare-and-swaps on this word
-    /// by device threads (and, on the CPU backend, the proxy thread), so each is applied once.
+    /// Inbound operations (`remote::inbound`) applied so far (`InboundCursor::next`): advanced only by
+    /// the consumer holding `inbound_lock`, so operations are applied one at a time, in ticket order.
     pub inbound_claim: u64,
-    pub _pad: [u64; 15],
+    /// 1 while a consumer (a device thread, or on the CPU backend a proxy thread) applies the inbound
+    /// queue (compare-and-swap 0 -> 1, release store of 0).
+    pub inbound_lock: u64,
+    pub _pad: [u64; 14],
     /// The team table (written by the host at init and at every split and destroy).
     pub teams: [TeamDesc; MAX_TEAMS],
     /// Source and result words of the host's own team operations (the slot agreement of a split).

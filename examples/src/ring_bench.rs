@@ -6,7 +6,7 @@
 //! Prints requests per second and the proxy's mean batch (entries per tail store) for each count.
 
 use rshmem::platform::services::HostShared;
-use rshmem::transport::proxy::ring::{deadline, init_ring, op, ring_bytes, Completion, Drain, Request, RingRef};
+use rshmem::transport::proxy::ring::{deadline, init_ring, op, ring_bytes, Channel, Completion, Drain, Request, COUNTERS_BYTES};
 use rshmem_device::remote::proxy::{post_with, wait_completed_with};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,8 +15,10 @@ const SLOTS: usize = 1024;
 
 fn run(total: u64, posters: u64) -> (f64, f64) {
     let mem = HostShared::host_alloc(ring_bytes(SLOTS)).expect("ring memory");
+    let counters = HostShared::host_alloc(COUNTERS_BYTES).expect("counters");
     // SAFETY: fresh zeroed memory of ring_bytes(SLOTS) bytes, owned here for the whole run.
-    let rref: RingRef = unsafe { init_ring(mem.host_ptr(), mem.len(), SLOTS) }.expect("ring");
+    let rref = unsafe { init_ring(mem.host_ptr(), mem.len(), SLOTS, 0) }.expect("ring");
+    let ch = Channel { ring: rref.header, slots: rref.slots, ret: 0, stage: 0, chunk: 0, counters: counters.host_ptr() as u64, _r: [0; 2] };
     let per = total / posters;
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
@@ -24,15 +26,15 @@ fn run(total: u64, posters: u64) -> (f64, f64) {
         let proxy = s.spawn(|| {
             // The proxy engine's drain loop, completing each request as it is taken.
             // SAFETY: the ring lives in `mem` for the whole scope; this is its only drain and completion.
-            let (mut d, completion) = unsafe { (Drain::attach(mem.host_ptr(), mem.len()).expect("drain"), Completion::attach(mem.host_ptr())) };
+            let (mut d, completion) = unsafe { (Drain::attach(mem.host_ptr(), mem.len(), std::ptr::null(), 0).expect("drain"), Completion::attach(mem.host_ptr())) };
             let mut sum = 0u64;
             let st = d
                 .run(
                     &mut sum,
                     || stop.load(Ordering::Acquire),
-                    |sum, seq, r| {
-                        *sum = sum.wrapping_add(r.value);
-                        completion.done(seq);
+                    |sum, e| {
+                        *sum = sum.wrapping_add(e.req.value);
+                        completion.done(e.seq);
                         Ok(())
                     },
                     |_| Ok(()),
@@ -43,7 +45,7 @@ fn run(total: u64, posters: u64) -> (f64, f64) {
         let hs: Vec<_> = (0..posters)
             .map(|who| {
                 s.spawn(move || {
-                    let ring = rref;
+                    let ring = &ch;
                     let mut last = 0;
                     for i in 0..per {
                         let r = Request { op: op::PUT_INLINE, pe: who as u32, offset: 8 * i, len: 8, value: 1, ..Request::default() };

@@ -219,8 +219,13 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
         };
     }
     if let Some(ch) = transports.iter().find_map(|t| t.device_channel()) {
-        st.proxy_ring = ch.ring;
-        st.proxy_ret = ch.ret;
+        if ch.channels.is_empty() || ch.channels.len() > st.proxy.len() {
+            return Err(Error::new(format!("remote transport: {} channels (1 to {})", ch.channels.len(), st.proxy.len())));
+        }
+        st.proxy_channels = ch.channels.len() as u64;
+        st.proxy[..ch.channels.len()].copy_from_slice(&ch.channels);
+        st.proxy_ring = ch.channels[0].ring_ref();
+        st.proxy_ret = ch.channels[0].ret;
         st.inbound = ch.inbound;
     }
     st.ibgda = transports.iter().map(|t| t.device_table()).find(|&a| a != 0).unwrap_or(0);

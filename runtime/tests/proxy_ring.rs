@@ -5,34 +5,60 @@
 //! after the proxy finished the request.
 
 use rshmem::platform::services::HostShared;
-use rshmem::transport::proxy::ring::{check_request, deadline, init_ring, op, ring_bytes, Completion, Drain, DrainStats, Request, RingRef};
+use rshmem::transport::proxy::ring::{check_request, deadline, init_ring, op, ring_bytes, Channel, Completion, Drain, DrainStats, Request, COUNTERS_BYTES};
 use rshmem::{Error, Result};
-use rshmem_device::remote::proxy::{post, post_with, wait_completed, wait_completed_with, Stalled, HEADER_BYTES, SEQ_OFF, SLOT_BYTES};
+use rshmem_device::remote::proxy::{head, post, post_with, publish, reserve_with, stage_copy, tickets, wait_completed, wait_completed_with, Stalled, HEADER_BYTES, SEQ_OFF, SLOT_BYTES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const CHILD_VAR: &str = "RSHMEM_TEST_RING_CHILD";
 
-/// A ring in host memory of this process, as the CPU backend's proxy has it (`HostShared`).
+/// A channel in host memory of this process, as the CPU backend's proxy has it (`HostShared`): a
+/// ring, its counters, and (with `chunk`) its staging chunks.
 struct RingBuf {
     mem: HostShared,
+    counters: HostShared,
+    stage: HostShared,
     slots: usize,
+    chunk: u64,
 }
 
 impl RingBuf {
     fn new(slots: usize) -> Result<RingBuf> {
+        RingBuf::staged(slots, 0)
+    }
+    fn staged(slots: usize, chunk: u64) -> Result<RingBuf> {
         let mem = HostShared::host_alloc(ring_bytes(slots))?;
         // SAFETY: fresh zeroed memory of ring_bytes(slots) bytes, 64-aligned, owned here.
-        unsafe { init_ring(mem.host_ptr(), mem.len(), slots)? };
-        Ok(RingBuf { mem, slots })
+        unsafe { init_ring(mem.host_ptr(), mem.len(), slots, chunk)? };
+        let counters = HostShared::host_alloc(COUNTERS_BYTES)?;
+        let stage = HostShared::host_alloc(slots * chunk as usize)?;
+        Ok(RingBuf { mem, counters, stage, slots, chunk })
     }
-    fn ring(&self) -> RingRef {
-        RingRef { header: self.mem.host_ptr() as u64, slots: self.slots as u64 }
+    fn channel(&self) -> Channel {
+        Channel {
+            ring: self.mem.host_ptr() as u64,
+            slots: self.slots as u64,
+            ret: 0,
+            stage: if self.chunk == 0 { 0 } else { self.stage.host_ptr() as u64 },
+            chunk: self.chunk,
+            counters: self.counters.host_ptr() as u64,
+            _r: [0; 2],
+        }
+    }
+    /// (head, tail, completed): the counters' head and the header's tail and completed.
+    fn counters(&self) -> (u64, u64, u64) {
+        let ch = self.channel();
+        // SAFETY: the channel is this RingBuf's, alive.
+        unsafe {
+            let (t, c) = rshmem::transport::proxy::ring::counters(ch.ring_ref());
+            (head(&ch), t, c)
+        }
     }
     fn drain(&self) -> Result<Drain<'_>> {
         // SAFETY: the memory is this RingBuf's, mapped for the borrow's lifetime; one drain per test.
-        unsafe { Drain::attach(self.mem.host_ptr(), self.mem.len()) }
+        unsafe { Drain::attach(self.mem.host_ptr(), self.mem.len(), self.stage.host_ptr(), self.slots * self.chunk as usize) }
     }
     /// Runs the proxy engine's drain loop (`Drain::run`) with completion through the ring's
     /// `Completion`, as the engine completes requests: `f` handles each request, which is complete
@@ -43,9 +69,11 @@ impl RingBuf {
         self.drain()?.run(
             &mut (),
             stop,
-            |_, seq, r| {
-                f(r)?;
-                completion.done(seq);
+            |_, e| {
+                let mut r = e.req;
+                r.seq = e.seq;
+                f(&r)?;
+                completion.done_tickets(e.seq, e.tickets);
                 Ok(())
             },
             |_| Ok(()),
@@ -79,8 +107,9 @@ fn checksum(r: &Request) -> u64 {
 
 /// Request `i` of poster `who`: random contents, its poster in `pe`, its index in `offset`.
 fn request(rng: &mut Rng, who: u32, i: u64) -> Request {
+    // Every kind but the staged puts (these rings have no staging).
     let mut r = Request {
-        op: (rng.next() % op::LAST as u64) as u16 + 1,
+        op: (rng.next() % op::NOP as u64) as u16 + 1,
         sub: rng.next() as u16,
         pe: who,
         offset: i,
@@ -141,7 +170,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
     let ring = RingBuf::new(slots).unwrap();
     let done: Arc<Vec<AtomicU64>> = Arc::new((0..posters).map(|_| AtomicU64::new(0)).collect());
     let finished = AtomicBool::new(false);
-    let rref = ring.ring();
+    let rref = ring.channel();
     std::thread::scope(|s| {
         let _end = SetOnDrop(&finished);
         let proxy = s.spawn(|| {
@@ -155,7 +184,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
             .map(|who| {
                 let done = done.clone();
                 s.spawn(move || {
-                    let ring = rref;
+                    let ring = &rref;
                     let mut rng = Rng(who as u64 * 7919 + 1);
                     for i in 0..per {
                         let r = request(&mut rng, who as u32, i);
@@ -177,8 +206,7 @@ fn threads_run(slots: usize, posters: usize, per: u64) {
         finished.store(true, Ordering::Release);
         proxy.join().unwrap();
     });
-    // SAFETY: the ring is alive.
-    let (head, tail, completed) = unsafe { rshmem::transport::proxy::ring::counters(ring.ring()) };
+    let (head, tail, completed) = ring.counters();
     assert_eq!((head, tail, completed), (posters as u64 * per, posters as u64 * per, posters as u64 * per));
 }
 
@@ -201,7 +229,7 @@ fn one_slot_ring_works() {
 #[test]
 fn plain_post_and_wait_completed() {
     let ring = RingBuf::new(4).unwrap();
-    let rref = ring.ring();
+    let rref = &ring.channel();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let _end = SetOnDrop(&stop);
@@ -228,31 +256,33 @@ fn plain_post_and_wait_completed() {
 #[test]
 fn wait_completed_waits_for_the_proxy() {
     let ring = RingBuf::new(8).unwrap();
+    let ch = &ring.channel();
     let r = Request { op: op::NOP, ..Request::default() };
     // SAFETY: the ring is alive.
-    let s1 = unsafe { post_with(ring.ring(), &r, deadline(Duration::from_secs(1))) }.unwrap();
+    let s1 = unsafe { post_with(ch, &r, deadline(Duration::from_secs(1))) }.unwrap();
     // SAFETY: as above.
-    let s2 = unsafe { post_with(ring.ring(), &r, deadline(Duration::from_secs(1))) }.unwrap();
+    let s2 = unsafe { post_with(ch, &r, deadline(Duration::from_secs(1))) }.unwrap();
     assert_eq!((s1, s2), (1, 2));
     // SAFETY: as above.
-    let e = unsafe { wait_completed_with(ring.ring(), s1, deadline(Duration::from_millis(50))) };
+    let e = unsafe { wait_completed_with(ch, s1, deadline(Duration::from_millis(50))) };
     assert_eq!(e, Err(Stalled::NotCompleted { seq: 1, completed: 0 }));
     let mut d = ring.drain().unwrap();
     // The callback sees `completed` not yet advanced for its own request.
-    let rref = ring.ring();
+    let mut seen = 0;
     let n = d
-        .poll(|r| {
+        .poll(|_| {
+            seen += 1;
             // SAFETY: the ring is alive.
-            let c = unsafe { rshmem_device::remote::proxy::completed(rref) };
-            if c >= r.seq {
-                return Err(Error::new(format!("completed {c} before the callback of {} returned", r.seq)));
+            let c = unsafe { rshmem_device::remote::proxy::completed(ch) };
+            if c >= seen {
+                return Err(Error::new(format!("completed {c} before the callback of {seen} returned")));
             }
             Ok(())
         })
         .unwrap();
     assert_eq!(n, 2);
     // SAFETY: as above.
-    unsafe { wait_completed_with(ring.ring(), s2, deadline(Duration::from_millis(50))) }.unwrap();
+    unsafe { wait_completed_with(ch, s2, deadline(Duration::from_millis(50))) }.unwrap();
 }
 
 /// A proxy that stops is detected by a waiting poster within its deadline: the ring fills, the next
@@ -261,12 +291,12 @@ fn wait_completed_waits_for_the_proxy() {
 fn stopped_proxy_is_detected_by_a_waiting_poster() {
     let ring = RingBuf::new(4).unwrap();
     let stop = AtomicBool::new(false);
-    let rref = ring.ring();
+    let rref = ring.channel();
     std::thread::scope(|s| {
         let _end = SetOnDrop(&stop);
         let proxy = s.spawn(|| ring.run(|| stop.load(Ordering::Acquire), |_| Ok(())).unwrap());
         let r = Request { op: op::NOP, ..Request::default() };
-        let ring = rref;
+        let ring = &rref;
         for _ in 0..10 {
             // SAFETY: the ring outlives the scope.
             let seq = unsafe { post_with(ring, &r, deadline(Duration::from_secs(10))) }.unwrap();
@@ -298,11 +328,11 @@ fn callback_error_names_the_request() {
     let ring = RingBuf::new(4).unwrap();
     let r = Request { op: op::PUT, pe: 3, ..Request::default() };
     // SAFETY: the ring is alive.
-    unsafe { post_with(ring.ring(), &r, deadline(Duration::from_secs(1))) }.unwrap();
+    unsafe { post_with(&ring.channel(), &r, deadline(Duration::from_secs(1))) }.unwrap();
     let e = ring.run(|| true, |_| Err(Error::new("connection to PE 3 lost"))).unwrap_err();
     assert_eq!(e.message(), "proxy ring: request 1 (op 1, target PE 3): connection to PE 3 lost");
-    // SAFETY: as above. Not completed.
-    assert_eq!(unsafe { rshmem::transport::proxy::ring::counters(ring.ring()) }, (1, 1, 0));
+    // Drained (taken off the ring) but not completed.
+    assert_eq!(ring.counters(), (1, 0, 0));
 }
 
 /// Writes `v` into the seq word of slot `i` of the ring at `base` (test corruption).
@@ -316,7 +346,7 @@ fn bad_rings_are_errors() {
     for (slots, what) in [(0, "0 slots (must be a power of two"), (3, "3 slots"), (1 << 21, "2097152 slots")] {
         let mem = HostShared::host_alloc(ring_bytes(4)).unwrap();
         // SAFETY: the memory is ours; the slot count is refused before anything is written.
-        let e = unsafe { init_ring(mem.host_ptr(), mem.len(), slots) }.err().unwrap();
+        let e = unsafe { init_ring(mem.host_ptr(), mem.len(), slots, 0) }.err().unwrap();
         assert!(e.message().contains(what), "{e}");
     }
 
@@ -326,40 +356,54 @@ fn bad_rings_are_errors() {
     // In every call below, `mem` (alive to the end of the test, used by nothing else) holds at least
     // ring_bytes(8) bytes from the 64-aligned `base`; each call is given a length within them.
     // SAFETY: as just said.
-    let e = unsafe { Drain::attach(base, ring_bytes(8)) }.err().unwrap();
+    let e = unsafe { Drain::attach(base, ring_bytes(8), std::ptr::null(), 0) }.err().unwrap();
     assert!(e.message().contains("bad magic 0x0"), "{e}");
     // SAFETY: `mem` has ring_bytes(8) + 64 bytes and `base` lies at most 56 bytes into it, so base + 8
     // still has ring_bytes(8) bytes.
-    assert!(unsafe { init_ring(base.wrapping_add(8), ring_bytes(8), 8) }.err().unwrap().message().contains("not 64-byte aligned"));
+    assert!(unsafe { init_ring(base.wrapping_add(8), ring_bytes(8), 8, 0) }.err().unwrap().message().contains("not 64-byte aligned"));
     // SAFETY: as above.
-    assert!(unsafe { init_ring(base, ring_bytes(8) - 1, 8) }.err().unwrap().message().contains("need 768"));
+    assert!(unsafe { init_ring(base, ring_bytes(8) - 1, 8, 0) }.err().unwrap().message().contains("need 768"));
     // SAFETY: as above.
-    unsafe { init_ring(base, ring_bytes(8), 8) }.unwrap();
+    assert!(unsafe { init_ring(base, ring_bytes(8), 8, 100) }.err().unwrap().message().contains("staging chunks of 100 bytes"));
+    // SAFETY: as above.
+    unsafe { init_ring(base, ring_bytes(8), 8, 64) }.unwrap();
+    // SAFETY: as above: a ring with staging needs its staging area.
+    assert!(unsafe { Drain::attach(base, ring_bytes(8), std::ptr::null(), 0) }.err().unwrap().message().contains("need 512 bytes of staging"));
+    // SAFETY: as above.
+    unsafe { init_ring(base, ring_bytes(8), 8, 0) }.unwrap();
     // SAFETY: as above (a shorter length than the memory holds).
-    assert!(unsafe { Drain::attach(base, ring_bytes(4)) }.err().unwrap().message().contains("8 slots need 768"));
+    assert!(unsafe { Drain::attach(base, ring_bytes(4), std::ptr::null(), 0) }.err().unwrap().message().contains("8 slots need 768"));
     // SAFETY: as above.
-    assert!(unsafe { Drain::attach(base, 100) }.err().unwrap().message().contains("less than the 256-byte header"));
+    assert!(unsafe { Drain::attach(base, 100, std::ptr::null(), 0) }.err().unwrap().message().contains("less than the 256-byte header"));
     // A foreign seq in the expected slot: an error naming the slot, and the entry is not handed out.
     // SAFETY: as above: the ring initialized there, 8 slots.
-    let mut d = unsafe { Drain::attach(base, ring_bytes(8)) }.unwrap();
+    let mut d = unsafe { Drain::attach(base, ring_bytes(8), std::ptr::null(), 0) }.unwrap();
     set_seq(base, 0, 9);
     let e = d.poll(|_| panic!("a corrupt entry was handed out")).unwrap_err();
     assert!(e.message().contains("slot 0 holds sequence number 9 where 1 (or 0) was expected"), "{e}");
-    // A RingRef that names no ring is refused before any access (the header addresses are never
+    // A channel that names no ring is refused before any access (the addresses are never
     // dereferenced: not mapped memory).
-    let good = RingBuf::new(4).unwrap().ring();
+    let buf = RingBuf::new(4).unwrap();
+    let good = buf.channel();
     for bad in [
-        RingRef { header: 0, ..good },
-        RingRef { header: good.header + 8, ..good },
-        RingRef { slots: 0, ..good },
-        RingRef { slots: 3, ..good },
-        RingRef { slots: 1 << 21, ..good },
+        Channel { ring: 0, ..good },
+        Channel { ring: good.ring + 8, ..good },
+        Channel { slots: 0, ..good },
+        Channel { slots: 3, ..good },
+        Channel { slots: 1 << 21, ..good },
+        Channel { counters: 0, ..good },
+        Channel { counters: good.counters + 8, ..good },
+        Channel { chunk: 100, ..good },
     ] {
         // SAFETY: refused by the validity check before any access.
-        assert_eq!(unsafe { post_with(bad, &Request::default(), |_| true) }, Err(Stalled::NotARing), "{bad:?}");
+        assert_eq!(unsafe { post_with(&bad, &Request::default(), |_| true) }, Err(Stalled::NotARing), "{bad:?}");
         // SAFETY: as above.
-        assert_eq!(unsafe { wait_completed_with(bad, 1, |_| true) }, Err(Stalled::NotARing), "{bad:?}");
+        assert_eq!(unsafe { wait_completed_with(&bad, 1, |_| true) }, Err(Stalled::NotARing), "{bad:?}");
     }
+    // More tickets than the ring has slots: refused before anything is reserved.
+    // SAFETY: the channel is buf's, alive.
+    assert_eq!(unsafe { reserve_with(&good, 5, |_| true) }, Err(Stalled::NotARing));
+    assert_eq!(buf.counters(), (0, 0, 0));
 }
 
 /// Random and mutated ring memory (the header and slots live in memory other processes write): attach
@@ -377,7 +421,7 @@ fn fuzz_ring_memory_never_panics() {
     let (mut attached, mut handed, mut errors) = (0, 0, 0);
     for round in 0..20_000 {
         // SAFETY: `mem` holds `bytes` bytes from `base`; no other thread touches it.
-        unsafe { init_ring(base, bytes, slots) }.unwrap();
+        unsafe { init_ring(base, bytes, slots, 0) }.unwrap();
         let w = base as *mut u64;
         // Mutations: a valid ring with published entries, then random words overwritten.
         for t in 0..(rng.next() % 5) {
@@ -403,24 +447,23 @@ fn fuzz_ring_memory_never_panics() {
             }
         }
         // SAFETY: as above.
-        let Ok(mut d) = (unsafe { Drain::attach(base, bytes) }) else {
+        let Ok(mut d) = (unsafe { Drain::attach(base, bytes, std::ptr::null(), 0) }) else {
             errors += 1;
             continue;
         };
         attached += 1;
         assert!(d.slots().is_power_of_two() && rshmem::transport::proxy::ring::ring_bytes(d.slots() as usize) <= bytes);
         for _ in 0..3 {
-            let expect = d.next() + 1;
-            let mut k = 0;
-            match d.poll(|r| {
-                assert_eq!(r.seq, expect + k, "an entry with a foreign seq was handed out");
-                k += 1;
+            let mut expect = d.next() + 1;
+            match d.poll_entries(|e| {
+                assert_eq!(e.seq, expect, "an entry with a foreign seq was handed out");
+                expect += e.tickets;
                 handed += 1;
                 Ok(())
             }) {
                 Ok(_) => {}
                 Err(e) => {
-                    assert!(e.message().starts_with("proxy ring: slot"), "{e}");
+                    assert!(e.message().starts_with("proxy ring: slot") || e.message().contains("cannot hold"), "{e}");
                     errors += 1;
                     break;
                 }
@@ -495,11 +538,10 @@ fn fuzz_check_request() {
 #[test]
 fn completion_advances_over_the_complete_prefix_only() {
     let ring = RingBuf::new(16).unwrap();
-    let r = ring.ring();
+    let r = ring.channel();
     // SAFETY: the RingBuf's header, alive for the test.
-    let c = unsafe { rshmem::transport::proxy::ring::Completion::attach(r.header as usize as *mut u8) };
-    // SAFETY: `r` names the RingBuf's ring, alive for the test.
-    let completed = || unsafe { rshmem::transport::proxy::ring::counters(r) }.2;
+    let c = unsafe { rshmem::transport::proxy::ring::Completion::attach(r.ring as usize as *mut u8) };
+    let completed = || ring.counters().2;
     c.done(3);
     c.done(2);
     assert_eq!(completed(), 0, "1 is not complete yet");
@@ -542,11 +584,12 @@ fn child_poster() {
     let Ok(spec) = std::env::var(CHILD_VAR) else { return };
     let mut it = spec.split_whitespace().map(|w| w.parse::<u64>().unwrap());
     let (fd, who) = (it.next().unwrap() as i32, it.next().unwrap());
-    let bytes = ring_bytes(64);
+    let bytes = ring_bytes(64) + COUNTERS_BYTES;
     // SAFETY: mapping an inherited memfd of `bytes` bytes, shared.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
     assert_ne!(p, libc::MAP_FAILED);
-    let ring = RingRef { header: p as u64, slots: 64 };
+    // The ring, then its counters (shared by the posting processes), in the one mapping.
+    let ring = &Channel { ring: p as u64, slots: 64, ret: 0, stage: 0, chunk: 0, counters: p as u64 + ring_bytes(64) as u64, _r: [0; 2] };
     let mut rng = Rng(who * 31 + 3);
     let mut last = 0;
     for i in 0..CHILD_PER {
@@ -563,7 +606,7 @@ fn child_poster() {
 #[test]
 fn processes_share_ring_through_memfd() {
     let children = 4u64;
-    let bytes = ring_bytes(64);
+    let bytes = ring_bytes(64) + COUNTERS_BYTES;
     // No CLOEXEC: the children inherit the descriptor.
     // SAFETY: a plain syscall with a valid C string.
     let fd = unsafe { libc::memfd_create(c"rshmem-test-ring".as_ptr(), 0) };
@@ -575,7 +618,7 @@ fn processes_share_ring_through_memfd() {
     };
     assert_ne!(p, libc::MAP_FAILED);
     // SAFETY: the mapping is ours, `bytes` long, page-aligned.
-    unsafe { init_ring(p as *mut u8, bytes, 64) }.unwrap();
+    unsafe { init_ring(p as *mut u8, ring_bytes(64), 64, 0) }.unwrap();
     let exe = std::env::current_exe().unwrap();
     let procs: Vec<_> = (0..children)
         .map(|who| {
@@ -591,7 +634,7 @@ fn processes_share_ring_through_memfd() {
     let done: Arc<Vec<AtomicU64>> = Arc::new((0..children).map(|_| AtomicU64::new(0)).collect());
     let mut checker = Checker::new(children as usize, done);
     // SAFETY: the mapping lives until the munmap below.
-    let mut d = unsafe { Drain::attach(p as *mut u8, bytes) }.unwrap();
+    let mut d = unsafe { Drain::attach(p as *mut u8, ring_bytes(64), std::ptr::null(), 0) }.unwrap();
     let t0 = Instant::now();
     while d.next() < children * CHILD_PER {
         assert!(t0.elapsed() < Duration::from_secs(60), "drained only {} requests", d.next());
@@ -612,20 +655,96 @@ fn processes_share_ring_through_memfd() {
     }
 }
 
-/// The plain `post` with a `RingRef` that names no ring stops (here: the default hook panics; under
+/// The plain `post` with a channel that names no ring stops (here: the default hook panics; under
 /// the runtime the PE exits) with a message naming the call, instead of writing anywhere.
 #[test]
-fn plain_post_on_a_bad_ring_ref_fails_naming_the_call() {
+fn plain_post_on_a_bad_channel_fails_naming_the_call() {
     let ring = RingBuf::new(4).unwrap();
-    let bad = RingRef { slots: 6, ..ring.ring() };
+    let bad = Channel { slots: 6, ..ring.channel() };
     let e = std::panic::catch_unwind(|| {
         // SAFETY: refused before any access.
-        unsafe { post(bad, &Request::default()) }
+        unsafe { post(&bad, &Request::default()) }
     })
     .unwrap_err();
     let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
-    assert!(msg.contains("rshmem proxy post (not a request ring: null or misaligned header, or bad slot count)"), "{msg}");
+    assert!(msg.contains("rshmem proxy post (not a request channel: null or misaligned ring, bad slot count or chunk, no counters"), "{msg}");
     // Nothing was reserved or written.
-    // SAFETY: the ring is alive.
-    assert_eq!(unsafe { rshmem::transport::proxy::ring::counters(ring.ring()) }, (0, 0, 0));
+    assert_eq!(ring.counters(), (0, 0, 0));
+}
+
+/// Staged puts (`op::PUT_STAGED`): posters reserve a request's tickets, copy its bytes into their
+/// staging chunks (wrapping at the end of the staging area) and publish; the drain hands out each
+/// request once, with exactly the bytes posted, its tickets counted, in per-poster order, while the
+/// posters keep the small ring (16 slots of 64-byte chunks) full.
+#[test]
+fn staged_puts_arrive_intact_across_the_wrap() {
+    const SLOTS: usize = 16;
+    const CHUNK: u64 = 64;
+    const PER: u64 = 3000;
+    const POSTERS: usize = 4;
+    let ring = RingBuf::staged(SLOTS, CHUNK).unwrap();
+    let ch = ring.channel();
+    let finished = AtomicBool::new(false);
+    // The bytes of request i of poster `who`: `len` bytes from a generator seeded by both.
+    let bytes = |who: u64, i: u64, len: usize| -> Vec<u8> {
+        let mut r = Rng(who * 1_000_003 + i);
+        (0..len).map(|_| r.next() as u8).collect()
+    };
+    let len_of = |who: u64, i: u64| (Rng(who ^ (i << 8)).next() % (8 * CHUNK + 1)) as usize;
+    std::thread::scope(|s| {
+        let _end = SetOnDrop(&finished);
+        let proxy = s.spawn(|| {
+            let mut d = ring.drain().unwrap();
+            let mut next_of = [0u64; POSTERS];
+            let mut wrapped = 0;
+            let t0 = Instant::now();
+            while !(finished.load(Ordering::Acquire) && next_of.iter().all(|&n| n == PER)) {
+                assert!(t0.elapsed() < Duration::from_secs(60), "drained only {next_of:?}");
+                let n = d
+                    .poll_entries(|e| {
+                        let (who, i) = (e.req.pe as u64, e.req.offset);
+                        assert_eq!(e.req.op, op::PUT_STAGED);
+                        assert_eq!(i, next_of[who as usize], "poster {who} out of order");
+                        assert_eq!(e.tickets, tickets(op::PUT_STAGED, e.req.len, CHUNK));
+                        // SAFETY: before `release`.
+                        let [a, b] = unsafe { e.staged() };
+                        wrapped += !b.is_empty() as u32;
+                        let got = [a, b].concat();
+                        assert_eq!(got, bytes(who, i, len_of(who, i)), "poster {who} request {i}: staged bytes differ");
+                        next_of[who as usize] += 1;
+                        Ok(())
+                    })
+                    .unwrap();
+                d.release();
+                if n == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            assert!(wrapped > 10, "only {wrapped} requests wrapped at the end of the staging area");
+        });
+        let hs: Vec<_> = (0..POSTERS as u64)
+            .map(|who| {
+                let ch = &ch;
+                s.spawn(move || {
+                    for i in 0..PER {
+                        let data = bytes(who, i, len_of(who, i));
+                        let r = Request { op: op::PUT_STAGED, pe: who as u32, offset: i, len: data.len() as u64, ..Request::default() };
+                        let k = tickets(r.op, r.len, CHUNK);
+                        // SAFETY: the channel is the RingBuf's, alive for the scope; the tickets are
+                        // ours, staged once and published once.
+                        unsafe {
+                            let t = reserve_with(ch, k, deadline(Duration::from_secs(30))).unwrap();
+                            stage_copy(ch, t, data.as_ptr(), data.len(), 0, 1);
+                            publish(ch, t, &r);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        finished.store(true, Ordering::Release);
+        proxy.join().unwrap();
+    });
 }

@@ -154,23 +154,22 @@ pub fn rma(c: &Ctx) {
 // ---------------------------------------------------------------- requests as device code posts them
 
 struct Chan {
-    ring: rp::RingRef,
-    ret: u64,
+    ch: rshmem_device::state::Channel,
 }
 
 fn chan() -> Chan {
-    let (ring, ret) = rshmem::transport::proxy::host_channel().unwrap_or_else(|| die("no proxy channel (RSHMEM_REMOTE_TRANSPORT=proxy?)"));
-    Chan { ring, ret }
+    let ch = rshmem::transport::proxy::host_channel().unwrap_or_else(|| die("no proxy channel (RSHMEM_REMOTE_TRANSPORT=proxy?)"));
+    Chan { ch }
 }
 
 impl Chan {
     fn post(&self, r: Request) -> u64 {
         // SAFETY: the ring of this PE's running proxy (host addresses).
-        unsafe { rp::post(self.ring, &r) }
+        unsafe { rp::post(&self.ch, &r) }
     }
     fn wait(&self, seq: u64) {
         // SAFETY: as in post.
-        unsafe { rp::wait_completed(self.ring, seq) }
+        unsafe { rp::wait_completed(&self.ch, seq) }
     }
     /// Posts and waits; with SUB_RETURN, takes the value from the return slot (ReturnSlot protocol).
     fn call(&self, r: Request) -> u64 {
@@ -179,7 +178,7 @@ impl Chan {
         if r.sub & SUB_RETURN == 0 {
             return 0;
         }
-        let slot = (self.ret + ((seq - 1) % self.ring.slots) * rp::RETURN_SLOT_BYTES as u64) as usize as *mut u8;
+        let slot = (self.ch.ret + ((seq - 1) % self.ch.slots) * rp::RETURN_SLOT_BYTES as u64) as usize as *mut u8;
         // SAFETY: slot lies in the return area (slots entries); seq is accessed atomically.
         let seq_w = unsafe { AtomicU64::from_ptr(slot.add(std::mem::offset_of!(ReturnSlot, seq)) as *mut u64) };
         let start = Instant::now();

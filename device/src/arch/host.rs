@@ -24,6 +24,9 @@ pub struct Hooks {
     /// Barrier of all threads of the caller's block / of the caller's warp (32 consecutive threads).
     pub sync_block: fn(),
     pub sync_warp: fn(),
+    /// `v` of the first thread of the caller's block (resp. warp) to every thread of it (all call it).
+    pub bcast_block: fn(u64) -> u64,
+    pub bcast_warp: fn(u64) -> u64,
     /// Called in every spin of a wait loop with the spin count: backs off (yield, sleep) and enforces
     /// RSHMEM_WAIT_TIMEOUT for `call`.
     pub idle: fn(spins: u64, call: &'static str),
@@ -49,8 +52,19 @@ pub fn trim(s: &'static str) -> &'static str {
     s.strip_suffix('\0').unwrap_or(s)
 }
 
-static DEFAULT_HOOKS: Hooks =
-    Hooks { coords: default_coords, sync_block: no_sync, sync_warp: no_sync, idle: default_idle, fail: default_fail };
+fn own_value(v: u64) -> u64 {
+    v
+}
+
+static DEFAULT_HOOKS: Hooks = Hooks {
+    coords: default_coords,
+    sync_block: no_sync,
+    sync_warp: no_sync,
+    bcast_block: own_value,
+    bcast_warp: own_value,
+    idle: default_idle,
+    fail: default_fail,
+};
 static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
 
 /// This process's device state (CPU backend, and the host-side queries of every backend): one
@@ -125,6 +139,13 @@ pub fn set_state(s: &DeviceState) {
         store_u32(offset_of!(DeviceState, node_pe) + 4 * i, p as u32);
     }
     store_u64(offset_of!(DeviceState, ibgda), s.ibgda);
+    store_u64(offset_of!(DeviceState, proxy_channels), s.proxy_channels);
+    for (c, ch) in s.proxy.iter().enumerate() {
+        let words: [u64; 8] = bytemuck::cast(*ch);
+        for (w, &v) in words.iter().enumerate() {
+            store_u64(offset_of!(DeviceState, proxy) + 64 * c + 8 * w, v);
+        }
+    }
     // SAFETY: the magic field: 8-aligned inside STATE, only ever accessed as an 8-byte atomic.
     unsafe { AtomicU64::from_ptr(state_ptr().add(MAGIC_OFF) as *mut u64) }.store(s.magic, Ordering::Release);
 }
@@ -195,6 +216,17 @@ pub fn warp_size() -> u32 {
     let c = (hooks().coords)();
     core::cmp::min(32, c.threads - (c.thread & !31))
 }
+/// `v` of the block's first thread to every thread of the block (all call it).
+#[inline(always)]
+pub fn block_bcast_u64(v: u64) -> u64 {
+    (hooks().bcast_block)(v)
+}
+/// `v` of the warp's first thread to every thread of the warp (all call it).
+#[inline(always)]
+pub fn warp_group_bcast_u64(v: u64) -> u64 {
+    (hooks().bcast_warp)(v)
+}
+
 #[inline(always)]
 pub fn sync_block() {
     (hooks().sync_block)()

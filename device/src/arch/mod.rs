@@ -37,6 +37,15 @@ impl Scope {
             Scope::Block => block_size(),
         }
     }
+    /// `v` of the group's first thread, to every thread of the group (all of which call it).
+    #[inline(always)]
+    pub fn bcast(self, v: u64) -> u64 {
+        match self {
+            Scope::Thread => v,
+            Scope::Warp => warp_group_bcast_u64(v),
+            Scope::Block => block_bcast_u64(v),
+        }
+    }
     /// Barrier of the group.
     #[inline(always)]
     pub fn sync(self) {

@@ -103,6 +103,38 @@ pub fn warp_bcast_u64(mask: u32, src: u32, v: u64) -> u64 {
     }
     (hi as u64) << 32 | lo as u64
 }
+/// `v` of lane 0 of this thread's warp to every lane of it (every thread of the warp calls it, as the
+/// warp-scoped API requires; a partial last warp of the block is its lanes).
+#[inline(always)]
+pub fn warp_group_bcast_u64(v: u64) -> u64 {
+    let n = warp_size();
+    let mask = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    warp_bcast_u64(mask, 0, v)
+}
+
+// The block's broadcast word (`block_bcast_u64`), in the shared memory of every block whose kernel
+// calls it. Only the device library's out-of-line functions use it, so only the library's PTX names it.
+core::arch::global_asm!(".shared .align 8 .b64 rshmemi_bcast;");
+
+/// `v` of the block's thread 0 to every thread of the block (every thread of the block calls it, as
+/// the block-scoped API requires). Out of line: the shared word is the device library's.
+#[inline(never)]
+pub fn block_bcast_u64(v: u64) -> u64 {
+    let r: u64;
+    // SAFETY: every thread of the block calls it (the caller's contract), so both barriers are met by
+    // all; thread 0 writes the block's own shared word before the first barrier, everyone reads it
+    // between the barriers, and the second keeps a next broadcast from overwriting it too early.
+    unsafe {
+        if block_rank() == 0 {
+            asm!("st.shared.u64 [rshmemi_bcast], {v};", v = in(reg64) v);
+        }
+        nvptx::_syncthreads();
+        asm!("ld.shared.u64 {r}, [rshmemi_bcast];", r = out(reg64) r);
+        nvptx::_syncthreads();
+    }
+    r
+}
+
 /// Barrier of the lanes of `mask` (all of which call it); orders their memory accesses before it
 /// before those after it.
 #[inline(always)]

@@ -14,18 +14,22 @@
 //!
 //! # Layout and protocol
 //! `SLOTS` [`InboundOp`]s at `DeviceState::inbound`. Ticket `t` uses slot `t % SLOTS`.
-//! 1. The host producer (one at a time: the proxy serializes its receivers) waits until the slot's
-//!    previous lap is done (`done == t + 1 - SLOTS`, or 0 in the first lap), writes the body, then
-//!    `seq = t + 1` with a release store.
-//! 2. A consumer reads `c = Internal::inbound_claim` (device memory of this PE's heap), then the slot's
-//!    `seq` with acquire. If it equals `c + 1`, it claims the ticket with a compare-and-swap of the
-//!    claim word from `c` to `c + 1`: exactly one consumer wins. The winner applies the operation,
-//!    writes `result`, then `done = c + 1` with a release store.
-//! 3. The producer polls `done` (acquire) and reads `result`.
+//! 1. The host producers (the proxy's receivers, one ticket at a time under a lock) wait until the
+//!    slot's previous lap is done (`done == t + 1 - SLOTS`, or 0 in the first lap), write the body,
+//!    then `seq = t + 1` with a release store. They do not wait for the operation before queueing the
+//!    next: a receiver waits only where the order of its frames needs it (before a GET reads the heap,
+//!    before a copy engine write lands, before it acknowledges a QUIET) or for a fetched value.
+//! 2. A consumer takes the queue's lock (`Internal::inbound_lock`, compare-and-swap 0 -> 1; a
+//!    consumer that finds it taken leaves: the holder applies), then, while slot `c % SLOTS` (`c =
+//!    Internal::inbound_claim`) has `seq == c + 1` (acquire), applies it, writes `result`, stores
+//!    `done = c + 1` (release) and `inbound_claim = c + 1`; then releases the lock. So operations are
+//!    applied one at a time, in ticket order: two stores to one word from one peer land in the order
+//!    it sent them, as they would if applied synchronously.
+//! 3. The producer that needs the result (or the completion) polls `done` (acquire).
 //!
-//! Claims are GPU atomics on device memory (on the CPU backend, host atomics on shared memory): no CPU
-//! atomic ever meets a GPU atomic on the same word. `seq`, the body and `result`/`done` each have one
-//! writer.
+//! The lock and the cursor are GPU atomics on device memory (on the CPU backend, host atomics on shared
+//! memory): no CPU atomic ever meets a GPU atomic on the same word. `seq`, the body and `result`/`done`
+//! each have one writer at a time.
 
 use super::proxy::apply_amo;
 use crate::arch;
@@ -34,8 +38,8 @@ use crate::types::{AmoBits, Rmw};
 use bytemuck::{Pod, Zeroable};
 use core::mem::offset_of;
 
-/// Slots of the queue.
-pub const SLOTS: u64 = 64;
+/// Slots of the queue: how many operations the proxy's receivers may have queued and not yet applied.
+pub const SLOTS: u64 = 1024;
 /// `InboundOp::code` of a plain store of `width` (1, 2, 4 or 8) bytes of `value` (an inline put).
 pub const STORE: u32 = 0x100;
 /// `InboundOp::code` of an NIC atomic (the IBGDA transport's emulated NIC, as a ConnectX executes it):
@@ -144,8 +148,9 @@ unsafe fn cas_apply<B: AmoBits>(p: *mut B, a: rshmem_ibgda::Atomic) -> u64 {
     }
 }
 
-/// Applies every inbound operation published and not yet claimed (at most `max`); returns how many
-/// this caller applied. Does nothing without a proxy (no queue) or before init.
+/// Applies every inbound operation published and not yet applied (at most `max`) if no other consumer
+/// is applying them; returns how many this caller applied. Does nothing without a proxy (no queue) or
+/// before init.
 ///
 /// # Safety
 /// rshmem must be initialized (the queue and the heap are the runtime's, alive until finalize).
@@ -157,32 +162,36 @@ pub unsafe fn progress(max: u32) -> u32 {
     if q == 0 || heap == 0 {
         return 0;
     }
-    let claim = (heap + offset_of!(Internal, inbound_claim)) as *mut u64;
-    // SAFETY: forwarded: the runtime's queue and heap, and the claim word of its internal area.
-    unsafe { progress_at(q, heap, claim, max) }
+    let cursor = (heap + offset_of!(Internal, inbound_claim)) as *mut u64;
+    let lock = (heap + offset_of!(Internal, inbound_lock)) as *mut u64;
+    // SAFETY: forwarded: the runtime's queue and heap, and the cursor and lock words of its internal
+    // area.
+    unsafe { progress_at(q, heap, cursor, lock, max) }
 }
 
-/// `progress` on the queue at `q` for the heap at `heap`, with claims on `claim`.
+/// `progress` on the queue at `q` for the heap at `heap`, with the cursor word `cursor` and the lock
+/// word `lock`.
 ///
 /// # Safety
-/// `q` must be an inbound queue of `SLOTS` slots, `heap` the heap its operations name, and `claim` the
-/// queue's claim word (only ever accessed atomically), all alive and accessed as the protocol says;
-/// every published operation's range lies in the heap (its producer checked).
+/// `q` must be an inbound queue of `SLOTS` slots, `heap` the heap its operations name, and `cursor` and
+/// `lock` the queue's words (only ever accessed atomically), all alive and accessed as the protocol
+/// says; every published operation's range lies in the heap (its producer checked).
 #[inline]
-pub unsafe fn progress_at(q: usize, heap: usize, claim: *mut u64, max: u32) -> u32 {
+pub unsafe fn progress_at(q: usize, heap: usize, cursor: *mut u64, lock: *mut u64, max: u32) -> u32 {
     let mut applied = 0;
-    while applied < max {
-        // SAFETY: claim is a u64 of this PE's heap's internal area, accessed only atomically; the slot
-        // words are accessed atomically per the protocol above (seq and done), the body after the
-        // acquire of seq.
-        unsafe {
-            let c = arch::load_acquire_u64(claim);
+    // SAFETY: the lock and cursor are u64 words accessed only atomically; the slot words are accessed
+    // atomically per the protocol above (seq and done), the body after the acquire of seq. Only the
+    // lock holder reads the cursor's value to apply and advances it, so each ticket is applied once,
+    // in order.
+    unsafe {
+        if arch::cas_u64(lock, 0, 1) != 0 {
+            return 0;
+        }
+        let mut c = arch::load_acquire_u64(cursor);
+        while applied < max {
             let slot = (q + (c % SLOTS) as usize * SLOT_BYTES) as *mut u64;
             if arch::load_acquire_u64(slot) != c + 1 {
-                return applied;
-            }
-            if arch::cas_u64(claim, c, c + 1) != c {
-                continue; // another consumer took it; look again
+                break;
             }
             let op = &*(slot as *const InboundOp);
             let (code, width, offset) = (core::ptr::read_volatile(&op.code), core::ptr::read_volatile(&op.width), core::ptr::read_volatile(&op.offset));
@@ -190,9 +199,14 @@ pub unsafe fn progress_at(q: usize, heap: usize, claim: *mut u64, max: u32) -> u
             let extra = core::ptr::read_volatile(&op.extra);
             let old = apply(code, width, (heap + offset as usize) as *mut u8, value, compare, extra);
             arch::store_relaxed_u64(slot.add(offset_of!(InboundOp, result) / 8), old);
+            // Release at system scope: the operation's effect on the heap is visible before `done`,
+            // so the producer that reads `done` with acquire may acknowledge it to the peer.
             arch::store_release_u64(slot.add(offset_of!(InboundOp, done) / 8), c + 1);
+            c += 1;
+            applied += 1;
         }
-        applied += 1;
+        arch::store_release_u64(cursor, c);
+        arch::store_release_u64(lock, 0);
     }
     applied
 }
@@ -206,13 +220,14 @@ mod tests {
 
     /// Three consumers (as device threads that wait) race for every published operation; a producer
     /// publishes 128,000 `fetch_add(1)`s, a whole lap of the queue at a time. Each is applied exactly
-    /// once: the counter ends at 128,000 and the old values returned are exactly 0..128,000.
+    /// once and in ticket order: the counter ends at 128,000 and operation `t` returns old value `t`.
     #[test]
     fn every_operation_is_applied_once_by_racing_consumers() {
-        const N: u64 = 64 * 2_000;
+        const N: u64 = SLOTS * 125;
         let queue = vec![0u64; queue_bytes() / 8];
         let heap = vec![0u64; 4096];
         let claim = AtomicU64::new(0);
+        let lock = AtomicU64::new(0);
         let stop = AtomicU64::new(0);
         let (q, h) = (queue.as_ptr() as usize, heap.as_ptr() as usize);
         let mut olds = vec![false; N as usize];
@@ -220,13 +235,13 @@ mod tests {
             for _ in 0..3 {
                 sc.spawn(|| {
                     while stop.load(Ordering::Acquire) == 0 {
-                        // SAFETY: the test's queue and heap, alive for the scope; claims on `claim`.
-                        unsafe { progress_at(q, h, claim.as_ptr(), 4) };
+                        // SAFETY: the test's queue and heap, alive for the scope; its cursor and lock words.
+                        unsafe { progress_at(q, h, claim.as_ptr(), lock.as_ptr(), 4) };
                     }
                 });
             }
-            // Whole laps at a time (the protocol allows SLOTS outstanding; the proxy uses one), so
-            // the consumers race over many ready operations at once.
+            // Whole laps at a time (the protocol allows SLOTS outstanding), so the consumers race over
+            // many ready operations at once.
             for lap in 0..N / SLOTS {
                 for t in lap * SLOTS..(lap + 1) * SLOTS {
                     let slot = (q + (t % SLOTS) as usize * SLOT_BYTES) as *mut u64;
@@ -255,7 +270,8 @@ mod tests {
                             std::thread::yield_now();
                         }
                         let old = core::ptr::read_volatile(slot.add(5));
-                        assert!(old < N && !olds[old as usize], "old value {old} twice or out of range");
+                        assert_eq!(old, t, "operation {t} applied out of order");
+                        assert!(!olds[old as usize], "old value {old} twice");
                         olds[old as usize] = true;
                     }
                 }

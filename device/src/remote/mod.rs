@@ -8,13 +8,19 @@
 //! code carries no code of the remote path but a test and a call it never takes (`rshmem_p32`'s PTX:
 //! 87 instructions, not 170 with the remote arm pasted in; the P2P path is the same instructions).
 //! Here the PE's route (`DeviceState::route`) picks the transport:
-//! - `ROUTE_PROXY` ([`proxy`]): a request into the ring in host memory; this PE's CPU proxy thread
-//!   carries it over the network. Ordering: one ring per PE, drained in ticket order, one connection
-//!   per peer, applied in order at the target. A thread's requests get increasing tickets (its
-//!   fetch_adds of `head` are ordered), so its requests to one PE are applied in program order:
-//!   `fence` needs nothing more than the P2P fence. `quiet` waits until the proxy has completed every
-//!   ticket handed out before it (completion is in ticket order, and a put counts as complete only
-//!   once the target acknowledged it).
+//! - `ROUTE_PROXY` ([`proxy`]): a request into one of this PE's proxy channels (a ring in host memory
+//!   each, drained by its own CPU proxy thread, with its own connection to every peer). A thread always
+//!   posts to the same channel (its warp's: [`channel_of`]), each channel is drained in ticket order
+//!   and applied in order at the target, and a thread's requests get increasing tickets, so its
+//!   requests to one PE are applied in program order. With one channel `fence` needs nothing more;
+//!   with several, `fence` waits for every channel's requests (another thread's block-scoped put may be
+//!   on another channel). `quiet` waits until every channel has completed every ticket handed out
+//!   before it (completion is in ticket order, and a put counts as complete only once the target
+//!   acknowledged it).
+//! - Puts of a warp or block, and a thread's puts up to `THREAD_STAGE_MAX` bytes, travel in the
+//!   channel: the group copies the bytes into the staging chunks of its tickets (pinned host memory on a
+//!   GPU) and the proxy sends them from there, with no copy of its own (`op::PUT_STAGED`). A thread's
+//!   larger puts name their source, which the proxy copies with the platform's copy engine.
 //! - `ROUTE_IBGDA` ([`ibgda`]): this thread builds mlx5 WQEs in the QP's send queue, updates the
 //!   doorbell record and rings the doorbell itself, and polls the CQ (a real NIC, or rshmem's
 //!   emulated one: the code is the same).
@@ -36,50 +42,73 @@ pub mod wait;
 
 use crate::arch;
 use crate::route::{fail, heap_offset as offset, route};
-use crate::state::{Field, RingRef, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
+use crate::state::{Channel, Field, MAX_CHANNELS, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
 use crate::types::{Problem, Scope, Sig};
 use core::mem::offset_of;
-use proxy::{op, Request, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
+use proxy::{op, Request, ReturnSlot, MAX_STAGED, RETURN_SLOT_BYTES, SUB_RETURN};
 use wait::idle;
 
-/// This PE's proxy ring (header 0: none).
+/// A thread's puts up to this many bytes travel staged (the thread copies them into the channel);
+/// larger ones name their source, which the proxy's copy engine reads (one GPU thread writing host
+/// memory 16 bytes at a time is slower than a DMA for large transfers). Warp and block puts are always
+/// staged: their threads copy together.
+pub const THREAD_STAGE_MAX: usize = 64 << 10;
+
+/// Proxy channel `c` of this PE as the device state holds it (`ring == 0`: none).
 #[inline(always)]
-fn ring() -> RingRef {
-    RingRef { header: arch::state_u64(Field::PROXY_RING_HEADER), slots: arch::state_u64(Field::PROXY_RING_SLOTS) }
+fn channel(c: usize) -> Channel {
+    Channel {
+        ring: arch::state_u64(Field::channel(c, 0)),
+        slots: arch::state_u64(Field::channel(c, 1)),
+        ret: arch::state_u64(Field::channel(c, 2)),
+        stage: arch::state_u64(Field::channel(c, 3)),
+        chunk: arch::state_u64(Field::channel(c, 4)),
+        counters: arch::state_u64(Field::channel(c, 5)),
+        _r: [0; 2],
+    }
 }
 
-/// The ring to post requests for `pe` to, or a failure naming the call: no transport reaches `pe`.
+/// How many proxy channels this PE has (0: no proxy transport).
 #[inline(always)]
-fn proxy_for(call: &'static str, pe: i32, local: usize, len: usize) -> RingRef {
-    let r = ring();
-    if route(pe) != ROUTE_PROXY || r.header == 0 {
+fn channels() -> usize {
+    (arch::state_u64(Field::PROXY_CHANNELS) as usize).min(MAX_CHANNELS)
+}
+
+/// The channel the calling thread posts to: its warp's, the same for every call of the thread (so its
+/// requests stay in order), spread over the channels by block and warp (a block's group calls post
+/// from its first warp, so blocks spread over the channels too).
+#[inline(always)]
+pub fn channel_of() -> usize {
+    let n = channels();
+    if n <= 1 {
+        return 0;
+    }
+    (arch::block_index() as usize + (arch::block_rank() / 32) as usize) % n
+}
+
+/// The caller's channel for a request to `pe`, or a failure naming the call: no transport reaches `pe`.
+#[inline(always)]
+fn proxy_for(call: &'static str, pe: i32, local: usize, len: usize) -> Channel {
+    let ch = channel(channel_of());
+    if route(pe) != ROUTE_PROXY || ch.ring == 0 {
         fail(call, Problem::NoTransport, pe, local, len);
     }
-    r
+    ch
 }
 
-/// Posts `req` to `ring` (waiting while the ring is full).
+/// Posts `req` to `ch` (waiting while the ring is full).
 #[inline(always)]
-unsafe fn post(ring: RingRef, req: &Request) -> u64 {
-    // SAFETY: `ring` is the runtime's ring for this PE (non-zero header, checked by the caller), mapped
-    // and set up before the state was published, and alive until finalize.
-    unsafe { proxy::post(ring, req) }
+unsafe fn post(ch: &Channel, req: &Request) -> u64 {
+    // SAFETY: `ch` is one of the runtime's channels for this PE (non-zero ring, checked by the caller),
+    // mapped and set up before the state was published, and alive until finalize.
+    unsafe { proxy::post(ch, req) }
 }
 
+/// Waits until `ch` has completed request `seq`.
 #[inline(always)]
-unsafe fn wait(ring: RingRef, seq: u64) {
-    const CALL: &str = "rshmem proxy quiet (waiting for the proxy to complete requests)\0";
-    let mut s = 0u64;
-    // SAFETY: as in `post`. The policy never gives up, so the only error is a ring that is none.
-    let r = unsafe {
-        proxy::wait_completed_with(ring, seq, |_| {
-            idle(&mut s, CALL);
-            true
-        })
-    };
-    if r.is_err() {
-        fail(CALL, Problem::NotInitialized, -1, ring.header as usize, ring.slots as usize);
-    }
+unsafe fn wait(ch: &Channel, seq: u64) {
+    // SAFETY: as in `post`.
+    unsafe { proxy::wait_completed(ch, seq) }
 }
 
 /// Posts `req` and, when `blocking`, waits until the proxy has completed it.
@@ -87,24 +116,23 @@ unsafe fn wait(ring: RingRef, seq: u64) {
 /// # Safety
 /// As `post`.
 #[inline(always)]
-unsafe fn submit(ring: RingRef, req: &Request, blocking: bool) {
+unsafe fn submit(ch: &Channel, req: &Request, blocking: bool) {
     // SAFETY: forwarded contract.
     unsafe {
-        let seq = post(ring, req);
+        let seq = post(ch, req);
         if blocking {
-            wait(ring, seq);
+            wait(ch, seq);
         }
     }
 }
 
-/// Waits for the value the proxy delivers to request `seq`'s return slot and frees the slot.
+/// Waits for the value the proxy delivers to request `seq`'s return slot of `ch` and frees the slot.
 #[inline(always)]
-unsafe fn take_return(call: &'static str, ring: RingRef, seq: u64) -> u64 {
-    let ret = arch::state_u64(Field::PROXY_RET) as usize;
-    if ret == 0 {
+unsafe fn take_return(call: &'static str, ch: &Channel, seq: u64) -> u64 {
+    if ch.ret == 0 {
         fail(call, Problem::NoTransport, -1, 0, 0);
     }
-    let slot = (ret + ((seq - 1) & (ring.slots - 1)) as usize * RETURN_SLOT_BYTES) as *mut u64;
+    let slot = (ch.ret as usize + ((seq - 1) & (ch.slots - 1)) as usize * RETURN_SLOT_BYTES) as *mut u64;
     let seq_p = slot.wrapping_add(offset_of!(ReturnSlot, seq) / 8);
     let value_p = slot.wrapping_add(offset_of!(ReturnSlot, value) / 8);
     let mut spins = 0u64;
@@ -134,10 +162,10 @@ pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bi
         // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
         return unsafe { ibgda::put_inline(call, local, len, bits, pe) };
     }
-    let ring = proxy_for(call, pe, local, len);
+    let ch = proxy_for(call, pe, local, len);
     let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(local), len: len as u64, value: bits, ..Request::default() };
     // SAFETY: see `post`.
-    unsafe { post(ring, &req) };
+    unsafe { post(&ch, &req) };
 }
 
 /// `g` of `len` (1..=8) bytes at `local` on `pe`: the bytes, zero-extended.
@@ -151,21 +179,27 @@ pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe
         // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
         return unsafe { ibgda::get_inline(call, local, len, pe) };
     }
-    let ring = proxy_for(call, pe, local, len);
+    let ch = proxy_for(call, pe, local, len);
     let req = Request { op: op::GET, sub: SUB_RETURN, pe: pe as u32, offset: offset(local), len: len as u64, ..Request::default() };
     // SAFETY: see `post`; the return slot protocol in `take_return`.
     unsafe {
-        let seq = post(ring, &req);
-        take_return(call, ring, seq)
+        let seq = post(&ch, &req);
+        take_return(call, &ch, seq)
     }
 }
 
 /// putmem (and put_signal) to `pe` of `bytes` from `src` to the symmetric `dst_local`, by every
-/// thread of `scope` (one request for the whole range). `blocking`: wait until the request is complete.
+/// thread of `scope`. `blocking`: wait until the request is complete.
+///
+/// Staged (warp and block puts, and a thread's up to `THREAD_STAGE_MAX` bytes): in requests of at most
+/// `MAX_STAGED` bytes, the group's first thread reserves the tickets, the group copies the bytes into
+/// their chunks, and the first thread publishes the request; the signal of a put_signal rides on the
+/// last one. Otherwise one request names the source, which the proxy reads (a DMA on GPUs).
 ///
 /// # Safety
-/// As `ops::putmem_scoped`: `dst_local` checked, `src` readable for `bytes` by the proxy (memory of
-/// this process or GPU), unchanged until the call returns (blocking) or the next quiet (nbi).
+/// As `ops::putmem_scoped`: `dst_local` checked, `src` readable for `bytes` (memory of this process or
+/// GPU), unchanged until the call returns (blocking) or the next quiet (nbi: staged bytes are copied
+/// before the call returns, so only an unstaged source must stay).
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
@@ -174,31 +208,17 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
         // SAFETY: routed IBGDA (tested above); the rest is the caller's contract.
         return unsafe { ibgda::put(scope, call, dst_local, src, bytes, pe, blocking, sig) };
     }
-    let ring = proxy_for(call, pe, dst_local, bytes);
+    let ch = proxy_for(call, pe, dst_local, bytes);
     scope.sync();
-    if scope.rank() == 0 && arch::is_local(src) {
-        // A local variable (GPU thread stack): the proxy cannot read it. Up to 8 bytes travel in the
-        // request itself; more is an error naming the call.
-        if bytes > 8 {
+    let staged = ch.chunk != 0 && (scope != Scope::Thread || bytes <= THREAD_STAGE_MAX);
+    if staged {
+        // SAFETY: the caller's contract; the channel is the runtime's.
+        unsafe { put_staged(scope, &ch, dst_local, src, bytes, pe, blocking, sig) };
+    } else if scope.rank() == 0 {
+        if arch::is_local(src) {
+            // A local variable (GPU thread stack) the proxy cannot read, too large to stage.
             fail(call, Problem::LocalBuffer, pe, src as usize, bytes);
         }
-        let mut bits = 0u64;
-        // SAFETY: src is readable for bytes <= 8 (the caller's contract); bits has 8 bytes.
-        unsafe { core::ptr::copy_nonoverlapping(src, &mut bits as *mut u64 as *mut u8, bytes) };
-        if bytes != 0 {
-            let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(dst_local), len: bytes as u64, value: bits, ..Request::default() };
-            // SAFETY: see `post`.
-            unsafe { post(ring, &req) };
-        }
-        if let Some(s) = sig {
-            // Posted after the data by the same thread, so applied after it at the target.
-            // SAFETY: the signal word was checked by the caller.
-            unsafe { signal(call, s.local, s.value, s.op, pe) };
-        }
-        if blocking {
-            quiet();
-        }
-    } else if scope.rank() == 0 {
         // The proxy reads the source outside this thread (DMA on GPUs): make every store the group
         // made to it visible at system scope first.
         arch::fence_sc();
@@ -214,10 +234,61 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
         }
         if bytes != 0 || sig.is_some() {
             // SAFETY: see `post`; the source's contract is the caller's.
-            unsafe { submit(ring, &req, blocking) };
+            unsafe { submit(&ch, &req, blocking) };
         }
     }
     scope.sync();
+}
+
+/// The staged put of `put` (see there), by every thread of `scope`.
+///
+/// # Safety
+/// As `put`; `ch` is the runtime's channel with a staging area.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn put_staged(scope: Scope, ch: &Channel, dst_local: usize, src: *const u8, bytes: usize, pe: i32, blocking: bool, sig: Option<Sig>) {
+    let (rank, size) = (scope.rank(), scope.size());
+    let mut done = 0usize;
+    let mut last_seq = 0u64;
+    loop {
+        let n = (bytes - done).min(MAX_STAGED as usize);
+        let last = done + n == bytes;
+        let mut req = Request { op: op::PUT_STAGED, pe: pe as u32, offset: offset(dst_local + done), len: n as u64, ..Request::default() };
+        if let (true, Some(s)) = (last, sig) {
+            req.op = op::PUT_SIGNAL_STAGED;
+            req.sub = s.op as u16;
+            req.sig_offset = offset(s.local);
+            req.sig_value = s.value;
+        }
+        if n == 0 && sig.is_none() {
+            break;
+        }
+        let k = proxy::tickets(req.op, n as u64, ch.chunk);
+        // SAFETY: the channel is the runtime's (see `post`); the first thread reserves, the group
+        // copies into the reserved chunks (src + done is readable for n bytes: the caller's contract),
+        // synchronizes, and the first thread publishes after a system-scope fence (the other threads'
+        // staged stores are then visible to the proxy before the request).
+        unsafe {
+            let t = if rank == 0 { proxy::reserve(ch, k) } else { 0 };
+            let t = scope.bcast(t);
+            proxy::stage_copy(ch, t, src.add(done), n, rank, size);
+            scope.sync();
+            if rank == 0 {
+                if size > 1 {
+                    arch::fence_sc();
+                }
+                last_seq = proxy::publish(ch, t, &req);
+            }
+        }
+        done += n;
+        if last {
+            break;
+        }
+    }
+    if blocking && rank == 0 && last_seq != 0 {
+        // SAFETY: as above.
+        unsafe { wait(ch, last_seq) };
+    }
 }
 
 /// getmem from `pe`: `bytes` from the symmetric `src_local` to the local `dst`, by every thread of
@@ -233,7 +304,7 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
         // SAFETY: routed IBGDA (tested above); the rest is the caller's contract.
         return unsafe { ibgda::get(scope, call, dst, src_local, bytes, pe, blocking) };
     }
-    let ring = proxy_for(call, pe, src_local, bytes);
+    let ch = proxy_for(call, pe, src_local, bytes);
     scope.sync();
     if scope.rank() == 0 && bytes != 0 && arch::is_local(dst) {
         // A local variable: up to 8 bytes come back through the return slot, as for `g`.
@@ -248,7 +319,7 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
     } else if scope.rank() == 0 && bytes != 0 {
         let req = Request { op: op::GET, pe: pe as u32, offset: offset(src_local), len: bytes as u64, src: dst as u64, ..Request::default() };
         // SAFETY: see `post`; the destination's contract is the caller's.
-        unsafe { submit(ring, &req, blocking) };
+        unsafe { submit(&ch, &req, blocking) };
     }
     scope.sync();
 }
@@ -266,7 +337,7 @@ pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u
         // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
         return unsafe { ibgda::amo(call, local, width, code, value, compare, pe, fetch) };
     }
-    let ring = proxy_for(call, pe, local, width);
+    let ch = proxy_for(call, pe, local, width);
     let req = Request {
         op: op::AMO,
         sub: code | if fetch { SUB_RETURN } else { 0 },
@@ -279,8 +350,8 @@ pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u
     };
     // SAFETY: see `post`; the return slot protocol in `take_return`.
     unsafe {
-        let seq = post(ring, &req);
-        if fetch { take_return(call, ring, seq) } else { 0 }
+        let seq = post(&ch, &req);
+        if fetch { take_return(call, &ch, seq) } else { 0 }
     }
 }
 
@@ -296,40 +367,54 @@ pub(crate) unsafe fn signal(call: &'static str, sig_local: usize, value: u64, si
         // SAFETY: routed IBGDA (tested above); `sig_local` is checked (the caller's contract).
         return unsafe { ibgda::signal(call, sig_local, value, sig_op, pe) };
     }
-    let ring = proxy_for(call, pe, sig_local, 8);
+    let ch = proxy_for(call, pe, sig_local, 8);
     let req = Request { op: op::SIGNAL, sub: sig_op as u16, pe: pe as u32, sig_offset: offset(sig_local), sig_value: value, ..Request::default() };
     // SAFETY: see `post`.
-    unsafe { post(ring, &req) };
+    unsafe { post(&ch, &req) };
 }
 
-/// The remote part of `quiet`: waits until every proxy request handed out so far (this thread's among
-/// them) is complete at its target, and every IBGDA QP has completed what was ready.
+/// The remote part of `quiet`: waits until every proxy channel has completed every ticket handed out
+/// so far (this thread's among them), and every IBGDA QP has completed what was ready.
 #[cold]
 #[inline(never)]
 pub(crate) fn quiet() {
     ibgda::quiet();
-    let ring = ring();
-    if ring.header == 0 {
-        return;
-    }
-    // SAFETY: the runtime's ring (non-zero header), as in `post`; `head` is accessed only atomically.
-    unsafe {
-        let head = arch::load_acquire_u64((ring.header as usize + proxy::HEAD_OFF) as *const u64);
-        wait(ring, head);
+    proxy_quiet();
+}
+
+/// Waits for every channel's tickets handed out so far.
+#[inline(always)]
+fn proxy_quiet() {
+    for c in 0..channels() {
+        let ch = channel(c);
+        if ch.ring == 0 {
+            continue;
+        }
+        // SAFETY: one of the runtime's channels (non-zero ring), as in `post`.
+        unsafe {
+            let head = proxy::head(&ch);
+            if head != 0 {
+                wait(&ch, head);
+            }
+        }
     }
 }
 
-/// The remote part of `fence` (IBGDA's fenced NOPs; proxy requests are applied in order already).
+/// The remote part of `fence`: IBGDA's fenced NOPs; proxy requests of one channel are applied in order
+/// already, and with several channels every channel's requests are waited for (a block's put may have
+/// gone through another channel than this thread's next request).
 #[cold]
 #[inline(never)]
 pub(crate) fn fence() {
     ibgda::fence();
+    if channels() > 1 {
+        proxy_quiet();
+    }
 }
 
-/// Posts `req` (built by the host) to this PE's proxy ring from device code and, with `wait`, waits
+/// Posts `req` (built by the host) to this PE's first proxy channel from device code and, with `wait`, waits
 /// for its completion: the host API's and the on-stream API's remote requests on GPUs go through here
-/// (`rshmemi_proxy_request`), because the ring's `head` is advanced by GPU atomics, and a CPU's atomic
-/// on the same pinned word is not atomic with them.
+/// (`rshmemi_proxy_request`), because the channel's `head` is advanced by GPU atomics in device memory.
 ///
 /// # Safety
 /// `req` must be a valid request for this PE's heap (the host checked it); its local address must be
@@ -337,10 +422,10 @@ pub(crate) fn fence() {
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), allow(dead_code))]
 pub(crate) unsafe fn post_from_device(req: &Request, wait: bool) {
-    let ring = ring();
-    if ring.header == 0 {
+    let ch = channel(0);
+    if ch.ring == 0 {
         fail("rshmemi_proxy_request\0", Problem::NoTransport, req.pe as i32, 0, 0);
     }
     // SAFETY: see `post`; the request's contract is the caller's.
-    unsafe { submit(ring, req, wait) };
+    unsafe { submit(&ch, req, wait) };
 }

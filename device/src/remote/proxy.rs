@@ -1,107 +1,104 @@
-//! The proxy request channel: device threads post fixed-size requests into a ring in host memory
-//! (pinned and mapped on CUDA, shared memory on the CPU backend); one CPU proxy thread per PE drains it
-//! (`rshmem::transport::proxy::ring`) and reports completion through a counter the posters poll.
+//! The proxy request channel: device threads post fixed-size requests into rings in host memory
+//! (pinned and mapped on CUDA, shared memory on the CPU backend); one CPU proxy thread per channel
+//! drains a ring (`rshmem::transport::proxy::ring`) and reports completion through a counter the
+//! posters wait on.
 //!
-//! This file holds the ONE definition of the ring's layout (`RingHeader`, `Request`), used by the
-//! device code here and by the host side, and the device-side calls `post` and `wait_completed`.
+//! This file holds the ONE definition of a channel's layout (`RingHeader`, `Request`, the staging
+//! chunks, `ChannelCounters`), used by the device code here and by the host side, and the device-side
+//! calls that reserve, stage, publish and wait.
 //!
-//! # Layout
+//! # Layout of one channel ([`Channel`](crate::state::Channel))
 //! ```text
-//! base + 0                      RingHeader (256 bytes: 4 cache lines)
-//!   line 0: magic, slots             written once by the host before any post (posters hold a
-//!                                    `RingRef` and never read them; the proxy checks them on attach)
-//!   line 1: head                     next ticket; posters fetch_add it
-//!   line 2: tail                     tickets < tail are drained and their slots free; the proxy stores it
-//!   line 3: completed                requests 1..=completed are complete; the proxy stores it
-//! base + 256 + 64 * i           Request slot i, i in 0..slots (slots: a power of two)
+//! host memory, ring:     RingHeader (256 bytes)
+//!                          line 0: magic, slots, chunk   written once by the host before any post
+//!                          line 1: tail                  tickets < tail are drained; the proxy stores it
+//!                          line 2: completed             requests 1..=completed are complete (proxy)
+//!                        then `slots` request slots of 64 bytes (slot i: ticket t with t % slots == i)
+//! host memory, staging:  `slots` chunks of `chunk` bytes: ticket t owns chunk t % slots
+//! device memory:         ChannelCounters (256 bytes): head, tail_seen, completed_seen, poller
 //! ```
-//! Each counter has its own cache line so that posters hammering `head` do not slow the proxy's
-//! stores of `tail`/`completed` (and the polls of those) by false sharing.
+//! Everything posters update is in device memory (on a GPU, fast atomics), everything the proxy reads
+//! or writes is in host memory: a post costs no PCIe atomic and, while the ring is not full, no PCIe
+//! read.
 //!
-//! # Protocol (ticket `t` = the value `fetch_add(head, 1)` returned; sequence number `seq = t + 1`)
-//! 1. A poster reserves ticket `t` with one atomic fetch_add on `head` (system scope). Tickets are
-//!    unique, so no two posters ever own the same (slot, lap).
-//! 2. It waits while the ring is full: `t - tail >= slots`, with `tail` read by an acquire load.
-//! 3. It writes the body of slot `t % slots` (every word but `seq`) with plain stores.
-//! 4. It publishes the entry with one release store of `seq = t + 1` into the slot's `seq` word.
+//! # Protocol (ticket `t` = the value `fetch_add(head, k)` returned; sequence number `seq = t + 1`)
+//! 1. A poster reserves `k` consecutive tickets `t..t+k` with one atomic add on `head` (device memory):
+//!    one for a request, or as many as its staged data needs chunks (a put whose bytes travel in the
+//!    channel: [`op::PUT_STAGED`]). Tickets are unique, so no two posters ever own the same slot or
+//!    chunk in the same lap.
+//! 2. It waits while the ring is full: `t + k - tail > slots`. It reads `tail_seen` (device memory, the
+//!    largest `tail` any poster has seen) first and the real `tail` (host memory, acquire) only when that
+//!    says full, raising `tail_seen` to what it read (after a release fence).
+//! 3. It copies a staged put's bytes into the chunks of its tickets (wrapping at the end of the
+//!    staging area), with every thread of its group, and writes the body of slot `t` (every word but
+//!    `seq`) with plain stores.
+//! 4. It publishes the request with one release store of `seq = t + 1` into slot `t`'s `seq` word
+//!    (after a system-scope fence when other threads of its group wrote the staged bytes). The other
+//!    slots of a multi-ticket request are never published: the proxy skips them.
 //! 5. The proxy, expecting ticket `t`, polls that slot's `seq` (acquire) until it reads `t + 1`, copies
-//!    the body out, clears `seq` to 0, and (after the batch of consecutive published entries) stores
-//!    `tail = t + 1` (release). It then hands the copy to its callback; when the callback has finished
-//!    the operation it stores `completed = t + 1` (release).
-//! 6. `wait_completed(seq)` polls `completed` (acquire) until `completed >= seq`. Completion is in
-//!    ticket order, so this also covers every earlier request of the calling thread (its `quiet`).
+//!    the body out, clears `seq`, and hands the request on; it stores `tail` (release) past a batch of
+//!    requests once it has sent their staged bytes. Whoever finishes a request marks its tickets done,
+//!    and `completed` (release) is the largest complete prefix.
+//! 6. `wait_completed(seq)`: `completed >= seq`, read through `completed_seen` (device memory): one
+//!    waiting thread at a time (the one that takes `poller`) reads the host's `completed` and raises
+//!    `completed_seen`; every other waiter polls device memory. Completion is in ticket order, so this
+//!    covers every earlier request of the channel (`quiet` waits for `head` as it read it).
 //!
 //! # Memory ordering, step by step
-//! - **Never a torn entry.** The proxy reads the body only after its acquire load of `seq` returned
-//!   `t + 1`. That value is written by exactly one store, the poster's release store in step 4, which
-//!   comes after all its body stores in program order. Release/acquire at system scope
-//!   (`st.release.sys` / the host's acquire load; on the CPU backend Rust's Release/Acquire, which are
-//!   atomic across processes on shared memory) makes every body store visible to the proxy before it
-//!   reads the body. A slot whose `seq` is anything but `0` or `t + 1` is corruption (see below), and
-//!   the proxy stops with an error instead of reading it.
-//! - **Never reuse of a slot a thread still writes / the proxy still reads.** Slot `i` is written in
-//!   lap `k` by ticket `i + k * slots` only. That poster waits until `tail > t - slots`, i.e. until the
-//!   proxy has finished ticket `t - slots` (the same slot, previous lap): the proxy stores `tail`
-//!   (release) only after it has read that body and cleared `seq`, and the poster's acquire load of
-//!   `tail` orders those reads and that clear before the poster's own stores into the slot. Conversely
-//!   the proxy never looks at the body of ticket `t` before its `seq` is published (previous point),
-//!   and after `tail` has moved past `t` it never touches the slot again until it expects `t + slots`.
-//!   So a full ring makes posters wait; it never overwrites an entry.
-//! - **Why the clear.** Because `seq` values differ per lap, the clear is not needed for correctness;
-//!   it makes a stale or foreign value detectable: while the proxy expects ticket `t`, the slot holds
-//!   0 (not yet published) or `t + 1`. Anything else means some writer broke the protocol.
+//! - **Never a torn entry.** The proxy reads the body (and the staged bytes) only after its acquire load
+//!   of `seq` returned `t + 1`, written by exactly one store: the poster's release store in step 4,
+//!   after all its body stores in program order and after the group's staged stores (the group
+//!   synchronizes, then the poster fences at system scope before publishing). Release/acquire at system
+//!   scope (`st.release.sys` / the host's acquire load; on the CPU backend Rust's Release/Acquire,
+//!   atomic across processes on shared memory) makes them visible to the proxy before it reads.
+//! - **Never reuse of a slot or chunk the proxy still reads.** Slot and chunk `i` are written in lap `m`
+//!   by tickets `i + m * slots` only; their poster waits until `tail` passed the previous lap's ticket.
+//!   The proxy stores `tail` (release) only after it has read those bodies, cleared their `seq` and sent
+//!   their staged bytes, and the poster's acquire (of `tail`, or of `tail_seen` raised by a poster that
+//!   acquired `tail` and released before raising it) orders that before its own stores.
 //! - **Completion visible to a polling GPU thread.** The proxy stores `completed` with a release store
-//!   only after the callback has finished the operation, including the effects at the target (data
-//!   copied, AMO done, and for data the proxy moved into GPU memory, the copy synchronized). The
-//!   poster reads it with `ld.acquire.sys`, a system-scope acquire that is not served from a stale
-//!   L1 line and orders the poster's later loads (e.g. of a fetched value the proxy delivered) after
-//!   it. On the CPU backend: Release/Acquire.
-//! - **No doorbell.** The proxy learns of new entries by polling the `seq` word of the one slot it
-//!   expects next; that word is already the publication. A doorbell (a second counter the posters bump
-//!   after publishing) would add a system-scope write per request (or per batch, which needs a leader
-//!   among independent threads), and it could not replace the per-slot valid words anyway: `head`
-//!   counts reservations, not publications, so it cannot tell the proxy which entries are complete.
-//!   Batching happens on the proxy side: it drains every consecutive published entry it finds.
-//! - **No wrap-around.** Tickets and sequence numbers are u64. At 10^9 requests per second (far above
-//!   what one ring sustains) a u64 lasts 584 years, so `head`, `tail` and `completed` never wrap; the
-//!   code still uses wrapping subtraction for the distance `t - tail`, which is exact whenever
-//!   `tail <= t` (always: `tail` counts drained tickets, and `t` is not drained yet).
-//!
-//! # Not done yet (GPU throughput)
-//! On a GPU every post costs a PCIe atomic (`head`) and a PCIe read (`tail`). Two known remedies, for
-//! when the GPU figures ask for them: a cached copy of `tail` in device memory, read first, so the
-//! real `tail` is read only when the ring looks full (MSCCL++'s FIFO does this), and one `head`
-//! reservation per warp for the warp's requests (warp-aggregated fetch_add).
+//!   only after the operations are finished at the target (and, for data the proxy moved into GPU
+//!   memory, the copy synchronized). The poller reads it with `ld.acquire.sys`, fences, and raises
+//!   `completed_seen`; a waiter's acquire load of `completed_seen` orders its later loads (a fetched
+//!   value, a GET's destination) after the proxy's stores.
+//! - **No wrap-around.** Tickets and sequence numbers are u64 and never wrap in practice (584 years at
+//!   10^9 requests per second); distances use wrapping subtraction, exact while `tail <= t`.
 //!
 //! # Failure
-//! A poster waits on two things: a free slot (the proxy must drain) and completion. `post` and
+//! A poster waits on two things: room in the ring (the proxy must drain) and completion. `post` and
 //! `wait_completed` wait through `arch::idle`, where the CPU backend enforces RSHMEM_WAIT_TIMEOUT and
-//! stops the PE naming the call; `post_with` / `wait_completed_with` take the waiting policy from the
-//! caller (a deadline) and return `Stalled`. A poster that gives up after reserving its ticket leaves a
-//! hole the proxy will wait on forever: giving up is for failure paths that end the job.
+//! stops the PE naming the call; the `_with` versions take the waiting policy from the caller (a
+//! deadline) and return `Stalled`. A poster that gives up after reserving its tickets leaves a hole the
+//! proxy will wait on forever: giving up is for failure paths that end the job.
 
 use crate::arch;
 use crate::route::fail;
+use crate::state::Channel;
+pub use crate::state::RingRef;
 use crate::types::{Problem, Rmw};
 use bytemuck::{Pod, Zeroable};
 
-/// `RingHeader::magic` of an initialized ring ("RSHMPRX" v1).
-pub const RING_MAGIC: u64 = 0x5253_484d_5052_5801;
+/// `RingHeader::magic` of an initialized ring ("RSHMPRX" v2: counters in device memory, staging).
+pub const RING_MAGIC: u64 = 0x5253_484d_5052_5802;
 /// Bytes of the header before the first slot.
 pub const HEADER_BYTES: usize = 256;
 /// Bytes of one request slot.
 pub const SLOT_BYTES: usize = 64;
-// The device state holds a ring as a `RingRef` (its address and slot count): both are defined with
-// the state, below this module, and are part of the ring's interface here.
-pub use crate::state::{RingRef, MAX_SLOTS};
+pub use crate::state::MAX_SLOTS;
+/// Bytes of a staging chunk (each ticket owns one): a put of `len` staged bytes takes
+/// `max(1, ceil(len / chunk))` tickets.
+pub const DEFAULT_CHUNK: u64 = 1024;
+/// Most bytes one staged request carries; larger staged puts are posted as several requests.
+pub const MAX_STAGED: u64 = 256 << 10;
 
-/// Bytes a ring of `slots` slots needs (header included).
+/// Bytes a ring of `slots` slots needs (header included; the staging chunks are apart).
 pub const fn ring_bytes(slots: usize) -> usize {
     HEADER_BYTES + slots * SLOT_BYTES
 }
 
-/// The header of a ring. Counters are only ever accessed atomically (through the `arch` atomics on
-/// the device, `AtomicU64::from_ptr` on the host); the Pod derive is for the layout, zeroing and tests.
+/// The header of a ring (host memory). Counters are only ever accessed atomically (through the `arch`
+/// atomics on the device, `AtomicU64::from_ptr` on the host); the Pod derive is for the layout,
+/// zeroing and tests.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq)]
 pub struct RingHeader {
@@ -109,17 +106,37 @@ pub struct RingHeader {
     pub magic: u64,
     /// Number of slots: a power of two in 1..=MAX_SLOTS.
     pub slots: u64,
-    pub _r0: [u64; 6],
-    /// Next ticket to hand out (posters: fetch_add).
-    pub head: u64,
-    pub _r1: [u64; 7],
-    /// Tickets below it are drained; their slots may be reused (proxy: release store).
+    /// Bytes of one staging chunk (a power of two), 0 when the channel has no staging.
+    pub chunk: u64,
+    pub _r0: [u64; 5],
+    /// Tickets below it are drained; their slots and chunks may be reused (proxy: release store).
     pub tail: u64,
-    pub _r2: [u64; 7],
+    pub _r1: [u64; 7],
     /// Requests with `seq <= completed` are complete (proxy: release store after the operation).
     pub completed: u64,
+    pub _r2: [u64; 7],
+    pub _r3: [u64; 8],
+}
+
+/// A channel's counters in device memory (posters update them), one cache line each.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq)]
+pub struct ChannelCounters {
+    /// Next ticket to hand out (posters: atomic add).
+    pub head: u64,
+    pub _r0: [u64; 7],
+    /// The largest `RingHeader::tail` a poster has read (atomic max).
+    pub tail_seen: u64,
+    pub _r1: [u64; 7],
+    /// The largest `RingHeader::completed` a poller has read (atomic max).
+    pub completed_seen: u64,
+    pub _r2: [u64; 7],
+    /// 1 while one waiter reads the host's `completed` for all (compare-and-swap 0 -> 1, release 0).
+    pub poller: u64,
     pub _r3: [u64; 7],
 }
+/// Bytes of [`ChannelCounters`].
+pub const COUNTERS_BYTES: usize = 256;
 
 /// Kinds of request (`Request::op`). Fields per kind are listed with each; the proxy's transport
 /// validates them against the target's heap before acting.
@@ -141,8 +158,14 @@ pub mod op {
     pub const PUT_SIGNAL: u16 = 6;
     /// No operation: completes in order (a marker, e.g. to wait for everything posted before it).
     pub const NOP: u16 = 7;
+    /// Put `len` bytes that travel in the channel: they are in the staging chunks of the request's
+    /// tickets (`tickets(chunk, len)` of them, from the request's own), and go to `offset` in PE `pe`'s
+    /// heap. `src` is unused (0).
+    pub const PUT_STAGED: u16 = 8;
+    /// As `PUT_STAGED`, then the signal (as `PUT_SIGNAL`) once the data is visible at the target.
+    pub const PUT_SIGNAL_STAGED: u16 = 9;
     /// The largest valid kind.
-    pub const LAST: u16 = NOP;
+    pub const LAST: u16 = PUT_SIGNAL_STAGED;
 }
 
 /// One request: 64 bytes, one slot. `seq` is the valid word and is written last (release); every
@@ -176,9 +199,9 @@ const _: () = assert!(core::mem::size_of::<Request>() == SLOT_BYTES);
 const _: () = assert!(core::mem::align_of::<Request>() == 8);
 const _: () = assert!(core::mem::offset_of!(Request, seq) == SLOT_BYTES - 8);
 const _: () = assert!(core::mem::size_of::<RingHeader>() == HEADER_BYTES);
-const _: () = assert!(core::mem::offset_of!(RingHeader, head) == 64);
-const _: () = assert!(core::mem::offset_of!(RingHeader, tail) == 128);
-const _: () = assert!(core::mem::offset_of!(RingHeader, completed) == 192);
+const _: () = assert!(core::mem::offset_of!(RingHeader, tail) == 64);
+const _: () = assert!(core::mem::offset_of!(RingHeader, completed) == 128);
+const _: () = assert!(core::mem::size_of::<ChannelCounters>() == COUNTERS_BYTES);
 
 /// Flag in `Request::sub`: the request's result goes to its return slot (index `(seq - 1) % slots` of
 /// the return area): the old value of a fetching AMO, or the `len` (1, 2, 4 or 8) bytes of a GET with
@@ -286,14 +309,29 @@ pub unsafe fn apply_amo(code: u16, width: u32, p: *mut u8, value: u64, compare: 
     }
 }
 
-/// Byte offsets of the header's atomics, for code that addresses the ring through a base pointer.
+/// Byte offsets of the header's and the counters' words, for code that addresses them through a base
+/// pointer.
 pub const MAGIC_OFF: usize = core::mem::offset_of!(RingHeader, magic);
 pub const SLOTS_OFF: usize = core::mem::offset_of!(RingHeader, slots);
-pub const HEAD_OFF: usize = core::mem::offset_of!(RingHeader, head);
+pub const CHUNK_OFF: usize = core::mem::offset_of!(RingHeader, chunk);
 pub const TAIL_OFF: usize = core::mem::offset_of!(RingHeader, tail);
 pub const COMPLETED_OFF: usize = core::mem::offset_of!(RingHeader, completed);
+pub const HEAD_OFF: usize = core::mem::offset_of!(ChannelCounters, head);
+pub const TAIL_SEEN_OFF: usize = core::mem::offset_of!(ChannelCounters, tail_seen);
+pub const COMPLETED_SEEN_OFF: usize = core::mem::offset_of!(ChannelCounters, completed_seen);
+pub const POLLER_OFF: usize = core::mem::offset_of!(ChannelCounters, poller);
 /// Offset of the valid word inside a slot.
 pub const SEQ_OFF: usize = core::mem::offset_of!(Request, seq);
+
+/// Tickets a request takes: `max(1, ceil(len / chunk))` for a staged put of `len` bytes, else 1.
+#[inline(always)]
+pub const fn tickets(op: u16, len: u64, chunk: u64) -> u64 {
+    if (op == op::PUT_STAGED || op == op::PUT_SIGNAL_STAGED) && chunk != 0 && len > chunk {
+        len.div_ceil(chunk)
+    } else {
+        1
+    }
+}
 
 /// What a poster was waiting for when its waiting policy gave up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,49 +340,99 @@ pub enum Stalled {
     RingFull { seq: u64, tail: u64 },
     /// The proxy did not complete request `seq` (completed stayed at `completed`).
     NotCompleted { seq: u64, completed: u64 },
-    /// The `RingRef` names no ring (null or misaligned header, bad slot count).
+    /// The channel names no ring (null or misaligned header, bad slot count or chunk, no counters), or
+    /// a request would take more tickets than the ring has.
     NotARing,
 }
 
-/// Posts `req` (its `seq` is ignored) and returns its sequence number; waits while the ring is full,
-/// calling `wait(spins)` in every spin: it returns false to give up (then `Stalled::RingFull`).
+/// The address of word `off` of the channel's counters.
+#[inline(always)]
+fn counter(ch: &Channel, off: usize) -> *mut u64 {
+    (ch.counters as usize + off) as *mut u64
+}
+
+/// Reserves `k` consecutive tickets and waits (`wait(spins)` in every spin; false gives up) until the
+/// ring has room for them; returns the first, `t` (steps 1 and 2 of the protocol). The caller then
+/// stages and publishes (`stage_copy`, `publish`) exactly once.
 ///
 /// # Safety
-/// `ring` must describe a ring set up by the host (`rshmem::transport::proxy::ring`): its header mapped and
-/// writable here, followed by `ring.slots` slots, staying mapped while this runs; the ring's words are
-/// only accessed through this module's protocol. (A `ring` that fails `is_valid` is refused with
-/// `Stalled::NotARing` before any access.)
+/// `ch` must describe a channel set up by the host (`rshmem::transport::proxy::ring`): its ring, staging
+/// and counters mapped here and accessed only through this module's protocol while this runs. (A `ch`
+/// that fails `is_valid`, or `k` of 0 or more than the slots, is refused with `Stalled::NotARing`
+/// before any access.)
 #[inline(always)]
-pub unsafe fn post_with(ring: RingRef, req: &Request, mut wait: impl FnMut(u64) -> bool) -> Result<u64, Stalled> {
-    if !ring.is_valid() {
+pub unsafe fn reserve_with(ch: &Channel, k: u64, mut wait: impl FnMut(u64) -> bool) -> Result<u64, Stalled> {
+    if !ch.is_valid() || k == 0 || k > ch.slots {
         return Err(Stalled::NotARing);
     }
-    let slots = ring.slots;
-    let base = ring.header as usize as *mut u8;
-    // Step 1: reserve a ticket. Relaxed is enough: only atomicity matters (unique tickets); ordering
-    // with the proxy comes from the tail acquire below and the seq release.
-    // SAFETY: head is an 8-aligned u64 of the header, accessed only atomically.
-    let t = unsafe { arch::rmw_u64(Rmw::Add, base.add(HEAD_OFF) as *mut u64, 1) };
-    // Step 2: wait for the slot's previous lap to be drained (acquire: the proxy's reads of it and its
-    // clear of seq happen before our stores below).
-    let tail_p = base.wrapping_add(TAIL_OFF) as *const u64;
+    let slots = ch.slots;
+    // Step 1: reserve. Relaxed is enough: only atomicity matters (unique tickets); ordering with the
+    // proxy comes from the tail acquire below and the seq release.
+    // SAFETY: head is an 8-aligned u64 of the counters (device memory), accessed only atomically.
+    let t = unsafe { arch::rmw_u64(Rmw::Add, counter(ch, HEAD_OFF), k) };
+    let end = t + k;
+    // Step 2: wait until tickets t..end are free: end - tail <= slots.
+    let tail_p = (ch.ring as usize + TAIL_OFF) as *const u64;
     let mut spins = 0u64;
     loop {
-        // SAFETY: tail is an 8-aligned u64 of the header, accessed only atomically.
+        // SAFETY: tail_seen is a u64 of the counters, accessed atomically; acquire pairs with the
+        // release fence of the poster that raised it after acquiring the real tail.
+        let seen = unsafe { arch::load_acquire_u64(counter(ch, TAIL_SEEN_OFF)) };
+        if end.wrapping_sub(seen) <= slots {
+            return Ok(t);
+        }
+        // SAFETY: tail is an 8-aligned u64 of the ring header (host memory), accessed atomically.
         let tail = unsafe { arch::load_acquire_u64(tail_p) };
-        if t.wrapping_sub(tail) < slots {
-            break;
+        if tail > seen {
+            arch::fence_acq_rel();
+            // SAFETY: as above.
+            unsafe { arch::rmw_u64(Rmw::Max, counter(ch, TAIL_SEEN_OFF), tail) };
+        }
+        if end.wrapping_sub(tail) <= slots {
+            return Ok(t);
         }
         spins += 1;
         if !wait(spins) {
             return Err(Stalled::RingFull { seq: t + 1, tail });
         }
     }
-    // Step 3: the body (words 0..7), plain stores.
-    // SAFETY: slot t % slots lies inside the ring (the caller maps ring_bytes(slots) bytes); we
-    // own it exclusively for this lap (see the module's ordering notes).
+}
+
+/// Copies `len` staged bytes from `src` into the chunks of tickets `t..`, as member `rank` of a group
+/// of `size` threads (each copies its share; wraps at the end of the staging area).
+///
+/// # Safety
+/// `ch` as in `reserve_with`, with a staging area; tickets `t..t + tickets(PUT_STAGED, len, chunk)`
+/// reserved by this group and not published yet; `src` readable for `len` bytes; every member of the
+/// group calls with the same arguments but `rank`.
+#[inline(always)]
+pub unsafe fn stage_copy(ch: &Channel, t: u64, src: *const u8, len: usize, rank: u32, size: u32) {
+    let first = (t & (ch.slots - 1)) as usize;
+    let room = (ch.slots as usize - first) * ch.chunk as usize;
+    let a = len.min(room);
+    let base = ch.stage as usize as *mut u8;
+    // SAFETY: chunks first.. of the staging area (slots * chunk bytes) are ours (reserved, the ring's
+    // protocol); the first piece ends at the area's end, the second starts at its beginning and is
+    // shorter than the reserved tickets' chunks; src is readable for len bytes.
     unsafe {
-        let slot = base.add(HEADER_BYTES + (t & (slots - 1)) as usize * SLOT_BYTES) as *mut u64;
+        arch::copy(base.add(first * ch.chunk as usize), src, a, rank, size);
+        if len > a {
+            arch::copy(base, src.add(a), len - a, rank, size);
+        }
+    }
+}
+
+/// Writes `req` (its `seq` is ignored) into slot `t` and publishes it (steps 3 and 4); returns its
+/// sequence number `t + 1`.
+///
+/// # Safety
+/// `ch` as in `reserve_with`; ticket `t` reserved by the caller and not published yet.
+#[inline(always)]
+pub unsafe fn publish(ch: &Channel, t: u64, req: &Request) -> u64 {
+    // SAFETY: slot t % slots lies inside the ring (the caller maps ring_bytes(slots) bytes); we own it
+    // exclusively for this lap (the protocol's ordering notes).
+    unsafe {
+        let slot = (ch.ring as usize + HEADER_BYTES + (t & (ch.slots - 1)) as usize * SLOT_BYTES) as *mut u64;
         // Seven unrolled word stores (a loop here became a copy through local memory on nvptx).
         // Not `bytemuck::cast_ref`: its (unreachable) size-mismatch panic path would be exported from
         // the device library as a function of its own.
@@ -361,28 +449,72 @@ pub unsafe fn post_with(ring: RingRef, req: &Request, mut wait: impl FnMut(u64) 
         // Step 4: publish with one release store of the valid word at system scope.
         arch::store_release_u64(slot.add(SEQ_OFF / 8), t + 1);
     }
-    Ok(t + 1)
+    t + 1
 }
 
-/// Waits until the proxy has completed request `seq` (and so every request posted before it),
-/// calling `wait(spins)` in every spin: it returns false to give up (then `Stalled::NotCompleted`).
+/// Posts `req` (one ticket; its `seq` is ignored) and returns its sequence number; waits while the ring
+/// is full, calling `wait(spins)` in every spin: false gives up (then `Stalled::RingFull`).
 ///
 /// # Safety
-/// As `post_with`.
+/// As `reserve_with`.
 #[inline(always)]
-pub unsafe fn wait_completed_with(ring: RingRef, seq: u64, mut wait: impl FnMut(u64) -> bool) -> Result<(), Stalled> {
-    if !ring.is_valid() {
+pub unsafe fn post_with(ch: &Channel, req: &Request, wait: impl FnMut(u64) -> bool) -> Result<u64, Stalled> {
+    // SAFETY: forwarded contract; the ticket is ours and published once.
+    unsafe {
+        let t = reserve_with(ch, 1, wait)?;
+        Ok(publish(ch, t, req))
+    }
+}
+
+/// Tickets handed out so far on the channel (`head`): a `quiet` waits until they are all complete.
+///
+/// # Safety
+/// As `reserve_with` (a valid channel).
+#[inline(always)]
+pub unsafe fn head(ch: &Channel) -> u64 {
+    // SAFETY: forwarded contract: a u64 of the counters, accessed only atomically.
+    unsafe { arch::load_acquire_u64(counter(ch, HEAD_OFF)) }
+}
+
+/// Waits until the proxy has completed request `seq` (and so every request posted before it), calling
+/// `wait(spins)` in every spin: false gives up (then `Stalled::NotCompleted`). One waiter at a time
+/// reads the host's `completed` (the one that takes `poller`); the others read `completed_seen` in
+/// device memory (step 6).
+///
+/// # Safety
+/// As `reserve_with`.
+#[inline(always)]
+pub unsafe fn wait_completed_with(ch: &Channel, seq: u64, mut wait: impl FnMut(u64) -> bool) -> Result<(), Stalled> {
+    if !ch.is_valid() {
         return Err(Stalled::NotARing);
     }
-    let p = (ring.header as usize as *const u8).wrapping_add(COMPLETED_OFF) as *const u64;
+    let host_p = (ch.ring as usize + COMPLETED_OFF) as *const u64;
     let mut spins = 0u64;
     loop {
-        // Acquire at system scope: the effects the proxy completed before its release store of
-        // `completed` are visible to this thread's later loads.
-        // SAFETY: completed is an 8-aligned u64 of the header (caller's contract), accessed atomically.
-        let c = unsafe { arch::load_acquire_u64(p) };
+        // SAFETY: completed_seen is a u64 of the counters, accessed atomically; acquire pairs with the
+        // poller's release fence before it raised it.
+        let c = unsafe { arch::load_acquire_u64(counter(ch, COMPLETED_SEEN_OFF)) };
         if c >= seq {
             return Ok(());
+        }
+        // SAFETY: poller is a u64 of the counters, accessed only atomically.
+        if unsafe { arch::cas_u64(counter(ch, POLLER_OFF), 0, 1) } == 0 {
+            // Acquire at system scope: the effects the proxy completed before its release store of
+            // `completed` are visible to this thread's later loads, and (fence, then the raise) to
+            // every waiter that reads the raised `completed_seen` with acquire.
+            // SAFETY: completed is an 8-aligned u64 of the ring header, accessed atomically.
+            let h = unsafe { arch::load_acquire_u64(host_p) };
+            arch::fence_acq_rel();
+            // SAFETY: the counters' words, accessed only atomically.
+            unsafe {
+                if h > c {
+                    arch::rmw_u64(Rmw::Max, counter(ch, COMPLETED_SEEN_OFF), h);
+                }
+                arch::store_release_u64(counter(ch, POLLER_OFF), 0);
+            }
+            if h >= seq {
+                return Ok(());
+            }
         }
         spins += 1;
         if !wait(spins) {
@@ -391,61 +523,73 @@ pub unsafe fn wait_completed_with(ring: RingRef, seq: u64, mut wait: impl FnMut(
     }
 }
 
-/// The number of requests the proxy has completed so far (acquire).
+/// The number of requests the proxy has completed so far (acquire), from the host's word.
 ///
 /// # Safety
-/// As `post_with`.
+/// As `reserve_with` (a valid channel).
 #[inline(always)]
-pub unsafe fn completed(ring: RingRef) -> u64 {
+pub unsafe fn completed(ch: &Channel) -> u64 {
     // SAFETY: forwarded contract: an 8-aligned u64 of the header, accessed only atomically.
-    unsafe { arch::load_acquire_u64((ring.header as usize as *const u8).add(COMPLETED_OFF) as *const u64) }
+    unsafe { arch::load_acquire_u64((ch.ring as usize + COMPLETED_OFF) as *const u64) }
 }
 
 #[cold]
 #[inline]
-fn fail_not_a_ring(call: &'static str, ring: RingRef) -> ! {
-    fail(call, Problem::NotInitialized, -1, ring.header as usize, ring.slots as usize)
+fn fail_not_a_ring(call: &'static str, ch: &Channel) -> ! {
+    fail(call, Problem::NotInitialized, -1, ch.ring as usize, ch.slots as usize)
 }
 
-/// Posts `req` and returns its sequence number, waiting (through `arch::idle`, which enforces
-/// RSHMEM_WAIT_TIMEOUT on the CPU backend) while the ring is full. A `ring` that names no ring stops
-/// the PE naming the call.
+/// Reserves `k` tickets (waiting through `arch::idle`, which enforces RSHMEM_WAIT_TIMEOUT on the CPU
+/// backend, while the ring is full). A channel that is none stops the PE naming the call.
 ///
 /// # Safety
-/// As `post_with`.
+/// As `reserve_with`.
 #[inline(always)]
-pub unsafe fn post(ring: RingRef, req: &Request) -> u64 {
-    const CALL: &str = "rshmem proxy post (waiting for a free slot in the request ring)\0";
+pub unsafe fn reserve(ch: &Channel, k: u64) -> u64 {
+    const CALL: &str = "rshmem proxy post (waiting for room in the request ring)\0";
     let mut s = 0u64;
     // SAFETY: forwarded contract.
     match unsafe {
-        post_with(ring, req, |_| {
+        reserve_with(ch, k, |_| {
             arch::idle(&mut s, CALL);
             true
         })
     } {
-        Ok(seq) => seq,
-        Err(_) => fail_not_a_ring("rshmem proxy post (not a request ring: null or misaligned header, or bad slot count)\0", ring),
+        Ok(t) => t,
+        Err(_) => fail_not_a_ring("rshmem proxy post (not a request channel: null or misaligned ring, bad slot count or chunk, no counters, or a request larger than the ring)\0", ch),
     }
 }
 
-/// Waits until the proxy has completed request `seq` and everything posted before it (a `quiet` over
-/// the proxy path), through `arch::idle`.
+/// Posts `req` (one ticket) and returns its sequence number (see `reserve`).
 ///
 /// # Safety
-/// As `post_with`.
+/// As `reserve_with`.
 #[inline(always)]
-pub unsafe fn wait_completed(ring: RingRef, seq: u64) {
+pub unsafe fn post(ch: &Channel, req: &Request) -> u64 {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let t = reserve(ch, 1);
+        publish(ch, t, req)
+    }
+}
+
+/// Waits until the proxy has completed request `seq` and everything posted before it on the channel
+/// (a `quiet` over the channel), through `arch::idle`.
+///
+/// # Safety
+/// As `reserve_with`.
+#[inline(always)]
+pub unsafe fn wait_completed(ch: &Channel, seq: u64) {
     const CALL: &str = "rshmem proxy quiet (waiting for the proxy to complete requests)\0";
     let mut s = 0u64;
-    // SAFETY: forwarded contract. The policy never gives up, so the only error is NotARing.
+    // SAFETY: forwarded contract. The policy never gives up, so the only error is a channel that is none.
     let r = unsafe {
-        wait_completed_with(ring, seq, |_| {
+        wait_completed_with(ch, seq, |_| {
             arch::idle(&mut s, CALL);
             true
         })
     };
     if r.is_err() {
-        fail_not_a_ring("rshmem proxy quiet (not a request ring: null or misaligned header, or bad slot count)\0", ring)
+        fail_not_a_ring("rshmem proxy quiet (not a request channel: null or misaligned ring, bad slot count or chunk, or no counters)\0", ch)
     }
 }

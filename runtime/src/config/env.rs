@@ -32,6 +32,7 @@ pub const REMOTE_TRANSPORT: &str = "RSHMEM_REMOTE_TRANSPORT";
 pub const PROXY_SLOTS: &str = "RSHMEM_PROXY_SLOTS";
 pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
 pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
+pub const PROXY_CHANNELS: &str = "RSHMEM_PROXY_CHANNELS";
 pub const IB_HCA: &str = "RSHMEM_IB_HCA";
 
 pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
@@ -54,9 +55,10 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
     EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (when the job has PEs on other nodes: ibgda on a NIC that passes every `rshmrun --diagnose` check, else proxy; nothing for a single-node job), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU threads post mlx5 work requests to the NIC themselves; without a usable NIC, to rshmem's emulated NIC, which carries them over TCP; `rshmrun --diagnose` says which). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
-    EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each PE's request ring (a power of two from 1 to 1048576); 64 bytes each, in pinned host memory on CUDA", check: is_proxy_slots },
+    EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each channel's request ring (a power of two from 1 to 1048576); each slot is 64 bytes plus a 1 KiB staging chunk (puts travel in the ring), in pinned host memory on CUDA", check: is_proxy_slots },
+    EnvVar { name: PROXY_CHANNELS, default: "auto", meaning: "proxy transport: channels per PE (1 to 8), each with its own request ring, proxy thread and connection to every peer; a warp posts to channel (block + warp) modulo this. auto: one per two CPUs this process may use per PE of its node, at most 4. The job uses the largest count any PE asks for", check: is_proxy_channels },
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
-    EnvVar { name: PROXY_SPIN, default: "off", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: polling threads on a small machine take the CPUs the PEs need). Off by default until measured on GPUs", check: is_proxy_spin },
+    EnvVar { name: PROXY_SPIN, default: "auto", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: on the 2-core CI machine polling threads took the CPUs the PEs needed and made remote latencies 3 to 4 times worse)", check: is_proxy_spin },
     EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
     EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH); a real NIC needs at least 128", check: is_ibgda_depth },
     EnvVar { name: IBGDA_FAULTS, default: "none", meaning: "ibgda transport, emulated NIC: fault injection to expose ordering bugs in the posting code, a comma-separated list of: delay[=DURATION] (between a doorbell and the WQE fetch), drop[=N] (every N-th doorbell; the doorbell record still counts), wrap[=START] (WQE counts start near a 16-bit wrap), full[=DURATION] (hold WQEs until the send queue is full), slow[=DURATION] (before each completion), scan=DURATION, all", check: is_ibgda_faults },
@@ -137,6 +139,20 @@ pub fn parse_proxy_slots(v: &str) -> std::result::Result<usize, String> {
     match v.trim().parse::<u64>() {
         Ok(n) if n >= 1 && n <= max && n.is_power_of_two() => Ok(n as usize),
         _ => Err(format!("expected a power of two from 1 to {max}")),
+    }
+}
+fn is_proxy_channels(v: &str) -> std::result::Result<(), String> {
+    parse_proxy_channels(v).map(|_| ())
+}
+/// A `RSHMEM_PROXY_CHANNELS` value: Some(count), None for auto.
+pub fn parse_proxy_channels(v: &str) -> std::result::Result<Option<usize>, String> {
+    let max = rshmem_device::state::MAX_CHANNELS;
+    match v.trim() {
+        "auto" => Ok(None),
+        t => match t.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(format!("expected auto or a number of channels from 1 to {max}")),
+        },
     }
 }
 fn is_remote_transport(v: &str) -> std::result::Result<(), String> {

@@ -11,6 +11,7 @@ use crate::platform::services::{DeviceMem, HostShared, Services};
 use rshmem_device::arch::host::{install_hooks, Coords, Hooks};
 use rshmem_device::Failure;
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -105,6 +106,10 @@ impl Services for CpuServices {
         unsafe { rshmem_device::remote::inbound::progress(u32::MAX) };
         Ok(())
     }
+    unsafe fn load_u64(&self, addr: u64) -> Result<u64> {
+        // SAFETY: the caller's contract: an aligned word of a live allocation, updated only atomically.
+        Ok(unsafe { std::sync::atomic::AtomicU64::from_ptr(addr as *mut u64) }.load(std::sync::atomic::Ordering::Acquire))
+    }
     unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
         use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Release};
         // A small aligned copy (a proxied `p`, a device barrier's epoch, a signal word) is one atomic
@@ -135,6 +140,9 @@ impl Services for CpuServices {
 struct Launch {
     block: Arc<Barrier>,
     warp: Arc<Barrier>,
+    /// The block's and the warp's broadcast words (`bcast_block`, `bcast_warp`).
+    block_word: Arc<AtomicU64>,
+    warp_word: Arc<AtomicU64>,
 }
 
 thread_local! {
@@ -159,6 +167,33 @@ fn sync_warp() {
             l.warp.wait();
         }
     })
+}
+/// The group's first thread stores `v` in the group's word; after a barrier every thread reads it; a
+/// second barrier keeps the next broadcast from overwriting it before everyone read it.
+fn bcast(v: u64, block: bool) -> u64 {
+    LAUNCH.with(|l| match l.borrow().as_ref() {
+        Some(l) => {
+            let (word, barrier, first) = if block {
+                (&l.block_word, &l.block, coords().thread == 0)
+            } else {
+                (&l.warp_word, &l.warp, coords().thread.is_multiple_of(32))
+            };
+            if first {
+                word.store(v, Ordering::Relaxed);
+            }
+            barrier.wait();
+            let r = word.load(Ordering::Relaxed);
+            barrier.wait();
+            r
+        }
+        None => v,
+    })
+}
+fn bcast_block(v: u64) -> u64 {
+    bcast(v, true)
+}
+fn bcast_warp(v: u64) -> u64 {
+    bcast(v, false)
 }
 
 /// RSHMEM_WAIT_TIMEOUT (None: no limit), read once through the one reader, env::wait_timeout(). init
@@ -215,7 +250,7 @@ fn fail(f: &Failure) -> ! {
     std::process::exit(1)
 }
 
-static HOOKS: Hooks = Hooks { coords, sync_block, sync_warp, idle, fail };
+static HOOKS: Hooks = Hooks { coords, sync_block, sync_warp, bcast_block, bcast_warp, idle, fail };
 
 /// Aborts the process when dropped during a panic (the host analogue of a device trap).
 struct AbortOnPanic;
@@ -238,11 +273,13 @@ pub fn launch<F: Fn() + Sync>(blocks: u32, threads: u32, kernel: F) {
     std::thread::scope(|s| {
         for b in 0..blocks {
             let block = Arc::new(Barrier::new(threads as usize));
-            let warps: Vec<Arc<Barrier>> = (0..threads.div_ceil(32))
-                .map(|w| Arc::new(Barrier::new(std::cmp::min(32, threads - 32 * w) as usize)))
+            let block_word = Arc::new(AtomicU64::new(0));
+            let warps: Vec<(Arc<Barrier>, Arc<AtomicU64>)> = (0..threads.div_ceil(32))
+                .map(|w| (Arc::new(Barrier::new(std::cmp::min(32, threads - 32 * w) as usize)), Arc::new(AtomicU64::new(0))))
                 .collect();
             for t in 0..threads {
-                let launch = Launch { block: block.clone(), warp: warps[(t / 32) as usize].clone() };
+                let (warp, warp_word) = warps[(t / 32) as usize].clone();
+                let launch = Launch { block: block.clone(), warp, block_word: block_word.clone(), warp_word };
                 std::thread::Builder::new()
                     .name(format!("rshmem-b{b}t{t}"))
                     .stack_size(256 * 1024)

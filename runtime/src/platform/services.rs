@@ -22,6 +22,30 @@ pub trait Services: Send + Sync {
     /// # Safety
     /// `src` must be readable and `dst` writable for `len` bytes; the ranges must not overlap.
     unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()>;
+    /// Copies every `(dst, src, len)` of `copies` in order (a later copy to the same bytes wins), all
+    /// complete when it returns: the proxy's receivers apply a burst of puts with one call (CUDA: on
+    /// one stream, one synchronization for all).
+    ///
+    /// # Safety
+    /// As `copy`, for each of them.
+    unsafe fn copy_batch(&self, copies: &[(*mut u8, *const u8, usize)]) -> Result<()> {
+        for &(d, s, n) in copies {
+            // SAFETY: forwarded contract.
+            unsafe { self.copy(d, s, n)? };
+        }
+        Ok(())
+    }
+    /// Reads the u64 at `addr` (device memory from `device_mem`, which device code updates with
+    /// atomics) from a host thread: CUDA: a copy of 8 bytes; CPU backend: an atomic load.
+    ///
+    /// # Safety
+    /// `addr` must be an 8-aligned word of a live `device_mem` allocation.
+    unsafe fn load_u64(&self, addr: u64) -> Result<u64> {
+        let mut v = 0u64;
+        // SAFETY: forwarded contract; v is a local of 8 bytes.
+        unsafe { self.copy(&mut v as *mut u64 as *mut u8, addr as *const u8, 8)? };
+        Ok(v)
+    }
     /// Prepares `copy` and the inbound service at proxy setup, so that the first remote request does not pay for it
     /// (CUDA: loading the runtime's module, which JIT-compiles the device library, can take seconds
     /// that a peer's sends would otherwise wait for).

@@ -7,7 +7,7 @@ use crate::platform::backend::Backend;
 use crate::platform::services::Services;
 use crate::bootstrap::Bootstrap;
 use crate::error::Result;
-use rshmem_device::remote::proxy::RingRef;
+use rshmem_device::state::Channel;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -78,12 +78,11 @@ pub trait Transport: Send + Sync {
     }
 }
 
-/// Where device code finds a remote transport's channel (device addresses): the request ring, its
-/// return area, and the inbound queue (`rshmem_device::remote::inbound`).
-#[derive(Clone, Copy, Debug)]
+/// Where device code finds a remote transport's channels (device addresses): each channel's ring,
+/// return area, staging and counters, and the inbound queue (`rshmem_device::remote::inbound`).
+#[derive(Clone, Debug)]
 pub struct DeviceChannel {
-    pub ring: RingRef,
-    pub ret: u64,
+    pub channels: Vec<Channel>,
     pub inbound: u64,
 }
 

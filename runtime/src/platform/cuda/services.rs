@@ -246,6 +246,49 @@ impl CudaServices {
 
 
 
+    /// `Services::copy_batch` on CUDA: copies whose both sides the driver knows (the receivers' pinned
+    /// bounce buffers to the heap) go on one stream of the pool in order, synchronized once; any other
+    /// one is a `proxy_copy` of its own (in order: the stream is synchronized first).
+    ///
+    /// # Safety
+    /// As `Services::copy_batch`.
+    unsafe fn proxy_copy_batch(&self, copies: &[(*mut u8, *const u8, usize)]) -> Result<()> {
+        if copies.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        let mut i = 0;
+        while i < copies.len() {
+            // A run of copies the driver can queue (both sides known to it), on one stream.
+            let run = copies[i..].iter().take_while(|&&(d, s, _)| driver_visible(d as u64) && driver_visible(s as u64)).count();
+            if run == 0 {
+                let (dst, src, len) = copies[i];
+                // SAFETY: forwarded contract (the stream of the previous run was synchronized).
+                unsafe { self.proxy_copy(dst, src, len)? };
+                i += 1;
+                continue;
+            }
+            let s = self.take_stream()?;
+            let mut r = Ok(());
+            for &(dst, src, len) in &copies[i..i + run] {
+                if len != 0 {
+                    // SAFETY: the caller's contract; s is a live stream of our context.
+                    r = check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, s.0) }, "proxy copy: cuMemcpyAsync");
+                    if r.is_err() {
+                        break;
+                    }
+                }
+            }
+            // Synchronized even after an error: the stream goes back to the pool empty.
+            // SAFETY: s is a live stream.
+            let synced = check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy copy: cuStreamSynchronize");
+            self.give_stream(s);
+            r.and(synced)?;
+            i += run;
+        }
+        Ok(())
+    }
+
     /// `Services::post_request` on CUDA: `rshmemi_proxy_request` on `stream` (None: one of the services'
     /// non-blocking streams, synchronized before returning). The request travels in the kernel's
     /// parameters (copied at launch), so nothing here must outlive the call.
@@ -436,6 +479,10 @@ impl Services for CudaServices {
     unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe { self.proxy_copy(dst, src, len) }
+    }
+    unsafe fn copy_batch(&self, copies: &[(*mut u8, *const u8, usize)]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.proxy_copy_batch(copies) }
     }
     fn prepare_proxy(&self) -> Result<()> {
         self.prepare_services()?;

@@ -1,40 +1,48 @@
 //! The proxy engine: the threads that carry this PE's requests to their targets and apply what peers
-//! send (see `transport::proxy` for the shape).
+//! send (see `transport::proxy` for the shape). A PE has one engine per *channel*; each has its own
+//! ring, its own drain thread and its own connection (lane) to every peer, and all share this PE as
+//! the target ([`Target`]).
 //!
-//! - **Draining.** One *drain* thread per PE takes requests off the ring in ticket order, frees their
-//!   slots at once (`Drain::poll_entries`) and sends them to the target's proxy. Completion is
-//!   decoupled from draining ([`Completion`]): a request is complete when its effect is done *at the
-//!   target*, and the ring's `completed` is the largest complete prefix.
+//! - **Draining.** The channel's *drain* thread takes requests off its ring in ticket order
+//!   (`Drain::poll_entries`) and queues their frames on the peers' connections: a staged put's bytes
+//!   are sent from the ring's staging chunks where the device wrote them, with no copy; every frame of
+//!   a batch leaves in one gathered `sendmsg` per peer, followed by one QUIET per peer that got
+//!   acknowledged requests. The slots and chunks are freed (`Drain::release`) once the batch is sent.
+//!   Completion is decoupled from draining ([`Completion`]): a request is complete when its effect is
+//!   done *at the target*, and the ring's `completed` is the largest complete prefix.
 //! - **Receiving and answering.** Per connection a *receiver* thread applies what the peer sends (its
-//!   requests, through `Target`, and the answers to ours) and a *responder* thread sends the answers
-//!   to the peer's requests (GET data the receiver read, fetched values, QUIET completions), so that
-//!   the receiver never blocks on sending: two receivers each blocked on sending to the other would
-//!   deadlock.
-//! - **Completion at the target.** PUT, PUT_INLINE, SIGNAL, PUT_SIGNAL and non-fetching AMOs are
-//!   acknowledged in batches: after each drained batch, one QUIET per peer that got such requests;
-//!   the peer's QUIET completion (sent once everything before the QUIET was applied there) completes
-//!   them. GETs complete when their last response chunk has been written locally; fetching AMOs when
-//!   their response arrived (the old value goes to the request's return slot, `ReturnSlot` protocol).
+//!   requests, through `Target` and the receiver's [`Applier`], and the answers to ours) and a
+//!   *responder* thread sends the answers to the peer's requests (GET data the receiver read, fetched
+//!   values, QUIET completions), so that the receiver never blocks on sending: two receivers each
+//!   blocked on sending to the other would deadlock. A receiver applies puts in bursts and settles
+//!   them (the copies done, the inbound operations applied) when the burst ends: when no further frame
+//!   is ready, or before anything whose order needs it.
+//! - **Completion at the target.** PUTs, inline puts, signals and non-fetching AMOs are acknowledged in
+//!   batches: after each drained batch, one QUIET per peer that got such requests; the peer's QUIET
+//!   completion (sent once everything before the QUIET was settled there) completes them. GETs
+//!   complete when their last response chunk has been written locally; fetching AMOs when their
+//!   response arrived (the old value goes to the request's return slot, `ReturnSlot` protocol).
 //! - **Failures.** A peer connection that fails (EOF without CLOSE, reset, timeout, a bad frame) is
 //!   fatal for this PE: the error, naming the peer and what was in flight, goes to the log's error path
 //!   and the process exits with 1, so rshmrun ends the job; nothing waits on a dead peer.
 //! - **Extensions.** Frames the engine does not serve itself (the emulated NIC's) go to an
 //!   [`Extension`] its creator hands in (the IBGDA transport's responder); the engine knows no NIC.
 //!
-//! PUT data is staged through two pinned buffers: the staging copy of chunk k+1 overlaps the send of
-//! chunk k. A GET is read at the target when its request arrives (in the connection's order, so a
-//! later write to the range is not seen), into a host buffer the responder sends from.
+//! A put that names its source (a thread's put larger than the staging limit, a host put) is staged
+//! through two pinned buffers: the staging copy of chunk k+1 overlaps the send of chunk k. A GET is
+//! read at the target when its request arrives (in the connection's order, so a later write to the
+//! range is not seen), into a host buffer the responder sends from.
 
 use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;
-use crate::platform::services::HostShared;
+use crate::platform::services::{DeviceMem, HostShared};
 use crate::transport::proxy::link::{next_job, FrameLink, Job, Link, PendingAmo, PendingGet};
-use crate::transport::proxy::ring::{self, Completion, Drain, Request};
-use crate::transport::proxy::target::{Target, CLOSE_WAIT};
+use crate::transport::proxy::ring::{self, Channel, Completion, Drain, Entry};
+use crate::transport::proxy::target::{Applier, Target, CLOSE_WAIT};
 use crate::transport::wire::{self, AmoOp, Chunks, Message, Signal, SignalOp, Width};
 use rshmem_common::Backoff;
-use rshmem_device::remote::proxy::{op, return_area_bytes, ring_bytes, ReturnSlot, RETURN_SLOT_BYTES, SUB_RETURN};
+use rshmem_device::remote::proxy::{op, return_area_bytes, ring_bytes, ReturnSlot, COUNTERS_BYTES, RETURN_SLOT_BYTES, SUB_RETURN};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -53,14 +61,21 @@ pub(crate) trait Extension: Send + Sync {
     fn outstanding(&self, peer: u32) -> u64;
 }
 
-/// The engine of one PE: its channel (the request ring, return area and inbound queue), its links to
-/// the PEs of other nodes, and this PE as a target.
+/// The engine of one channel of a PE: its ring, return area and staging chunks, its counters, its
+/// links (one connection to each PE of another node), and this PE as a target (shared by the PE's
+/// channels).
 pub(crate) struct Engine {
-    pub(crate) target: Target,
+    pub(crate) target: Arc<Target>,
+    /// The channel's number, which is also the lane of its connections.
+    pub(crate) index: usize,
     npes: u32,
-    /// The ring (header, slots) followed by the return area and the inbound queue.
+    /// The ring (header, slots), then the return area, then the staging chunks.
     pub(crate) chan: HostShared,
+    /// The channel's `ChannelCounters` (device memory: posters update them).
+    pub(crate) counters: DeviceMem,
     pub(crate) slots: usize,
+    /// Bytes of a staging chunk.
+    pub(crate) chunk: u64,
     pub(crate) completion: Completion,
     pub(crate) links: Vec<Option<Link>>,
     /// The drain thread stops once the ring is idle.
@@ -69,13 +84,6 @@ pub(crate) struct Engine {
     pub(crate) abort: AtomicBool,
     pub(crate) max_chunk: u32,
     ext: Option<Arc<dyn Extension>>,
-}
-
-impl Drop for Engine {
-    fn drop(&mut self) {
-        // Before `chan` (which holds the inbound queue) is freed: nothing may read it afterwards.
-        self.target.services().inbound_release();
-    }
 }
 
 /// Ends this PE: a failed peer connection (or a broken ring) is fatal. The message names the peer
@@ -92,24 +100,54 @@ pub(crate) fn tracing() -> bool {
     *T.get_or_init(|| env::get(env::DEBUG).is_some_and(|v| v.trim().eq_ignore_ascii_case("trace")))
 }
 
-/// Offset of the inbound queue in the channel memory: after the ring and the return area, 64-aligned.
-pub(crate) fn inbound_at(slots: usize) -> usize {
-    (ring_area(slots) + return_area_bytes(slots)).next_multiple_of(64)
-}
-
 /// Bytes of the ring (header and slots) in the channel memory, 64-aligned: the return area follows.
 pub(crate) fn ring_area(slots: usize) -> usize {
     ring_bytes(slots).next_multiple_of(64)
 }
 
+/// Offset of the staging chunks in the channel memory: after the ring and the return area, 64-aligned.
+pub(crate) fn stage_at(slots: usize) -> usize {
+    (ring_area(slots) + return_area_bytes(slots)).next_multiple_of(64)
+}
+
+/// Bytes of a channel's memory: ring, return area and `slots` staging chunks of `chunk` bytes.
+pub(crate) fn chan_bytes(slots: usize, chunk: u64) -> usize {
+    stage_at(slots) + slots * chunk as usize
+}
+
+/// What the drain gathers over one batch: per target PE, the last request the batch's QUIET to it
+/// acknowledges, and which links have queued frames.
+struct Batch {
+    quiet: Vec<Option<u64>>,
+    dirty: Vec<bool>,
+}
+
 impl Engine {
-    /// An engine over `chan` (a ring of `slots` slots set up at its start, the return area and the
-    /// inbound queue after it) and the links to the peers.
-    pub(crate) fn new(target: Target, npes: u32, chan: HostShared, slots: usize, links: Vec<Option<Link>>, max_chunk: u32, ext: Option<Arc<dyn Extension>>) -> Engine {
-        // SAFETY: the header was set up by the caller (`ring::init_ring`); chan lives in the engine as
-        // long as the Completion.
+    /// The engine of channel `index`: makes its memory (`slots` slots, staging chunks of `chunk`
+    /// bytes, counters) and sets its ring up; `links` are its connections to the peers.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(target: Arc<Target>, index: usize, npes: u32, slots: usize, chunk: u64, links: Vec<Option<Link>>, max_chunk: u32, ext: Option<Arc<dyn Extension>>) -> Result<Engine> {
+        let services = target.services();
+        let chan = services.host_shared(chan_bytes(slots, chunk))?;
+        let counters = services.device_mem(COUNTERS_BYTES)?;
+        // SAFETY: chan is ours, zeroed, 64-aligned and holds ring_area(slots); nobody posts yet.
+        unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots, chunk)? };
+        // SAFETY: the header was just set up; chan lives in the engine as long as the Completion.
         let completion = unsafe { Completion::attach(chan.host_ptr()) };
-        Engine { target, npes, chan, slots, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext }
+        Ok(Engine { target, index, npes, chan, counters, slots, chunk, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext })
+    }
+
+    /// The channel as device code addresses it.
+    pub(crate) fn device_channel(&self) -> Channel {
+        let d = self.chan.device_addr();
+        Channel { ring: d, slots: self.slots as u64, ret: d + ring_area(self.slots) as u64, stage: d + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, _r: [0; 2] }
+    }
+
+    /// The channel as host threads address it (the counters as `device_mem` gave them: host memory
+    /// on the CPU backend only).
+    pub(crate) fn host_channel(&self) -> Channel {
+        let h = self.chan.host_ptr() as u64;
+        Channel { ring: h, slots: self.slots as u64, ret: h + ring_area(self.slots) as u64, stage: h + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, _r: [0; 2] }
     }
 
     /// The link to PE `pe`, or an error when the proxy does not reach it.
@@ -158,47 +196,58 @@ impl Engine {
     // ------------------------------------------------------------ the drain thread
 
     pub(crate) fn drain(self: Arc<Self>, staging: [HostShared; 2]) {
-        // SAFETY: the ring lives in self.chan, which this thread keeps alive (Arc) while it drains;
-        // this is the only drain of the ring.
-        let mut d: Drain<'static> = match unsafe { Drain::attach(self.chan.host_ptr(), ring_area(self.slots)) } {
+        let stage_bytes = self.slots * self.chunk as usize;
+        // SAFETY: the ring and its staging chunks live in self.chan, which this thread keeps alive
+        // (Arc) while it drains; this is the only drain of the ring.
+        let attached = unsafe { Drain::attach(self.chan.host_ptr(), ring_area(self.slots), self.chan.host_ptr().add(stage_at(self.slots)), stage_bytes) };
+        let mut d: Drain<'static> = match attached {
             Ok(d) => d,
             Err(e) => fatal(e),
         };
-        // Per target PE: the last request of this batch that its next QUIET completion acknowledges.
-        let mut quiet: Vec<Option<u64>> = vec![None; self.npes as usize];
-        let r = d.run(
-            &mut quiet,
-            || self.stop.load(Ordering::Acquire),
-            |quiet, seq, r| self.issue(seq, r, &staging, quiet),
-            |quiet| {
-                for (q, s) in quiet.iter_mut().enumerate() {
-                    if let Some(seq) = s.take() {
-                        let link = self.links[q].as_ref().expect("a quiet only for linked peers");
-                        link.send(|c| c.send_message(&Message::Quiet { seq })).map_err(|e| e.context(format!("sending QUIET (request {seq}) to PE {q}")))?;
-                    }
-                }
-                Ok(())
-            },
-        );
+        let n = self.npes as usize;
+        let mut batch = Batch { quiet: vec![None; n], dirty: vec![false; n] };
+        let r = d.run(&mut batch, || self.stop.load(Ordering::Acquire), |b, e| self.issue(e, &staging, b), |b| self.batch_done(b));
         if let Err(e) = r {
             fatal(e);
         }
     }
 
-    /// Sends request `seq` to its target (or completes it, for a NOP).
-    fn issue(&self, seq: u64, r: &Request, staging: &[HostShared; 2], quiet: &mut [Option<u64>]) -> Result<()> {
+    /// The end of a drained batch: one QUIET to every peer that got acknowledged requests, then every
+    /// queued frame sent (before the drain frees the batch's staging chunks).
+    fn batch_done(&self, b: &mut Batch) -> Result<()> {
+        for q in 0..b.quiet.len() {
+            if let Some(seq) = b.quiet[q].take() {
+                let link = self.links[q].as_ref().expect("a quiet only for linked peers");
+                link.send(|c| c.queue_message(&Message::Quiet { seq })).map_err(|e| e.context(format!("sending QUIET (request {seq}) to PE {q}")))?;
+                b.dirty[q] = true;
+            }
+        }
+        for q in 0..b.dirty.len() {
+            if std::mem::take(&mut b.dirty[q]) {
+                let link = self.links[q].as_ref().expect("frames only for linked peers");
+                link.send(|c| c.flush()).map_err(|e| e.context(format!("sending requests to PE {q}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues request `e`'s frames to its target (or completes it, for a NOP).
+    fn issue(&self, e: Entry, staging: &[HostShared; 2], b: &mut Batch) -> Result<()> {
+        let (seq, r) = (e.seq, &e.req);
         ring::check_request(r, self.npes, self.target.heap_size)?;
         if tracing() {
-            log::debug(format!("proxy trace: issue {seq}: op {} sub {:#x} to PE {} offset {:#x} len {} value {:#x}", r.op, r.sub, r.pe, r.offset, r.len, r.value));
+            log::debug(format!("proxy trace: channel {} issue {seq}: op {} sub {:#x} to PE {} offset {:#x} len {} value {:#x}", self.index, r.op, r.sub, r.pe, r.offset, r.len, r.value));
         }
         if r.op == op::NOP {
-            self.completion.done(seq);
+            self.completion.done_tickets(seq, e.tickets);
             return Ok(());
         }
         let link = self.link(r.pe)?;
         if link.gone.load(Ordering::Acquire) {
             fatal(format!("request {seq} to PE {}: that PE closed its connection earlier (it exited or crashed)", r.pe));
         }
+        let pe = r.pe as usize;
+        b.dirty[pe] = true;
         let me = self.target.me;
         let signal = || -> Result<Signal> {
             let op = match r.sub as i32 {
@@ -208,27 +257,45 @@ impl Engine {
             };
             Ok(Signal { offset: r.sig_offset, op, value: r.sig_value })
         };
-        let acked = |quiet: &mut [Option<u64>]| {
-            link.pending.lock().unwrap().acks.push_back(seq);
-            quiet[r.pe as usize] = Some(seq);
+        let acked = |b: &mut Batch| {
+            link.pending.lock().unwrap().acks.push_back((seq, e.tickets));
+            b.quiet[pe] = Some(seq);
         };
         match r.op {
+            op::PUT_STAGED | op::PUT_SIGNAL_STAGED => {
+                let sig = if r.op == op::PUT_SIGNAL_STAGED { Some(signal()?) } else { None };
+                acked(b);
+                // SAFETY: the staged bytes stay valid and unchanged until the drain releases this
+                // batch, which it does only after `batch_done` flushed every queued frame.
+                let [p0, p1] = unsafe { e.staged() };
+                link.send(|c| {
+                    let chunk = c.send_chunk().min(self.max_chunk);
+                    for ch in Chunks::put(me, seq, r.offset, r.len, chunk, sig) {
+                        let (a, z) = (ch.range.start, ch.range.end);
+                        let first = &p0[a.min(p0.len())..z.min(p0.len())];
+                        let second = &p1[a.saturating_sub(p0.len())..z.saturating_sub(p0.len())];
+                        // SAFETY: as above: both pieces outlive the flush in `batch_done`.
+                        unsafe { c.queue(&ch.header, [first, second])? };
+                    }
+                    Ok(())
+                })?;
+            }
             op::PUT | op::PUT_SIGNAL => {
                 let sig = if r.op == op::PUT_SIGNAL { Some(signal()?) } else { None };
-                acked(quiet);
+                acked(b);
                 let chunk = link.send(|c| Ok(c.send_chunk()))?.min(self.max_chunk);
                 // The poster promises `src` readable for `len` bytes until completion.
                 self.staged_send(link, staging, Chunks::put(me, seq, r.offset, r.len, chunk, sig), r.src as usize)?;
             }
             op::PUT_INLINE => {
-                acked(quiet);
+                acked(b);
                 let bytes = r.value.to_le_bytes();
-                link.send(|c| c.send_message(&Message::Put { seq, offset: r.offset, data: &bytes[..r.len as usize], last: true }))?;
+                link.send(|c| c.queue_message(&Message::Put { seq, offset: r.offset, data: &bytes[..r.len as usize], last: true }))?;
             }
             op::SIGNAL => {
                 let signal = signal()?;
-                acked(quiet);
-                link.send(|c| c.send_message(&Message::Signal { seq, signal }))?;
+                acked(b);
+                link.send(|c| c.queue_message(&Message::Signal { seq, signal }))?;
             }
             op::GET => {
                 let to_ret = r.sub & SUB_RETURN != 0;
@@ -241,7 +308,7 @@ impl Engine {
                 }
                 let p = PendingGet { dst: r.src, offset: r.offset, len: r.len, got: 0, ret: to_ret.then_some([0; 8]) };
                 link.pending.lock().unwrap().gets.insert(seq, p);
-                link.send(|c| c.send_message(&Message::GetRequest { seq, offset: r.offset, len: r.len }))?;
+                link.send(|c| c.queue_message(&Message::GetRequest { seq, offset: r.offset, len: r.len }))?;
             }
             op::AMO => {
                 let code = (r.sub & 0xff) as u8;
@@ -254,9 +321,9 @@ impl Engine {
                     let p = PendingAmo { ret: r.sub & SUB_RETURN != 0, dst: r.src, width: r.len as u32 };
                     link.pending.lock().unwrap().amos.insert(seq, p);
                 } else {
-                    acked(quiet);
+                    acked(b);
                 }
-                link.send(|c| c.send_message(&Message::Amo { seq, op: aop, width, offset: r.offset, value, compare }))?;
+                link.send(|c| c.queue_message(&Message::Amo { seq, op: aop, width, offset: r.offset, value, compare }))?;
             }
             other => return Err(Error::new(format!("unknown operation {other}"))),
         }
@@ -265,11 +332,21 @@ impl Engine {
 
     // ------------------------------------------------------------ receivers
 
-    pub(crate) fn receive(self: Arc<Self>, mut rx: Box<dyn FrameLink>) {
+    pub(crate) fn receive(self: Arc<Self>, mut rx: Box<dyn FrameLink>, mut ap: Applier) {
         let peer = rx.peer();
         let link = self.links[peer as usize].as_ref().expect("a receiver only for linked peers");
         let mut closing_since: Option<Instant> = None;
         loop {
+            // The end of a burst: settle it (and acknowledge its QUIETs) before waiting for more.
+            if ap.pending() && !rx.ready() {
+                if let Err(e) = self.settle(link, &mut ap) {
+                    if self.target.closing.load(Ordering::Acquire) {
+                        log::debug(format!("proxy: after finalize: {e}"));
+                        return;
+                    }
+                    fatal(format!("applying what PE {peer} sent: {e}"));
+                }
+            }
             if self.target.closing.load(Ordering::Acquire) {
                 let since = *closing_since.get_or_insert_with(Instant::now);
                 if self.abort.load(Ordering::Acquire) || since.elapsed() > CLOSE_WAIT {
@@ -310,7 +387,7 @@ impl Engine {
                 Ok(m) => m,
                 Err(e) => fatal(format!("connection to PE {peer}: {e}")),
             };
-            match self.apply(link, m) {
+            match self.apply(link, &mut ap, m) {
                 Ok(true) => {}
                 Ok(false) => {
                     link.closed.store(true, Ordering::Release);
@@ -338,45 +415,57 @@ impl Engine {
         if g + a + k == 0 {
             return format!("; in flight to it: {nic} emulated-NIC operations (IBGDA WQEs) awaiting their answer");
         }
-        let first = p.gets.keys().chain(p.amos.keys()).chain(p.acks.iter()).min().copied().unwrap_or(0);
+        let first = p.gets.keys().chain(p.amos.keys()).copied().chain(p.acks.iter().map(|a| a.0)).min().unwrap_or(0);
         let bytes: u64 = p.gets.values().map(|g| g.len - g.got).sum();
         format!(
             "; in flight to it: {g} gets ({bytes} bytes not yet received), {a} fetching atomics, {k} puts/signals/atomics awaiting acknowledgement (oldest request {first})"
         )
     }
 
-    /// Applies one frame from `link`'s peer. Ok(false): the peer closed in order.
-    pub(crate) fn apply(&self, link: &Link, m: Message<'_>) -> Result<bool> {
+    /// Settles what the receiver of `link` holds (`Target::settle`) and acknowledges its QUIETs.
+    pub(crate) fn settle(&self, link: &Link, ap: &mut Applier) -> Result<()> {
+        self.target.settle(ap)?;
+        // A QUIET completion covers every request up to it: the last one answers them all.
+        if let Some(seq) = ap.acks.drain(..).max() {
+            link.push(Job::QuietAck { seq });
+        }
+        Ok(())
+    }
+
+    /// Applies one frame from `link`'s peer (its operations through the receiver's applier `ap`).
+    /// Ok(false): the peer closed in order.
+    pub(crate) fn apply(&self, link: &Link, ap: &mut Applier, m: Message<'_>) -> Result<bool> {
         let peer = link.peer;
         if tracing() {
-            log::debug(format!("proxy trace: from PE {peer}: {:?}", m.kind()));
+            log::debug(format!("proxy trace: channel {} from PE {peer}: {:?}", self.index, m.kind()));
         }
-        let push = |j: Job| link.push(j);
+        let t = &*self.target;
         match m {
-            Message::Put { offset, data, .. } => self.target.store(peer, offset, data)?,
-            Message::PutSignal { offset, data, signal, .. } => self.target.store_signal(peer, offset, data, signal)?,
-            Message::Signal { signal, .. } => self.target.signal(peer, signal)?,
+            Message::Put { offset, data, .. } => t.write(ap, peer, offset, data)?,
+            Message::PutSignal { offset, data, signal, .. } => {
+                t.write(ap, peer, offset, data)?;
+                t.signal(ap, peer, signal)?;
+            }
+            Message::Signal { signal, .. } => t.signal(ap, peer, signal)?,
             Message::Amo { seq, op, width, offset, value, compare } => {
-                // Inside the backed heap (checked here) and aligned (the wire checked).
-                self.target.heap_addr(peer, offset, width.bytes())?;
-                let old = self.target.inbound(op as u32, width.bytes() as u32, offset, value, compare)?;
-                if tracing() {
-                    log::debug(format!("proxy trace: applied AMO {seq} from PE {peer}: {} at {offset:#x} -> old {old:#x}", op.name()));
-                }
-                if op.fetches() {
-                    let old = if width == Width::W4 { old & u32::MAX as u64 } else { old };
-                    push(Job::Amo { seq, width, value: old });
+                if let Some(old) = t.amo(ap, peer, op, width, offset, value, compare)? {
+                    if tracing() {
+                        log::debug(format!("proxy trace: applied AMO {seq} from PE {peer}: {} at {offset:#x} -> old {old:#x}", op.name()));
+                    }
+                    link.push(Job::Amo { seq, width, value: old });
                 }
             }
             Message::GetRequest { seq, offset, len } => {
-                // The bytes are read here, in the connection's order, not later by the responder: a
-                // write the peer sent after this GET (ordered behind it by a fence, e.g. reusing the
-                // range) must not be seen by it. The cost is a host buffer of the GET's size until
-                // it is sent; the responder sends it without blocking this receiver.
-                let data = self.target.load(peer, offset, len)?;
-                push(Job::Get { seq, offset, data });
+                // The bytes are read here, in the connection's order, after everything before the
+                // request is settled, not later by the responder: a write the peer sent after this
+                // GET (ordered behind it by a fence, e.g. reusing the range) must not be seen by it.
+                // The cost is a host buffer of the GET's size until it is sent; the responder sends it
+                // without blocking this receiver.
+                self.settle(link, ap)?;
+                let data = t.load(peer, offset, len)?;
+                link.push(Job::Get { seq, offset, data });
             }
-            Message::Quiet { seq } => push(Job::QuietAck { seq }),
+            Message::Quiet { seq } => ap.acks.push(seq),
             Message::GetResponse { seq, offset, data, last } => {
                 let mut p = link.pending.lock().unwrap();
                 let g = p.gets.get_mut(&seq).ok_or_else(|| Error::new(format!("PE {peer} answered GET {seq}, which this PE did not ask it")))?;
@@ -429,26 +518,32 @@ impl Engine {
                 if tracing() {
                     log::debug(format!("proxy trace: QUIET completion {seq} from PE {peer}"));
                 }
-                let done: Vec<u64> = {
+                let done: Vec<(u64, u64)> = {
                     let mut p = link.pending.lock().unwrap();
                     let mut v = Vec::new();
-                    while p.acks.front().is_some_and(|&s| s <= seq) {
-                        v.push(p.acks.pop_front().unwrap());
+                    while let Some(&a) = p.acks.front().filter(|a| a.0 <= seq) {
+                        p.acks.pop_front();
+                        v.push(a);
                     }
                     v
                 };
-                for s in done {
-                    self.completion.done(s);
+                for (s, k) in done {
+                    self.completion.done_tickets(s, k);
                 }
             }
             m @ (Message::NicWrite { .. } | Message::NicRead { .. } | Message::NicAtomic { .. } | Message::NicReadResponse { .. } | Message::NicAck { .. }) => {
                 let ext = self.ext.as_ref().ok_or_else(|| {
                     Error::new(format!("PE {peer} sent an emulated-NIC frame, but this PE's remote transport is the proxy (set RSHMEM_REMOTE_TRANSPORT the same on every PE)"))
                 })?;
+                // The NIC's operations apply at once: after everything before them.
+                self.settle(link, ap)?;
                 ext.frame(self, link, m)?;
             }
             Message::Error { text } => return Err(Error::new(format!("PE {peer} reported an error and closed: {text}"))),
-            Message::Close => return Ok(false),
+            Message::Close => {
+                self.settle(link, ap)?;
+                return Ok(false);
+            }
         }
         Ok(true)
     }

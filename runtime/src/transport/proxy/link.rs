@@ -21,6 +21,29 @@ pub trait FrameLink: Send {
     fn send(&mut self, h: &OpHeader, payload: &[u8]) -> Result<()>;
     /// Sends a message (`Message::encode`).
     fn send_message(&mut self, m: &Message<'_>) -> Result<()>;
+    /// Queues one frame whose payload is the concatenation of `payload`'s pieces, to go with the next
+    /// `flush` (or before the next send). The default sends it at once.
+    ///
+    /// # Safety
+    /// The bytes of `payload` must stay valid and unchanged until the next flush or send.
+    unsafe fn queue(&mut self, h: &OpHeader, payload: [&[u8]; 2]) -> Result<()> {
+        if payload[1].is_empty() {
+            return self.send(h, payload[0]);
+        }
+        self.send(h, &[payload[0], payload[1]].concat())
+    }
+    /// Queues a message (copied: no borrowed bytes).
+    fn queue_message(&mut self, m: &Message<'_>) -> Result<()> {
+        self.send_message(m)
+    }
+    /// Sends every queued frame.
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Whether a frame can be read without waiting (false when unknown).
+    fn ready(&self) -> bool {
+        false
+    }
     /// Waits at most `idle` for a frame; Ok(true): [`FrameLink::current`] holds it (validated).
     fn recv_timeout(&mut self, idle: Duration) -> Result<bool>;
     /// The frame the last successful receive read.
@@ -41,6 +64,19 @@ impl FrameLink for Connection {
     }
     fn send_message(&mut self, m: &Message<'_>) -> Result<()> {
         Connection::send_message(self, m)
+    }
+    unsafe fn queue(&mut self, h: &OpHeader, payload: [&[u8]; 2]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { Connection::queue(self, h, payload) }
+    }
+    fn queue_message(&mut self, m: &Message<'_>) -> Result<()> {
+        Connection::queue_message(self, m)
+    }
+    fn flush(&mut self) -> Result<()> {
+        Connection::flush(self)
+    }
+    fn ready(&self) -> bool {
+        Connection::ready(self)
     }
     fn recv_timeout(&mut self, idle: Duration) -> Result<bool> {
         Connection::recv_timeout(self, idle)
@@ -75,8 +111,9 @@ pub(crate) struct PendingAmo {
 pub(crate) struct Pending {
     pub(crate) gets: HashMap<u64, PendingGet>,
     pub(crate) amos: HashMap<u64, PendingAmo>,
-    /// Requests completed by the next QUIET completion that covers them, in order.
-    pub(crate) acks: VecDeque<u64>,
+    /// Requests (first sequence number, tickets) completed by the next QUIET completion that covers
+    /// them, in order.
+    pub(crate) acks: VecDeque<(u64, u64)>,
 }
 
 /// Frames an extension's answer writes to the connection.

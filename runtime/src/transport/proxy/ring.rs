@@ -17,8 +17,9 @@
 //!    is marked done, so the GPU never sees `completed` ahead of the data.
 
 use crate::error::{Error, Result};
-pub use rshmem_device::remote::proxy::{op, ring_bytes, Request, RingHeader, RingRef, HEADER_BYTES, MAX_SLOTS, RING_MAGIC, SLOT_BYTES};
-use rshmem_device::remote::proxy::{COMPLETED_OFF, HEAD_OFF, MAGIC_OFF, SEQ_OFF, SLOTS_OFF, TAIL_OFF};
+pub use rshmem_device::remote::proxy::{op, ring_bytes, tickets, Request, RingHeader, RingRef, COUNTERS_BYTES, HEADER_BYTES, MAX_SLOTS, RING_MAGIC, SLOT_BYTES};
+use rshmem_device::remote::proxy::{CHUNK_OFF, COMPLETED_OFF, MAGIC_OFF, SEQ_OFF, SLOTS_OFF, TAIL_OFF};
+pub use rshmem_device::state::Channel;
 use rshmem_common::Backoff;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -52,20 +53,24 @@ unsafe fn word<'a>(base: *mut u8, off: usize) -> &'a AtomicU64 {
     unsafe { AtomicU64::from_ptr(base.add(off) as *mut u64) }
 }
 
-/// Sets up a ring of `slots` slots in the `bytes` bytes at `base`: zeroes it and then publishes the
-/// header (slot count, then the magic with a release store, so a poster that sees the magic sees the
-/// slot count). Returns the `RingRef` device code posts to.
+/// Sets up a ring of `slots` slots in the `bytes` bytes at `base`, for staging chunks of `chunk` bytes
+/// (0: none): zeroes it and then publishes the header (slot count and chunk, then the magic with a
+/// release store, so a poster that sees the magic sees them). Returns the `RingRef` of the ring.
 ///
 /// # Safety
 /// `base` must be writable for `bytes` bytes and stay mapped while the ring is used; nobody may use the
 /// memory as a ring while this runs.
-pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize) -> Result<RingRef> {
+pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize, chunk: u64) -> Result<RingRef> {
     check_slots(slots as u64)?;
     check_memory(base, bytes, slots as u64)?;
+    if chunk != 0 && (!chunk.is_power_of_two() || chunk < 64) {
+        return Err(Error::new(format!("proxy ring: staging chunks of {chunk} bytes (must be a power of two of at least 64)")));
+    }
     // SAFETY: the caller gives us the memory (writable, unused); ring_bytes(slots) <= bytes (checked).
     unsafe {
         std::ptr::write_bytes(base, 0, ring_bytes(slots));
         word(base, SLOTS_OFF).store(slots as u64, Ordering::Relaxed);
+        word(base, CHUNK_OFF).store(chunk, Ordering::Relaxed);
         word(base, MAGIC_OFF).store(RING_MAGIC, Ordering::Release);
     }
     Ok(RingRef { header: base as u64, slots: slots as u64 })
@@ -76,6 +81,9 @@ pub unsafe fn init_ring(base: *mut u8, bytes: usize, slots: usize) -> Result<Rin
 pub struct Drain<'a> {
     base: *mut u8,
     slots: u64,
+    /// Bytes of a staging chunk (0: no staging), and the staging area (`slots` chunks).
+    chunk: u64,
+    stage: *const u8,
     next: u64,
     _mem: std::marker::PhantomData<&'a [u8]>,
 }
@@ -87,20 +95,49 @@ unsafe impl Send for Drain<'_> {}
 /// How a drain loop ended without an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DrainStats {
-    /// Requests completed by this drain.
+    /// Requests handed out by this drain.
     pub requests: u64,
     /// Batches (tail stores).
     pub batches: u64,
 }
 
-impl<'a> Drain<'a> {
-    /// Attaches to a ring set up by `init_ring` (possibly in another process) in the `bytes` bytes at
-    /// `base`. The header is checked: magic, slot count, size. The drain starts at the ring's `tail`.
+/// One request taken off the ring: its sequence number, how many tickets it holds, its body, and (a
+/// staged put) where its bytes are: one or two pieces of the staging area (two when they wrap at its
+/// end). The pieces stay valid until the drain's next `release`.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub seq: u64,
+    pub tickets: u64,
+    pub req: Request,
+    pub staged: [(*const u8, usize); 2],
+}
+
+// SAFETY: the staged pieces are addresses in the ring's staging area, read only by whoever holds the
+// entry before the drain releases it (the protocol); nothing in an Entry is tied to a thread.
+unsafe impl Send for Entry {}
+
+impl Entry {
+    /// The staged bytes (empty pieces for a request that is not a staged put).
     ///
     /// # Safety
-    /// `base` must be readable and writable for `bytes` bytes, mapped for `'a`; only one drain may use
-    /// a ring at a time.
-    pub unsafe fn attach(base: *mut u8, bytes: usize) -> Result<Drain<'a>> {
+    /// Only until the drain that produced the entry calls `release` (the bytes' chunks may be reused
+    /// after it).
+    pub unsafe fn staged(&self) -> [&[u8]; 2] {
+        // SAFETY: each piece lies in the staging area, holding the request's bytes (the drain checked
+        // the request's length against its tickets), valid until release (the caller's contract).
+        self.staged.map(|(p, n)| if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(p, n) } })
+    }
+}
+
+impl<'a> Drain<'a> {
+    /// Attaches to a ring set up by `init_ring` (possibly in another process) in the `bytes` bytes at
+    /// `base`, with its staging area of `stage_bytes` bytes at `stage` (null and 0 without staging).
+    /// The header is checked: magic, slot count, chunk, sizes. The drain starts at the ring's `tail`.
+    ///
+    /// # Safety
+    /// `base` must be readable and writable for `bytes` bytes, and `stage` readable for `stage_bytes`
+    /// bytes, mapped for `'a`; only one drain may use a ring at a time.
+    pub unsafe fn attach(base: *mut u8, bytes: usize, stage: *const u8, stage_bytes: usize) -> Result<Drain<'a>> {
         if base.is_null() || !(base as usize).is_multiple_of(64) {
             return Err(Error::new(format!("proxy ring: base address {base:p} is not 64-byte aligned")));
         }
@@ -108,10 +145,11 @@ impl<'a> Drain<'a> {
             return Err(Error::new(format!("proxy ring: {bytes} bytes of memory, less than the {HEADER_BYTES}-byte header")));
         }
         // SAFETY: the header lies in the caller's memory (bytes >= HEADER_BYTES), 64-aligned base.
-        let (magic, slots, tail) = unsafe {
+        let (magic, slots, chunk, tail) = unsafe {
             (
                 word(base, MAGIC_OFF).load(Ordering::Acquire),
                 word(base, SLOTS_OFF).load(Ordering::Relaxed),
+                word(base, CHUNK_OFF).load(Ordering::Relaxed),
                 word(base, TAIL_OFF).load(Ordering::Acquire),
             )
         };
@@ -120,13 +158,25 @@ impl<'a> Drain<'a> {
         }
         check_slots(slots)?;
         check_memory(base, bytes, slots)?;
-        Ok(Drain { base, slots, next: tail, _mem: std::marker::PhantomData })
+        if chunk != 0 {
+            let need = slots.saturating_mul(chunk);
+            if !chunk.is_power_of_two() || stage.is_null() || (stage_bytes as u64) < need {
+                return Err(Error::new(format!(
+                    "proxy ring: staging chunks of {chunk} bytes for {slots} slots need {need} bytes of staging, {stage_bytes} given"
+                )));
+            }
+        }
+        Ok(Drain { base, slots, chunk, stage, next: tail, _mem: std::marker::PhantomData })
     }
 
     pub fn slots(&self) -> u64 {
         self.slots
     }
-    /// The next ticket this drain expects (= requests drained so far on this ring).
+    /// Bytes of a staging chunk (0: no staging).
+    pub fn chunk(&self) -> u64 {
+        self.chunk
+    }
+    /// The next ticket this drain expects (= tickets drained so far on this ring).
     pub fn next(&self) -> u64 {
         self.next
     }
@@ -137,16 +187,29 @@ impl<'a> Drain<'a> {
         unsafe { word(self.base, slot + SEQ_OFF) }
     }
 
-    /// Takes every published entry in order (at most `MAX_BATCH`) and frees their slots (one `tail`
-    /// store), without completing them: `f` gets each entry with its sequence number, in order, and
-    /// completion is reported separately (a [`Completion`]). Returns how many it took (0: the next slot
-    /// is not published yet). A slot holding a foreign sequence number is an error; an error of `f`
-    /// ends the drain and names the request.
-    pub fn poll_entries(&mut self, mut f: impl FnMut(u64, &Request) -> Result<()>) -> Result<usize> {
+    /// Where the staged bytes of a request at ticket `t` of `len` bytes are.
+    fn staged_of(&self, t: u64, len: u64) -> [(*const u8, usize); 2] {
+        let first = (t & (self.slots - 1)) as usize;
+        let room = (self.slots as usize - first) * self.chunk as usize;
+        let a = (len as usize).min(room);
+        // Pointer arithmetic only: inside the staging area (slots * chunk bytes, checked at attach).
+        let p = self.stage.wrapping_add(first * self.chunk as usize);
+        [(p, a), (self.stage, len as usize - a)]
+    }
+
+    /// Takes every published request in order (at most `MAX_BATCH`), without freeing their slots or
+    /// completing them: `f` gets each with its sequence number and tickets, in order; the caller frees
+    /// the slots with [`Drain::release`] once it no longer needs their staged bytes, and reports
+    /// completion separately (a [`Completion`]). Returns how many it took (0: the next slot is not
+    /// published yet). A slot holding a foreign sequence number, or a request claiming more tickets
+    /// or staged bytes than the ring holds, is an error; an error of `f` ends the drain and names the
+    /// request.
+    pub fn poll_entries(&mut self, mut f: impl FnMut(Entry) -> Result<()>) -> Result<usize> {
         let mut batch = [Request::default(); MAX_BATCH];
+        let mut firsts = [0u64; MAX_BATCH];
         let mut n = 0;
+        let mut t = self.next;
         while n < MAX_BATCH {
-            let t = self.next + n as u64;
             let w = self.seq_word(t);
             let seq = w.load(Ordering::Acquire);
             if seq == 0 {
@@ -165,56 +228,83 @@ impl<'a> Drain<'a> {
             // release store of `seq` that our acquire load read, so it is complete and no poster
             // writes it until we advance `tail` past t. A volatile read: the memory is shared with
             // other processes, so the compiler must not assume anything about it.
-            batch[n] = unsafe { std::ptr::read_volatile(self.base.add(slot) as *const Request) };
+            let r = unsafe { std::ptr::read_volatile(self.base.add(slot) as *const Request) };
             w.store(0, Ordering::Relaxed);
+            let k = tickets(r.op, r.len, self.chunk);
+            let staged = matches!(r.op, op::PUT_STAGED | op::PUT_SIGNAL_STAGED);
+            if staged && (self.chunk == 0 || k > self.slots / 2 || r.len > rshmem_device::remote::proxy::MAX_STAGED) {
+                return Err(Error::new(format!(
+                    "proxy ring: request {} stages {} bytes, which this ring ({} slots of {} staged bytes) cannot hold",
+                    t + 1,
+                    r.len,
+                    self.slots,
+                    self.chunk
+                )));
+            }
+            batch[n] = r;
+            firsts[n] = t;
+            t += k;
             n += 1;
         }
         if n == 0 {
             return Ok(0);
         }
-        let first = self.next;
-        self.next += n as u64;
-        // SAFETY: tail is an 8-aligned u64 in the checked header.
-        let tail = unsafe { word(self.base, TAIL_OFF) };
-        // Release: our reads of the bodies and the clears of `seq` happen before a poster's reuse.
-        tail.store(self.next, Ordering::Release);
-        for (i, r) in batch[..n].iter().enumerate() {
-            let seq = first + i as u64 + 1;
-            f(seq, r).map_err(|e| e.context(format!("proxy ring: request {seq} (op {}, target PE {})", r.op, r.pe)))?;
+        self.next = t;
+        for (r, &first) in batch[..n].iter().zip(&firsts[..n]) {
+            let staged = matches!(r.op, op::PUT_STAGED | op::PUT_SIGNAL_STAGED);
+            let e = Entry {
+                seq: first + 1,
+                tickets: tickets(r.op, r.len, self.chunk),
+                req: *r,
+                staged: if staged { self.staged_of(first, r.len) } else { [(std::ptr::null(), 0); 2] },
+            };
+            f(e).map_err(|err| err.context(format!("proxy ring: request {} (op {}, target PE {})", e.seq, r.op, r.pe)))?;
         }
         Ok(n)
     }
 
-    /// As [`Drain::poll_entries`], completing each entry as soon as `f` returns Ok for it (`completed`
-    /// stored with release after the callback, so its effects happen before a poster's acquire).
+    /// Frees the slots and staging chunks of every request taken so far (one `tail` store, release:
+    /// our reads of their bodies and staged bytes and the clears of `seq` happen before a poster's
+    /// reuse).
+    pub fn release(&mut self) {
+        // SAFETY: tail is an 8-aligned u64 in the checked header.
+        unsafe { word(self.base, TAIL_OFF) }.store(self.next, Ordering::Release);
+    }
+
+    /// As [`Drain::poll_entries`] and then `release`, completing each request as soon as `f` returns
+    /// Ok for it (`completed` stored with release after the callback, so its effects happen before a
+    /// poster's acquire).
     pub fn poll(&mut self, mut f: impl FnMut(&Request) -> Result<()>) -> Result<usize> {
         // SAFETY: completed is an 8-aligned u64 in the header checked at attach.
         let completed = unsafe { word(self.base, COMPLETED_OFF) };
-        self.poll_entries(|seq, r| {
-            f(r)?;
-            completed.store(seq, Ordering::Release);
+        let n = self.poll_entries(|e| {
+            f(&e.req)?;
+            completed.store(e.seq + e.tickets - 1, Ordering::Release);
             Ok(())
-        })
+        })?;
+        self.release();
+        Ok(n)
     }
 
     /// The drain loop the proxy engine runs: polls until `stop()` returns true while the ring is idle,
-    /// handing every request to `entry(state, seq, request)` in order (`poll_entries`: completion is
-    /// the caller's, through a [`Completion`]), and calling `batch_done(state)` after each batch (the
-    /// engine sends its QUIETs there). Idle back-off: `rshmem_common::Backoff`. An error of either
-    /// callback ends the loop.
+    /// handing every request to `entry(state, entry)` in order (`poll_entries`: completion is the
+    /// caller's, through a [`Completion`]), calling `batch_done(state)` after each batch (the engine
+    /// sends the batch's frames and its QUIETs there), then releasing the batch's slots. Idle back-off:
+    /// `rshmem_common::Backoff`. An error of either callback ends the loop.
     pub fn run<S>(
         &mut self,
         state: &mut S,
         mut stop: impl FnMut() -> bool,
-        mut entry: impl FnMut(&mut S, u64, &Request) -> Result<()>,
+        mut entry: impl FnMut(&mut S, Entry) -> Result<()>,
         mut batch_done: impl FnMut(&mut S) -> Result<()>,
     ) -> Result<DrainStats> {
         let mut stats = DrainStats { requests: 0, batches: 0 };
         let mut idle = Backoff::new();
         loop {
-            let n = self.poll_entries(|seq, r| entry(state, seq, r))?;
+            let n = self.poll_entries(|e| entry(state, e))?;
             if n > 0 {
                 batch_done(state)?;
+                self.release();
                 stats.requests += n as u64;
                 stats.batches += 1;
                 idle.reset();
@@ -253,6 +343,13 @@ impl Completion {
         let completed: &'static AtomicU64 = unsafe { word(base, COMPLETED_OFF) };
         let start = completed.load(Ordering::Acquire);
         Completion { completed, state: std::sync::Mutex::new(Prefix { base: start, done: Default::default() }) }
+    }
+    /// Marks the `n` tickets of a request from `seq` on complete (its effects must be finished and
+    /// visible): a request of several tickets (a staged put) completes all of them at once.
+    pub fn done_tickets(&self, seq: u64, n: u64) {
+        for s in seq..seq + n.max(1) {
+            self.done(s);
+        }
     }
     /// Marks request `seq` complete (its effects must be finished and visible) and advances
     /// `completed` over every complete prefix. Marking a sequence number twice, or one at or below the
@@ -311,7 +408,7 @@ pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
         return bad(format!("PE out of range (the job has {n_pes} PEs)"));
     }
     let in_heap = |off: u64, len: u64| off.checked_add(len).is_some_and(|end| end <= heap_bytes);
-    let data = matches!(r.op, op::PUT | op::PUT_INLINE | op::GET | op::AMO | op::PUT_SIGNAL);
+    let data = matches!(r.op, op::PUT | op::PUT_INLINE | op::GET | op::AMO | op::PUT_SIGNAL | op::PUT_STAGED | op::PUT_SIGNAL_STAGED);
     if data && !in_heap(r.offset, r.len) {
         return bad(format!("{} bytes at heap offset {:#x} are outside the {heap_bytes}-byte heap", r.len, r.offset));
     }
@@ -328,7 +425,10 @@ pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
         op::PUT | op::GET | op::PUT_SIGNAL if r.len > 0 && r.src == 0 => return bad("null local address".into()),
         _ => {}
     }
-    if matches!(r.op, op::SIGNAL | op::PUT_SIGNAL) {
+    if matches!(r.op, op::PUT_STAGED | op::PUT_SIGNAL_STAGED) && r.src != 0 {
+        return bad(format!("staged put with a local address {:#x} (its bytes travel in the channel)", r.src));
+    }
+    if matches!(r.op, op::SIGNAL | op::PUT_SIGNAL | op::PUT_SIGNAL_STAGED) {
         if !in_heap(r.sig_offset, 8) || !r.sig_offset.is_multiple_of(8) {
             return bad(format!("signal word at heap offset {:#x} is not an aligned u64 inside the heap", r.sig_offset));
         }
@@ -339,18 +439,32 @@ pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
     Ok(())
 }
 
-/// Reads the ring's `head` (tickets handed out), `tail` and `completed`, for diagnostics.
+/// Reads the ring's `tail` and `completed` (host memory), for diagnostics and host waits.
 ///
 /// # Safety
 /// `ring.header` must point to a mapped ring header.
-pub unsafe fn counters(ring: RingRef) -> (u64, u64, u64) {
+pub unsafe fn counters(ring: RingRef) -> (u64, u64) {
     let b = ring.header as usize as *mut u8;
-    // SAFETY: forwarded contract: three 8-aligned u64 words of the header, accessed atomically.
-    unsafe {
-        (
-            word(b, HEAD_OFF).load(Ordering::Relaxed),
-            word(b, TAIL_OFF).load(Ordering::Acquire),
-            word(b, COMPLETED_OFF).load(Ordering::Acquire),
-        )
+    // SAFETY: forwarded contract: two 8-aligned u64 words of the header, accessed atomically.
+    unsafe { (word(b, TAIL_OFF).load(Ordering::Acquire), word(b, COMPLETED_OFF).load(Ordering::Acquire)) }
+}
+
+/// Waits (the host's way: `deadline(limit)`) until the ring's `completed` reaches `seq`.
+///
+/// # Safety
+/// `ring.header` must point to a mapped ring header.
+pub unsafe fn wait_completed_host(ring: RingRef, seq: u64, limit: Duration) -> std::result::Result<(), (u64, u64)> {
+    let mut policy = deadline(limit);
+    let mut spins = 0u64;
+    loop {
+        // SAFETY: forwarded contract.
+        let (_, c) = unsafe { counters(ring) };
+        if c >= seq {
+            return Ok(());
+        }
+        spins += 1;
+        if !policy(spins) {
+            return Err((seq, c));
+        }
     }
 }

@@ -6,7 +6,8 @@ use crate::bootstrap::Bootstrap;
 use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;
-use crate::transport::proxy::engine::Engine;
+use crate::transport::proxy::target::Target;
+use rshmem_device::state::MAX_CHANNELS;
 use crate::transport::proxy::tcp::{self, Connection, Endpoint};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
@@ -21,59 +22,72 @@ fn listen_ip() -> Result<IpAddr> {
     crate::node::iface::proxy_listen_ip(&crate::node::iface::NetEnv::current()).map(|(ip, _)| ip)
 }
 
-/// Collective: listens, and all-gathers every PE's listen address through the bootstrap. Returns the
-/// listener, its address, and every PE's.
-pub(crate) fn listen(boot: &Bootstrap) -> Result<(TcpListener, SocketAddr, Vec<SocketAddr>)> {
+/// Collective: listens, and all-gathers every PE's listen address and wanted channel count
+/// (`channels`) through the bootstrap. Returns the listener, its address, every PE's, and the job's
+/// channel count: the largest any PE wanted (every PE runs that many, one connection per channel to
+/// each peer).
+pub(crate) fn listen(boot: &Bootstrap, channels: usize) -> Result<(TcpListener, SocketAddr, Vec<SocketAddr>, usize)> {
     let (me, n) = (boot.pe() as u32, boot.npes() as u32);
     let ip = listen_ip()?;
     let listener = TcpListener::bind((ip, 0)).map_err(|e| Error::os(format!("proxy: PE {me}: cannot listen on {ip}"), e))?;
     let listen = listener.local_addr().map_err(|e| Error::os("proxy: listener address", e))?;
     log::info(format!("proxy: PE {me} listens on {listen}"));
-    let all = boot.allgather("rshmem_init (proxy addresses)", listen.to_string().as_bytes())?;
+    let all = boot.allgather("rshmem_init (proxy addresses)", format!("{listen} {channels}").as_bytes())?;
     let mut addrs = Vec::with_capacity(n as usize);
+    let mut job_channels = 1;
     for (pe, a) in all.iter().enumerate() {
         let text = String::from_utf8_lossy(a);
-        let addr: SocketAddr = text
-            .parse()
-            .map_err(|_| boot.abort(Error::new(format!("proxy: PE {pe} sent {text:?} as its proxy address (expected ip:port)"))))?;
+        let parsed = text.split_once(' ').and_then(|(a, c)| Some((a.parse::<SocketAddr>().ok()?, c.parse::<usize>().ok()?)));
+        let Some((addr, c)) = parsed.filter(|&(_, c)| (1..=MAX_CHANNELS).contains(&c)) else {
+            return Err(boot.abort(Error::new(format!(
+                "proxy: PE {pe} sent {text:?} as its proxy address and channel count (expected \"ip:port n\", n from 1 to {MAX_CHANNELS})"
+            ))));
+        };
         addrs.push(addr);
+        job_channels = job_channels.max(c);
     }
 
-    Ok((listener, listen, addrs))
+    Ok((listener, listen, addrs, job_channels))
 }
 
-/// Collective: connects to every PE on another node (`remote[pe]`): to the higher ones, accepting the
-/// lower ones, each connection checked by its hello. Returns the connections by PE.
-pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[SocketAddr], ep: &Endpoint, remote: &[bool]) -> Result<Vec<Option<Connection>>> {
+/// Collective: makes `lanes` connections to every PE on another node (`remote[pe]`): to the higher
+/// ones, accepting the lower ones, each checked by its hello. Returns the connections by PE and lane
+/// (an empty list for PEs of this node).
+pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[SocketAddr], ep: &Endpoint, remote: &[bool], lanes: usize) -> Result<Vec<Vec<Connection>>> {
     let (me, n) = (boot.pe() as u32, boot.npes() as u32);
     let timeout = env::get(env::BOOTSTRAP_TIMEOUT).and_then(|v| env::parse_positive_secs(&v).ok()).unwrap_or(Duration::from_secs(30));
     let deadline = Instant::now() + timeout;
     let expect_accept: Vec<u32> = (0..me).filter(|&q| remote[q as usize]).collect();
-    let mut conns: Vec<Option<Connection>> = (0..n).map(|_| None).collect();
+    let mut conns: Vec<Vec<Connection>> = (0..n).map(|_| Vec::new()).collect();
+    let want = |c: &Connection, got: &[Connection]| {
+        expect_accept.contains(&c.peer()) && (c.lane() as usize) < lanes && !got.iter().any(|g| g.peer() == c.peer() && g.lane() == c.lane())
+    };
     std::thread::scope(|sc| -> Result<()> {
         let acceptor = sc.spawn(|| -> Result<Vec<Connection>> {
             let mut got: Vec<Connection> = Vec::new();
-            while got.len() < expect_accept.len() {
+            while got.len() < expect_accept.len() * lanes {
                 if Instant::now() >= deadline {
-                    let missing: Vec<u32> = expect_accept.iter().copied().filter(|q| !got.iter().any(|c| c.peer() == *q)).collect();
+                    let missing: Vec<u32> = expect_accept.iter().copied().filter(|q| got.iter().filter(|c| c.peer() == *q).count() < lanes).collect();
                     return Err(Error::new(format!("proxy: PE {me}: PEs {missing:?} did not connect within {timeout:?}")));
                 }
                 match tcp::accept(listener, ep, deadline) {
-                    Ok(c) if expect_accept.contains(&c.peer()) && !got.iter().any(|g| g.peer() == c.peer()) => got.push(c),
-                    Ok(c) => log::warn(format!("proxy: PE {me}: unexpected connection from PE {} during setup: dropped", c.peer())),
+                    Ok(c) if want(&c, &got) => got.push(c),
+                    Ok(c) => log::warn(format!("proxy: PE {me}: unexpected connection from PE {} (connection {}) during setup: dropped", c.peer(), c.lane())),
                     Err(e) => log::warn(format!("proxy: {e}")),
                 }
             }
             Ok(got)
         });
         let mut first_err = None;
-        for q in (me + 1)..n {
+        'peers: for q in (me + 1)..n {
             if remote[q as usize] {
-                match tcp::connect(addrs[q as usize], ep, q, 0, 1, deadline) {
-                    Ok(c) => conns[q as usize] = Some(c),
-                    Err(e) => {
-                        first_err = Some(e);
-                        break;
+                for lane in 0..lanes {
+                    match tcp::connect(addrs[q as usize], ep, q, lane as u16, lanes as u16, deadline) {
+                        Ok(c) => conns[q as usize].push(c),
+                        Err(e) => {
+                            first_err = Some(e);
+                            break 'peers;
+                        }
                     }
                 }
             }
@@ -82,9 +96,11 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
         if let Some(e) = first_err {
             return Err(e);
         }
-        for c in accepted? {
+        let mut accepted = accepted?;
+        accepted.sort_by_key(|c| (c.peer(), c.lane()));
+        for c in accepted {
             let q = c.peer() as usize;
-            conns[q] = Some(c);
+            conns[q].push(c);
         }
         Ok(())
     })
@@ -95,8 +111,8 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
 /// Serves the listener after setup: every connection opened now is a stranger (the job's
 /// connections are all made at init). A wrong key is refused by the hello; a valid hello is cut
 /// off at its first frame (a bad one is named). Neither ends this PE, and nothing is applied.
-pub(crate) fn serve_late(engine: Arc<Engine>, listener: TcpListener, ep: Endpoint) {
-    while !engine.target.closing.load(Ordering::Acquire) {
+pub(crate) fn serve_late(target: Arc<Target>, listener: TcpListener, ep: Endpoint) {
+    while !target.closing.load(Ordering::Acquire) {
         let mut fds = [libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
         if crate::bootstrap::poll(&mut fds, Some(Duration::from_millis(100))).is_err() || fds[0].revents == 0 {
             continue;
@@ -116,7 +132,7 @@ pub(crate) fn serve_late(engine: Arc<Engine>, listener: TcpListener, ep: Endpoin
                 };
                 log::error(format!(
                     "proxy: PE {}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}",
-                    engine.target.me,
+                    target.me,
                     c.peer_addr()
                 ));
             }

@@ -2,15 +2,26 @@
 //! responder) does to this PE's heap for a peer — writes, reads, signals and atomics, each checked
 //! against what the platform backs.
 //!
-//! AMOs, signals and small aligned puts (1, 2, 4 or 8 bytes: `p`, barrier epochs) go through the
-//! inbound queue (`rshmem_device::remote::inbound`): device threads of this PE that wait for the proxy
-//! apply them, so they are atomic with the GPU's own atomics and need no CUDA call. Larger data is
-//! written with the platform's copy (complete when it returns).
+//! - AMOs, signals and small aligned puts (1, 2, 4 or 8 bytes: `p`, barrier epochs) go through the
+//!   inbound queue (`rshmem_device::remote::inbound`): device threads of this PE apply them in order,
+//!   atomically with the GPU's own atomics, with no CUDA call.
+//! - Larger writes are applied in bursts ([`Applier`]): a receiver copies each frame's bytes into its
+//!   pinned bounce buffer (merging writes to consecutive heap ranges) and has the whole burst copied to
+//!   the heap with one `Services::copy_batch` (one synchronization) when the burst ends: no frame waits
+//!   for a copy of its own.
+//!
+//! # Order at the target
+//! A peer's frames on one connection are applied in the order sent: where an operation of one kind
+//! (queued copy, inbound operation) follows pending ones of the other, the receiver first *settles*
+//! what is pending (waits for the queued inbound operations, then copies the burst), so a signal is
+//! never visible before the data of the put it follows, and two writes to one word land in the order
+//! sent. A GET reads the heap only after settling, and a QUIET is acknowledged only after everything
+//! before it is settled (complete and visible to this PE's device code).
 
 use crate::error::{Error, Result};
 use crate::platform::backend::Backend;
-use crate::platform::services::Services;
-use crate::transport::wire::{Signal, SignalOp};
+use crate::platform::services::{HostShared, Services};
+use crate::transport::wire::{AmoOp, Signal, SignalOp, Width};
 use rshmem_common::Backoff;
 use rshmem_device::remote::inbound::{self, InboundOp};
 use rshmem_device::remote::proxy::amo;
@@ -20,14 +31,18 @@ use std::time::{Duration, Instant};
 
 /// How long an inbound operation waits for a device thread of this PE (one waiting for the proxy polls
 /// the queue every few microseconds) before the service kernel is launched for it. A launch costs a
-/// few microseconds and runs beside any waiting thread (the claim decides who applies it), so a short
+/// few microseconds and runs beside any waiting thread (the lock decides who applies it), so a short
 /// wait only saves launches when threads are waiting, and a long one is added to every remote `p` or
 /// AMO on a GPU whose kernels are not waiting for the proxy.
 const KICK_AFTER: Duration = Duration::from_micros(3);
-/// How often the kick is repeated while the operation waits (see `inbound`).
+/// How often the kick is repeated while the operation waits (see `inbound_wait`).
 const KICK_AGAIN: Duration = Duration::from_micros(100);
 /// How long, once finalize has begun, an inbound operation may still wait for a device thread.
 pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// Bytes of a receiver's bounce buffer: the most put data a burst holds before it is copied.
+pub(crate) const BOUNCE_BYTES: usize = 1 << 20;
+/// Most separate copies a burst holds before it is copied.
+const BURST_COPIES: usize = 256;
 
 /// This PE's heap as remote operations reach it.
 pub(crate) struct Target {
@@ -36,10 +51,9 @@ pub(crate) struct Target {
     services: Arc<dyn Services>,
     pub(crate) heap_base: u64,
     pub(crate) heap_size: u64,
-    /// The inbound queue (its host address), `inbound::queue_bytes()` bytes kept alive by the engine's
-    /// channel memory.
-    queue: usize,
-    /// Tickets handed out in the inbound queue (held for a whole inbound operation: one at a time).
+    /// The inbound queue (`inbound::queue_bytes()` bytes).
+    queue: HostShared,
+    /// Tickets handed out in the inbound queue.
     inbound_next: Mutex<u64>,
     /// How long an operation may wait for the device threads.
     pub(crate) wait_limit: Duration,
@@ -47,10 +61,37 @@ pub(crate) struct Target {
     pub(crate) closing: AtomicBool,
 }
 
+impl Drop for Target {
+    fn drop(&mut self) {
+        // Before the queue is freed: whatever the platform started to apply it must end first.
+        self.services.inbound_release();
+    }
+}
+
+/// A receiver's pending work at the target: queued copies in its bounce buffer, the last inbound
+/// operation it queued and has not waited for, and the QUIETs to acknowledge once all is settled.
+pub(crate) struct Applier {
+    bounce: HostShared,
+    used: usize,
+    /// (heap address, offset in the bounce buffer, bytes), in arrival order.
+    copies: Vec<(u64, usize, usize)>,
+    inbound: Option<u64>,
+    /// QUIETs received (their request numbers), acknowledged after the next settle.
+    pub(crate) acks: Vec<u64>,
+}
+
+impl Applier {
+    /// Whether anything waits to be settled or acknowledged.
+    pub(crate) fn pending(&self) -> bool {
+        !self.copies.is_empty() || self.inbound.is_some() || !self.acks.is_empty()
+    }
+}
+
 impl Target {
-    /// `queue` must be the host address of a zeroed inbound queue that outlives this target.
-    pub(crate) fn new(me: u32, platform: Arc<dyn Backend>, services: Arc<dyn Services>, queue: usize, wait_limit: Duration) -> Target {
-        Target {
+    /// The target of this PE's heap, with a new inbound queue.
+    pub(crate) fn new(me: u32, platform: Arc<dyn Backend>, services: Arc<dyn Services>, wait_limit: Duration) -> Result<Target> {
+        let queue = services.host_shared(inbound::queue_bytes())?;
+        Ok(Target {
             me,
             heap_base: platform.heap_base() as u64,
             heap_size: platform.heap_size() as u64,
@@ -60,7 +101,7 @@ impl Target {
             inbound_next: Mutex::new(0),
             wait_limit,
             closing: AtomicBool::new(false),
-        }
+        })
     }
 
     /// The platform's services (copies, host-shared memory).
@@ -68,51 +109,82 @@ impl Target {
         &*self.services
     }
 
+    /// The inbound queue as device code addresses it (`DeviceState::inbound`).
+    pub(crate) fn queue_device_addr(&self) -> u64 {
+        self.queue.device_addr()
+    }
+    /// The inbound queue's host address.
+    pub(crate) fn queue_host_addr(&self) -> usize {
+        self.queue.host_ptr() as usize
+    }
+
+    /// A receiver's applier, with its bounce buffer (made at setup: pinned memory allocated later may
+    /// wait for the device).
+    pub(crate) fn applier(&self) -> Result<Applier> {
+        Ok(Applier { bounce: self.services.host_shared(BOUNCE_BYTES)?, used: 0, copies: Vec::new(), inbound: None, acks: Vec::new() })
+    }
+
     /// How many bytes from the heap's start are backed now.
     pub(crate) fn backed(&self) -> u64 {
         self.platform.backed() as u64
     }
 
-    /// Has operation `code` (an AMO code or `inbound::STORE`) of `width` bytes applied at heap offset
-    /// `offset` of this PE through the inbound queue (`rshmem_device::remote::inbound`), and returns the
-    /// old value. Device threads of this PE that wait for the proxy apply it; if none does quickly, the
-    /// platform is asked to (`Services::kick_inbound`: the CPU backend runs it on this thread, a GPU
-    /// launches a service kernel without waiting for it). The heap range was checked by the caller.
-    pub(crate) fn inbound(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64) -> Result<u64> {
-        self.inbound_with(code, width, offset, value, compare, [0; 2])
+    fn slot_word(&self, t: u64, field: usize) -> &AtomicU64 {
+        let slot = self.queue_host_addr() + (t % inbound::SLOTS) as usize * inbound::SLOT_BYTES;
+        // SAFETY: the word lies in the queue (alive with self), 8-aligned; `seq` and `done` are only
+        // accessed atomically (the inbound protocol).
+        unsafe { AtomicU64::from_ptr((slot + field) as *mut u64) }
     }
 
-    /// `inbound` with the extra operands of a NIC atomic (`inbound::NIC_ATOMIC`).
-    pub(crate) fn inbound_with(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64, extra: [u64; 2]) -> Result<u64> {
+    /// Queues operation `code` (an AMO code, `inbound::STORE` or `inbound::NIC_ATOMIC | kind`) of
+    /// `width` bytes at heap offset `offset` (checked by the caller) and returns its ticket, without
+    /// waiting for it to be applied (`inbound_wait`). Operations are applied in ticket order.
+    pub(crate) fn inbound_post(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64, extra: [u64; 2]) -> Result<u64> {
         let mut next = self.inbound_next.lock().unwrap_or_else(|e| e.into_inner());
         let t = *next;
-        *next += 1;
-        let slot = (self.queue + (t % inbound::SLOTS) as usize * inbound::SLOT_BYTES) as *mut u64;
-        let word = |f: usize| slot.wrapping_add(f / 8);
-        // SAFETY: the slot lies in the queue (alive with the engine that owns this target); seq and
-        // done are accessed only atomically, the body only by us before the release of seq (its
-        // previous lap is done: we waited for it, holding `next`, before this ticket was handed out).
-        unsafe {
-            let op = slot as *mut InboundOp;
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).code), code);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).width), width);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).offset), offset);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).value), value);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).compare), compare);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*op).extra), extra);
-            AtomicU64::from_ptr(word(std::mem::offset_of!(InboundOp, seq))).store(t + 1, Ordering::Release);
+        if t >= inbound::SLOTS {
+            // The slot's previous lap must be applied before it is written again.
+            self.inbound_wait(t - inbound::SLOTS)?;
         }
-        // SAFETY: as above.
-        let done = unsafe { AtomicU64::from_ptr(word(std::mem::offset_of!(InboundOp, done))) };
+        let slot = (self.queue_host_addr() + (t % inbound::SLOTS) as usize * inbound::SLOT_BYTES) as *mut InboundOp;
+        // SAFETY: the slot lies in the queue (alive with self); its body is written only by us, holding
+        // `next`, after its previous lap was applied (waited for above), and read by a consumer only
+        // after our release store of `seq`.
+        unsafe {
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).code), code);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).width), width);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).offset), offset);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).value), value);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).compare), compare);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).extra), extra);
+        }
+        self.slot_word(t, std::mem::offset_of!(InboundOp, seq)).store(t + 1, Ordering::Release);
+        *next = t + 1;
+        Ok(t)
+    }
+
+    /// Waits until inbound operation `t` (and so every one before it) is applied, and returns its old
+    /// value. Device threads of this PE that wait for the proxy apply it; if none does quickly, the
+    /// platform is asked to (`Services::kick_inbound`: the CPU backend runs it on this thread, a GPU
+    /// launches a service kernel without waiting for it).
+    pub(crate) fn inbound_wait(&self, t: u64) -> Result<u64> {
+        let done = self.slot_word(t, std::mem::offset_of!(InboundOp, done));
         let start = Instant::now();
         let on_host = self.services.inbound_on_host();
         let mut next_kick = KICK_AFTER;
         let mut backoff = Backoff::new();
-        while done.load(Ordering::Acquire) != t + 1 {
+        loop {
+            let d = done.load(Ordering::Acquire);
+            // Applied in order: `done` of the slot is t + 1, or a later lap's (t + 1 + k * SLOTS: then
+            // it was applied long ago, and its result is gone; only callers that wait for the slot's
+            // previous lap see that, and they need no result).
+            if d > t && (d - t - 1).is_multiple_of(inbound::SLOTS) {
+                break;
+            }
             // The CPU backend applies it here at once; a GPU gets KICK_AFTER for a waiting thread to
             // take it, then a request for a launch of the service (made by another thread: this one
-            // keeps polling, and whichever of them claims the operation first applies it), and again
-            // every KICK_AGAIN (a service kernel that was ending as the operation came skips it).
+            // keeps polling), and again every KICK_AGAIN (a service kernel that was ending as the
+            // operation came skips it).
             if on_host || start.elapsed() > next_kick {
                 self.services.kick_inbound()?;
                 next_kick = start.elapsed() + KICK_AGAIN;
@@ -121,12 +193,21 @@ impl Target {
                 return Err(Error::new("inbound operation not applied before finalize"));
             }
             if start.elapsed() > self.wait_limit {
-                return Err(Error::new(format!("inbound operation {t} (code {code:#x}) not applied within {:?}", self.wait_limit)));
+                return Err(Error::new(format!("inbound operation {t} not applied within {:?}", self.wait_limit)));
             }
             backoff.snooze();
         }
-        // SAFETY: done was published (release) after result; our acquire above orders this read.
-        Ok(unsafe { std::ptr::read_volatile(word(std::mem::offset_of!(InboundOp, result))) })
+        let slot = self.queue_host_addr() + (t % inbound::SLOTS) as usize * inbound::SLOT_BYTES;
+        // SAFETY: `result` was written before `done` was published (release); our acquire above
+        // orders this read after it.
+        Ok(unsafe { std::ptr::read_volatile((slot + std::mem::offset_of!(InboundOp, result)) as *const u64) })
+    }
+
+    /// Queues operation `code` and waits for its old value (`inbound_post`, `inbound_wait`): the
+    /// synchronous form, for callers with nothing else pending (the emulated NIC's responder).
+    pub(crate) fn inbound_with(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64, extra: [u64; 2]) -> Result<u64> {
+        let t = self.inbound_post(code, width, offset, value, compare, extra)?;
+        self.inbound_wait(t)
     }
 
     /// Heap address of `[offset, offset + len)`, checked against what the platform backs (the wire
@@ -142,35 +223,33 @@ impl Target {
         Ok((self.heap_base + offset) as *mut u8)
     }
 
-    /// Writes `data` at heap offset `offset` of this PE (a PUT's or NIC WRITE's bytes, checked here
-    /// against what is backed).
+    /// Whether a write of `len` bytes at `offset` is one store by a device thread (an inline put: never
+    /// torn, no CUDA call).
+    fn is_word(offset: u64, len: usize) -> bool {
+        matches!(len, 1 | 2 | 4 | 8) && offset.is_multiple_of(len as u64)
+    }
+
+    fn word(data: &[u8]) -> u64 {
+        let mut b = [0u8; 8];
+        b[..data.len()].copy_from_slice(data);
+        u64::from_le_bytes(b)
+    }
+
+    /// Writes `data` at heap offset `offset` of this PE now, complete when it returns (the emulated
+    /// NIC's WRITEs; the caller has nothing pending).
     pub(crate) fn store(&self, peer: u32, offset: u64, data: &[u8]) -> Result<()> {
-        if matches!(data.len(), 1 | 2 | 4 | 8) && offset.is_multiple_of(data.len() as u64) {
-            // A small aligned put (`p`, a barrier's epoch): one store by a device thread
-            // (inbound queue), never torn, and no CUDA call.
-            self.heap_addr(peer, offset, data.len() as u64)?;
-            let mut b = [0u8; 8];
-            b[..data.len()].copy_from_slice(data);
-            self.inbound(inbound::STORE, data.len() as u32, offset, u64::from_le_bytes(b), 0)?;
+        let dst = self.heap_addr(peer, offset, data.len() as u64)?;
+        if Self::is_word(offset, data.len()) {
+            self.inbound_with(inbound::STORE, data.len() as u32, offset, Self::word(data), 0, [0; 2])?;
             return Ok(());
         }
-        let dst = self.heap_addr(peer, offset, data.len() as u64)?;
         // SAFETY: dst..dst+len lies in this PE's backed heap (checked); data is the frame's payload
         // in the reader's buffer, not overlapping the heap.
         unsafe { self.services.copy(dst, data.as_ptr(), data.len()) }
     }
 
-    /// Writes `data` at heap offset `offset`, then applies `signal`: the data is complete (the copy
-    /// returned) before the signal, so the signal is never visible before it.
-    pub(crate) fn store_signal(&self, peer: u32, offset: u64, data: &[u8], signal: Signal) -> Result<()> {
-        let dst = self.heap_addr(peer, offset, data.len() as u64)?;
-        // SAFETY: as in `store`.
-        unsafe { self.services.copy(dst, data.as_ptr(), data.len())? };
-        std::sync::atomic::fence(Ordering::SeqCst);
-        self.signal(peer, signal)
-    }
-
-    /// Reads `len` bytes at heap offset `offset` of this PE (checked against what is backed).
+    /// Reads `len` bytes at heap offset `offset` of this PE now (checked against what is backed); a
+    /// receiver settles its applier first.
     pub(crate) fn load(&self, peer: u32, offset: u64, len: u64) -> Result<Vec<u8>> {
         let src = self.heap_addr(peer, offset, len)?;
         let mut data = vec![0u8; len as usize];
@@ -179,15 +258,94 @@ impl Target {
         Ok(data)
     }
 
-    /// Applies a signal update (an aligned u64: the wire checked the alignment; the range is checked
-    /// here).
-    pub(crate) fn signal(&self, peer: u32, s: Signal) -> Result<()> {
+    // ------------------------------------------------------------ a receiver's operations
+
+    /// Settles everything `ap` holds: waits for its last inbound operation (and so all before it),
+    /// then copies the burst to the heap. Afterwards every operation the receiver applied so far is
+    /// complete and visible to this PE's device code; the QUIETs in `ap.acks` may be acknowledged.
+    pub(crate) fn settle(&self, ap: &mut Applier) -> Result<()> {
+        if let Some(t) = ap.inbound.take() {
+            self.inbound_wait(t)?;
+        }
+        if !ap.copies.is_empty() {
+            let base = ap.bounce.host_ptr() as usize;
+            let list: Vec<(*mut u8, *const u8, usize)> = ap.copies.iter().map(|&(dst, at, n)| (dst as *mut u8, (base + at) as *const u8, n)).collect();
+            ap.copies.clear();
+            ap.used = 0;
+            // SAFETY: every destination was checked against the backed heap when queued; every source
+            // is the bytes just written into the bounce buffer (alive with ap), not reused before this
+            // returns.
+            unsafe { self.services.copy_batch(&list)? };
+        }
+        Ok(())
+    }
+
+    /// Writes `data` (a PUT's bytes) at heap offset `offset`: a word goes to the inbound queue, more
+    /// into the burst (settled first where order needs it, see the module's notes).
+    pub(crate) fn write(&self, ap: &mut Applier, peer: u32, offset: u64, data: &[u8]) -> Result<()> {
+        let n = data.len();
+        let dst = self.heap_addr(peer, offset, n as u64)?;
+        if n == 0 {
+            return Ok(());
+        }
+        if Self::is_word(offset, n) {
+            return self.post(ap, inbound::STORE, n as u32, offset, Self::word(data), 0);
+        }
+        if n > BOUNCE_BYTES / 2 {
+            // Too large to bounce: after everything before it, copied on its own.
+            self.settle(ap)?;
+            // SAFETY: as in `store`.
+            return unsafe { self.services.copy(dst, data.as_ptr(), n) };
+        }
+        if ap.used + n > BOUNCE_BYTES || ap.copies.len() >= BURST_COPIES {
+            self.settle(ap)?;
+        }
+        let at = ap.used;
+        // SAFETY: at + n <= BOUNCE_BYTES (above): inside the bounce buffer, which holds no queued bytes
+        // past `used`; data is the frame's payload, not overlapping it.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ap.bounce.host_ptr().add(at), n) };
+        ap.used += n;
+        match ap.copies.last_mut() {
+            // The next bytes of the previous write, both in the heap and in the bounce buffer: one copy.
+            Some((d, a, len)) if *d + *len as u64 == dst as u64 && *a + *len == at => *len += n,
+            _ => ap.copies.push((dst as u64, at, n)),
+        }
+        Ok(())
+    }
+
+    /// Queues an inbound operation after everything `ap` holds (the burst is copied first, so the
+    /// operation lands after it).
+    fn post(&self, ap: &mut Applier, code: u32, width: u32, offset: u64, value: u64, compare: u64) -> Result<()> {
+        if !ap.copies.is_empty() {
+            self.settle(ap)?;
+        }
+        ap.inbound = Some(self.inbound_post(code, width, offset, value, compare, [0; 2])?);
+        Ok(())
+    }
+
+    /// Applies a signal update after everything before it (an aligned u64: the wire checked the
+    /// alignment; the range is checked here).
+    pub(crate) fn signal(&self, ap: &mut Applier, peer: u32, s: Signal) -> Result<()> {
         self.heap_addr(peer, s.offset, 8)?;
         let code = match s.op {
             SignalOp::Set => amo::SET,
             SignalOp::Add => amo::ADD,
         };
-        self.inbound(code as u32, 8, s.offset, s.value, 0)?;
-        Ok(())
+        self.post(ap, code as u32, 8, s.offset, s.value, 0)
+    }
+
+    /// Applies an AMO after everything before it; a fetching one is waited for and returns the old
+    /// value (masked to its width).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn amo(&self, ap: &mut Applier, peer: u32, op: AmoOp, width: Width, offset: u64, value: u64, compare: u64) -> Result<Option<u64>> {
+        // Inside the backed heap (checked here) and aligned (the wire checked).
+        self.heap_addr(peer, offset, width.bytes())?;
+        self.post(ap, op as u32, width.bytes() as u32, offset, value, compare)?;
+        if !op.fetches() {
+            return Ok(None);
+        }
+        let t = ap.inbound.take().expect("just posted");
+        let old = self.inbound_wait(t)?;
+        Ok(Some(if width == Width::W4 { old & u32::MAX as u64 } else { old }))
     }
 }

@@ -79,6 +79,64 @@ pub struct Connection {
     last_sent: Option<OpHeader>,
     /// When the last frame arrived: a receive soon after one polls before it sleeps (`recv_timeout`).
     last_frame: Option<Instant>,
+    /// Frames queued by `queue`, sent together by `flush` (or before the next `send`).
+    out: Outbox,
+    /// Bytes read from the socket ahead of the frame being read (one `read` takes many small frames).
+    inbuf: InBuf,
+}
+
+/// Frames queued for one `sendmsg`: headers (and small payloads) copied into `bytes`, larger payloads
+/// by address (`Part::Ext`: the caller of `queue` keeps them valid until the flush).
+#[derive(Default)]
+struct Outbox {
+    bytes: Vec<u8>,
+    parts: Vec<Part>,
+    /// Payload bytes queued (own and borrowed).
+    total: usize,
+}
+
+enum Part {
+    Own(std::ops::Range<usize>),
+    Ext(*const u8, usize),
+}
+
+// SAFETY: the borrowed parts are addresses the caller of `queue` keeps valid and unchanged until the
+// flush (its contract); they are only read, by the thread that owns the connection.
+unsafe impl Send for Outbox {}
+
+impl Outbox {
+    /// Adds `bytes[r]` as the next piece, merged with the previous one where they touch.
+    fn push_own(&mut self, r: std::ops::Range<usize>) {
+        if r.is_empty() {
+            return;
+        }
+        match self.parts.last_mut() {
+            Some(Part::Own(prev)) if prev.end == r.start => prev.end = r.end,
+            _ => self.parts.push(Part::Own(r)),
+        }
+    }
+}
+
+/// Most iovecs one `sendmsg` gets (the kernel's limit is IOV_MAX, 1024).
+const MAX_IOV: usize = 512;
+/// Queued bytes past which `queue` flushes by itself.
+const OUTBOX_FLUSH: usize = 4 << 20;
+/// Payloads up to this size are copied into the outbox rather than borrowed.
+const OUTBOX_COPY: usize = 256;
+/// Bytes of the receive buffer.
+const INBUF_BYTES: usize = 64 << 10;
+
+/// Bytes read ahead from the socket: `buf[start..end]` not consumed yet.
+struct InBuf {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Default for InBuf {
+    fn default() -> Self {
+        InBuf { buf: vec![0u8; INBUF_BYTES].into_boxed_slice(), start: 0, end: 0 }
+    }
 }
 
 /// Connects to `peer` at `addr` (retrying until `deadline` while nobody listens), as connection
@@ -375,6 +433,8 @@ impl Connection {
             awaiting: 0,
             last_sent: None,
             last_frame: None,
+            out: Outbox::default(),
+            inbuf: InBuf::default(),
         }
     }
 
@@ -431,9 +491,9 @@ impl Connection {
         }
     }
 
-    /// Sends one frame: `h` and its payload. The frame is first checked as the peer will check it, so
-    /// a frame the peer would refuse is an error here and never sent.
-    pub fn send(&mut self, h: &OpHeader, payload: &[u8]) -> Result<()> {
+    /// Checks a frame as the peer will check it: a frame the peer would refuse is an error here and is
+    /// never sent. Returns its kind.
+    fn check_out(&self, h: &OpHeader, payload_len: usize) -> Result<Kind> {
         self.check_usable()?;
         let peer_view = Context {
             me: self.ctx.peer,
@@ -444,32 +504,132 @@ impl Connection {
         };
         let checked = check_header(h, &peer_view)
             .map_err(|e| Error::new(format!("transport: refusing to send to {}: {e}", self.who())))?;
-        if checked.payload_len != payload.len() {
+        if checked.payload_len != payload_len {
             return Err(Error::new(format!(
                 "transport: refusing to send to {}: {} header announces {} payload bytes, {} given",
                 self.who(),
                 checked.kind.name(),
                 checked.payload_len,
-                payload.len()
+                payload_len
             )));
         }
-        if let Err(e) = send_all(&self.stream, &[bytemuck::bytes_of(h), payload], self.io_timeout) {
-            let err = Error::new(format!("transport: sending a {} to {}: {e}{}", wire::describe(h), self.who(), self.in_flight()));
-            return Err(self.fail(err));
-        }
-        match checked.kind {
+        Ok(checked.kind)
+    }
+
+    /// Bookkeeping of a frame sent (or queued): answers it awaits, the last frame for errors.
+    fn sent(&mut self, h: &OpHeader, kind: Kind) {
+        match kind {
             Kind::GetRequest | Kind::Quiet => self.awaiting += 1,
             Kind::Amo if wire::AmoOp::from_u8(h.op).is_some_and(|op| op.fetches()) => self.awaiting += 1,
             _ => {}
         }
         self.last_sent = Some(*h);
+    }
+
+    /// Sends one frame: `h` and its payload, after any queued frames. The frame is first checked as
+    /// the peer will check it, so a frame the peer would refuse is an error here and never sent.
+    pub fn send(&mut self, h: &OpHeader, payload: &[u8]) -> Result<()> {
+        let kind = self.check_out(h, payload.len())?;
+        self.flush()?;
+        if let Err(e) = send_all(&self.stream, &[bytemuck::bytes_of(h), payload], self.io_timeout) {
+            let err = Error::new(format!("transport: sending a {} to {}: {e}{}", wire::describe(h), self.who(), self.in_flight()));
+            return Err(self.fail(err));
+        }
+        self.sent(h, kind);
         Ok(())
+    }
+
+    /// Queues one frame (`h` and its payload, the concatenation of `payload`'s pieces) to go with the
+    /// next [`Connection::flush`] (or before the next `send`): many small frames leave in one
+    /// `sendmsg`. Checked as `send` checks. Payload pieces larger than a few hundred bytes are not
+    /// copied.
+    ///
+    /// # Safety
+    /// The bytes of `payload` must stay valid and unchanged until the next flush or send on this
+    /// connection (or its drop).
+    pub unsafe fn queue(&mut self, h: &OpHeader, payload: [&[u8]; 2]) -> Result<()> {
+        let len = payload[0].len() + payload[1].len();
+        let kind = self.check_out(h, len)?;
+        let o = &mut self.out;
+        let mut own = o.bytes.len();
+        o.bytes.extend_from_slice(bytemuck::bytes_of(h));
+        for p in payload.iter().filter(|p| !p.is_empty()) {
+            if p.len() <= OUTBOX_COPY {
+                o.bytes.extend_from_slice(p);
+            } else {
+                let end = o.bytes.len();
+                o.push_own(own..end);
+                o.parts.push(Part::Ext(p.as_ptr(), p.len()));
+                own = end;
+            }
+        }
+        let end = o.bytes.len();
+        o.push_own(own..end);
+        o.total += HEADER_LEN + len;
+        self.sent(h, kind);
+        if self.out.total >= OUTBOX_FLUSH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends every queued frame (gathered `sendmsg`s, at most `MAX_IOV` pieces each).
+    pub fn flush(&mut self) -> Result<()> {
+        if self.out.parts.is_empty() {
+            return Ok(());
+        }
+        let o = std::mem::take(&mut self.out);
+        let pieces: Vec<&[u8]> = o
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Own(r) => &o.bytes[r.clone()],
+                // SAFETY: `queue`'s contract: the caller keeps these bytes valid until this flush.
+                Part::Ext(ptr, n) => unsafe { std::slice::from_raw_parts(*ptr, *n) },
+            })
+            .filter(|p| !p.is_empty())
+            .collect();
+        for group in pieces.chunks(MAX_IOV) {
+            if let Err(e) = send_all(&self.stream, group, self.io_timeout) {
+                let err = Error::new(format!("transport: sending {} queued bytes to {}: {e}{}", o.total, self.who(), self.in_flight()));
+                return Err(self.fail(err));
+            }
+        }
+        // Keep the allocation for the next burst.
+        let mut bytes = o.bytes;
+        bytes.clear();
+        let mut parts = o.parts;
+        parts.clear();
+        self.out = Outbox { bytes, parts, total: 0 };
+        Ok(())
+    }
+
+    /// Whether a frame (or part of one) can be read without waiting: bytes read ahead, or the socket
+    /// readable.
+    pub fn ready(&self) -> bool {
+        if self.inbuf.start < self.inbuf.end {
+            return true;
+        }
+        let mut fds = [libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        // SAFETY: one valid pollfd for a socket we own, timeout 0 (returns at once).
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) > 0 }
     }
 
     /// Sends a message (see [`Message::encode`]).
     pub fn send_message(&mut self, m: &Message<'_>) -> Result<()> {
         let (h, payload) = m.encode(self.ctx.me);
         self.send(&h, payload)
+    }
+
+    /// Queues a message (see [`Connection::queue`]); its payload is copied (a large one is sent at
+    /// once, after what is queued).
+    pub fn queue_message(&mut self, m: &Message<'_>) -> Result<()> {
+        let (h, payload) = m.encode(self.ctx.me);
+        if payload.len() > OUTBOX_COPY {
+            return self.send(&h, payload);
+        }
+        // SAFETY: payloads up to OUTBOX_COPY bytes are copied into the outbox, borrowing nothing.
+        unsafe { self.queue(&h, [payload, &[]]) }
     }
 
     /// Sends `data` to heap offset `offset` of the peer, in chunks of at most the peer's limit; with a
@@ -509,24 +669,19 @@ impl Connection {
     pub fn recv_timeout(&mut self, idle: Duration) -> Result<bool> {
         self.check_usable()?;
         let idle = idle.max(Duration::from_millis(1));
-        if self.read_timeout != Some(idle) {
-            self.stream.set_read_timeout(Some(idle)).map_err(|e| Error::os("transport: set_read_timeout", e))?;
-            self.read_timeout = Some(idle);
+        if self.inbuf.start == self.inbuf.end {
+            // Soon after a frame, poll the socket before sleeping in `read` (see `poll_briefly`).
+            let mut fds = [libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            poll_briefly(self.last_frame, || {
+                fds[0].revents = 0;
+                // SAFETY: one valid pollfd for a socket we own, timeout 0 (returns at once). Readable,
+                // an error or a hangup all end the poll; the read reports them.
+                unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) != 0 }
+            });
         }
-        // Soon after a frame, poll the socket before sleeping in `read` (see `poll_briefly`).
-        let mut fds = [libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-        poll_briefly(self.last_frame, || {
-            fds[0].revents = 0;
-            // SAFETY: one valid pollfd for a socket we own, timeout 0 (returns at once). Readable, an
-            // error or a hangup all end the poll; the read reports them.
-            unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) != 0 }
-        });
         // The first byte may take `idle`; once a frame started, the rest gets the I/O timeout.
-        let mut timed = TimedRead { s: &self.stream, started: false, io_timeout: self.io_timeout, idle };
+        let mut timed = TimedRead { s: &self.stream, buf: &mut self.inbuf, set: &mut self.read_timeout, started: false, io_timeout: self.io_timeout, idle };
         let res = self.reader.read_frame(&mut timed, &self.ctx);
-        if timed.started && self.io_timeout != idle {
-            self.read_timeout = Some(self.io_timeout);
-        }
         match res {
             Ok(()) => {
                 self.last_frame = Some(Instant::now());
@@ -600,6 +755,8 @@ impl Connection {
             awaiting: 0,
             last_sent: None,
             last_frame: None,
+            out: Outbox::default(),
+            inbuf: InBuf::default(),
         };
         Ok((self, rx))
     }
@@ -646,40 +803,62 @@ impl Connection {
     }
 }
 
-/// A reader over the socket that switches from the idle timeout to the I/O timeout once the first
-/// byte of a frame arrived.
+/// A reader over the socket, through the connection's read-ahead buffer, that waits at most the idle
+/// timeout for the first byte of a frame and the I/O timeout for the rest. The socket's read timeout
+/// is set only when the socket is read and the wanted timeout differs from the one set.
 struct TimedRead<'a> {
     s: &'a TcpStream,
+    buf: &'a mut InBuf,
+    /// The read timeout set on the socket now.
+    set: &'a mut Option<Duration>,
     started: bool,
     io_timeout: Duration,
     idle: Duration,
 }
 
 impl Read for TimedRead<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = (&*self.s).read(buf)?;
-        if n > 0 && !self.started {
-            self.started = true;
-            if self.io_timeout != self.idle {
-                self.s.set_read_timeout(Some(self.io_timeout))?;
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let b = &mut *self.buf;
+        if b.start == b.end {
+            let want = if self.started { self.io_timeout } else { self.idle };
+            if *self.set != Some(want) {
+                self.s.set_read_timeout(Some(want))?;
+                *self.set = Some(want);
+            }
+            if out.len() >= b.buf.len() {
+                // A large payload: straight into the caller's buffer.
+                let n = (&*self.s).read(out)?;
+                self.started |= n > 0;
+                return Ok(n);
+            }
+            let n = (&*self.s).read(&mut b.buf)?;
+            (b.start, b.end) = (0, n);
+            if n == 0 {
+                return Ok(0);
             }
         }
+        let n = out.len().min(b.end - b.start);
+        out[..n].copy_from_slice(&b.buf[b.start..b.start + n]);
+        b.start += n;
+        self.started |= n > 0;
         Ok(n)
     }
 }
 
 const _: () = assert!(HEADER_LEN == HELLO_LEN);
-/// Whether the proxy's threads poll briefly before they sleep (`RSHMEM_PROXY_SPIN`: off by default;
-/// auto: when this process may use at least 8 CPUs). Off by default because it is not yet measured on
-/// the GPU machines: on the 2-core CI machine, always-on polling made remote latencies 3 to 4 times
-/// worse (the polling threads took the CPUs the PEs' threads needed). Read once per process (init
-/// validated the value).
-fn busy_poll() -> bool {
+/// Whether the proxy's threads poll briefly before they sleep (`RSHMEM_PROXY_SPIN`: on, off, or auto,
+/// the default: when this process may use at least 8 CPUs). On the 2-core CI machine always-on polling
+/// made remote latencies 3 to 4 times worse (the polling threads took the CPUs the PEs' threads
+/// needed). Read once per process (init validated the value).
+pub(crate) fn busy_poll() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| match crate::config::env::get(crate::config::env::PROXY_SPIN).map(|v| crate::config::env::parse_proxy_spin(&v)) {
-        Some(Ok(Some(on))) => on,
-        Some(Ok(None)) => std::thread::available_parallelism().is_ok_and(|n| n.get() >= 8),
-        _ => false,
+    *ON.get_or_init(|| {
+        let v = crate::config::env::get(crate::config::env::PROXY_SPIN).map(|v| crate::config::env::parse_proxy_spin(&v));
+        match v {
+            Some(Ok(Some(on))) => on,
+            Some(Err(_)) => false,
+            None | Some(Ok(None)) => std::thread::available_parallelism().is_ok_and(|n| n.get() >= 8),
+        }
     })
 }
 

@@ -5,10 +5,9 @@ use crate::error::Result;
 use crate::platform::backend::Backend;
 use crate::platform::services::{HostShared, Services};
 use crate::transport::ibgda::responder::NicResponder;
-use crate::transport::proxy::engine::{inbound_at, ring_area, Engine, Extension};
+use crate::transport::proxy::engine::{Engine, Extension};
 use crate::transport::proxy::link::{Link, PendingGet};
-use crate::transport::proxy::ring;
-use crate::transport::proxy::target::Target;
+use crate::transport::proxy::target::{Applier, Target};
 use crate::transport::wire::{self, Message, Width};
 use rshmem_device::remote::inbound::{self, InboundOp};
 use rshmem_ibgda::emu::{Access, MrTable};
@@ -26,8 +25,10 @@ struct Fake {
     writes: AtomicUsize,
     /// The engine's inbound queue (host address), set once the engine exists.
     queue: AtomicUsize,
-    /// The queue's claim word (outside the heap here: random frames write all over this heap).
+    /// The queue's cursor and lock words (outside the heap here: random frames write all over this
+    /// heap).
     claim: AtomicU64,
+    lock: AtomicU64,
 }
 impl Fake {
     fn inside(&self, p: usize, len: usize) -> bool {
@@ -77,8 +78,9 @@ impl Services for Fake {
     fn host_shared(&self, bytes: usize) -> Result<HostShared> {
         HostShared::host_alloc(bytes)
     }
-    fn device_mem(&self, _: usize) -> Result<crate::platform::services::DeviceMem> {
-        unreachable!()
+    fn device_mem(&self, bytes: usize) -> Result<crate::platform::services::DeviceMem> {
+        let h = HostShared::host_alloc(bytes)?;
+        Ok(crate::platform::services::DeviceMem { addr: h.device_addr(), bytes, _keep: Box::new(h) })
     }
     fn inbound_on_host(&self) -> bool {
         // As the CPU backend: memory is plain memory, and kick_inbound applies the queue at once.
@@ -112,7 +114,7 @@ impl Services for Fake {
                 }
             }
             // SAFETY: the queue and the heap of this test's engine; ranges checked just above.
-            unsafe { inbound::progress_at(q, heap, self.claim.as_ptr(), u32::MAX) };
+            unsafe { inbound::progress_at(q, heap, self.claim.as_ptr(), self.lock.as_ptr(), u32::MAX) };
         }
         Ok(())
     }
@@ -121,18 +123,21 @@ impl Services for Fake {
 
 use super::super::test_rng::Rng;
 
-fn engine() -> (Arc<Engine>, Arc<Fake>) {
-    let fake = Arc::new(Fake { heap: HostShared::host_alloc(HEAP).unwrap(), local: HostShared::host_alloc(LOCAL).unwrap(), writes: AtomicUsize::new(0), queue: AtomicUsize::new(0), claim: AtomicU64::new(0) });
-    let slots = 64;
-    let chan = HostShared::host_alloc(inbound_at(slots) + inbound::queue_bytes()).unwrap();
-    // SAFETY: fresh zeroed memory of the right size; chan lives in the engine with the Completion.
-    unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots).unwrap() };
-    let queue = chan.host_ptr() as usize + inbound_at(slots);
-    let target = Target::new(0, fake.clone(), fake.clone(), queue, Duration::from_secs(1));
+fn engine() -> (Arc<Engine>, Arc<Fake>, Applier) {
+    let fake = Arc::new(Fake {
+        heap: HostShared::host_alloc(HEAP).unwrap(),
+        local: HostShared::host_alloc(LOCAL).unwrap(),
+        writes: AtomicUsize::new(0),
+        queue: AtomicUsize::new(0),
+        claim: AtomicU64::new(0),
+        lock: AtomicU64::new(0),
+    });
+    let target = Arc::new(Target::new(0, fake.clone(), fake.clone(), Duration::from_secs(1)).unwrap());
+    let ap = target.applier().unwrap();
+    fake.queue.store(target.queue_host_addr(), Ordering::Release);
     let responder: Arc<dyn Extension> = Arc::new(NicResponder::new(2, nic_regions(&fake), Box::new(|_, _, _| {})));
-    let engine = Engine::new(target, 2, chan, slots, vec![None, Some(Link::new(1, None, None))], wire::MIN_CHUNK, Some(responder));
-    fake.queue.store(queue, Ordering::Release);
-    (Arc::new(engine), fake)
+    let engine = Engine::new(target, 0, 2, 64, 1024, vec![None, Some(Link::new(1, None, None))], wire::MIN_CHUNK, Some(responder)).unwrap();
+    (Arc::new(engine), fake, ap)
 }
 
 /// The emulated NIC's key of the test heap's first half (the second half is not registered).
@@ -147,7 +152,7 @@ fn nic_regions(fake: &Fake) -> Arc<MrTable> {
 
 #[test]
 fn random_frames_write_only_inside_the_heap_or_a_pending_destination() {
-    let (inner, fake) = engine();
+    let (inner, fake, mut ap) = engine();
     let link = inner.links[1].as_ref().unwrap();
     let ctx = wire::Context { me: 0, peer: 1, npes: 2, heap_size: HEAP as u64, max_chunk: wire::MIN_CHUNK };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -250,7 +255,8 @@ fn random_frames_write_only_inside_the_heap_or_a_pending_destination() {
                     continue;
                 }
                 let nic = matches!(m.kind(), wire::Kind::NicWrite | wire::Kind::NicRead | wire::Kind::NicAtomic);
-                match inner.apply(link, m) {
+                // Settled after every frame, as a receiver settles at the end of a burst.
+                match inner.apply(link, &mut ap, m).and_then(|_| inner.settle(link, &mut ap)) {
                     Ok(_) => {
                         applied += 1;
                         nic_applied += nic as u64;
@@ -271,30 +277,30 @@ fn random_frames_write_only_inside_the_heap_or_a_pending_destination() {
 
 #[test]
 fn answers_outside_the_request_are_refused() {
-    let (inner, fake) = engine();
+    let (inner, fake, mut ap) = engine();
     let link = inner.links[1].as_ref().unwrap();
     let dst = fake.local.host_ptr() as u64;
     link.pending.lock().unwrap().gets.insert(5, PendingGet { dst, offset: 0x100, len: 16, got: 0, ret: None });
     let data = [7u8; 16];
     for (offset, len, what) in [(0xf8u64, 16usize, "outside the requested"), (0x108, 16, "outside the requested"), (0x100, 0, "")] {
         let m = Message::GetResponse { seq: 5, offset, data: &data[..len], last: false };
-        let r = inner.apply(link, m);
+        let r = inner.apply(link, &mut ap, m);
         if what.is_empty() {
             r.unwrap();
         } else {
             assert!(r.unwrap_err().message().contains(what));
         }
     }
-    let e = inner.apply(link, Message::GetResponse { seq: 6, offset: 0x100, data: &data, last: true }).unwrap_err();
+    let e = inner.apply(link, &mut ap, Message::GetResponse { seq: 6, offset: 0x100, data: &data, last: true }).unwrap_err();
     assert!(e.message().contains("did not ask"), "{e}");
-    let e = inner.apply(link, Message::AmoResponse { seq: 9, width: Width::W8, value: 1 }).unwrap_err();
+    let e = inner.apply(link, &mut ap, Message::AmoResponse { seq: 9, width: Width::W8, value: 1 }).unwrap_err();
     assert!(e.message().contains("did not ask"), "{e}");
     // Short answer: the last chunk arrives with bytes missing.
-    let e = inner.apply(link, Message::GetResponse { seq: 5, offset: 0x100, data: &data[..8], last: true }).unwrap_err();
+    let e = inner.apply(link, &mut ap, Message::GetResponse { seq: 5, offset: 0x100, data: &data[..8], last: true }).unwrap_err();
     assert!(e.message().contains("8 of 16 bytes"), "{e}");
     // A complete one completes the request and lands in the destination.
     link.pending.lock().unwrap().gets.insert(1, PendingGet { dst, offset: 0x200, len: 16, got: 0, ret: None });
-    inner.apply(link, Message::GetResponse { seq: 1, offset: 0x200, data: &data, last: true }).unwrap();
+    inner.apply(link, &mut ap, Message::GetResponse { seq: 1, offset: 0x200, data: &data, last: true }).unwrap();
     assert_eq!(inner.completion.completed(), 1);
     // SAFETY: the local buffer holds LOCAL bytes.
     assert_eq!(unsafe { std::slice::from_raw_parts(fake.local.host_ptr(), 16) }, &data);

@@ -89,7 +89,10 @@ pub struct Channel {
     pub chunk: u64,
     /// The channel's `ChannelCounters` (device memory).
     pub counters: u64,
-    pub _r: [u64; 2],
+    /// A thread's puts up to this many bytes are staged (copied into the channel by the thread);
+    /// larger ones name their source, which the proxy copies (`RSHMEM_PROXY_THREAD_STAGE`).
+    pub thread_stage: u64,
+    pub _r: u64,
 }
 const _: () = assert!(core::mem::size_of::<Channel>() == 64);
 
@@ -172,7 +175,7 @@ impl DeviceState {
         node_pe: [0; MAX_PES],
         ibgda: 0,
         proxy_channels: 0,
-        proxy: [Channel { ring: 0, slots: 0, ret: 0, stage: 0, chunk: 0, counters: 0, _r: [0; 2] }; MAX_CHANNELS],
+        proxy: [Channel { ring: 0, slots: 0, ret: 0, stage: 0, chunk: 0, counters: 0, thread_stage: 0, _r: 0 }; MAX_CHANNELS],
     };
 }
 

@@ -17,10 +17,12 @@
 //!   on another channel). `quiet` waits until every channel has completed every ticket handed out
 //!   before it (completion is in ticket order, and a put counts as complete only once the target
 //!   acknowledged it).
-//! - Puts of a warp or block, and a thread's puts up to `THREAD_STAGE_MAX` bytes, travel in the
-//!   channel: the group copies the bytes into the staging chunks of its tickets (pinned host memory on a
-//!   GPU) and the proxy sends them from there, with no copy of its own (`op::PUT_STAGED`). A thread's
-//!   larger puts name their source, which the proxy copies with the platform's copy engine.
+//! - Puts of a warp or block, and a thread's puts up to the channel's `thread_stage` bytes
+//!   (`RSHMEM_PROXY_THREAD_STAGE`), travel in the channel: the group copies the bytes into the staging
+//!   chunks of its tickets (pinned host memory on a GPU) and the proxy sends them from there, with no
+//!   copy of its own (`op::PUT_STAGED`). A thread's larger puts name their source, which the proxy
+//!   copies with the platform's copy engine: one GPU thread moves about one load's latency worth of
+//!   bytes at a time, slower than a DMA for large transfers, while a warp or a block copies together.
 //! - `ROUTE_IBGDA` ([`ibgda`]): this thread builds mlx5 WQEs in the QP's send queue, updates the
 //!   doorbell record and rings the doorbell itself, and polls the CQ (a real NIC, or rshmem's
 //!   emulated one: the code is the same).
@@ -48,12 +50,6 @@ use core::mem::offset_of;
 use proxy::{op, Request, ReturnSlot, MAX_STAGED, RETURN_SLOT_BYTES, SUB_RETURN};
 use wait::idle;
 
-/// A thread's puts up to this many bytes travel staged (the thread copies them into the channel);
-/// larger ones name their source, which the proxy's copy engine reads (one GPU thread writing host
-/// memory 16 bytes at a time is slower than a DMA for large transfers). Warp and block puts are always
-/// staged: their threads copy together.
-pub const THREAD_STAGE_MAX: usize = 64 << 10;
-
 /// Proxy channel `c` of this PE as the device state holds it (`ring == 0`: none).
 #[inline(always)]
 fn channel(c: usize) -> Channel {
@@ -64,7 +60,8 @@ fn channel(c: usize) -> Channel {
         stage: arch::state_u64(Field::channel(c, 3)),
         chunk: arch::state_u64(Field::channel(c, 4)),
         counters: arch::state_u64(Field::channel(c, 5)),
-        _r: [0; 2],
+        thread_stage: arch::state_u64(Field::channel(c, 6)),
+        _r: 0,
     }
 }
 
@@ -191,7 +188,7 @@ pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe
 /// putmem (and put_signal) to `pe` of `bytes` from `src` to the symmetric `dst_local`, by every
 /// thread of `scope`. `blocking`: wait until the request is complete.
 ///
-/// Staged (warp and block puts, and a thread's up to `THREAD_STAGE_MAX` bytes): in requests of at most
+/// Staged (warp and block puts, and a thread's up to `thread_stage` bytes): in requests of at most
 /// `MAX_STAGED` bytes, the group's first thread reserves the tickets, the group copies the bytes into
 /// their chunks, and the first thread publishes the request; the signal of a put_signal rides on the
 /// last one. Otherwise one request names the source, which the proxy reads (a DMA on GPUs).
@@ -210,7 +207,7 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
     }
     let ch = proxy_for(call, pe, dst_local, bytes);
     scope.sync();
-    let staged = ch.chunk != 0 && (scope != Scope::Thread || bytes <= THREAD_STAGE_MAX);
+    let staged = ch.chunk != 0 && (scope != Scope::Thread || bytes as u64 <= ch.thread_stage);
     if staged {
         // SAFETY: the caller's contract; the channel is the runtime's.
         unsafe { put_staged(scope, &ch, dst_local, src, bytes, pe, blocking, sig) };
@@ -250,8 +247,10 @@ unsafe fn put_staged(scope: Scope, ch: &Channel, dst_local: usize, src: *const u
     let (rank, size) = (scope.rank(), scope.size());
     let mut done = 0usize;
     let mut last_seq = 0u64;
+    // At most MAX_STAGED bytes per request, and at most half the ring's chunks (a small ring).
+    let most = (MAX_STAGED as usize).min((ch.slots as usize / 2).max(1) * ch.chunk as usize);
     loop {
-        let n = (bytes - done).min(MAX_STAGED as usize);
+        let n = (bytes - done).min(most);
         let last = done + n == bytes;
         let mut req = Request { op: op::PUT_STAGED, pe: pe as u32, offset: offset(dst_local + done), len: n as u64, ..Request::default() };
         if let (true, Some(s)) = (last, sig) {

@@ -33,6 +33,7 @@ pub const PROXY_SLOTS: &str = "RSHMEM_PROXY_SLOTS";
 pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
 pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
 pub const PROXY_CHANNELS: &str = "RSHMEM_PROXY_CHANNELS";
+pub const PROXY_THREAD_STAGE: &str = "RSHMEM_PROXY_THREAD_STAGE";
 pub const IB_HCA: &str = "RSHMEM_IB_HCA";
 
 pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
@@ -57,6 +58,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (when the job has PEs on other nodes: ibgda on a NIC that passes every `rshmrun --diagnose` check, else proxy; nothing for a single-node job), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU threads post mlx5 work requests to the NIC themselves; without a usable NIC, to rshmem's emulated NIC, which carries them over TCP; `rshmrun --diagnose` says which). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },
     EnvVar { name: PROXY_SLOTS, default: "4096", meaning: "proxy transport: slots of each channel's request ring (a power of two from 1 to 1048576); each slot is 64 bytes plus a 1 KiB staging chunk (puts travel in the ring), in pinned host memory on CUDA", check: is_proxy_slots },
     EnvVar { name: PROXY_CHANNELS, default: "auto", meaning: "proxy transport: channels per PE (1 to 8), each with its own request ring, proxy thread and connection to every peer; a warp posts to channel (block + warp) modulo this. auto: one per two CPUs this process may use per PE of its node, at most 4. The job uses the largest count any PE asks for", check: is_proxy_channels },
+    EnvVar { name: PROXY_THREAD_STAGE, default: "4k", meaning: "proxy transport: a single thread's put of at most this many bytes is copied into the request ring by the thread itself (the proxy sends it from there); a larger one is read by the proxy with a DMA copy. Warp and block puts are always copied in by their threads. Suffixes k, m", check: is_thread_stage },
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: PROXY_SPIN, default: "auto", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: on the 2-core CI machine polling threads took the CPUs the PEs needed and made remote latencies 3 to 4 times worse)", check: is_proxy_spin },
     EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
@@ -139,6 +141,17 @@ pub fn parse_proxy_slots(v: &str) -> std::result::Result<usize, String> {
     match v.trim().parse::<u64>() {
         Ok(n) if n >= 1 && n <= max && n.is_power_of_two() => Ok(n as usize),
         _ => Err(format!("expected a power of two from 1 to {max}")),
+    }
+}
+fn is_thread_stage(v: &str) -> std::result::Result<(), String> {
+    parse_thread_stage(v).map(|_| ())
+}
+/// A `RSHMEM_PROXY_THREAD_STAGE` value: bytes, at most the largest staged request.
+pub fn parse_thread_stage(v: &str) -> std::result::Result<u64, String> {
+    let max = rshmem_device::remote::proxy::MAX_STAGED;
+    match parse_size(v) {
+        Some(n) if n <= max => Ok(n),
+        _ => Err(format!("expected a size from 0 to {max} bytes (suffixes k, m)")),
     }
 }
 fn is_proxy_channels(v: &str) -> std::result::Result<(), String> {

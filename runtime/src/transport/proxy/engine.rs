@@ -76,6 +76,8 @@ pub(crate) struct Engine {
     pub(crate) slots: usize,
     /// Bytes of a staging chunk.
     pub(crate) chunk: u64,
+    /// A thread's puts up to this many bytes are staged (`Channel::thread_stage`).
+    pub(crate) thread_stage: u64,
     pub(crate) completion: Completion,
     pub(crate) links: Vec<Option<Link>>,
     /// The drain thread stops once the ring is idle.
@@ -99,6 +101,11 @@ pub(crate) fn tracing() -> bool {
     static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *T.get_or_init(|| env::get(env::DEBUG).is_some_and(|v| v.trim().eq_ignore_ascii_case("trace")))
 }
+
+/// `RSHMEM_PROXY_THREAD_STAGE`'s default: a GPU thread copies about one load latency's worth of bytes
+/// at a time (a few hundred bytes per microsecond), so beyond a few KiB the proxy's DMA copy is
+/// faster; below, staging saves the proxy a synchronous copy per request.
+pub(crate) const DEFAULT_THREAD_STAGE: u64 = 4096;
 
 /// Bytes of the ring (header and slots) in the channel memory, 64-aligned: the return area follows.
 pub(crate) fn ring_area(slots: usize) -> usize {
@@ -134,20 +141,24 @@ impl Engine {
         unsafe { ring::init_ring(chan.host_ptr(), ring_area(slots), slots, chunk)? };
         // SAFETY: the header was just set up; chan lives in the engine as long as the Completion.
         let completion = unsafe { Completion::attach(chan.host_ptr()) };
-        Ok(Engine { target, index, npes, chan, counters, slots, chunk, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext })
+        let thread_stage = match env::get(env::PROXY_THREAD_STAGE) {
+            Some(v) => env::parse_thread_stage(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_THREAD_STAGE)))?,
+            None => DEFAULT_THREAD_STAGE,
+        };
+        Ok(Engine { target, index, npes, chan, counters, slots, chunk, thread_stage, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext })
     }
 
     /// The channel as device code addresses it.
     pub(crate) fn device_channel(&self) -> Channel {
         let d = self.chan.device_addr();
-        Channel { ring: d, slots: self.slots as u64, ret: d + ring_area(self.slots) as u64, stage: d + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, _r: [0; 2] }
+        Channel { ring: d, slots: self.slots as u64, ret: d + ring_area(self.slots) as u64, stage: d + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, thread_stage: self.thread_stage, _r: 0 }
     }
 
     /// The channel as host threads address it (the counters as `device_mem` gave them: host memory
     /// on the CPU backend only).
     pub(crate) fn host_channel(&self) -> Channel {
         let h = self.chan.host_ptr() as u64;
-        Channel { ring: h, slots: self.slots as u64, ret: h + ring_area(self.slots) as u64, stage: h + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, _r: [0; 2] }
+        Channel { ring: h, slots: self.slots as u64, ret: h + ring_area(self.slots) as u64, stage: h + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, thread_stage: self.thread_stage, _r: 0 }
     }
 
     /// The link to PE `pe`, or an error when the proxy does not reach it.

@@ -232,7 +232,7 @@ impl<'a> Drain<'a> {
             w.store(0, Ordering::Relaxed);
             let k = tickets(r.op, r.len, self.chunk);
             let staged = matches!(r.op, op::PUT_STAGED | op::PUT_SIGNAL_STAGED);
-            if staged && (self.chunk == 0 || k > self.slots / 2 || r.len > rshmem_device::remote::proxy::MAX_STAGED) {
+            if staged && (self.chunk == 0 || k > (self.slots / 2).max(1) || r.len > rshmem_device::remote::proxy::MAX_STAGED) {
                 return Err(Error::new(format!(
                     "proxy ring: request {} stages {} bytes, which this ring ({} slots of {} staged bytes) cannot hold",
                     t + 1,

@@ -265,17 +265,21 @@ unsafe fn put_staged(scope: Scope, ch: &Channel, dst_local: usize, src: *const u
         let k = proxy::tickets(req.op, n as u64, ch.chunk);
         // SAFETY: the channel is the runtime's (see `post`); the first thread reserves, the group
         // copies into the reserved chunks (src + done is readable for n bytes: the caller's contract),
-        // synchronizes, and the first thread publishes after a system-scope fence (the other threads'
-        // staged stores are then visible to the proxy before the request).
+        // each thread fences at system scope, the group synchronizes, and the first thread publishes
+        // (its release store comes after every thread's staged stores are visible to the proxy).
         unsafe {
             let t = if rank == 0 { proxy::reserve(ch, k) } else { 0 };
             let t = scope.bcast(t);
             proxy::stage_copy(ch, t, src.add(done), n, rank, size);
+            if size > 1 {
+                // Every thread's staged stores visible at system scope before the barrier, and so
+                // before the first thread's release of the request (the barrier alone orders them at
+                // block scope only: seen on an H100, the proxy read a block put's bytes past the first
+                // warp's as zeros).
+                arch::fence_sc();
+            }
             scope.sync();
             if rank == 0 {
-                if size > 1 {
-                    arch::fence_sc();
-                }
                 last_seq = proxy::publish(ch, t, &req);
             }
         }

@@ -16,8 +16,11 @@ pub struct KernelSet {
     /// (`None`: unbounded), module). The instance owns each module (and unloads it when finalized);
     /// this cache only refers to them, and a different generation (a later `init`) loads the PTX
     /// again, with the new device state.
-    modules: Mutex<Vec<(u64, Option<u32>, Weak<Module>)>>,
+    modules: Mutex<Vec<Linked>>,
 }
+
+/// One link of a set's PTX: (runtime instance generation, register bound, the module).
+type Linked = (u64, Option<u32>, Weak<Module>);
 
 impl KernelSet {
     pub const fn new(cpu: &'static [(&'static str, CpuKernel)], ptx: &'static str) -> KernelSet {

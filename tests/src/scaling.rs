@@ -33,7 +33,7 @@ pub fn scenario(c: &Ctx) {
     let piece = env_num("RSHMEM_TEST_SCALE_PIECE", 4096);
     let reps = env_num("RSHMEM_TEST_SCALE_REPS", 5).max(1);
     let big = STREAMS * piece;
-    if piece == 0 || total % (STREAMS * piece) != 0 || total % big != 0 {
+    if piece == 0 || !total.is_multiple_of(big) {
         die(format!("remote_scaling: {total} bytes do not split into {STREAMS} streams of {piece}-byte puts and one of {big}-byte puts"));
     }
     let dst = ck(rshmem::malloc(total));

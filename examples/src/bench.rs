@@ -17,7 +17,7 @@
 //! - `rate` (issue 19's message rate): thread 0 of each of 1, 32 and 132 blocks (`--rate-grids`)
 //!   issues `putmem_nbi` of 8 B, 64 B, 512 B and 4 KiB (`--rate-sizes`), and `p` of 8 bytes, back to back
 //!   to the peer, then one quiet; `--rate-ops` operations per launch in all (default 20000 to another
-//!   node, 50x that to a mapped one). Cases `msg_rate_put` / `msg_rate_p`, operations per second
+//!   node, 10x that to a mapped one). Cases `msg_rate_put` / `msg_rate_p`, operations per second
 //!   (`Mops`, 10^6/s) over the whole launch, the quiet included. The destination slots are poisoned
 //!   before and checked on the peer after each case.
 //! - `quiet` (issue 19's every-thread-quiet kernel): `--quiet-grid` x `--quiet-threads` (32 x 1024 on
@@ -84,7 +84,7 @@ struct Cli {
     /// rate: put sizes, comma-separated (default 8,64,512,4k).
     #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
     rate_sizes: Option<Vec<usize>>,
-    /// rate: operations per launch, all blocks together (default 20000 to another node, 1000000 to a
+    /// rate: operations per launch, all blocks together (default 20000 to another node, 200000 to a
     /// mapped peer; the CPU backend 2000).
     #[arg(long)]
     rate_ops: Option<u64>,
@@ -257,7 +257,7 @@ fn rate(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
     let ops = cli.rate_ops.unwrap_or(match (c.gpu, c.o.route) {
         (false, _) => 2000,
         (true, "remote") => 20_000,
-        (true, _) => 1_000_000,
+        (true, _) => 200_000,
     });
     let mut shown = false;
     for &grid in &grids {

@@ -134,14 +134,15 @@ run() {
 # rrun NAME TIMEOUT NP PROGRAM ARGS...: PROGRAM under rshmrun --nodes 2, one GPU per node.
 rrun() {
   local name=$1 limit=$2 np=$3; shift 3
-  local lim; lim=$(clamp "$limit")
+  # rshmrun's own --timeout (which names stalled PEs) ends 15 s before the step's outer limit.
+  local lim; lim=$(($(clamp $((limit + 15))) - 15))
   [ "$lim" -ge 20 ] || lim=20
   run "$name" $((lim + 15)) "$c/rshmrun" --nodes 2 "${netns[@]}" -np "$np" --timeout "$lim" "$card" "$@"
 }
 # prun NAME TIMEOUT DIR PROGRAM ARGS...: PROGRAM under DIR/rshmrun -np 2 on one node (PEs on GPUs 0, 1).
 prun() {
   local name=$1 limit=$2 dir=$3; shift 3
-  local lim; lim=$(clamp "$limit")
+  local lim; lim=$(($(clamp $((limit + 15))) - 15))
   [ "$lim" -ge 20 ] || lim=20
   LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH run "$name" $((lim + 15)) "$dir/rshmrun" -np 2 --timeout "$lim" "$@"
 }

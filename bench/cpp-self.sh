@@ -31,6 +31,7 @@
 # on one H100 (each run a few seconds; every run is stopped after 90 s).
 set -u
 cd "$(dirname "$0")/.." || exit 1
+bash scripts/gpu-unpack.sh || exit 1
 root=$PWD
 c=$root/carry
 mode=${1:-}

@@ -10,7 +10,15 @@ Two processes (no GIL shared), one connection, TCP_NODELAY:
     then checks every byte against the data (the same seeded random bytes, made on both sides), outside
     the timed region, and says so before the next repetition.
   * half round trip: 8-byte ping-pong, 10000 exchanges per repetition, median of R; half of one exchange.
-Prints `RESULT lib=loopback_tcp case=... bytes=... value=... unit=...` lines and writes the JSON file.
+  * N streams (`--streams 1,2,4,8,16`; the default runs only the single stream above): N
+    connections, each with its own sending and its own receiving process (2N processes, no GIL
+    shared); every sender sends `--stream-bytes` (default 64 MiB, its own seeded random data) per
+    repetition, all released together by a barrier; aggregate bandwidth = N x bytes / (last answer -
+    first start), median of R after one warm-up; every receiver checks every byte of every repetition
+    outside the timed region. This is the bound for a transport that spreads its traffic over N
+    connections (lanes) on one host.
+Prints `RESULT lib=loopback_tcp case=... bytes=... value=... unit=...` lines (the N-stream figures as
+`case=tcp_streams_bw ... streams=N`, bytes per stream) and writes the JSON file.
 Python adds its own cost per call (a few us on the small exchange; nothing measurable on 256 MiB).
 """
 import argparse
@@ -74,6 +82,78 @@ def server(port_q, n, reps):
     s.close()
 
 
+def stream_server(port_q, idx, n, reps, errors):
+    """The receiving end of stream idx: reps + 1 repetitions of n bytes, each checked."""
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((ARGS.host, 0))
+    ls.listen(1)
+    port_q.put((idx, ls.getsockname()[1]))
+    s, _ = ls.accept()
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    want = data_of(n, seed=20261123 + idx)
+    buf = bytearray(n)
+    view = memoryview(buf)
+    poison = b"\xa5" * n
+    for r in range(reps + 1):
+        buf[:] = poison
+        s.sendall(b"R")
+        recv_into_all(s, view)
+        s.sendall(b"K")
+        if buf != want:
+            i = next(i for i in range(n) if buf[i] != want[i])
+            errors.put(f"stream {idx}, repetition {r}: byte {i} is {buf[i]:#x}, expected {want[i]:#x}")
+    s.close()
+
+
+def stream_client(port, idx, n, reps, barrier, times_q):
+    """The sending end of stream idx: waits for the server's ready and the barrier, then sends."""
+    s = socket.create_connection((ARGS.host, port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    data = memoryview(data_of(n, seed=20261123 + idx))
+    ack = bytearray(1)
+    av = memoryview(ack)
+    for r in range(reps + 1):
+        recv_into_all(s, av)  # the server's ready
+        barrier.wait()
+        t0 = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
+        s.sendall(data)
+        recv_into_all(s, av)
+        t1 = time.perf_counter()
+        if ack != b"K":
+            raise SystemExit(f"loopback_tcp: stream {idx}: unexpected answer {bytes(ack)!r}")
+        times_q.put((idx, r, t0, t1))
+    s.close()
+
+
+def streams_bw(k, n, reps):
+    """k concurrent streams of n bytes each: aggregate GB/s, median of reps after one warm-up."""
+    ctx = mp.get_context("fork")
+    port_q, times_q, errors = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    barrier = ctx.Barrier(k)
+    servers = [ctx.Process(target=stream_server, args=(port_q, i, n, reps, errors)) for i in range(k)]
+    for p in servers:
+        p.start()
+    ports = dict(port_q.get(timeout=60) for _ in range(k))
+    clients = [ctx.Process(target=stream_client, args=(ports[i], i, n, reps, barrier, times_q)) for i in range(k)]
+    for p in clients:
+        p.start()
+    spans = {}
+    for _ in range(k * (reps + 1)):
+        i, r, t0, t1 = times_q.get(timeout=600)
+        spans.setdefault(r, []).append((t0, t1))
+    for p in clients + servers:
+        p.join(60)
+    bad = [p.exitcode for p in clients + servers if p.exitcode != 0]
+    if bad or not errors.empty():
+        msgs = []
+        while not errors.empty():
+            msgs.append(errors.get())
+        raise SystemExit(f"loopback_tcp: {k} streams: processes exited with {bad}; {msgs}")
+    per_rep = [k * n / (max(t1 for _, t1 in spans[r]) - min(t0 for t0, _ in spans[r])) / 1e9 for r in range(1, reps + 1)]
+    return {"streams": k, "bytes_per_stream": n, "GBps": statistics.median(per_rep), "GBps_all": per_rep}
+
+
 def main():
     n, reps = ARGS.bytes, ARGS.reps
     q = mp.Queue()
@@ -121,8 +201,15 @@ def main():
     if p.exitcode != 0:
         raise SystemExit(f"loopback_tcp: the server process exited with {p.exitcode}")
     half = statistics.median(lat)
-    print(f"RESULT lib=loopback_tcp case=tcp_stream_bw scope=- bytes={n} value={bw:.4f} unit=GBps")
-    print(f"RESULT lib=loopback_tcp case=tcp_half_rtt scope=- bytes=8 value={half:.4f} unit=us")
+    print(f"RESULT lib=loopback_tcp case=tcp_stream_bw scope=- bytes={n} value={bw:.4f} unit=GBps", flush=True)
+    print(f"RESULT lib=loopback_tcp case=tcp_half_rtt scope=- bytes=8 value={half:.4f} unit=us", flush=True)
+    multi = []
+    for k in ARGS.streams:
+        if k == 1 and ARGS.streams == [1]:
+            break
+        row = streams_bw(k, ARGS.stream_bytes, reps)
+        multi.append(row)
+        print(f"RESULT lib=loopback_tcp case=tcp_streams_bw scope=- bytes={ARGS.stream_bytes} streams={k} value={row['GBps']:.4f} unit=GBps", flush=True)
     res = {
         "what": "one TCP stream over loopback (bench/loopback_tcp.py)",
         "host": ARGS.host,
@@ -133,13 +220,14 @@ def main():
         "half_rtt_8B_us": half,
         "half_rtt_8B_us_all": lat,
         "pings_per_rep": PINGS,
+        "streams": multi,
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
     }
     if ARGS.json:
         with open(ARGS.json, "w") as f:
             json.dump(res, f, indent=2)
-    print(json.dumps({k: res[k] for k in ("bandwidth_GBps", "half_rtt_8B_us")}))
+    print(json.dumps({**{k: res[k] for k in ("bandwidth_GBps", "half_rtt_8B_us")}, "streams_GBps": {r["streams"]: round(r["GBps"], 3) for r in multi}}))
 
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -147,6 +235,9 @@ ap.add_argument("--json")
 ap.add_argument("--bytes", type=int, default=256 << 20)
 ap.add_argument("--reps", type=int, default=5)
 ap.add_argument("--host", default="127.0.0.1")
+ap.add_argument("--streams", default="1", help="comma-separated stream counts, e.g. 1,2,4,8,16 (default: 1, the single stream only)")
+ap.add_argument("--stream-bytes", type=int, default=64 << 20, help="bytes per stream and repetition in the N-stream runs")
 ARGS = ap.parse_args()
+ARGS.streams = [int(x) for x in ARGS.streams.split(",") if x.strip()]
 if __name__ == "__main__":
     main()

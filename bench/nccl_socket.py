@@ -20,6 +20,11 @@ Prints `RESULT lib=nccl_socket case=sendrecv_bw|sendrecv_half_rtt scope=- bytes=
 lines (as rshmem-bench does) and writes everything, with the NCCL variables in force, to --json.
 The variables above must be set: without them NCCL takes NVLink or shared memory and this measures
 something else (the script refuses unless --any-transport is given).
+NCCL's socket transport spreads a message over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+connections (unset: NCCL's own choice, 1 x 1 outside known clouds; at most 64 together); issue 19 compares the default with
+`NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4`. Both are taken from the environment, printed,
+kept in the JSON (`env`, `sockets`), and `--label` (e.g. 4x4) is added to every RESULT line as
+`setting=LABEL`. `--min-bytes` starts the sweep later (a shorter run for a second setting).
 """
 import argparse
 import json
@@ -36,7 +41,7 @@ import torch.multiprocessing as mp
 NEEDED = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NET": "Socket"}
 
 
-def sizes(maxb):
+def sizes(maxb, minb=8):
     s, b = [], 8
     while b <= maxb:
         s.append(b)
@@ -46,7 +51,16 @@ def sizes(maxb):
             s.append(extra)
     if maxb not in s:
         s.append(maxb)
-    return sorted(s)
+    return sorted(x for x in s if x >= minb)
+
+
+def sockets():
+    """NCCL's socket threads and sockets per thread as set in the environment (1 when unset: NCCL's
+    default outside known clouds)."""
+    def num(k):
+        v = os.environ.get(k, "").strip()
+        return int(v) if v else 1
+    return num("NCCL_SOCKET_NTHREADS"), num("NCCL_NSOCKS_PERTHREAD")
 
 
 def iters_for(b):
@@ -126,7 +140,8 @@ def worker(rank, port, args, out):
         else:
             dist.barrier()
 
-    for b in sizes(args.max_bytes):
+    tag = f" setting={args.label}" if args.label else ""
+    for b in sizes(args.max_bytes, args.min_bytes):
         n = iters_for(b)
         # Correctness first: poisoned receive buffer, one message, compared.
         if rank == 0:
@@ -156,9 +171,9 @@ def worker(rank, port, args, out):
         barrier()
         if rank == 0:
             rows.append(row)
-            print(f"RESULT lib=nccl_socket case=sendrecv_bw scope=- bytes={b} value={row['bw_GBps']:.4f} unit=GBps", flush=True)
+            print(f"RESULT lib=nccl_socket case=sendrecv_bw scope=- bytes={b} value={row['bw_GBps']:.4f} unit=GBps{tag}", flush=True)
             if "half_rtt_us" in row:
-                print(f"RESULT lib=nccl_socket case=sendrecv_half_rtt scope=- bytes={b} value={row['half_rtt_us']:.4f} unit=us", flush=True)
+                print(f"RESULT lib=nccl_socket case=sendrecv_half_rtt scope=- bytes={b} value={row['half_rtt_us']:.4f} unit=us{tag}", flush=True)
     if rank == 0:
         ver = torch.cuda.nccl.version() if cuda else None
         info = {
@@ -168,6 +183,8 @@ def worker(rank, port, args, out):
             "nccl": ".".join(map(str, ver)) if isinstance(ver, tuple) else ver,
             "gpus": [torch.cuda.get_device_name(i) for i in range(2)] if cuda else None,
             "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+            "label": args.label,
+            "sockets": sockets(),
             "reps": args.reps,
             "rows": rows,
         }
@@ -183,7 +200,14 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
     ap.add_argument("--any-transport", action="store_true", help="run without the socket-only NCCL variables")
+    ap.add_argument("--min-bytes", type=int, default=8, help="smallest size of the sweep (default 8)")
+    ap.add_argument("--label", default="", help="a name for the NCCL setting, added to every RESULT line (setting=LABEL)")
     args = ap.parse_args()
+    nt, ns = sockets()
+    if nt * ns > 64:
+        sys.exit(f"nccl_socket: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = {nt} x {ns} > 64, which NCCL refuses")
+    print(f"nccl_socket: NCCL_SOCKET_NTHREADS={nt} NCCL_NSOCKS_PERTHREAD={ns} ({nt * ns} connections per peer; an unset variable counts as 1, NCCL's default outside known clouds)"
+          f"{' label ' + args.label if args.label else ''}", flush=True)
     if args.backend == "nccl":
         wrong = {k: os.environ.get(k) for k, v in NEEDED.items() if os.environ.get(k) != v}
         if wrong and not args.any_transport:

@@ -29,7 +29,13 @@
 # because they do not compile against any NVSHMEM either are listed, with why, and not counted.
 # Environment: NVSHMEM_SRC (required), MODE=check|full, ARCH (sm_90), NVCC, NVML_INCLUDE, JOBS (parallel compiles,
 # default: the number of CPUs), PTX (device-library PTX; default: built with scripts/build-ptx.sh),
-# RSHMEM_LIBDIR (librshmem.so for MODE=full: default OUTDIR when it has one, else target/release).
+# RSHMEM_LIBDIR (librshmem.so for MODE=full: default OUTDIR when it has one, else target/release),
+# PROGS (only these programs, e.g. "device/pt-to-pt/shmem_put_bw device/coll/barrier_latency": the
+# path under perftest/ without the extension; default every program of the groups below),
+# RSHMEM_RPATH (MODE=full: the run path written into the rshmem executables; default RSHMEM_LIBDIR;
+# '$ORIGIN/../..'-style values make a relocatable set, e.g. for carry/). Where no libcuda.so exists (a
+# CPU machine with the PyPI toolkit) MODE=full links against a stub libcuda.so.1 made from the driver
+# calls the objects make; the executables then load the driver's at run time, on the GPU machine.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${MODE:-check}
@@ -78,6 +84,7 @@ devlib=$work/librshmem_device.a
 
 # ---------------------------------------------------------------- full mode: what to link with
 link_extra=()
+need_stub=0
 nv_home=""
 if [ "$mode" = full ]; then
   libdir=${RSHMEM_LIBDIR:-}
@@ -94,7 +101,11 @@ if [ "$mode" = full ]; then
   elif [ -e "$cuda_bin/../lib/stubs/libcuda.so" ]; then
     link_extra+=(-L "$cuda_bin/../lib/stubs" -lcuda)
   else
-    log "no libcuda.so here: linking without -lcuda (utils.cu's driver calls stay unresolved; link on the GPU machine)"
+    # No driver here (a CPU machine with the PyPI toolkit, which ships no stubs): link against a stub
+    # libcuda.so.1 made below from the driver calls the objects make, as the toolkit's own stubs are
+    # used; at run time the executables load the driver's libcuda.so.1.
+    need_stub=1
+    log "no libcuda.so here: linking against a stub libcuda.so.1 (the driver's is loaded at run time)"
   fi
   if [ ! -e "$cuda_bin/../lib64/libcudart_static.a" ] && [ -e "$cuda_bin/../lib/libcudart_static.a" ]; then
     link_extra+=(-L "$(cd "$cuda_bin/../lib" && pwd)")
@@ -123,6 +134,16 @@ for g in "${groups[@]}"; do
   [ -d "$pt/$g" ] || die "$pt/$g missing"
   for f in "$pt/$g"/*.cu "$pt/$g"/*.cpp; do [ -f "$f" ] && progs+=("$g/$(basename "$f")"); done
 done
+if [ -n "${PROGS:-}" ]; then
+  picked=()
+  for want in $PROGS; do
+    found=""
+    for p in "${progs[@]}"; do [ "${p%.*}" = "$want" ] && found=$p; done
+    [ -n "$found" ] || die "PROGS: no program $want in ${groups[*]} (name it as device/pt-to-pt/shmem_put_bw)"
+    picked+=("$found")
+  done
+  progs=("${picked[@]}")
+fi
 # Sources NVSHMEM's own CMake does not build, and why (they compile against no NVSHMEM either).
 declare -A upstream_broken=(
   [device/coll/redmaxloc_latency.cu]="not built by NVSHMEM's CMakeLists: uses MAX_ELEMS, defined nowhere, and calls its rdxn_calling_kernel with arguments that do not match its definition"
@@ -157,6 +178,16 @@ rm -rf "$work/rshmem" "$work/nvshmem"
   fi
 } | compile_all
 
+if [ "$need_stub" = 1 ]; then
+  stub=$work/cuda-stub
+  mkdir -p "$stub"
+  find "$work/rshmem" "$work/nvshmem" -name '*.o' -exec nm -u {} + 2>/dev/null | awk '$1 == "U" && $2 ~ /^cu[A-Z]/ { print $2 }' | sort -u |
+    sed 's/.*/void &(void) {}/' >"$stub/stub.c"
+  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub/libcuda.so" "$stub/stub.c" ||
+    die "cannot build the stub libcuda.so (cc) in $stub"
+  link_extra=(-L "$stub" -lcuda "${link_extra[@]}")
+fi
+
 first_error() { grep -m1 -E 'error|undefined|Undefined' "$1" 2>/dev/null | sed "s|$pt/||" | cut -c1-160; }
 
 yes_no() { if [ "$1" = 1 ]; then echo yes; else echo no; fi; }
@@ -190,7 +221,7 @@ for p in "${progs[@]}"; do
     exe=$outdir/rshmem/${p%.*}
     mkdir -p "$(dirname "$exe")"
     if [ "$d" = 1 ] && "$nvcc" -rdc=true -arch="$arch" "$o" "$work/rshmem/common/utils.o" "$devlib" -L "$libdir" -lrshmem \
-      "${link_extra[@]}" -Xlinker -rpath -Xlinker "$libdir" -o "$exe" >"${o%.o}.link.log" 2>&1; then
+      "${link_extra[@]}" -Xlinker -rpath -Xlinker "${RSHMEM_RPATH:-$libdir}" -o "$exe" >"${o%.o}.link.log" 2>&1; then
       l=yes
     fi
     if [ -n "$nv_home" ]; then
@@ -249,7 +280,9 @@ done
   fi
   printf '%s\n' "${rows[@]}"
   echo
-  echo "$n_ok of $((${#progs[@]} - ${#upstream_broken[@]})) programs NVSHMEM builds: compiled and device-linked$([ "$mode" = full ] && echo " and linked")."
+  n_broken=0
+  for p in "${progs[@]}"; do [ -n "${upstream_broken[$p]:-}" ] && n_broken=$((n_broken + 1)); done
+  echo "$n_ok of $((${#progs[@]} - n_broken)) programs NVSHMEM builds: compiled and device-linked$([ "$mode" = full ] && echo " and linked")."
   for n in "${notes[@]}"; do echo "- $n"; done
 } >"$work/perftest-table.md"
 [ "$mode" = full ] && cp "$work/perftest-table.md" "$outdir/perftest-table.md"

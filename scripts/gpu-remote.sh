@@ -17,53 +17,134 @@
 #   9. (ibgda) posting: rshmem-bench --posting with the emulated NIC acknowledging without moving data
 #      (RSHMEM_IBGDA_EMULATOR=ack, 16 QPs per PE): ns per WQE and WQEs/s per block and per grid;
 #  10. bench_proxy: rshmem-bench over the proxy in the same call, beside an ibgda run.
+# Issue 19 (remote operations at message rate), two parts of at most ~7 minutes each, one device call
+# each (a command may run 10 minutes; both together would not fit one), nvidia-h200-x2, same warm machine:
+#   PART=targets  the figures of the issue's targets, in this order:
+#     perftest     NVSHMEM's shmem_put_bw built unchanged against rshmem (carry/perftest, made by
+#                  gpu-prepare.sh; else built here from carry/nvshmem-src), -n 10 -w 2 -b 4K -e 4M -f 4,
+#                  grids 4x1024, 1x1024, 1x32, 32x32, for RSHMEM_REMOTE_TRANSPORT=proxy and ibgda
+#                  (PERFTEST_TRANSPORTS), NVSHMEM_MACHINE_READABLE_OUTPUT=1;
+#     platency     shmem_p_latency -t 1 -b 4 -e 32 -f 2 -n 500 -w 20, proxy and ibgda;
+#     barrier      barrier_latency -n 200 -w 10, proxy and ibgda;
+#     msgrate      rshmem-bench --cases rate,quiet --quick over the proxy (MSGRATE_TRANSPORTS): message
+#                  rate of 8 B-4 KiB putmem_nbi and 8-byte p from 1, 32, 132 blocks, and the
+#                  every-thread-quiet kernel (32 x 1024) at 1, 16, 256 MiB beside one quiet per block and
+#                  per grid;
+#     msgrate_cpp  the same through the CUDA C++ path: carry/msg_rate (bench/nvshmem/msg_rate.cu) --reps 3;
+#     loopback     bench/loopback_tcp.py --streams 1,2,4,8,16 (the medium: 1 and N streams, half round trip);
+#     nccl         bench/nccl_socket.py, NCCL's default socket setting;
+#     nccl4x4      the same with NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4, from 4 KiB.
+#   PART=checks   what must still hold:
+#     suite        the GPU suite twice through the proxy (--nodes 2 -np 2), suite_ibgda once through IBGDA;
+#     p2p          same node (-np 2, no --nodes): rshmem-bench --grid 132 --threads 256 --quick
+#                  --max-bytes 64m with this build, then with carry-before/ (a previous build, when it is
+#                  there: gpu-prepare.sh BEFORE=<commit> makes it), then this build again (the spread);
+#     shapes       same node, this build: rshmem-bench --cases bw,lat --quick --max-bytes 16m at 132 x 512,
+#                  4 x 1024 and 32 x 1024 (Rust kernels at 1024 threads per block), and carry-before/ at
+#                  132 x 512;
+#     msgrate_nvshmem  bench/nvshmem/msg_rate.cu built here against the image's NVSHMEM 3.4.5, 2 PEs on
+#                  one node (NVLink: a reference for the program, not a remote figure).
+#   PART=issue19  both (for a command limit of 15 minutes or more).
+#   DRY_RUN=1 prints every step's command (with its limit after BUDGET) without running any.
+#   At the end: python3 bench/remote_summary.py prints the issue's lines (remote_put_4KiB_4x1024_GBps:
+#   ...) and the tables, also into summary.txt. BUDGET (seconds, default 570) bounds the whole script:
+#   a step gets at most what is left, one that cannot start is listed as skipped, so the call ends in
+#   time and returns everything.
 # TRANSPORT=proxy (default) or ibgda: RSHMEM_REMOTE_TRANSPORT for every step (ibgda: the emulated NIC
-# when the machine has no usable NIC).
+# when the machine has no usable NIC) unless the step names its own.
 # SUITE_TIMEOUT: seconds each suite run may take (default 150).
 # Selection: STEPS="ring suite bench nccl loopback suite4 netns" (default all, in that order; nicbad,
 # posting and bench_proxy only when named), SUITE_RUNS=2,
 # GRID/THREADS (rshmem-bench, default 32 x 256), BENCH_ARGS (more rshmem-bench options), NETNS=1 (add
 # --netns to every rshmrun). A step that hangs runs into its own limit (rshmrun --timeout names the
 # stalled PEs); if the call as a whole nears the device tool's 10 minutes, split STEPS over two calls.
-# Output ($OUT, default /tmp/gpu-remote; at most 8 files come back from a device call, so 5 files):
+# Output ($OUT, default /tmp/gpu-remote; at most 8 files come back from a device call, so 4 files):
 #   remote.log            everything printed, step by step, with exit codes
-#   rshmem_proxy.log      rshmem-bench's output (RESULT lines, route=remote)
-#   nccl_socket.json      NCCL socket send/recv: bandwidth and half round trip per size
-#   loopback_tcp.json     one TCP stream over lo: 256 MiB bandwidth and the 8-byte half round trip
+#   summary.txt           bench/remote_summary.py's lines and tables (issue 19)
 #   remote_summary.json   machine, commit, each step's command, exit code and seconds
-# Then, here: python3 bench/plot_remote.py DIR bench/results/  (the plot and the table with the targets).
+#   logs.tar.gz           every step's own log (logs/): rshmem_proxy.log (rshmem-bench, RESULT lines),
+#                         nccl_socket.json, loopback_tcp.json, perftest_*.log, msgrate_*.log, p2p_*.log, ...
+# Then, here: tar xzf logs.tar.gz; python3 bench/plot_remote.py logs bench/results/ (issue 8's plot and
+# table) and python3 bench/remote_summary.py logs (issue 19's lines).
 set -u
 cd "$(dirname "$0")/.." || exit 1
+bash scripts/gpu-unpack.sh || exit 1
 root=$PWD
 c=$root/carry
+cb=$root/carry-before
 out=${OUT:-/tmp/gpu-remote}
-mkdir -p "$out"
+logs=$out/logs
+mkdir -p "$out" "$logs"
 exec > >(tee "$out/remote.log") 2>&1
 tee_pid=$!
+BUDGET=${BUDGET:-570}
 TRANSPORT=${TRANSPORT:-proxy}
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda} RSHMEM_REMOTE_TRANSPORT=$TRANSPORT
 # NVLink multicast stays off everywhere (KINDS.md): NVSHMEM, NCCL, PyTorch.
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-STEPS=${STEPS:-ring suite bench nccl loopback suite4 netns}
+T19_TARGETS="perftest platency barrier msgrate msgrate_cpp loopback nccl nccl4x4"
+T19_CHECKS="suite suite_ibgda p2p shapes msgrate_nvshmem"
+case "${PART:-}" in
+  "") STEPS=${STEPS:-ring suite bench nccl loopback suite4 netns} ;;
+  targets) STEPS=${STEPS:-$T19_TARGETS} ;;
+  checks) STEPS=${STEPS:-$T19_CHECKS} SUITE_RUNS=${SUITE_RUNS:-2} ;;
+  issue19) STEPS=${STEPS:-$T19_TARGETS $T19_CHECKS} ;;
+  *) echo "gpu-remote.sh: PART=$PART: targets, checks or issue19" >&2; exit 2 ;;
+esac
 card=$root/scripts/gpu-node-card.sh
 netns=(); [ "${NETNS:-0}" = 1 ] && netns=(--netns)
 summary=()
 step() { echo; echo "=== $* ==="; }
-# run NAME TIMEOUT CMD...: runs CMD under `timeout`, prints and records its exit code and duration.
+# Seconds left of BUDGET, and LIMIT clamped to them (less a margin for the kill and the summary).
+left() { echo $((BUDGET - SECONDS)); }
+clamp() { local l; l=$(($(left) - 25)); if [ "$1" -lt "$l" ]; then echo "$1"; else echo "$l"; fi; }
+record() { # record NAME RC SECONDS COMMAND
+  summary+=("$(printf '{"step": "%s", "exit": %d, "seconds": %d, "command": "%s"}' "$1" "$2" "$3" "$(echo "$4" | sed 's/\\/\\\\/g; s/"/\\"/g')")")
+}
+# run NAME TIMEOUT CMD...: runs CMD under `timeout` (at most what is left of BUDGET), prints and records
+# its exit code and duration; with LOG=file set, its output also goes to that file (in logs/). A step
+# that cannot get 20 seconds is skipped (exit 125 in the record).
 run() {
   local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
+  local t0=$SECONDS rc lim
+  lim=$(clamp "$limit")
+  if [ "$lim" -lt 20 ]; then
+    echo "SKIPPED $name: $(left) s left of BUDGET=$BUDGET"
+    record "$name" 125 0 "skipped (budget): $*"
+    return 125
+  fi
   echo "\$ $*"
-  timeout -k 10 "$limit" "$@"
-  local rc=$?
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    echo "(dry run: not run${LOG:+, log $LOG})"
+    record "$name" 0 0 "dry run: $*"
+    return 0
+  fi
+  if [ -n "${LOG:-}" ]; then
+    { timeout -k 10 "$lim" "$@" 2>&1; echo $? >"$logs/.rc"; } | tee -a "$logs/$LOG"
+    rc=$(cat "$logs/.rc")
+    echo "exit: $rc" >>"$logs/$LOG"
+  else
+    timeout -k 10 "$lim" "$@"
+    rc=$?
+  fi
   echo "exit: $rc ($((SECONDS - t0)) s)"
-  summary+=("$(printf '{"step": "%s", "exit": %d, "seconds": %d, "command": "%s"}' "$name" "$rc" $((SECONDS - t0)) "$(echo "$*" | sed 's/\\/\\\\/g; s/"/\\"/g')")")
-  return $rc
+  record "$name" "$rc" $((SECONDS - t0)) "$*"
+  return "$rc"
 }
 # rrun NAME TIMEOUT NP PROGRAM ARGS...: PROGRAM under rshmrun --nodes 2, one GPU per node.
 rrun() {
   local name=$1 limit=$2 np=$3; shift 3
-  run "$name" $((limit + 15)) "$c/rshmrun" --nodes 2 "${netns[@]}" -np "$np" --timeout "$limit" "$card" "$@"
+  # rshmrun's own --timeout (which names stalled PEs) ends 15 s before the step's outer limit.
+  local lim; lim=$(($(clamp $((limit + 15))) - 15))
+  [ "$lim" -ge 20 ] || lim=20
+  run "$name" $((lim + 15)) "$c/rshmrun" --nodes 2 "${netns[@]}" -np "$np" --timeout "$lim" "$card" "$@"
+}
+# prun NAME TIMEOUT DIR PROGRAM ARGS...: PROGRAM under DIR/rshmrun -np 2 on one node (PEs on GPUs 0, 1).
+prun() {
+  local name=$1 limit=$2 dir=$3; shift 3
+  local lim; lim=$(($(clamp $((limit + 15))) - 15))
+  [ "$lim" -ge 20 ] || lim=20
+  LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH run "$name" $((lim + 15)) "$dir/rshmrun" -np 2 --timeout "$lim" "$@"
 }
 has() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -76,6 +157,60 @@ commit=$(cat "$c/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo u
 echo "carry built from commit $commit"
 if [ ! -x "$c/ring_shift_cuda" ] || { [ -f "$c/simple_shift.cu" ] && [ ! -x "$c/simple_shift" ]; }; then
   step "building CUDA C++ programs here"; MODE=full scripts/check-cuda-examples.sh "$c"
+fi
+
+# ---------------------------------------------------------------- issue 19: the targets (PART=targets)
+pt=$c/perftest/rshmem
+PT_PROGS="device/pt-to-pt/shmem_put_bw device/pt-to-pt/shmem_p_latency device/coll/barrier_latency"
+if { has perftest || has platency || has barrier; } && [ ! -x "$pt/device/pt-to-pt/shmem_put_bw" ]; then
+  if [ -d "$c/nvshmem-src/perftest" ]; then
+    step "building NVSHMEM's perftests (unchanged) against rshmem here: bench/perftest.sh MODE=full PROGS=..."
+    MODE=full PROGS=$PT_PROGS NVSHMEM_SRC=$c/nvshmem-src RSHMEM_LIBDIR=$c PTX=$c/rshmem_device.ptx \
+      run perftest_build 300 bash bench/perftest.sh "$c/perftest"
+  else
+    step "NVSHMEM perftests: none in carry/perftest and no carry/nvshmem-src/perftest (gpu-prepare.sh with NVSHMEM_SRC=...)"
+  fi
+fi
+export NVSHMEM_MACHINE_READABLE_OUTPUT=1
+if has perftest; then
+  for t in ${PERFTEST_TRANSPORTS:-proxy ibgda}; do
+    for shape in ${PERFTEST_SHAPES:-4x1024 1x1024 1x32 32x32}; do
+      step "shmem_put_bw (NVSHMEM perftest, unchanged) -c ${shape%x*} -t ${shape#*x} -n 10 -w 2 -b 4K -e 4M -f 4, $t, --nodes 2 -np 2"
+      LOG=perftest_put_bw_${t}_$shape.log RSHMEM_REMOTE_TRANSPORT=$t RSHMEM_SYMMETRIC_SIZE=1g \
+        rrun "put_bw_${t}_$shape" 90 2 "$pt/device/pt-to-pt/shmem_put_bw" -c "${shape%x*}" -t "${shape#*x}" -n 10 -w 2 -b 4K -e 4M -f 4
+    done
+  done
+fi
+if has platency; then
+  for t in ${PERFTEST_TRANSPORTS:-proxy ibgda}; do
+    step "shmem_p_latency -t 1 (one thread: p + quiet), $t, --nodes 2 -np 2"
+    LOG=perftest_p_latency_$t.log RSHMEM_REMOTE_TRANSPORT=$t RSHMEM_SYMMETRIC_SIZE=1g \
+      rrun "p_latency_$t" 90 2 "$pt/device/pt-to-pt/shmem_p_latency" -t 1 -b 4 -e 32 -f 2 -n 500 -w 20
+  done
+fi
+if has barrier; then
+  for t in ${PERFTEST_TRANSPORTS:-proxy ibgda}; do
+    step "barrier_latency (device barrier and barrier_all, thread/warp/block), $t, --nodes 2 -np 2"
+    LOG=perftest_barrier_$t.log RSHMEM_REMOTE_TRANSPORT=$t RSHMEM_SYMMETRIC_SIZE=1g \
+      rrun "barrier_$t" 90 2 "$pt/device/coll/barrier_latency" -n 200 -w 10
+  done
+fi
+unset NVSHMEM_MACHINE_READABLE_OUTPUT
+if has msgrate; then
+  for t in ${MSGRATE_TRANSPORTS:-proxy}; do
+    step "message rate and every-thread quiet (rshmem-bench --cases rate,quiet --quick), $t, --nodes 2 -np 2"
+    LOG=msgrate_rust_$t.log RSHMEM_REMOTE_TRANSPORT=$t RSHMEM_SYMMETRIC_SIZE=2g rrun "msgrate_rust_$t" 240 2 "$c/rshmem-bench" --cases rate,quiet --quick
+  done
+fi
+if has msgrate_cpp; then
+  for t in ${MSGRATE_TRANSPORTS:-proxy}; do
+    if [ -x "$c/msg_rate" ]; then
+      step "message rate and every-thread quiet, CUDA C++ (bench/nvshmem/msg_rate.cu against rshmem) --reps 3, $t, --nodes 2 -np 2"
+      LOG=msgrate_cpp_$t.log RSHMEM_REMOTE_TRANSPORT=$t RSHMEM_SYMMETRIC_SIZE=2g rrun "msgrate_cpp_$t" 240 2 "$c/msg_rate" --reps 3
+    else
+      step "msg_rate (C++): SKIPPED (no carry/msg_rate: scripts/gpu-prepare.sh builds it)"
+    fi
+  done
 fi
 
 if has ring; then
@@ -94,11 +229,14 @@ if has suite; then
     RSHMEM_SYMMETRIC_SIZE=2g rrun "suite_$r" "${SUITE_TIMEOUT:-150}" 2 "$c/rshmem-test-pe" all
   done
 fi
+if has suite_ibgda; then
+  step "suite through IBGDA (emulated NIC): rshmrun --nodes 2 -np 2 rshmem-test-pe all, RSHMEM_REMOTE_TRANSPORT=ibgda"
+  RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_SYMMETRIC_SIZE=2g rrun suite_ibgda "${SUITE_TIMEOUT:-150}" 2 "$c/rshmem-test-pe" all
+fi
 if has bench; then
   step "rshmem-bench over the $TRANSPORT transport: --nodes 2 -np 2, grid ${GRID:-32} x ${THREADS:-256}"
   # shellcheck disable=SC2086 # BENCH_ARGS is a list of options
-  RSHMEM_SYMMETRIC_SIZE=2g rrun bench 300 2 "$c/rshmem-bench" --grid "${GRID:-32}" --threads "${THREADS:-256}" ${BENCH_ARGS:-} \
-    > >(tee "$out/rshmem_$TRANSPORT.log")
+  LOG=rshmem_$TRANSPORT.log RSHMEM_SYMMETRIC_SIZE=2g rrun bench 300 2 "$c/rshmem-bench" --grid "${GRID:-32}" --threads "${THREADS:-256}" ${BENCH_ARGS:-}
 fi
 if has nicbad; then
   for s in nic_bad_key nic_bad_addr; do
@@ -109,23 +247,27 @@ fi
 if has posting; then
   step "posting cost: rshmem-bench --posting, ibgda with the emulated NIC acknowledging only, 16 QPs per PE"
   # shellcheck disable=SC2086
-  RSHMEM_SYMMETRIC_SIZE=1g RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_IBGDA_EMULATOR=ack RSHMEM_IBGDA_QPS_PER_PE=16 \
-    rrun posting 200 2 "$c/rshmem-bench" --posting --grid "${POST_GRID:-132}" --threads "${POST_THREADS:-256}" > >(tee "$out/posting.log")
+  LOG=posting.log RSHMEM_SYMMETRIC_SIZE=1g RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_IBGDA_EMULATOR=ack RSHMEM_IBGDA_QPS_PER_PE=16 \
+    rrun posting 200 2 "$c/rshmem-bench" --posting --grid "${POST_GRID:-132}" --threads "${POST_THREADS:-256}"
 fi
 if has bench_proxy; then
   step "rshmem-bench over the proxy transport in the same call: --nodes 2 -np 2, grid ${GRID:-32} x ${THREADS:-256}"
   # shellcheck disable=SC2086
-  RSHMEM_SYMMETRIC_SIZE=2g RSHMEM_REMOTE_TRANSPORT=proxy rrun bench_proxy 300 2 "$c/rshmem-bench" --grid "${GRID:-32}" --threads "${THREADS:-256}" ${BENCH_ARGS:-} \
-    > >(tee "$out/rshmem_proxy.log")
+  LOG=rshmem_proxy.log RSHMEM_SYMMETRIC_SIZE=2g RSHMEM_REMOTE_TRANSPORT=proxy rrun bench_proxy 300 2 "$c/rshmem-bench" --grid "${GRID:-32}" --threads "${THREADS:-256}" ${BENCH_ARGS:-}
 fi
+nccl_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}")
 if has nccl; then
-  step "NCCL socket transport, 2 processes, one GPU each (bench/nccl_socket.py)"
-  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} \
-    run nccl_socket 240 python3 bench/nccl_socket.py --json "$out/nccl_socket.json"
+  step "NCCL socket transport, 2 processes, one GPU each (bench/nccl_socket.py), NCCL's default socket setting"
+  LOG=nccl_socket.log PYTHONUNBUFFERED=1 run nccl_socket 240 env "${nccl_env[@]}" python3 bench/nccl_socket.py --label default --json "$logs/nccl_socket.json"
+fi
+if has nccl4x4; then
+  step "NCCL socket transport with NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 (16 connections), from 4 KiB"
+  LOG=nccl_socket_4x4.log PYTHONUNBUFFERED=1 run nccl_socket_4x4 200 env "${nccl_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 \
+    python3 bench/nccl_socket.py --label 4x4 --min-bytes 4096 --json "$logs/nccl_socket_4x4.json"
 fi
 if has loopback; then
-  step "one loopback TCP stream (bench/loopback_tcp.py)"
-  run loopback_tcp 120 python3 bench/loopback_tcp.py --json "$out/loopback_tcp.json"
+  step "loopback TCP: one 256 MiB stream, the 8-byte half round trip, and ${LOOPBACK_STREAMS:-1,2,4,8,16} concurrent streams (bench/loopback_tcp.py)"
+  LOG=loopback_tcp.log PYTHONUNBUFFERED=1 run loopback_tcp 150 python3 bench/loopback_tcp.py --streams "${LOOPBACK_STREAMS:-1,2,4,8,16}" --json "$logs/loopback_tcp.json"
 fi
 if has suite4; then
   step "suite: rshmrun --nodes 2 -np 4 rshmem-test-pe all (2 PEs per node: p2p inside, proxy across)"
@@ -134,6 +276,53 @@ fi
 if has netns; then
   step "ring shift (Rust kernel), --nodes 2 --netns -np 4 (a network namespace per node)"
   run ring_shift_netns 75 "$c/rshmrun" --nodes 2 --netns -np 4 --timeout 60 "$card" "$c/ring_shift"
+fi
+
+# ---------------------------------------------------------------- issue 19: what must still hold (PART=checks)
+P2P_ARGS=${P2P_ARGS:---grid 132 --threads 256 --quick --max-bytes 64m}
+if has p2p; then
+  # shellcheck disable=SC2086 # P2P_ARGS is a list of options
+  { step "same node, this build: rshmrun -np 2 rshmem-bench $P2P_ARGS"
+    LOG=p2p_now.log RSHMEM_SYMMETRIC_SIZE=2g prun p2p_now 150 "$c" "$c/rshmem-bench" $P2P_ARGS; }
+  if [ -x "$cb/rshmem-bench" ] && [ -x "$cb/rshmrun" ]; then
+    step "same node, the previous build (carry-before/, $(cat "$cb/COMMIT" 2>/dev/null || echo 'commit unknown')): the same"
+    # shellcheck disable=SC2086
+    LOG=p2p_before.log RSHMEM_SYMMETRIC_SIZE=2g prun p2p_before 150 "$cb" "$cb/rshmem-bench" $P2P_ARGS
+    step "same node, this build again (the spread between two runs of one build)"
+    # shellcheck disable=SC2086
+    LOG=p2p_now2.log RSHMEM_SYMMETRIC_SIZE=2g prun p2p_now2 150 "$c" "$c/rshmem-bench" $P2P_ARGS
+  else
+    step "same node, the previous build: SKIPPED (no carry-before/ with rshmrun and rshmem-bench)"
+  fi
+fi
+if has shapes; then
+  for shape in 132x512 4x1024 32x1024; do
+    step "same node, this build, Rust kernels at ${shape%x*} x ${shape#*x}: rshmem-bench --cases bw,lat --quick --max-bytes 16m"
+    LOG=p2p_shape_$shape.log RSHMEM_SYMMETRIC_SIZE=1g prun "shape_$shape" 120 "$c" "$c/rshmem-bench" --grid "${shape%x*}" --threads "${shape#*x}" --cases bw,lat --quick --max-bytes 16m
+  done
+  if [ -x "$cb/rshmem-bench" ]; then
+    step "same node, the previous build at 132 x 512 (its default shape; older builds may not launch it)"
+    LOG=p2p_shape_before_132x512.log RSHMEM_SYMMETRIC_SIZE=1g prun shape_before_132x512 120 "$cb" "$cb/rshmem-bench" --grid 132 --threads 512 --quick --max-bytes 16m
+  fi
+fi
+if has msgrate_nvshmem; then
+  step "msg_rate.cu against the image's NVSHMEM 3.4.5, 2 PEs on one node (NVLink reference)"
+  NV=$(python3 -c "import nvidia.nvshmem; print(list(nvidia.nvshmem.__path__)[0])" 2>/dev/null)
+  nvb=/tmp/msg_rate_nvshmem
+  if [ -n "$NV" ] && run msgrate_nvshmem_build 120 nvcc -O2 -rdc=true -arch=sm_90 -std=c++17 -I"$NV/include" bench/nvshmem/msg_rate.cu -o "$nvb" \
+    -L"$NV/lib" -l:libnvshmem_host.so.3 -lnvshmem_device -lcuda; then
+    rm -f /tmp/msg_rate_uid
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    LOG=msgrate_nvshmem_p2p.log run msgrate_nvshmem 120 bash -c '
+      for r in 0 1; do
+        LD_LIBRARY_PATH=$0/lib:$LD_LIBRARY_PATH NVSHMEM_SYMMETRIC_SIZE=2147483648 PE_RANK=$r PE_SIZE=2 UID_FILE=/tmp/msg_rate_uid \
+          "$1" --reps 3 --rate-ops 200000 >/tmp/msg_rate_pe$r.log 2>&1 &
+      done
+      s=0; for _ in 0 1; do wait -n || s=1; done
+      sed "s/^/[pe 0] /" /tmp/msg_rate_pe0.log; sed "s/^/[pe 1] /" /tmp/msg_rate_pe1.log; exit $s' "$NV" "$nvb"
+  else
+    echo "msg_rate against NVSHMEM: not built (no nvidia.nvshmem package or nvcc failed)"
+  fi
 fi
 
 step summary
@@ -147,7 +336,12 @@ gpus=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
   printf '  ]\n}\n'
 } >"$out/remote_summary.json"
 cat "$out/remote_summary.json"
+python3 bench/remote_summary.py "$logs" >"$out/summary.txt" 2>&1 || echo "bench/remote_summary.py failed" >>"$out/summary.txt"
+rm -f "$logs/.rc"
+tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs"
 echo "results in $out: $(find "$out" -maxdepth 1 -type f -printf '%f ')"
+echo
+cat "$out/summary.txt"
 # Let tee write the end of remote.log before the call collects $OUT.
 exec >&- 2>&-
 wait "$tee_pid" 2>/dev/null || true

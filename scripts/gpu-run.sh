@@ -10,6 +10,7 @@
 # (scripts/gpu-remote.sh: ring shifts, the suite twice, rshmem-bench, NCCL socket, loopback TCP).
 set -u
 cd "$(dirname "$0")/.." || exit 1
+bash scripts/gpu-unpack.sh || exit 1
 case "${NODES:-1}" in
   1) ;;
   2) exec bash scripts/gpu-remote.sh ;;

@@ -10,6 +10,7 @@
 # Logs (at most 8 files in $OUT, as the device tool returns): suite.log, coll.log, self.tar.gz, perftest.log.
 set -u
 cd "$(dirname "$0")/.." || exit 1
+bash scripts/gpu-unpack.sh || exit 1
 c=$PWD/carry
 out=${OUT:-/tmp}
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} NVSHMEM_DISABLE_NVLS=1 RSHMEM_BACKEND=cuda

@@ -5,13 +5,28 @@
 //! poisoned destinations, and the 256 MiB put checked for delivery.
 //!
 //!     rshmrun [--nodes 2] -np 2 target/release/rshmem-bench [--grid G] [--threads T] [--quick]
-//!         [--max-bytes N] [--peer P]
+//!         [--max-bytes N] [--peer P] [--cases LIST] [--rate-...] [--quiet-...]
 //!
 //! The pair measured is PE 0 and its peer: `--peer P`, by default the first PE that PE 0 cannot map
 //! (another node: the remote transport, e.g. `RSHMEM_REMOTE_TRANSPORT=proxy`), else PE 1. Each RESULT
 //! line says `route=p2p` or `route=remote`. The analysis variants that store through a pointer from
 //! `rshmem_ptr` (x_*) need a mapped peer and are left out, saying so, for a remote one.
+//!
+//! `--cases` picks the sections (comma-separated; default `bw,lat,pingpong,barrier,all_pairs,host`,
+//! `all` adds the two below):
+//! - `rate` (issue 19's message rate): thread 0 of each of 1, 32 and 132 blocks (`--rate-grids`)
+//!   issues `putmem_nbi` of 8 B, 64 B, 512 B and 4 KiB (`--rate-sizes`), and `p` of 8 bytes, back to back
+//!   to the peer, then one quiet; `--rate-ops` operations per launch in all (default 20000 to another
+//!   node, 10x that to a mapped one). Cases `msg_rate_put` / `msg_rate_p`, operations per second
+//!   (`Mops`, 10^6/s) over the whole launch, the quiet included. The destination slots are poisoned
+//!   before and checked on the peer after each case.
+//! - `quiet` (issue 19's every-thread-quiet kernel): `--quiet-grid` x `--quiet-threads` (32 x 1024 on
+//!   GPUs), each block makes `--quiet-calls` (100) `putmem_nbi_block` calls, `--quiet-sizes` (1 MiB,
+//!   16 MiB, 256 MiB) in all per launch; then every thread quiets (`quiet_bw_all`), thread 0 of each
+//!   block (`quiet_bw_block`), or thread 0 of the last block to arrive (`quiet_bw_one`, the one quiet of
+//!   the grid). GB/s; the data is checked on the peer after each case.
 
+use clap::Parser;
 use rshmem::kernels::KernelSet;
 use std::time::Instant;
 
@@ -20,6 +35,71 @@ static K: KernelSet = KernelSet::new(rshmem_example_kernels::CPU_KERNELS, includ
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+/// A byte count: a number with an optional k, m or g suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mul) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1usize << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (&t[..], 1),
+    };
+    num.parse::<usize>().ok().and_then(|n| n.checked_mul(mul)).ok_or_else(|| format!("{s:?} is not a byte count (e.g. 4096, 64k, 256m)"))
+}
+
+/// The sections of `--cases`.
+const SECTIONS: &[&str] = &["bw", "lat", "pingpong", "barrier", "all_pairs", "host", "rate", "quiet"];
+const DEFAULT_SECTIONS: &[&str] = &["bw", "lat", "pingpong", "barrier", "all_pairs", "host"];
+
+#[derive(Parser, Debug)]
+#[command(name = "rshmem-bench", about = "rshmem's benchmarks between PE 0 and a peer (run under rshmrun -np 2 or more)")]
+struct Cli {
+    /// Blocks per launch of the bandwidth and rate kernels (default: 132 on GPUs, 1 on the CPU backend).
+    #[arg(long)]
+    grid: Option<u32>,
+    /// Threads per block (default: 512 on GPUs, 2 on the CPU backend).
+    #[arg(long)]
+    threads: Option<u32>,
+    /// Fewer sizes (x16 steps) and 3 repeats instead of 5.
+    #[arg(long)]
+    quick: bool,
+    /// Largest transfer (bytes; k/m/g suffixes; default 256m on GPUs, 16m on the CPU backend).
+    #[arg(long, value_parser = parse_bytes)]
+    max_bytes: Option<usize>,
+    /// PE 0's partner (default: the first PE on another node, else PE 1).
+    #[arg(long)]
+    peer: Option<usize>,
+    /// Only the posting-rate measurement (see `posting`), then exit.
+    #[arg(long)]
+    posting: bool,
+    /// Sections, comma-separated: bw, lat, pingpong, barrier, all_pairs, host, rate, quiet; `default`
+    /// (the first six) or `all`.
+    #[arg(long, value_delimiter = ',', default_value = "default")]
+    cases: Vec<String>,
+    /// rate: blocks per launch, comma-separated (default 1,32,132 on GPUs, 1,4 on the CPU backend).
+    #[arg(long, value_delimiter = ',')]
+    rate_grids: Option<Vec<u32>>,
+    /// rate: put sizes, comma-separated (default 8,64,512,4k).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    rate_sizes: Option<Vec<usize>>,
+    /// rate: operations per launch, all blocks together (default 20000 to another node, 200000 to a
+    /// mapped peer; the CPU backend 2000).
+    #[arg(long)]
+    rate_ops: Option<u64>,
+    /// quiet: bytes per launch, comma-separated (default 1m,16m,256m; sizes above --max-bytes are left out).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    quiet_sizes: Option<Vec<usize>>,
+    /// quiet: blocks (default 32 on GPUs, 2 on the CPU backend).
+    #[arg(long)]
+    quiet_grid: Option<u32>,
+    /// quiet: threads per block (default 1024 on GPUs, 4 on the CPU backend).
+    #[arg(long)]
+    quiet_threads: Option<u32>,
+    /// quiet: putmem_nbi_block calls per block (default 100).
+    #[arg(long, default_value_t = 100)]
+    quiet_calls: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -36,26 +116,37 @@ struct Opt {
     posting: bool,
 }
 
-fn opts(gpu: bool) -> Result<Opt, rshmem::Error> {
-    let mut o = Opt { grid: if gpu { 132 } else { 1 }, threads: if gpu { 512 } else { 2 }, quick: false, max_bytes: if gpu { 256 << 20 } else { 16 << 20 }, reps: 5, peer: None, route: "p2p", posting: false };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    let num = |i: usize, name: &str| -> Result<usize, rshmem::Error> {
-        args.get(i + 1).and_then(|v| v.parse().ok()).ok_or_else(|| rshmem::Error::new(format!("{name} needs a number")))
+fn opts(cli: &Cli, gpu: bool) -> Result<Opt, rshmem::Error> {
+    let o = Opt {
+        grid: cli.grid.unwrap_or(if gpu { 132 } else { 1 }),
+        threads: cli.threads.unwrap_or(if gpu { 512 } else { 2 }),
+        quick: cli.quick,
+        max_bytes: cli.max_bytes.unwrap_or(if gpu { 256 << 20 } else { 16 << 20 }),
+        reps: if cli.quick { 3 } else { 5 },
+        peer: cli.peer,
+        route: "p2p",
+        posting: cli.posting,
     };
-    while i < args.len() {
-        match args[i].as_str() {
-            "--grid" => { o.grid = num(i, "--grid")? as u32; i += 1; }
-            "--threads" => { o.threads = num(i, "--threads")? as u32; i += 1; }
-            "--max-bytes" => { o.max_bytes = num(i, "--max-bytes")?; i += 1; }
-            "--peer" => { o.peer = Some(num(i, "--peer")?); i += 1; }
-            "--quick" => { o.quick = true; o.reps = 3; }
-            "--posting" => o.posting = true,
-            other => return Err(rshmem::Error::new(format!("unknown option {other:?} (--grid G --threads T --quick --max-bytes N --peer P --posting)"))),
-        }
-        i += 1;
+    if o.grid == 0 || o.threads == 0 || o.threads > 1024 {
+        return Err(rshmem::Error::new(format!("--grid {} --threads {}: at least 1 block and 1 to 1024 threads", o.grid, o.threads)));
     }
     Ok(o)
+}
+
+/// The sections `--cases` asks for.
+fn sections(cli: &Cli) -> Result<Vec<&'static str>, rshmem::Error> {
+    let mut v = vec![];
+    for c in &cli.cases {
+        match c.trim() {
+            "default" => v.extend_from_slice(DEFAULT_SECTIONS),
+            "all" => v.extend_from_slice(SECTIONS),
+            name => match SECTIONS.iter().find(|s| **s == name) {
+                Some(s) => v.push(*s),
+                None => return Err(rshmem::Error::new(format!("--cases: unknown section {name:?} (one of {}, default, all)", SECTIONS.join(", ")))),
+            },
+        }
+    }
+    Ok(v)
 }
 
 fn result(case: &str, scope: &str, bytes: usize, o: &Opt, value: f64, unit: &str) {
@@ -98,7 +189,152 @@ fn posting(o: &Opt, me: i32, peer: u64, gpu: bool) -> Result<(), rshmem::Error> 
     rshmem::free(dst)
 }
 
+/// What the `rate` and `quiet` sections use from `main`'s set-up.
+struct Ctx {
+    o: Opt,
+    me: i32,
+    pair: i32,
+    peer: u64,
+    gpu: bool,
+    /// Symmetric, `maxb` bytes each: `sbuf` holds this PE's random data (`pe_data(me)`), `rbuf` is the
+    /// destination.
+    sbuf: *mut u8,
+    rbuf: *mut u8,
+    maxb: usize,
+    reps: usize,
+}
+
+/// The random bytes `main` puts in PE `pe`'s source buffer.
+fn pe_data(pe: i32, len: usize) -> Vec<u8> {
+    let mut x = 0x9E3779B97F4A7C15u64 ^ pe as u64;
+    (0..len).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect()
+}
+
+/// Kernel `name`: one warm-up launch, then the median of `reps` timed launches, in ms.
+///
+/// # Safety
+/// `args` must be the kernel's documented arguments (examples/kernels), pointers into live symmetric
+/// buffers of the sizes the kernel touches.
+unsafe fn time_kernel(name: &str, grid: u32, block: u32, args: &[u64], reps: usize) -> Result<f64, rshmem::Error> {
+    // SAFETY: the caller's contract.
+    unsafe { K.run(name, grid, block, args)? };
+    let mut v = vec![];
+    for _ in 0..reps {
+        // SAFETY: the caller's contract.
+        v.push(unsafe { K.run_timed(name, grid, block, args)? });
+    }
+    Ok(median(v))
+}
+
+/// Every PE poisons the first `len` bytes of its `rbuf` (0xA5), then all meet.
+fn poison(c: &Ctx, len: usize) -> Result<(), rshmem::Error> {
+    // SAFETY: rbuf is a symmetric allocation of maxb >= len bytes (the callers check len).
+    unsafe { rshmem::copy_in(c.rbuf, &vec![0xA5u8; len])? };
+    rshmem::barrier_all()
+}
+
+/// On PE 0's partner: the ranges (offset, length) of its `rbuf` hold PE 0's source bytes at the same
+/// offsets. All PEs meet afterwards.
+fn check(c: &Ctx, what: &str, len: usize, ranges: &[(usize, usize)]) -> Result<(), rshmem::Error> {
+    if c.me == c.pair {
+        let mut got = vec![0u8; len];
+        // SAFETY: rbuf holds maxb >= len bytes on this PE.
+        unsafe { rshmem::copy_out(&mut got, c.rbuf)? };
+        let want = pe_data(0, len);
+        for &(off, n) in ranges {
+            if let Some(i) = (off..off + n).find(|&i| got[i] != want[i]) {
+                return Err(rshmem::Error::new(format!("{what}: byte {i} on PE {} is {:#x}, PE 0 sent {:#x}", c.pair, got[i], want[i])));
+            }
+        }
+    }
+    rshmem::barrier_all()
+}
+
+/// `--cases rate`: operations per second of puts and `p`s issued back to back by one thread per block.
+fn rate(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
+    let grids = cli.rate_grids.clone().unwrap_or(if c.gpu { vec![1, 32, 132] } else { vec![1, 4] });
+    let sizes = cli.rate_sizes.clone().unwrap_or(vec![8, 64, 512, 4096]);
+    let ops = cli.rate_ops.unwrap_or(match (c.gpu, c.o.route) {
+        (false, _) => 2000,
+        (true, "remote") => 20_000,
+        (true, _) => 200_000,
+    });
+    let mut shown = false;
+    for &grid in &grids {
+        // (kind, bytes): the puts, then p of 8 bytes.
+        for (kind, bytes) in sizes.iter().map(|&b| (0u64, b)).chain([(1u64, 8usize)]) {
+            let case = if kind == 0 { "msg_rate_put" } else { "msg_rate_p" };
+            // Each block cycles through up to 64 slots of its own.
+            let slots = (c.maxb / (grid.max(1) as usize * bytes.max(8))).min(64);
+            if grid == 0 || bytes == 0 || slots == 0 {
+                if c.me == 0 {
+                    println!("# {case} {bytes} B from {grid} blocks left out: {grid} x {bytes} bytes exceed --max-bytes {}", c.maxb);
+                }
+                continue;
+            }
+            let per = (ops / grid as u64).max(1);
+            let used = (per as usize).min(slots);
+            let len = grid as usize * slots * bytes;
+            poison(c, len)?;
+            if c.me == 0 {
+                if !shown {
+                    println!("# message rate: thread 0 of each block, {ops} operations per launch in all, then one quiet per block");
+                    shown = true;
+                }
+                let args = [c.rbuf as u64, c.sbuf as u64, bytes as u64, per, c.peer, kind, slots as u64];
+                // SAFETY: bench_rate's documented arguments: block b writes the slots
+                // [(b * slots) * bytes, (b * slots + slots) * bytes) of rbuf from the same bytes of sbuf,
+                // inside the grid * slots * bytes <= maxb bytes of both.
+                let ms = unsafe { time_kernel("bench_rate", grid, 1, &args, c.reps)? };
+                let o = Opt { grid, threads: 1, ..c.o };
+                result(case, "thread", bytes, &o, (per * grid as u64) as f64 / ms / 1e3, "Mops");
+            }
+            rshmem::barrier_all()?;
+            let n = if kind == 0 { bytes } else { 8 };
+            let ranges: Vec<(usize, usize)> = (0..grid as usize).flat_map(|b| (0..used).map(move |k| ((b * slots + k) * bytes, n))).collect();
+            check(c, &format!("{case} {bytes} B from {grid} blocks"), len, &ranges)?;
+        }
+    }
+    Ok(())
+}
+
+/// `--cases quiet`: issue 19's every-thread-quiet kernel beside the same with fewer quiets.
+fn quiet(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
+    let grid = cli.quiet_grid.unwrap_or(if c.gpu { 32 } else { 2 });
+    let threads = cli.quiet_threads.unwrap_or(if c.gpu { 1024 } else { 4 });
+    let calls = cli.quiet_calls.max(1);
+    let sizes = cli.quiet_sizes.clone().unwrap_or(vec![1 << 20, 16 << 20, 256 << 20]);
+    let arrivals = rshmem::calloc(1, 8)?;
+    rshmem::barrier_all()?;
+    for &total in &sizes {
+        let chunk = (total / (grid as usize * calls as usize)) & !7;
+        let covered = grid as usize * calls as usize * chunk;
+        if total > c.maxb || chunk == 0 {
+            if c.me == 0 {
+                println!("# quiet_bw at {total} bytes left out: over --max-bytes {} or under 8 bytes per call", c.maxb);
+            }
+            continue;
+        }
+        for (mode, case) in [(0u64, "quiet_bw_all"), (1, "quiet_bw_block"), (2, "quiet_bw_one")] {
+            poison(c, covered)?;
+            if c.me == 0 {
+                let args = [c.rbuf as u64, c.sbuf as u64, total as u64, calls, c.peer, mode, arrivals as u64];
+                // SAFETY: bench_quiet's documented arguments: the grid x calls chunks cover
+                // covered <= total <= maxb bytes of both buffers; arrivals is a symmetric u32 (in 8 bytes)
+                // that only this kernel touches.
+                let ms = unsafe { time_kernel("bench_quiet", grid, threads, &args, c.reps)? };
+                let o = Opt { grid, threads, ..c.o };
+                result(case, "block", total, &o, covered as f64 / ms / 1e6, "GBps");
+            }
+            rshmem::barrier_all()?;
+            check(c, &format!("{case} at {total} bytes"), covered, &[(0, covered)])?;
+        }
+    }
+    rshmem::free(arrivals)
+}
+
 fn main() -> Result<(), rshmem::Error> {
+    let cli = Cli::parse();
     // As the NVSHMEM side does: create the CUDA context first (when a GPU is there), so init_s
     // compares the libraries' own initialization; the context time is printed separately.
     let tc = Instant::now();
@@ -118,7 +354,9 @@ fn main() -> Result<(), rshmem::Error> {
         return Err(rshmem::Error::new("rshmem-bench needs at least 2 PEs (rshmrun -np 2 ...)"));
     }
     let gpu = rshmem::backend_name()? == "cuda";
-    let mut o = opts(gpu)?;
+    let mut o = opts(&cli, gpu)?;
+    let chosen = sections(&cli)?;
+    let has = |s: &str| chosen.contains(&s);
     // PE 0's partner: --peer, else the first PE whose heap PE 0 cannot map (another node), else PE 1.
     // PE 0 chooses and tells every PE (a host put, through whichever transport reaches it).
     let choice = rshmem::calloc(1, 8)?;
@@ -192,91 +430,94 @@ fn main() -> Result<(), rshmem::Error> {
         }
         Ok(median(v))
     };
-    // Bandwidth sweeps.
-    let mut sizes = vec![];
-    let mut b = 8usize;
-    while b <= maxb && b <= 128 << 20 {
-        sizes.push(b);
-        b *= if o.quick { 16 } else { 4 };
-    }
-    if maxb >= 64 << 10 && !sizes.contains(&(64 << 10)) {
-        sizes.push(64 << 10);
-        sizes.sort_unstable();
-    }
-    if maxb >= 256 << 20 {
-        sizes.push(256 << 20);
-    }
-    for (dir, case) in [(0u64, "put_bw"), (1, "get_bw")] {
-        for (scope, sname) in [(0u64, "thread"), (1, "warp"), (2, "block")] {
-            for &bytes in &sizes {
-                if me == 0 {
-                    let iters: u64 = if bytes < 1 << 20 { 200 } else if bytes < 16 << 20 { 50 } else { 10 };
-                    // To another node every transfer is a network operation of tens of microseconds
-                    // (thousands of them per round at thread scope): fewer rounds.
-                    let iters = if o.route == "remote" { (iters / 50).max(1) } else { iters };
-                    let args = [rbuf as u64, sbuf as u64, bytes as u64, iters, peer, scope, dir];
-                    let ms = time("bench_bw", o.grid, o.threads, &args)?;
-                    result(case, sname, bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
-                    if !gpu && dir == 0 && scope == 2 {
-                        // CPU backend: a plain memcpy of the same size in the same run, for scale.
-                        let mut dst = vec![0u8; bytes];
-                        let mut v = vec![];
-                        for _ in 0..reps {
-                            let t = Instant::now();
-                            for _ in 0..iters {
-                                dst.copy_from_slice(std::hint::black_box(&data[..bytes]));
-                            }
-                            std::hint::black_box(&dst);
-                            v.push(t.elapsed().as_secs_f64() * 1e3);
-                        }
-                        result("memcpy_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
-                    }
-                }
-            }
-            rshmem::barrier_all()?;
-        }
-    }
-    // Analysis variant: deeper copy pipeline on the large block put.
     let mapped = o.route == "p2p";
-    if me == 0 && !mapped {
-        println!("# x_put_bw_deep8, x_raw_*, x_barrier_raw left out: they store through rshmem_ptr, null for a remote peer");
-    }
-    if me == 0 && maxb >= 16 << 20 && mapped {
-        for &bytes in &[64usize << 10, maxb] {
-            let iters: u64 = if bytes < 1 << 20 { 200 } else { 10 };
-            let ms = time("x_bw_deep", o.grid, o.threads, &[rbuf as u64, sbuf as u64, bytes as u64, iters, peer])?;
-            result("x_put_bw_deep8", "block", bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
-        }
-    }
-    rshmem::barrier_all()?;
-    // Delivery check of the largest put: PE 0's partner holds PE 0's data.
-    if me == 0 {
-        let args = [rbuf as u64, sbuf as u64, maxb as u64, 1, peer, 2, 0];
-        // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-        // benchmark's live symmetric buffers of the sizes the kernel touches.
-        unsafe { K.run("bench_bw", o.grid, o.threads, &args)? };
-    }
-    rshmem::barrier_all()?;
-    if me == pair {
-        let mut got = vec![0u8; maxb];
-        // SAFETY: rbuf holds maxb bytes on this PE.
-        unsafe { rshmem::copy_out(&mut got, rbuf)? };
-        let mut x = 0x9E3779B97F4A7C15u64;
-        let want: Vec<u8> = (0..maxb).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
-        // The block put moves grid chunks rounded down to 8 bytes: check exactly what it covers.
-        let covered = o.grid as usize * ((maxb / o.grid as usize) & !7);
-        if let Some(i) = (0..covered).find(|&i| got[i] != want[i]) {
-            return Err(rshmem::Error::new(format!("put bandwidth check: byte {i} on PE {pair} is {:#x}, PE 0 sent {:#x}", got[i], want[i])));
-        }
-        println!("# put of {covered} bytes verified on PE {pair} (route={})", o.route);
-    }
-    rshmem::barrier_all()?;
-    // Latencies (one thread).
     let it: u64 = if gpu { 10000 } else if o.quick { 1000 } else { 10000 };
     let out = rshmem::malloc(8)?;
-    let lat = rshmem::calloc(1, 1 << 20)?;
+    // One u64 per thread for amo_rate, and at least 1 MiB for the latency loops.
+    let lat = rshmem::calloc(1, (1usize << 20).max(8 * (o.grid * o.threads) as usize))?;
     rshmem::barrier_all()?;
-    if me == 0 {
+    if has("bw") {
+        // Bandwidth sweeps.
+        let mut sizes = vec![];
+        let mut b = 8usize;
+        while b <= maxb && b <= 128 << 20 {
+            sizes.push(b);
+            b *= if o.quick { 16 } else { 4 };
+        }
+        if maxb >= 64 << 10 && !sizes.contains(&(64 << 10)) {
+            sizes.push(64 << 10);
+            sizes.sort_unstable();
+        }
+        if maxb >= 256 << 20 {
+            sizes.push(256 << 20);
+        }
+        for (dir, case) in [(0u64, "put_bw"), (1, "get_bw")] {
+            for (scope, sname) in [(0u64, "thread"), (1, "warp"), (2, "block")] {
+                for &bytes in &sizes {
+                    if me == 0 {
+                        let iters: u64 = if bytes < 1 << 20 { 200 } else if bytes < 16 << 20 { 50 } else { 10 };
+                        // To another node every transfer is a network operation of tens of microseconds
+                        // (thousands of them per round at thread scope): fewer rounds.
+                        let iters = if o.route == "remote" { (iters / 50).max(1) } else { iters };
+                        let args = [rbuf as u64, sbuf as u64, bytes as u64, iters, peer, scope, dir];
+                        let ms = time("bench_bw", o.grid, o.threads, &args)?;
+                        result(case, sname, bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
+                        if !gpu && dir == 0 && scope == 2 {
+                            // CPU backend: a plain memcpy of the same size in the same run, for scale.
+                            let mut dst = vec![0u8; bytes];
+                            let mut v = vec![];
+                            for _ in 0..reps {
+                                let t = Instant::now();
+                                for _ in 0..iters {
+                                    dst.copy_from_slice(std::hint::black_box(&data[..bytes]));
+                                }
+                                std::hint::black_box(&dst);
+                                v.push(t.elapsed().as_secs_f64() * 1e3);
+                            }
+                            result("memcpy_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
+                        }
+                    }
+                }
+                rshmem::barrier_all()?;
+            }
+        }
+        // Analysis variant: deeper copy pipeline on the large block put.
+        if me == 0 && !mapped {
+            println!("# x_put_bw_deep8, x_raw_*, x_barrier_raw left out: they store through rshmem_ptr, null for a remote peer");
+        }
+        if me == 0 && maxb >= 16 << 20 && mapped {
+            for &bytes in &[64usize << 10, maxb] {
+                let iters: u64 = if bytes < 1 << 20 { 200 } else { 10 };
+                let ms = time("x_bw_deep", o.grid, o.threads, &[rbuf as u64, sbuf as u64, bytes as u64, iters, peer])?;
+                result("x_put_bw_deep8", "block", bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
+            }
+        }
+        rshmem::barrier_all()?;
+        // Delivery check of the largest put: PE 0's partner holds PE 0's data.
+        if me == 0 {
+            let args = [rbuf as u64, sbuf as u64, maxb as u64, 1, peer, 2, 0];
+            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+            // benchmark's live symmetric buffers of the sizes the kernel touches.
+            unsafe { K.run("bench_bw", o.grid, o.threads, &args)? };
+        }
+        rshmem::barrier_all()?;
+        if me == pair {
+            let mut got = vec![0u8; maxb];
+            // SAFETY: rbuf holds maxb bytes on this PE.
+            unsafe { rshmem::copy_out(&mut got, rbuf)? };
+            let mut x = 0x9E3779B97F4A7C15u64;
+            let want: Vec<u8> = (0..maxb).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
+            // The block put moves grid chunks rounded down to 8 bytes: check exactly what it covers.
+            let covered = o.grid as usize * ((maxb / o.grid as usize) & !7);
+            if let Some(i) = (0..covered).find(|&i| got[i] != want[i]) {
+                return Err(rshmem::Error::new(format!("put bandwidth check: byte {i} on PE {pair} is {:#x}, PE 0 sent {:#x}", got[i], want[i])));
+            }
+            println!("# put of {covered} bytes verified on PE {pair} (route={})", o.route);
+        }
+        rshmem::barrier_all()?;
+    }
+    // Latencies (one thread).
+    if me == 0 && has("lat") {
         for (kind, case) in [(0u64, "p_lat"), (1, "g_lat"), (2, "put_lat"), (3, "get_lat"), (4, "amo_fetch_add_lat"), (5, "amo_cswap_lat"), (6, "x_raw_st_fence_sc"), (7, "x_raw_st_fence_acqrel"), (8, "x_quiet_only"), (9, "x_raw_fetch_add")] {
             if !mapped && matches!(kind, 6 | 7 | 9) {
                 continue;
@@ -289,154 +530,170 @@ fn main() -> Result<(), rshmem::Error> {
         result("amo_rate", "-", 8, &o, (o.grid * o.threads) as f64 * per as f64 / ms / 1e3, "Mops");
     }
     rshmem::barrier_all()?;
-    // Ping-pongs (PE 0 <-> PE 1).
-    for (kind, case) in [(0u64, "pingpong"), (1, "put_signal_pingpong")] {
-        let mut v = vec![];
-        for _ in 0..reps {
-            // SAFETY: lat is symmetric, 1 MiB.
-            unsafe { rshmem::copy_in(lat, &[0u8; 4096])? };
-            rshmem::barrier_all()?;
-            if in_pair {
-                let l = lat as u64;
-                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-                v.push(unsafe { K.run_timed("bench_pingpong", 1, 1, &[l, it, peer, kind, l + 1024, l + 2048])? });
-            }
-            rshmem::barrier_all()?;
-        }
-        if me == 0 {
-            result(case, "-", if kind == 0 { 4 } else { 8 }, &o, median(v) * 1e3 / it as f64 / 2.0, "us");
-        }
-    }
-    // Device barriers (all PEs).
-    for (kind, case) in [(0u64, "barrier_all"), (1, "sync_all")] {
-        // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-        // benchmark's live symmetric buffers of the sizes the kernel touches.
-        unsafe { K.run("bench_barrier", 1, 1, &[10, kind])? };
-        let mut v = vec![];
-        for _ in 0..reps {
-            rshmem::barrier_all()?;
-            // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-            v.push(unsafe { K.run_timed("bench_barrier", 1, 1, &[it, kind])? });
-        }
-        if me == 0 {
-            result(case, "-", 0, &o, median(v) * 1e3 / it as f64, "us");
-        }
-    }
-    // Analysis variant: the flag exchange alone.
-    {
-        let slots = rshmem::calloc(n as usize, 8)?;
-        rshmem::barrier_all()?;
-        // GPUs only: it spins without yielding, which host threads sharing cores cannot afford.
-        if gpu && n <= 8 && rshmem::team_n_pes(rshmem_device::TEAM_NODE) == n {
-            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-            // benchmark's live symmetric buffers of the sizes the kernel touches.
-            unsafe { K.run("x_barrier_raw", 1, 1, &[slots as u64, 10])? };
+    if has("pingpong") {
+        // Ping-pongs (PE 0 <-> PE 1).
+        for (kind, case) in [(0u64, "pingpong"), (1, "put_signal_pingpong")] {
             let mut v = vec![];
             for _ in 0..reps {
-                // SAFETY: slots is symmetric, 8 * n bytes.
-                unsafe { rshmem::copy_in(slots, &vec![0u8; 8 * n as usize])? };
+                // SAFETY: lat is symmetric, 1 MiB.
+                unsafe { rshmem::copy_in(lat, &[0u8; 4096])? };
                 rshmem::barrier_all()?;
-                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-                v.push(unsafe { K.run_timed("x_barrier_raw", 1, 1, &[slots as u64, it])? });
-            }
-            if me == 0 {
-                result("x_barrier_raw", "-", 0, &o, median(v) * 1e3 / it as f64, "us");
-            }
-        }
-        rshmem::barrier_all()?;
-        rshmem::free(slots)?;
-    }
-    // All pairs: every PE puts to every other PE at once (4+ PEs is where this matters).
-    {
-        let np = n as usize;
-        let top = 64usize << 20;
-        let recv = rshmem::malloc(np * top.min(maxb / np))?;
-        let times = rshmem::calloc(np, 8)?;
-        for &bytes in &[64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
-            if bytes > maxb / np || bytes > top {
-                continue;
-            }
-            let iters: u64 = if bytes >= 16 << 20 { 10 } else { 20 };
-            if o.grid < n as u32 - 1 {
-                break;
-            }
-            let args = [recv as u64, sbuf as u64, bytes as u64, iters];
-            rshmem::barrier_all()?;
-            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-            // benchmark's live symmetric buffers of the sizes the kernel touches.
-            unsafe { K.run("bench_all_pairs", o.grid, o.threads, &args)? };
-            let mut v = vec![];
-            for _ in 0..reps {
-                rshmem::barrier_all()?;
-                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-                v.push(unsafe { K.run_timed("bench_all_pairs", o.grid, o.threads, &args)? });
-            }
-            let mine = median(v);
-            // SAFETY: times holds n f64 slots on PE 0.
-            unsafe { rshmem::putmem(times.add(8 * me as usize), mine.to_le_bytes().as_ptr(), 8, 0)? };
-            rshmem::barrier_all()?;
-            if me == 0 {
-                let mut t = vec![0u8; 8 * np];
-                // SAFETY: as above, read locally.
-                unsafe { rshmem::copy_out(&mut t, times)? };
-                let bw: Vec<f64> = t.chunks(8).map(|c| (np - 1) as f64 * bytes as f64 * iters as f64 / f64::from_le_bytes(c.try_into().unwrap()) / 1e6).collect();
-                result("all_pairs_put_bw", "block", bytes, &o, bw.iter().cloned().fold(f64::INFINITY, f64::min), "GBps");
-                result("all_pairs_put_bw_total", "block", bytes, &o, bw.iter().sum(), "GBps");
-            }
-            rshmem::barrier_all()?;
-        }
-        rshmem::free(times)?;
-        rshmem::free(recv)?;
-    }
-    // Host barrier.
-    for _ in 0..50 {
-        rshmem::barrier_all()?;
-    }
-    let hb = 1000;
-    let t = Instant::now();
-    for _ in 0..hb {
-        rshmem::barrier_all()?;
-    }
-    if me == 0 {
-        result("host_barrier_all", "-", 0, &o, t.elapsed().as_secs_f64() * 1e6 / hb as f64, "us");
-    }
-    // Host-initiated and on-stream put bandwidth (from this PE's heap).
-    if me == 0 {
-        for &bytes in &[256usize << 10, 4 << 20, 64 << 20, 256 << 20] {
-            if bytes > maxb {
-                continue;
-            }
-            let iters = if bytes >= 64 << 20 { 5 } else { 20 };
-            // SAFETY: both ranges lie in the symmetric buffers of maxb bytes.
-            unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
-            let mut v = vec![];
-            for _ in 0..reps {
-                let t = Instant::now();
-                for _ in 0..iters {
-                    // SAFETY: as above.
-                    unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
+                if in_pair {
+                    let l = lat as u64;
+                    // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+                    v.push(unsafe { K.run_timed("bench_pingpong", 1, 1, &[l, it, peer, kind, l + 1024, l + 2048])? });
                 }
-                v.push(t.elapsed().as_secs_f64());
+                rshmem::barrier_all()?;
             }
-            result("host_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e9, "GBps");
-            if gpu {
-                let s = rshmem::cuda::Stream::DEFAULT;
-                let timer = rshmem::cuda::Timer::new()?;
+            if me == 0 {
+                result(case, "-", if kind == 0 { 4 } else { 8 }, &o, median(v) * 1e3 / it as f64 / 2.0, "us");
+            }
+        }
+    }
+    if has("barrier") {
+        // Device barriers (all PEs).
+        for (kind, case) in [(0u64, "barrier_all"), (1, "sync_all")] {
+            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+            // benchmark's live symmetric buffers of the sizes the kernel touches.
+            unsafe { K.run("bench_barrier", 1, 1, &[10, kind])? };
+            let mut v = vec![];
+            for _ in 0..reps {
+                rshmem::barrier_all()?;
+                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+                v.push(unsafe { K.run_timed("bench_barrier", 1, 1, &[it, kind])? });
+            }
+            if me == 0 {
+                result(case, "-", 0, &o, median(v) * 1e3 / it as f64, "us");
+            }
+        }
+        // Analysis variant: the flag exchange alone.
+        {
+            let slots = rshmem::calloc(n as usize, 8)?;
+            rshmem::barrier_all()?;
+            // GPUs only: it spins without yielding, which host threads sharing cores cannot afford.
+            if gpu && n <= 8 && rshmem::team_n_pes(rshmem_device::TEAM_NODE) == n {
+                // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+                // benchmark's live symmetric buffers of the sizes the kernel touches.
+                unsafe { K.run("x_barrier_raw", 1, 1, &[slots as u64, 10])? };
                 let mut v = vec![];
                 for _ in 0..reps {
-                    timer.start(s)?;
-                    for _ in 0..iters {
-                        // SAFETY: sbuf is a live symmetric buffer of maxb >= bytes bytes, not freed
-                        // before the stream is synchronized (elapsed_ms waits for the stop event);
-                        // s is the default stream.
-                        unsafe { rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)? };
-                    }
-                    timer.stop(s)?;
-                    v.push(timer.elapsed_ms()? as f64);
+                    // SAFETY: slots is symmetric, 8 * n bytes.
+                    unsafe { rshmem::copy_in(slots, &vec![0u8; 8 * n as usize])? };
+                    rshmem::barrier_all()?;
+                    // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+                    v.push(unsafe { K.run_timed("x_barrier_raw", 1, 1, &[slots as u64, it])? });
                 }
-                result("stream_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
+                if me == 0 {
+                    result("x_barrier_raw", "-", 0, &o, median(v) * 1e3 / it as f64, "us");
+                }
+            }
+            rshmem::barrier_all()?;
+            rshmem::free(slots)?;
+        }
+    }
+    if has("all_pairs") {
+        // All pairs: every PE puts to every other PE at once (4+ PEs is where this matters).
+        {
+            let np = n as usize;
+            let top = 64usize << 20;
+            let recv = rshmem::malloc(np * top.min(maxb / np))?;
+            let times = rshmem::calloc(np, 8)?;
+            for &bytes in &[64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
+                if bytes > maxb / np || bytes > top {
+                    continue;
+                }
+                let iters: u64 = if bytes >= 16 << 20 { 10 } else { 20 };
+                if o.grid < n as u32 - 1 {
+                    break;
+                }
+                let args = [recv as u64, sbuf as u64, bytes as u64, iters];
+                rshmem::barrier_all()?;
+                // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
+                // benchmark's live symmetric buffers of the sizes the kernel touches.
+                unsafe { K.run("bench_all_pairs", o.grid, o.threads, &args)? };
+                let mut v = vec![];
+                for _ in 0..reps {
+                    rshmem::barrier_all()?;
+                    // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
+                    v.push(unsafe { K.run_timed("bench_all_pairs", o.grid, o.threads, &args)? });
+                }
+                let mine = median(v);
+                // SAFETY: times holds n f64 slots on PE 0.
+                unsafe { rshmem::putmem(times.add(8 * me as usize), mine.to_le_bytes().as_ptr(), 8, 0)? };
+                rshmem::barrier_all()?;
+                if me == 0 {
+                    let mut t = vec![0u8; 8 * np];
+                    // SAFETY: as above, read locally.
+                    unsafe { rshmem::copy_out(&mut t, times)? };
+                    let bw: Vec<f64> = t.chunks(8).map(|c| (np - 1) as f64 * bytes as f64 * iters as f64 / f64::from_le_bytes(c.try_into().unwrap()) / 1e6).collect();
+                    result("all_pairs_put_bw", "block", bytes, &o, bw.iter().cloned().fold(f64::INFINITY, f64::min), "GBps");
+                    result("all_pairs_put_bw_total", "block", bytes, &o, bw.iter().sum(), "GBps");
+                }
+                rshmem::barrier_all()?;
+            }
+            rshmem::free(times)?;
+            rshmem::free(recv)?;
+        }
+    }
+    if has("host") {
+        // Host barrier.
+        for _ in 0..50 {
+            rshmem::barrier_all()?;
+        }
+        let hb = 1000;
+        let t = Instant::now();
+        for _ in 0..hb {
+            rshmem::barrier_all()?;
+        }
+        if me == 0 {
+            result("host_barrier_all", "-", 0, &o, t.elapsed().as_secs_f64() * 1e6 / hb as f64, "us");
+        }
+        // Host-initiated and on-stream put bandwidth (from this PE's heap).
+        if me == 0 {
+            for &bytes in &[256usize << 10, 4 << 20, 64 << 20, 256 << 20] {
+                if bytes > maxb {
+                    continue;
+                }
+                let iters = if bytes >= 64 << 20 { 5 } else { 20 };
+                // SAFETY: both ranges lie in the symmetric buffers of maxb bytes.
+                unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
+                let mut v = vec![];
+                for _ in 0..reps {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        // SAFETY: as above.
+                        unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
+                    }
+                    v.push(t.elapsed().as_secs_f64());
+                }
+                result("host_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e9, "GBps");
+                if gpu {
+                    let s = rshmem::cuda::Stream::DEFAULT;
+                    let timer = rshmem::cuda::Timer::new()?;
+                    let mut v = vec![];
+                    for _ in 0..reps {
+                        timer.start(s)?;
+                        for _ in 0..iters {
+                            // SAFETY: sbuf is a live symmetric buffer of maxb >= bytes bytes, not freed
+                            // before the stream is synchronized (elapsed_ms waits for the stop event);
+                            // s is the default stream.
+                            unsafe { rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)? };
+                        }
+                        timer.stop(s)?;
+                        v.push(timer.elapsed_ms()? as f64);
+                    }
+                    result("stream_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
+                }
             }
         }
+    }
+    rshmem::barrier_all()?;
+    let ctx = Ctx { o, me, pair, peer, gpu, sbuf, rbuf, maxb, reps };
+    if has("rate") {
+        rate(&ctx, &cli)?;
+    }
+    if has("quiet") {
+        quiet(&ctx, &cli)?;
     }
     rshmem::barrier_all()?;
     rshmem::finalize()

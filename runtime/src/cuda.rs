@@ -30,13 +30,22 @@ impl Module {
     /// instance still holds that instance's (stale) device state. Returns the module and the
     /// generation of the runtime instance it belongs to (`CudaBackend::generation`).
     pub fn load(user_ptx: &str) -> Result<(std::sync::Arc<Module>, u64)> {
+        Module::load_bounded(user_ptx, None)
+    }
+
+    /// As [`Module::load`], with every function of the link (the device library's included) compiled
+    /// to at most `max_registers` registers per thread (`CU_JIT_MAX_REGISTERS`; `None`: no bound).
+    /// A kernel's registers are the most that it or any device-library function it may call uses, so
+    /// a kernel that must launch with many threads per block needs the bound on the whole link:
+    /// [`crate::platform::cuda::module::register_bound`] gives the bound for a block size.
+    pub fn load_bounded(user_ptx: &str, max_registers: Option<u32>) -> Result<(std::sync::Arc<Module>, u64)> {
         with_backend("rshmem::cuda::Module::load", |b| {
             // Kernels written with rshmem-device inline the whole device API; their only external
             // symbol is the device state. Linking a PTX that just defines it is far faster than JIT-
             // compiling the whole device library; fall back to the library if more is needed.
-            let m = match Module::link(b.ctx, &[("rshmem_state.ptx", &state_ptx()), ("kernels.ptx", user_ptx)]) {
+            let m = match Module::link(b.ctx, &[("rshmem_state.ptx", &state_ptx()), ("kernels.ptx", user_ptx)], max_registers) {
                 Ok(m) => m,
-                Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)])?,
+                Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)], max_registers)?,
             };
             let m = std::sync::Arc::new(m);
             b.adopt(&m)?;

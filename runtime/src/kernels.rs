@@ -12,36 +12,65 @@ pub type CpuKernel = unsafe fn(*const u64);
 pub struct KernelSet {
     cpu: &'static [(&'static str, CpuKernel)],
     ptx: &'static str,
-    /// The module loaded for the running runtime instance, with that instance's generation. The
-    /// instance owns the module (and unloads it when finalized); this cache only refers to it, and a
-    /// different generation (a later `init`) loads the PTX again, with the new device state.
-    module: Mutex<Option<(u64, Weak<Module>)>>,
+    /// The modules loaded for the running runtime instance: (instance generation, register bound
+    /// (`None`: unbounded), module). The instance owns each module (and unloads it when finalized);
+    /// this cache only refers to them, and a different generation (a later `init`) loads the PTX
+    /// again, with the new device state.
+    modules: Mutex<Vec<Linked>>,
 }
+
+/// One link of a set's PTX: (runtime instance generation, register bound, the module).
+type Linked = (u64, Option<u32>, Weak<Module>);
 
 impl KernelSet {
     pub const fn new(cpu: &'static [(&'static str, CpuKernel)], ptx: &'static str) -> KernelSet {
-        KernelSet { cpu, ptx, module: Mutex::new(None) }
+        KernelSet { cpu, ptx, modules: Mutex::new(Vec::new()) }
     }
 
-    /// This set's module for the running runtime instance, loaded on first use after each `init`.
-    fn module(&self) -> Result<Arc<Module>> {
+    /// This set's module with register bound `bound` for the running runtime instance, linked on first
+    /// use after each `init`.
+    fn module(&self, bound: Option<u32>) -> Result<Arc<Module>> {
         let generation = cuda::with_backend("rshmem kernel launch", |b| Ok(b.generation()))?;
-        let mut m = self.module.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((g, weak)) = m.as_ref() {
-            if *g == generation {
-                if let Some(module) = weak.upgrade() {
-                    return Ok(module);
-                }
-            }
+        let mut ms = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        // Modules of an earlier instance (a finalize and a new init since) are gone or stale.
+        ms.retain(|(g, _, w)| *g == generation && w.strong_count() > 0);
+        if let Some(module) = ms.iter().find(|(_, b, _)| *b == bound).and_then(|(_, _, w)| w.upgrade()) {
+            return Ok(module);
         }
-        // Nothing cached for this instance (first use, or a finalize and a new init since).
-        *m = None;
         if self.ptx.trim().is_empty() {
             return Err(Error::new("these kernels were built without PTX: their crate was built with RSHMEM_SKIP_PTX=1 (a CPU-only build on purpose); rebuild without it (`cargo build --release`) to run them on GPUs"));
         }
-        let (module, g) = Module::load(self.ptx)?;
-        *m = Some((g, Arc::downgrade(&module)));
+        let (module, g) = Module::load_bounded(self.ptx, bound)?;
+        ms.push((g, bound, Arc::downgrade(&module)));
         Ok(module)
+    }
+
+    /// The module to launch kernel `name` from with `block` threads per block.
+    ///
+    /// A kernel's registers are the most that its own code or any device-library function it may call
+    /// uses (the remote paths' functions take up to ~250 registers when nothing bounds them), and a
+    /// block needs `block` x registers of the SM's 65536. So the set is first linked unbounded: the
+    /// code of every kernel launched with a block that fits keeps all its registers (the P2P hot paths
+    /// are not slowed by any bound). A launch with more threads than the kernel's unbounded code allows
+    /// uses a second link of the same PTX with the registers bounded for that block size
+    /// (`register_bound`: 128 for 512 threads, 64 for 1024, as NVSHMEM's kernels and the C++ device
+    /// library archive have), made once per instance and bound when first needed. Only kernels launched
+    /// that wide pay the bound (spills where their code needs more) and the one-time link.
+    fn module_for(&self, name: &str, block: u32) -> Result<Arc<Module>> {
+        let m = self.module(None)?;
+        if block <= m.max_threads_per_block(name)? {
+            return Ok(m);
+        }
+        let bound = crate::platform::cuda::module::register_bound(block);
+        let b = self.module(Some(bound))?;
+        let most = b.max_threads_per_block(name)?;
+        if block > most {
+            return Err(Error::new(format!(
+                "kernel {name}: {block} threads per block cannot launch: linked with at most {bound} registers per thread it uses {} (at most {most} threads per block)",
+                b.registers(name)?
+            )));
+        }
+        Ok(b)
     }
 
     /// Runs kernel `name` on `grid` blocks of `block` threads with `args` and waits for it. The name
@@ -94,7 +123,7 @@ impl KernelSet {
     /// # Safety
     /// As `run`.
     unsafe fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
-        let m = self.module()?;
+        let m = self.module_for(name, block)?;
         let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
         let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
         let r = (|| {

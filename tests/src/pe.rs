@@ -13,6 +13,7 @@ use std::process::exit;
 
 mod coll;
 mod remote;
+mod scaling;
 
 /// Counts the bytes this process has allocated and not freed, for the re-init scenario's leak check.
 struct Counting;
@@ -987,6 +988,7 @@ fn main() {
             "proxy_ops" => remote::ops(&c),
             "proxy_kill" => remote::kill(&c),
             "proxy_garbage" => remote::garbage(&c),
+            "remote_scaling" => scaling::scenario(&c),
             other => die(format!("unknown scenario {other:?}")),
         }
         println!("PE {me}: {s} ok ({} backend, {n} PEs, {threads} threads, {:.2} s)", if gpu { "cuda" } else { "cpu" }, t.elapsed().as_secs_f64());

@@ -149,6 +149,70 @@ sh::kernels! {
             sh::quiet();
         }
     }
+    /// [dst, src, bytes, per_block, peer, kind(0 putmem_nbi, 1 p of a u64), slots] — message rate: thread
+    /// 0 of every block (launch one thread per block) issues `per_block` puts of `bytes` to `peer`, one
+    /// after another without waiting, then quiets once. Put i of block b writes `bytes` at offset
+    /// `(b * slots + i % slots) * bytes` of `dst` from the same offset of `src` (kind 1: one `p` of the
+    /// u64 there), so after a launch every slot a block touched holds this PE's `src` bytes.
+    fn bench_rate(a) {
+        let (dst, src, bytes, per, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
+        let (kind, slots) = (*a.add(5), (*a.add(6)).max(1));
+        if T::block_rank() == 0 {
+            let base = T::block_index() as u64 * slots;
+            let mut slot = 0;
+            for _ in 0..per {
+                let off = ((base + slot) as usize) * bytes;
+                if kind == 0 {
+                    sh::putmem_nbi(dst.add(off), src.add(off), bytes, peer);
+                } else {
+                    sh::p(dst.add(off) as *mut u64, *(src.add(off) as *const u64), peer);
+                }
+                slot += 1;
+                if slot == slots {
+                    slot = 0;
+                }
+            }
+            sh::quiet();
+        }
+    }
+    /// [dst, src, total, calls, peer, mode, arrivals(u32 counter on this PE)] — the every-thread-quiet
+    /// pattern of issue 19: each block makes `calls` `putmem_nbi_block` calls of `total / (grid x calls)`
+    /// bytes (rounded down to 8; block b's call c at offset `(b * calls + c) * chunk`), then
+    /// mode 0: every thread calls quiet; mode 1: thread 0 of every block quiets (after the block's sync);
+    /// mode 2: one thread of the grid quiets: thread 0 of the block that arrives last (counted on
+    /// `arrivals`, which only grows: the last of a launch sees `grid - 1` modulo `grid`), as NVSHMEM's
+    /// shmem_put_bw does.
+    fn bench_quiet(a) {
+        let (dst, src, total, calls, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
+        let (mode, arrivals) = (*a.add(5), *a.add(6) as *mut u32);
+        let (b, g) = (T::block_index(), T::grid_size());
+        let chunk = (total / (g as usize * calls.max(1) as usize)) & !7;
+        for c in 0..calls {
+            let off = (b as usize * calls as usize + c as usize) * chunk;
+            sh::putmem_nbi_block(dst.add(off), src.add(off), chunk, peer);
+        }
+        match mode {
+            0 => sh::quiet(),
+            1 => {
+                T::sync_block();
+                if T::block_rank() == 0 {
+                    sh::quiet();
+                }
+            }
+            _ => {
+                T::sync_block();
+                if T::block_rank() == 0 {
+                    sh::arch::fence_acq_rel();
+                    let before = sh::arch::rmw_u32(sh::arch::Rmw::Add, arrivals, 1);
+                    if before % g == g - 1 {
+                        // Every other block's puts happen before its arrival: see them.
+                        sh::arch::fence_acq_rel();
+                        sh::quiet();
+                    }
+                }
+            }
+        }
+    }
     /// [ctrs(u64 per thread), per_thread, peer] — atomic rate: every thread adds to its own counter.
     fn bench_amo_rate(a) {
         let (ctrs, n, peer) = (*a as *mut u64, *a.add(1), *a.add(2) as i32);

@@ -427,6 +427,22 @@ sh::kernels! {
         }
     }
 
+    /// [dst, src, total, piece, peer] — remote scaling (tests/src/scaling.rs): launched with G blocks of
+    /// one thread, block b sends its share `total / G` (a multiple of `piece`) at offset b x share as
+    /// `share / piece` putmem_nbi of `piece` bytes to `peer`, one after another, then quiets. G = 1 is
+    /// one stream of small puts, G = 32 the same bytes as 32 concurrent streams.
+    fn k_scale_put(a) {
+        let (dst, src, total, piece, peer) = (arg(a, 0) as *mut u8, arg(a, 1) as *const u8, arg(a, 2) as usize, arg(a, 3) as usize, arg(a, 4) as i32);
+        let share = total / sh::thread::grid_size() as usize;
+        let base = block_index() as usize * share;
+        let mut off = 0;
+        while off + piece <= share {
+            sh::putmem_nbi(dst.add(base + off), src.add(base + off), piece, peer);
+            off += piece;
+        }
+        sh::quiet();
+    }
+
     /// [dst, pe] — a device call with a bad PE number or address (bad-input test).
     fn k_bad(a) {
         if gtid() == 0 {

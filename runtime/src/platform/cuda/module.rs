@@ -49,23 +49,32 @@ impl Stream {
 }
 
 impl Module {
-    /// The device library linked with `extra`.
-    pub(crate) fn load_in(ctx: cu::CUcontext, extra: &[(&str, &str)]) -> Result<Module> {
+    /// The device library linked with `extra`; `max_registers` as in [`Module::link`].
+    pub(crate) fn load_in(ctx: cu::CUcontext, extra: &[(&str, &str)], max_registers: Option<u32>) -> Result<Module> {
         let state = state_ptx();
         let mut inputs = vec![("rshmem_state.ptx", state.as_str()), ("rshmem_device.ptx", DEVICE_PTX)];
         inputs.extend_from_slice(extra);
-        Module::link(ctx, &inputs)
+        Module::link(ctx, &inputs, max_registers)
     }
 
-    pub(crate) fn link(ctx: cu::CUcontext, inputs: &[(&str, &str)]) -> Result<Module> {
+    /// JIT-links `inputs` (PTX) into a module and loads every kernel of it. `max_registers`: a bound on
+    /// the registers per thread of every function compiled in this link (`CU_JIT_MAX_REGISTERS`, as
+    /// nvcc's `-maxrregcount`), for kernels that must launch with more threads per block than their
+    /// unbounded code allows ([`register_bound`]); `None` leaves the compiler free.
+    pub(crate) fn link(ctx: cu::CUcontext, inputs: &[(&str, &str)], max_registers: Option<u32>) -> Result<Module> {
         // SAFETY: ctx is a live primary context.
         check(unsafe { cu::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
         let mut log = vec![0u8; 16384];
-        let mut opts = [cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
-        let mut vals = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        let mut opts = vec![cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER, cu::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES];
+        let mut vals = vec![log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        if let Some(r) = max_registers {
+            // A value option: the number itself travels in the pointer-sized slot.
+            opts.push(cu::CUjit_option::CU_JIT_MAX_REGISTERS);
+            vals.push(r as usize as *mut c_void);
+        }
         let mut link = std::ptr::null_mut();
-        // SAFETY: option arrays live until cuLinkDestroy below; the log buffer too.
-        check(unsafe { cu::cuLinkCreate_v2(2, opts.as_mut_ptr(), vals.as_mut_ptr(), &mut link) }, "cuLinkCreate")?;
+        // SAFETY: option arrays (opts.len() entries each) live until cuLinkDestroy below; the log buffer too.
+        check(unsafe { cu::cuLinkCreate_v2(opts.len() as u32, opts.as_mut_ptr(), vals.as_mut_ptr(), &mut link) }, "cuLinkCreate")?;
         let result = (|| {
             for &(name, ptx) in inputs {
                 let data = CString::new(ptx).map_err(|_| Error::new(format!("{name}: PTX contains a NUL byte")))?;
@@ -135,6 +144,26 @@ impl Module {
         }
     }
 
+    /// The most threads per block kernel `name` of this module can be launched with (its registers
+    /// per thread, and the device's limit, decide it).
+    pub(crate) fn max_threads_per_block(&self, name: &str) -> Result<u32> {
+        let f = self.function(name)?;
+        let mut n = 0;
+        // SAFETY: out-pointer to a local; f is a kernel of this loaded module.
+        check(unsafe { cu::cuFuncGetAttribute(&mut n, cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) }, "cuFuncGetAttribute")?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// Registers per thread of kernel `name` in this module (callees included: the linker gives a
+    /// kernel the most that any function it may call uses).
+    pub(crate) fn registers(&self, name: &str) -> Result<u32> {
+        let f = self.function(name)?;
+        let mut n = 0;
+        // SAFETY: out-pointer to a local; f is a kernel of this loaded module.
+        check(unsafe { cu::cuFuncGetAttribute(&mut n, cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS, f) }, "cuFuncGetAttribute")?;
+        Ok(n.max(0) as u32)
+    }
+
     fn function(&self, name: &str) -> Result<cu::CUfunction> {
         let cname = CString::new(name).map_err(|_| Error::new("kernel name contains NUL"))?;
         let mut f = std::ptr::null_mut();
@@ -186,6 +215,14 @@ impl Module {
     }
 }
 
+/// The register bound that lets a kernel launch with `threads` per block: an SM's 65536 registers
+/// shared by the block's warps, in the per-thread allocation unit of 8 (sm_70 and later), at most 255.
+/// 1024 threads: 64; 768: 80; 512: 128; 256 or fewer: 255 (no bound needed).
+pub fn register_bound(threads: u32) -> u32 {
+    let lanes = threads.max(1).div_ceil(32) * 32;
+    ((65536 / lanes) & !7).min(255)
+}
+
 /// A PTX module that only defines the device state (in the constant bank; every other PTX declares it
 /// `.extern`).
 pub(crate) fn state_ptx() -> String {
@@ -200,4 +237,18 @@ fn log_text(log: &[u8]) -> String {
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
     let t = String::from_utf8_lossy(&log[..end]).trim().to_string();
     if t.is_empty() { "JIT link".into() } else { format!("JIT link log: {t}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::register_bound;
+
+    #[test]
+    fn register_bounds_fit_the_block() {
+        for (threads, want) in [(1024, 64), (1000, 64), (768, 80), (640, 96), (512, 128), (257, 224), (256, 255), (32, 255), (1, 255)] {
+            assert_eq!(register_bound(threads), want, "{threads} threads");
+            // The bound times the block's lanes (whole warps) fits an SM's 65536 registers.
+            assert!(want * threads.div_ceil(32) * 32 <= 65536 || want == 255);
+        }
+    }
 }

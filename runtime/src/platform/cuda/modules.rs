@@ -151,7 +151,7 @@ impl Modules {
     pub fn own(&self) -> Result<Arc<Module>> {
         let mut m = self.own.lock().unwrap();
         if m.is_none() {
-            let loaded = Arc::new(Module::load_in(self.ctx, &[])?);
+            let loaded = Arc::new(Module::load_in(self.ctx, &[], None)?);
             self.adopt(&loaded)?;
             *m = Some(loaded);
         }

@@ -224,3 +224,29 @@ fn info_lists_the_variables() {
         assert!(t.contains(v), "--info does not list {v}:\n{t}");
     }
 }
+
+/// Warp and block puts over several channels (CPU backend, blocks of 80 threads: three warps): every
+/// thread of a group stages its share into the group's channel, whatever warp it is in. rshmem-bench's
+/// put bandwidth at every scope and its delivery check of the largest put (poisoned destination,
+/// random data) run through 4 channels.
+#[test]
+fn group_puts_over_several_channels() {
+    let out = Command::new(tool("rshmrun"))
+        .args(["--nodes", "2", "-np", "2", "--timeout", "100"])
+        .arg(tool("rshmem-bench"))
+        .args(["--cases", "bw", "--grid", "3", "--threads", "80", "--quick", "--max-bytes", "64k"])
+        .env("RSHMEM_REMOTE_TRANSPORT", "proxy")
+        .env("RSHMEM_BACKEND", "cpu")
+        .env("RSHMEM_SYMMETRIC_SIZE", "64m")
+        .env("RSHMEM_PROXY_CHANNELS", "4")
+        .env_remove("RSHMEM_DEBUG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rshmrun");
+    let t = text(&out);
+    assert!(out.status.success(), "rshmem-bench over 4 channels failed:\n{t}");
+    for scope in ["thread", "warp", "block"] {
+        assert!(t.contains(&format!("case=put_bw scope={scope} bytes=65536")), "no {scope} put of 64 KiB:\n{t}");
+    }
+    assert!(t.contains("verified on PE 1 (route=remote)"), "the delivery check did not run:\n{t}");
+}

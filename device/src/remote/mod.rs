@@ -9,10 +9,11 @@
 //! 87 instructions, not 170 with the remote arm pasted in; the P2P path is the same instructions).
 //! Here the PE's route (`DeviceState::route`) picks the transport:
 //! - `ROUTE_PROXY` ([`proxy`]): a request into one of this PE's proxy channels (a ring in host memory
-//!   each, drained by its own CPU proxy thread, with its own connection to every peer). A thread always
-//!   posts to the same channel (its warp's: [`channel_of`]), each channel is drained in ticket order
-//!   and applied in order at the target, and a thread's requests get increasing tickets, so its
-//!   requests to one PE are applied in program order. With one channel `fence` needs nothing more;
+//!   each, drained by its own CPU proxy thread, with its own connection to every peer). Every thread of
+//!   a group posts to the group's channel: a thread's and a warp's calls to their warp's, a block's to
+//!   its block's ([`channel_of`]). Each channel is drained in ticket order and applied in order at the
+//!   target, and a thread's requests get increasing tickets, so its requests of one scope to one PE
+//!   are applied in program order. With one channel `fence` needs nothing more;
 //!   with several, `fence` waits for every channel's requests (another thread's block-scoped put may be
 //!   on another channel). `quiet` waits until every channel has completed every ticket handed out
 //!   before it (completion is in ticket order, and a put counts as complete only once the target
@@ -71,22 +72,28 @@ fn channels() -> usize {
     (arch::state_u64(Field::PROXY_CHANNELS) as usize).min(MAX_CHANNELS)
 }
 
-/// The channel the calling thread posts to: its warp's, the same for every call of the thread (so its
-/// requests stay in order), spread over the channels by block and warp (a block's group calls post
-/// from its first warp, so blocks spread over the channels too).
+/// The channel a call of `scope` posts to, the same for every thread of the group and for every call
+/// of a thread at that scope (so its requests stay in order): a thread's and a warp's calls go to their
+/// warp's channel, a block's to its block's (its first warp's), spread over the channels by block and
+/// warp.
 #[inline(always)]
-pub fn channel_of() -> usize {
+pub fn channel_of(scope: Scope) -> usize {
     let n = channels();
     if n <= 1 {
         return 0;
     }
-    (arch::block_index() as usize + (arch::block_rank() / 32) as usize) % n
+    let warp = match scope {
+        Scope::Block => 0,
+        _ => (arch::block_rank() / 32) as usize,
+    };
+    (arch::block_index() as usize + warp) % n
 }
 
-/// The caller's channel for a request to `pe`, or a failure naming the call: no transport reaches `pe`.
+/// The channel for a request of `scope` to `pe`, or a failure naming the call: no transport reaches
+/// `pe`.
 #[inline(always)]
-fn proxy_for(call: &'static str, pe: i32, local: usize, len: usize) -> Channel {
-    let ch = channel(channel_of());
+fn proxy_for(scope: Scope, call: &'static str, pe: i32, local: usize, len: usize) -> Channel {
+    let ch = channel(channel_of(scope));
     if route(pe) != ROUTE_PROXY || ch.ring == 0 {
         fail(call, Problem::NoTransport, pe, local, len);
     }
@@ -159,7 +166,7 @@ pub(crate) unsafe fn put_inline(call: &'static str, local: usize, len: usize, bi
         // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
         return unsafe { ibgda::put_inline(call, local, len, bits, pe) };
     }
-    let ch = proxy_for(call, pe, local, len);
+    let ch = proxy_for(Scope::Thread, call, pe, local, len);
     let req = Request { op: op::PUT_INLINE, pe: pe as u32, offset: offset(local), len: len as u64, value: bits, ..Request::default() };
     // SAFETY: see `post`.
     unsafe { post(&ch, &req) };
@@ -176,7 +183,7 @@ pub(crate) unsafe fn get_inline(call: &'static str, local: usize, len: usize, pe
         // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
         return unsafe { ibgda::get_inline(call, local, len, pe) };
     }
-    let ch = proxy_for(call, pe, local, len);
+    let ch = proxy_for(Scope::Thread, call, pe, local, len);
     let req = Request { op: op::GET, sub: SUB_RETURN, pe: pe as u32, offset: offset(local), len: len as u64, ..Request::default() };
     // SAFETY: see `post`; the return slot protocol in `take_return`.
     unsafe {
@@ -205,7 +212,7 @@ pub(crate) unsafe fn put(scope: Scope, call: &'static str, dst_local: usize, src
         // SAFETY: routed IBGDA (tested above); the rest is the caller's contract.
         return unsafe { ibgda::put(scope, call, dst_local, src, bytes, pe, blocking, sig) };
     }
-    let ch = proxy_for(call, pe, dst_local, bytes);
+    let ch = proxy_for(scope, call, pe, dst_local, bytes);
     scope.sync();
     let staged = ch.chunk != 0 && (scope != Scope::Thread || bytes as u64 <= ch.thread_stage);
     if staged {
@@ -307,7 +314,7 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
         // SAFETY: routed IBGDA (tested above); the rest is the caller's contract.
         return unsafe { ibgda::get(scope, call, dst, src_local, bytes, pe, blocking) };
     }
-    let ch = proxy_for(call, pe, src_local, bytes);
+    let ch = proxy_for(scope, call, pe, src_local, bytes);
     scope.sync();
     if scope.rank() == 0 && bytes != 0 && arch::is_local(dst) {
         // A local variable: up to 8 bytes come back through the return slot, as for `g`.
@@ -340,7 +347,7 @@ pub(crate) unsafe fn amo(call: &'static str, local: usize, width: usize, code: u
         // SAFETY: routed IBGDA (tested above); `local` is checked (the caller's contract).
         return unsafe { ibgda::amo(call, local, width, code, value, compare, pe, fetch) };
     }
-    let ch = proxy_for(call, pe, local, width);
+    let ch = proxy_for(Scope::Thread, call, pe, local, width);
     let req = Request {
         op: op::AMO,
         sub: code | if fetch { SUB_RETURN } else { 0 },
@@ -370,7 +377,7 @@ pub(crate) unsafe fn signal(call: &'static str, sig_local: usize, value: u64, si
         // SAFETY: routed IBGDA (tested above); `sig_local` is checked (the caller's contract).
         return unsafe { ibgda::signal(call, sig_local, value, sig_op, pe) };
     }
-    let ch = proxy_for(call, pe, sig_local, 8);
+    let ch = proxy_for(Scope::Thread, call, pe, sig_local, 8);
     let req = Request { op: op::SIGNAL, sub: sig_op as u16, pe: pe as u32, sig_offset: offset(sig_local), sig_value: value, ..Request::default() };
     // SAFETY: see `post`.
     unsafe { post(&ch, &req) };

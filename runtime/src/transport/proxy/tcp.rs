@@ -11,6 +11,8 @@
 //!   one frame with a read deadline. TCP_NODELAY is on: proxy traffic is many small frames.
 //! - A peer that closes, stalls or sends garbage gives an error naming it and what was in flight, and
 //!   the connection is unusable afterwards; for garbage, the peer is told why (an ERROR frame) first.
+//!   A network link that fails (the kernel ends the connection with ETIMEDOUT, EHOSTUNREACH, ...) is
+//!   named as one, with the errno ([`link_failed`] tells it apart from a peer that closed).
 //! - Several connections per pair: `lane` of `lanes` in the hello. No threads of its own.
 
 use crate::transport::wire::{
@@ -21,6 +23,7 @@ use crate::error::{Error, Result};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Default bound on waiting for a frame's bytes, or for the peer to take ours.
@@ -74,6 +77,8 @@ pub struct Connection {
     read_timeout: Option<Duration>,
     /// Set once the connection failed: every later call gives this error.
     broken: Option<Error>,
+    /// The halves of a split connection: the first failure either half saw (see `link_cause`).
+    halves: Option<Arc<Mutex<Option<Error>>>>,
     /// Requests sent that await an answer (GET, fetching AMO, QUIET).
     awaiting: u64,
     last_sent: Option<OpHeader>,
@@ -280,7 +285,7 @@ fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {
             }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("timed out after {timeout:?} with {got} of {HELLO_LEN} hello bytes"),
@@ -316,7 +321,9 @@ fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()>
             let e = io::Error::last_os_error();
             match e.kind() {
                 io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                // EAGAIN: the send buffer is full (or SO_SNDTIMEO expired). ETIMEDOUT is the
+                // kernel ending the connection: an error.
+                io::ErrorKind::WouldBlock => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the peer took no data for {timeout:?}")));
@@ -341,6 +348,65 @@ fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()>
         }
     }
     Ok(())
+}
+
+/// Whether `errno` says the network path to a peer failed rather than the peer's process: the
+/// kernel gave up on the connection (retransmissions, keepalive probes or TCP_USER_TIMEOUT went
+/// unanswered: ETIMEDOUT), or has no route to the peer's host any more. A reset (ECONNRESET) or a
+/// closed pipe (EPIPE) came from the peer's kernel, which is alive: its process ended or closed.
+fn link_errno(errno: i32) -> bool {
+    matches!(errno, libc::ETIMEDOUT | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN | libc::ENETDOWN)
+}
+
+/// Whether `e`, an error of a [`Connection`], reports a failed network link (see [`link_errno`])
+/// rather than a peer that closed: its node stopped answering, or cannot be reached any more. The
+/// proxy engine ends the PE at once then, where a peer that closed gets a grace period.
+pub fn link_failed(e: &Error) -> bool {
+    e.errno().is_some_and(link_errno)
+}
+
+/// The symbolic name of an errno a connection may end with.
+fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::EHOSTUNREACH => "EHOSTUNREACH",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::EHOSTDOWN => "EHOSTDOWN",
+        libc::ENETDOWN => "ENETDOWN",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::ECONNABORTED => "ECONNABORTED",
+        libc::EPIPE => "EPIPE",
+        _ => "errno",
+    }
+}
+
+/// The error of a connection whose receive (`sending` None) or send of a frame (`sending`: what it
+/// was) failed with `e`; `who` names the peer PE and its address. An errno is named (its text, symbol
+/// and number); a failed link says so, and what it means.
+fn io_failure(who: &str, sending: Option<String>, e: &io::Error) -> Error {
+    let doing = match &sending {
+        Some(frame) => format!("sending a {frame} to {who}"),
+        None => format!("reading from {who}"),
+    };
+    let Some(n) = e.raw_os_error() else {
+        return Error::new(format!("transport: {doing}: {e}"));
+    };
+    // "Connection timed out (os error 110)" -> "connection timed out".
+    let text = io::Error::from_raw_os_error(n).to_string();
+    let text = text.rsplit_once(" (os error").map_or(text.as_str(), |(t, _)| t);
+    let mut chars = text.chars();
+    let text: String = chars.next().map(|c| c.to_lowercase().chain(chars).collect()).unwrap_or_default();
+    let errno = format!("{text} ({}, errno {n})", errno_name(n));
+    if !link_errno(n) {
+        return Error::with_errno(format!("transport: {doing}: {errno}"), Some(n));
+    }
+    let meaning = if n == libc::ETIMEDOUT {
+        "its node stopped answering (a cut link, a host that froze or lost power, or a firewall that drops the traffic)"
+    } else {
+        "its node cannot be reached any more (a link or interface went down, its address stopped answering ARP, or a router reported it unreachable)"
+    };
+    let when = sending.map(|f| format!(" while sending a {f}")).unwrap_or_default();
+    Error::with_errno(format!("transport: the network link to {who} failed{when}: {errno}: {meaning}"), Some(n))
 }
 
 /// Reads and discards what a refused peer sent (bounded), so that closing does not reset the
@@ -372,6 +438,7 @@ impl Connection {
             io_timeout: DEFAULT_IO_TIMEOUT,
             read_timeout: None,
             broken: None,
+            halves: None,
             awaiting: 0,
             last_sent: None,
             last_frame: None,
@@ -419,14 +486,48 @@ impl Connection {
     }
 
     fn fail(&mut self, e: Error) -> Error {
+        // A peer that closed or reset may be the sign of a failed link the other half saw first.
+        let e = if link_failed(&e) { e } else { self.link_cause().unwrap_or(e) };
         let _ = self.stream.shutdown(Shutdown::Both);
+        if let Some(h) = &self.halves {
+            h.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| e.clone());
+        }
         self.broken = Some(e.clone());
         e
     }
 
+    /// The failed link behind an end of stream, a reset or a broken pipe on one half of a split
+    /// connection, when the other half saw it: the kernel reports ETIMEDOUT (or EHOSTUNREACH...) once,
+    /// to whichever call on the socket comes first, and every later call sees a closed connection.
+    /// Only for a socket that ended abruptly (TCP state CLOSE: a reset, or the kernel gave up on the
+    /// link; a peer's orderly close leaves CLOSE_WAIT), and then waits a moment for the other half's
+    /// verdict, which it records right after its call returned.
+    fn link_cause(&self) -> Option<Error> {
+        const TCP_CLOSE: u8 = 7;
+        let halves = self.halves.as_ref()?;
+        let mut info = [0u8; 8];
+        let mut len = info.len() as libc::socklen_t;
+        // SAFETY: our open socket; TCP_INFO writes at most `len` bytes into `info`, a live buffer of
+        // that size (its first byte is tcpi_state), and sets `len`.
+        let r = unsafe { libc::getsockopt(self.stream.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, info.as_mut_ptr().cast(), &mut len) };
+        if r != 0 || len < 1 || info[0] != TCP_CLOSE {
+            return None;
+        }
+        let until = Instant::now() + Duration::from_millis(200);
+        loop {
+            if let Some(e) = halves.lock().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|e| link_failed(e)) {
+                return Some(e.clone());
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn check_usable(&self) -> Result<()> {
         match &self.broken {
-            Some(e) => Err(Error::new(format!("transport: the connection to {} failed earlier: {e}", self.who()))),
+            Some(e) => Err(Error::with_errno(format!("transport: the connection to {} failed earlier: {e}", self.who()), e.errno())),
             None => Ok(()),
         }
     }
@@ -454,7 +555,8 @@ impl Connection {
             )));
         }
         if let Err(e) = send_all(&self.stream, &[bytemuck::bytes_of(h), payload], self.io_timeout) {
-            let err = Error::new(format!("transport: sending a {} to {}: {e}{}", wire::describe(h), self.who(), self.in_flight()));
+            let err = io_failure(&self.who(), Some(wire::describe(h)), &e);
+            let err = Error::with_errno(format!("{err}{}", self.in_flight()), err.errno());
             return Err(self.fail(err));
         }
         match checked.kind {
@@ -564,7 +666,10 @@ impl Connection {
                 "transport: {who} sent nothing for {:?} in the middle of a {what} ({got} of {want} bytes arrived){flight}",
                 self.io_timeout
             )),
-            ReadError::Io(e) => Error::new(format!("transport: reading from {who}: {e}{flight}")),
+            ReadError::Io(e) => {
+                let err = io_failure(&who, None, &e);
+                Error::with_errno(format!("{err}{flight}"), err.errno())
+            }
             ReadError::Invalid(e) => {
                 // Tell the peer why it is cut off, then drop it.
                 let text = format!("PE {} dropped the connection: {e}", self.ctx.me);
@@ -587,21 +692,24 @@ impl Connection {
     pub fn split(self) -> Result<(Connection, Connection)> {
         self.check_usable()?;
         let stream = self.stream.try_clone().map_err(|e| Error::os(format!("transport: splitting the connection to {}", self.who()), e))?;
+        let halves = Some(Arc::new(Mutex::new(None)));
+        let tx = Connection { halves: halves.clone(), ..self };
         let rx = Connection {
             stream,
-            ctx: self.ctx,
-            peer_max_chunk: self.peer_max_chunk,
-            lane: self.lane,
-            peer_addr: self.peer_addr,
+            ctx: tx.ctx,
+            peer_max_chunk: tx.peer_max_chunk,
+            lane: tx.lane,
+            peer_addr: tx.peer_addr,
             reader: FrameReader::new(),
-            io_timeout: self.io_timeout,
+            io_timeout: tx.io_timeout,
             read_timeout: None,
             broken: None,
+            halves,
             awaiting: 0,
             last_sent: None,
             last_frame: None,
         };
-        Ok((self, rx))
+        Ok((tx, rx))
     }
 
     /// Detects a peer host that vanished without closing (power loss, cable, a frozen node): TCP

@@ -259,7 +259,7 @@ fn a_64_mib_transfer_in_chunks_arrives_intact() {
 fn a_bad_hello_is_refused_on_both_sides() {
     for (what, here, there) in [
         ("key", "refused the connection from 127.0.0.1", "refused the connection: wrong job key"),
-        ("npes", "another PE count (another job?) (3 PEs, this job 2)", "(it has 2 PEs and a heap of"),
+        ("npes", "another PE count (another job?) (3 PEs, this job 2)", "(this PE has 3 PEs and a heap of"),
         ("heap", "another symmetric heap size (another job?)", "refused the connection: another symmetric heap size"),
     ] {
         let (listener, pe0) = start_pe0("refuse", what);
@@ -484,4 +484,59 @@ fn lanes_strangers_and_wrong_targets() {
     assert_eq!(serve(&mut c, &mut heap).unwrap(), 2);
     client.join().unwrap();
     assert_eq!(heap[HEAP as usize - 8..], [3u8; 8]);
+}
+
+/// A raw client's hello, answered: the 64 bytes of the answer (empty when none came).
+fn raw_hello(addr: SocketAddr, h: &Hello) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytemuck::bytes_of(h)).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    answer
+}
+
+/// The key is checked before anything else, and a refusal says nothing but its status: another wire
+/// version with a wrong key is refused for the key; with the job's key, for the version (and then
+/// names this side's version, nothing else); other refusals carry no PE, PE count or heap size.
+#[test]
+fn a_refusal_carries_its_status_alone() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let me = endpoint(0);
+    let good = Hello {
+        magic: wire::MAGIC,
+        version: wire::VERSION,
+        key: me.key,
+        src_pe: 0,
+        dst_pe: 1,
+        npes: 2,
+        lane: 0,
+        lanes: 1,
+        heap_size: me.heap_size,
+        max_chunk: me.max_chunk,
+        ..bytemuck::Zeroable::zeroed()
+    };
+    let mut bad_key = good;
+    bad_key.key[9] ^= 0x40;
+    let cases = [
+        ("another version, the job's key", Hello { version: wire::VERSION + 7, ..good }, 2, wire::VERSION),
+        ("another version, a wrong key", Hello { version: wire::VERSION + 7, ..bad_key }, 1, 0),
+        ("a wrong key", bad_key, 1, 0),
+        ("another PE count", Hello { npes: 3, ..good }, 3, 0),
+        ("another heap size", Hello { heap_size: HEAP + 4096, ..good }, 4, 0),
+        ("another target PE", Hello { dst_pe: 0, npes: 3, ..good }, 5, 0),
+        ("a bad lane", Hello { lane: 2, lanes: 2, ..good }, 6, 0),
+        ("a malformed hello", Hello { max_chunk: 1, ..good }, 7, 0),
+    ];
+    for (what, h, status, version) in cases {
+        let client = std::thread::spawn(move || raw_hello(addr, &h));
+        let err = accept(&listener).err().unwrap_or_else(|| panic!("{what}: accepted")).to_string();
+        let answer = client.join().unwrap();
+        assert_eq!(answer.len(), wire::HELLO_LEN, "{what}: {answer:?}");
+        let a: Hello = bytemuck::pod_read_unaligned(&answer);
+        let expected = Hello { magic: wire::MAGIC, version, status, ..bytemuck::Zeroable::zeroed() };
+        assert_eq!(a, expected, "{what}: the refusal carries more than its status");
+        assert!(err.contains("PE 1 refused the connection from 127.0.0.1"), "{what}: {err}");
+    }
 }

@@ -1,6 +1,8 @@
 //! The proxy's data port under attack (issue 19, item 7), with real processes under `rshmrun --nodes K`
 //! (CPU backend, RSHMEM_REMOTE_TRANSPORT=proxy). Scenarios in tests/src/port.rs.
 //!
+//! - Refused hellos (another wire version with the right or a wrong key, a wrong key, another PE count,
+//!   heap size or target PE) carry their status and nothing of the refusing PE's identity.
 //! - A link cut (`--netns`, root: node 1's port on the bridge goes down) ends the job with a message
 //!   naming the network failure, the peer and the errno, within a bounded time, both with idle links
 //!   and with traffic in flight.
@@ -29,6 +31,12 @@ fn job(nodes: usize, np: usize, netns: bool, timeout: Duration, scenarios: &[&st
     cmd
 }
 
+/// Runs `cmd` to its end; (success, output).
+fn run(mut cmd: Command) -> (bool, String) {
+    let out = cmd.output().expect("run rshmrun");
+    (out.status.success(), text(&out))
+}
+
 /// The processes under `root` (its children, theirs, ...), from /proc/*/stat.
 fn descendants(root: u32) -> Vec<u32> {
     let mut parent: HashMap<u32, u32> = HashMap::new();
@@ -49,6 +57,21 @@ fn descendants(root: u32) -> Vec<u32> {
         i += 1;
     }
     out
+}
+
+// ---------------------------------------------------------------- hellos and floods
+
+/// A wrong-version hello with the job's key or a wrong one, and every other refused hello, get a
+/// refusal that carries its status and nothing else (checked byte by byte by PE 2, a raw client).
+#[test]
+fn a_refused_hello_carries_no_identity() {
+    let (ok, t) = run(job(2, 4, false, Duration::from_secs(60), &["port_hello"]));
+    assert!(ok, "port_hello failed:\n{t}");
+    for (what, status) in [("another wire version with the job's key", 2), ("another wire version with a wrong key", 1), ("another PE count", 3), ("another heap size", 4)] {
+        assert!(t.contains(&format!("PE 2: {what}: refused with status {status} and nothing else")), "{what}:\n{t}");
+    }
+    // PE 0 names each refused connection; the wrong key one without its claims mattering.
+    assert!(t.contains("refused the connection from 127.0.0.1") && t.contains("wrong job key"), "{t}");
 }
 
 // ---------------------------------------------------------------- a cut link

@@ -4,8 +4,9 @@
 //! - [`connect`] retries until a deadline (the peer's proxy may not listen yet), then sends a
 //!   [`Hello`]; [`accept`] reads it and answers with its own hello or a refusal. Both sides check the
 //!   job key (in constant time), the PE count, the heap size and that the connection is meant for
-//!   them; a mismatch drops the connection with an error naming the peer on both sides. A refusal for
-//!   a wrong key carries nothing of the acceptor's identity.
+//!   them; a mismatch drops the connection with an error naming the peer on both sides. The acceptor
+//!   checks the magic, then the key, before anything else ([`check_hello`]), and a refusal carries its
+//!   status alone ([`refusal`]): no PE, PE count or heap size, whatever the reason.
 //! - [`Connection::send`] writes a header and its payload with one `sendmsg` (no copy, no SIGPIPE),
 //!   checking first that the peer would accept the frame; [`Connection::recv`] reads and validates
 //!   one frame with a read deadline. TCP_NODELAY is on: proxy traffic is many small frames.
@@ -132,26 +133,31 @@ pub fn connect(addr: SocketAddr, me: &Endpoint, peer: u32, lane: u16, lanes: u16
     if answer.magic != MAGIC {
         return Err(Error::new(format!("transport: {who} is not an rshmem proxy (bad hello magic)")));
     }
-    if answer.version != VERSION {
-        return Err(Error::new(format!(
-            "transport: {who} speaks wire version {}, this PE version {VERSION}",
-            answer.version
-        )));
-    }
+    // A refusal carries its status alone (and, for another wire version, the acceptor's version).
     match HelloStatus::from_u32(answer.status) {
         Some(HelloStatus::Accepted) => {}
+        Some(HelloStatus::WrongVersion) => {
+            return Err(Error::new(format!(
+                "transport: {who} refused the connection: it speaks wire version {}, this PE version {VERSION} (all PEs of a job must run the same rshmem build)",
+                answer.version
+            )))
+        }
         Some(s @ (HelloStatus::WrongPeCount | HelloStatus::WrongHeapSize)) => {
             return Err(Error::new(format!(
-                "transport: {who} refused the connection: {} (it has {} PEs and a heap of {} bytes; this PE {} and {})",
+                "transport: {who} refused the connection: {} (this PE has {} PEs and a heap of {} bytes; a refusal does not say what the other side has)",
                 s.describe(),
-                answer.npes,
-                answer.heap_size,
                 me.npes,
                 me.heap_size
             )))
         }
         Some(s) => return Err(Error::new(format!("transport: {who} refused the connection: {}", s.describe()))),
         None => return Err(Error::new(format!("transport: {who} answered with unknown status {}", answer.status))),
+    }
+    if answer.version != VERSION {
+        return Err(Error::new(format!(
+            "transport: {who} speaks wire version {}, this PE version {VERSION}",
+            answer.version
+        )));
     }
     // The acceptor proves it belongs to the same job and is the PE we meant.
     let why = if !key_eq(&answer.key, &me.key) {
@@ -210,47 +216,16 @@ pub fn accept(listener: &TcpListener, me: &Endpoint, deadline: Instant) -> Resul
     let hello = read_hello(&mut stream, HELLO_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))))
         .map_err(|e| Error::new(format!("transport: PE {}: connection from {addr} sent no hello: {e}", me.pe)))?;
     let who = format!("connection from {addr} (claims PE {} of {})", hello.src_pe, hello.npes);
-    let mut refuse = |status: HelloStatus, detail: String| -> Error {
-        let mut answer = Hello { magic: MAGIC, version: VERSION, status: status as u32, ..bytemuck::Zeroable::zeroed() };
-        if status != HelloStatus::WrongKey && status != HelloStatus::Malformed {
-            // The key matched: the peer may learn what differs.
-            (answer.src_pe, answer.npes, answer.heap_size) = (me.pe, me.npes, me.heap_size);
-        }
-        let _ = send_all(&stream, &[bytemuck::bytes_of(&answer)], Duration::from_secs(1));
-        let _ = stream.shutdown(Shutdown::Write);
-        drain(&mut stream);
-        Error::new(format!("transport: PE {} refused the {who}: {}{detail}", me.pe, status.describe()))
-    };
     if hello.magic != MAGIC {
         // Not ours at all: no answer.
         let _ = stream.shutdown(Shutdown::Both);
         return Err(Error::new(format!("transport: PE {}: connection from {addr} is not an rshmem proxy (bad hello magic)", me.pe)));
     }
-    if hello.version != VERSION {
-        return Err(refuse(HelloStatus::WrongVersion, format!(" (version {}, this PE {VERSION})", hello.version)));
-    }
-    if !key_eq(&hello.key, &me.key) {
-        return Err(refuse(HelloStatus::WrongKey, String::new()));
-    }
-    if hello.dst_pe != me.pe {
-        return Err(refuse(HelloStatus::WrongTargetPe, format!(" (it wants PE {})", hello.dst_pe)));
-    }
-    if hello.npes != me.npes {
-        return Err(refuse(HelloStatus::WrongPeCount, format!(" ({} PEs, this job {})", hello.npes, me.npes)));
-    }
-    if hello.heap_size != me.heap_size {
-        return Err(refuse(HelloStatus::WrongHeapSize, format!(" ({} bytes, this PE {})", hello.heap_size, me.heap_size)));
-    }
-    if hello.lanes == 0 || hello.lanes as u32 > MAX_LANES || hello.lane >= hello.lanes {
-        return Err(refuse(HelloStatus::BadLane, format!(" (connection {} of {})", hello.lane, hello.lanes)));
-    }
-    if hello.src_pe >= me.npes
-        || hello.src_pe == me.pe
-        || hello.status != 0
-        || hello._reserved != 0
-        || !(MIN_CHUNK..=MAX_CHUNK).contains(&hello.max_chunk)
-    {
-        return Err(refuse(HelloStatus::Malformed, format!(" (source PE {}, chunk size {})", hello.src_pe, hello.max_chunk)));
+    if let Err((status, detail)) = check_hello(me, &hello) {
+        let _ = send_all(&stream, &[bytemuck::bytes_of(&refusal(status))], Duration::from_secs(1));
+        let _ = stream.shutdown(Shutdown::Write);
+        drain(&mut stream);
+        return Err(Error::new(format!("transport: PE {} refused the {who}: {}{detail}", me.pe, status.describe())));
     }
     let answer = Hello {
         magic: MAGIC,
@@ -269,6 +244,44 @@ pub fn accept(listener: &TcpListener, me: &Endpoint, deadline: Instant) -> Resul
     send_all(&stream, &[bytemuck::bytes_of(&answer)], HELLO_TIMEOUT)
         .map_err(|e| Error::new(format!("transport: PE {}: answering the hello of PE {} at {addr}: {e}", me.pe, hello.src_pe)))?;
     Ok(Connection::new(stream, me, hello.src_pe, hello.max_chunk, hello.lane, addr))
+}
+
+/// Checks a hello whose magic is right, as PE `me`: the key first (in constant time), so that nothing
+/// else of a stranger's hello is looked at or answered; then the version and the rest. The first 32
+/// bytes of a hello (magic, version, status, key) are the same in every wire version, so a hello of
+/// another version is refused for its key, if wrong, like any other. Err: the refusal's status and
+/// what differed, for this PE's message (never sent).
+pub fn check_hello(me: &Endpoint, hello: &Hello) -> std::result::Result<(), (HelloStatus, String)> {
+    if !key_eq(&hello.key, &me.key) {
+        return Err((HelloStatus::WrongKey, String::new()));
+    }
+    if hello.version != VERSION {
+        return Err((HelloStatus::WrongVersion, format!(" (version {}, this PE {VERSION})", hello.version)));
+    }
+    if hello.dst_pe != me.pe {
+        return Err((HelloStatus::WrongTargetPe, format!(" (it wants PE {})", hello.dst_pe)));
+    }
+    if hello.npes != me.npes {
+        return Err((HelloStatus::WrongPeCount, format!(" ({} PEs, this job {})", hello.npes, me.npes)));
+    }
+    if hello.heap_size != me.heap_size {
+        return Err((HelloStatus::WrongHeapSize, format!(" ({} bytes, this PE {})", hello.heap_size, me.heap_size)));
+    }
+    if hello.lanes == 0 || hello.lanes as u32 > MAX_LANES || hello.lane >= hello.lanes {
+        return Err((HelloStatus::BadLane, format!(" (connection {} of {})", hello.lane, hello.lanes)));
+    }
+    if hello.src_pe >= me.npes || hello.src_pe == me.pe || hello.status != 0 || hello._reserved != 0 || !(MIN_CHUNK..=MAX_CHUNK).contains(&hello.max_chunk) {
+        return Err((HelloStatus::Malformed, format!(" (source PE {}, chunk size {})", hello.src_pe, hello.max_chunk)));
+    }
+    Ok(())
+}
+
+/// The answer that refuses a hello: the magic and the status, nothing else: no key, PE, PE count,
+/// heap size or chunk size. Only a refusal for another wire version (sent once the key matched) says
+/// this PE's version, so that the other side can name both.
+pub fn refusal(status: HelloStatus) -> Hello {
+    let version = if status == HelloStatus::WrongVersion { VERSION } else { 0 };
+    Hello { magic: MAGIC, version, status: status as u32, ..bytemuck::Zeroable::zeroed() }
 }
 
 fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {

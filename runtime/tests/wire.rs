@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use rshmem::transport::proxy::accept::{accept as tcp_accept, Acceptor, MAX_PENDING};
 use rshmem::transport::proxy::tcp::{self, Connection, Endpoint};
 use rshmem::transport::wire::{self, AmoOp, Context, FrameReader, Hello, Message, OpHeader, Signal, SignalOp, Width};
 use std::io::{Read, Write};
@@ -195,7 +196,7 @@ fn start_pe0(scenario: &str, arg: &str) -> (TcpListener, Proc) {
 }
 
 fn accept(listener: &TcpListener) -> rshmem::Result<Connection> {
-    tcp::accept(listener, &endpoint(1), Instant::now() + Duration::from_secs(20))
+    tcp_accept(listener, &endpoint(1), Instant::now() + Duration::from_secs(20))
 }
 
 /// PE 1's side of a proxy, enough for the tests: applies puts, signals and AMOs to `heap` and answers
@@ -346,7 +347,7 @@ fn loopback_throughput() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let server = std::thread::spawn(move || {
-        let mut c = tcp::accept(&listener, &ep(1), Instant::now() + Duration::from_secs(10)).unwrap();
+        let mut c = tcp_accept(&listener, &ep(1), Instant::now() + Duration::from_secs(10)).unwrap();
         let mut heap = vec![0u8; BIG];
         serve(&mut c, &mut heap).unwrap();
         heap
@@ -464,7 +465,7 @@ fn lanes_strangers_and_wrong_targets() {
     // PE 0 of 3 means PE 2, but reached PE 1.
     let three = |pe| Endpoint { npes: 3, ..endpoint(pe) };
     let client = std::thread::spawn(move || tcp::connect(addr, &three(0), 2, 0, 1, deadline()).err().unwrap().to_string());
-    let err = tcp::accept(&listener, &three(1), deadline()).err().unwrap().to_string();
+    let err = tcp_accept(&listener, &three(1), deadline()).err().unwrap().to_string();
     assert!(err.contains("claims PE 0 of 3") && err.contains("meant for another PE (it wants PE 2)"), "{err}");
     let err = client.join().unwrap();
     assert!(err.contains("PE 2 at 127.0.0.1") && err.contains("meant for another PE"), "{err}");
@@ -539,4 +540,38 @@ fn a_refusal_carries_its_status_alone() {
         assert_eq!(a, expected, "{what}: the refusal carries more than its status");
         assert!(err.contains("PE 1 refused the connection from 127.0.0.1"), "{what}: {err}");
     }
+}
+
+/// Idle connections made before a PE's do not delay it: the acceptor answers the PE at once, with
+/// the idle ones still waiting; beyond MAX_PENDING the oldest are dropped, each named.
+#[test]
+fn idle_strangers_delay_no_peer() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut acc = Acceptor::new(&listener, &endpoint(1)).unwrap();
+    // The strangers connect first (while the acceptor runs: the listen backlog is short), then the PE.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let idle: Vec<TcpStream> = (0..MAX_PENDING + 10).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let t = Instant::now();
+        let _ = tx.send(t);
+        let peer = tcp::connect(addr, &endpoint(0), 1, 0, 1, Instant::now() + Duration::from_secs(10)).map(|c| c.peer());
+        (peer, t.elapsed(), idle)
+    });
+    let mut dropped = 0;
+    let c = loop {
+        match acc.next(Instant::now() + Duration::from_secs(10)).expect("no connection within 10 s") {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(e.to_string().contains("connections wait for their hello: dropped the oldest"), "{e}");
+                dropped += 1;
+            }
+        }
+    };
+    let started = rx.recv().unwrap();
+    let (peer, took, idle) = client.join().unwrap();
+    assert_eq!((c.peer(), peer.unwrap()), (0, 1));
+    assert!(took < Duration::from_secs(2) && started.elapsed() < Duration::from_secs(3), "the PE waited {took:?} behind idle connections");
+    assert!(dropped >= 10 && acc.pending() <= MAX_PENDING, "{dropped} dropped, {} pending", acc.pending());
+    drop(idle);
 }

@@ -1,6 +1,9 @@
 //! The proxy's data port under attack (issue 19, item 7), with real processes under `rshmrun --nodes K`
-//! (CPU backend, RSHMEM_REMOTE_TRANSPORT=proxy). Scenarios in tests/src/port.rs.
+//! (CPU backend, RSHMEM_REMOTE_TRANSPORT=proxy). Scenarios in tests/src/port.rs; the local attacker
+//! that watches for new listeners is [`Squatter`] here.
 //!
+//! - A squatter that holds idle connections to every new listener of the job while it starts neither
+//!   stops the job nor slows its init (`--nodes 2 -np 4` and `--nodes 4 -np 16`).
 //! - Refused hellos (another wire version with the right or a wrong key, a wrong key, another PE count,
 //!   heap size or target PE) carry their status and nothing of the refusing PE's identity.
 //! - A link cut (`--netns`, root: node 1's port on the bridge goes down) ends the job with a message
@@ -12,7 +15,9 @@ mod common;
 use common::{text, tool};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -57,6 +62,202 @@ fn descendants(root: u32) -> Vec<u32> {
         i += 1;
     }
     out
+}
+
+// ---------------------------------------------------------------- the squatter
+
+/// A local process's view of the machine's TCP listeners: (address, socket inode) of every IPv4
+/// socket in LISTEN state, as any unprivileged process may read them: from the kernel's socket
+/// diagnostics (netlink, what `ss -ltn` uses; filtered to listeners by the kernel, so it stays fast
+/// on a machine with many connections), else from /proc/net/tcp.
+fn listeners() -> Vec<(SocketAddr, u64)> {
+    diag_listeners().unwrap_or_else(|_| proc_listeners())
+}
+
+/// A listener's address as a client reaches it (a wildcard listener through 127.0.0.1).
+fn reachable(ip: Ipv4Addr, port: u16) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(if ip.is_unspecified() { Ipv4Addr::LOCALHOST } else { ip }, port))
+}
+
+fn proc_listeners() -> Vec<(SocketAddr, u64)> {
+    let Ok(t) = std::fs::read_to_string("/proc/net/tcp") else { return Vec::new() };
+    t.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 10 || f[3] != "0A" {
+                return None;
+            }
+            let (ip, port) = f[1].split_once(':')?;
+            // The kernel prints the address as the u32 of its network-order bytes.
+            let ip = Ipv4Addr::from(u32::from_str_radix(ip, 16).ok()?.to_le_bytes());
+            Some((reachable(ip, u16::from_str_radix(port, 16).ok()?), f[9].parse().ok()?))
+        })
+        .collect()
+}
+
+/// One SOCK_DIAG_BY_FAMILY dump of the IPv4 TCP sockets in LISTEN state (linux/inet_diag.h).
+fn diag_listeners() -> std::io::Result<Vec<(SocketAddr, u64)>> {
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const TCP_LISTEN: u32 = 10;
+    // SAFETY: socket(2) takes no pointers; the descriptor is owned below.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::NETLINK_SOCK_DIAG) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a descriptor we just opened and own alone.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    // nlmsghdr (16 bytes) + inet_diag_req_v2 (56 bytes): family, protocol, ext, pad, states, sockid.
+    let mut req = Vec::with_capacity(72);
+    req.extend_from_slice(&72u32.to_ne_bytes());
+    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16).to_ne_bytes());
+    req.extend_from_slice(&[0u8; 8]);
+    req.extend_from_slice(&[libc::AF_INET as u8, libc::IPPROTO_TCP as u8, 0, 0]);
+    req.extend_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
+    req.extend_from_slice(&[0u8; 48]);
+    // SAFETY: req is a live buffer of req.len() bytes; send(2) only reads it.
+    if unsafe { libc::send(raw, req.as_ptr().cast(), req.len(), 0) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        // SAFETY: buf is a live, writable buffer of buf.len() bytes.
+        let n = unsafe { libc::recv(raw, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut at = 0usize;
+        let n = n as usize;
+        while at + 16 <= n {
+            let len = u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+            let kind = u16::from_ne_bytes(buf[at + 4..at + 6].try_into().unwrap());
+            if len < 16 || at + len > n {
+                return Err(std::io::Error::other("a truncated netlink message"));
+            }
+            match kind as i32 {
+                libc::NLMSG_DONE => return Ok(out),
+                libc::NLMSG_ERROR => return Err(std::io::Error::other("SOCK_DIAG_BY_FAMILY refused")),
+                _ => {}
+            }
+            // inet_diag_msg: family, state, timer, retrans, then the sockid (sport and the source
+            // address in network order), expires, rqueue, wqueue, uid, inode.
+            let m = &buf[at + 16..at + len];
+            if m.len() >= 72 {
+                let port = u16::from_be_bytes([m[4], m[5]]);
+                let ip = Ipv4Addr::new(m[8], m[9], m[10], m[11]);
+                let inode = u32::from_ne_bytes(m[68..72].try_into().unwrap()) as u64;
+                out.push((reachable(ip, port), inode));
+            }
+            at += len.next_multiple_of(4);
+        }
+    }
+}
+
+/// The socket inodes of process `pid`'s descriptors.
+fn socket_inodes(pid: u32) -> HashSet<u64> {
+    let mut set = HashSet::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+        if let Ok(l) = std::fs::read_link(e.path()) {
+            if let Some(n) = l.to_str().and_then(|s| s.strip_prefix("socket:[")).and_then(|s| s.strip_suffix(']')) {
+                if let Ok(n) = n.parse() {
+                    set.insert(n);
+                }
+            }
+        }
+    }
+    set
+}
+
+/// A local process that watches /proc/net/tcp for new listeners and opens `per_listener` idle
+/// connections to each as soon as it appears, holding them until stopped (the attack of issue 19).
+/// Only listeners of the job's own processes are squatted: other jobs on this machine are left alone.
+struct Squatter {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Vec<(SocketAddr, usize)>>,
+}
+
+impl Squatter {
+    /// Starts watching: `job` is rshmrun's pid, `procs` the number of its processes (rshmrun and its
+    /// PEs); listeners that exist already are not the job's.
+    fn start(job: u32, procs: usize, per_listener: usize, before: HashSet<u64>) -> Squatter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut seen = before;
+            let mut held: Vec<TcpStream> = Vec::new();
+            let mut squatted = Vec::new();
+            let mut pids: Vec<u32> = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                // rshmrun and its PEs, looked up until all are there.
+                if pids.len() < procs {
+                    pids = descendants(job);
+                }
+                for (addr, inode) in listeners() {
+                    if !seen.insert(inode) {
+                        continue;
+                    }
+                    // Whose is it? The known processes of the job first (cheap), then a fresh look.
+                    let mut ours = pids.iter().any(|&p| socket_inodes(p).contains(&inode));
+                    if !ours {
+                        pids = descendants(job);
+                        ours = pids.iter().any(|&p| socket_inodes(p).contains(&inode));
+                    }
+                    if !ours {
+                        continue;
+                    }
+                    let n = (0..per_listener).filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()).map(|s| held.push(s)).count();
+                    squatted.push((addr, n));
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            drop(held);
+            squatted
+        });
+        Squatter { stop, handle }
+    }
+
+    /// Stops, closes the connections held, and returns the listeners squatted and the connections
+    /// made to each.
+    fn stop(self) -> Vec<(SocketAddr, usize)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().expect("the squatter panicked")
+    }
+}
+
+/// A squatter holding 12 idle connections to every listener of the job (the proxy's and the
+/// bootstrap's) as each appears must not stop the job, and init must stay fast: below the proxy's
+/// 5 s hello deadline, which a one-at-a-time acceptor waits out for every idle connection ahead of a
+/// PE's.
+#[test]
+fn a_squatter_during_setup_neither_stops_nor_slows_init() {
+    // Twice at 4 PEs: a squatter wins its race against a PE's connection in most jobs, not all.
+    for (nodes, np, limit) in [(2, 4, Duration::from_secs(3)), (2, 4, Duration::from_secs(3)), (4, 16, Duration::from_secs(4))] {
+        let before: HashSet<u64> = listeners().into_iter().map(|(_, i)| i).collect();
+        let mut cmd = job(nodes, np, false, Duration::from_secs(90), &["port_init"]);
+        let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start rshmrun");
+        let squatter = Squatter::start(child.id(), np + 1, 12, before);
+        let out = child.wait_with_output().expect("wait for rshmrun");
+        let squatted = squatter.stop();
+        let t = text(&out);
+        let what = format!("--nodes {nodes} -np {np} with a squatter on {} listeners ({squatted:?})", squatted.len());
+        assert!(out.status.success(), "{what}: the job failed:\n{t}");
+        // Each PE of a node with a PE of a lower node accepts; every proxy has a listener.
+        assert!(squatted.len() >= np, "{what}: the squatter found fewer listeners than PEs:\n{t}");
+        assert!(squatted.iter().all(|&(_, n)| n == 12), "{what}: the squatter could not open all its connections:\n{t}");
+        for pe in 0..np {
+            let ms: u64 = t
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("[pe {pe}] PE {pe}: init took ")))
+                .and_then(|r| r.strip_suffix(" ms")?.parse().ok())
+                .unwrap_or_else(|| panic!("{what}: PE {pe} did not say how long its init took:\n{t}"));
+            assert!(Duration::from_millis(ms) < limit, "{what}: PE {pe}'s init took {ms} ms (at most {limit:?}):\n{t}");
+        }
+        let slowest = t.lines().filter_map(|l| l.split(": init took ").nth(1)?.strip_suffix(" ms")?.parse::<u64>().ok()).max().unwrap_or(0);
+        eprintln!("{what}: ok, slowest init {slowest} ms");
+    }
 }
 
 // ---------------------------------------------------------------- hellos and floods

@@ -7,12 +7,12 @@
 //!   the same ring.
 //! - **Engine** ([`engine`]): the drain thread, per connection a receiver and a responder; what a
 //!   peer's frames do to this PE's heap is [`target`]'s; the per-peer state is [`link`]'s.
-//! - **Connections** ([`setup`], [`tcp`]). One TCP connection per pair of PEs on different nodes (lower
-//!   PE connects, higher accepts; hello with the job key). One connection per pair carries every frame
+//! - **Connections** ([`setup`], [`tcp`], [`accept`]). One TCP connection per pair of PEs on different
+//!   nodes (lower PE connects, higher accepts; hello with the job key). One connection per pair carries every frame
 //!   between them in order, which gives `fence` (per-target ordering) for free. Frames are the wire's
 //!   (`transport::wire`), validated on receipt by its decoder: nothing outside the heap is ever
-//!   written. A listener thread refuses (or, with a valid hello, cuts off) connections opened after
-//!   setup.
+//!   written. The listener serves all its connections at once, at setup and after it (a listener
+//!   thread then refuses, or with a valid hello cuts off, every connection: the job's are all made).
 //! - **Providers.** The engine talks to its peers through `link::FrameLink` (send a frame, receive
 //!   one, close), implemented by the TCP provider's `tcp::Connection`; only the setup is TCP's.
 //! - **Extensions.** The IBGDA transport runs this engine with its emulated NIC's responder
@@ -20,6 +20,7 @@
 //!
 //! Not done yet: several connections (lanes) per pair.
 
+pub mod accept;
 pub mod engine;
 pub mod link;
 pub mod ring;

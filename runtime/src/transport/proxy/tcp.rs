@@ -2,11 +2,10 @@
 //! between two PEs over a `std::net::TcpStream`.
 //!
 //! - [`connect`] retries until a deadline (the peer's proxy may not listen yet), then sends a
-//!   [`Hello`]; [`accept`] reads it and answers with its own hello or a refusal. Both sides check the
-//!   job key (in constant time), the PE count, the heap size and that the connection is meant for
-//!   them; a mismatch drops the connection with an error naming the peer on both sides. The acceptor
-//!   checks the magic, then the key, before anything else ([`check_hello`]), and a refusal carries its
-//!   status alone ([`refusal`]): no PE, PE count or heap size, whatever the reason.
+//!   [`Hello`]; the accepting side (`super::accept`) answers with its own hello or a refusal. Both
+//!   sides check the job key (in constant time), the PE count, the heap size and that the connection
+//!   is meant for them; a mismatch drops the connection with an error naming the peer on both sides.
+//!   A refusal carries its status alone: nothing of the acceptor's identity.
 //! - [`Connection::send`] writes a header and its payload with one `sendmsg` (no copy, no SIGPIPE),
 //!   checking first that the peer would accept the frame; [`Connection::recv`] reads and validates
 //!   one frame with a read deadline. TCP_NODELAY is on: proxy traffic is many small frames.
@@ -22,7 +21,7 @@ use crate::transport::wire::{
 };
 use crate::error::{Error, Result};
 use std::io::{self, Read};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -45,7 +44,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.pe >= self.npes {
             return Err(Error::new(format!("transport: PE {} is not below the PE count {}", self.pe, self.npes)));
         }
@@ -60,7 +59,7 @@ impl Endpoint {
 }
 
 /// Constant-time comparison of job keys (no early exit on the first differing byte).
-fn key_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
+pub(crate) fn key_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
     std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
 }
 
@@ -185,105 +184,6 @@ pub fn connect_lanes(addr: SocketAddr, me: &Endpoint, peer: u32, lanes: u16, dea
     (0..lanes).map(|lane| connect(addr, me, peer, lane, lanes, deadline)).collect()
 }
 
-/// Accepts one connection on `listener` (waiting until `deadline`) and answers its hello. A
-/// connection that fails the checks is refused and dropped, and the error names it (its address and
-/// the PE it claims to be).
-pub fn accept(listener: &TcpListener, me: &Endpoint, deadline: Instant) -> Result<Connection> {
-    me.check()?;
-    let (mut stream, addr) = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let mut fds = [libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-        crate::bootstrap::poll(&mut fds, Some(left)).map_err(|e| Error::os("transport: waiting for a connection", e))?;
-        if fds[0].revents != 0 {
-            match listener.accept() {
-                Ok(x) => break x,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
-                Err(e) => return Err(Error::os("transport: accept", e)),
-            }
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::new(format!(
-                "transport: PE {}: no connection within the deadline on {}",
-                me.pe,
-                listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
-            )));
-        }
-    };
-    // The accepted socket must block (with timeouts) whatever the listener does.
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(HELLO_TIMEOUT));
-    let hello = read_hello(&mut stream, HELLO_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))))
-        .map_err(|e| Error::new(format!("transport: PE {}: connection from {addr} sent no hello: {e}", me.pe)))?;
-    let who = format!("connection from {addr} (claims PE {} of {})", hello.src_pe, hello.npes);
-    if hello.magic != MAGIC {
-        // Not ours at all: no answer.
-        let _ = stream.shutdown(Shutdown::Both);
-        return Err(Error::new(format!("transport: PE {}: connection from {addr} is not an rshmem proxy (bad hello magic)", me.pe)));
-    }
-    if let Err((status, detail)) = check_hello(me, &hello) {
-        let _ = send_all(&stream, &[bytemuck::bytes_of(&refusal(status))], Duration::from_secs(1));
-        let _ = stream.shutdown(Shutdown::Write);
-        drain(&mut stream);
-        return Err(Error::new(format!("transport: PE {} refused the {who}: {}{detail}", me.pe, status.describe())));
-    }
-    let answer = Hello {
-        magic: MAGIC,
-        version: VERSION,
-        status: HelloStatus::Accepted as u32,
-        key: me.key,
-        src_pe: me.pe,
-        dst_pe: hello.src_pe,
-        npes: me.npes,
-        lane: hello.lane,
-        lanes: hello.lanes,
-        heap_size: me.heap_size,
-        max_chunk: me.max_chunk,
-        _reserved: 0,
-    };
-    send_all(&stream, &[bytemuck::bytes_of(&answer)], HELLO_TIMEOUT)
-        .map_err(|e| Error::new(format!("transport: PE {}: answering the hello of PE {} at {addr}: {e}", me.pe, hello.src_pe)))?;
-    Ok(Connection::new(stream, me, hello.src_pe, hello.max_chunk, hello.lane, addr))
-}
-
-/// Checks a hello whose magic is right, as PE `me`: the key first (in constant time), so that nothing
-/// else of a stranger's hello is looked at or answered; then the version and the rest. The first 32
-/// bytes of a hello (magic, version, status, key) are the same in every wire version, so a hello of
-/// another version is refused for its key, if wrong, like any other. Err: the refusal's status and
-/// what differed, for this PE's message (never sent).
-pub fn check_hello(me: &Endpoint, hello: &Hello) -> std::result::Result<(), (HelloStatus, String)> {
-    if !key_eq(&hello.key, &me.key) {
-        return Err((HelloStatus::WrongKey, String::new()));
-    }
-    if hello.version != VERSION {
-        return Err((HelloStatus::WrongVersion, format!(" (version {}, this PE {VERSION})", hello.version)));
-    }
-    if hello.dst_pe != me.pe {
-        return Err((HelloStatus::WrongTargetPe, format!(" (it wants PE {})", hello.dst_pe)));
-    }
-    if hello.npes != me.npes {
-        return Err((HelloStatus::WrongPeCount, format!(" ({} PEs, this job {})", hello.npes, me.npes)));
-    }
-    if hello.heap_size != me.heap_size {
-        return Err((HelloStatus::WrongHeapSize, format!(" ({} bytes, this PE {})", hello.heap_size, me.heap_size)));
-    }
-    if hello.lanes == 0 || hello.lanes as u32 > MAX_LANES || hello.lane >= hello.lanes {
-        return Err((HelloStatus::BadLane, format!(" (connection {} of {})", hello.lane, hello.lanes)));
-    }
-    if hello.src_pe >= me.npes || hello.src_pe == me.pe || hello.status != 0 || hello._reserved != 0 || !(MIN_CHUNK..=MAX_CHUNK).contains(&hello.max_chunk) {
-        return Err((HelloStatus::Malformed, format!(" (source PE {}, chunk size {})", hello.src_pe, hello.max_chunk)));
-    }
-    Ok(())
-}
-
-/// The answer that refuses a hello: the magic and the status, nothing else: no key, PE, PE count,
-/// heap size or chunk size. Only a refusal for another wire version (sent once the key matched) says
-/// this PE's version, so that the other side can name both.
-pub fn refusal(status: HelloStatus) -> Hello {
-    let version = if status == HelloStatus::WrongVersion { VERSION } else { 0 };
-    Hello { magic: MAGIC, version, status: status as u32, ..bytemuck::Zeroable::zeroed() }
-}
-
 fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {
     s.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
     let mut b = [0u8; HELLO_LEN];
@@ -312,7 +212,7 @@ fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {
 
 /// Sends all of `parts` with `sendmsg` (gathering, MSG_NOSIGNAL: a closed peer gives EPIPE, not a
 /// signal that would kill a C program). Waits at most `timeout` for the peer to make room.
-fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()> {
+pub(crate) fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()> {
     let fd = s.as_raw_fd();
     let deadline = Instant::now() + timeout;
     let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
@@ -422,8 +322,8 @@ fn io_failure(who: &str, sending: Option<String>, e: &io::Error) -> Error {
     Error::with_errno(format!("transport: the network link to {who} failed{when}: {errno}: {meaning}"), Some(n))
 }
 
-/// Reads and discards what a refused peer sent (bounded), so that closing does not reset the
-/// connection and destroy the refusal on its way.
+/// Reads and discards what a peer sent until it closes (at most 200 ms, 1 MiB), so that closing does
+/// not reset the connection and destroy the ERROR frame just sent to it.
 fn drain(s: &mut TcpStream) {
     let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
     let mut scratch = [0u8; 4096];
@@ -437,7 +337,8 @@ fn drain(s: &mut TcpStream) {
 }
 
 impl Connection {
-    fn new(stream: TcpStream, me: &Endpoint, peer: u32, peer_max_chunk: u32, lane: u16, peer_addr: SocketAddr) -> Connection {
+    /// A connection over `stream` whose hellos were exchanged and checked.
+    pub(crate) fn new(stream: TcpStream, me: &Endpoint, peer: u32, peer_max_chunk: u32, lane: u16, peer_addr: SocketAddr) -> Connection {
         let ctx = Context { me: me.pe, peer, npes: me.npes, heap_size: me.heap_size, max_chunk: me.max_chunk };
         // A blocking send returns (EAGAIN) when the peer takes nothing for this long.
         let _ = stream.set_write_timeout(Some(DEFAULT_IO_TIMEOUT));

@@ -6,6 +6,7 @@
 //!   stops the job nor slows its init (`--nodes 2 -np 4` and `--nodes 4 -np 16`).
 //! - Refused hellos (another wire version with the right or a wrong key, a wrong key, another PE count,
 //!   heap size or target PE) carry their status and nothing of the refusing PE's identity.
+//! - A flood of stranger connections to a PE's proxy port prints a bounded number of lines.
 //! - A link cut (`--netns`, root: node 1's port on the bridge goes down) ends the job with a message
 //!   naming the network failure, the peer and the errno, within a bounded time, both with idle links
 //!   and with traffic in flight.
@@ -273,6 +274,23 @@ fn a_refused_hello_carries_no_identity() {
     }
     // PE 0 names each refused connection; the wrong key one without its claims mattering.
     assert!(t.contains("refused the connection from 127.0.0.1") && t.contains("wrong job key"), "{t}");
+}
+
+/// 3000 stranger connections to PE 0's proxy port (garbage, wrong keys, connect-and-close) with a
+/// few idle ones held: PE 0 prints a few lines and a count, not one line each, and the job's own
+/// connections still carry the right bytes.
+#[test]
+fn a_flood_of_strangers_prints_a_bounded_number_of_lines() {
+    let (ok, t) = run(job(2, 4, false, Duration::from_secs(90), &["port_flood"]));
+    assert!(ok, "port_flood failed:\n{t}");
+    assert!(t.contains("PE 2: 3000 stranger connections to PE 0's proxy port"), "{t}");
+    let lines: Vec<&str> = t.lines().filter(|l| l.starts_with("[pe 0] rshmem ")).collect();
+    assert!(lines.len() <= 12, "PE 0 wrote {} lines about the flood (at most 12):\n{}", lines.len(), lines.join("\n"));
+    assert!(
+        lines.iter().any(|l| l.contains("more warnings about connections to the proxy port")),
+        "no summary line counting the warnings not shown:\n{}",
+        lines.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------- a cut link

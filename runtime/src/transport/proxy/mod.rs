@@ -12,7 +12,8 @@
 //!   between them in order, which gives `fence` (per-target ordering) for free. Frames are the wire's
 //!   (`transport::wire`), validated on receipt by its decoder: nothing outside the heap is ever
 //!   written. The listener serves all its connections at once, at setup and after it (a listener
-//!   thread then refuses, or with a valid hello cuts off, every connection: the job's are all made).
+//!   thread then refuses, or with a valid hello cuts off, every connection: the job's are all made);
+//!   its warnings about strangers are rate-limited.
 //! - **Providers.** The engine talks to its peers through `link::FrameLink` (send a frame, receive
 //!   one, close), implemented by the TCP provider's `tcp::Connection`; only the setup is TCP's.
 //! - **Extensions.** The IBGDA transport runs this engine with its emulated NIC's responder

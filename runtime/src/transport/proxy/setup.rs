@@ -1,9 +1,9 @@
 //! The proxy's TCP setup: the address it listens on, the connections to every PE on another node
 //! (made once, at init: the lower PE connects, the higher accepts), and the listener's service after
 //! setup, when every connection is a stranger's. Both serve the listener through one
-//! `accept::Acceptor` loop each: every connection at once.
+//! `accept::Acceptor` loop each: every connection at once, strangers reported rate-limited.
 
-use crate::bootstrap::Bootstrap;
+use crate::bootstrap::{Bootstrap, WarnLimiter};
 use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;
@@ -43,11 +43,15 @@ pub(crate) fn listen(boot: &Bootstrap) -> Result<(TcpListener, SocketAddr, Vec<S
     Ok((listener, listen, addrs))
 }
 
+/// What the warnings about strangers on the proxy's port are about (`WarnLimiter`'s summary line).
+const STRANGERS: &str = "connections to the proxy port";
+
 /// Collective: connects to every PE on another node (`remote[pe]`): to the higher ones, accepting the
 /// lower ones, each connection checked by its hello. Returns the connections by PE.
 ///
 /// The listener's connections are served all at once (`accept::Acceptor`): strangers holding idle
-/// connections, or sending garbage, neither delay nor stop the PEs' own.
+/// connections, or sending garbage, neither delay nor stop the PEs' own; warnings about them are
+/// rate-limited.
 pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[SocketAddr], ep: &Endpoint, remote: &[bool]) -> Result<Vec<Option<Connection>>> {
     let (me, n) = (boot.pe() as u32, boot.npes() as u32);
     let timeout = env::get(env::BOOTSTRAP_TIMEOUT).and_then(|v| env::parse_positive_secs(&v).ok()).unwrap_or(Duration::from_secs(30));
@@ -59,6 +63,7 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
     std::thread::scope(|sc| -> Result<()> {
         let acceptor = sc.spawn(|| -> Result<Vec<Connection>> {
             let mut acc = Acceptor::new(listener, ep)?;
+            let mut warns = WarnLimiter::new(STRANGERS);
             let mut got: Vec<Connection> = Vec::new();
             while got.len() < expect_accept.len() {
                 if Instant::now() >= deadline || stop.load(Ordering::Acquire) {
@@ -68,8 +73,8 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
                 match acc.next(deadline.min(Instant::now() + Duration::from_millis(100))) {
                     None => {}
                     Some(Ok(c)) if expect_accept.contains(&c.peer()) && !got.iter().any(|g| g.peer() == c.peer()) => got.push(c),
-                    Some(Ok(c)) => log::warn(format!("proxy: PE {me}: unexpected connection from PE {} at {} during setup: dropped", c.peer(), c.peer_addr())),
-                    Some(Err(e)) => log::warn(format!("proxy: {e}")),
+                    Some(Ok(c)) => warns.warn(format!("proxy: PE {me}: unexpected connection from PE {} at {} during setup: dropped", c.peer(), c.peer_addr())),
+                    Some(Err(e)) => warns.warn(format!("proxy: {e}")),
                 }
             }
             Ok(got)
@@ -104,9 +109,11 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
 /// Serves the listener after setup: every connection opened now is a stranger (the job's
 /// connections are all made at init). Hellos are read and refused (a wrong key, ...) for all
 /// connections at once; a valid hello (someone with the key) is cut off at its first frame, which is
-/// named. Neither ends this PE, and nothing is applied.
+/// named. Neither ends this PE, and nothing is applied. Warnings are rate-limited: a flood of
+/// strangers prints a few lines and a count.
 pub(crate) fn serve_late(engine: Arc<Engine>, listener: TcpListener, ep: Endpoint) {
     let me = engine.target.me;
+    let mut warns = WarnLimiter::new(STRANGERS);
     let mut acc = match Acceptor::new(&listener, &ep) {
         Ok(a) => a,
         Err(e) => {
@@ -115,9 +122,10 @@ pub(crate) fn serve_late(engine: Arc<Engine>, listener: TcpListener, ep: Endpoin
         }
     };
     while !engine.target.closing.load(Ordering::Acquire) {
+        warns.tick();
         match acc.next(Instant::now() + Duration::from_millis(100)) {
             None => {}
-            Some(Err(e)) => log::error(format!("proxy: {e}")),
+            Some(Err(e)) => warns.warn(format!("proxy: {e}")),
             Some(Ok(mut c)) => {
                 // Only a holder of the job key gets here; its first frame is read (bounded) to name it.
                 let peer = c.peer();
@@ -130,7 +138,7 @@ pub(crate) fn serve_late(engine: Arc<Engine>, listener: TcpListener, ep: Endpoin
                     Ok(false) => "it sent nothing".to_string(),
                     Err(e) => e.to_string(),
                 };
-                log::error(format!("proxy: PE {me}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}", c.peer_addr()));
+                warns.warn(format!("proxy: PE {me}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}", c.peer_addr()));
             }
         }
     }

@@ -2,8 +2,8 @@
 //! (PE 2 on another node than PE 0) with RSHMEM_REMOTE_TRANSPORT=proxy. Driven by
 //! tests/tests/proxy_port.rs, which also plays the local attacker that watches for new listeners.
 //!
-//! - `port_init`: prints how long `rshmem::init` took on this PE (the test runs it while a squatter
-//!   holds idle connections to every new listener of the job).
+//! - `port_init`: prints how long `rshmem::init` took on this PE, then holds the job 0.3 s (the test
+//!   runs it while a squatter holds idle connections to every new listener of the job).
 //! - `port_hello`: PE 2 sends PE 0's proxy hellos that must be refused (another wire version with the
 //!   job's key and with a wrong key, a wrong key, another PE count, another heap size, another target
 //!   PE) from a raw socket; each refusal must carry its status and nothing of PE 0's identity.
@@ -26,6 +26,11 @@ const CUT_WAIT: Duration = Duration::from_secs(60);
 
 pub fn init_time(c: &Ctx) {
     println!("PE {}: init took {} ms", c.me, c.init.as_millis());
+    // The job's listeners stay a moment longer, so that the test's squatter, on a busy machine,
+    // still finds every one of them before finalize closes them.
+    barrier();
+    std::thread::sleep(Duration::from_millis(300));
+    barrier();
 }
 
 /// PE 2: every refusal answers with the magic, its status (and, for another wire version, PE 0's

@@ -6,22 +6,34 @@ use std::fmt;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     msg: String,
+    /// The OS error number this error came from, where the code that made it kept one (`Error::os`,
+    /// `From<io::Error>`, `Error::with_errno`); `context` keeps it. Lets a caller tell kinds of failure
+    /// apart without reading the message (e.g. a network link that failed from a peer that closed).
+    errno: Option<i32>,
 }
 
 impl Error {
     pub fn new(msg: impl Into<String>) -> Error {
-        Error { msg: msg.into() }
+        Error { msg: msg.into(), errno: None }
+    }
+    /// An error with its message and the OS error number it came from.
+    pub fn with_errno(msg: impl Into<String>, errno: Option<i32>) -> Error {
+        Error { msg: msg.into(), errno }
     }
     /// Wraps an OS error with what we were doing.
     pub fn os(what: impl fmt::Display, err: std::io::Error) -> Error {
-        Error::new(format!("{what}: {err}"))
+        Error::with_errno(format!("{what}: {err}"), err.raw_os_error())
     }
     pub fn message(&self) -> &str {
         &self.msg
     }
+    /// The OS error number this error came from, if it kept one.
+    pub fn errno(&self) -> Option<i32> {
+        self.errno
+    }
     /// Prefixes context ("rshmem_malloc: ...").
     pub fn context(self, what: impl fmt::Display) -> Error {
-        Error::new(format!("{what}: {}", self.msg))
+        Error { msg: format!("{what}: {}", self.msg), errno: self.errno }
     }
 }
 
@@ -41,7 +53,7 @@ impl std::error::Error for Error {}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
-        Error::new(e.to_string())
+        Error::with_errno(e.to_string(), e.raw_os_error())
     }
 }
 

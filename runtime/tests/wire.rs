@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use rshmem::transport::proxy::accept::{accept as tcp_accept, Acceptor, MAX_PENDING};
 use rshmem::transport::proxy::tcp::{self, Connection, Endpoint};
 use rshmem::transport::wire::{self, AmoOp, Context, FrameReader, Hello, Message, OpHeader, Signal, SignalOp, Width};
 use std::io::{Read, Write};
@@ -195,7 +196,7 @@ fn start_pe0(scenario: &str, arg: &str) -> (TcpListener, Proc) {
 }
 
 fn accept(listener: &TcpListener) -> rshmem::Result<Connection> {
-    tcp::accept(listener, &endpoint(1), Instant::now() + Duration::from_secs(20))
+    tcp_accept(listener, &endpoint(1), Instant::now() + Duration::from_secs(20))
 }
 
 /// PE 1's side of a proxy, enough for the tests: applies puts, signals and AMOs to `heap` and answers
@@ -259,7 +260,7 @@ fn a_64_mib_transfer_in_chunks_arrives_intact() {
 fn a_bad_hello_is_refused_on_both_sides() {
     for (what, here, there) in [
         ("key", "refused the connection from 127.0.0.1", "refused the connection: wrong job key"),
-        ("npes", "another PE count (another job?) (3 PEs, this job 2)", "(it has 2 PEs and a heap of"),
+        ("npes", "another PE count (another job?) (3 PEs, this job 2)", "(this PE has 3 PEs and a heap of"),
         ("heap", "another symmetric heap size (another job?)", "refused the connection: another symmetric heap size"),
     ] {
         let (listener, pe0) = start_pe0("refuse", what);
@@ -346,7 +347,7 @@ fn loopback_throughput() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let server = std::thread::spawn(move || {
-        let mut c = tcp::accept(&listener, &ep(1), Instant::now() + Duration::from_secs(10)).unwrap();
+        let mut c = tcp_accept(&listener, &ep(1), Instant::now() + Duration::from_secs(10)).unwrap();
         let mut heap = vec![0u8; BIG];
         serve(&mut c, &mut heap).unwrap();
         heap
@@ -464,7 +465,7 @@ fn lanes_strangers_and_wrong_targets() {
     // PE 0 of 3 means PE 2, but reached PE 1.
     let three = |pe| Endpoint { npes: 3, ..endpoint(pe) };
     let client = std::thread::spawn(move || tcp::connect(addr, &three(0), 2, 0, 1, deadline()).err().unwrap().to_string());
-    let err = tcp::accept(&listener, &three(1), deadline()).err().unwrap().to_string();
+    let err = tcp_accept(&listener, &three(1), deadline()).err().unwrap().to_string();
     assert!(err.contains("claims PE 0 of 3") && err.contains("meant for another PE (it wants PE 2)"), "{err}");
     let err = client.join().unwrap();
     assert!(err.contains("PE 2 at 127.0.0.1") && err.contains("meant for another PE"), "{err}");
@@ -484,4 +485,93 @@ fn lanes_strangers_and_wrong_targets() {
     assert_eq!(serve(&mut c, &mut heap).unwrap(), 2);
     client.join().unwrap();
     assert_eq!(heap[HEAP as usize - 8..], [3u8; 8]);
+}
+
+/// A raw client's hello, answered: the 64 bytes of the answer (empty when none came).
+fn raw_hello(addr: SocketAddr, h: &Hello) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytemuck::bytes_of(h)).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    answer
+}
+
+/// The key is checked before anything else, and a refusal says nothing but its status: another wire
+/// version with a wrong key is refused for the key; with the job's key, for the version (and then
+/// names this side's version, nothing else); other refusals carry no PE, PE count or heap size.
+#[test]
+fn a_refusal_carries_its_status_alone() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let me = endpoint(0);
+    let good = Hello {
+        magic: wire::MAGIC,
+        version: wire::VERSION,
+        key: me.key,
+        src_pe: 0,
+        dst_pe: 1,
+        npes: 2,
+        lane: 0,
+        lanes: 1,
+        heap_size: me.heap_size,
+        max_chunk: me.max_chunk,
+        ..bytemuck::Zeroable::zeroed()
+    };
+    let mut bad_key = good;
+    bad_key.key[9] ^= 0x40;
+    let cases = [
+        ("another version, the job's key", Hello { version: wire::VERSION + 7, ..good }, 2, wire::VERSION),
+        ("another version, a wrong key", Hello { version: wire::VERSION + 7, ..bad_key }, 1, 0),
+        ("a wrong key", bad_key, 1, 0),
+        ("another PE count", Hello { npes: 3, ..good }, 3, 0),
+        ("another heap size", Hello { heap_size: HEAP + 4096, ..good }, 4, 0),
+        ("another target PE", Hello { dst_pe: 0, npes: 3, ..good }, 5, 0),
+        ("a bad lane", Hello { lane: 2, lanes: 2, ..good }, 6, 0),
+        ("a malformed hello", Hello { max_chunk: 1, ..good }, 7, 0),
+    ];
+    for (what, h, status, version) in cases {
+        let client = std::thread::spawn(move || raw_hello(addr, &h));
+        let err = accept(&listener).err().unwrap_or_else(|| panic!("{what}: accepted")).to_string();
+        let answer = client.join().unwrap();
+        assert_eq!(answer.len(), wire::HELLO_LEN, "{what}: {answer:?}");
+        let a: Hello = bytemuck::pod_read_unaligned(&answer);
+        let expected = Hello { magic: wire::MAGIC, version, status, ..bytemuck::Zeroable::zeroed() };
+        assert_eq!(a, expected, "{what}: the refusal carries more than its status");
+        assert!(err.contains("PE 1 refused the connection from 127.0.0.1"), "{what}: {err}");
+    }
+}
+
+/// Idle connections made before a PE's do not delay it: the acceptor answers the PE at once, with
+/// the idle ones still waiting; beyond MAX_PENDING the oldest are dropped, each named.
+#[test]
+fn idle_strangers_delay_no_peer() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut acc = Acceptor::new(&listener, &endpoint(1)).unwrap();
+    // The strangers connect first (while the acceptor runs: the listen backlog is short), then the PE.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let idle: Vec<TcpStream> = (0..MAX_PENDING + 10).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let t = Instant::now();
+        let _ = tx.send(t);
+        let peer = tcp::connect(addr, &endpoint(0), 1, 0, 1, Instant::now() + Duration::from_secs(10)).map(|c| c.peer());
+        (peer, t.elapsed(), idle)
+    });
+    let mut dropped = 0;
+    let c = loop {
+        match acc.next(Instant::now() + Duration::from_secs(10)).expect("no connection within 10 s") {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(e.to_string().contains("connections wait for their hello: dropped the oldest"), "{e}");
+                dropped += 1;
+            }
+        }
+    };
+    let started = rx.recv().unwrap();
+    let (peer, took, idle) = client.join().unwrap();
+    assert_eq!((c.peer(), peer.unwrap()), (0, 1));
+    assert!(took < Duration::from_secs(2) && started.elapsed() < Duration::from_secs(3), "the PE waited {took:?} behind idle connections");
+    assert!(dropped >= 10 && acc.pending() <= MAX_PENDING, "{dropped} dropped, {} pending", acc.pending());
+    drop(idle);
 }

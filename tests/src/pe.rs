@@ -12,6 +12,7 @@ use rshmem_device::{CMP_EQ, TEAM_NODE};
 use std::process::exit;
 
 mod coll;
+mod port;
 mod remote;
 mod scaling;
 
@@ -46,6 +47,8 @@ struct Ctx {
     n: usize,
     threads: u32,
     seed: u64,
+    /// How long `rshmem::init` took.
+    init: std::time::Duration,
 }
 
 fn die(msg: impl std::fmt::Display) -> ! {
@@ -941,7 +944,9 @@ fn main() {
         "init_c" => init_c(),
         _ => {}
     }
+    let init_start = std::time::Instant::now();
     ck(rshmem::init());
+    let init = init_start.elapsed();
     let (me, n) = (rshmem::my_pe() as usize, rshmem::n_pes() as usize);
     let gpu = ck(rshmem::backend_name()) == "cuda";
     let threads = std::env::var("RSHMEM_TEST_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(if gpu { 256 } else { 8 });
@@ -950,7 +955,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .or_else(|| std::env::var("RSHMEM_JOB_KEY").ok().map(|k| k.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))))
         .unwrap_or(0x5eed);
-    let c = Ctx { me, n, threads, seed };
+    let c = Ctx { me, n, threads, seed, init };
     let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
     let list: Vec<String> = args.iter().flat_map(|a| if a == "all" { all.iter().map(|s| s.to_string()).collect::<Vec<_>>() } else { vec![a.clone()] }).collect();
     for s in &list {
@@ -989,6 +994,10 @@ fn main() {
             "proxy_kill" => remote::kill(&c),
             "proxy_garbage" => remote::garbage(&c),
             "remote_scaling" => scaling::scenario(&c),
+            "port_init" => port::init_time(&c),
+            "port_hello" => port::hello_refusals(&c),
+            "port_flood" => port::flood(&c),
+            "port_cut_idle" | "port_cut_busy" => port::cut(&c, s == "port_cut_busy"),
             other => die(format!("unknown scenario {other:?}")),
         }
         println!("PE {me}: {s} ok ({} backend, {n} PEs, {threads} threads, {:.2} s)", if gpu { "cuda" } else { "cpu" }, t.elapsed().as_secs_f64());

@@ -21,15 +21,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether PE `pe` is on another node (its heap is not mapped here).
-fn is_remote(sym: *const u8, pe: usize) -> bool {
+pub(crate) fn is_remote(sym: *const u8, pe: usize) -> bool {
     rshmem::ptr(sym, pe as i32).is_null()
 }
 
-fn put(dst: *mut u8, src: &[u8], pe: usize) {
+pub(crate) fn put(dst: *mut u8, src: &[u8], pe: usize) {
     // SAFETY: dst is a symmetric allocation with room for src (each scenario sizes it so).
     ck(unsafe { rshmem::putmem(dst, src.as_ptr(), src.len(), pe as i32) }.map_err(|e| e.context(format!("putmem of {} bytes to PE {pe}", src.len()))))
 }
-fn get(src: *const u8, len: usize, pe: usize) -> Vec<u8> {
+pub(crate) fn get(src: *const u8, len: usize, pe: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     // SAFETY: src is a symmetric allocation of at least len bytes; v holds len bytes.
     ck(unsafe { rshmem::getmem(v.as_mut_ptr(), src, len, pe as i32) }.map_err(|e| e.context(format!("getmem of {len} bytes from PE {pe}"))));
@@ -449,10 +449,16 @@ pub fn kill(c: &Ctx) {
     }
 }
 
-fn hello(key: [u8; 16], src: u32, dst: u32, npes: u32, heap: u64) -> Vec<u8> {
+/// A hello of this wire version (layout of `rshmem::transport::wire::Hello`, little-endian).
+pub(crate) fn hello(key: [u8; 16], src: u32, dst: u32, npes: u32, heap: u64) -> Vec<u8> {
+    hello_v(rshmem::transport::wire::VERSION, key, src, dst, npes, heap)
+}
+
+/// A hello claiming wire version `version`.
+pub(crate) fn hello_v(version: u32, key: [u8; 16], src: u32, dst: u32, npes: u32, heap: u64) -> Vec<u8> {
     let mut h = Vec::with_capacity(64);
     h.extend_from_slice(&rshmem::transport::wire::MAGIC);
-    h.extend_from_slice(&rshmem::transport::wire::VERSION.to_le_bytes());
+    h.extend_from_slice(&version.to_le_bytes());
     h.extend_from_slice(&0u32.to_le_bytes());
     h.extend_from_slice(&key);
     for v in [src, dst, npes] {
@@ -483,7 +489,7 @@ fn put_header(src: u32, offset: u64, len: u64, reserved: u32) -> Vec<u8> {
 }
 
 /// Connects to `addr`, sends a hello (and `frame`), returns what came back (hello answer + rest).
-fn rogue(addr: std::net::SocketAddr, hello: &[u8], frame: &[u8]) -> Vec<u8> {
+pub(crate) fn rogue(addr: std::net::SocketAddr, hello: &[u8], frame: &[u8]) -> Vec<u8> {
     let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| die(format!("rogue connect to {addr}: {e}")));
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(hello).unwrap();
@@ -501,25 +507,12 @@ fn rogue(addr: std::net::SocketAddr, hello: &[u8], frame: &[u8]) -> Vec<u8> {
 
 pub fn garbage(c: &Ctx) {
     let watched = ck(rshmem::calloc(4096, 1));
-    // PE 0 tells PE 2 its proxy address (through the proxy).
-    let slot = ck(rshmem::calloc(64, 1));
-    if c.n < 3 || !is_remote(slot, 2) && c.me == 0 {
-        die("proxy_garbage needs PE 2 on another node than PE 0 (rshmrun --nodes 2 -np 4)");
-    }
+    let pe0 = pe0_proxy_addr_at_pe2(c, "proxy_garbage");
     if c.me == 0 {
-        let a = rshmem::transport::proxy::listen_addr().unwrap_or_else(|| die("no proxy listening")).to_string();
-        let mut b = [0u8; 64];
-        b[..a.len()].copy_from_slice(a.as_bytes());
-        put(slot, &b, 2);
-        println!("PE 0: proxy listens on {a}; watched buffer at heap offset {:#x}", off(watched));
+        println!("PE 0: watched buffer at heap offset {:#x}", off(watched));
     }
-    barrier();
-    if c.me == 2 {
-        let b = get_bytes(slot, 64);
-        let text = String::from_utf8_lossy(&b[..b.iter().position(|&x| x == 0).unwrap_or(64)]).into_owned();
-        let addr: std::net::SocketAddr = text.parse().unwrap_or_else(|_| die(format!("bad address {text:?}")));
-        let key_hex = std::env::var("RSHMEM_JOB_KEY").unwrap_or_else(|_| die("RSHMEM_JOB_KEY not set"));
-        let key: [u8; 16] = (0..16).map(|i| u8::from_str_radix(&key_hex[2 * i..2 * i + 2], 16).unwrap()).collect::<Vec<_>>().try_into().unwrap();
+    if let Some(addr) = pe0 {
+        let key = job_key();
         let heap = rshmem::heap_size() as u64;
         let n = c.n as u32;
         // 1. A wrong key: refused (status 1, wrong key), nothing more.
@@ -562,6 +555,37 @@ pub fn garbage(c: &Ctx) {
         }
     }
     barrier();
-    ck(rshmem::free(slot));
     ck(rshmem::free(watched));
+}
+
+/// Collective: PE 0 tells PE 2 (on another node) its proxy's listen address, through the proxy.
+/// Returns it on PE 2, None elsewhere. `what` names the scenario for the error when the layout is not
+/// `rshmrun --nodes 2 -np 4`.
+pub(crate) fn pe0_proxy_addr_at_pe2(c: &Ctx, what: &str) -> Option<std::net::SocketAddr> {
+    let slot = ck(rshmem::calloc(64, 1));
+    if c.n < 3 || !is_remote(slot, 2) && c.me == 0 {
+        die(format!("{what} needs PE 2 on another node than PE 0 (rshmrun --nodes 2 -np 4)"));
+    }
+    if c.me == 0 {
+        let a = rshmem::transport::proxy::listen_addr().unwrap_or_else(|| die("no proxy listening")).to_string();
+        let mut b = [0u8; 64];
+        b[..a.len()].copy_from_slice(a.as_bytes());
+        put(slot, &b, 2);
+        println!("PE 0: proxy listens on {a}");
+    }
+    barrier();
+    let addr = (c.me == 2).then(|| {
+        let b = get_bytes(slot, 64);
+        let text = String::from_utf8_lossy(&b[..b.iter().position(|&x| x == 0).unwrap_or(64)]).into_owned();
+        text.parse().unwrap_or_else(|_| die(format!("bad address {text:?}")))
+    });
+    barrier();
+    ck(rshmem::free(slot));
+    addr
+}
+
+/// The job key rshmrun gave this PE (RSHMEM_JOB_KEY, 32 hex digits).
+pub(crate) fn job_key() -> [u8; 16] {
+    let key_hex = std::env::var("RSHMEM_JOB_KEY").unwrap_or_else(|_| die("RSHMEM_JOB_KEY not set"));
+    (0..16).map(|i| u8::from_str_radix(&key_hex[2 * i..2 * i + 2], 16).unwrap()).collect::<Vec<_>>().try_into().unwrap()
 }

@@ -1,5 +1,5 @@
-//! Rate-limited warnings about bad connections (strangers on the bootstrap port or the fd-passing
-//! socket). A port scanner or a misconfigured job must not flood a PE's output: the first few
+//! Rate-limited warnings about bad connections (strangers on the bootstrap port, the fd-passing
+//! socket or the proxy's port). A port scanner or a misconfigured job must not flood a PE's output: the first few
 //! warnings of a window are printed, the rest counted, and one summary line with the count is
 //! printed when the window ends (at the next warning after it, or when the limiter is dropped).
 
@@ -43,6 +43,16 @@ impl WarnLimiter {
             }
         } else {
             self.suppressed += 1;
+        }
+    }
+
+    /// Prints the summary of the warnings suppressed in the window, once it ended: for a caller that
+    /// may not warn again for a long time (a listener's loop), so that the count does not wait for it.
+    pub(crate) fn tick(&mut self) {
+        if self.suppressed > 0 && self.window_start.elapsed() >= WINDOW {
+            self.flush();
+            self.window_start = Instant::now();
+            self.printed = 0;
         }
     }
 

@@ -40,6 +40,7 @@ use crate::platform::services::{DeviceMem, HostShared};
 use crate::transport::proxy::link::{next_job, FrameLink, Job, Link, PendingAmo, PendingGet};
 use crate::transport::proxy::ring::{self, Channel, Completion, Drain, Entry};
 use crate::transport::proxy::target::{Applier, Target, CLOSE_WAIT};
+use crate::transport::proxy::tcp;
 use crate::transport::wire::{self, AmoOp, Chunks, Message, Signal, SignalOp, Width};
 use rshmem_common::Backoff;
 use rshmem_device::remote::proxy::{op, return_area_bytes, ring_bytes, ReturnSlot, COUNTERS_BYTES, RETURN_SLOT_BYTES, SUB_RETURN};
@@ -373,7 +374,9 @@ impl Engine {
                         log::debug(format!("proxy: after finalize: {e}"));
                         return;
                     }
-                    if self.nothing_in_flight(link) {
+                    // A failed network link (ETIMEDOUT, EHOSTUNREACH...) is named at once, not
+                    // waited out as a peer that closed.
+                    if self.nothing_in_flight(link) && !tcp::link_failed(&e) {
                         // The peer went away while we owed it nothing and it owed us nothing: most
                         // often a PE that reported an error and exited. This PE may be about to
                         // report its own; it ends only if it is still running after GONE_GRACE (then

@@ -9,13 +9,14 @@
 //! - **Engines** ([`engine`]): one per channel, with its drain thread and, per connection, a receiver
 //!   and a responder; what a peer's frames do to this PE's heap is [`target`]'s (shared by the
 //!   channels, with the inbound queue); the per-peer state is [`link`]'s.
-//! - **Connections** ([`setup`], [`tcp`]). One TCP connection per pair of PEs on different nodes and
+//! - **Connections** ([`setup`], [`tcp`], [`accept`]). One TCP connection per pair of PEs on different nodes and
 //!   per channel (its *lane*; lower PE connects, higher accepts; hello with the job key). Channel `c`
 //!   of every PE sends on lane `c`, so a channel's frames to a peer arrive in order, which gives the
 //!   order of one thread's requests to one PE (`fence` with one channel) for free. Frames are the
 //!   wire's (`transport::wire`), validated on receipt by its decoder: nothing outside the heap is ever
-//!   written. A listener thread refuses (or, with a valid hello, cuts off) connections opened after
-//!   setup.
+//!   written. The listener serves all its connections at once, at setup and after it (a listener
+//!   thread then refuses, or with a valid hello cuts off, every connection: the job's are all made);
+//!   its warnings about strangers are rate-limited.
 //! - **Providers.** The engine talks to its peers through `link::FrameLink` (send, queue and flush
 //!   frames, receive one, close), implemented by the TCP provider's `tcp::Connection`; only the setup
 //!   is TCP's.
@@ -23,6 +24,7 @@
 //!   (`engine::Extension`, on channel 0's engine), which serves the NIC frames; the proxy itself knows
 //!   no NIC.
 
+pub mod accept;
 pub mod engine;
 pub mod link;
 pub mod ring;

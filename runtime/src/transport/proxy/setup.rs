@@ -1,17 +1,18 @@
 //! The proxy's TCP setup: the address it listens on, the connections to every PE on another node
 //! (made once, at init: the lower PE connects, the higher accepts), and the listener's service after
-//! setup, when every connection is a stranger's.
+//! setup, when every connection is a stranger's. Both serve the listener through one
+//! `accept::Acceptor` loop each: every connection at once, strangers reported rate-limited.
 
-use crate::bootstrap::Bootstrap;
+use crate::bootstrap::{Bootstrap, WarnLimiter};
 use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;
+use crate::transport::proxy::accept::Acceptor;
 use crate::transport::proxy::target::Target;
-use rshmem_device::state::MAX_CHANNELS;
 use crate::transport::proxy::tcp::{self, Connection, Endpoint};
+use rshmem_device::state::MAX_CHANNELS;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,9 +51,16 @@ pub(crate) fn listen(boot: &Bootstrap, channels: usize) -> Result<(TcpListener, 
     Ok((listener, listen, addrs, job_channels))
 }
 
+/// What the warnings about strangers on the proxy's port are about (`WarnLimiter`'s summary line).
+const STRANGERS: &str = "connections to the proxy port";
+
 /// Collective: makes `lanes` connections to every PE on another node (`remote[pe]`): to the higher
 /// ones, accepting the lower ones, each checked by its hello. Returns the connections by PE and lane
 /// (an empty list for PEs of this node).
+///
+/// The listener's connections are served all at once (`accept::Acceptor`): strangers holding idle
+/// connections, or sending garbage, neither delay nor stop the PEs' own; warnings about them are
+/// rate-limited.
 pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[SocketAddr], ep: &Endpoint, remote: &[bool], lanes: usize) -> Result<Vec<Vec<Connection>>> {
     let (me, n) = (boot.pe() as u32, boot.npes() as u32);
     let timeout = env::get(env::BOOTSTRAP_TIMEOUT).and_then(|v| env::parse_positive_secs(&v).ok()).unwrap_or(Duration::from_secs(30));
@@ -62,18 +70,23 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
     let want = |c: &Connection, got: &[Connection]| {
         expect_accept.contains(&c.peer()) && (c.lane() as usize) < lanes && !got.iter().any(|g| g.peer() == c.peer() && g.lane() == c.lane())
     };
+    // Set when connecting failed: the acceptor stops waiting.
+    let stop = AtomicBool::new(false);
     std::thread::scope(|sc| -> Result<()> {
         let acceptor = sc.spawn(|| -> Result<Vec<Connection>> {
+            let mut acc = Acceptor::new(listener, ep)?;
+            let mut warns = WarnLimiter::new(STRANGERS);
             let mut got: Vec<Connection> = Vec::new();
             while got.len() < expect_accept.len() * lanes {
-                if Instant::now() >= deadline {
+                if Instant::now() >= deadline || stop.load(Ordering::Acquire) {
                     let missing: Vec<u32> = expect_accept.iter().copied().filter(|q| got.iter().filter(|c| c.peer() == *q).count() < lanes).collect();
                     return Err(Error::new(format!("proxy: PE {me}: PEs {missing:?} did not connect within {timeout:?}")));
                 }
-                match tcp::accept(listener, ep, deadline) {
-                    Ok(c) if want(&c, &got) => got.push(c),
-                    Ok(c) => log::warn(format!("proxy: PE {me}: unexpected connection from PE {} (connection {}) during setup: dropped", c.peer(), c.lane())),
-                    Err(e) => log::warn(format!("proxy: {e}")),
+                match acc.next(deadline.min(Instant::now() + Duration::from_millis(100))) {
+                    None => {}
+                    Some(Ok(c)) if want(&c, &got) => got.push(c),
+                    Some(Ok(c)) => warns.warn(format!("proxy: PE {me}: unexpected connection from PE {} (connection {}) at {} during setup: dropped", c.peer(), c.lane(), c.peer_addr())),
+                    Some(Err(e)) => warns.warn(format!("proxy: {e}")),
                 }
             }
             Ok(got)
@@ -86,6 +99,7 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
                         Ok(c) => conns[q as usize].push(c),
                         Err(e) => {
                             first_err = Some(e);
+                            stop.store(true, Ordering::Release);
                             break 'peers;
                         }
                     }
@@ -109,17 +123,27 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
 }
 
 /// Serves the listener after setup: every connection opened now is a stranger (the job's
-/// connections are all made at init). A wrong key is refused by the hello; a valid hello is cut
-/// off at its first frame (a bad one is named). Neither ends this PE, and nothing is applied.
+/// connections are all made at init). Hellos are read and refused (a wrong key, ...) for all
+/// connections at once; a valid hello (someone with the key) is cut off at its first frame, which is
+/// named. Neither ends this PE, and nothing is applied. Warnings are rate-limited: a flood of
+/// strangers prints a few lines and a count.
 pub(crate) fn serve_late(target: Arc<Target>, listener: TcpListener, ep: Endpoint) {
-    while !target.closing.load(Ordering::Acquire) {
-        let mut fds = [libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-        if crate::bootstrap::poll(&mut fds, Some(Duration::from_millis(100))).is_err() || fds[0].revents == 0 {
-            continue;
+    let me = target.me;
+    let mut warns = WarnLimiter::new(STRANGERS);
+    let mut acc = match Acceptor::new(&listener, &ep) {
+        Ok(a) => a,
+        Err(e) => {
+            log::error(format!("proxy: PE {me}: the listener stops serving: {e}"));
+            return;
         }
-        match tcp::accept(&listener, &ep, Instant::now() + Duration::from_secs(2)) {
-            Err(e) => log::error(format!("proxy: {e}")),
-            Ok(mut c) => {
+    };
+    while !target.closing.load(Ordering::Acquire) {
+        warns.tick();
+        match acc.next(Instant::now() + Duration::from_millis(100)) {
+            None => {}
+            Some(Err(e)) => warns.warn(format!("proxy: {e}")),
+            Some(Ok(mut c)) => {
+                // Only a holder of the job key gets here; its first frame is read (bounded) to name it.
                 let peer = c.peer();
                 c.set_io_timeout(Duration::from_secs(2));
                 let why = match c.recv_timeout(Duration::from_secs(2)) {
@@ -130,11 +154,7 @@ pub(crate) fn serve_late(target: Arc<Target>, listener: TcpListener, ep: Endpoin
                     Ok(false) => "it sent nothing".to_string(),
                     Err(e) => e.to_string(),
                 };
-                log::error(format!(
-                    "proxy: PE {}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}",
-                    target.me,
-                    c.peer_addr()
-                ));
+                warns.warn(format!("proxy: PE {me}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}", c.peer_addr()));
             }
         }
     }

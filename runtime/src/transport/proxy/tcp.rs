@@ -2,15 +2,17 @@
 //! between two PEs over a `std::net::TcpStream`.
 //!
 //! - [`connect`] retries until a deadline (the peer's proxy may not listen yet), then sends a
-//!   [`Hello`]; [`accept`] reads it and answers with its own hello or a refusal. Both sides check the
-//!   job key (in constant time), the PE count, the heap size and that the connection is meant for
-//!   them; a mismatch drops the connection with an error naming the peer on both sides. A refusal for
-//!   a wrong key carries nothing of the acceptor's identity.
+//!   [`Hello`]; the accepting side (`super::accept`) answers with its own hello or a refusal. Both
+//!   sides check the job key (in constant time), the PE count, the heap size and that the connection
+//!   is meant for them; a mismatch drops the connection with an error naming the peer on both sides.
+//!   A refusal carries its status alone: nothing of the acceptor's identity.
 //! - [`Connection::send`] writes a header and its payload with one `sendmsg` (no copy, no SIGPIPE),
 //!   checking first that the peer would accept the frame; [`Connection::recv`] reads and validates
 //!   one frame with a read deadline. TCP_NODELAY is on: proxy traffic is many small frames.
 //! - A peer that closes, stalls or sends garbage gives an error naming it and what was in flight, and
 //!   the connection is unusable afterwards; for garbage, the peer is told why (an ERROR frame) first.
+//!   A network link that fails (the kernel ends the connection with ETIMEDOUT, EHOSTUNREACH, ...) is
+//!   named as one, with the errno ([`link_failed`] tells it apart from a peer that closed).
 //! - Several connections per pair: `lane` of `lanes` in the hello. No threads of its own.
 
 use crate::transport::wire::{
@@ -19,8 +21,9 @@ use crate::transport::wire::{
 };
 use crate::error::{Error, Result};
 use std::io::{self, Read};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Default bound on waiting for a frame's bytes, or for the peer to take ours.
@@ -41,7 +44,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.pe >= self.npes {
             return Err(Error::new(format!("transport: PE {} is not below the PE count {}", self.pe, self.npes)));
         }
@@ -56,7 +59,7 @@ impl Endpoint {
 }
 
 /// Constant-time comparison of job keys (no early exit on the first differing byte).
-fn key_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
+pub(crate) fn key_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
     std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
 }
 
@@ -74,6 +77,8 @@ pub struct Connection {
     read_timeout: Option<Duration>,
     /// Set once the connection failed: every later call gives this error.
     broken: Option<Error>,
+    /// The halves of a split connection: the first failure either half saw (see `link_cause`).
+    halves: Option<Arc<Mutex<Option<Error>>>>,
     /// Requests sent that await an answer (GET, fetching AMO, QUIET).
     awaiting: u64,
     last_sent: Option<OpHeader>,
@@ -185,26 +190,31 @@ pub fn connect(addr: SocketAddr, me: &Endpoint, peer: u32, lane: u16, lanes: u16
     if answer.magic != MAGIC {
         return Err(Error::new(format!("transport: {who} is not an rshmem proxy (bad hello magic)")));
     }
-    if answer.version != VERSION {
-        return Err(Error::new(format!(
-            "transport: {who} speaks wire version {}, this PE version {VERSION}",
-            answer.version
-        )));
-    }
+    // A refusal carries its status alone (and, for another wire version, the acceptor's version).
     match HelloStatus::from_u32(answer.status) {
         Some(HelloStatus::Accepted) => {}
+        Some(HelloStatus::WrongVersion) => {
+            return Err(Error::new(format!(
+                "transport: {who} refused the connection: it speaks wire version {}, this PE version {VERSION} (all PEs of a job must run the same rshmem build)",
+                answer.version
+            )))
+        }
         Some(s @ (HelloStatus::WrongPeCount | HelloStatus::WrongHeapSize)) => {
             return Err(Error::new(format!(
-                "transport: {who} refused the connection: {} (it has {} PEs and a heap of {} bytes; this PE {} and {})",
+                "transport: {who} refused the connection: {} (this PE has {} PEs and a heap of {} bytes; a refusal does not say what the other side has)",
                 s.describe(),
-                answer.npes,
-                answer.heap_size,
                 me.npes,
                 me.heap_size
             )))
         }
         Some(s) => return Err(Error::new(format!("transport: {who} refused the connection: {}", s.describe()))),
         None => return Err(Error::new(format!("transport: {who} answered with unknown status {}", answer.status))),
+    }
+    if answer.version != VERSION {
+        return Err(Error::new(format!(
+            "transport: {who} speaks wire version {}, this PE version {VERSION}",
+            answer.version
+        )));
     }
     // The acceptor proves it belongs to the same job and is the PE we meant.
     let why = if !key_eq(&answer.key, &me.key) {
@@ -232,98 +242,6 @@ pub fn connect_lanes(addr: SocketAddr, me: &Endpoint, peer: u32, lanes: u16, dea
     (0..lanes).map(|lane| connect(addr, me, peer, lane, lanes, deadline)).collect()
 }
 
-/// Accepts one connection on `listener` (waiting until `deadline`) and answers its hello. A
-/// connection that fails the checks is refused and dropped, and the error names it (its address and
-/// the PE it claims to be).
-pub fn accept(listener: &TcpListener, me: &Endpoint, deadline: Instant) -> Result<Connection> {
-    me.check()?;
-    let (mut stream, addr) = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let mut fds = [libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-        crate::bootstrap::poll(&mut fds, Some(left)).map_err(|e| Error::os("transport: waiting for a connection", e))?;
-        if fds[0].revents != 0 {
-            match listener.accept() {
-                Ok(x) => break x,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
-                Err(e) => return Err(Error::os("transport: accept", e)),
-            }
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::new(format!(
-                "transport: PE {}: no connection within the deadline on {}",
-                me.pe,
-                listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
-            )));
-        }
-    };
-    // The accepted socket must block (with timeouts) whatever the listener does.
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(HELLO_TIMEOUT));
-    let hello = read_hello(&mut stream, HELLO_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100))))
-        .map_err(|e| Error::new(format!("transport: PE {}: connection from {addr} sent no hello: {e}", me.pe)))?;
-    let who = format!("connection from {addr} (claims PE {} of {})", hello.src_pe, hello.npes);
-    let mut refuse = |status: HelloStatus, detail: String| -> Error {
-        let mut answer = Hello { magic: MAGIC, version: VERSION, status: status as u32, ..bytemuck::Zeroable::zeroed() };
-        if status != HelloStatus::WrongKey && status != HelloStatus::Malformed {
-            // The key matched: the peer may learn what differs.
-            (answer.src_pe, answer.npes, answer.heap_size) = (me.pe, me.npes, me.heap_size);
-        }
-        let _ = send_all(&stream, &[bytemuck::bytes_of(&answer)], Duration::from_secs(1));
-        let _ = stream.shutdown(Shutdown::Write);
-        drain(&mut stream);
-        Error::new(format!("transport: PE {} refused the {who}: {}{detail}", me.pe, status.describe()))
-    };
-    if hello.magic != MAGIC {
-        // Not ours at all: no answer.
-        let _ = stream.shutdown(Shutdown::Both);
-        return Err(Error::new(format!("transport: PE {}: connection from {addr} is not an rshmem proxy (bad hello magic)", me.pe)));
-    }
-    if hello.version != VERSION {
-        return Err(refuse(HelloStatus::WrongVersion, format!(" (version {}, this PE {VERSION})", hello.version)));
-    }
-    if !key_eq(&hello.key, &me.key) {
-        return Err(refuse(HelloStatus::WrongKey, String::new()));
-    }
-    if hello.dst_pe != me.pe {
-        return Err(refuse(HelloStatus::WrongTargetPe, format!(" (it wants PE {})", hello.dst_pe)));
-    }
-    if hello.npes != me.npes {
-        return Err(refuse(HelloStatus::WrongPeCount, format!(" ({} PEs, this job {})", hello.npes, me.npes)));
-    }
-    if hello.heap_size != me.heap_size {
-        return Err(refuse(HelloStatus::WrongHeapSize, format!(" ({} bytes, this PE {})", hello.heap_size, me.heap_size)));
-    }
-    if hello.lanes == 0 || hello.lanes as u32 > MAX_LANES || hello.lane >= hello.lanes {
-        return Err(refuse(HelloStatus::BadLane, format!(" (connection {} of {})", hello.lane, hello.lanes)));
-    }
-    if hello.src_pe >= me.npes
-        || hello.src_pe == me.pe
-        || hello.status != 0
-        || hello._reserved != 0
-        || !(MIN_CHUNK..=MAX_CHUNK).contains(&hello.max_chunk)
-    {
-        return Err(refuse(HelloStatus::Malformed, format!(" (source PE {}, chunk size {})", hello.src_pe, hello.max_chunk)));
-    }
-    let answer = Hello {
-        magic: MAGIC,
-        version: VERSION,
-        status: HelloStatus::Accepted as u32,
-        key: me.key,
-        src_pe: me.pe,
-        dst_pe: hello.src_pe,
-        npes: me.npes,
-        lane: hello.lane,
-        lanes: hello.lanes,
-        heap_size: me.heap_size,
-        max_chunk: me.max_chunk,
-        _reserved: 0,
-    };
-    send_all(&stream, &[bytemuck::bytes_of(&answer)], HELLO_TIMEOUT)
-        .map_err(|e| Error::new(format!("transport: PE {}: answering the hello of PE {} at {addr}: {e}", me.pe, hello.src_pe)))?;
-    Ok(Connection::new(stream, me, hello.src_pe, hello.max_chunk, hello.lane, addr))
-}
-
 fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {
     s.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
     let mut b = [0u8; HELLO_LEN];
@@ -338,7 +256,7 @@ fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {
             }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("timed out after {timeout:?} with {got} of {HELLO_LEN} hello bytes"),
@@ -352,7 +270,7 @@ fn read_hello(s: &mut TcpStream, timeout: Duration) -> io::Result<Hello> {
 
 /// Sends all of `parts` with `sendmsg` (gathering, MSG_NOSIGNAL: a closed peer gives EPIPE, not a
 /// signal that would kill a C program). Waits at most `timeout` for the peer to make room.
-fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()> {
+pub(crate) fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()> {
     let fd = s.as_raw_fd();
     let deadline = Instant::now() + timeout;
     let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
@@ -374,7 +292,9 @@ fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()>
             let e = io::Error::last_os_error();
             match e.kind() {
                 io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                // EAGAIN: the send buffer is full (or SO_SNDTIMEO expired). ETIMEDOUT is the
+                // kernel ending the connection: an error.
+                io::ErrorKind::WouldBlock => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the peer took no data for {timeout:?}")));
@@ -401,8 +321,67 @@ fn send_all(s: &TcpStream, parts: &[&[u8]], timeout: Duration) -> io::Result<()>
     Ok(())
 }
 
-/// Reads and discards what a refused peer sent (bounded), so that closing does not reset the
-/// connection and destroy the refusal on its way.
+/// Whether `errno` says the network path to a peer failed rather than the peer's process: the
+/// kernel gave up on the connection (retransmissions, keepalive probes or TCP_USER_TIMEOUT went
+/// unanswered: ETIMEDOUT), or has no route to the peer's host any more. A reset (ECONNRESET) or a
+/// closed pipe (EPIPE) came from the peer's kernel, which is alive: its process ended or closed.
+fn link_errno(errno: i32) -> bool {
+    matches!(errno, libc::ETIMEDOUT | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN | libc::ENETDOWN)
+}
+
+/// Whether `e`, an error of a [`Connection`], reports a failed network link (see [`link_errno`])
+/// rather than a peer that closed: its node stopped answering, or cannot be reached any more. The
+/// proxy engine ends the PE at once then, where a peer that closed gets a grace period.
+pub fn link_failed(e: &Error) -> bool {
+    e.errno().is_some_and(link_errno)
+}
+
+/// The symbolic name of an errno a connection may end with.
+fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::EHOSTUNREACH => "EHOSTUNREACH",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::EHOSTDOWN => "EHOSTDOWN",
+        libc::ENETDOWN => "ENETDOWN",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::ECONNABORTED => "ECONNABORTED",
+        libc::EPIPE => "EPIPE",
+        _ => "errno",
+    }
+}
+
+/// The error of a connection whose receive (`sending` None) or send of a frame (`sending`: what it
+/// was) failed with `e`; `who` names the peer PE and its address. An errno is named (its text, symbol
+/// and number); a failed link says so, and what it means.
+fn io_failure(who: &str, sending: Option<String>, e: &io::Error) -> Error {
+    let doing = match &sending {
+        Some(frame) => format!("sending a {frame} to {who}"),
+        None => format!("reading from {who}"),
+    };
+    let Some(n) = e.raw_os_error() else {
+        return Error::new(format!("transport: {doing}: {e}"));
+    };
+    // "Connection timed out (os error 110)" -> "connection timed out".
+    let text = io::Error::from_raw_os_error(n).to_string();
+    let text = text.rsplit_once(" (os error").map_or(text.as_str(), |(t, _)| t);
+    let mut chars = text.chars();
+    let text: String = chars.next().map(|c| c.to_lowercase().chain(chars).collect()).unwrap_or_default();
+    let errno = format!("{text} ({}, errno {n})", errno_name(n));
+    if !link_errno(n) {
+        return Error::with_errno(format!("transport: {doing}: {errno}"), Some(n));
+    }
+    let meaning = if n == libc::ETIMEDOUT {
+        "its node stopped answering (a cut link, a host that froze or lost power, or a firewall that drops the traffic)"
+    } else {
+        "its node cannot be reached any more (a link or interface went down, its address stopped answering ARP, or a router reported it unreachable)"
+    };
+    let when = sending.map(|f| format!(" while sending a {f}")).unwrap_or_default();
+    Error::with_errno(format!("transport: the network link to {who} failed{when}: {errno}: {meaning}"), Some(n))
+}
+
+/// Reads and discards what a peer sent until it closes (at most 200 ms, 1 MiB), so that closing does
+/// not reset the connection and destroy the ERROR frame just sent to it.
 fn drain(s: &mut TcpStream) {
     let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
     let mut scratch = [0u8; 4096];
@@ -416,7 +395,8 @@ fn drain(s: &mut TcpStream) {
 }
 
 impl Connection {
-    fn new(stream: TcpStream, me: &Endpoint, peer: u32, peer_max_chunk: u32, lane: u16, peer_addr: SocketAddr) -> Connection {
+    /// A connection over `stream` whose hellos were exchanged and checked.
+    pub(crate) fn new(stream: TcpStream, me: &Endpoint, peer: u32, peer_max_chunk: u32, lane: u16, peer_addr: SocketAddr) -> Connection {
         let ctx = Context { me: me.pe, peer, npes: me.npes, heap_size: me.heap_size, max_chunk: me.max_chunk };
         // A blocking send returns (EAGAIN) when the peer takes nothing for this long.
         let _ = stream.set_write_timeout(Some(DEFAULT_IO_TIMEOUT));
@@ -430,6 +410,7 @@ impl Connection {
             io_timeout: DEFAULT_IO_TIMEOUT,
             read_timeout: None,
             broken: None,
+            halves: None,
             awaiting: 0,
             last_sent: None,
             last_frame: None,
@@ -479,14 +460,48 @@ impl Connection {
     }
 
     fn fail(&mut self, e: Error) -> Error {
+        // A peer that closed or reset may be the sign of a failed link the other half saw first.
+        let e = if link_failed(&e) { e } else { self.link_cause().unwrap_or(e) };
         let _ = self.stream.shutdown(Shutdown::Both);
+        if let Some(h) = &self.halves {
+            h.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| e.clone());
+        }
         self.broken = Some(e.clone());
         e
     }
 
+    /// The failed link behind an end of stream, a reset or a broken pipe on one half of a split
+    /// connection, when the other half saw it: the kernel reports ETIMEDOUT (or EHOSTUNREACH...) once,
+    /// to whichever call on the socket comes first, and every later call sees a closed connection.
+    /// Only for a socket that ended abruptly (TCP state CLOSE: a reset, or the kernel gave up on the
+    /// link; a peer's orderly close leaves CLOSE_WAIT), and then waits a moment for the other half's
+    /// verdict, which it records right after its call returned.
+    fn link_cause(&self) -> Option<Error> {
+        const TCP_CLOSE: u8 = 7;
+        let halves = self.halves.as_ref()?;
+        let mut info = [0u8; 8];
+        let mut len = info.len() as libc::socklen_t;
+        // SAFETY: our open socket; TCP_INFO writes at most `len` bytes into `info`, a live buffer of
+        // that size (its first byte is tcpi_state), and sets `len`.
+        let r = unsafe { libc::getsockopt(self.stream.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, info.as_mut_ptr().cast(), &mut len) };
+        if r != 0 || len < 1 || info[0] != TCP_CLOSE {
+            return None;
+        }
+        let until = Instant::now() + Duration::from_millis(200);
+        loop {
+            if let Some(e) = halves.lock().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|e| link_failed(e)) {
+                return Some(e.clone());
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn check_usable(&self) -> Result<()> {
         match &self.broken {
-            Some(e) => Err(Error::new(format!("transport: the connection to {} failed earlier: {e}", self.who()))),
+            Some(e) => Err(Error::with_errno(format!("transport: the connection to {} failed earlier: {e}", self.who()), e.errno())),
             None => Ok(()),
         }
     }
@@ -532,7 +547,8 @@ impl Connection {
         let kind = self.check_out(h, payload.len())?;
         self.flush()?;
         if let Err(e) = send_all(&self.stream, &[bytemuck::bytes_of(h), payload], self.io_timeout) {
-            let err = Error::new(format!("transport: sending a {} to {}: {e}{}", wire::describe(h), self.who(), self.in_flight()));
+            let err = io_failure(&self.who(), Some(wire::describe(h)), &e);
+            let err = Error::with_errno(format!("{err}{}", self.in_flight()), err.errno());
             return Err(self.fail(err));
         }
         self.sent(h, kind);
@@ -591,7 +607,8 @@ impl Connection {
             .collect();
         for group in pieces.chunks(MAX_IOV) {
             if let Err(e) = send_all(&self.stream, group, self.io_timeout) {
-                let err = Error::new(format!("transport: sending {} queued bytes to {}: {e}{}", o.total, self.who(), self.in_flight()));
+                let err = io_failure(&self.who(), Some(format!("batch of {} queued bytes", o.total)), &e);
+                let err = Error::with_errno(format!("{err}{}", self.in_flight()), err.errno());
                 return Err(self.fail(err));
             }
         }
@@ -719,7 +736,10 @@ impl Connection {
                 "transport: {who} sent nothing for {:?} in the middle of a {what} ({got} of {want} bytes arrived){flight}",
                 self.io_timeout
             )),
-            ReadError::Io(e) => Error::new(format!("transport: reading from {who}: {e}{flight}")),
+            ReadError::Io(e) => {
+                let err = io_failure(&who, None, &e);
+                Error::with_errno(format!("{err}{flight}"), err.errno())
+            }
             ReadError::Invalid(e) => {
                 // Tell the peer why it is cut off, then drop it.
                 let text = format!("PE {} dropped the connection: {e}", self.ctx.me);
@@ -742,23 +762,26 @@ impl Connection {
     pub fn split(self) -> Result<(Connection, Connection)> {
         self.check_usable()?;
         let stream = self.stream.try_clone().map_err(|e| Error::os(format!("transport: splitting the connection to {}", self.who()), e))?;
+        let halves = Some(Arc::new(Mutex::new(None)));
+        let tx = Connection { halves: halves.clone(), ..self };
         let rx = Connection {
             stream,
-            ctx: self.ctx,
-            peer_max_chunk: self.peer_max_chunk,
-            lane: self.lane,
-            peer_addr: self.peer_addr,
+            ctx: tx.ctx,
+            peer_max_chunk: tx.peer_max_chunk,
+            lane: tx.lane,
+            peer_addr: tx.peer_addr,
             reader: FrameReader::new(),
-            io_timeout: self.io_timeout,
+            io_timeout: tx.io_timeout,
             read_timeout: None,
             broken: None,
+            halves,
             awaiting: 0,
             last_sent: None,
             last_frame: None,
             out: Outbox::default(),
             inbuf: InBuf::default(),
         };
-        Ok((self, rx))
+        Ok((tx, rx))
     }
 
     /// Detects a peer host that vanished without closing (power loss, cable, a frozen node): TCP

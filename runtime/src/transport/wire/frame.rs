@@ -46,7 +46,9 @@ pub const MAX_ERROR_TEXT: u32 = 4096;
 pub const MAX_LANES: u32 = 16;
 
 /// Connection hello, sent by the connecting side and answered by the accepting side (with `status`
-/// saying whether it accepts; a refusal carries no key).
+/// saying whether it accepts; a refusal carries its status alone, see `proxy::accept::refusal`).
+/// Its first 32 bytes (magic, version, status, key) keep their place in every wire version, so that
+/// an acceptor checks the key of a hello of any version before anything else.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq)]
 pub struct Hello {

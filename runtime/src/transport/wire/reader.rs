@@ -105,6 +105,10 @@ enum Fill {
 }
 
 /// Fills `buf` from `r`; on failure, how many bytes arrived and why it stopped.
+///
+/// A read timeout (SO_RCVTIMEO) expires as EAGAIN, `WouldBlock`: the stream is alive and merely
+/// quiet. `TimedOut` is ETIMEDOUT, the kernel ending the connection (retransmissions, keepalive
+/// probes or TCP_USER_TIMEOUT went unanswered): a failed link, an I/O error like a reset.
 fn fill(r: &mut impl Read, buf: &mut [u8]) -> Result<(), (usize, Fill)> {
     let mut got = 0;
     while got < buf.len() {
@@ -112,7 +116,7 @@ fn fill(r: &mut impl Read, buf: &mut [u8]) -> Result<(), (usize, Fill)> {
             Ok(0) => return Err((got, Fill::Eof)),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return Err((got, Fill::Timeout)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err((got, Fill::Timeout)),
             Err(e) => return Err((got, Fill::Io(e))),
         }
     }

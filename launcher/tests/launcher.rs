@@ -9,6 +9,7 @@ use common::collect;
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,18 @@ impl Running {
         }
         // The tests check what rshmrun sets; do not let a variable of the test's environment confuse them.
         cmd.env_remove("RSHMEM_BOOTSTRAP_FD");
+        // rshmrun keeps a signal ignored when it starts with it ignored (as `nohup` asks), and a
+        // background job of a non-interactive shell (`scripts/test.sh &`) starts with SIGINT ignored:
+        // the signal tests then saw rshmrun ignore SIGINT. rshmrun starts here as from a terminal.
+        // SAFETY: between fork and exec only async-signal-safe calls: signal(2) with constants.
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                Ok(())
+            })
+        };
         let mut child = cmd.spawn().expect("start rshmrun");
         let out = Arc::new(Mutex::new(Vec::new()));
         let err = Arc::new(Mutex::new(Vec::new()));

@@ -75,6 +75,8 @@ pub struct InboundOp {
 }
 const _: () = assert!(core::mem::size_of::<InboundOp>() == SLOT_BYTES);
 const _: () = assert!(core::mem::offset_of!(InboundOp, result) == 40 && core::mem::offset_of!(InboundOp, done) == 48);
+// `progress_at` reads `code` and `width` as one little-endian u64 (code in its low half).
+const _: () = assert!(core::mem::offset_of!(InboundOp, code) == 8 && core::mem::offset_of!(InboundOp, width) == 12 && cfg!(target_endian = "little"));
 
 /// Bytes of the queue.
 pub const fn queue_bytes() -> usize {
@@ -85,7 +87,9 @@ pub const fn queue_bytes() -> usize {
 ///
 /// # Safety
 /// `p` must be naturally aligned to `width` inside this PE's heap.
-#[inline(always)]
+// Not inlined: `progress_at` calls it from each of its unrolled batch positions, whose operands stay
+// in registers; eight inlined copies of every AMO would only grow the service kernel.
+#[inline(never)]
 unsafe fn apply(code: u32, width: u32, p: *mut u8, value: u64, compare: u64, extra: [u64; 2]) -> u64 {
     if code & !0xff == NIC_ATOMIC {
         let Some(a) = rshmem_ibgda::Atomic::decode(code as u8, [value, compare, extra[0], extra[1]]) else {
@@ -169,8 +173,36 @@ pub unsafe fn progress(max: u32) -> u32 {
     unsafe { progress_at(q, heap, cursor, lock, max) }
 }
 
+/// Operations one pass of a consumer takes at a time (`progress_at`): their valid words are read
+/// together, then their bodies together, and one fence publishes all their `done` words. On a GPU each
+/// of those steps is one round trip over PCIe to the pinned queue, so a batch costs about what one
+/// operation cost when each was read, applied and published on its own (the 8-byte put rate of 2 x
+/// H200 was 0.126 M/s that way: bench/results/2026-11-26-h200x2-remote-engine.md).
+pub const BATCH: usize = 8;
+
+/// Runs `$body` once for each index listed, with `$i` bound to it as a constant (the indices must
+/// be `0..BATCH`): the batch loops of `progress_at`, unrolled by hand so that their arrays stay in
+/// registers on nvptx (a loop LLVM left rolled kept them in local memory, and every load's result was
+/// stored there before the next load was issued).
+macro_rules! unrolled {
+    ($i:ident in [$($n:literal)*] $body:block) => {
+        $( { const _: () = assert!($n < BATCH); let $i: usize = $n; $body } )*
+    };
+}
+
 /// `progress` on the queue at `q` for the heap at `heap`, with the cursor word `cursor` and the lock
 /// word `lock`.
+///
+/// One pass over a batch of up to [`BATCH`] operations, ticket `c` first:
+/// 1. relaxed loads of the batch's `seq` words, all issued before any is tested; the batch is the
+///    prefix of slots whose `seq` is their ticket + 1 (a producer publishes in ticket order, but a
+///    later slot may be seen before an earlier one: only the prefix counts);
+/// 2. an acquire fence (with the loads of step 1: the acquire pattern), then the bodies' loads, all
+///    issued before the first operation is applied;
+/// 3. the operations applied one after another in ticket order (two to one word land in the order
+///    sent) and each `result` stored;
+/// 4. a release fence (the effects and results before what follows), then every `done` word stored,
+///    relaxed (with the fence: the release pattern; a producer reads `done` with acquire).
 ///
 /// # Safety
 /// `q` must be an inbound queue of `SLOTS` slots, `heap` the heap its operations name, and `cursor` and
@@ -178,32 +210,82 @@ pub unsafe fn progress(max: u32) -> u32 {
 /// says; every published operation's range lies in the heap (its producer checked).
 #[inline]
 pub unsafe fn progress_at(q: usize, heap: usize, cursor: *mut u64, lock: *mut u64, max: u32) -> u32 {
-    let mut applied = 0;
+    let slot_of = |t: u64| (q + (t % SLOTS) as usize * SLOT_BYTES) as *mut u64;
+    let mut applied = 0u32;
     // SAFETY: the lock and cursor are u64 words accessed only atomically; the slot words are accessed
-    // atomically per the protocol above (seq and done), the body after the acquire of seq. Only the
-    // lock holder reads the cursor's value to apply and advances it, so each ticket is applied once,
-    // in order.
+    // atomically per the protocol above (seq and done), the body after the acquire fence that follows
+    // the load of its seq. Only the lock holder reads the cursor's value to apply and advances it, so
+    // each ticket is applied once, in order.
     unsafe {
         if arch::cas_u64(lock, 0, 1) != 0 {
             return 0;
         }
         let mut c = arch::load_acquire_u64(cursor);
         while applied < max {
-            let slot = (q + (c % SLOTS) as usize * SLOT_BYTES) as *mut u64;
-            if arch::load_acquire_u64(slot) != c + 1 {
+            let want = (max - applied).min(BATCH as u32) as usize;
+            // Step 1. Unrolled (constant indices keep the arrays in registers): loads that do not
+            // depend on each other, which a GPU thread has in flight all at once.
+            let mut seq = [0u64; BATCH];
+            unrolled!(i in [0 1 2 3 4 5 6 7] {
+                if i < want {
+                    seq[i] = arch::load_relaxed_u64(slot_of(c + i as u64));
+                }
+            });
+            let mut k = 0usize;
+            unrolled!(i in [0 1 2 3 4 5 6 7] {
+                if k == i && i < want && seq[i] == c + i as u64 + 1 {
+                    k += 1;
+                }
+            });
+            if k == 0 {
                 break;
             }
-            let op = &*(slot as *const InboundOp);
-            let (code, width, offset) = (core::ptr::read_volatile(&op.code), core::ptr::read_volatile(&op.width), core::ptr::read_volatile(&op.offset));
-            let (value, compare) = (core::ptr::read_volatile(&op.value), core::ptr::read_volatile(&op.compare));
-            let extra = core::ptr::read_volatile(&op.extra);
-            let old = apply(code, width, (heap + offset as usize) as *mut u8, value, compare, extra);
-            arch::store_relaxed_u64(slot.add(offset_of!(InboundOp, result) / 8), old);
-            // Release at system scope: the operation's effect on the heap is visible before `done`,
-            // so the producer that reads `done` with acquire may acknowledge it to the peer.
-            arch::store_release_u64(slot.add(offset_of!(InboundOp, done) / 8), c + 1);
-            c += 1;
-            applied += 1;
+            arch::fence_acq_rel();
+            // Step 2. The first line of each body (code and width as one word, offset, value,
+            // compare), relaxed loads (atomic, so a stale slot beyond the batch is never read as a
+            // data race on the CPU backend); a NIC atomic's extra operands are read when it is applied.
+            let mut body = [[0u64; 4]; BATCH];
+            unrolled!(i in [0 1 2 3 4 5 6 7] {
+                if i < k {
+                    let w = slot_of(c + i as u64);
+                    body[i] = [
+                        arch::load_relaxed_u64(w.add(offset_of!(InboundOp, code) / 8)),
+                        arch::load_relaxed_u64(w.add(offset_of!(InboundOp, offset) / 8)),
+                        arch::load_relaxed_u64(w.add(offset_of!(InboundOp, value) / 8)),
+                        arch::load_relaxed_u64(w.add(offset_of!(InboundOp, compare) / 8)),
+                    ];
+                }
+            });
+            // Step 3.
+            unrolled!(i in [0 1 2 3 4 5 6 7] {
+                if i < k {
+                    let (w, b) = (slot_of(c + i as u64), body[i]);
+                    // `code` and `width` are adjacent u32s (asserted above): one little-endian word.
+                    let (code, width) = (b[0] as u32, (b[0] >> 32) as u32);
+                    let extra = if code & !0xff == NIC_ATOMIC {
+                        let x = w.add(offset_of!(InboundOp, extra) / 8);
+                        [arch::load_relaxed_u64(x), arch::load_relaxed_u64(x.add(1))]
+                    } else {
+                        [0; 2]
+                    };
+                    let old = apply(code, width, (heap + b[1] as usize) as *mut u8, b[2], b[3], extra);
+                    arch::store_relaxed_u64(w.add(offset_of!(InboundOp, result) / 8), old);
+                }
+            });
+            // Step 4. Release at system scope: every operation's effect on the heap (and its result)
+            // is visible before its `done`, so the producer that reads `done` with acquire may
+            // acknowledge it to the peer.
+            arch::fence_acq_rel();
+            unrolled!(i in [0 1 2 3 4 5 6 7] {
+                if i < k {
+                    arch::store_relaxed_u64(slot_of(c + i as u64).add(offset_of!(InboundOp, done) / 8), c + i as u64 + 1);
+                }
+            });
+            c += k as u64;
+            applied += k as u32;
+            if k < want {
+                break;
+            }
         }
         arch::store_release_u64(cursor, c);
         arch::store_release_u64(lock, 0);
@@ -218,7 +300,7 @@ mod tests {
     extern crate std;
     use std::vec;
 
-    /// Three consumers (as device threads that wait) race for every published operation; a producer
+    /// Three consumers (as device threads that wait, taking 1, up to 5 and all ready operations per pass) race for every published operation; a producer
     /// publishes 128,000 `fetch_add(1)`s, a whole lap of the queue at a time. Each is applied exactly
     /// once and in ticket order: the counter ends at 128,000 and operation `t` returns old value `t`.
     #[test]
@@ -232,11 +314,14 @@ mod tests {
         let (q, h) = (queue.as_ptr() as usize, heap.as_ptr() as usize);
         let mut olds = vec![false; N as usize];
         std::thread::scope(|sc| {
-            for _ in 0..3 {
-                sc.spawn(|| {
+            // One consumer at a time (a waiting thread's `progress(8)`), a partial batch, and the
+            // service kernel's "everything".
+            for max in [1u32, 5, u32::MAX] {
+                let (claim, lock, stop) = (&claim, &lock, &stop);
+                sc.spawn(move || {
                     while stop.load(Ordering::Acquire) == 0 {
                         // SAFETY: the test's queue and heap, alive for the scope; its cursor and lock words.
-                        unsafe { progress_at(q, h, claim.as_ptr(), lock.as_ptr(), 4) };
+                        unsafe { progress_at(q, h, claim.as_ptr(), lock.as_ptr(), max) };
                     }
                 });
             }

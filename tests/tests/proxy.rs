@@ -250,3 +250,27 @@ fn group_puts_over_several_channels() {
     }
     assert!(t.contains("verified on PE 1 (route=remote)"), "the delivery check did not run:\n{t}");
 }
+
+/// `RSHMEM_PROXY_STATS=1`: every PE prints its stage counters at finalize, and they count what the job
+/// did: PE 0 drained the requests of its puts, AMOs and signals and PE 1 applied their frames, its
+/// words and AMOs through the inbound queue; a bad value stops init naming the variable.
+#[test]
+fn stats_count_the_stages() {
+    let (ok, text, _) = run_with(&["proxy_ops"], false, &[("RSHMEM_PROXY_STATS", "1")]);
+    assert!(ok, "proxy_ops with RSHMEM_PROXY_STATS=1 failed:\n{text}");
+    let field = |pe: usize, name: &str| -> u64 {
+        let line = text.lines().find(|l| l.contains(&format!("rshmem proxy stats [PE {pe}]"))).unwrap_or_else(|| panic!("PE {pe} printed no stats:\n{text}"));
+        let v = line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("no {name} in {line}"));
+        v.parse().unwrap_or_else(|_| panic!("{name}={v} in {line}"))
+    };
+    for pe in 0..4 {
+        assert!(field(pe, "requests") > 0, "PE {pe} drained no request:\n{text}");
+        assert!(field(pe, "frames") > 0, "PE {pe} applied no frame:\n{text}");
+        assert!(field(pe, "inbound_ops") > 0 && field(pe, "inbound_waits") > 0, "PE {pe} queued no inbound operation:\n{text}");
+        assert!(field(pe, "settles") > 0, "PE {pe} settled nothing:\n{text}");
+    }
+    let (ok, text, _) = run_with(&["proxy_ops"], false, &[("RSHMEM_PROXY_STATS", "maybe")]);
+    assert!(!ok && text.contains("RSHMEM_PROXY_STATS"), "a bad RSHMEM_PROXY_STATS was not refused:\n{text}");
+    let (ok, text, _) = run(&["proxy_ops"]);
+    assert!(ok && !text.contains("rshmem proxy stats"), "stats printed without RSHMEM_PROXY_STATS:\n{text}");
+}

@@ -34,6 +34,7 @@ pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
 pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
 pub const PROXY_CHANNELS: &str = "RSHMEM_PROXY_CHANNELS";
 pub const PROXY_THREAD_STAGE: &str = "RSHMEM_PROXY_THREAD_STAGE";
+pub const PROXY_STATS: &str = "RSHMEM_PROXY_STATS";
 pub const IB_HCA: &str = "RSHMEM_IB_HCA";
 
 pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
@@ -61,6 +62,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: PROXY_THREAD_STAGE, default: "4k", meaning: "proxy transport: a single thread's put of at most this many bytes is copied into the request ring by the thread itself (the proxy sends it from there); a larger one is read by the proxy with a DMA copy. Warp and block puts are always copied in by their threads. Suffixes k, m", check: is_thread_stage },
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: PROXY_SPIN, default: "auto", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: on the 2-core CI machine polling threads took the CPUs the PEs needed and made remote latencies 3 to 4 times worse)", check: is_proxy_spin },
+    EnvVar { name: PROXY_STATS, default: "off", meaning: "proxy transport: on (every PE prints at finalize one line `rshmem proxy stats [PE n]: ...` with the requests it drained and the time it spent sending them, the frames it applied as a target and the time of their copies and of the device threads' inbound operations: which stage limits a remote figure) or off", check: is_switch },
     EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
     EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH); a real NIC needs at least 128", check: is_ibgda_depth },
     EnvVar { name: IBGDA_FAULTS, default: "none", meaning: "ibgda transport, emulated NIC: fault injection to expose ordering bugs in the posting code, a comma-separated list of: delay[=DURATION] (between a doorbell and the WQE fetch), drop[=N] (every N-th doorbell; the doorbell record still counts), wrap[=START] (WQE counts start near a 16-bit wrap), full[=DURATION] (hold WQEs until the send queue is full), slow[=DURATION] (before each completion), scan=DURATION, all", check: is_ibgda_faults },
@@ -216,6 +218,17 @@ pub fn parse_proxy_spin(v: &str) -> std::result::Result<Option<bool>, String> {
         "on" | "1" => Ok(Some(true)),
         "off" | "0" => Ok(Some(false)),
         _ => Err("expected auto, on or off".into()),
+    }
+}
+fn is_switch(v: &str) -> std::result::Result<(), String> {
+    parse_switch(v).map(|_| ()).ok_or_else(|| "expected on or off".into())
+}
+/// An on/off value (on, 1, off, 0).
+pub fn parse_switch(v: &str) -> Option<bool> {
+    match v.trim() {
+        "on" | "1" => Some(true),
+        "off" | "0" => Some(false),
+        _ => None,
     }
 }
 fn is_level(v: &str) -> std::result::Result<(), String> {

@@ -40,7 +40,7 @@ use crate::platform::services::{DeviceMem, HostShared};
 use crate::transport::proxy::link::{next_job, FrameLink, Job, Link, PendingAmo, PendingGet};
 use crate::transport::proxy::ring::{self, Channel, Completion, Drain, Entry};
 use crate::transport::proxy::target::{Applier, Target, CLOSE_WAIT};
-use crate::transport::proxy::tcp;
+use crate::transport::proxy::{stats, tcp};
 use crate::transport::wire::{self, AmoOp, Chunks, Message, Signal, SignalOp, Width};
 use rshmem_common::Backoff;
 use rshmem_device::remote::proxy::{op, return_area_bytes, ring_bytes, ReturnSlot, COUNTERS_BYTES, RETURN_SLOT_BYTES, SUB_RETURN};
@@ -218,7 +218,24 @@ impl Engine {
         };
         let n = self.npes as usize;
         let mut batch = Batch { quiet: vec![None; n], dirty: vec![false; n] };
-        let r = d.run(&mut batch, || self.stop.load(Ordering::Acquire), |b, e| self.issue(e, &staging, b), |b| self.batch_done(b));
+        let r = d.run(
+            &mut batch,
+            || self.stop.load(Ordering::Acquire),
+            |b, e| {
+                let t = stats::Timer::start();
+                let r = self.issue(e, &staging, b);
+                t.stop(|s| &s.send_ns);
+                stats::add(|s| &s.requests, 1);
+                r
+            },
+            |b| {
+                let t = stats::Timer::start();
+                let r = self.batch_done(b);
+                t.stop(|s| &s.send_ns);
+                stats::add(|s| &s.batches, 1);
+                r
+            },
+        );
         if let Err(e) = r {
             fatal(e);
         }
@@ -438,7 +455,10 @@ impl Engine {
 
     /// Settles what the receiver of `link` holds (`Target::settle`) and acknowledges its QUIETs.
     pub(crate) fn settle(&self, link: &Link, ap: &mut Applier) -> Result<()> {
+        let t = stats::Timer::start();
         self.target.settle(ap)?;
+        t.stop(|s| &s.settle_ns);
+        stats::add(|s| &s.settles, 1);
         // A QUIET completion covers every request up to it: the last one answers them all.
         if let Some(seq) = ap.acks.drain(..).max() {
             link.push(Job::QuietAck { seq });
@@ -454,6 +474,7 @@ impl Engine {
             log::debug(format!("proxy trace: channel {} from PE {peer}: {:?}", self.index, m.kind()));
         }
         let t = &*self.target;
+        stats::add(|s| &s.frames, 1);
         match m {
             Message::Put { offset, data, .. } => t.write(ap, peer, offset, data)?,
             Message::PutSignal { offset, data, signal, .. } => {

@@ -30,6 +30,7 @@ pub mod link;
 pub mod ring;
 pub mod setup;
 pub mod target;
+pub mod stats;
 pub mod tcp;
 #[cfg(test)]
 mod tests;
@@ -299,6 +300,9 @@ impl Transport for Proxy {
         }
         for (_, h) in others {
             let _ = h.join();
+        }
+        if let Some(line) = stats::report() {
+            eprintln!("rshmem proxy stats [PE {}]: {line}", self.target.me);
         }
         Ok(())
     }

@@ -21,6 +21,7 @@
 use crate::error::{Error, Result};
 use crate::platform::backend::Backend;
 use crate::platform::services::{HostShared, Services};
+use crate::transport::proxy::stats;
 use crate::transport::wire::{AmoOp, Signal, SignalOp, Width};
 use rshmem_common::Backoff;
 use rshmem_device::remote::inbound::{self, InboundOp};
@@ -142,7 +143,7 @@ impl Target {
     pub(crate) fn inbound_post(&self, code: u32, width: u32, offset: u64, value: u64, compare: u64, extra: [u64; 2]) -> Result<u64> {
         let mut next = self.inbound_next.lock().unwrap_or_else(|e| e.into_inner());
         let t = *next;
-        if t >= inbound::SLOTS {
+        if t >= inbound::SLOTS && !self.inbound_done(t - inbound::SLOTS) {
             // The slot's previous lap must be applied before it is written again.
             self.inbound_wait(t - inbound::SLOTS)?;
         }
@@ -160,6 +161,7 @@ impl Target {
         }
         self.slot_word(t, std::mem::offset_of!(InboundOp, seq)).store(t + 1, Ordering::Release);
         *next = t + 1;
+        stats::add(|s| &s.inbound_ops, 1);
         Ok(t)
     }
 
@@ -168,17 +170,13 @@ impl Target {
     /// platform is asked to (`Services::kick_inbound`: the CPU backend runs it on this thread, a GPU
     /// launches a service kernel without waiting for it).
     pub(crate) fn inbound_wait(&self, t: u64) -> Result<u64> {
-        let done = self.slot_word(t, std::mem::offset_of!(InboundOp, done));
+        let timer = stats::Timer::start();
         let start = Instant::now();
         let on_host = self.services.inbound_on_host();
         let mut next_kick = KICK_AFTER;
         let mut backoff = Backoff::new();
         loop {
-            let d = done.load(Ordering::Acquire);
-            // Applied in order: `done` of the slot is t + 1, or a later lap's (t + 1 + k * SLOTS: then
-            // it was applied long ago, and its result is gone; only callers that wait for the slot's
-            // previous lap see that, and they need no result).
-            if d > t && (d - t - 1).is_multiple_of(inbound::SLOTS) {
+            if self.inbound_done(t) {
                 break;
             }
             // The CPU backend applies it here at once; a GPU gets KICK_AFTER for a waiting thread to
@@ -186,6 +184,7 @@ impl Target {
             // keeps polling), and again every KICK_AGAIN (a service kernel that was ending as the
             // operation came skips it).
             if on_host || start.elapsed() > next_kick {
+                stats::add(|s| &s.kicks, 1);
                 self.services.kick_inbound()?;
                 next_kick = start.elapsed() + KICK_AGAIN;
             }
@@ -197,10 +196,21 @@ impl Target {
             }
             backoff.snooze();
         }
+        timer.stop(|s| &s.inbound_wait_ns);
+        stats::add(|s| &s.inbound_waits, 1);
         let slot = self.queue_host_addr() + (t % inbound::SLOTS) as usize * inbound::SLOT_BYTES;
         // SAFETY: `result` was written before `done` was published (release); our acquire above
         // orders this read after it.
         Ok(unsafe { std::ptr::read_volatile((slot + std::mem::offset_of!(InboundOp, result)) as *const u64) })
+    }
+
+    /// Whether inbound operation `t` is applied (acquire: its effects and result are visible after).
+    /// Applied in order: `done` of its slot is t + 1, or a later lap's (t + 1 + k * SLOTS: then it was
+    /// applied long ago, and its result is gone; only callers that wait for the slot's previous lap
+    /// see that, and they need no result).
+    fn inbound_done(&self, t: u64) -> bool {
+        let d = self.slot_word(t, std::mem::offset_of!(InboundOp, done)).load(Ordering::Acquire);
+        d > t && (d - t - 1).is_multiple_of(inbound::SLOTS)
     }
 
     /// Queues operation `code` and waits for its old value (`inbound_post`, `inbound_wait`): the
@@ -272,10 +282,15 @@ impl Target {
             let list: Vec<(*mut u8, *const u8, usize)> = ap.copies.iter().map(|&(dst, at, n)| (dst as *mut u8, (base + at) as *const u8, n)).collect();
             ap.copies.clear();
             ap.used = 0;
+            let timer = stats::Timer::start();
             // SAFETY: every destination was checked against the backed heap when queued; every source
             // is the bytes just written into the bounce buffer (alive with ap), not reused before this
             // returns.
             unsafe { self.services.copy_batch(&list)? };
+            timer.stop(|s| &s.copy_ns);
+            stats::add(|s| &s.copy_batches, 1);
+            stats::add(|s| &s.copies, list.len() as u64);
+            stats::add(|s| &s.copy_bytes, list.iter().map(|c| c.2 as u64).sum());
         }
         Ok(())
     }

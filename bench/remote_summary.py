@@ -199,3 +199,15 @@ for name in sorted(glob.glob(os.path.join(D, "p2p_shape_*.log"))):
     st = re.search(r"exit: (\d+)", read(os.path.basename(name)))
     print(f"{os.path.basename(name)[:-4]}: put_bw block 64 KiB {fmt(v64)} GB/s, 512 KiB {fmt(v512)} GB/s, {len(rs)} RESULT lines"
           + (f", exit {st.group(1)}" if st else ""))
+
+# The proxy's stage counters (RSHMEM_PROXY_STATS=1, set for PART=targets): one line per PE and run.
+stat_lines = []
+for name in sorted(glob.glob(os.path.join(D, "*.log"))):
+    for line in read(os.path.basename(name)).splitlines():
+        i = line.find("rshmem proxy stats [PE ")
+        if i >= 0:
+            stat_lines.append(f"{os.path.basename(name)[:-4]}: {line[i + len('rshmem proxy stats '):]}")
+if stat_lines:
+    print("\n## proxy stages (RSHMEM_PROXY_STATS=1: per PE, what its proxy spent time on)")
+    for l in stat_lines:
+        print(l)

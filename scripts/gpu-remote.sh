@@ -86,7 +86,10 @@ T19_TARGETS="perftest platency barrier msgrate msgrate_cpp loopback nccl nccl4x4
 T19_CHECKS="suite suite_ibgda p2p shapes msgrate_nvshmem"
 case "${PART:-}" in
   "") STEPS=${STEPS:-ring suite bench nccl loopback suite4 netns} ;;
-  targets) STEPS=${STEPS:-$T19_TARGETS} ;;
+  targets) STEPS=${STEPS:-$T19_TARGETS}
+    # Every PE prints its proxy's stage counters at finalize (bench/remote_summary.py lists them): what
+    # limits each target figure, measured in the same run.
+    export RSHMEM_PROXY_STATS=${RSHMEM_PROXY_STATS:-1} ;;
   checks) STEPS=${STEPS:-$T19_CHECKS} SUITE_RUNS=${SUITE_RUNS:-2} ;;
   issue19) STEPS=${STEPS:-$T19_TARGETS $T19_CHECKS} ;;
   *) echo "gpu-remote.sh: PART=$PART: targets, checks or issue19" >&2; exit 2 ;;

@@ -24,6 +24,8 @@
 #                  gpu-prepare.sh; else built here from carry/nvshmem-src), -n 10 -w 2 -b 4K -e 4M -f 4,
 #                  grids 4x1024, 1x1024, 1x32, 32x32, for RSHMEM_REMOTE_TRANSPORT=proxy and ibgda
 #                  (PERFTEST_TRANSPORTS), NVSHMEM_MACHINE_READABLE_OUTPUT=1;
+#     fenceab      shmem_put_bw 4x1024 through the proxy with RSHMEM_PROXY_GROUP_FENCE=every (a fence per
+#                  warp, as before) beside the default (one per group);
 #     platency     shmem_p_latency -t 1 -b 4 -e 32 -f 2 -n 500 -w 20, proxy and ibgda;
 #     barrier      barrier_latency -n 200 -w 10, proxy and ibgda;
 #     msgrate      rshmem-bench --cases rate,quiet --quick over the proxy (MSGRATE_TRANSPORTS): message
@@ -82,7 +84,7 @@ TRANSPORT=${TRANSPORT:-proxy}
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda} RSHMEM_REMOTE_TRANSPORT=$TRANSPORT
 # NVLink multicast stays off everywhere (KINDS.md): NVSHMEM, NCCL, PyTorch.
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-T19_TARGETS="perftest platency barrier msgrate msgrate_cpp loopback nccl nccl4x4"
+T19_TARGETS="perftest fenceab platency barrier msgrate msgrate_cpp loopback nccl nccl4x4"
 T19_CHECKS="suite suite_ibgda p2p shapes msgrate_nvshmem"
 case "${PART:-}" in
   "") STEPS=${STEPS:-ring suite bench nccl loopback suite4 netns} ;;
@@ -183,6 +185,11 @@ if has perftest; then
         rrun "put_bw_${t}_$shape" 90 2 "$pt/device/pt-to-pt/shmem_put_bw" -c "${shape%x*}" -t "${shape#*x}" -n 10 -w 2 -b 4K -e 4M -f 4
     done
   done
+fi
+if has fenceab; then
+  step "shmem_put_bw -c 4 -t 1024, proxy, RSHMEM_PROXY_GROUP_FENCE=every (one system fence per warp, the 317a167 behaviour; the perftest step above ran with one fence per group)"
+  LOG=perftest_put_bw_proxyfenceevery_4x1024.log RSHMEM_REMOTE_TRANSPORT=proxy RSHMEM_PROXY_GROUP_FENCE=every RSHMEM_SYMMETRIC_SIZE=1g \
+    rrun put_bw_fence_every 90 2 "$pt/device/pt-to-pt/shmem_put_bw" -c 4 -t 1024 -n 10 -w 2 -b 4K -e 4M -f 4
 fi
 if has platency; then
   for t in ${PERFTEST_TRANSPORTS:-proxy ibgda}; do

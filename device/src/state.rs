@@ -92,8 +92,17 @@ pub struct Channel {
     /// A thread's puts up to this many bytes are staged (copied into the channel by the thread);
     /// larger ones name their source, which the proxy copies (`RSHMEM_PROXY_THREAD_STAGE`).
     pub thread_stage: u64,
-    pub _r: u64,
+    /// `CHANNEL_*` flags.
+    pub flags: u64,
 }
+
+/// `Channel::flags`: in a warp's or block's staged put every thread fences at system scope before the
+/// group's barrier (`RSHMEM_PROXY_GROUP_FENCE=every`). Without it only the publishing thread fences,
+/// after the barrier: the barrier orders the group's staged stores before that fence at block scope,
+/// and the fence is cumulative (the PTX memory model; NCCL's proxy FIFOs in host memory rely on the
+/// same barrier-then-one-fence pattern). The flag is there to measure the difference, and as a switch
+/// should a GPU ever show the single fence short.
+pub const CHANNEL_FENCE_EVERY: u64 = 1;
 const _: () = assert!(core::mem::size_of::<Channel>() == 64);
 
 impl Channel {
@@ -175,7 +184,7 @@ impl DeviceState {
         node_pe: [0; MAX_PES],
         ibgda: 0,
         proxy_channels: 0,
-        proxy: [Channel { ring: 0, slots: 0, ret: 0, stage: 0, chunk: 0, counters: 0, thread_stage: 0, _r: 0 }; MAX_CHANNELS],
+        proxy: [Channel { ring: 0, slots: 0, ret: 0, stage: 0, chunk: 0, counters: 0, thread_stage: 0, flags: 0 }; MAX_CHANNELS],
     };
 }
 
@@ -248,7 +257,7 @@ impl Field<u64> {
     pub const INBOUND: Self = Self::u64(core::mem::offset_of!(DeviceState, inbound));
     pub const IBGDA: Self = Self::u64(core::mem::offset_of!(DeviceState, ibgda));
     pub const PROXY_CHANNELS: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_channels));
-    /// Word `word` (0..8: ring, slots, ret, stage, chunk, counters) of channel `c % MAX_CHANNELS`.
+    /// Word `word` (0..8: ring, slots, ret, stage, chunk, counters, thread_stage, flags) of channel `c % MAX_CHANNELS`.
     #[inline(always)]
     pub const fn channel(c: usize, word: usize) -> Self {
         Field { off: core::mem::offset_of!(DeviceState, proxy) + 64 * (c % MAX_CHANNELS) + 8 * (word % 8), _w: core::marker::PhantomData }

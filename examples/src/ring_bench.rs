@@ -18,7 +18,7 @@ fn run(total: u64, posters: u64) -> (f64, f64) {
     let counters = HostShared::host_alloc(COUNTERS_BYTES).expect("counters");
     // SAFETY: fresh zeroed memory of ring_bytes(SLOTS) bytes, owned here for the whole run.
     let rref = unsafe { init_ring(mem.host_ptr(), mem.len(), SLOTS, 0) }.expect("ring");
-    let ch = Channel { ring: rref.header, slots: rref.slots, ret: 0, stage: 0, chunk: 0, counters: counters.host_ptr() as u64, thread_stage: 0, _r: 0 };
+    let ch = Channel { ring: rref.header, slots: rref.slots, ret: 0, stage: 0, chunk: 0, counters: counters.host_ptr() as u64, thread_stage: 0, flags: 0 };
     let per = total / posters;
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();

@@ -44,7 +44,7 @@ impl RingBuf {
             stage: if self.chunk == 0 { 0 } else { self.stage.host_ptr() as u64 },
             chunk: self.chunk,
             counters: self.counters.host_ptr() as u64,
-            thread_stage: 0, _r: 0,
+            thread_stage: 0, flags: 0,
         }
     }
     /// (head, tail, completed): the counters' head and the header's tail and completed.
@@ -589,7 +589,7 @@ fn child_poster() {
     let p = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
     assert_ne!(p, libc::MAP_FAILED);
     // The ring, then its counters (shared by the posting processes), in the one mapping.
-    let ring = &Channel { ring: p as u64, slots: 64, ret: 0, stage: 0, chunk: 0, counters: p as u64 + ring_bytes(64) as u64, thread_stage: 0, _r: 0 };
+    let ring = &Channel { ring: p as u64, slots: 64, ret: 0, stage: 0, chunk: 0, counters: p as u64 + ring_bytes(64) as u64, thread_stage: 0, flags: 0 };
     let mut rng = Rng(who * 31 + 3);
     let mut last = 0;
     for i in 0..CHILD_PER {

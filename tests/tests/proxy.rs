@@ -231,6 +231,25 @@ fn info_lists_the_variables() {
 /// random data) run through 4 channels.
 #[test]
 fn group_puts_over_several_channels() {
+    for fence in ["one", "every"] {
+        group_puts(fence);
+    }
+    let out = Command::new(tool("rshmrun"))
+        .args(["--nodes", "2", "-np", "2", "--timeout", "60"])
+        .arg(tool("rshmem-bench"))
+        .args(["--cases", "bw", "--quick", "--max-bytes", "4k"])
+        .env("RSHMEM_REMOTE_TRANSPORT", "proxy")
+        .env("RSHMEM_BACKEND", "cpu")
+        .env("RSHMEM_PROXY_GROUP_FENCE", "all")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rshmrun");
+    let t = text(&out);
+    assert!(!out.status.success() && t.contains("RSHMEM_PROXY_GROUP_FENCE") && t.contains("one or every"), "a bad RSHMEM_PROXY_GROUP_FENCE was not refused:\n{t}");
+}
+
+/// `group_puts_over_several_channels` with `RSHMEM_PROXY_GROUP_FENCE=fence`.
+fn group_puts(fence: &str) {
     let out = Command::new(tool("rshmrun"))
         .args(["--nodes", "2", "-np", "2", "--timeout", "100"])
         .arg(tool("rshmem-bench"))
@@ -239,12 +258,13 @@ fn group_puts_over_several_channels() {
         .env("RSHMEM_BACKEND", "cpu")
         .env("RSHMEM_SYMMETRIC_SIZE", "64m")
         .env("RSHMEM_PROXY_CHANNELS", "4")
+        .env("RSHMEM_PROXY_GROUP_FENCE", fence)
         .env_remove("RSHMEM_DEBUG")
         .stdin(Stdio::null())
         .output()
         .expect("run rshmrun");
     let t = text(&out);
-    assert!(out.status.success(), "rshmem-bench over 4 channels failed:\n{t}");
+    assert!(out.status.success(), "rshmem-bench over 4 channels (RSHMEM_PROXY_GROUP_FENCE={fence}) failed:\n{t}");
     for scope in ["thread", "warp", "block"] {
         assert!(t.contains(&format!("case=put_bw scope={scope} bytes=65536")), "no {scope} put of 64 KiB:\n{t}");
     }

@@ -45,7 +45,7 @@ pub mod wait;
 
 use crate::arch;
 use crate::route::{fail, heap_offset as offset, route};
-use crate::state::{Channel, Field, MAX_CHANNELS, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
+use crate::state::{Channel, Field, CHANNEL_FENCE_EVERY, MAX_CHANNELS, ROUTE_IBGDA, ROUTE_PROXY, SIGNAL_ADD, SIGNAL_SET};
 use crate::types::{Problem, Scope, Sig};
 use core::mem::offset_of;
 use proxy::{op, Request, ReturnSlot, MAX_STAGED, RETURN_SLOT_BYTES, SUB_RETURN};
@@ -62,7 +62,7 @@ fn channel(c: usize) -> Channel {
         chunk: arch::state_u64(Field::channel(c, 4)),
         counters: arch::state_u64(Field::channel(c, 5)),
         thread_stage: arch::state_u64(Field::channel(c, 6)),
-        _r: 0,
+        flags: arch::state_u64(Field::channel(c, 7)),
     }
 }
 
@@ -272,21 +272,26 @@ unsafe fn put_staged(scope: Scope, ch: &Channel, dst_local: usize, src: *const u
         let k = proxy::tickets(req.op, n as u64, ch.chunk);
         // SAFETY: the channel is the runtime's (see `post`); the first thread reserves, the group
         // copies into the reserved chunks (src + done is readable for n bytes: the caller's contract),
-        // each thread fences at system scope, the group synchronizes, and the first thread publishes
-        // (its release store comes after every thread's staged stores are visible to the proxy).
+        // the group synchronizes, and the first thread fences and publishes (its release store comes
+        // after every thread's staged stores are visible to the proxy).
         unsafe {
             let t = if rank == 0 { proxy::reserve(ch, k) } else { 0 };
             let t = scope.bcast(t);
             proxy::stage_copy(ch, t, src.add(done), n, rank, size);
-            if size > 1 {
-                // Every thread's staged stores visible at system scope before the barrier, and so
-                // before the first thread's release of the request (the barrier alone orders them at
-                // block scope only: seen on an H100, the proxy read a block put's bytes past the first
-                // warp's as zeros).
+            if size > 1 && ch.flags & CHANNEL_FENCE_EVERY != 0 {
                 arch::fence_sc();
             }
             scope.sync();
             if rank == 0 {
+                if size > 1 {
+                    // The group's staged stores precede this thread's fence (the barrier orders them
+                    // at block scope; the fence is cumulative), so they are visible at system scope
+                    // before the release of the request. One fence per group, not one per warp: with
+                    // 1024 threads a block put cost 32 system fences. (A block put's bytes past its
+                    // first warp once read as zeros on an H100: the cause was the channel each warp
+                    // posted to, ed40d17, not this order.)
+                    arch::fence_sc();
+                }
                 last_seq = proxy::publish(ch, t, &req);
             }
         }

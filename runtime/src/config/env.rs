@@ -35,6 +35,7 @@ pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
 pub const PROXY_CHANNELS: &str = "RSHMEM_PROXY_CHANNELS";
 pub const PROXY_THREAD_STAGE: &str = "RSHMEM_PROXY_THREAD_STAGE";
 pub const PROXY_STATS: &str = "RSHMEM_PROXY_STATS";
+pub const PROXY_GROUP_FENCE: &str = "RSHMEM_PROXY_GROUP_FENCE";
 pub const IB_HCA: &str = "RSHMEM_IB_HCA";
 
 pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
@@ -62,6 +63,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: PROXY_THREAD_STAGE, default: "4k", meaning: "proxy transport: a single thread's put of at most this many bytes is copied into the request ring by the thread itself (the proxy sends it from there); a larger one is read by the proxy with a DMA copy. Warp and block puts are always copied in by their threads. Suffixes k, m", check: is_thread_stage },
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: PROXY_SPIN, default: "auto", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: on the 2-core CI machine polling threads took the CPUs the PEs needed and made remote latencies 3 to 4 times worse)", check: is_proxy_spin },
+    EnvVar { name: PROXY_GROUP_FENCE, default: "one", meaning: "proxy transport: in a warp's or block's put staged into the request ring, one (the thread that posts the request fences at system scope after the group's barrier) or every (every thread fences before the barrier: one system fence per warp; for measuring the difference)", check: is_group_fence },
     EnvVar { name: PROXY_STATS, default: "off", meaning: "proxy transport: on (every PE prints at finalize one line `rshmem proxy stats [PE n]: ...` with the requests it drained and the time it spent sending them, the frames it applied as a target and the time of their copies and of the device threads' inbound operations: which stage limits a remote figure) or off", check: is_switch },
     EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
     EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH); a real NIC needs at least 128", check: is_ibgda_depth },
@@ -218,6 +220,17 @@ pub fn parse_proxy_spin(v: &str) -> std::result::Result<Option<bool>, String> {
         "on" | "1" => Ok(Some(true)),
         "off" | "0" => Ok(Some(false)),
         _ => Err("expected auto, on or off".into()),
+    }
+}
+fn is_group_fence(v: &str) -> std::result::Result<(), String> {
+    parse_group_fence(v).map(|_| ())
+}
+/// A `RSHMEM_PROXY_GROUP_FENCE` value: whether every thread fences.
+pub fn parse_group_fence(v: &str) -> std::result::Result<bool, String> {
+    match v.trim() {
+        "one" => Ok(false),
+        "every" => Ok(true),
+        _ => Err("expected one or every".into()),
     }
 }
 fn is_switch(v: &str) -> std::result::Result<(), String> {

@@ -79,6 +79,8 @@ pub(crate) struct Engine {
     pub(crate) chunk: u64,
     /// A thread's puts up to this many bytes are staged (`Channel::thread_stage`).
     pub(crate) thread_stage: u64,
+    /// `Channel::flags` (`RSHMEM_PROXY_GROUP_FENCE`).
+    pub(crate) flags: u64,
     pub(crate) completion: Completion,
     pub(crate) links: Vec<Option<Link>>,
     /// The drain thread stops once the ring is idle.
@@ -146,20 +148,28 @@ impl Engine {
             Some(v) => env::parse_thread_stage(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_THREAD_STAGE)))?,
             None => DEFAULT_THREAD_STAGE,
         };
-        Ok(Engine { target, index, npes, chan, counters, slots, chunk, thread_stage, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext })
+        let flags = match env::get(env::PROXY_GROUP_FENCE) {
+            Some(v) => match env::parse_group_fence(&v) {
+                Ok(true) => rshmem_device::state::CHANNEL_FENCE_EVERY,
+                Ok(false) => 0,
+                Err(e) => return Err(Error::new(format!("{}={v:?}: {e}", env::PROXY_GROUP_FENCE))),
+            },
+            None => 0,
+        };
+        Ok(Engine { target, index, npes, chan, counters, slots, chunk, thread_stage, flags, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext })
     }
 
     /// The channel as device code addresses it.
     pub(crate) fn device_channel(&self) -> Channel {
         let d = self.chan.device_addr();
-        Channel { ring: d, slots: self.slots as u64, ret: d + ring_area(self.slots) as u64, stage: d + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, thread_stage: self.thread_stage, _r: 0 }
+        Channel { ring: d, slots: self.slots as u64, ret: d + ring_area(self.slots) as u64, stage: d + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, thread_stage: self.thread_stage, flags: self.flags }
     }
 
     /// The channel as host threads address it (the counters as `device_mem` gave them: host memory
     /// on the CPU backend only).
     pub(crate) fn host_channel(&self) -> Channel {
         let h = self.chan.host_ptr() as u64;
-        Channel { ring: h, slots: self.slots as u64, ret: h + ring_area(self.slots) as u64, stage: h + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, thread_stage: self.thread_stage, _r: 0 }
+        Channel { ring: h, slots: self.slots as u64, ret: h + ring_area(self.slots) as u64, stage: h + stage_at(self.slots) as u64, chunk: self.chunk, counters: self.counters.addr, thread_stage: self.thread_stage, flags: self.flags }
     }
 
     /// The link to PE `pe`, or an error when the proxy does not reach it.

@@ -27,7 +27,8 @@ pub trait Services: Send + Sync {
     /// one stream, one synchronization for all).
     ///
     /// # Safety
-    /// As `copy`, for each of them.
+    /// As `copy`, for each of them; and every `dst` lies in this PE's heap and every `src` in memory
+    /// `host_shared` returned (CUDA: both known to the driver, so no copy is bounced or checked).
     unsafe fn copy_batch(&self, copies: &[(*mut u8, *const u8, usize)]) -> Result<()> {
         for &(d, s, n) in copies {
             // SAFETY: forwarded contract.

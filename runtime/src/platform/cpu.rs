@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::node::fdpass::FdServer;
 use crate::platform::backend::Backend;
 use crate::platform::segment::Segment;
-use crate::platform::services::{DeviceMem, HostShared, Services};
+use crate::platform::services::{CopyList, CopyQueue, DeviceMem, HostShared, Services};
 use rshmem_device::arch::host::{install_hooks, Coords, Hooks};
 use rshmem_device::Failure;
 use std::cell::{Cell, RefCell};
@@ -111,27 +111,95 @@ impl Services for CpuServices {
         Ok(unsafe { std::sync::atomic::AtomicU64::from_ptr(addr as *mut u64) }.load(std::sync::atomic::Ordering::Acquire))
     }
     unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()> {
-        use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Release};
-        // A small aligned copy (a proxied `p`, a device barrier's epoch, a signal word) is one atomic
-        // store with release, so that a device thread polling the word with acquire loads never sees
-        // it torn, and sees what this thread wrote before it. memcpy promises neither.
-        if matches!(len, 1 | 2 | 4 | 8) && (dst as usize).is_multiple_of(len) {
-            // SAFETY: dst is writable for len bytes and aligned to len (checked), so it is a valid
-            // atomic of that width; src is readable for len bytes (read unaligned).
-            unsafe {
-                match len {
-                    1 => AtomicU8::from_ptr(dst).store(src.read(), Release),
-                    2 => AtomicU16::from_ptr(dst as *mut u16).store((src as *const u16).read_unaligned(), Release),
-                    4 => AtomicU32::from_ptr(dst as *mut u32).store((src as *const u32).read_unaligned(), Release),
-                    _ => AtomicU64::from_ptr(dst as *mut u64).store((src as *const u64).read_unaligned(), Release),
-                }
-            }
-            return Ok(());
-        }
-        // SAFETY: the caller's contract (readable src, writable dst, no overlap). Heap memory is shared
-        // with other processes and device threads, which access it through raw pointers only.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        // SAFETY: forwarded contract.
+        unsafe { cpu_copy(dst, src, len) };
         Ok(())
+    }
+    fn copy_queue(&self) -> Result<Option<Box<dyn CopyQueue>>> {
+        Ok(Some(Box::new(CpuCopyQueue::new()?)))
+    }
+}
+
+/// `CpuServices::copy`: a small aligned copy (a proxied `p`, a device barrier's epoch, a signal word)
+/// is one atomic store with release, so that a device thread polling the word with acquire loads never
+/// sees it torn, and sees what this thread wrote before it. memcpy promises neither.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes, not overlapping.
+unsafe fn cpu_copy(dst: *mut u8, src: *const u8, len: usize) {
+    use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Release};
+    if matches!(len, 1 | 2 | 4 | 8) && (dst as usize).is_multiple_of(len) {
+        // SAFETY: dst is writable for len bytes and aligned to len (checked), so it is a valid atomic of
+        // that width; src is readable for len bytes (read unaligned).
+        unsafe {
+            match len {
+                1 => AtomicU8::from_ptr(dst).store(src.read(), Release),
+                2 => AtomicU16::from_ptr(dst as *mut u16).store((src as *const u16).read_unaligned(), Release),
+                4 => AtomicU32::from_ptr(dst as *mut u32).store((src as *const u32).read_unaligned(), Release),
+                _ => AtomicU64::from_ptr(dst as *mut u64).store((src as *const u64).read_unaligned(), Release),
+            }
+        }
+        return;
+    }
+    // SAFETY: the caller's contract (readable src, writable dst, no overlap). Heap memory is shared with
+    // other processes and device threads, which access it through raw pointers only.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+}
+
+/// The CPU backend's `CopyQueue`: a worker thread of its own does the copies, in order, and publishes
+/// the last mark done (release), so that a proxy receiver goes on reading frames meanwhile, as on a GPU
+/// with the copy engine.
+struct CpuCopyQueue {
+    /// Batches for the worker: (dst, src, len) as addresses, and the batch's mark.
+    tx: Option<std::sync::mpsc::Sender<(CopyList, u64)>>,
+    done: Arc<AtomicU64>,
+    next: u64,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CpuCopyQueue {
+    fn new() -> Result<CpuCopyQueue> {
+        let (tx, rx) = std::sync::mpsc::channel::<(CopyList, u64)>();
+        let done = Arc::new(AtomicU64::new(0));
+        let d = Arc::clone(&done);
+        let worker = std::thread::Builder::new()
+            .name("rshmem-copies".into())
+            .spawn(move || {
+                for (list, mark) in rx {
+                    for (dst, src, len) in list {
+                        // SAFETY: `start`'s contract: valid, non-overlapping, unchanged until this
+                        // mark is published.
+                        unsafe { cpu_copy(dst as *mut u8, src as *const u8, len) };
+                    }
+                    // Release: the copies happen before a waiter's acquire of the mark.
+                    d.store(mark, Ordering::Release);
+                }
+            })
+            .map_err(|e| crate::error::Error::os("proxy: starting the copy thread", e))?;
+        Ok(CpuCopyQueue { tx: Some(tx), done, next: 0, worker: Some(worker) })
+    }
+}
+
+impl CopyQueue for CpuCopyQueue {
+    unsafe fn start(&mut self, copies: &[(*mut u8, *const u8, usize)]) -> Result<u64> {
+        self.next += 1;
+        let list = copies.iter().map(|&(d, s, n)| (d as usize, s as usize, n)).collect();
+        let tx = self.tx.as_ref().expect("the sender lives until drop");
+        tx.send((list, self.next)).map_err(|_| crate::error::Error::new("proxy: the copy thread ended"))?;
+        Ok(self.next)
+    }
+    fn landed(&mut self, mark: u64) -> Result<bool> {
+        Ok(self.done.load(Ordering::Acquire) >= mark)
+    }
+}
+
+impl Drop for CpuCopyQueue {
+    fn drop(&mut self) {
+        // The worker finishes every batch sent, then sees the channel closed.
+        drop(self.tx.take());
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
     }
 }
 

@@ -36,6 +36,12 @@ pub trait Services: Send + Sync {
         }
         Ok(())
     }
+    /// A queue of copies into this PE's heap that land in the background, in order (a proxy receiver's:
+    /// see [`CopyQueue`]), made at setup; None where `copy_batch` is the only way (the caller then
+    /// copies synchronously).
+    fn copy_queue(&self) -> Result<Option<Box<dyn CopyQueue>>> {
+        Ok(None)
+    }
     /// Reads the u64 at `addr` (device memory from `device_mem`, which device code updates with
     /// atomics) from a host thread: CUDA: a copy of 8 bytes; CPU backend: an atomic load.
     ///
@@ -84,6 +90,35 @@ pub trait Services: Send + Sync {
     /// still read the queue (CUDA: waits, at most about a second, for the last service kernel, which
     /// keeps polling the queue for a while after its last operation).
     fn inbound_release(&self) {}
+}
+
+/// Copies as addresses, `(dst, src, len)` each: a batch of a `CopyQueue` held for later (by a worker
+/// thread, or a test's late queue).
+pub type CopyList = Vec<(usize, usize, usize)>;
+
+/// Copies into this PE's heap that complete in the background (`Services::copy_queue`): a proxy
+/// receiver starts a burst's copies and goes on reading frames while they land, and waits only where
+/// order needs it (before an operation that must follow them, before it acknowledges a QUIET, before it
+/// reuses the bounce memory they read). Copies land in the order started. Marks are 1, 2, 3... in
+/// start order; each covers its batch and every earlier one. A queue is used by one thread at a time.
+pub trait CopyQueue: Send {
+    /// Starts `copies` (as `Services::copy_batch`: every `dst` in the heap, every `src` in memory from
+    /// `host_shared`) after everything started before, and returns their mark.
+    ///
+    /// # Safety
+    /// As `Services::copy_batch`, and the sources stay unchanged and alive until `landed` or `wait`
+    /// said the mark landed (or the queue is dropped, which waits for everything started).
+    unsafe fn start(&mut self, copies: &[(*mut u8, *const u8, usize)]) -> Result<u64>;
+    /// Whether everything up to `mark` has landed (visible to this PE's device code), without waiting.
+    fn landed(&mut self, mark: u64) -> Result<bool>;
+    /// Waits until everything up to `mark` has landed.
+    fn wait(&mut self, mark: u64) -> Result<()> {
+        let mut backoff = rshmem_common::Backoff::new();
+        while !self.landed(mark)? {
+            backoff.snooze();
+        }
+        Ok(())
+    }
 }
 
 /// Memory device code reads and updates fastest (`Services::device_mem`): its device address, freed on

@@ -44,7 +44,7 @@ use super::driver::{check, check_ctx};
 use super::module::Stream;
 use super::modules::Modules;
 use crate::error::{Error, Result};
-use crate::platform::services::{DeviceMem, HostShared, Services};
+use crate::platform::services::{CopyQueue, DeviceMem, HostShared, Services};
 use cudarc::driver::sys as cu;
 use std::sync::{Arc, Mutex};
 
@@ -63,6 +63,8 @@ pub struct CudaServices {
     /// Wakes the kicker thread, which launches the inbound service (see `launch_inbound_service`),
     /// and hears from it when it has ended (`inbound_release`).
     kicker: Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
+    /// The stream of every `CopyQueue` (made by the first).
+    copy_stream: Mutex<Option<usize>>,
 }
 
 /// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per proxy thread that
@@ -85,6 +87,11 @@ impl Drop for CudaServices {
             // backend is being dropped).
             unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
         }
+        if let Some(s) = self.copy_stream.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            // SAFETY: the copy queues' stream, destroyed once; every queue waited for its copies when
+            // it was dropped (the proxy's receivers, before the backend).
+            unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
+        }
     }
 }
 
@@ -97,6 +104,7 @@ impl CudaServices {
             made: Default::default(),
             bounce: Mutex::new(vec![]),
             kicker: Mutex::new(None),
+            copy_stream: Mutex::new(None),
         }
     }
 
@@ -193,6 +201,12 @@ impl CudaServices {
         }
     }
     fn new_stream(&self) -> Result<Stream> {
+        let s = self.create_stream()?;
+        self.made.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(s)
+    }
+    /// A non-blocking stream of the highest priority, not counted in the pool.
+    fn create_stream(&self) -> Result<Stream> {
         self.bind()?;
         let (mut least, mut greatest) = (0i32, 0i32);
         // SAFETY: out-pointers to locals.
@@ -205,7 +219,6 @@ impl CudaServices {
             unsafe { cu::cuStreamCreateWithPriority(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) },
             "cuStreamCreateWithPriority",
         )?;
-        self.made.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(Stream(s))
     }
     fn give_stream(&self, s: Stream) {
@@ -473,6 +486,23 @@ impl Services for CudaServices {
         // SAFETY: forwarded contract.
         unsafe { self.proxy_copy_batch(copies) }
     }
+    fn copy_queue(&self) -> Result<Option<Box<dyn CopyQueue>>> {
+        // One stream for every queue (not the pool's: its copies stay queued while the receivers go
+        // on), made at setup like the pool's: each stream may take one of the device's few hardware
+        // queues, and one shared with a user kernel spinning on the proxy would hold the copies behind
+        // it (see `take_stream`). Each queue's events are its own, so its marks say when its copies
+        // landed (and, conservatively, whatever other queues put on the stream before them).
+        let mut cs = self.copy_stream.lock().unwrap_or_else(|e| e.into_inner());
+        let stream = match *cs {
+            Some(s) => s as cu::CUstream,
+            None => {
+                let s = self.create_stream()?.0;
+                *cs = Some(s as usize);
+                s
+            }
+        };
+        Ok(Some(Box::new(CudaCopyQueue { ctx: self.ctx, stream, events: std::collections::VecDeque::new(), spare: Vec::new(), next: 0, landed: 0 })))
+    }
     fn prepare_proxy(&self) -> Result<()> {
         self.prepare_services()?;
         self.modules.own().map(|_| ())
@@ -487,6 +517,92 @@ impl Services for CudaServices {
         // SAFETY: forwarded contract.
         unsafe { self.post_from_gpu(req, stream)? };
         Ok(true)
+    }
+}
+
+/// The CUDA `CopyQueue`: the copies of each batch on the copy stream (shared by the queues), then an
+/// event of this queue recorded behind them; a mark has landed once its event has (events complete in stream order).
+/// `landed` asks the driver with `cuEventQuery`, never blocking in it, and `wait` polls it: a
+/// blocking synchronization is what the module's notes avoid.
+struct CudaCopyQueue {
+    ctx: cu::CUcontext,
+    stream: cu::CUstream,
+    /// (mark, event recorded after its batch), oldest first, not yet seen complete.
+    events: std::collections::VecDeque<(u64, cu::CUevent)>,
+    /// Events seen complete, for reuse.
+    spare: Vec<cu::CUevent>,
+    next: u64,
+    landed: u64,
+}
+
+// SAFETY: the context, stream and events are driver handles usable from any thread once the context is
+// current there (`start` makes it so); the queue is used by one thread at a time (`&mut self`).
+unsafe impl Send for CudaCopyQueue {}
+
+impl CopyQueue for CudaCopyQueue {
+    unsafe fn start(&mut self, copies: &[(*mut u8, *const u8, usize)]) -> Result<u64> {
+        // SAFETY: ctx is the retained primary context, valid for the process's life.
+        check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
+        debug_assert!(copies.iter().all(|&(d, s, _)| driver_visible(d as u64) && driver_visible(s as u64)), "a queued copy with an address the driver does not know");
+        for &(dst, src, len) in copies {
+            if len != 0 {
+                // SAFETY: the caller's contract (both sides known to the driver, valid until the mark
+                // lands); the stream is ours.
+                check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, self.stream) }, "proxy copy: cuMemcpyAsync (queued)")?;
+            }
+        }
+        let ev = match self.spare.pop() {
+            Some(e) => e,
+            None => {
+                let mut e: cu::CUevent = std::ptr::null_mut();
+                // SAFETY: out-pointer to a local.
+                check(unsafe { cu::cuEventCreate(&mut e, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
+                e
+            }
+        };
+        // SAFETY: a live event and our live stream.
+        if let Err(e) = check_ctx(unsafe { cu::cuEventRecord(ev, self.stream) }, "proxy copy: cuEventRecord") {
+            self.spare.push(ev);
+            return Err(e);
+        }
+        self.next += 1;
+        self.events.push_back((self.next, ev));
+        Ok(self.next)
+    }
+    fn landed(&mut self, mark: u64) -> Result<bool> {
+        while mark > self.landed {
+            let Some(&(m, ev)) = self.events.front() else { break };
+            // SAFETY: a live event of ours.
+            match unsafe { cu::cuEventQuery(ev) } {
+                cu::CUresult::CUDA_SUCCESS => {
+                    self.events.pop_front();
+                    self.spare.push(ev);
+                    self.landed = m;
+                }
+                cu::CUresult::CUDA_ERROR_NOT_READY => break,
+                r => check_ctx(r, "proxy copy: cuEventQuery")?,
+            }
+        }
+        Ok(mark <= self.landed)
+    }
+}
+
+impl Drop for CudaCopyQueue {
+    fn drop(&mut self) {
+        // SAFETY: our events, each destroyed once, after the last one completed (so every copy of this
+        // queue is done: they read bounce memory their owner frees after this); the shared stream stays.
+        unsafe {
+            cu::cuCtxSetCurrent(self.ctx);
+            if let Some(&(_, last)) = self.events.back() {
+                cu::cuEventSynchronize(last);
+            }
+            for (_, e) in self.events.drain(..) {
+                cu::cuEventDestroy_v2(e);
+            }
+            for e in self.spare.drain(..) {
+                cu::cuEventDestroy_v2(e);
+            }
+        }
     }
 }
 

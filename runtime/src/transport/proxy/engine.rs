@@ -14,9 +14,11 @@
 //!   requests, through `Target` and the receiver's [`Applier`], and the answers to ours) and a
 //!   *responder* thread sends the answers to the peer's requests (GET data the receiver read, fetched
 //!   values, QUIET completions), so that the receiver never blocks on sending: two receivers each
-//!   blocked on sending to the other would deadlock. A receiver applies puts in bursts and settles
-//!   them (the copies done, the inbound operations applied) when the burst ends: when no further frame
-//!   is ready, or before anything whose order needs it.
+//!   blocked on sending to the other would deadlock. A receiver applies puts in bursts: when a burst
+//!   ends (no further frame is ready) it starts the burst's copies and goes on without waiting for
+//!   them; it *settles* (the copies landed, the inbound operations applied) before a QUIET's
+//!   acknowledgement, when inbound operations wait to be applied, and before anything whose order
+//!   needs it (`target`).
 //! - **Completion at the target.** PUTs, inline puts, signals and non-fetching AMOs are acknowledged in
 //!   batches: after each drained batch, one QUIET per peer that got such requests; the peer's QUIET
 //!   completion (sent once everything before the QUIET was settled there) completes them. GETs
@@ -376,9 +378,11 @@ impl Engine {
         let link = self.links[peer as usize].as_ref().expect("a receiver only for linked peers");
         let mut closing_since: Option<Instant> = None;
         loop {
-            // The end of a burst: settle it (and acknowledge its QUIETs) before waiting for more.
+            // The end of a burst: start its copies, or settle it (and acknowledge its QUIETs) where
+            // something waits for it, before waiting for more.
             if ap.pending() && !rx.ready() {
-                if let Err(e) = self.settle(link, &mut ap) {
+                let r = if ap.must_settle() { self.settle(link, &mut ap) } else { self.target.start_copies(&mut ap) };
+                if let Err(e) = r {
                     if self.target.closing.load(Ordering::Acquire) {
                         log::debug(format!("proxy: after finalize: {e}"));
                         return;

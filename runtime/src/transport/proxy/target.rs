@@ -6,21 +6,25 @@
 //!   inbound queue (`rshmem_device::remote::inbound`): device threads of this PE apply them in order,
 //!   atomically with the GPU's own atomics, with no CUDA call.
 //! - Larger writes are applied in bursts ([`Applier`]): a receiver copies each frame's bytes into its
-//!   pinned bounce buffer (merging writes to consecutive heap ranges) and has the whole burst copied to
-//!   the heap with one `Services::copy_batch` (one synchronization) when the burst ends: no frame waits
-//!   for a copy of its own.
+//!   pinned bounce buffer (merging writes to consecutive heap ranges) and, when the burst ends,
+//!   *starts* the whole burst's copies to the heap on its copy queue (`Services::copy_queue`: on CUDA
+//!   the copy engine, on the CPU backend a copy thread) and goes on reading frames while they land: no
+//!   frame waits for a copy of its own, and no burst waits for the previous one. The bounce buffer is
+//!   used in `SEGMENTS` segments in turn; a receiver waits for a segment's copies only when it comes
+//!   back to that segment.
 //!
 //! # Order at the target
 //! A peer's frames on one connection are applied in the order sent: where an operation of one kind
-//! (queued copy, inbound operation) follows pending ones of the other, the receiver first *settles*
-//! what is pending (waits for the queued inbound operations, then copies the burst), so a signal is
-//! never visible before the data of the put it follows, and two writes to one word land in the order
-//! sent. A GET reads the heap only after settling, and a QUIET is acknowledged only after everything
-//! before it is settled (complete and visible to this PE's device code).
+//! (copy, inbound operation) follows pending ones of the other, the receiver first waits for what is
+//! pending (the queued inbound operations before it starts copies; the started copies before it queues
+//! an inbound operation), so a signal is never visible before the data of the put it follows, and two
+//! writes to one word land in the order sent (copies land in the order started). A GET reads the heap
+//! only after *settling* (everything pending complete and visible to this PE's device code), and a
+//! QUIET is acknowledged only after everything before it is settled.
 
 use crate::error::{Error, Result};
 use crate::platform::backend::Backend;
-use crate::platform::services::{HostShared, Services};
+use crate::platform::services::{CopyQueue, HostShared, Services};
 use crate::transport::proxy::stats;
 use crate::transport::wire::{AmoOp, Signal, SignalOp, Width};
 use rshmem_common::Backoff;
@@ -40,9 +44,14 @@ const KICK_AFTER: Duration = Duration::from_micros(3);
 const KICK_AGAIN: Duration = Duration::from_micros(100);
 /// How long, once finalize has begun, an inbound operation may still wait for a device thread.
 pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(5);
-/// Bytes of a receiver's bounce buffer: the most put data a burst holds before it is copied.
+/// Bytes of a receiver's bounce buffer.
 pub(crate) const BOUNCE_BYTES: usize = 1 << 20;
-/// Most separate copies a burst holds before it is copied.
+/// Segments of the bounce buffer, used in turn: while one fills, the copies of the others may still
+/// be landing.
+const SEGMENTS: usize = 4;
+/// Bytes of a segment: the most put data a burst holds before its copies are started.
+const SEGMENT_BYTES: usize = BOUNCE_BYTES / SEGMENTS;
+/// Most separate copies a burst holds before they are started.
 const BURST_COPIES: usize = 256;
 
 /// This PE's heap as remote operations reach it.
@@ -69,12 +78,22 @@ impl Drop for Target {
     }
 }
 
-/// A receiver's pending work at the target: queued copies in its bounce buffer, the last inbound
-/// operation it queued and has not waited for, and the QUIETs to acknowledge once all is settled.
+/// A receiver's pending work at the target: copies gathered in its bounce buffer and not started yet,
+/// copies started and perhaps not landed, the last inbound operation it queued and has not waited for,
+/// and the QUIETs to acknowledge once all is settled.
 pub(crate) struct Applier {
+    /// Where the receiver's copies land in the background (None: `Services::copy_batch`, synchronous).
+    queue: Option<Box<dyn CopyQueue>>,
     bounce: HostShared,
+    /// The segment being filled, and its bytes used.
+    seg: usize,
     used: usize,
-    /// (heap address, offset in the bounce buffer, bytes), in arrival order.
+    /// Per segment, the mark of the last copies started from it (0: none).
+    seg_mark: [u64; SEGMENTS],
+    /// The last mark started (0: none) and whether it may not have landed yet.
+    started: u64,
+    in_flight: bool,
+    /// (heap address, offset in the bounce buffer, bytes), in arrival order, not started.
     copies: Vec<(u64, usize, usize)>,
     inbound: Option<u64>,
     /// QUIETs received (their request numbers), acknowledged after the next settle.
@@ -82,9 +101,26 @@ pub(crate) struct Applier {
 }
 
 impl Applier {
-    /// Whether anything waits to be settled or acknowledged.
+    /// Whether anything waits to be started, settled or acknowledged.
     pub(crate) fn pending(&self) -> bool {
         !self.copies.is_empty() || self.inbound.is_some() || !self.acks.is_empty()
+    }
+    /// Whether the end of a burst must settle (wait for everything): a QUIET to acknowledge, or an
+    /// inbound operation to see applied (waiting is what asks for the service kernel when no device
+    /// thread takes it). Otherwise it only starts the burst's copies.
+    pub(crate) fn must_settle(&self) -> bool {
+        self.inbound.is_some() || !self.acks.is_empty()
+    }
+}
+
+impl Drop for Applier {
+    fn drop(&mut self) {
+        // The copies started read the bounce buffer, which goes with this.
+        if let (Some(q), true) = (self.queue.as_mut(), self.in_flight) {
+            if let Err(e) = q.wait(self.started) {
+                crate::log::debug(format!("proxy: waiting for a receiver's copies at its end: {e}"));
+            }
+        }
     }
 }
 
@@ -122,7 +158,18 @@ impl Target {
     /// A receiver's applier, with its bounce buffer (made at setup: pinned memory allocated later may
     /// wait for the device).
     pub(crate) fn applier(&self) -> Result<Applier> {
-        Ok(Applier { bounce: self.services.host_shared(BOUNCE_BYTES)?, used: 0, copies: Vec::new(), inbound: None, acks: Vec::new() })
+        Ok(Applier {
+            queue: self.services.copy_queue()?,
+            bounce: self.services.host_shared(BOUNCE_BYTES)?,
+            seg: 0,
+            used: 0,
+            seg_mark: [0; SEGMENTS],
+            started: 0,
+            in_flight: false,
+            copies: Vec::new(),
+            inbound: None,
+            acks: Vec::new(),
+        })
     }
 
     /// How many bytes from the heap's start are backed now.
@@ -270,33 +317,67 @@ impl Target {
 
     // ------------------------------------------------------------ a receiver's operations
 
-    /// Settles everything `ap` holds: waits for its last inbound operation (and so all before it),
-    /// then copies the burst to the heap. Afterwards every operation the receiver applied so far is
-    /// complete and visible to this PE's device code; the QUIETs in `ap.acks` may be acknowledged.
-    pub(crate) fn settle(&self, ap: &mut Applier) -> Result<()> {
+    /// Starts the copies `ap` gathered (after its pending inbound operation, which is waited for
+    /// first: the copies must land after it), without waiting for them to land.
+    pub(crate) fn start_copies(&self, ap: &mut Applier) -> Result<()> {
+        if ap.copies.is_empty() {
+            return Ok(());
+        }
         if let Some(t) = ap.inbound.take() {
             self.inbound_wait(t)?;
         }
-        if !ap.copies.is_empty() {
-            let base = ap.bounce.host_ptr() as usize;
-            let list: Vec<(*mut u8, *const u8, usize)> = ap.copies.iter().map(|&(dst, at, n)| (dst as *mut u8, (base + at) as *const u8, n)).collect();
-            ap.copies.clear();
-            ap.used = 0;
+        let base = ap.bounce.host_ptr() as usize;
+        let list: Vec<(*mut u8, *const u8, usize)> = ap.copies.iter().map(|&(dst, at, n)| (dst as *mut u8, (base + at) as *const u8, n)).collect();
+        ap.copies.clear();
+        stats::add(|s| &s.copy_batches, 1);
+        stats::add(|s| &s.copies, list.len() as u64);
+        stats::add(|s| &s.copy_bytes, list.iter().map(|c| c.2 as u64).sum());
+        let timer = stats::Timer::start();
+        match ap.queue.as_mut() {
+            Some(q) => {
+                // SAFETY: every destination was checked against the backed heap when gathered; every
+                // source is bytes written into the bounce buffer (alive with ap, which waits for the
+                // started copies before it goes), not written again before the mark lands: a segment
+                // is reused only after its last mark landed (`write`).
+                let mark = unsafe { q.start(&list)? };
+                ap.seg_mark[ap.seg] = mark;
+                ap.started = mark;
+                ap.in_flight = true;
+            }
+            None => {
+                // SAFETY: as above; the copies are complete when this returns.
+                unsafe { self.services.copy_batch(&list)? };
+            }
+        }
+        timer.stop(|s| &s.copy_ns);
+        Ok(())
+    }
+
+    /// Waits until every copy `ap` started has landed.
+    fn copies_landed(&self, ap: &mut Applier) -> Result<()> {
+        if let (Some(q), true) = (ap.queue.as_mut(), ap.in_flight) {
             let timer = stats::Timer::start();
-            // SAFETY: every destination was checked against the backed heap when queued; every source
-            // is the bytes just written into the bounce buffer (alive with ap), not reused before this
-            // returns.
-            unsafe { self.services.copy_batch(&list)? };
+            q.wait(ap.started)?;
             timer.stop(|s| &s.copy_ns);
-            stats::add(|s| &s.copy_batches, 1);
-            stats::add(|s| &s.copies, list.len() as u64);
-            stats::add(|s| &s.copy_bytes, list.iter().map(|c| c.2 as u64).sum());
+            ap.in_flight = false;
         }
         Ok(())
     }
 
+    /// Settles everything `ap` holds: starts its gathered copies (after its last inbound operation),
+    /// waits for that operation (and so all before it) and for every copy started. Afterwards every
+    /// operation the receiver applied so far is complete and visible to this PE's device code; the
+    /// QUIETs in `ap.acks` may be acknowledged.
+    pub(crate) fn settle(&self, ap: &mut Applier) -> Result<()> {
+        self.start_copies(ap)?;
+        if let Some(t) = ap.inbound.take() {
+            self.inbound_wait(t)?;
+        }
+        self.copies_landed(ap)
+    }
+
     /// Writes `data` (a PUT's bytes) at heap offset `offset`: a word goes to the inbound queue, more
-    /// into the burst (settled first where order needs it, see the module's notes).
+    /// into the burst (see the module's notes for the order).
     pub(crate) fn write(&self, ap: &mut Applier, peer: u32, offset: u64, data: &[u8]) -> Result<()> {
         let n = data.len();
         let dst = self.heap_addr(peer, offset, n as u64)?;
@@ -306,18 +387,35 @@ impl Target {
         if Self::is_word(offset, n) {
             return self.post(ap, inbound::STORE, n as u32, offset, Self::word(data), 0);
         }
-        if n > BOUNCE_BYTES / 2 {
+        if n > SEGMENT_BYTES {
             // Too large to bounce: after everything before it, copied on its own.
             self.settle(ap)?;
             // SAFETY: as in `store`.
             return unsafe { self.services.copy(dst, data.as_ptr(), n) };
         }
-        if ap.used + n > BOUNCE_BYTES || ap.copies.len() >= BURST_COPIES {
-            self.settle(ap)?;
+        if ap.copies.len() >= BURST_COPIES {
+            self.start_copies(ap)?;
         }
-        let at = ap.used;
-        // SAFETY: at + n <= BOUNCE_BYTES (above): inside the bounce buffer, which holds no queued bytes
-        // past `used`; data is the frame's payload, not overlapping it.
+        if ap.used + n > SEGMENT_BYTES {
+            // The segment is full: start its copies and go on in the next one, once the copies that
+            // last read from that one have landed.
+            self.start_copies(ap)?;
+            ap.seg = (ap.seg + 1) % SEGMENTS;
+            ap.used = 0;
+            let mark = ap.seg_mark[ap.seg];
+            if mark != 0 {
+                if let Some(q) = ap.queue.as_mut() {
+                    if !q.landed(mark)? {
+                        let timer = stats::Timer::start();
+                        q.wait(mark)?;
+                        timer.stop(|s| &s.copy_ns);
+                    }
+                }
+            }
+        }
+        let at = ap.seg * SEGMENT_BYTES + ap.used;
+        // SAFETY: at + n lies inside the current segment (above), which holds no bytes of copies not
+        // landed past `used`; data is the frame's payload, not overlapping it.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ap.bounce.host_ptr().add(at), n) };
         ap.used += n;
         match ap.copies.last_mut() {
@@ -331,8 +429,9 @@ impl Target {
     /// Queues an inbound operation after everything `ap` holds (the burst is copied first, so the
     /// operation lands after it).
     fn post(&self, ap: &mut Applier, code: u32, width: u32, offset: u64, value: u64, compare: u64) -> Result<()> {
-        if !ap.copies.is_empty() {
-            self.settle(ap)?;
+        if !ap.copies.is_empty() || ap.in_flight {
+            self.start_copies(ap)?;
+            self.copies_landed(ap)?;
         }
         ap.inbound = Some(self.inbound_post(code, width, offset, value, compare, [0; 2])?);
         Ok(())

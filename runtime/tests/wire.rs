@@ -7,7 +7,8 @@ mod common;
 
 use common::*;
 use rshmem::transport::proxy::accept::{accept as tcp_accept, Acceptor, MAX_PENDING};
-use rshmem::transport::proxy::tcp::{self, Connection, Endpoint};
+use rshmem::transport::proxy::connect;
+use rshmem::transport::proxy::tcp::{Connection, Endpoint};
 use rshmem::transport::wire::{self, AmoOp, Context, FrameReader, Hello, Message, OpHeader, Signal, SignalOp, Width};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -42,7 +43,7 @@ fn scenario(name: &str, arg: &str, addr: SocketAddr) -> Result<String, String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     match name {
         "transfer" => {
-            let mut c = tcp::connect(addr, &endpoint(0), 1, 0, 1, deadline).map_err(|e| e.to_string())?;
+            let mut c = connect::connect(addr, &endpoint(0), 1, 0, 1, deadline).map_err(|e| e.to_string())?;
             let data = pattern(DATA_LEN as usize, 0x5a);
             let signal = Signal { offset: 0, op: SignalOp::Add, value: 1 };
             c.put(1, DATA_AT, &data, Some(signal)).map_err(|e| e.to_string())?;
@@ -92,7 +93,7 @@ fn scenario(name: &str, arg: &str, addr: SocketAddr) -> Result<String, String> {
                 "heap" => me.heap_size += 4096,
                 other => return Err(format!("unknown refusal {other}")),
             }
-            match tcp::connect(addr, &me, 1, 0, 1, deadline) {
+            match connect::connect(addr, &me, 1, 0, 1, deadline) {
                 Ok(_) => Err("connected with a bad hello".into()),
                 Err(e) => Ok(format!("REFUSED: {e}")),
             }
@@ -352,7 +353,7 @@ fn loopback_throughput() {
         serve(&mut c, &mut heap).unwrap();
         heap
     });
-    let mut c = tcp::connect(addr, &ep(0), 1, 0, 1, Instant::now() + Duration::from_secs(10)).unwrap();
+    let mut c = connect::connect(addr, &ep(0), 1, 0, 1, Instant::now() + Duration::from_secs(10)).unwrap();
     let small = pattern(SMALL, 1);
     let big = pattern(BIG, 2);
     let quiet = |c: &mut Connection, seq| {
@@ -443,7 +444,7 @@ fn lanes_strangers_and_wrong_targets() {
     let deadline = || Instant::now() + Duration::from_secs(10);
 
     // Three lanes between PE 0 and PE 1, each answered as its own index.
-    let client = std::thread::spawn(move || tcp::connect_lanes(addr, &endpoint(0), 1, 3, deadline()).unwrap());
+    let client = std::thread::spawn(move || connect::connect_lanes(addr, &endpoint(0), 1, 3, deadline()).unwrap());
     let mut served: Vec<u16> = (0..3).map(|_| accept(&listener).unwrap().lane()).collect();
     let lanes: Vec<u16> = client.join().unwrap().iter().map(|c| c.lane()).collect();
     served.sort();
@@ -464,7 +465,7 @@ fn lanes_strangers_and_wrong_targets() {
 
     // PE 0 of 3 means PE 2, but reached PE 1.
     let three = |pe| Endpoint { npes: 3, ..endpoint(pe) };
-    let client = std::thread::spawn(move || tcp::connect(addr, &three(0), 2, 0, 1, deadline()).err().unwrap().to_string());
+    let client = std::thread::spawn(move || connect::connect(addr, &three(0), 2, 0, 1, deadline()).err().unwrap().to_string());
     let err = tcp_accept(&listener, &three(1), deadline()).err().unwrap().to_string();
     assert!(err.contains("claims PE 0 of 3") && err.contains("meant for another PE (it wants PE 2)"), "{err}");
     let err = client.join().unwrap();
@@ -472,7 +473,7 @@ fn lanes_strangers_and_wrong_targets() {
 
     // A frame outside the peer's heap is refused before it is sent; the connection stays usable.
     let client = std::thread::spawn(move || {
-        let mut c = tcp::connect(addr, &endpoint(0), 1, 0, 1, deadline()).unwrap();
+        let mut c = connect::connect(addr, &endpoint(0), 1, 0, 1, deadline()).unwrap();
         let err = c.put(1, HEAP - 4, &[0u8; 8], None).unwrap_err().to_string();
         assert!(err.contains("refusing to send to PE 1") && err.contains("`offset`"), "{err}");
         let err = c.send(&OpHeader { kind: 99, src_pe: 0, ..Default::default() }, &[]).unwrap_err().to_string();
@@ -555,7 +556,7 @@ fn idle_strangers_delay_no_peer() {
         let idle: Vec<TcpStream> = (0..MAX_PENDING + 10).map(|_| TcpStream::connect(addr).unwrap()).collect();
         let t = Instant::now();
         let _ = tx.send(t);
-        let peer = tcp::connect(addr, &endpoint(0), 1, 0, 1, Instant::now() + Duration::from_secs(10)).map(|c| c.peer());
+        let peer = connect::connect(addr, &endpoint(0), 1, 0, 1, Instant::now() + Duration::from_secs(10)).map(|c| c.peer());
         (peer, t.elapsed(), idle)
     });
     let mut dropped = 0;

@@ -25,6 +25,7 @@
 //!   no NIC.
 
 pub mod accept;
+pub mod connect;
 pub mod engine;
 pub mod link;
 pub mod ring;

@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::log;
 use crate::transport::proxy::accept::Acceptor;
 use crate::transport::proxy::target::Target;
-use crate::transport::proxy::tcp::{self, Connection, Endpoint};
+use crate::transport::proxy::connect;
+use crate::transport::proxy::tcp::{Connection, Endpoint};
 use rshmem_device::state::MAX_CHANNELS;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,7 +96,7 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
         'peers: for q in (me + 1)..n {
             if remote[q as usize] {
                 for lane in 0..lanes {
-                    match tcp::connect(addrs[q as usize], ep, q, lane as u16, lanes as u16, deadline) {
+                    match connect::connect(addrs[q as usize], ep, q, lane as u16, lanes as u16, deadline) {
                         Ok(c) => conns[q as usize].push(c),
                         Err(e) => {
                             first_err = Some(e);

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use rshmem::config::env;
 
-const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose";
+const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose";
 
 /// The most PEs an rshmem job can have: the size of the per-PE tables in the device state.
 pub const MAX_PES: usize = rshmem_device::state::MAX_PES;
@@ -60,6 +60,13 @@ pub struct Cli {
     #[arg(long)]
     pub no_pe_limit: bool,
 
+    /// Serve PMI-1 to the PEs (the "simple PMI" wire of MPICH's process managers): each PE also gets
+    /// PMI_FD, PMI_RANK and PMI_SIZE, so that a program whose bootstrap is a PMI-1 client (NVSHMEM's
+    /// default) starts under rshmrun unchanged. A PE's `PMI_Abort(code)` ends the job with that status,
+    /// naming the PE.
+    #[arg(long)]
+    pub pmi: bool,
+
     /// Print the environment variables rshmem reads and those rshmrun sets, then exit.
     #[arg(long, exclusive = true)]
     pub info: bool,
@@ -108,6 +115,9 @@ pub fn set_variables() -> Vec<(&'static str, &'static str)> {
              records the host collective it is in; rshmrun reads it to name a stuck PE on --timeout); \
              unset when rshmrun could not create one",
         ),
+        ("PMI_FD", "with --pmi only: number of the inherited file descriptor of this PE's connection to rshmrun's PMI-1 server"),
+        ("PMI_RANK", "with --pmi only: this PE's number (as RSHMEM_PE)"),
+        ("PMI_SIZE", "with --pmi only: N (as RSHMEM_NPES)"),
     ]
 }
 

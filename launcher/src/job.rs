@@ -21,6 +21,7 @@ use rshmem::bootstrap::pe_list;
 use rshmem::config::env;
 use rshmem::node::jobstatus::JobStatus;
 
+use crate::child::ChildSetup;
 use crate::netns::{self, SimNet};
 use crate::output::{say, Forwarder, Sink};
 use crate::signals;
@@ -57,6 +58,8 @@ pub struct JobSpec {
     pub nodes: Option<u32>,
     /// `--netns`: each node in its own network namespace.
     pub netns: bool,
+    /// `--pmi`: serve PMI-1 to the PEs (`crate::pmi`).
+    pub pmi: bool,
 }
 
 /// Where PE `pe` of `np` runs when they are split into `nodes` nodes of contiguous PEs (the first
@@ -158,6 +161,17 @@ pub fn run(spec: &JobSpec) -> i32 {
         }
     };
 
+    let mut pmi = if spec.pmi {
+        match crate::pmi::Server::start(spec.np as usize, signals::wake) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                say(format!("cannot start the PMI server of --pmi: {e}; nothing was started"));
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
     let launch = Launch {
         spec,
         bootstrap,
@@ -167,6 +181,7 @@ pub fn run(spec: &JobSpec) -> i32 {
         restore_nofile: fds.restore,
         nodes: spec.nodes,
         ns_fds: net.as_ref().map(|n| n.nodes.iter().map(|node| node.ns_fd()).collect()).unwrap_or_default(),
+        pmi_fds: pmi.as_ref().map(|p| (0..spec.np as usize).filter_map(|pe| p.child_fd(pe)).collect()).unwrap_or_default(),
     };
     let mut job = Job { deadline: spec.timeout.map(|t| (t, started + t)), board, ..Job::default() };
     for pe in 0..spec.np {
@@ -179,7 +194,11 @@ pub fn run(spec: &JobSpec) -> i32 {
             say(format!("start-up stopped: {} not started", pe_list(&rest)));
             break;
         }
-        if let Err((e, code)) = start_pe(&launch, pe, &mut job, &mut output) {
+        let started = start_pe(&launch, pe, &mut job, &mut output);
+        if let Some(p) = pmi.as_mut() {
+            p.started(pe as usize);
+        }
+        if let Err((e, code)) = started {
             say(e);
             if job.pes.is_empty() {
                 return code;
@@ -295,6 +314,8 @@ struct Launch<'a> {
     nodes: Option<u32>,
     /// With `--netns`: node k's network namespace, which its PEs enter before exec.
     ns_fds: Vec<RawFd>,
+    /// With `--pmi`: PE k's end of its PMI socket pair.
+    pmi_fds: Vec<RawFd>,
 }
 
 /// Starts PE `pe` and hands its stdout and stderr to the forwarder. On failure returns the message and the
@@ -326,6 +347,11 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
         Some(fd) => cmd.env(env::STATUS_FD, fd.to_string()),
         None => cmd.env_remove(env::STATUS_FD),
     };
+    let pmi_fd = launch.pmi_fds.get(pe as usize).copied();
+    if let Some(fd) = pmi_fd {
+        // PMI_PORT and PMI_ID would make a client connect elsewhere instead of using PMI_FD.
+        cmd.env("PMI_FD", fd.to_string()).env("PMI_RANK", pe.to_string()).env("PMI_SIZE", spec.np.to_string()).env_remove("PMI_PORT").env_remove("PMI_ID");
+    }
     // Without --nodes the variable is not set (the host decides, as ever), and one inherited from
     // rshmrun's own environment must not put every PE on one made-up node.
     match launch.nodes {
@@ -334,7 +360,7 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
     };
     let setup = ChildSetup {
         parent: std::process::id() as libc::pid_t,
-        keep_fds: [listen_fd, launch.status_fd],
+        keep_fds: [listen_fd, launch.status_fd, pmi_fd],
         nofile: launch.restore_nofile,
         netns: launch.ns_fds.get(node as usize).copied(),
     };
@@ -365,58 +391,6 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
         .add(OwnedFd::from(stdout), &prefix, format!("PE {pe} stdout"), Sink::Stdout)
         .and_then(|()| output.add(OwnedFd::from(stderr), &prefix, format!("PE {pe} stderr"), Sink::Stderr))
         .map_err(|e| (format!("cannot forward the output of PE {pe}: {e}"), 1))
-}
-
-/// What runs in a PE between fork and exec.
-#[derive(Clone, Copy)]
-struct ChildSetup {
-    parent: libc::pid_t,
-    /// Descriptors that must survive exec (the listener for PE 0, the status board).
-    keep_fds: [Option<RawFd>; 2],
-    /// Limit of open files to set back.
-    nofile: Option<libc::rlimit>,
-    /// With `--netns`: the network namespace of the PE's node.
-    netns: Option<RawFd>,
-}
-
-impl ChildSetup {
-    /// Asks for SIGTERM when rshmrun dies, lets the inherited descriptors survive exec and sets back the
-    /// limit of open files.
-    fn run(&self) -> io::Result<()> {
-        if let Some(ns) = self.netns {
-            // The descriptor is rshmrun's (close-on-exec: the PE does not keep it); the PE's sockets, its
-            // abstract Unix sockets included, now belong to its node.
-            netns::enter_netns(ns)?;
-        }
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: PR_SET_PDEATHSIG takes a signal number and no pointers.
-            if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: getppid has no preconditions. If rshmrun already died before the prctl above, the
-            // death signal will never come: do not start a PE nobody watches.
-            if unsafe { libc::getppid() } != self.parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-        }
-        for fd in self.keep_fds.into_iter().flatten() {
-            // SAFETY: `fd` is a descriptor rshmrun holds open, inherited by this child. Clearing FD_CLOEXEC
-            // changes only this child's descriptor table, not rshmrun's.
-            if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == -1 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        if let Some(lim) = self.nofile {
-            // SAFETY: `lim` is a valid rlimit that setrlimit only reads; it is the limit this process had
-            // before rshmrun raised the soft one, so lowering back to it is always allowed. setrlimit is a
-            // plain system call (no allocation, no locks).
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
 }
 
 /// One PE: its pid, which is also its process group id.
@@ -476,6 +450,9 @@ impl Job {
         self.reap();
         for sig in signals::take_pending() {
             self.on_signal(sig);
+        }
+        if let Some((pe, code)) = crate::pmi::take_abort() {
+            self.on_abort(pe, code);
         }
         let now = Instant::now();
         if let Some((limit, at)) = self.deadline {
@@ -613,6 +590,18 @@ impl Job {
         let rest = if self.running > 0 { "; terminating the other PEs" } else { "" };
         say(format!("PE {i} (pid {}) {how}{rest}", self.pes[i].pid));
         self.first_failure = Some((i, status));
+        self.begin_termination();
+    }
+
+    /// PE `pe` asked for the job's end with status `code` (`--pmi`: PMI abort): as a PE failing with
+    /// that exit code.
+    fn on_abort(&mut self, pe: usize, code: i32) {
+        if self.ending() || self.first_failure.is_some() {
+            return;
+        }
+        let rest = if self.running > 1 { "; terminating the other PEs" } else { "" };
+        say(format!("PE {pe} called PMI abort with exit code {code}{rest}"));
+        self.first_failure = Some((pe, ExitStatus::from_raw((code & 0xff) << 8)));
         self.begin_termination();
     }
 

@@ -1,14 +1,16 @@
 //! rshmrun: starts an rshmem job of N PEs on this host and watches it.
 //!
-//! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] PROGRAM [ARGS...]` and
+//! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] PROGRAM [ARGS...]` and
 //! `rshmrun --info`; `rshmrun --diagnose` (the checks for GPU-initiated RDMA and the network, see
 //! `rshmem::probe::diagnose`); `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
+mod child;
 mod cli;
 mod job;
 mod netns;
 mod output;
+mod pmi;
 mod signals;
 
 use std::io::Write;
@@ -46,6 +48,7 @@ fn main() {
         no_pe_limit: cli.no_pe_limit,
         nodes: cli.nodes,
         netns: cli.netns,
+        pmi: cli.pmi,
     };
     let code = job::run(&spec);
     std::process::exit(code);

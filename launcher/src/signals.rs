@@ -81,6 +81,18 @@ pub fn install() -> io::Result<()> {
     Ok(())
 }
 
+/// Wakes the wait loop (`wait`) as a signal would: for threads of rshmrun with news for it (a PE's
+/// PMI abort).
+pub fn wake() {
+    let fd = WAKE_WRITE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: writes one byte from a live local to the non-blocking wake-up pipe; a full pipe
+        // (EAGAIN) already holds a wake-up.
+        unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
+    }
+}
+
 /// Returns the signals of [`CAUGHT`] that arrived since the last call (lowest number first) and clears
 /// them.
 pub fn take_pending() -> Vec<libc::c_int> {

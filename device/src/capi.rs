@@ -401,6 +401,22 @@ pub unsafe extern "ptx-kernel" fn rshmemi_collective(what: u32, team: i32, dest:
     // SAFETY: the caller's contract.
     unsafe { coll::run(what, Scope::Block, team, dest as *mut u8, src as *const u8, n, a, b) }
 }
+/// The element pass of a pulled reduction (`coll::reduce::pull`) by every thread of the grid, between
+/// two `rshmemi_collective` launches of `host_op::REDUCE_SYNC` (or `REDUCESCATTER_SYNC`) on the same
+/// stream: a large host or on-stream reduction over PEs mapped here uses the whole GPU, where one
+/// block of the collective kernel read one element of each member at a time. `scatter` != 0:
+/// reducescatter.
+///
+/// # Safety
+/// As `coll::reduce::pull`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn rshmemi_reduce_pull(team: i32, dest: u64, src: u64, n: u64, dt: u32, o: u32, scatter: u32) {
+    let idx = crate::arch::block_index() as usize * crate::arch::block_size() as usize + crate::arch::block_rank() as usize;
+    let stride = crate::arch::grid_size() as usize * crate::arch::block_size() as usize;
+    // SAFETY: the caller's contract.
+    unsafe { coll::pull(team, dest as *mut u8, src as *const u8, n as usize, dt, o, scatter != 0, idx, stride, "rshmem_reduce (pulled, on the grid)\0") }
+}
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {

@@ -2,7 +2,7 @@
 
 use crate::coll::data::{alltoall, broadcast, collect, fcollect};
 use crate::coll::elem::op;
-use crate::coll::reduce::{reduce, reduce_as};
+use crate::coll::reduce::{pull_sync, reduce, reduce_as};
 use crate::coll::sync::{tag, team_exchange_scoped, team_sync_scoped};
 use crate::coll::teams::team;
 use crate::route::fail;
@@ -22,6 +22,11 @@ pub mod host_op {
     /// A team split's agreement: an exchange tagged with the split's arguments (`a`: their hash), then
     /// an AND of the u64 masks of free team slots at `src` into `dest`.
     pub const SPLIT: u32 = 8;
+    /// One synchronization of a pulled reduction (`reduce::pull_sync`; `a`, `b`, `n` as REDUCE): the
+    /// host runs REDUCE as this, the element pass on a whole grid (`reduce::pull`), and this again.
+    pub const REDUCE_SYNC: u32 = 9;
+    /// The same for REDUCESCATTER.
+    pub const REDUCESCATTER_SYNC: u32 = 10;
 }
 
 /// Runs host operation `what` (`host_op`) with `scope`: `n` is the byte count of the data collectives
@@ -45,6 +50,8 @@ pub unsafe fn run(what: u32, scope: Scope, team_id: i32, dest: *mut u8, src: *co
             host_op::ALLTOALL => alltoall(scope, team_id, dest, src, n, "rshmem_alltoall (host)\0"),
             host_op::REDUCE => reduce(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host)\0"),
             host_op::REDUCESCATTER => reduce(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host)\0"),
+            host_op::REDUCE_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host, pulled)\0"),
+            host_op::REDUCESCATTER_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host, pulled)\0"),
             host_op::SPLIT => {
                 let call = "rshmem_team_split (agreement)\0";
                 let t = team(call, team_id);

@@ -57,6 +57,6 @@ pub use crate::types::Kind;
 pub use data::{alltoall, broadcast, collect, fcollect};
 pub use elem::{dtype, dtype_size, op, valid_reduction, Bf16, DoubleLoc, Elem, F16};
 pub use host::{host_op, run};
-pub use reduce::{reduce, reduce_as};
+pub use reduce::{pull, pull_slice, pull_sync, pulls, reduce, reduce_as};
 pub use sync::{barrier_all, barrier_all_block, barrier_all_warp, sync_all, sync_all_block, sync_all_warp, tag, team_exchange, team_exchange_scoped, team_sync_scoped};
 pub use teams::{index_of, lookup, member, team, team_my_pe, team_n_pes, team_translate_pe, Team};

@@ -2,7 +2,7 @@
 //! docs).
 
 use crate::coll::data::{check_sym, push_order};
-use crate::coll::elem::{dtype, op, valid_reduction, Bf16, DoubleLoc, Elem, F16};
+use crate::coll::elem::{dtype, dtype_size, op, valid_reduction, Bf16, DoubleLoc, Elem, F16};
 use crate::coll::sync::{inbox, scratch, tag, team_exchange_scoped};
 use crate::coll::teams::{team, Team};
 use crate::ops;
@@ -11,6 +11,38 @@ use crate::state::SCRATCH_BYTES;
 use crate::types::{Kind, Problem, Scope};
 use core::mem::size_of;
 use core::ptr;
+
+/// `$call!(T, OP)` for the operator `$o` of the element type `T`, among those `T` has.
+macro_rules! on_ops {
+    ($o:expr, $t:ty, $call:ident; $($op:ident)*) => {
+        match $o {
+            $(op::$op => $call!($t, { op::$op }),)*
+            _ => {}
+        }
+    };
+}
+
+/// `$call!(T, OP)` for the element type `$dt` and operator `$o` of a reduction (the pair checked by
+/// the caller with `valid_reduction`): the one list of the reductions' types and operators.
+macro_rules! on_reduction {
+    ($dt:expr, $o:expr, $call:ident) => {
+        match $dt {
+            dtype::I8 => on_ops!($o, i8, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::I16 => on_ops!($o, i16, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::I32 => on_ops!($o, i32, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::I64 => on_ops!($o, i64, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::U8 => on_ops!($o, u8, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::U16 => on_ops!($o, u16, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::U32 => on_ops!($o, u32, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::U64 => on_ops!($o, u64, $call; AND OR XOR MIN MAX SUM PROD),
+            dtype::F16 => on_ops!($o, F16, $call; MIN MAX SUM PROD),
+            dtype::BF16 => on_ops!($o, Bf16, $call; MIN MAX SUM PROD),
+            dtype::F32 => on_ops!($o, f32, $call; MIN MAX SUM PROD),
+            dtype::F64 => on_ops!($o, f64, $call; MIN MAX SUM PROD),
+            _ => on_ops!($o, DoubleLoc, $call; MAXLOC),
+        }
+    };
+}
 
 /// Reduction of `n` elements of type `dt` with operator `o` over team `team_id`: `dest` on every member
 /// gets the combination of all members' `src` (`scatter`: member `i` gets only block `i`, of `n`
@@ -24,31 +56,14 @@ pub unsafe fn reduce(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, 
     if !valid_reduction(dt, o) {
         fail(call, Problem::BadReduction, dt as i32, o as usize, 0);
     }
-    macro_rules! go {
-        ($t:ty; $($o:ident)*) => {
-            match o {
-                // SAFETY: the caller's contract, for the element type `dt` names (the pair is valid:
-                // checked above).
-                $(op::$o => unsafe { reduce_as::<$t, { op::$o }>(scope, team_id, dest as *mut $t, src as *const $t, n, scatter, call) },)*
-                _ => {}
-            }
+    macro_rules! run_as {
+        ($t:ty, $op:expr) => {
+            // SAFETY: the caller's contract, for the element type `dt` names (the pair is valid:
+            // checked above).
+            unsafe { reduce_as::<$t, $op>(scope, team_id, dest as *mut $t, src as *const $t, n, scatter, call) }
         };
     }
-    match dt {
-        dtype::I8 => go!(i8; AND OR XOR MIN MAX SUM PROD),
-        dtype::I16 => go!(i16; AND OR XOR MIN MAX SUM PROD),
-        dtype::I32 => go!(i32; AND OR XOR MIN MAX SUM PROD),
-        dtype::I64 => go!(i64; AND OR XOR MIN MAX SUM PROD),
-        dtype::U8 => go!(u8; AND OR XOR MIN MAX SUM PROD),
-        dtype::U16 => go!(u16; AND OR XOR MIN MAX SUM PROD),
-        dtype::U32 => go!(u32; AND OR XOR MIN MAX SUM PROD),
-        dtype::U64 => go!(u64; AND OR XOR MIN MAX SUM PROD),
-        dtype::F16 => go!(F16; MIN MAX SUM PROD),
-        dtype::BF16 => go!(Bf16; MIN MAX SUM PROD),
-        dtype::F32 => go!(f32; MIN MAX SUM PROD),
-        dtype::F64 => go!(f64; MIN MAX SUM PROD),
-        _ => go!(DoubleLoc; MAXLOC),
-    }
+    on_reduction!(dt, o, run_as);
 }
 
 /// What a reduction needs besides its element loops (those are per type and operator; everything else
@@ -155,7 +170,7 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
     let t = &r.t;
     let (rank, threads) = (scope.rank() as usize, scope.size() as usize);
     let slot = n * sz;
-    if slot * t.size() as usize <= SCRATCH_BYTES / 2 {
+    if !pulls(n, sz, t.size() as usize) {
         // Small: push. Every member gets every member's (block of the) source in its inbox, one
         // synchronization publishes them, and each PE combines locally: one round instead of two.
         // SAFETY: the caller's contract; `slot * size` fits half the scratch (tested above).
@@ -180,25 +195,9 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
     // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
     unsafe { red_exchange(scope, call, &r) };
     if r.all_mapped && !r.in_place {
-        // One pass, combined in registers, in team order.
-        let heap = St.heap_base() as usize;
-        let off = r.first as usize - heap;
-        let peer = |i: i32| (peer_base(t.pe(i)) + off) as *const T;
-        let mut e = rank;
-        while e < n {
-            // SAFETY: every member's heap is mapped here (`all_mapped`): `peer(i)` is member `i`'s
-            // source block of `n` `T`s (symmetric, checked in `red_setup`), ready (the exchange above)
-            // and unchanged until the closing exchange; `dest` holds `n` `T`s and is not a source
-            // (not in place); e < n.
-            unsafe {
-                let mut acc = ptr::read(peer(0).add(e));
-                for i in 1..t.size() {
-                    acc = T::combine::<OP>(acc, ptr::read(peer(i).add(e)));
-                }
-                ptr::write(dest.add(e), acc);
-            }
-            e += threads;
-        }
+        // SAFETY: every member mapped, not in place (tested), sources ready (the exchange above) and
+        // unchanged until the closing exchange.
+        unsafe { pull_slice::<T, OP>(t, r.first as usize - St.heap_base() as usize, dest, n, rank, threads) };
     } else {
         // Chunks through the scratch: the first half accumulates, the second receives what is fetched
         // from PEs not mapped here.
@@ -243,4 +242,102 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
     // No member changes its source before every member has read it.
     // SAFETY: as the exchange above.
     unsafe { red_exchange(scope, call, &r) };
+}
+
+/// Elements `idx, idx + stride, ...` below `n` of a large reduction whose members are all mapped here:
+/// `dest[e]` = the combination, in team order, of member `i`'s `n`-element source block at heap offset
+/// `off` (in its heap, read through its mapping). Four elements per thread are in flight at once: the
+/// loads of all members for them are issued before any is combined (a reduction that read one element
+/// of each member at a time waited a peer load's latency per element: 0.5 GB/s from one block).
+///
+/// # Safety
+/// Every member's heap is mapped here; its block at `off` holds `n` `T`s, ready and unchanged while
+/// this runs; `dest` holds `n` `T`s and overlaps no source.
+#[inline(always)]
+pub unsafe fn pull_slice<T: Elem, const OP: u32>(t: &Team, off: usize, dest: *mut T, n: usize, idx: usize, stride: usize) {
+    const U: usize = 4;
+    let peer = |i: i32| (peer_base(t.pe(i)) + off) as *const T;
+    let mut e = idx;
+    while e + (U - 1) * stride < n {
+        // SAFETY: e + k * stride < n for k < U (the loop test); every read is of member i's block of n
+        // `T`s, every write of `dest` (the caller's contract).
+        unsafe {
+            let p0 = peer(0);
+            let mut acc = [ptr::read(p0.add(e)), ptr::read(p0.add(e + stride)), ptr::read(p0.add(e + 2 * stride)), ptr::read(p0.add(e + 3 * stride))];
+            for i in 1..t.size() {
+                let p = peer(i);
+                let v = [ptr::read(p.add(e)), ptr::read(p.add(e + stride)), ptr::read(p.add(e + 2 * stride)), ptr::read(p.add(e + 3 * stride))];
+                for k in 0..U {
+                    acc[k] = T::combine::<OP>(acc[k], v[k]);
+                }
+            }
+            for (k, a) in acc.into_iter().enumerate() {
+                ptr::write(dest.add(e + k * stride), a);
+            }
+        }
+        e += U * stride;
+    }
+    while e < n {
+        // SAFETY: as above, e < n.
+        unsafe {
+            let mut acc = ptr::read(peer(0).add(e));
+            for i in 1..t.size() {
+                acc = T::combine::<OP>(acc, ptr::read(peer(i).add(e)));
+            }
+            ptr::write(dest.add(e), acc);
+        }
+        e += stride;
+    }
+}
+
+/// Whether a reduction of `n` elements of `sz` bytes over a team of `size` members takes the pull
+/// path (`reduce_as`: too large to push through the scratch). The host asks the same question to run
+/// that path's element pass over the whole GPU (`pull`).
+#[inline(always)]
+pub const fn pulls(n: usize, sz: usize, size: usize) -> bool {
+    n * sz * size > SCRATCH_BYTES / 2
+}
+
+/// One of the two synchronizations of a pulled reduction (`host_op::REDUCE_SYNC`): the first says
+/// every member's source is ready, the second that every member has read it. With `pull` between the
+/// two, this is `reduce_as`'s pull path split so that the element pass runs on a whole grid.
+///
+/// # Safety
+/// As `reduce`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn pull_sync(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, n: usize, dt: u32, o: u32, scatter: bool, call: &'static str) {
+    if !valid_reduction(dt, o) {
+        fail(call, Problem::BadReduction, dt as i32, o as usize, 0);
+    }
+    // SAFETY: the caller's contract (`red_setup` checks the ranges and the team).
+    let r = unsafe { red_setup(call, team_id, dest, src, n, dtype_size(dt), scatter, dt, o) };
+    // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
+    unsafe { red_exchange(scope, call, &r) };
+}
+
+/// The element pass of a pulled reduction, by thread `idx` of `stride` threads (all the grid's), between
+/// the two `pull_sync`s: every member must be mapped here and `dest` must not overlap the source (the
+/// host checked; a PE where it does not hold stops naming the call).
+///
+/// # Safety
+/// As `reduce`; between the two `pull_sync`s of the same arguments on every member.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn pull(team_id: i32, dest: *mut u8, src: *const u8, n: usize, dt: u32, o: u32, scatter: bool, idx: usize, stride: usize, call: &'static str) {
+    if !valid_reduction(dt, o) {
+        fail(call, Problem::BadReduction, dt as i32, o as usize, 0);
+    }
+    // SAFETY: the caller's contract (`red_setup` checks the ranges and the team).
+    let r = unsafe { red_setup(call, team_id, dest, src, n, dtype_size(dt), scatter, dt, o) };
+    if !r.all_mapped || r.in_place {
+        fail(call, Problem::BadReduction, dt as i32, o as usize, n);
+    }
+    let off = r.first as usize - St.heap_base() as usize;
+    macro_rules! pull_as {
+        ($t:ty, $op:expr) => {
+            // SAFETY: every member mapped, not in place (tested above); the sources are ready and
+            // unchanged between the two synchronizations (the caller's contract).
+            unsafe { pull_slice::<$t, $op>(&r.t, off, dest as *mut $t, n, idx, stride) }
+        };
+    }
+    on_reduction!(dt, o, pull_as);
 }

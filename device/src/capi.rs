@@ -417,6 +417,19 @@ pub unsafe extern "ptx-kernel" fn rshmemi_reduce_pull(team: i32, dest: u64, src:
     // SAFETY: the caller's contract.
     unsafe { coll::pull(team, dest as *mut u8, src as *const u8, n as usize, dt, o, scatter != 0, idx, stride, "rshmem_reduce (pulled, on the grid)\0") }
 }
+/// The copies of a large broadcast (`coll::broadcast_grid`) by every thread of the grid on the root,
+/// between `rshmemi_collective` launches of `host_op::BROADCAST_OPEN` and `BROADCAST_CLOSE` on the same
+/// stream: the root writes into every member's `dest` through its mapping with the whole GPU.
+///
+/// # Safety
+/// As `coll::broadcast_grid`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rshmemi_broadcast_grid(team: i32, dest: u64, src: u64, bytes: u64, root: i32) {
+    let idx = crate::arch::block_index() * crate::arch::block_size() + crate::arch::block_rank();
+    let stride = crate::arch::grid_size() * crate::arch::block_size();
+    // SAFETY: the caller's contract.
+    unsafe { coll::broadcast_grid(team, dest as *mut u8, src as *const u8, bytes as usize, root, idx, stride, "rshmem_broadcast (on the grid)\0") }
+}
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {

@@ -17,10 +17,10 @@ pub use rshmem_device::coll::{dtype, op, Bf16, DoubleLoc, F16};
 /// registers than 512 threads can have: on an H100, 512 failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 /// (bench/results/2026-11-23-h100-cpp-self.md). 128 threads fit even at 255 registers per thread.
 const HOST_COLL_THREADS: u32 = 128;
-/// Threads per block, and the most blocks, of the grid that runs the element pass of a pulled reduction
-/// (`rshmemi_reduce_pull`; as many blocks as give each thread four elements).
-const PULL_THREADS: u32 = 128;
-const PULL_MAX_BLOCKS: u64 = 1024;
+/// Threads per block, and the most blocks, of the grid that runs the bulk of a large collective
+/// (`launch_grid`).
+const GRID_THREADS: u32 = 128;
+const GRID_MAX_BLOCKS: u64 = 1024;
 
 fn desc_of(rt: &Runtime, call: &str, team: i32) -> Result<TeamDesc> {
     let teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
@@ -276,69 +276,99 @@ pub unsafe fn collective_on_stream(what: u32, team: i32, dest: *mut u8, src: *co
         return unsafe { run_blocking(&rt, what, team, dest, src, n as u64, a, b) };
     }
     let s = crate::cuda::Stream(stream as _);
-    if let Some(sync) = pulled(&rt, what, team, dest, src, n as u64, a) {
-        // SAFETY: forwarded contract; `pulled` checked the path's conditions.
-        return unsafe { launch_pulled(call, sync, team, dest, src, n as u64, a, b, s) };
+    if let Some(plan) = grid_plan(&rt, what, team, dest, src, n as u64, a) {
+        // SAFETY: forwarded contract; `grid_plan` checked the path's conditions.
+        return unsafe { launch_grid(call, plan, team, dest, src, n as u64, a, b, s) };
     }
     // SAFETY: forwarded contract; the kernel's parameters match rshmemi_collective's.
     unsafe { launch(call, what, team, dest, src, n as u64, a, b, s) }
 }
 
-/// When reduction `what` takes the pulled path with its element pass over a whole grid: large (the
-/// device's own test, `dc::pulls`), every member mapped here (as the device sees it: its `peer_base`),
-/// and the destination not overlapping the source. Then the `host_op` of its synchronizations.
-fn pulled(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, dt: u64) -> Option<u32> {
-    let sync = match what {
-        host_op::REDUCE => host_op::REDUCE_SYNC,
-        host_op::REDUCESCATTER => host_op::REDUCESCATTER_SYNC,
+/// A collective whose bulk runs on a whole grid between two one-block synchronizations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grid {
+    /// A pulled reduction: `host_op::REDUCE_SYNC` or `REDUCESCATTER_SYNC`, `rshmemi_reduce_pull`.
+    Reduce(u32),
+    /// A large broadcast: `BROADCAST_OPEN`, `rshmemi_broadcast_grid`, `BROADCAST_CLOSE`.
+    Broadcast,
+}
+
+/// Whether collective `what` runs its bulk on a whole grid: large (the device's own tests, `dc::pulls`
+/// and `dc::bcast_direct`, so the synchronizations are the ones its one-block path makes), every
+/// member mapped here (as the device sees it: its `peer_base`), and for a reduction the destination not
+/// overlapping the source.
+fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64) -> Option<Grid> {
+    let d = desc_of(rt, "", team).ok()?;
+    let size = d.size as usize;
+    let plan = match what {
+        host_op::REDUCE | host_op::REDUCESCATTER => {
+            let sz = dc::dtype_size(a as u32);
+            if sz == 0 || !dc::pulls(n as usize, sz, size) {
+                return None;
+            }
+            let src_len = if what == host_op::REDUCESCATTER { n as usize * size } else { n as usize };
+            let (d0, d1, s0, s1) = (dest as usize, dest as usize + n as usize * sz, src as usize, src as usize + src_len * sz);
+            if d0 < s1 && s0 < d1 {
+                return None;
+            }
+            Grid::Reduce(if what == host_op::REDUCE { host_op::REDUCE_SYNC } else { host_op::REDUCESCATTER_SYNC })
+        }
+        host_op::BROADCAST if dc::bcast_direct(n as usize) => Grid::Broadcast,
         _ => return None,
     };
-    let d = desc_of(rt, "", team).ok()?;
-    let (size, sz) = (d.size as usize, dc::dtype_size(dt as u32));
-    if sz == 0 || !dc::pulls(n as usize, sz, size) {
-        return None;
-    }
     let pe_of = |i: i32| {
         let j = d.start + i * d.stride;
         if d.node_list != 0 { rt.state.node_pe.get(j as usize).copied().unwrap_or(-1) } else { j }
     };
-    if !(0..d.size).all(|i| usize::try_from(pe_of(i)).ok().and_then(|pe| rt.state.peer_base.get(pe)).is_some_and(|&b| b != 0)) {
-        return None;
-    }
-    let src_len = if what == host_op::REDUCESCATTER { n as usize * size } else { n as usize };
-    let (d0, d1, s0, s1) = (dest as usize, dest as usize + n as usize * sz, src as usize, src as usize + src_len * sz);
-    (d1 <= s0 || s1 <= d0).then_some(sync)
+    let mapped = |i: i32| usize::try_from(pe_of(i)).ok().and_then(|pe| rt.state.peer_base.get(pe)).is_some_and(|&b| b != 0);
+    (0..d.size).all(mapped).then_some(plan)
 }
 
-/// The pulled reduction on `s`: its first synchronization (one block), the element pass on a grid
-/// (`rshmemi_reduce_pull`), its second synchronization; stream order keeps them apart. The same two
-/// synchronizations as the one-block kernel's pull path, so members may take either.
+/// Collective `plan` on `s`: its first synchronization (one block), the bulk on a grid
+/// (`rshmemi_reduce_pull`, `rshmemi_broadcast_grid`), its second synchronization; stream order keeps
+/// them apart. The same two synchronizations as the one-block kernel's path, so members may take
+/// either.
 ///
 /// # Safety
-/// As `collective_on_stream`; `pulled` said yes.
+/// As `collective_on_stream`; `grid_plan` said `plan`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch_pulled(call: &str, sync: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::cuda::Stream) -> Result<()> {
+unsafe fn launch_grid(call: &str, plan: Grid, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::cuda::Stream) -> Result<()> {
+    let (open, close) = match plan {
+        Grid::Reduce(sync) => (sync, sync),
+        Grid::Broadcast => (host_op::BROADCAST_OPEN, host_op::BROADCAST_CLOSE),
+    };
     // SAFETY: forwarded contract.
-    unsafe { launch(call, sync, team, dest, src, n, a, b, s)? };
-    let blocks = n.div_ceil(PULL_THREADS as u64 * 4).clamp(1, PULL_MAX_BLOCKS) as u32;
-    let (mut team, mut dest_a, mut src_a, mut n_a) = (team, dest as u64, src as u64, n);
-    let (mut dt, mut o, mut scatter) = (a as u32, b as u32, u32::from(sync == host_op::REDUCESCATTER_SYNC));
-    let mut args: [*mut std::ffi::c_void; 7] = [
-        &mut team as *mut i32 as _,
-        &mut dest_a as *mut u64 as _,
-        &mut src_a as *mut u64 as _,
-        &mut n_a as *mut u64 as _,
-        &mut dt as *mut u32 as _,
-        &mut o as *mut u32 as _,
-        &mut scatter as *mut u32 as _,
-    ];
-    crate::cuda::with_backend(call, |be| {
-        // SAFETY: the parameters match rshmemi_reduce_pull(i32, u64, u64, u64, u32, u32, u32) in order
-        // and size.
-        unsafe { be.module()?.launch("rshmemi_reduce_pull", blocks, PULL_THREADS, 0, s, &mut args) }
+    unsafe { launch(call, open, team, dest, src, n, a, b, s)? };
+    let (mut team_a, mut dest_a, mut src_a, mut n_a) = (team, dest as u64, src as u64, n);
+    let (mut dt, mut o, mut scatter, mut root) = (a as u32, b as u32, u32::from(open == host_op::REDUCESCATTER_SYNC), a as i32);
+    crate::cuda::with_backend(call, |be| match plan {
+        Grid::Reduce(_) => {
+            let blocks = n.div_ceil(GRID_THREADS as u64 * 4).clamp(1, GRID_MAX_BLOCKS) as u32;
+            let mut args: [*mut std::ffi::c_void; 7] = [
+                &mut team_a as *mut i32 as _,
+                &mut dest_a as *mut u64 as _,
+                &mut src_a as *mut u64 as _,
+                &mut n_a as *mut u64 as _,
+                &mut dt as *mut u32 as _,
+                &mut o as *mut u32 as _,
+                &mut scatter as *mut u32 as _,
+            ];
+            // SAFETY: the parameters match rshmemi_reduce_pull(i32, u64, u64, u64, u32, u32, u32) in
+            // order and size.
+            unsafe { be.module()?.launch("rshmemi_reduce_pull", blocks, GRID_THREADS, 0, s, &mut args) }
+        }
+        Grid::Broadcast => {
+            // 16-byte units, several per thread.
+            let blocks = n.div_ceil(GRID_THREADS as u64 * 64).clamp(1, GRID_MAX_BLOCKS) as u32;
+            let mut args: [*mut std::ffi::c_void; 5] =
+                [&mut team_a as *mut i32 as _, &mut dest_a as *mut u64 as _, &mut src_a as *mut u64 as _, &mut n_a as *mut u64 as _, &mut root as *mut i32 as _];
+            // SAFETY: the parameters match rshmemi_broadcast_grid(i32, u64, u64, u64, i32) in order and
+            // size.
+            unsafe { be.module()?.launch("rshmemi_broadcast_grid", blocks, GRID_THREADS, 0, s, &mut args) }
+        }
     })?;
     // SAFETY: forwarded contract.
-    unsafe { launch(call, sync, team, dest, src, n, a, b, s) }
+    unsafe { launch(call, close, team, dest, src, n, a, b, s) }
 }
 
 fn name_of(what: u32) -> &'static str {
@@ -383,28 +413,33 @@ unsafe fn run_blocking(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *
     let call = name_of(what);
     // On the job status board, so that rshmrun's stall report says a PE is in this team collective.
     rt.on_board(call, || {
-        let pull = pulled(rt, what, team, dest, src, n, a);
+        let plan = grid_plan(rt, what, team, dest, src, n, a);
         if rt.backend().name() == "cuda" {
-            match pull {
-                // SAFETY: forwarded contract; `pulled` checked the path's conditions.
-                Some(sync) => unsafe { launch_pulled(call, sync, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? },
+            match plan {
+                // SAFETY: forwarded contract; `grid_plan` checked the path's conditions.
+                Some(plan) => unsafe { launch_grid(call, plan, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? },
                 // SAFETY: forwarded contract.
                 None => unsafe { launch(call, what, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? },
             }
             return crate::cuda::wait_default_stream(call);
         }
         // SAFETY: forwarded contract; on the CPU backend device code runs on host threads, this one a
-        // one-thread "block" (and, for a pulled reduction, a one-thread grid: the same three steps as
-        // on a GPU).
+        // one-thread "block" (and, for a collective with a grid plan, a one-thread grid: the same three
+        // steps as on a GPU).
         unsafe {
-            match pull {
-                Some(sync) => {
-                    let scope = rshmem_device::ops::Scope::Thread;
+            let scope = rshmem_device::ops::Scope::Thread;
+            match plan {
+                Some(Grid::Reduce(sync)) => {
                     dc::run(sync, scope, team, dest, src, n, a, b);
                     dc::pull(team, dest, src, n as usize, a as u32, b as u32, sync == host_op::REDUCESCATTER_SYNC, 0, 1, "rshmem_reduce (pulled)\0");
                     dc::run(sync, scope, team, dest, src, n, a, b);
                 }
-                None => dc::run(what, rshmem_device::ops::Scope::Thread, team, dest, src, n, a, b),
+                Some(Grid::Broadcast) => {
+                    dc::run(host_op::BROADCAST_OPEN, scope, team, dest, src, n, a, b);
+                    dc::broadcast_grid(team, dest, src, n as usize, a as i32, 0, 1, "rshmem_broadcast (on the grid)\0");
+                    dc::run(host_op::BROADCAST_CLOSE, scope, team, dest, src, n, a, b);
+                }
+                None => dc::run(what, scope, team, dest, src, n, a, b),
             }
         }
         Ok(())

@@ -69,6 +69,7 @@ unsafe fn deliver(scope: Scope, call: &'static str, t: &Team, tg: u16, dest: *mu
 /// # Safety
 /// `dest` and `src` symmetric and `bytes` long (checked); every member calls with the same arguments.
 pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, call: &'static str) {
+    debug_assert_eq!(bcast_direct(bytes), bytes > SCRATCH_BYTES / 2, "deliver's large path");
     let t = team(call, team_id);
     if root < 0 || root >= t.size() {
         fail(call, Problem::BadRoot, root, 0, 0);
@@ -92,6 +93,65 @@ pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u
     };
     // SAFETY: `dest` is symmetric with `bytes` (checked above); same arguments on every member.
     unsafe { deliver(scope, call, &t, tg, dest, bytes, push) };
+}
+
+/// Whether a broadcast of `bytes` lands straight in `dest` (too large for the inbox: `deliver`'s large
+/// path). The host asks the same question to run that path's copies on a whole grid
+/// (`broadcast_grid`).
+#[inline(always)]
+pub const fn bcast_direct(bytes: usize) -> bool {
+    bytes > SCRATCH_BYTES / 2
+}
+
+/// One synchronization of a grid broadcast (`host_op::BROADCAST_OPEN` without quiet: every member has
+/// entered; `BROADCAST_CLOSE` with quiet: the data has landed): `deliver`'s large path split so that
+/// the copies between the two run on a whole grid (`broadcast_grid`). The same two synchronizations
+/// with the same tag, so members may take either form.
+///
+/// # Safety
+/// As `broadcast`; `bcast_direct(bytes)`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn broadcast_sync(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, with_quiet: bool, call: &'static str) {
+    let t = team(call, team_id);
+    if root < 0 || root >= t.size() {
+        fail(call, Problem::BadRoot, root, 0, 0);
+    }
+    check_sym(call, dest as usize, bytes);
+    check_sym(call, src as usize, bytes);
+    let tg = tag(Kind::Broadcast, [bytes as u64, root as u64, 0]);
+    // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
+    unsafe { team_exchange_scoped(scope, call, &t, tg, with_quiet) };
+}
+
+/// The copies of a grid broadcast, by thread `idx` of `stride` (all the grid's) on the root, between its
+/// two `broadcast_sync`s: `bytes` from `src` into every member's `dest` through its mapping, the next
+/// member first. Every member must be mapped here (the host checked; a root where one is not stops
+/// naming the call).
+///
+/// # Safety
+/// As `broadcast`; between the two synchronizations of the same arguments on every member.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn broadcast_grid(team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, idx: u32, stride: u32, call: &'static str) {
+    let t = team(call, team_id);
+    if t.me() != root {
+        return;
+    }
+    check_sym(call, dest as usize, bytes);
+    check_sym(call, src as usize, bytes);
+    for k in 0..t.size() {
+        let i = push_order(&t, k);
+        let (r, mapped) = locate(call, dest as usize, bytes, t.pe(i));
+        if !mapped {
+            fail(call, Problem::NoTransport, t.pe(i), dest as usize, bytes);
+        }
+        if i == t.me() && core::ptr::eq(dest as *const u8, src) {
+            continue;
+        }
+        // SAFETY: `r` is member i's `dest` (symmetric, `bytes` long: checked) through its mapping;
+        // `src` holds `bytes` and is unchanged until the closing synchronization; every member has
+        // entered (the opening one); the grid's threads copy disjoint parts (`idx` of `stride`).
+        unsafe { arch::copy(r as *mut u8, src, bytes, idx, stride) };
+    }
 }
 
 /// fcollect: every member's `bytes` from `src` into `dest + index * bytes` on every member.

@@ -1,6 +1,6 @@
 //! The collectives the host runtime starts (see the `coll` module docs).
 
-use crate::coll::data::{alltoall, broadcast, collect, fcollect};
+use crate::coll::data::{alltoall, broadcast, broadcast_sync, collect, fcollect};
 use crate::coll::elem::op;
 use crate::coll::reduce::{pull_sync, reduce, reduce_as};
 use crate::coll::sync::{tag, team_exchange_scoped, team_sync_scoped};
@@ -27,6 +27,10 @@ pub mod host_op {
     pub const REDUCE_SYNC: u32 = 9;
     /// The same for REDUCESCATTER.
     pub const REDUCESCATTER_SYNC: u32 = 10;
+    /// The opening and closing synchronizations of a large broadcast whose copies run on a whole grid
+    /// (`data::broadcast_sync`, `data::broadcast_grid`; `n`, `a` as BROADCAST).
+    pub const BROADCAST_OPEN: u32 = 11;
+    pub const BROADCAST_CLOSE: u32 = 12;
 }
 
 /// Runs host operation `what` (`host_op`) with `scope`: `n` is the byte count of the data collectives
@@ -50,6 +54,8 @@ pub unsafe fn run(what: u32, scope: Scope, team_id: i32, dest: *mut u8, src: *co
             host_op::ALLTOALL => alltoall(scope, team_id, dest, src, n, "rshmem_alltoall (host)\0"),
             host_op::REDUCE => reduce(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host)\0"),
             host_op::REDUCESCATTER => reduce(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host)\0"),
+            host_op::BROADCAST_OPEN => broadcast_sync(scope, team_id, dest, src, n, a as i32, false, "rshmem_broadcast (host, on the grid)\0"),
+            host_op::BROADCAST_CLOSE => broadcast_sync(scope, team_id, dest, src, n, a as i32, true, "rshmem_broadcast (host, on the grid)\0"),
             host_op::REDUCE_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host, pulled)\0"),
             host_op::REDUCESCATTER_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host, pulled)\0"),
             host_op::SPLIT => {

@@ -54,7 +54,7 @@ mod teams;
 
 // The kinds are defined with the failures that name them (`Problem::Mismatch`), below this layer.
 pub use crate::types::Kind;
-pub use data::{alltoall, broadcast, collect, fcollect};
+pub use data::{alltoall, bcast_direct, broadcast, broadcast_grid, broadcast_sync, collect, fcollect};
 pub use elem::{dtype, dtype_size, op, valid_reduction, Bf16, DoubleLoc, Elem, F16};
 pub use host::{host_op, run};
 pub use reduce::{pull, pull_slice, pull_sync, pulls, reduce, reduce_as};

@@ -328,8 +328,11 @@ pub unsafe fn pull(team_id: i32, dest: *mut u8, src: *const u8, n: usize, dt: u3
     }
     // SAFETY: the caller's contract (`red_setup` checks the ranges and the team).
     let r = unsafe { red_setup(call, team_id, dest, src, n, dtype_size(dt), scatter, dt, o) };
-    if !r.all_mapped || r.in_place {
+    if r.in_place {
         fail(call, Problem::BadReduction, dt as i32, o as usize, n);
+    }
+    if let Some(i) = (0..r.t.size()).find(|&i| peer_base(r.t.pe(i)) == 0) {
+        fail(call, Problem::NoTransport, r.t.pe(i), 0, 0);
     }
     let off = r.first as usize - St.heap_base() as usize;
     macro_rules! pull_as {

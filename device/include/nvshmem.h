@@ -319,7 +319,8 @@ NVSHMEMI_HOSTDEV int nvshmem_double2_maxloc_reduce(nvshmem_team_t team, double2 
 #endif
 
 /* ------------------------------------------------------------------ RMA (host and device)
- * Device side: the device library. Host side: the host library's blocking copies (nbi included). */
+ * Device side: the device library. Host side: the host library's copies; the nbi forms complete by the
+ * next quiet (on GPUs, to PEs of this node, queued on the runtime's host-RMA stream). */
 NVSHMEMI_HOSTDEV void nvshmem_putmem(void *dest, const void *source, size_t bytes, int pe) {
     rshmem_putmem(dest, source, bytes, pe);
 }
@@ -330,14 +331,14 @@ NVSHMEMI_HOSTDEV void nvshmem_putmem_nbi(void *dest, const void *source, size_t 
 #if defined(__CUDA_ARCH__)
     rshmem_putmem_nbi(dest, source, bytes, pe);
 #else
-    rshmem_putmem(dest, source, bytes, pe);
+    rshmem_host_putmem_nbi(dest, source, bytes, pe);
 #endif
 }
 NVSHMEMI_HOSTDEV void nvshmem_getmem_nbi(void *dest, const void *source, size_t bytes, int pe) {
 #if defined(__CUDA_ARCH__)
     rshmem_getmem_nbi(dest, source, bytes, pe);
 #else
-    rshmem_getmem(dest, source, bytes, pe);
+    rshmem_host_getmem_nbi(dest, source, bytes, pe);
 #endif
 }
 

@@ -113,6 +113,10 @@ void rshmem_sync_all_on_stream(RSHMEM_STREAM_T stream);
 void rshmem_quiet_on_stream(RSHMEM_STREAM_T stream);
 void rshmem_putmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
 void rshmem_getmem_on_stream(void *dst, const void *src, size_t bytes, int pe, RSHMEM_STREAM_T stream);
+/* The host's putmem_nbi / getmem_nbi: complete by the next rshmem_quiet (the device library's
+ * rshmem_putmem_nbi / rshmem_getmem_nbi are the device forms). */
+void rshmem_host_putmem_nbi(void *dst, const void *src, size_t bytes, int pe);
+void rshmem_host_getmem_nbi(void *dst, const void *src, size_t bytes, int pe);
 
 /* Teams (collective over the parent team). `config` points to a 64-byte nvshmem_team_config_t or is
  * NULL; `mask` selects its fields (1: num_contexts, 2: uniqueid). A PE of the parent that is not in the

@@ -177,6 +177,26 @@ pub unsafe extern "C" fn rshmem_getmem(dst: *mut c_void, src: *const c_void, byt
     entry("rshmem_getmem", OnFail::Exit, || unsafe { crate::getmem(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 
+/// The host's `putmem_nbi` (`nvshmem_putmem_nbi` from host code): complete by the next quiet. A name
+/// of its own: `rshmem_putmem_nbi` is the device library's.
+///
+/// # Safety
+/// As `rshmem_putmem`; `src` unchanged until the next quiet.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_putmem_nbi(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
+    // SAFETY: as in rshmem_putmem.
+    entry("rshmem_putmem_nbi", OnFail::Exit, || unsafe { crate::putmem_nbi(dst as *mut u8, src as *const u8, bytes, pe) })
+}
+/// The host's `getmem_nbi`: complete by the next quiet.
+///
+/// # Safety
+/// As `rshmem_getmem`; `dst` not read before the next quiet.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_getmem_nbi(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
+    // SAFETY: as in rshmem_putmem.
+    entry("rshmem_getmem_nbi", OnFail::Exit, || unsafe { crate::getmem_nbi(dst as *mut u8, src as *const u8, bytes, pe) })
+}
+
 // ---------------------------------------------------------------- on-stream (CUDA backend)
 use crate::cuda::{self, Stream};
 

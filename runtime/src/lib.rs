@@ -113,6 +113,24 @@ pub unsafe fn getmem(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Res
     // SAFETY: our caller's contract (dst writable for bytes) is Runtime::getmem's.
     unsafe { runtime::get("rshmem_getmem")?.getmem(dst, src, bytes, pe) }
 }
+/// Host-initiated put of `bytes` to symmetric `dst` on `pe` that completes by the next `quiet` (on
+/// GPUs, to PEs of this node, a copy queued on the runtime's host-RMA stream; elsewhere the blocking
+/// put).
+///
+/// # Safety
+/// `src` must be readable for `bytes` and stay unchanged until the next `quiet`.
+pub unsafe fn putmem_nbi(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+    // SAFETY: our caller's contract is Runtime::putmem_nbi's.
+    unsafe { runtime::get("rshmem_putmem_nbi")?.putmem_nbi(dst, src, bytes, pe) }
+}
+/// Host-initiated get that completes by the next `quiet` (as `putmem_nbi`).
+///
+/// # Safety
+/// `dst` must be writable for `bytes` and not read before the next `quiet`.
+pub unsafe fn getmem_nbi(dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+    // SAFETY: our caller's contract is Runtime::getmem_nbi's.
+    unsafe { runtime::get("rshmem_getmem_nbi")?.getmem_nbi(dst, src, bytes, pe) }
+}
 /// Completes this PE's outstanding operations.
 pub fn quiet() -> Result<()> {
     runtime::get("rshmem_quiet")?.quiet()

@@ -552,6 +552,20 @@ impl Runtime {
         // SAFETY: as in putmem.
         unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
+    /// # Safety
+    /// As `putmem`; `src` stays valid and unchanged until the next quiet.
+    pub unsafe fn putmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        let t = self.check_rma("rshmem_putmem_nbi", dst, bytes, pe)?;
+        // SAFETY: as in putmem.
+        unsafe { t.putmem_nbi(&*self.backend, dst, src, bytes, pe as usize) }
+    }
+    /// # Safety
+    /// As `getmem`; `dst` is not read before the next quiet.
+    pub unsafe fn getmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        let t = self.check_rma("rshmem_getmem_nbi", src, bytes, pe)?;
+        // SAFETY: as in getmem.
+        unsafe { t.getmem_nbi(&*self.backend, dst, src, bytes, pe as usize) }
+    }
     /// Completes this PE's outstanding operations: the platform's device work, then every transport's.
     pub fn quiet(&self) -> Result<()> {
         self.backend.quiet()?;

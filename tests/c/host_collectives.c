@@ -1,6 +1,7 @@
 /* NVSHMEM's host team and collective API through rshmem's nvshmem.h, from C: broadcast, reductions (with
  * signed char, unsigned and floating-point types), fcollect, alltoall, reducescatter, team splits and their
- * configs, on-stream forms (run at once on the CPU backend), and errors that are returned rather than fatal.
+ * configs, on-stream forms (run at once on the CPU backend), host nbi RMA, and errors that are returned rather than
+ * fatal.
  * Built and run under rshmrun by tests/tests/c_api.rs; prints "PE n: ok" and exits 0 when every check holds. */
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -96,6 +97,22 @@ int main(void) {
     nvshmem_team_destroy(y);
     nvshmem_team_destroy(x);
     nvshmem_team_destroy(even);
+
+    /* Host nbi RMA (complete by quiet): every PE puts 8 longs into the next PE's dst and gets the
+     * previous PE's src; after the quiet and a barrier both hold. Through the proxy too, across nodes. */
+    {
+        long mine[8], got_back[8];
+        int next = (me + 1) % n, prev = (me + n - 1) % n;
+        for (i = 0; i < 8; i++) mine[i] = 1000L * me + i;
+        for (i = 0; i < 64; i++) src[i] = me * 100 + i;
+        nvshmem_barrier_all();
+        nvshmem_putmem_nbi(dst, mine, sizeof mine, next);
+        nvshmem_long_get_nbi(got_back, src, 8, prev);
+        nvshmem_quiet();
+        CHECK(got_back[0] == prev * 100L && got_back[7] == prev * 100L + 7);
+        nvshmem_barrier_all();
+        CHECK_THEN_BARRIER(dst[0] == 1000L * prev && dst[7] == 1000L * prev + 7);
+    }
 
     /* Errors that every PE makes alike are returned (and printed), not fatal. */
     CHECK(nvshmem_long_broadcast(NVSHMEM_TEAM_WORLD, dst, src, 1, n) != 0);

@@ -47,6 +47,23 @@ pub trait Backend: Send + Sync + std::any::Any {
     /// # Safety
     /// As `putmem`.
     unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()>;
+    /// `putmem` that may complete later, at this PE's next `quiet` (a host `putmem_nbi`): CUDA queues
+    /// the copy on its host-RMA stream. The default is the blocking copy.
+    ///
+    /// # Safety
+    /// As `putmem`; `src` stays valid and unchanged until the next `quiet`.
+    unsafe fn putmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.putmem(dst, src, bytes, pe) }
+    }
+    /// `getmem` that may complete later, at this PE's next `quiet`.
+    ///
+    /// # Safety
+    /// As `getmem`; `dst` is not read before the next `quiet`.
+    unsafe fn getmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.getmem(dst, src, bytes, pe) }
+    }
     /// Copies between host memory and this PE's memory (heap or, on GPUs, any device memory).
     ///
     /// # Safety

@@ -39,6 +39,22 @@ pub trait Transport: Send + Sync {
     /// # Safety
     /// `dst` must be writable for `bytes`; `[src, src+bytes)` must lie in the symmetric heap.
     unsafe fn getmem(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()>;
+    /// Host-initiated put that completes by this PE's next quiet (default: the blocking one).
+    ///
+    /// # Safety
+    /// As `putmem`; `src` stays valid and unchanged until the next quiet.
+    unsafe fn putmem_nbi(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.putmem(platform, dst, src, bytes, pe) }
+    }
+    /// Host-initiated get that completes by this PE's next quiet (default: the blocking one).
+    ///
+    /// # Safety
+    /// As `getmem`; `dst` is not read before the next quiet.
+    unsafe fn getmem_nbi(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.getmem(platform, dst, src, bytes, pe) }
+    }
     /// Completes this PE's operations issued through this transport.
     fn quiet(&self) -> Result<()> {
         Ok(())

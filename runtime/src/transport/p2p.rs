@@ -42,4 +42,14 @@ impl Transport for P2p {
         // SAFETY: as in putmem, with dst writable.
         unsafe { platform.getmem(dst, src, bytes, pe) }
     }
+    unsafe fn putmem_nbi(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()> {
+        let pe = i32::try_from(pe).map_err(|_| Error::new(format!("PE {pe} out of range")))?;
+        // SAFETY: as in putmem, with src unchanged until the next quiet (our caller's contract).
+        unsafe { platform.putmem_nbi(dst, src, bytes, pe) }
+    }
+    unsafe fn getmem_nbi(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()> {
+        let pe = i32::try_from(pe).map_err(|_| Error::new(format!("PE {pe} out of range")))?;
+        // SAFETY: as in getmem, with dst not read before the next quiet (our caller's contract).
+        unsafe { platform.getmem_nbi(dst, src, bytes, pe) }
+    }
 }

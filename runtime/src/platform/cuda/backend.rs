@@ -81,6 +81,10 @@ pub struct CudaBackend {
     generation: u64,
     /// What the proxy transport's threads use (`Backend::services`).
     services: Arc<CudaServices>,
+    /// The host RMA stream (made on first use): host put/get to PEs of this node run on it, the nbi
+    /// ones left queued until the next quiet. Non-blocking: a host put never waits for the user's
+    /// kernels (`cuMemcpy` on the legacy stream plus `cuCtxSynchronize` did, and cost 10-20 us a call).
+    rma_stream: Mutex<Option<usize>>,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
@@ -91,6 +95,26 @@ unsafe impl Send for CudaBackend {}
 unsafe impl Sync for CudaBackend {}
 
 impl CudaBackend {
+    /// The host RMA stream, made on first use (non-blocking), with the context bound on this thread.
+    fn rma(&self) -> Result<cu::CUstream> {
+        self.bind()?;
+        let mut s = self.rma_stream.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = *s {
+            return Ok(h as cu::CUstream);
+        }
+        let mut h: cu::CUstream = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; a non-blocking stream of the bound context.
+        check(unsafe { cu::cuStreamCreate(&mut h, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate (host RMA stream)")?;
+        *s = Some(h as usize);
+        Ok(h)
+    }
+    /// Waits for everything queued on the host RMA stream.
+    fn rma_sync(&self, call: &str) -> Result<()> {
+        let s = self.rma()?;
+        // SAFETY: our live stream.
+        check_ctx(unsafe { cu::cuStreamSynchronize(s) }, &format!("{call}: cuStreamSynchronize"))
+    }
+
     pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> std::result::Result<CudaBackend, CudaInitError> {
         let ndev = driver::device_count().map_err(CudaInitError::NoGpu)?;
         if DEVICE_PTX.trim().is_empty() {
@@ -137,6 +161,7 @@ impl CudaBackend {
             bases,
             inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![] }),
             services: Arc::new(CudaServices::new(modules.clone())),
+            rma_stream: Mutex::new(None),
             modules,
             generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
         };
@@ -275,21 +300,28 @@ impl Backend for CudaBackend {
         unsafe { driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) }
     }
     unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        self.bind()?;
-        let r = rshmem_device::ptr(dst, pe) as u64;
-        // SAFETY: r is dst's mapping on pe (range checked by the runtime); src is readable for bytes
-        // (this function's contract); unified addressing lets cuMemcpy take host or device sources.
-        check_ctx(unsafe { cu::cuMemcpy(r, src as u64, bytes) }, "rshmem_putmem: cuMemcpy")?;
-        // SAFETY: plain synchronization of the current context.
-        check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize")
+        // SAFETY: forwarded contract; waited for below.
+        unsafe { self.putmem_nbi(dst, src, bytes, pe)? };
+        self.rma_sync("rshmem_putmem")
     }
     unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        self.bind()?;
+        // SAFETY: forwarded contract; waited for below.
+        unsafe { self.getmem_nbi(dst, src, bytes, pe)? };
+        self.rma_sync("rshmem_getmem")
+    }
+    unsafe fn putmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        let s = self.rma()?;
+        let r = rshmem_device::ptr(dst, pe) as u64;
+        // SAFETY: r is dst's mapping on pe (range checked by the runtime); src is readable for bytes
+        // and unchanged until the next quiet (this function's contract), which synchronizes the
+        // context and so this stream; unified addressing lets the copy take host or device sources.
+        check_ctx(unsafe { cu::cuMemcpyAsync(r, src as u64, bytes, s) }, "rshmem_putmem: cuMemcpyAsync")
+    }
+    unsafe fn getmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        let s = self.rma()?;
         let r = rshmem_device::ptr(src, pe) as u64;
-        // SAFETY: as in putmem, with dst writable for bytes (this function's contract).
-        check_ctx(unsafe { cu::cuMemcpy(dst as u64, r, bytes) }, "rshmem_getmem: cuMemcpy")?;
-        // SAFETY: plain synchronization of the current context.
-        check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize")
+        // SAFETY: as in putmem_nbi, with dst writable for bytes and not read before the next quiet.
+        check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, r, bytes, s) }, "rshmem_getmem: cuMemcpyAsync")
     }
     fn publish_state(&self, state: &DeviceState) -> Result<()> {
         self.modules.publish(state)
@@ -307,6 +339,10 @@ impl Drop for CudaBackend {
         let _ = self.bind();
         // SAFETY: synchronize before unmapping so no kernel still uses the heap.
         unsafe { cu::cuCtxSynchronize() };
+        if let Some(s) = self.rma_stream.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            // SAFETY: our stream, idle (the context was synchronized), destroyed once.
+            unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
+        }
         // Every module that still holds this instance's state reads "not initialized" from now on, and
         // our own modules go (the context was synchronized above).
         self.modules.retire();

@@ -4,6 +4,8 @@
 #   NVSHMEM_SRC=<checkout of NVIDIA/nvshmem> bench/perftest.sh [OUTDIR]
 # and on a machine with the CUDA runtime (the GPU machine), also linked into executables:
 #   MODE=full NVSHMEM_SRC=... [NVSHMEM_HOME=<NVSHMEM install>] bench/perftest.sh OUTDIR
+# and then, on the GPU machine, runs both sets and scores every row against NVSHMEM:
+#   MODE=run bench/perftest.sh OUTDIR        (bench/perftest-run.sh: under rshmrun, NVSHMEM's set with --pmi)
 #
 # Programs: every .cu/.cpp of perftest/device/pt-to-pt, perftest/device/coll, perftest/host/pt-to-pt,
 # perftest/host/coll and perftest/host/init, each with perftest/common/utils.cu (NVSHMEM's
@@ -43,7 +45,12 @@ arch=${ARCH:-sm_90}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 die() { echo "perftest: FAILED: $*" >&2; exit 1; }
 log() { echo "perftest: $*" >&2; }
-case "$mode" in check | full) ;; *) die "MODE must be check or full, not '$mode'" ;; esac
+case "$mode" in
+  check | full) ;;
+  # Runs what MODE=full made, under both libraries, and scores it (bench/perftest-run.sh).
+  run) exec bash "$root/bench/perftest-run.sh" "$@" ;;
+  *) die "MODE must be check, full or run, not '$mode'" ;;
+esac
 [ -n "${NVSHMEM_SRC:-}" ] || die "set NVSHMEM_SRC to a checkout of NVIDIA/nvshmem (its perftest/ is compiled unchanged)"
 src=$(cd "$NVSHMEM_SRC" 2>/dev/null && pwd) || die "NVSHMEM_SRC '$NVSHMEM_SRC' is not a directory"
 pt=$src/perftest
@@ -217,6 +224,10 @@ for p in "${progs[@]}"; do
     fi
   fi
   if [ "$mode" = full ]; then
+    # NVSHMEM's own argument lines travel with the executables (MODE=run uses them).
+    if [ -f "$pt/${p%.*}.args" ]; then
+      mkdir -p "$(dirname "$outdir/args/${p%.*}")" && cp "$pt/${p%.*}.args" "$outdir/args/${p%.*}.args"
+    fi
     l=no
     exe=$outdir/rshmem/${p%.*}
     mkdir -p "$(dirname "$exe")"

@@ -15,6 +15,8 @@
 #     headers (no GPU needed), and NVSHMEM's seed program unchanged when it is beside the checkout
 #     (../shared/seeds/simple_shift.cu, as in CI; otherwise its summary says in one line that it skipped
 #     it, and examples/cuda/ring_shift.cu covers the same path);
+#     Then checks the IBGDA doorbell path in the device library's machine code (scripts/check-sass.sh:
+#     ptxas + nvdisasm, a system-scope barrier before the doorbell record and before the doorbell);
 #  6. reproduces a fresh machine (nightly's rust-src hidden from rustup, then visible again) and checks
 #     that the build stops with the command to run, then builds a library with real PTX
 #     (scripts/check-fresh-build.sh, its own target dir under target/).
@@ -36,5 +38,6 @@ cargo test --workspace --release
 cargo test --release -p rshmem --features verbs --lib
 cargo test --release -p rshmem --features verbs --test verbs_layout
 scripts/check-cuda-examples.sh
+scripts/check-sass.sh
 scripts/check-fresh-build.sh
 echo "all tests passed"

@@ -128,9 +128,14 @@ impl QpDesc {
     /// the doorbell record (`new & 0xffff`, big-endian), then a release store of the 8-byte doorbell
     /// (research note §3.2, §6.2 step 5; the module docs say why no other fence is needed).
     ///
+    /// Never inlined: the doorbell path is one function in the device library's machine code, whose
+    /// instruction order `scripts/check-sass.sh` checks in CI (a system-scope barrier before the
+    /// doorbell record's store and another before the doorbell's); a call per doorbell costs nothing
+    /// beside the MMIO write.
+    ///
     /// # Safety
     /// As [`mark_ready`](Self::mark_ready); every WQEBB below `new` must be ready.
-    #[inline]
+    #[inline(never)]
     pub unsafe fn post_send<S: Sys>(&self, s: &S, new: u64) -> Result<(), PollError> {
         let lock = self.field::<u32>(offset_of!(QpCounters, post_lock));
         let mut spins = 0;

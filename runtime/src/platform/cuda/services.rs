@@ -570,6 +570,10 @@ impl CopyQueue for CudaCopyQueue {
         Ok(self.next)
     }
     fn landed(&mut self, mark: u64) -> Result<bool> {
+        if mark > self.landed {
+            // SAFETY: ctx is the retained primary context, valid for the process's life.
+            check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
+        }
         while mark > self.landed {
             let Some(&(m, ev)) = self.events.front() else { break };
             // SAFETY: a live event of ours.

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use rshmem::config::env;
 
-const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose";
+const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose\n       rshmrun --selftest";
 
 /// The most PEs an rshmem job can have: the size of the per-PE tables in the device state.
 pub const MAX_PES: usize = rshmem_device::state::MAX_PES;
@@ -26,7 +26,7 @@ pub struct Cli {
         long = "np",
         value_name = "N",
         value_parser = clap::value_parser!(u32).range(1..),
-        required_unless_present_any = ["info", "diagnose"]
+        required_unless_present_any = ["info", "diagnose", "selftest"]
     )]
     pub np: Option<u32>,
 
@@ -77,9 +77,16 @@ pub struct Cli {
     #[arg(long, exclusive = true)]
     pub diagnose: bool,
 
+    /// Run every remote operation over each remote transport this machine can use (IBGDA on the NIC or
+    /// the emulated NIC, the TCP proxy) between two simulated nodes, check the results, and print one
+    /// line per check with what it measured and what to do on a failure; then exit (status 0: all
+    /// passed). Runs rshmem-test-pe and rshmem-bench from rshmrun's directory.
+    #[arg(long, exclusive = true)]
+    pub selftest: bool,
+
     /// The program each PE runs, and its arguments (passed through unchanged, even those starting with
     /// `-`).
-    #[arg(value_name = "PROGRAM", trailing_var_arg = true, num_args = 1.., required_unless_present_any = ["info", "diagnose"])]
+    #[arg(value_name = "PROGRAM", trailing_var_arg = true, num_args = 1.., required_unless_present_any = ["info", "diagnose", "selftest"])]
     pub command: Vec<OsString>,
 }
 

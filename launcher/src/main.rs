@@ -1,7 +1,8 @@
 //! rshmrun: starts an rshmem job of N PEs on this host and watches it.
 //!
 //! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] PROGRAM [ARGS...]` and
-//! `rshmrun --info`; `rshmrun --diagnose` (the checks for GPU-initiated RDMA and the network, see
+//! `rshmrun --info`; `rshmrun --selftest` (every remote operation over each usable transport, between
+//! two simulated nodes, one line per check); `rshmrun --diagnose` (the checks for GPU-initiated RDMA and the network, see
 //! `rshmem::probe::diagnose`); `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
@@ -11,6 +12,7 @@ mod job;
 mod netns;
 mod output;
 mod pmi;
+mod selftest;
 mod signals;
 
 use std::io::Write;
@@ -36,6 +38,9 @@ fn main() {
     if cli.diagnose {
         // Every check is bounded and a failing one is a line of the report, not an error: exit 0.
         return print_text(&rshmem::probe::report::render(&rshmem::transport::select::report()));
+    }
+    if cli.selftest {
+        std::process::exit(selftest::run());
     }
     let mut command = cli.command.into_iter();
     let program = command.next().expect("clap requires PROGRAM unless --info or --diagnose");

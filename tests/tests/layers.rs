@@ -80,7 +80,7 @@ const CRATES: &[Crate] = &[
             ("c abi", &["capi"]),
         ],
     },
-    Crate { name: "rshmem-launcher", src: "launcher/src", layers: &[("parts", &["cli", "output", "signals", "netns", "pmi", "child"]), ("job", &["job"]), ("main", &[""])] },
+    Crate { name: "rshmem-launcher", src: "launcher/src", layers: &[("parts", &["cli", "output", "signals", "netns", "pmi", "child", "selftest"]), ("job", &["job"]), ("main", &[""])] },
 ];
 
 // ------------------------------------------------------------------------------------------- reading

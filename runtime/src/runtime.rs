@@ -11,6 +11,7 @@ use crate::platform::hostsync::HostSync;
 use crate::node::jobstatus::JobStatus;
 use crate::transport::interface::{RemoteSetup, Transport};
 use crate::transport::p2p::P2p;
+use crate::transport::select::{self, RemoteChoice};
 use crate::config::env;
 use crate::log;
 use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, ROUTE_NONE, ROUTE_P2P, STATE_MAGIC};
@@ -42,6 +43,31 @@ pub struct Runtime {
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 static MY_PE: AtomicI32 = AtomicI32::new(-1);
 static N_PES: AtomicI32 = AtomicI32::new(0);
+/// The job's remote transport: this PE's own choice (`RSHMEM_REMOTE_TRANSPORT`, its NIC), all-gathered
+/// when the job spans nodes and decided alike on every PE (`select::decide`: PEs that chose differently
+/// would hang or mix wires).
+fn agree_remote(boot: &Bootstrap, value: Option<&str>, spans_nodes: bool) -> Result<RemoteChoice> {
+    let var = env::REMOTE_TRANSPORT;
+    let local = select::local_choice(var, value, spans_nodes, boot.pe())?;
+    if !spans_nodes {
+        return Ok(local);
+    }
+    let all = boot.allgather("rshmem_init (remote transport)", &[local.code()])?;
+    let choices = all
+        .iter()
+        .enumerate()
+        .map(|(pe, v)| match v.as_slice() {
+            [c] => RemoteChoice::from_code(*c).ok_or_else(|| Error::new(format!("PE {pe} sent remote transport code {c}"))),
+            _ => Err(Error::new(format!("PE {pe} sent {} bytes for its remote transport", v.len()))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (choice, note) = select::decide(var, select::explicit_ibgda(value), &choices)?;
+    if let (Some(n), 0) = (note, boot.pe()) {
+        log::warn(n);
+    }
+    Ok(choice)
+}
+
 /// The PE number messages should carry: known before init completes, and after a failed init (kept by
 /// `log`, which the runtime tells as soon as it knows).
 pub fn known_pe() -> Option<usize> {
@@ -172,7 +198,10 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &job).map_err(|e| boot.abort(e))?;
     // The remote transport is chosen (and a bad or unbuilt one refused) before anything is mapped.
     let spans_nodes = boot.node_pes().len() < n;
-    let remote = crate::transport::select::remote_by_name(env::REMOTE_TRANSPORT, env::get(env::REMOTE_TRANSPORT).as_deref(), spans_nodes)?;
+    let value = env::get(env::REMOTE_TRANSPORT);
+    let choice = agree_remote(&boot, value.as_deref(), spans_nodes)?;
+    let explicit = select::explicit_ibgda(value.as_deref());
+    let remote = select::factory(choice);
     if remote.is_some() && std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
         // The proxy's copies and AMO launches must never queue behind a user kernel that spins waiting
         // for them. Streams share the device's hardware work queues round-robin (8 by default); with the
@@ -185,7 +214,20 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let backend = make_backend(&boot, &fds, job, heap_size)?;
     let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];
     if let Some(make) = remote {
-        transports.push(make(&RemoteSetup { boot: &boot, platform: backend.clone(), services: backend.services() })?);
+        let setup = RemoteSetup { boot: &boot, platform: backend.clone(), services: backend.services() };
+        let t = match make(&setup) {
+            Ok(t) => t,
+            // Every PE got this error before any collective of the NIC's setup (the setup agrees on it
+            // first), so every PE falls back alike; asked for explicitly, it stops the job instead.
+            Err(e) if choice == RemoteChoice::IbgdaNic && !explicit && crate::transport::ibgda::setup::agreed_setup_failure(&e) => {
+                if me == 0 {
+                    log::warn(format!("{e}; every PE uses the proxy instead ({}=ibgda stops the job here instead)", env::REMOTE_TRANSPORT));
+                }
+                crate::transport::proxy::create(&setup)?
+            }
+            Err(e) => return Err(e),
+        };
+        transports.push(t);
     }
     let route = crate::transport::select::route_table(n, &transports.iter().map(|t| &**t).collect::<Vec<_>>());
     // What the platform backed at its start (the whole heap on the CPU, the first granule on GPUs) is

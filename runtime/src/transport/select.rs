@@ -67,6 +67,94 @@ pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool) -> Resu
     Ok(factory(choose_remote(var, value, spans_nodes, nic)?))
 }
 
+/// PE `pe`'s own choice ([`choose_remote`]), asking whether its NIC is usable ([`nic_usable_on`]) only
+/// when the answer matters: the job spans nodes and the value is `auto` or `ibgda`. Init all-gathers
+/// every PE's and [`decide`]s.
+pub fn local_choice(var: &str, value: Option<&str>, spans_nodes: bool, pe: usize) -> Result<RemoteChoice> {
+    let asks_nic = spans_nodes && matches!(parse_remote(value), Ok(Remote::Auto | Remote::Ibgda));
+    choose_remote(var, value, spans_nodes, asks_nic && nic_usable_on(pe))
+}
+
+/// Whether `value` asks for IBGDA explicitly (then a NIC that cannot be set up stops the job instead
+/// of falling back to the proxy).
+pub fn explicit_ibgda(value: Option<&str>) -> bool {
+    matches!(parse_remote(value), Ok(Remote::Ibgda))
+}
+
+/// Whether this PE's real NIC is usable ([`nic_usable`]), or what the test hook says:
+/// `RSHMEM_TEST_NIC_USABLE` = `all` or a comma-separated list of PEs makes those PEs (and only them)
+/// believe they have a usable NIC, so that the agreement and the fallback below run where no NIC is.
+pub fn nic_usable_on(pe: usize) -> bool {
+    match std::env::var(NIC_HOOK) {
+        Ok(v) => v.trim() == "all" || v.split(',').any(|p| p.trim().parse::<usize>() == Ok(pe)),
+        Err(_) => nic_usable(),
+    }
+}
+/// The test hook of [`nic_usable_on`].
+pub const NIC_HOOK: &str = "RSHMEM_TEST_NIC_USABLE";
+
+impl RemoteChoice {
+    /// A byte for the agreement's all-gather.
+    pub fn code(self) -> u8 {
+        match self {
+            RemoteChoice::None => 0,
+            RemoteChoice::Proxy => 1,
+            RemoteChoice::IbgdaNic => 2,
+            RemoteChoice::IbgdaEmulated => 3,
+        }
+    }
+    pub fn from_code(c: u8) -> Option<RemoteChoice> {
+        Some(match c {
+            0 => RemoteChoice::None,
+            1 => RemoteChoice::Proxy,
+            2 => RemoteChoice::IbgdaNic,
+            3 => RemoteChoice::IbgdaEmulated,
+            _ => return None,
+        })
+    }
+}
+
+/// The job's remote transport from every PE's own choice (`choices[pe]`, all-gathered at init): a job
+/// whose PEs chose differently would hang or mix wires, so
+/// - the same choice everywhere: that one;
+/// - under `auto` (`explicit` false), some PEs with a usable NIC and some without: the proxy for all
+///   (and the message to log, naming the PEs without one);
+/// - anything else (`RSHMEM_REMOTE_TRANSPORT=ibgda` with a real NIC on some PEs and the emulated one on
+///   others, or the variable set differently on different PEs): an error naming the PEs of each choice
+///   and what to do.
+pub fn decide(var: &str, explicit: bool, choices: &[RemoteChoice]) -> Result<(RemoteChoice, Option<String>)> {
+    let Some(&first) = choices.first() else { return Ok((RemoteChoice::None, None)) };
+    if choices.iter().all(|&c| c == first) {
+        return Ok((first, None));
+    }
+    let pes = |want: RemoteChoice| crate::bootstrap::pe_list(&(0..choices.len()).filter(|&i| choices[i] == want).collect::<Vec<_>>());
+    let only = |a: RemoteChoice, b: RemoteChoice| choices.iter().all(|&c| c == a || c == b);
+    if !explicit && only(RemoteChoice::IbgdaNic, RemoteChoice::Proxy) {
+        return Ok((
+            RemoteChoice::Proxy,
+            Some(format!(
+                "a usable NIC on {}, none on {}: every PE uses the proxy (rshmrun --diagnose on a node without one says why)",
+                pes(RemoteChoice::IbgdaNic),
+                pes(RemoteChoice::Proxy)
+            )),
+        ));
+    }
+    if only(RemoteChoice::IbgdaNic, RemoteChoice::IbgdaEmulated) {
+        return Err(Error::new(format!(
+            "{var}=ibgda: a usable NIC on {}, none on {} (which would use the emulated NIC, and it cannot talk to a real one): \
+             make the NICs usable everywhere (rshmrun --diagnose says why not) or set {var}=proxy",
+            pes(RemoteChoice::IbgdaNic),
+            pes(RemoteChoice::IbgdaEmulated)
+        )));
+    }
+    let list: Vec<String> = [RemoteChoice::None, RemoteChoice::Proxy, RemoteChoice::IbgdaNic, RemoteChoice::IbgdaEmulated]
+        .into_iter()
+        .filter(|&c| choices.contains(&c))
+        .map(|c| format!("{}: {}", pes(c), c.describe()))
+        .collect();
+    Err(Error::new(format!("the PEs chose different remote transports ({}); set {var} the same on every PE", list.join("; "))))
+}
+
 /// The constructor of a chosen remote transport.
 pub fn factory(c: RemoteChoice) -> Option<RemoteFactory> {
     match c {
@@ -239,5 +327,27 @@ mod tests {
         if here == 0 || !cfg!(feature = "verbs") {
             assert!(!first);
         }
+    }
+
+    /// The agreement: the same choice stays; under auto a mix of NIC and proxy is the proxy (named);
+    /// ibgda asked for with and without a NIC, or different values per PE, are errors naming the PEs.
+    #[test]
+    fn the_job_agrees_on_one_remote_transport() {
+        const V: &str = "RSHMEM_REMOTE_TRANSPORT";
+        use RemoteChoice as R;
+        assert_eq!(decide(V, false, &[R::Proxy, R::Proxy]).unwrap(), (R::Proxy, Option::None));
+        assert_eq!(decide(V, false, &[R::IbgdaNic, R::IbgdaNic]).unwrap().0, R::IbgdaNic);
+        let (c, note) = decide(V, false, &[R::IbgdaNic, R::Proxy, R::Proxy, R::IbgdaNic]).unwrap();
+        assert_eq!(c, R::Proxy);
+        let note = note.unwrap();
+        assert!(note.contains("a usable NIC on PEs 0, 3, none on PEs 1, 2"), "{note}");
+        let e = decide(V, true, &[R::IbgdaNic, R::IbgdaEmulated]).unwrap_err().to_string();
+        assert!(e.contains("a usable NIC on PE 0, none on PE 1") && e.contains("=proxy"), "{e}");
+        let e = decide(V, false, &[R::Proxy, R::None]).unwrap_err().to_string();
+        assert!(e.contains("different remote transports") && e.contains("the same on every PE"), "{e}");
+        for c in [R::None, R::Proxy, R::IbgdaNic, R::IbgdaEmulated] {
+            assert_eq!(R::from_code(c.code()), Some(c));
+        }
+        assert_eq!(R::from_code(9), Option::None);
     }
 }

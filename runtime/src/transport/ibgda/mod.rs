@@ -101,9 +101,11 @@ pub fn create_nic(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
     #[cfg(not(feature = "verbs"))]
     {
         let _ = s;
-        Err(Error::new("RSHMEM_REMOTE_TRANSPORT=ibgda on a real NIC needs the `verbs` feature (cargo build --release --features rshmem/verbs)"))
+        // The same on every PE, before any collective: an agreed failure.
+        Err(Error::new(format!("{}: IBGDA on a real NIC needs the `verbs` feature (cargo build --release --features rshmem/verbs)", setup::SETUP_FAILED)))
     }
 }
+
 
 impl Ibgda {
     fn new(s: &RemoteSetup, built: Built, engine: Engine) -> Ibgda {

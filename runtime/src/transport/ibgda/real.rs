@@ -70,33 +70,57 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
     let Settings { qps_per_pe, log_sq, .. } = settings()?;
     let (remote, qps) = peers(boot, qps_per_pe);
     let nqp = qps.len();
-    let proxy = Proxy::new(s, None)?;
-    let nic = Nic::open().map_err(|e| e.context("ibgda: opening the NIC"))?;
-    let ibgda = IbgdaNic::new(nic.clone()).map_err(|e| e.context(format!("ibgda: DevX on {}", nic.name())))?;
-    log::info(format!("ibgda: PE {me}: real NIC {} port {}", nic.name(), nic.port_name()));
-
-    // The heap, chunk by chunk (what is backed now; growth registers the rest).
     let heap_base = platform.heap_base() as u64;
     let heap_size = platform.heap_size() as u64;
     let chunks = heap_size.div_ceil(1 << KEY_SHIFT) as usize;
-    let mut mrs: Vec<Option<Mr>> = (0..chunks).map(|_| None).collect();
-    register_chunks(&nic, heap_base, heap_size, 0..platform.backed() as u64, &mut mrs)?;
-
-    // Return slots: pinned host memory the NIC writes.
     let per_qp = ret_bytes(log_sq).next_multiple_of(64);
-    let ret = services.host_shared((nqp * per_qp).max(64))?;
-    // SAFETY: `ret` is kept with its registration in a RetArea, which drops the registration first.
-    let ret_mr = unsafe { nic.register_host(ret.host_ptr(), ret.len()) }?;
 
-    // The QPs, their handles all-gathered, each connected to its twin.
-    let cfg = IbgdaQpConfig { log_depth: log_sq, ..IbgdaQpConfig::default() };
-    let mut made = Vec::with_capacity(nqp);
+    // This PE's part, which may fail on one node and not on another (no NIC there, no DevX, no
+    // GPU memory registration): nothing collective happens before every PE has said how it went.
+    let local = || -> Result<_> {
+        let nic = Nic::open().map_err(|e| e.context("ibgda: opening the NIC"))?;
+        let ibgda = IbgdaNic::new(nic.clone()).map_err(|e| e.context(format!("ibgda: DevX on {}", nic.name())))?;
+        log::info(format!("ibgda: PE {me}: real NIC {} port {}", nic.name(), nic.port_name()));
+        // The heap, chunk by chunk (what is backed now; growth registers the rest).
+        let mut mrs: Vec<Option<Mr>> = (0..chunks).map(|_| None).collect();
+        register_chunks(&nic, heap_base, heap_size, 0..platform.backed() as u64, &mut mrs)?;
+        // Return slots: pinned host memory the NIC writes.
+        let ret = services.host_shared((nqp * per_qp).max(64))?;
+        // SAFETY: `ret` is kept with its registration in a RetArea, which drops the registration first.
+        let ret_mr = unsafe { nic.register_host(ret.host_ptr(), ret.len()) }?;
+        // The QPs (connected to their twins below, once every PE made its own).
+        let cfg = IbgdaQpConfig { log_depth: log_sq, ..IbgdaQpConfig::default() };
+        let mut made = Vec::with_capacity(nqp);
+        for &(pe, k) in &qps {
+            let qp = IbgdaQp::create(&ibgda, &IbgdaQpConfig { user_index: pe * qps_per_pe + k, ..cfg })
+                .map_err(|e| e.context(format!("ibgda: QP {k} to PE {pe}")))?;
+            made.push(qp);
+        }
+        Ok((nic, ibgda, mrs, ret, ret_mr, made))
+    };
+    let mine = local();
+    let status: Vec<u8> = match &mine {
+        Ok(_) => vec![0],
+        Err(e) => [&[1u8][..], &e.to_string().into_bytes()[..e.to_string().len().min(300)]].concat(),
+    };
+    let said = boot.allgather("rshmem_init (ibgda NIC set up?)", &status)?;
+    let failed: Vec<usize> = (0..n).filter(|&pe| said[pe].first() != Some(&0)).collect();
+    if let Some(&first) = failed.first() {
+        // Every PE returns this same agreed failure (init may fall back to the proxy on all of them).
+        return Err(Error::new(format!(
+            "{}: {} could not (PE {first}: {})",
+            crate::transport::ibgda::setup::SETUP_FAILED,
+            crate::bootstrap::pe_list(&failed),
+            String::from_utf8_lossy(said[first].get(1..).unwrap_or_default())
+        )));
+    }
+    let (nic, ibgda, mrs, ret, ret_mr, mut made) = mine?;
+    let proxy = Proxy::new(s, None)?;
+
+    // The QPs' handles all-gathered, each connected to its twin.
     let mut handles = vec![RcHandle::default(); n * qps_per_pe as usize];
-    for &(pe, k) in &qps {
-        let qp = IbgdaQp::create(&ibgda, &IbgdaQpConfig { user_index: pe * qps_per_pe + k, ..cfg })
-            .map_err(|e| e.context(format!("ibgda: QP {k} to PE {pe}")))?;
-        handles[pe as usize * qps_per_pe as usize + k as usize] = qp.handle();
-        made.push(qp);
+    for (q, &(pe, k)) in qps.iter().enumerate() {
+        handles[pe as usize * qps_per_pe as usize + k as usize] = made[q].handle();
     }
     let all = boot.allgather("rshmem_init (ibgda QP handles)", bytemuck::cast_slice(&handles))?;
     for (q, &(pe, k)) in qps.iter().enumerate() {

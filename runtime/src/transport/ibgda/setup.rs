@@ -158,3 +158,13 @@ pub(super) fn peers(boot: &Bootstrap, qps_per_pe: u32) -> (Vec<bool>, Vec<(u32, 
     (remote, qps)
 }
 
+
+/// How an error of the real NIC's setup (`ibgda::create_nic`) that every PE of the job got alike, before
+/// any collective step of it, begins ([`agreed_setup_failure`]): init may then fall back to the proxy on
+/// every PE.
+pub(crate) const SETUP_FAILED: &str = "ibgda: the NIC could not be set up";
+
+/// Whether `e` is an agreed failure of the real NIC's setup (see [`SETUP_FAILED`]).
+pub(crate) fn agreed_setup_failure(e: &Error) -> bool {
+    e.to_string().starts_with(SETUP_FAILED)
+}

@@ -71,6 +71,10 @@ if [ -n "${NVSHMEM_SRC:-}" ]; then
     NVSHMEM_SRC="$c/nvshmem-src" NVSHMEM_HOME=/nonexistent RSHMEM_LIBDIR="$c" RSHMEM_RPATH='$ORIGIN/../../../..' PTX="$c/rshmem_device.ptx" \
     bench/perftest.sh "$c/perftest" >&2
   rm -rf "$c/perftest/nvshmem"
+  # nvml.h, which the perftests include, for building the comparison set on the GPU machine
+  # (gpu-remote.sh PART=perftest), whose toolkit may lack it and which has no PyPI.
+  nvml_h=$(find "$root/.tools/nvml/" -name nvml.h -path '*include*' 2>/dev/null | head -1)
+  if [ -n "$nvml_h" ]; then mkdir -p "$c/nvml-include" && cp "$nvml_h" "$c/nvml-include/"; fi
 else
   echo "gpu-prepare: NVSHMEM_SRC unset: no NVSHMEM perftests in carry/ (gpu-remote.sh PART=targets skips shmem_put_bw, shmem_p_latency, barrier_latency)" >&2
 fi

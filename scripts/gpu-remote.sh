@@ -47,6 +47,13 @@
 #     msgrate_nvshmem  bench/nvshmem/msg_rate.cu built here against the image's NVSHMEM 3.4.5, 2 PEs on
 #                  one node (NVLink: a reference for the program, not a remote figure).
 #   PART=issue19  both (for a command limit of 15 minutes or more).
+#   PART=perftest issue 20: NVSHMEM's perftests (carry/nvshmem-src, unchanged) built here against rshmem
+#                 and against the image's NVSHMEM (MODE=full bench/perftest.sh carry/perftest-cmp, once,
+#                 reused by later calls), then run under both libraries (MODE=run: rshmrun -np 2 and
+#                 rshmrun --pmi -np 2, one node, SHORT=1) and scored (bench/perftest_score.py:
+#                 perftest_min_geomean, perftest_worst_row). PERFTEST_PROGS picks programs (paths under
+#                 perftest/ without extension; default every program): split them over calls, e.g.
+#                 PERFTEST_PROGS="$(cd carry/nvshmem-src/perftest && ls device/coll/*.cu | sed 's/\.cu$//')".
 #   DRY_RUN=1 prints every step's command (with its limit after BUDGET) without running any.
 #   At the end: python3 bench/remote_summary.py prints the issue's lines (remote_put_4KiB_4x1024_GBps:
 #   ...) and the tables, also into summary.txt. BUDGET (seconds, default 570) bounds the whole script:
@@ -94,7 +101,8 @@ case "${PART:-}" in
     export RSHMEM_PROXY_STATS=${RSHMEM_PROXY_STATS:-1} ;;
   checks) STEPS=${STEPS:-$T19_CHECKS} SUITE_RUNS=${SUITE_RUNS:-2} ;;
   issue19) STEPS=${STEPS:-$T19_TARGETS $T19_CHECKS} ;;
-  *) echo "gpu-remote.sh: PART=$PART: targets, checks or issue19" >&2; exit 2 ;;
+  perftest) STEPS=${STEPS:-perftest_cmp} ;;
+  *) echo "gpu-remote.sh: PART=$PART: targets, checks, issue19 or perftest" >&2; exit 2 ;;
 esac
 card=$root/scripts/gpu-node-card.sh
 netns=(); [ "${NETNS:-0}" = 1 ] && netns=(--netns)
@@ -286,6 +294,25 @@ fi
 if has netns; then
   step "ring shift (Rust kernel), --nodes 2 --netns -np 4 (a network namespace per node)"
   run ring_shift_netns 75 "$c/rshmrun" --nodes 2 --netns -np 4 --timeout 60 "$card" "$c/ring_shift"
+fi
+
+# ---------------------------------------------------------------- issue 20: NVSHMEM's perftests, both libraries (PART=perftest)
+if has perftest_cmp; then
+  cmp=$c/perftest-cmp
+  if [ -d "$c/nvshmem-src/perftest" ]; then
+    step "NVSHMEM's perftests built here against rshmem and against NVSHMEM: MODE=full bench/perftest.sh (once per machine)"
+    # shellcheck disable=SC2086 # PERFTEST_PROGS is a list
+    [ -f "$c/nvml-include/nvml.h" ] && export NVML_INCLUDE=$c/nvml-include
+    [ -d "$cmp/rshmem" ] || LOG=perftest_cmp_build.log MODE=full NVSHMEM_SRC=$c/nvshmem-src RSHMEM_LIBDIR=$c PTX=$c/rshmem_device.ptx \
+      PROGS="${PERFTEST_PROGS:-}" JOBS=16 run perftest_cmp_build 420 bash bench/perftest.sh "$cmp"
+    step "both sets run and scored: MODE=run bench/perftest.sh (rshmrun -np 2; NVSHMEM's with --pmi; SHORT=1)"
+    LOG=perftest_cmp_run.log RSHMRUN=$c/rshmrun RSHMEM_LIBDIR=$c SHORT=1 T=60 BUDGET=$(($(left) - 40)) PROGS="${PERFTEST_PROGS:-}" \
+      run perftest_cmp_run $(($(left) - 30)) env MODE=run bash bench/perftest.sh "$cmp"
+    cp "$cmp/perftest-score.md" "$cmp/perftest-score.csv" "$logs/" 2>/dev/null
+    tar czf "$logs/perftest_cmp_logs.tar.gz" -C "$cmp" logs 2>/dev/null
+  else
+    step "perftest_cmp: SKIPPED (no carry/nvshmem-src/perftest: scripts/gpu-prepare.sh with NVSHMEM_SRC=...)"
+  fi
 fi
 
 # ---------------------------------------------------------------- issue 19: what must still hold (PART=checks)

@@ -64,19 +64,25 @@ unsafe fn deliver(scope: Scope, call: &'static str, t: &Team, tg: u16, dest: *mu
     }
 }
 
-/// broadcast: `bytes` from `src` on member `root` into `dest` on every member (the root included).
-///
-/// # Safety
-/// `dest` and `src` symmetric and `bytes` long (checked); every member calls with the same arguments.
-pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, call: &'static str) {
-    debug_assert_eq!(bcast_direct(bytes), bytes > SCRATCH_BYTES / 2, "deliver's large path");
+/// A broadcast's checks (the team, the root, both ranges) and its tag.
+#[inline(always)]
+fn bcast_setup(call: &'static str, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32) -> (Team, u16) {
     let t = team(call, team_id);
     if root < 0 || root >= t.size() {
         fail(call, Problem::BadRoot, root, 0, 0);
     }
     check_sym(call, dest as usize, bytes);
     check_sym(call, src as usize, bytes);
-    let tg = tag(Kind::Broadcast, [bytes as u64, root as u64, 0]);
+    (t, tag(Kind::Broadcast, [bytes as u64, root as u64, 0]))
+}
+
+/// broadcast: `bytes` from `src` on member `root` into `dest` on every member (the root included).
+///
+/// # Safety
+/// `dest` and `src` symmetric and `bytes` long (checked); every member calls with the same arguments.
+pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, call: &'static str) {
+    debug_assert_eq!(bcast_direct(bytes), bytes > SCRATCH_BYTES / 2, "deliver's large path");
+    let (t, tg) = bcast_setup(call, team_id, dest, src, bytes, root);
     let push = |base: *mut u8| {
         if t.me() == root {
             for k in 0..t.size() {
@@ -112,13 +118,7 @@ pub const fn bcast_direct(bytes: usize) -> bool {
 /// As `broadcast`; `bcast_direct(bytes)`.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn broadcast_sync(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, with_quiet: bool, call: &'static str) {
-    let t = team(call, team_id);
-    if root < 0 || root >= t.size() {
-        fail(call, Problem::BadRoot, root, 0, 0);
-    }
-    check_sym(call, dest as usize, bytes);
-    check_sym(call, src as usize, bytes);
-    let tg = tag(Kind::Broadcast, [bytes as u64, root as u64, 0]);
+    let (t, tg) = bcast_setup(call, team_id, dest, src, bytes, root);
     // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
     unsafe { team_exchange_scoped(scope, call, &t, tg, with_quiet) };
 }

@@ -203,6 +203,28 @@ NVSHMEMI_HOST void nvshmem_init(void) {
 }
 NVSHMEMI_HOST void nvshmem_finalize(void) { rshmem_finalize(); }
 
+/* Thread levels (OpenSHMEM's, NVSHMEM's values). rshmem's host calls may come from any thread, one at a
+ * time: every init provides NVSHMEM_THREAD_SERIALIZED, whatever was requested (a request for MULTIPLE
+ * gets less, as the specification allows); an unknown level is an error (1 returned, nothing done). */
+typedef enum {
+    NVSHMEM_THREAD_SINGLE = 0,
+    NVSHMEM_THREAD_FUNNELED = 1,
+    NVSHMEM_THREAD_SERIALIZED = 2,
+    NVSHMEM_THREAD_MULTIPLE = 3
+} nvshmemx_thread_support_t;
+NVSHMEMI_HOST int nvshmem_init_thread(int requested, int *provided) {
+    if (requested < NVSHMEM_THREAD_SINGLE || requested > NVSHMEM_THREAD_MULTIPLE) {
+        fprintf(stderr, "nvshmem_init_thread (rshmem): requested thread level %d is not one of NVSHMEM_THREAD_*\n", requested);
+        return 1;
+    }
+    nvshmem_init();
+    if (provided) *provided = NVSHMEM_THREAD_SERIALIZED;
+    return 0;
+}
+NVSHMEMI_HOST void nvshmem_query_thread(int *provided) {
+    if (provided) *provided = NVSHMEM_THREAD_SERIALIZED;
+}
+
 /* ------------------------------------------------------------------ queries (host and device) */
 /* Versions: the OpenSHMEM specification version NVSHMEM reports (1.3), and as the vendor version
  * rshmem's own (so a program that prints or logs it says what it runs on). */

@@ -106,6 +106,22 @@ NVSHMEMI_HOST int nvshmemx_cumodule_finalize(CUmodule module) {
 
 /* Local buffers for RMA to other nodes: rshmem's transports need no registration, but the calls check as
  * NVSHMEM's do (overlaps, the symmetric heap, unknown buffers) and return non-zero with a message. */
+/* Initialization state (NVSHMEM's values; rshmem is either not initialized or initialized). */
+typedef enum {
+    NVSHMEM_STATUS_NOT_INITIALIZED = 0,
+    NVSHMEM_STATUS_IS_BOOTSTRAPPED = 1,
+    NVSHMEM_STATUS_IS_INITIALIZED = 2,
+    NVSHMEM_STATUS_LIMITED_MPG = 3,
+    NVSHMEM_STATUS_FULL_MPG = 4,
+    NVSHMEM_STATUS_INVALID = INT_MAX
+} nvshmemx_init_status_t;
+NVSHMEMI_HOST int nvshmemx_init_status(void) { return rshmem_init_status(); }
+/* No NVLink multicast in rshmem (NVLS stays off): a team has no multicast address. */
+NVSHMEMI_HOSTDEV void *nvshmemx_mc_ptr(nvshmem_team_t team, const void *ptr) {
+    (void)team;
+    (void)ptr;
+    return NULL;
+}
 NVSHMEMI_HOST int nvshmemx_buffer_register(void *addr, size_t length) { return rshmem_buffer_register(addr, length); }
 NVSHMEMI_HOST int nvshmemx_buffer_unregister(void *addr) { return rshmem_buffer_unregister(addr); }
 

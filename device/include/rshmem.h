@@ -102,6 +102,8 @@ int rshmem_buffer_register(void *addr, size_t len);
 int rshmem_buffer_unregister(void *addr);
 int rshmem_get_unique_id(rshmem_uniqueid_t *id);
 void rshmem_finalize(void);
+/* 0: rshmem is not initialized in this process; 2: it is (NVSHMEM's NVSHMEM_STATUS_* numbering). */
+int rshmem_init_status(void);
 
 void *rshmem_malloc(size_t bytes);
 void *rshmem_calloc(size_t count, size_t size);

@@ -74,6 +74,16 @@ pub extern "C" fn rshmem_init() -> i32 {
     entry("rshmem_init", OnFail::Return(1), || crate::init().map(|()| 0))
 }
 
+/// 0 when rshmem is not initialized in this process, 2 when it is (`nvshmemx_init_status`).
+#[no_mangle]
+pub extern "C" fn rshmem_init_status() -> i32 {
+    if crate::runtime::get("rshmem_init_status").is_ok() {
+        2
+    } else {
+        0
+    }
+}
+
 /// # Safety
 /// `id` must point to a unique id from `rshmem_get_unique_id` (on PE 0, passed to the others).
 #[no_mangle]

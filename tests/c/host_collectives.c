@@ -1,7 +1,7 @@
 /* NVSHMEM's host team and collective API through rshmem's nvshmem.h, from C: broadcast, reductions (with
  * signed char, unsigned and floating-point types), fcollect, alltoall, reducescatter, team splits and their
- * configs, on-stream forms (run at once on the CPU backend), host nbi RMA, and errors that are returned rather than
- * fatal.
+ * configs, on-stream forms (run at once on the CPU backend), host nbi RMA, init_thread / query_thread / init_status /
+ * mc_ptr, and errors that are returned rather than fatal.
  * Built and run under rshmrun by tests/tests/c_api.rs; prints "PE n: ok" and exits 0 when every check holds. */
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -30,8 +30,24 @@ int main(void) {
     nvshmem_team_config_t config = NVSHMEM_TEAM_CONFIG_INITIALIZER, got;
     nvshmem_team_t even = 99, x, y;
 
-    nvshmem_init();
+    int provided = -1, queried = -1;
+    if (nvshmemx_init_status() != NVSHMEM_STATUS_NOT_INITIALIZED) {
+        printf("FAILED: initialized before init\n");
+        return 1;
+    }
+    if (nvshmem_init_thread(7, &provided) == 0 || provided != -1) {
+        printf("FAILED: an unknown thread level was accepted\n");
+        return 1;
+    }
+    if (nvshmem_init_thread(NVSHMEM_THREAD_MULTIPLE, &provided) != 0) {
+        printf("FAILED: nvshmem_init_thread\n");
+        return 1;
+    }
     me = nvshmem_my_pe();
+    nvshmem_query_thread(&queried);
+    CHECK(provided == NVSHMEM_THREAD_SERIALIZED && queried == provided);
+    CHECK(nvshmemx_init_status() == NVSHMEM_STATUS_IS_INITIALIZED);
+    CHECK(nvshmemx_mc_ptr(NVSHMEM_TEAM_WORLD, &provided) == NULL);
     n = nvshmem_n_pes();
     src = (long *)nvshmem_malloc(64 * sizeof(long));
     dst = (long *)nvshmem_malloc(64 * sizeof(long));

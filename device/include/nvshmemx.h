@@ -124,6 +124,7 @@ NVSHMEMI_HOSTDEV void *nvshmemx_mc_ptr(nvshmem_team_t team, const void *ptr) {
 }
 NVSHMEMI_HOST int nvshmemx_buffer_register(void *addr, size_t length) { return rshmem_buffer_register(addr, length); }
 NVSHMEMI_HOST int nvshmemx_buffer_unregister(void *addr) { return rshmem_buffer_unregister(addr); }
+NVSHMEMI_HOST int nvshmemx_buffer_unregister_all(void) { return rshmem_buffer_unregister_all(); }
 
 NVSHMEMI_HOSTDEV void nvshmemx_vendor_get_version_info(int *major, int *minor, int *patch) {
     *major = NVSHMEM_VENDOR_MAJOR_VERSION;

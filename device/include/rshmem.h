@@ -100,6 +100,7 @@ int rshmem_init_mpi_comm(const void *mpi_comm);
  * buffer with its NIC, which may write into it until it is unregistered, so it must stay valid until then. */
 int rshmem_buffer_register(void *addr, size_t len);
 int rshmem_buffer_unregister(void *addr);
+int rshmem_buffer_unregister_all(void);
 int rshmem_get_unique_id(rshmem_uniqueid_t *id);
 void rshmem_finalize(void);
 /* 0: rshmem is not initialized in this process; 2: it is (NVSHMEM's NVSHMEM_STATUS_* numbering). */

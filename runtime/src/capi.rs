@@ -516,6 +516,12 @@ pub extern "C" fn rshmem_buffer_register(addr: *mut c_void, len: usize) -> i32 {
         unsafe { crate::runtime::get("rshmem_buffer_register")?.buffer_register(addr as usize, len) }.map(|()| 0)
     })
 }
+/// `nvshmemx_buffer_unregister_all`: every registered buffer unregistered; 0, or non-zero with a
+/// message.
+#[no_mangle]
+pub extern "C" fn rshmem_buffer_unregister_all() -> i32 {
+    entry("rshmem_buffer_unregister_all", OnFail::Report(1), || crate::runtime::get("rshmem_buffer_unregister_all")?.buffer_unregister_all().map(|()| 0))
+}
 /// `nvshmemx_buffer_unregister`: 0, or non-zero with a message.
 #[no_mangle]
 pub extern "C" fn rshmem_buffer_unregister(addr: *mut c_void) -> i32 {

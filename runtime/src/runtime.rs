@@ -649,4 +649,15 @@ impl Runtime {
         }
         Ok(())
     }
+    /// `rshmem_buffer_unregister_all`: unregisters every registered buffer (the first failure is the
+    /// error, after the others were tried).
+    pub fn buffer_unregister_all(&self) -> Result<()> {
+        let mut first = None;
+        for addr in crate::heap::register::registered() {
+            if let Err(e) = self.buffer_unregister(addr) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
 }

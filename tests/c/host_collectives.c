@@ -130,6 +130,16 @@ int main(void) {
         CHECK_THEN_BARRIER(dst[0] == 1000L * prev && dst[7] == 1000L * prev + 7);
     }
 
+    /* Buffer registration: two buffers, then all of them unregistered at once; unregistering one again
+     * is an error. */
+    {
+        static char b1[4096], b2[4096];
+        CHECK(nvshmemx_buffer_register(b1, sizeof b1) == 0 && nvshmemx_buffer_register(b2, sizeof b2) == 0);
+        CHECK(nvshmemx_buffer_unregister_all() == 0);
+        CHECK(nvshmemx_buffer_unregister(b1) != 0);
+        CHECK(nvshmemx_buffer_register(b1, sizeof b1) == 0 && nvshmemx_buffer_unregister(b1) == 0);
+    }
+
     /* Errors that every PE makes alike are returned (and printed), not fatal. */
     CHECK(nvshmem_long_broadcast(NVSHMEM_TEAM_WORLD, dst, src, 1, n) != 0);
     CHECK(nvshmem_barrier(42) != 0);

@@ -50,6 +50,11 @@ pub fn unregister(addr: usize) -> Result<()> {
         .ok_or_else(|| Error::new(format!("rshmem_buffer_unregister: {addr:#x} is not the start of a registered buffer")))
 }
 
+/// The start of every registered buffer, lowest first.
+pub fn registered() -> Vec<usize> {
+    REGISTERED.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
+}
+
 /// Forgets every registration (finalize).
 pub fn clear() {
     REGISTERED.lock().unwrap_or_else(|e| e.into_inner()).clear();

@@ -423,7 +423,7 @@ NVSHMEMI_PG_BY_WIDTH(64)
                                                    int pe) {                                               \
         nvshmem_getmem_nbi(dest, source, nelems * sizeof(TYPE), pe);                                       \
     }
-NVSHMEMI_FOR_RMA_TYPES(NVSHMEMI_TYPED_RMA)
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMI_TYPED_RMA)
 #undef NVSHMEMI_TYPED_RMA
 
 /* Sized put / get: nelems elements of BITS bits each. */
@@ -668,7 +668,7 @@ NVSHMEMI_DEV void nvshmem_putmem_signal_nbi(void *dest, const void *source, size
                                                       int pe) {                                         \
         rshmem_putmem_signal_nbi(dest, source, nelems * sizeof(TYPE), sig_addr, signal, sig_op, pe);     \
     }
-NVSHMEMI_FOR_RMA_TYPES(NVSHMEMI_TYPED_PUT_SIGNAL)
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMI_TYPED_PUT_SIGNAL)
 #undef NVSHMEMI_TYPED_PUT_SIGNAL
 #define NVSHMEMI_SIZED_PUT_SIGNAL(BITS)                                                                  \
     NVSHMEMI_DEV void nvshmem_put##BITS##_signal(void *dest, const void *source, size_t nelems,         \

@@ -230,7 +230,7 @@ NVSHMEMI_HOST void nvshmemx_getmem_nbi_on_stream(void *dest, const void *source,
                                                            RSHMEM_STREAM_T stream) {                   \
         rshmem_getmem_on_stream(dest, source, nelems * sizeof(TYPE), pe, stream);                      \
     }
-NVSHMEMI_FOR_RMA_TYPES(NVSHMEMXI_TYPED_ON_STREAM)
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_ON_STREAM)
 #undef NVSHMEMXI_TYPED_ON_STREAM
 #define NVSHMEMXI_SIZED_ON_STREAM(BITS)                                                                  \
     NVSHMEMI_HOST void nvshmemx_put##BITS##_on_stream(void *dest, const void *source, size_t nelems,   \
@@ -415,7 +415,7 @@ NVSHMEMI_DEV void nvshmemx_getmem_nbi_block(void *dest, const void *source, size
 #define NVSHMEMXI_TYPED_SCOPES(NAME, TYPE, BITS) \
     NVSHMEMXI_SCOPED_RMA(NAME, TYPE, warp)       \
     NVSHMEMXI_SCOPED_RMA(NAME, TYPE, block)
-NVSHMEMI_FOR_RMA_TYPES(NVSHMEMXI_TYPED_SCOPES)
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_SCOPES)
 #undef NVSHMEMXI_TYPED_SCOPES
 
 #define NVSHMEMXI_SIZED_SCOPED_RMA(BITS, SCOPE)                                                           \

@@ -156,7 +156,7 @@ struct Args {
     }
 
 __global__ void rma_coverage(Args a) {
-    RMA_TYPES(RMA_CALLS)
+    COLL_TYPES(RMA_CALLS)
     SIZES(SIZED_CALLS)
 
     SIG(nvshmem_putmem, void(void *, const void *, size_t, int))
@@ -741,7 +741,7 @@ static void host_coverage(int rank, int nranks) {
     cudaStream_t st = 0;
     (void)nvshmem_ptr(sym, pe);
 
-    RMA_TYPES(HOST_RMA_CALLS)
+    COLL_TYPES(HOST_RMA_CALLS)
     SIZES(HOST_SIZED_CALLS)
     nvshmem_putmem(sym, local, 8, pe);
     nvshmem_getmem(local, sym, 8, pe);

@@ -263,9 +263,24 @@ NVSHMEMI_HOST void nvshmem_free(void *ptr) { rshmem_free(ptr); }
 NVSHMEMI_HOSTDEV void nvshmem_quiet(void) { rshmem_quiet(); }
 NVSHMEMI_HOSTDEV void nvshmem_barrier_all(void) { rshmem_barrier_all(); }
 NVSHMEMI_HOSTDEV void nvshmem_sync_all(void) { rshmem_sync_all(); }
-#if defined(__CUDACC__)
-NVSHMEMI_DEV void nvshmem_fence(void) { rshmem_fence(); }
+/* From the host, a fence is a quiet: every earlier operation complete, so ordered before later ones. */
+NVSHMEMI_HOSTDEV void nvshmem_fence(void) {
+#if defined(__CUDA_ARCH__)
+    rshmem_fence();
+#else
+    rshmem_quiet();
 #endif
+}
+/* From the host: a read of this PE's signal word (a symmetric address in its own heap). */
+NVSHMEMI_HOSTDEV uint64_t nvshmem_signal_fetch(uint64_t *sig_addr) {
+#if defined(__CUDA_ARCH__)
+    return rshmem_signal_fetch(sig_addr);
+#else
+    uint64_t v = 0;
+    rshmem_getmem(&v, sig_addr, sizeof(v), rshmem_my_pe());
+    return v;
+#endif
+}
 
 /* ------------------------------------------------------------------ teams */
 NVSHMEMI_HOSTDEV int nvshmem_team_translate_pe(nvshmem_team_t src_team, int src_pe, nvshmem_team_t dest_team) {
@@ -647,7 +662,6 @@ NVSHMEMI_DEV void nvshmem_wait(long *ivar, long cmp_value) {
 NVSHMEMI_DEV uint64_t nvshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value) {
     return rshmem_signal_wait_until(sig_addr, cmp, cmp_value);
 }
-NVSHMEMI_DEV uint64_t nvshmem_signal_fetch(uint64_t *sig_addr) { return rshmem_signal_fetch(sig_addr); }
 
 NVSHMEMI_DEV void nvshmem_putmem_signal(void *dest, const void *source, size_t bytes, uint64_t *sig_addr,
                                         uint64_t signal, int sig_op, int pe) {

@@ -130,6 +130,16 @@ int main(void) {
         CHECK_THEN_BARRIER(dst[0] == 1000L * prev && dst[7] == 1000L * prev + 7);
     }
 
+    /* Host fence and signal_fetch: this PE's signal word set through the RMA path, fenced, read back. */
+    {
+        uint64_t *sig = (uint64_t *)nvshmem_malloc(sizeof(uint64_t));
+        nvshmem_uint64_p(sig, 42u + (uint64_t)me, me);
+        nvshmem_fence();
+        CHECK(nvshmem_signal_fetch(sig) == 42u + (uint64_t)(unsigned)me);
+        nvshmem_barrier_all();
+        nvshmem_free(sig);
+    }
+
     /* Buffer registration: two buffers, then all of them unregistered at once; unregistering one again
      * is an error. */
     {

@@ -294,7 +294,7 @@ enum Grid {
 }
 
 /// Whether collective `what` runs its bulk on a whole grid: large (the device's own tests, `dc::pulls`
-/// and `dc::bcast_direct`, so the synchronizations are the ones its one-block path makes), every
+/// and `dc::lands_direct`, so the synchronizations are the ones its one-block path makes), every
 /// member mapped here (as the device sees it: its `peer_base`), and for a reduction the destination not
 /// overlapping the source.
 fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64) -> Option<Grid> {
@@ -313,13 +313,10 @@ fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, 
             }
             Grid::Reduce(if what == host_op::REDUCE { host_op::REDUCE_SYNC } else { host_op::REDUCESCATTER_SYNC })
         }
-        host_op::BROADCAST if dc::bcast_direct(n as usize) => Grid::Broadcast,
+        host_op::BROADCAST if dc::lands_direct(n as usize) => Grid::Broadcast,
         _ => return None,
     };
-    let pe_of = |i: i32| {
-        let j = d.start + i * d.stride;
-        if d.node_list != 0 { rt.state.node_pe.get(j as usize).copied().unwrap_or(-1) } else { j }
-    };
+    let pe_of = |i: i32| dc::member_of(&d, i, |j| rt.state.node_pe.get(j as usize).copied().unwrap_or(-1));
     let mapped = |i: i32| usize::try_from(pe_of(i)).ok().and_then(|pe| rt.state.peer_base.get(pe)).is_some_and(|&b| b != 0);
     (0..d.size).all(mapped).then_some(plan)
 }

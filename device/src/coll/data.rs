@@ -40,7 +40,7 @@ pub(super) fn push_order(t: &Team, k: i32) -> i32 {
 /// calls with the same `landing` and tag.
 #[inline(always)]
 unsafe fn deliver(scope: Scope, call: &'static str, t: &Team, tg: u16, dest: *mut u8, landing: usize, push: impl Fn(*mut u8)) {
-    let small = landing <= SCRATCH_BYTES / 2;
+    let small = !lands_direct(landing);
     // SAFETY: `t` is a live team of this PE (`team`) and every member calls with the same arguments
     // (the caller's contract): the exchanges pair up, and the inbox is the half of the scratch the
     // next one publishes (`inbox`).
@@ -81,7 +81,6 @@ fn bcast_setup(call: &'static str, team_id: i32, dest: *mut u8, src: *const u8, 
 /// # Safety
 /// `dest` and `src` symmetric and `bytes` long (checked); every member calls with the same arguments.
 pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, call: &'static str) {
-    debug_assert_eq!(bcast_direct(bytes), bytes > SCRATCH_BYTES / 2, "deliver's large path");
     let (t, tg) = bcast_setup(call, team_id, dest, src, bytes, root);
     let push = |base: *mut u8| {
         if t.me() == root {
@@ -101,11 +100,11 @@ pub unsafe fn broadcast(scope: Scope, team_id: i32, dest: *mut u8, src: *const u
     unsafe { deliver(scope, call, &t, tg, dest, bytes, push) };
 }
 
-/// Whether a broadcast of `bytes` lands straight in `dest` (too large for the inbox: `deliver`'s large
-/// path). The host asks the same question to run that path's copies on a whole grid
-/// (`broadcast_grid`).
+/// Whether a data collective that lands `bytes` in every member's `dest` writes straight into it
+/// (too large for the inbox: `deliver`'s large path). The host asks the same question to run a large
+/// broadcast's copies on a whole grid (`broadcast_grid`).
 #[inline(always)]
-pub const fn bcast_direct(bytes: usize) -> bool {
+pub const fn lands_direct(bytes: usize) -> bool {
     bytes > SCRATCH_BYTES / 2
 }
 
@@ -115,7 +114,7 @@ pub const fn bcast_direct(bytes: usize) -> bool {
 /// with the same tag, so members may take either form.
 ///
 /// # Safety
-/// As `broadcast`; `bcast_direct(bytes)`.
+/// As `broadcast`; `lands_direct(bytes)`.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn broadcast_sync(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, with_quiet: bool, call: &'static str) {
     let (t, tg) = bcast_setup(call, team_id, dest, src, bytes, root);

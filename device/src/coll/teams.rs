@@ -33,9 +33,16 @@ impl Team {
 /// The job PE number of member `i` of a team.
 #[inline(always)]
 pub fn member(d: &TeamDesc, i: i32) -> i32 {
+    member_of(d, i, |j| St.node_pe(j))
+}
+
+/// `member` with the node's PE table read through `node_pe` (the device state on the device; the
+/// host runtime hands in its own copy).
+#[inline(always)]
+pub fn member_of(d: &TeamDesc, i: i32, node_pe: impl FnOnce(i32) -> i32) -> i32 {
     let j = d.start + i * d.stride;
     if d.node_list != 0 {
-        St.node_pe(j)
+        node_pe(j)
     } else {
         j
     }

@@ -1,6 +1,7 @@
 //! Which transport reaches which PE: the one place that decides. `RSHMEM_REMOTE_TRANSPORT` and the
-//! NIC checks choose the transport for PEs on other nodes ([`choose_remote`]); the registry finds its
-//! constructor by name ([`remote_by_name`]); [`route_table`] says, per PE, which transport reaches it.
+//! NIC checks choose the transport for PEs on other nodes ([`choose_remote`]), every PE's choice is
+//! agreed job-wide ([`decide`]); the registry finds its constructor by name ([`remote_by_name`],
+//! [`factory`]); [`route_table`] says, per PE, which transport reaches it.
 //! Also the diagnosis behind the choice, for `rshmrun --diagnose`: the host probes of `crate::probe`
 //! with the verbs library's checks (feature `verbs`) handed in (the probes import no transport, so
 //! the dependency runs one way).
@@ -56,15 +57,12 @@ pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usab
     })
 }
 
-/// The registry: the constructor of the transport for PEs on other nodes, by name. `var` is the
-/// variable that named it (for messages). `Ok(None)`: no remote transport (`none`, or a single-node
-/// job under `auto`: no threads, no sockets). The runtime calls the constructor once the platform
-/// exists. Whether a real NIC is usable is asked ([`nic_usable`]) only when the answer matters:
-/// the job spans nodes and the value is `auto` or `ibgda`.
-pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool) -> Result<Option<RemoteFactory>> {
-    let asks_nic = spans_nodes && matches!(parse_remote(value), Ok(Remote::Auto | Remote::Ibgda));
-    let nic = asks_nic && nic_usable();
-    Ok(factory(choose_remote(var, value, spans_nodes, nic)?))
+/// The registry: the constructor of the transport PE `pe` would choose for PEs on other nodes, by name
+/// (`local_choice`, then [`factory`]). `var` is the variable that named it (for messages). `Ok(None)`:
+/// no remote transport (`none`, or a single-node job under `auto`: no threads, no sockets). Init
+/// agrees on the choice job-wide first ([`decide`]) and calls [`factory`] on the outcome.
+pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool, pe: usize) -> Result<Option<RemoteFactory>> {
+    Ok(factory(local_choice(var, value, spans_nodes, pe)?))
 }
 
 /// PE `pe`'s own choice ([`choose_remote`]), asking whether its NIC is usable ([`nic_usable_on`]) only
@@ -281,13 +279,13 @@ mod tests {
         }
         const V: &str = "RSHMEM_REMOTE_TRANSPORT";
         // auto (unset): the proxy exactly when the job spans nodes.
-        assert!(remote_by_name(V, None, false).unwrap().is_none());
-        assert!(remote_by_name(V, None, true).unwrap().is_some());
-        assert!(remote_by_name(V, Some("auto"), true).unwrap().is_some());
-        assert!(remote_by_name(V, Some("none"), true).unwrap().is_none());
-        assert!(remote_by_name(V, Some("proxy"), false).unwrap().is_some(), "proxy is built");
-        assert!(remote_by_name(V, Some(" PROXY "), true).unwrap().is_some());
-        assert!(remote_by_name(V, Some("ibgda"), true).unwrap().is_some(), "ibgda is built (emulated without a NIC)");
+        assert!(remote_by_name(V, None, false, 0).unwrap().is_none());
+        assert!(remote_by_name(V, None, true, 0).unwrap().is_some());
+        assert!(remote_by_name(V, Some("auto"), true, 0).unwrap().is_some());
+        assert!(remote_by_name(V, Some("none"), true, 0).unwrap().is_none());
+        assert!(remote_by_name(V, Some("proxy"), false, 0).unwrap().is_some(), "proxy is built");
+        assert!(remote_by_name(V, Some(" PROXY "), true, 0).unwrap().is_some());
+        assert!(remote_by_name(V, Some("ibgda"), true, 0).unwrap().is_some(), "ibgda is built (emulated without a NIC)");
         // The choice itself, with and without a usable NIC.
         assert_eq!(choose_remote(V, None, false, true).unwrap(), RemoteChoice::None);
         assert_eq!(choose_remote(V, None, true, false).unwrap(), RemoteChoice::Proxy);
@@ -297,7 +295,7 @@ mod tests {
         assert_eq!(choose_remote(V, Some("ibgda"), true, true).unwrap(), RemoteChoice::IbgdaNic);
         assert_eq!(choose_remote(V, Some("proxy"), true, true).unwrap(), RemoteChoice::Proxy);
         assert_eq!(choose_remote(V, Some("none"), true, true).unwrap(), RemoteChoice::None);
-        let e = remote_by_name(V, Some("tcp"), true).err().unwrap().to_string();
+        let e = remote_by_name(V, Some("tcp"), true, 0).err().unwrap().to_string();
         assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
     }
 

@@ -44,9 +44,8 @@ arg_lines() {
   local f=$out/args/$1.args
   [ -f "$f" ] || { echo ""; return; }
   if [ "${SHORT:-0}" = 1 ]; then
-    sed -E 's/(^| )-n +([0-9]+)/\1-n __N\2__/; s/(^| )-w +([0-9]+)/\1-w __W\2__/' "$f" |
-      awk '{ while (match($0, /__N[0-9]+__/)) { n = substr($0, RSTART + 3, RLENGTH - 5) + 0; if (n > 20) n = 20; $0 = substr($0, 1, RSTART - 1) n substr($0, RSTART + RLENGTH) }
-             while (match($0, /__W[0-9]+__/)) { n = substr($0, RSTART + 3, RLENGTH - 5) + 0; if (n > 5) n = 5; $0 = substr($0, 1, RSTART - 1) n substr($0, RSTART + RLENGTH) } print }'
+    # One pass over the words: the value after -n is capped at 20, after -w at 5.
+    awk 'NF { for (i = 1; i < NF; i++) { if ($i == "-n" && $(i + 1) + 0 > 20) $(i + 1) = 20; if ($i == "-w" && $(i + 1) + 0 > 5) $(i + 1) = 5 } print }' "$f" | grep . || echo ""
   else
     grep -v '^[[:space:]]*$' "$f" || echo ""
   fi

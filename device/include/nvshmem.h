@@ -19,10 +19,11 @@
  * and nvshmemx_buffer_register/unregister are provided (see nvshmemx.h).
  *
  * Differences to keep in mind:
- *  - Host-side nvshmem_TYPE_put_nbi / get_nbi / putmem_nbi are blocking (a valid nbi implementation).
+ *  - Host-side nvshmem_TYPE_put_nbi / get_nbi / putmem_nbi complete by the next quiet: to PEs of this node
+ *    on GPUs they are queued on the runtime's host-RMA stream; elsewhere they are blocking.
  *  - long is 64-bit (LP64 Linux only); char is signed (its reductions are those of int8_t).
- *  - half / __nv_bfloat16 (and double2 for maxloc) collectives exist under nvcc and in host C++ where the
- *    CUDA headers are on the include path, not in C.
+ *  - half / __nv_bfloat16 RMA and collectives (and double2 for maxloc) exist under nvcc and in host C++
+ *    where the CUDA headers are on the include path, not in C.
  */
 #ifndef RSHMEM_NVSHMEM_H
 #define RSHMEM_NVSHMEM_H

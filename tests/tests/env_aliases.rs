@@ -52,3 +52,26 @@ fn rshmrun_info_lists_the_alias() {
     let text = text(&out);
     assert!(text.contains("also read as NVSHMEM_SYMMETRIC_SIZE"), "rshmrun --info does not list the alias:\n{text}");
 }
+
+/// `rshmrun -np 2 rshmem-test-pe SCENARIO` on the CPU backend with the given variables.
+fn scenario(name: &str, vars: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = Command::new(tool("rshmrun"));
+    cmd.args(["-np", "2", "--timeout", "30"]).arg(tool("rshmem-test-pe")).arg(name);
+    cmd.env("RSHMEM_BACKEND", "cpu").env_remove("RSHMEM_SYMMETRIC_SIZE").env_remove("NVSHMEM_SYMMETRIC_SIZE");
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.stdin(Stdio::null()).output().expect("run rshmrun");
+    (out.status.success(), text(&out))
+}
+
+/// As in NVSHMEM, the size is the room for the program's allocations; the runtime's own area comes on
+/// top. NVSHMEM's collective perftests ask for exactly their two buffers (8192 bytes for 4 KiB ones);
+/// rshmem refused anything under 2 MiB before.
+#[test]
+fn a_small_size_is_room_for_the_programs_allocations() {
+    let (ok, text) = scenario("ring", &[("NVSHMEM_SYMMETRIC_SIZE", "8192")]);
+    assert!(ok, "a ring of 4-byte allocations failed with NVSHMEM_SYMMETRIC_SIZE=8192:\n{text}");
+    let (ok, text) = scenario("ring", &[("RSHMEM_SYMMETRIC_SIZE", "0")]);
+    assert!(!ok && text.contains("RSHMEM_SYMMETRIC_SIZE=0: the symmetric heap needs at least one byte"), "size 0 was not refused clearly:\n{text}");
+}

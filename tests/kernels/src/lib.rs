@@ -175,10 +175,22 @@ sh::kernels! {
 
     /// [lock(u32 on PE 0), data(u64 on PE 0), iters] — a compare_swap lock protecting a non-atomic
     /// read-modify-write of PE 0's data through g/p.
+    ///
+    /// A failed attempt backs off exponentially (up to 64 us), as a lock over a network must: without
+    /// it, the waiters' compare_swaps from a remote PE queue ahead of the holder's g, p, quiet and
+    /// release in the same proxy or NIC queue, and each hand-over waits behind every waiter's request
+    /// (2 x 256 threads over the TCP proxy took over 150 s on 2 x H200, 2026-11-27).
     fn k_lock(a) {
         let (lock, data, iters) = (arg(a, 0) as *mut u32, arg(a, 1) as *mut u64, arg(a, 2) as usize);
         for _ in 0..iters {
-            while sh::atomic_compare_swap(lock, 0, 1, 0) != 0 {}
+            let mut failed = 0u32;
+            while sh::atomic_compare_swap(lock, 0, 1, 0) != 0 {
+                failed = (failed + 1).min(6);
+                // 1 us (arch::backoff's longest sleep past 23 spins) times 2^failed.
+                for _ in 0..(1u32 << failed) {
+                    sh::arch::backoff(23);
+                }
+            }
             sh::fence();
             let v = sh::g(data, 0);
             sh::p(data, v + 1, 0);

@@ -88,3 +88,25 @@ fn rshmrun_info_lists_the_variable_with_its_values() {
         assert!(entry.contains(v), "rshmrun --info's {VAR} entry does not mention {v}:\n{entry}");
     }
 }
+
+/// A single-node job with `proxy` named starts no proxy: no PE could use it, and its channels would
+/// add reads of host memory to every quiet (rshmem's single-node figures on 2 x H200 were measured
+/// with the variable set, 2026-11-27, and paid 1.4 us per quiet).
+#[test]
+fn proxy_named_in_a_single_node_job_starts_nothing() {
+    let out = Command::new(tool("rshmrun"))
+        .args(["-np", "2", "--timeout", "30"])
+        .arg(tool("rshmem-test-pe"))
+        .arg("ring")
+        .env("RSHMEM_SYMMETRIC_SIZE", "64m")
+        .env("RSHMEM_BACKEND", "cpu")
+        .env("RSHMEM_DEBUG", "info")
+        .env(VAR, "proxy")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rshmrun");
+    let text = text(&out);
+    assert!(out.status.success(), "the ring failed:\n{text}");
+    assert!(!text.contains("proxy: PE"), "a proxy was started for a single-node job:\n{text}");
+    assert!(text.contains("PE 1: ring ok"), "{text}");
+}

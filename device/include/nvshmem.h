@@ -69,7 +69,8 @@ enum {
     NVSHMEM_CMP_GT = RSHMEM_CMP_GT,
     NVSHMEM_CMP_LE = RSHMEM_CMP_LE,
     NVSHMEM_CMP_LT = RSHMEM_CMP_LT,
-    NVSHMEM_CMP_GE = RSHMEM_CMP_GE
+    NVSHMEM_CMP_GE = RSHMEM_CMP_GE,
+    NVSHMEM_CMP_SENTINEL = 0x7fffffff
 };
 enum { NVSHMEM_SIGNAL_SET = RSHMEM_SIGNAL_SET, NVSHMEM_SIGNAL_ADD = RSHMEM_SIGNAL_ADD };
 
@@ -84,10 +85,24 @@ enum {
     NVSHMEMX_TEAM_NODE = RSHMEM_TEAM_NODE,
     NVSHMEMX_TEAM_SAME_MYPE_NODE = 3
 };
+/* NVSHMEM's numbering of its predefined teams (indices into its team table; rshmem's handles are the
+ * same numbers for WORLD, SHARED and NODE). */
+enum {
+    NVSHMEM_TEAM_WORLD_INDEX = 0,
+    NVSHMEM_TEAM_SHARED_INDEX = 1,
+    NVSHMEM_TEAM_NODE_INDEX = 2,
+    NVSHMEM_TEAM_SAME_MYPE_NODE_INDEX = 3,
+    NVSHMEM_TEAM_SAME_GPU_INDEX = 4,
+    NVSHMEM_TEAM_GPU_LEADERS_INDEX = 5,
+    NVSHMEM_TEAMS_MIN = 6,
+    NVSHMEM_TEAM_INDEX_MAX = 0x7fffffff
+};
 
 /* Team configuration, NVSHMEM 3.4's layout (64 bytes). rshmem has no per-team contexts: a split records
  * the fields its mask selects and nvshmem_team_get_config gives them back. */
 typedef uint64_t nvshmemx_team_uniqueid_t;
+/* A team unique id no team has (NVSHMEM's spelling). */
+#define NVSHMEM_TEAM_UNIQUID_INITIALIZER 0xFFFFFFFFFFFFFFFFull
 typedef struct {
     int version;
     int num_contexts;
@@ -203,6 +218,20 @@ NVSHMEMI_HOST void nvshmem_init(void) {
     }
 }
 NVSHMEMI_HOST void nvshmem_finalize(void) { rshmem_finalize(); }
+/* Ends every PE of the job with `status`. From the host: under rshmrun, rshmrun ends all PEs and exits
+ * with `status`; elsewhere this process exits with it. From device code: the calling thread prints the
+ * status and traps, which fails its kernel; the host's next CUDA call reports that and the PE exits
+ * with an error, which ends the job (the status itself is only printed). */
+NVSHMEMI_HOSTDEV void nvshmem_global_exit(int status) {
+#if defined(__CUDA_ARCH__)
+    printf("nvshmem_global_exit(%d) called on the device (rshmem): trapping\n", status);
+    __trap();
+#else
+    rshmem_global_exit(status);
+#endif
+}
+/* Collective: resizes a symmetric allocation, keeping min(old, new) bytes of this PE's contents. */
+NVSHMEMI_HOST void *nvshmem_realloc(void *ptr, size_t size) { return rshmem_realloc(ptr, size); }
 
 /* Thread levels (OpenSHMEM's, NVSHMEM's values). rshmem's host calls may come from any thread, one at a
  * time: every init provides NVSHMEM_THREAD_SERIALIZED, whatever was requested (a request for MULTIPLE
@@ -211,7 +240,8 @@ typedef enum {
     NVSHMEM_THREAD_SINGLE = 0,
     NVSHMEM_THREAD_FUNNELED = 1,
     NVSHMEM_THREAD_SERIALIZED = 2,
-    NVSHMEM_THREAD_MULTIPLE = 3
+    NVSHMEM_THREAD_MULTIPLE = 3,
+    NVSHMEM_THREAD_TYPE_SENTINEL = 0x7fffffff
 } nvshmemx_thread_support_t;
 NVSHMEMI_HOST int nvshmem_init_thread(int requested, int *provided) {
     if (requested < NVSHMEM_THREAD_SINGLE || requested > NVSHMEM_THREAD_MULTIPLE) {
@@ -237,6 +267,7 @@ NVSHMEMI_HOST void nvshmem_query_thread(int *provided) {
 #define NVSHMEM_VENDOR_VERSION \
     ((NVSHMEM_VENDOR_MAJOR_VERSION)*10000 + (NVSHMEM_VENDOR_MINOR_VERSION)*100 + (NVSHMEM_VENDOR_PATCH_VERSION))
 #define NVSHMEM_VENDOR_STRING "rshmem v0.1.0 (NVSHMEM API)"
+#define NVSHMEM_VENDOR_PACKAGE_VERSION 0
 #define NVSHMEM_MAX_NAME_LEN 256
 NVSHMEMI_HOSTDEV void nvshmem_info_get_version(int *major, int *minor) {
     *major = NVSHMEM_MAJOR_VERSION;
@@ -459,11 +490,89 @@ NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMI_TYPED_RMA)
 NVSHMEMI_FOR_SIZES(NVSHMEMI_SIZED_RMA)
 #undef NVSHMEMI_SIZED_RMA
 
-/* ------------------------------------------------------------------ device only */
-#if defined(__CUDACC__)
+/* Strided put / get (host and device; to any PE, mapped or remote): element i of the source at stride
+ * `sst` to element i of the destination at stride `dst` (strides in elements, at least 1). NVSHMEM's
+ * device forms reach only PEs it maps; rshmem's reach every PE. */
+#define NVSHMEMI_TYPED_STRIDED(NAME, TYPE, BITS)                                                           \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_iput(TYPE *dest, const TYPE *source, ptrdiff_t dst, ptrdiff_t sst, \
+                                               size_t nelems, int pe) {                                   \
+        rshmem_iputmem(dest, source, dst, sst, nelems, sizeof(TYPE), pe);                                 \
+    }                                                                                                      \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_iget(TYPE *dest, const TYPE *source, ptrdiff_t dst, ptrdiff_t sst, \
+                                               size_t nelems, int pe) {                                   \
+        rshmem_igetmem(dest, source, dst, sst, nelems, sizeof(TYPE), pe);                                 \
+    }
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMI_TYPED_STRIDED)
+#undef NVSHMEMI_TYPED_STRIDED
+#define NVSHMEMI_SIZED_STRIDED(BITS)                                                                       \
+    NVSHMEMI_HOSTDEV void nvshmem_iput##BITS(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,  \
+                                             size_t nelems, int pe) {                                     \
+        rshmem_iputmem(dest, source, dst, sst, nelems, (BITS) / 8, pe);                                   \
+    }                                                                                                      \
+    NVSHMEMI_HOSTDEV void nvshmem_iget##BITS(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,  \
+                                             size_t nelems, int pe) {                                     \
+        rshmem_igetmem(dest, source, dst, sst, nelems, (BITS) / 8, pe);                                   \
+    }
+NVSHMEMI_FOR_SIZES(NVSHMEMI_SIZED_STRIDED)
+#undef NVSHMEMI_SIZED_STRIDED
 
-/* Type tables of the device-only operations: X(NAME, TYPE, BITS) and, for waits, X(NAME, TYPE, SUFFIX,
- * CTYPE) with the signed/unsigned rshmem_wait_until_SUFFIX of the right width. */
+/* alltoalls (host and device, one thread on the device): block j of `source` (nelems elements at stride
+ * `sst`, from element j * nelems * sst) goes to member j, into its block i (from element
+ * i * nelems * dst, at stride `dst`), i being this PE's number in `team`; then a barrier of the team. 0 on
+ * success; 1 for a PE outside the team or a team barrier that failed. */
+NVSHMEMI_HOSTDEV int nvshmemi_alltoalls(nvshmem_team_t team, void *dest, const void *source, ptrdiff_t dst,
+                                         ptrdiff_t sst, size_t nelems, size_t width) {
+    int me = rshmem_team_my_pe(team), n = rshmem_team_n_pes(team), j;
+    if (me < 0 || n <= 0) return 1;
+    for (j = 0; j < n; j++) {
+        rshmem_iputmem((char *)dest + (size_t)me * nelems * (size_t)dst * width,
+                       (const char *)source + (size_t)j * nelems * (size_t)sst * width, dst, sst, nelems,
+                       (unsigned)width, rshmem_team_translate_pe(team, j, NVSHMEM_TEAM_WORLD));
+    }
+    return rshmem_barrier(team) == 0 ? 0 : 1;
+}
+#define NVSHMEMI_TYPED_ALLTOALLS(NAME, TYPE, BITS)                                                        \
+    NVSHMEMI_HOSTDEV int nvshmem_##NAME##_alltoalls(nvshmem_team_t team, TYPE *dest, const TYPE *source,  \
+                                                    ptrdiff_t dst, ptrdiff_t sst, size_t nelems) {       \
+        return nvshmemi_alltoalls(team, dest, source, dst, sst, nelems, sizeof(TYPE));                  \
+    }
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMI_TYPED_ALLTOALLS)
+#undef NVSHMEMI_TYPED_ALLTOALLS
+
+/* ------------------------------------------------------------------ AMOs (host and device) */
+/* From device code, the device library's AMOs; from host code, the same operations run for the host by
+ * the runtime (rshmem_host_amo: a one-thread kernel on a GPU), atomic with the device AMOs on the same
+ * word. Codes as rshmem_host_amo's. */
+#if defined(__CUDA_ARCH__)
+#define NVSHMEMI_AMO_BY_WIDTH(BITS)                                                                    \
+    NVSHMEMI_HOSTDEV uint##BITS##_t nvshmemi_amo##BITS(int code, void *d, uint##BITS##_t v,             \
+                                                       uint##BITS##_t c, int pe) {                     \
+        switch (code) {                                                                                \
+        case 1: return rshmem_atomic_fetch##BITS(d, pe);                                               \
+        case 2: rshmem_atomic_set##BITS(d, v, pe); return 0;                                           \
+        case 3: return rshmem_atomic_swap##BITS(d, v, pe);                                             \
+        case 4: return rshmem_atomic_compare_swap##BITS(d, c, v, pe);                                  \
+        case 5: return rshmem_atomic_fetch_add##BITS(d, v, pe);                                        \
+        case 6: rshmem_atomic_add##BITS(d, v, pe); return 0;                                           \
+        case 7: return rshmem_atomic_fetch_and##BITS(d, v, pe);                                        \
+        case 8: rshmem_atomic_and##BITS(d, v, pe); return 0;                                           \
+        case 9: return rshmem_atomic_fetch_or##BITS(d, v, pe);                                         \
+        case 10: rshmem_atomic_or##BITS(d, v, pe); return 0;                                           \
+        case 11: return rshmem_atomic_fetch_xor##BITS(d, v, pe);                                       \
+        default: rshmem_atomic_xor##BITS(d, v, pe); return 0;                                          \
+        }                                                                                              \
+    }
+#else
+#define NVSHMEMI_AMO_BY_WIDTH(BITS)                                                                    \
+    NVSHMEMI_HOSTDEV uint##BITS##_t nvshmemi_amo##BITS(int code, void *d, uint##BITS##_t v,             \
+                                                       uint##BITS##_t c, int pe) {                     \
+        return (uint##BITS##_t)rshmem_host_amo(code, (BITS) / 8, d, v, c, pe);                         \
+    }
+#endif
+NVSHMEMI_AMO_BY_WIDTH(32)
+NVSHMEMI_AMO_BY_WIDTH(64)
+#undef NVSHMEMI_AMO_BY_WIDTH
+
 #define NVSHMEMI_FOR_STANDARD_AMO_TYPES(X)                                                            \
     X(int, int, 32) X(long, long, 64) X(longlong, long long, 64) X(uint, unsigned int, 32)            \
     X(ulong, unsigned long, 64) X(ulonglong, unsigned long long, 64) X(int32, int32_t, 32)            \
@@ -473,6 +582,85 @@ NVSHMEMI_FOR_SIZES(NVSHMEMI_SIZED_RMA)
 #define NVSHMEMI_FOR_BITWISE_AMO_TYPES(X)                                                             \
     X(uint, unsigned int, 32) X(ulong, unsigned long, 64) X(ulonglong, unsigned long long, 64)        \
     X(int32, int32_t, 32) X(int64, int64_t, 64) X(uint32, uint32_t, 32) X(uint64, uint64_t, 64)
+
+/* One AMO of `code` on a TYPE through the unsigned type of its width (bits carried by a union, so float
+ * and double travel unchanged). */
+#define NVSHMEMI_AMO_CALL(TYPE, BITS, code, dest, value, cond, pe, out)                               \
+    do {                                                                                              \
+        union { TYPE t; uint##BITS##_t u; } a_, c_, r_;                                               \
+        a_.t = (value);                                                                               \
+        c_.t = (cond);                                                                                \
+        r_.u = nvshmemi_amo##BITS((code), (void *)(dest), a_.u, c_.u, (pe));                          \
+        out = r_.t;                                                                                   \
+    } while (0)
+/* The same for the AMOs that return nothing. */
+#define NVSHMEMI_AMO_DO(TYPE, BITS, code, dest, value, pe)                                            \
+    do {                                                                                              \
+        union { TYPE t; uint##BITS##_t u; } a_;                                                       \
+        a_.t = (value);                                                                               \
+        (void)nvshmemi_amo##BITS((code), (void *)(dest), a_.u, a_.u, (pe));                           \
+    } while (0)
+/* swap, set, fetch, compare_swap: every AMO type, float and double included. */
+#define NVSHMEMI_AMO_EXTENDED(NAME, TYPE, BITS)                                                       \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_swap(TYPE *dest, TYPE value, int pe) {             \
+        TYPE r; NVSHMEMI_AMO_CALL(TYPE, BITS, 3, dest, value, value, pe, r); return r;                \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_atomic_set(TYPE *dest, TYPE value, int pe) {              \
+        NVSHMEMI_AMO_DO(TYPE, BITS, 2, dest, value, pe);                                              \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_fetch(const TYPE *source, int pe) {                \
+        TYPE r, z = 0; NVSHMEMI_AMO_CALL(TYPE, BITS, 1, source, z, z, pe, r); return r;               \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_compare_swap(TYPE *dest, TYPE cond, TYPE value, int pe) { \
+        TYPE r; NVSHMEMI_AMO_CALL(TYPE, BITS, 4, dest, value, cond, pe, r); return r;                 \
+    }
+/* add, fetch_add, inc, fetch_inc: the standard (integer) AMO types. */
+#define NVSHMEMI_AMO_STANDARD(NAME, TYPE, BITS)                                                       \
+    NVSHMEMI_AMO_EXTENDED(NAME, TYPE, BITS)                                                           \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_fetch_add(TYPE *dest, TYPE value, int pe) {        \
+        TYPE r; NVSHMEMI_AMO_CALL(TYPE, BITS, 5, dest, value, value, pe, r); return r;                \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_atomic_add(TYPE *dest, TYPE value, int pe) {              \
+        NVSHMEMI_AMO_DO(TYPE, BITS, 6, dest, value, pe);                                              \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_fetch_inc(TYPE *dest, int pe) {                    \
+        TYPE r, one = 1; NVSHMEMI_AMO_CALL(TYPE, BITS, 5, dest, one, one, pe, r); return r;           \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_atomic_inc(TYPE *dest, int pe) {                          \
+        TYPE one = 1; NVSHMEMI_AMO_DO(TYPE, BITS, 6, dest, one, pe);                                  \
+    }
+/* and, or, xor and their fetch forms: the bitwise AMO types. */
+#define NVSHMEMI_AMO_BITWISE(NAME, TYPE, BITS)                                                        \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_atomic_and(TYPE *dest, TYPE value, int pe) {              \
+        NVSHMEMI_AMO_DO(TYPE, BITS, 8, dest, value, pe);                                              \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_fetch_and(TYPE *dest, TYPE value, int pe) {        \
+        TYPE r; NVSHMEMI_AMO_CALL(TYPE, BITS, 7, dest, value, value, pe, r); return r;                \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_atomic_or(TYPE *dest, TYPE value, int pe) {               \
+        NVSHMEMI_AMO_DO(TYPE, BITS, 10, dest, value, pe);                                             \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_fetch_or(TYPE *dest, TYPE value, int pe) {         \
+        TYPE r; NVSHMEMI_AMO_CALL(TYPE, BITS, 9, dest, value, value, pe, r); return r;                \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV void nvshmem_##NAME##_atomic_xor(TYPE *dest, TYPE value, int pe) {              \
+        NVSHMEMI_AMO_DO(TYPE, BITS, 12, dest, value, pe);                                             \
+    }                                                                                                 \
+    NVSHMEMI_HOSTDEV TYPE nvshmem_##NAME##_atomic_fetch_xor(TYPE *dest, TYPE value, int pe) {        \
+        TYPE r; NVSHMEMI_AMO_CALL(TYPE, BITS, 11, dest, value, value, pe, r); return r;               \
+    }
+NVSHMEMI_FOR_STANDARD_AMO_TYPES(NVSHMEMI_AMO_STANDARD)
+NVSHMEMI_FOR_EXTENDED_ONLY_AMO_TYPES(NVSHMEMI_AMO_EXTENDED)
+NVSHMEMI_FOR_BITWISE_AMO_TYPES(NVSHMEMI_AMO_BITWISE)
+#undef NVSHMEMI_AMO_EXTENDED
+#undef NVSHMEMI_AMO_STANDARD
+#undef NVSHMEMI_AMO_BITWISE
+
+/* ------------------------------------------------------------------ device only */
+#if defined(__CUDACC__)
+
+/* Type tables of the device-only operations: X(NAME, TYPE, BITS) and, for waits, X(NAME, TYPE, SUFFIX,
+ * CTYPE) with the signed/unsigned rshmem_wait_until_SUFFIX of the right width. */
 #define NVSHMEMI_FOR_WAIT_TYPES(X)                                                                    \
     X(short, short, i16, int16_t) X(int, int, i32, int32_t) X(long, long, i64, int64_t)               \
     X(longlong, long long, i64, int64_t) X(ushort, unsigned short, u16, uint16_t)                     \
@@ -493,62 +681,6 @@ static __device__ __forceinline__ To nvshmemi_bits(From v) {
     return c.t;
 }
 #define NVSHMEMI_U(BITS, v) nvshmemi_bits<uint##BITS##_t>(v)
-
-/* -------------------------------------------------- AMOs */
-/* swap, set, fetch, compare_swap: every AMO type, float and double included. */
-#define NVSHMEMI_AMO_EXTENDED(NAME, TYPE, BITS)                                                             \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_swap(TYPE *dest, TYPE value, int pe) {                      \
-        return nvshmemi_bits<TYPE>(rshmem_atomic_swap##BITS(dest, NVSHMEMI_U(BITS, value), pe));           \
-    }                                                                                                      \
-    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_set(TYPE *dest, TYPE value, int pe) {                       \
-        rshmem_atomic_set##BITS(dest, NVSHMEMI_U(BITS, value), pe);                                        \
-    }                                                                                                      \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch(const TYPE *source, int pe) {                         \
-        return nvshmemi_bits<TYPE>(rshmem_atomic_fetch##BITS(source, pe));                                 \
-    }                                                                                                      \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_compare_swap(TYPE *dest, TYPE cond, TYPE value, int pe) {   \
-        return nvshmemi_bits<TYPE>(                                                                        \
-            rshmem_atomic_compare_swap##BITS(dest, NVSHMEMI_U(BITS, cond), NVSHMEMI_U(BITS, value), pe)); \
-    }
-/* add, fetch_add, inc, fetch_inc: the standard (integer) AMO types. */
-#define NVSHMEMI_AMO_STANDARD(NAME, TYPE, BITS)                                                       \
-    NVSHMEMI_AMO_EXTENDED(NAME, TYPE, BITS)                                                           \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_add(TYPE *dest, TYPE value, int pe) {            \
-        return (TYPE)rshmem_atomic_fetch_add##BITS(dest, (uint##BITS##_t)value, pe);                  \
-    }                                                                                                 \
-    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_add(TYPE *dest, TYPE value, int pe) {                  \
-        rshmem_atomic_add##BITS(dest, (uint##BITS##_t)value, pe);                                     \
-    }                                                                                                 \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_inc(TYPE *dest, int pe) {                        \
-        return (TYPE)rshmem_atomic_fetch_inc##BITS(dest, pe);                                         \
-    }                                                                                                 \
-    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_inc(TYPE *dest, int pe) { rshmem_atomic_inc##BITS(dest, pe); }
-/* and, or, xor and their fetch forms: the bitwise AMO types. */
-#define NVSHMEMI_AMO_BITWISE(NAME, TYPE, BITS)                                                        \
-    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_and(TYPE *dest, TYPE value, int pe) {                  \
-        rshmem_atomic_and##BITS(dest, (uint##BITS##_t)value, pe);                                     \
-    }                                                                                                 \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_and(TYPE *dest, TYPE value, int pe) {            \
-        return (TYPE)rshmem_atomic_fetch_and##BITS(dest, (uint##BITS##_t)value, pe);                  \
-    }                                                                                                 \
-    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_or(TYPE *dest, TYPE value, int pe) {                   \
-        rshmem_atomic_or##BITS(dest, (uint##BITS##_t)value, pe);                                      \
-    }                                                                                                 \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_or(TYPE *dest, TYPE value, int pe) {             \
-        return (TYPE)rshmem_atomic_fetch_or##BITS(dest, (uint##BITS##_t)value, pe);                   \
-    }                                                                                                 \
-    NVSHMEMI_DEV void nvshmem_##NAME##_atomic_xor(TYPE *dest, TYPE value, int pe) {                  \
-        rshmem_atomic_xor##BITS(dest, (uint##BITS##_t)value, pe);                                     \
-    }                                                                                                 \
-    NVSHMEMI_DEV TYPE nvshmem_##NAME##_atomic_fetch_xor(TYPE *dest, TYPE value, int pe) {            \
-        return (TYPE)rshmem_atomic_fetch_xor##BITS(dest, (uint##BITS##_t)value, pe);                  \
-    }
-NVSHMEMI_FOR_STANDARD_AMO_TYPES(NVSHMEMI_AMO_STANDARD)
-NVSHMEMI_FOR_EXTENDED_ONLY_AMO_TYPES(NVSHMEMI_AMO_EXTENDED)
-NVSHMEMI_FOR_BITWISE_AMO_TYPES(NVSHMEMI_AMO_BITWISE)
-#undef NVSHMEMI_AMO_EXTENDED
-#undef NVSHMEMI_AMO_STANDARD
-#undef NVSHMEMI_AMO_BITWISE
 
 /* -------------------------------------------------- point-to-point synchronization */
 /* wait_until / test on one variable; the _all/_any/_some (and _vector) forms poll those. `status`

@@ -51,7 +51,17 @@ static inline const char *nvshmemx_status_string(int status) {
     } while (0)
 
 /* ------------------------------------------------------------------ unique-id initialization (host) */
-enum { NVSHMEMX_INIT_WITH_MPI_COMM = 1 << 1, NVSHMEMX_INIT_WITH_UNIQUEID = 1 << 3 }; /* NVSHMEM's values */
+/* NVSHMEM's values. NVSHMEMX_INIT_THREAD_PES is accepted with the others and changes nothing (NVSHMEM
+ * reserves it); NVSHMEMX_INIT_WITH_SHMEM (an OpenSHMEM library's bootstrap) is refused with a message:
+ * rshmem has none (use rshmrun, a unique id, or an MPI communicator). */
+enum {
+    NVSHMEMX_INIT_THREAD_PES = 1,
+    NVSHMEMX_INIT_WITH_MPI_COMM = 1 << 1,
+    NVSHMEMX_INIT_WITH_SHMEM = 1 << 2,
+    NVSHMEMX_INIT_WITH_UNIQUEID = 1 << 3,
+    NVSHMEMX_INIT_MAX = (int)(1u << 31)
+};
+#define NVSHMEM_INIT_ATTR_VER 1
 
 typedef struct {
     int version;
@@ -90,6 +100,8 @@ typedef char nvshmemi_init_attr_size_check[(sizeof(nvshmemx_init_attr_t) == 144)
 
 #define NVSHMEMX_UNIQUEID_INITIALIZER {(1 << 16) + (int)sizeof(nvshmemx_uniqueid_t), {0}}
 #define NVSHMEMX_UNIQUEID_ARGS_INITIALIZER {(1 << 16) + (int)sizeof(nvshmemx_uniqueid_args_t), NULL, -1, -1}
+#define NVSHMEMX_INIT_ARGS_INITIALIZER \
+    {(1 << 16) + (int)sizeof(nvshmemx_init_args_t), NVSHMEMX_UNIQUEID_ARGS_INITIALIZER, {0}}
 #define NVSHMEMX_INIT_ATTR_INITIALIZER                                                  \
     {(1 << 16) + (int)sizeof(nvshmemx_init_attr_t), NULL,                               \
      {(1 << 16) + (int)sizeof(nvshmemx_init_args_t), NVSHMEMX_UNIQUEID_ARGS_INITIALIZER, {0}}}
@@ -101,6 +113,13 @@ NVSHMEMI_HOST int nvshmemx_cumodule_init(CUmodule module) {
 }
 NVSHMEMI_HOST int nvshmemx_cumodule_finalize(CUmodule module) {
     return rshmem_cumodule_finalize((void *)module) == 0 ? NVSHMEMX_SUCCESS : NVSHMEMX_ERROR_INVALID_VALUE;
+}
+/* The same for a CUlibrary (CUDA 12's library API): its module (cuLibraryGetModule) is registered. */
+NVSHMEMI_HOST int nvshmemx_culibrary_init(CUlibrary library) {
+    return rshmem_culibrary_init((void *)library) == 0 ? NVSHMEMX_SUCCESS : NVSHMEMX_ERROR_INVALID_VALUE;
+}
+NVSHMEMI_HOST int nvshmemx_culibrary_finalize(CUlibrary library) {
+    return rshmem_culibrary_finalize((void *)library) == 0 ? NVSHMEMX_SUCCESS : NVSHMEMX_ERROR_INVALID_VALUE;
 }
 #endif
 
@@ -150,6 +169,13 @@ NVSHMEMI_HOST int nvshmemx_set_attr_uniqueid_args(const int myrank, const int nr
  * Exits on failure, as NVSHMEM does. */
 NVSHMEMI_HOST int nvshmemx_init_attr(unsigned int flags, nvshmemx_init_attr_t *attr) {
     int rc;
+    flags &= ~(unsigned int)NVSHMEMX_INIT_THREAD_PES;
+    if (flags & (unsigned int)NVSHMEMX_INIT_WITH_SHMEM) {
+        fprintf(stderr, "nvshmemx_init_attr (rshmem): NVSHMEMX_INIT_WITH_SHMEM needs an OpenSHMEM library's bootstrap, "
+                        "which rshmem does not have: start the job with rshmrun, or use NVSHMEMX_INIT_WITH_UNIQUEID or "
+                        "NVSHMEMX_INIT_WITH_MPI_COMM\n");
+        exit(1);
+    }
     if (flags == 0) {
         nvshmem_init();
         return 0;
@@ -187,6 +213,19 @@ NVSHMEMI_HOST int nvshmemx_init_attr(unsigned int flags, nvshmemx_init_attr_t *a
         fprintf(stderr, "nvshmemx_init_attr (rshmem): binding the device library failed, aborting\n");
         exit(1);
     }
+    return 0;
+}
+
+/* NVSHMEM's host-only library (programs without device code): rshmem's one library serves both, so
+ * these are nvshmemx_init_attr and nvshmem_finalize. */
+NVSHMEMI_HOST int nvshmemx_hostlib_init_attr(unsigned int flags, nvshmemx_init_attr_t *attr) {
+    return nvshmemx_init_attr(flags, attr);
+}
+NVSHMEMI_HOST void nvshmemx_hostlib_finalize(void) { nvshmem_finalize(); }
+/* Records the MPI communicator for NVSHMEMX_INIT_WITH_MPI_COMM (the address of an MPI_Comm). */
+NVSHMEMI_HOST int nvshmemx_set_attr_mpi_comm_args(void *mpi_comm, nvshmemx_init_attr_t *nvshmem_attr) {
+    if (nvshmem_attr == NULL) return NVSHMEMX_ERROR_INVALID_VALUE;
+    nvshmem_attr->mpi_comm = mpi_comm;
     return 0;
 }
 
@@ -253,6 +292,122 @@ NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_ON_STREAM)
     }
 NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_ON_STREAM)
 #undef NVSHMEMXI_SIZED_ON_STREAM
+
+/* On-stream p / g, strided put / get, put_signal, signal_op and waits (runtime/src/point.rs). `g` waits
+ * for the stream up to it and returns the value; the others are enqueued. put_signal on a stream is the
+ * put then the signal in stream order, so the signal is seen after the data. */
+#define NVSHMEMXI_TYPED_POINT_ON_STREAM(NAME, TYPE, BITS)                                                  \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_p_on_stream(TYPE *dest, const TYPE value, int pe,                \
+                                                     RSHMEM_STREAM_T stream) {                            \
+        union { TYPE t; uint##BITS##_t u; } c;                                                            \
+        c.t = value;                                                                                      \
+        rshmem_p_on_stream(dest, c.u, sizeof(TYPE), pe, stream);                                          \
+    }                                                                                                     \
+    NVSHMEMI_HOST TYPE nvshmemx_##NAME##_g_on_stream(const TYPE *source, int pe, RSHMEM_STREAM_T stream) { \
+        union { TYPE t; uint##BITS##_t u; } c;                                                            \
+        c.u = (uint##BITS##_t)rshmem_g_on_stream(source, sizeof(TYPE), pe, stream);                       \
+        return c.t;                                                                                       \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_iput_on_stream(TYPE *dest, const TYPE *source, ptrdiff_t dst,    \
+                                                        ptrdiff_t sst, size_t nelems, int pe,             \
+                                                        RSHMEM_STREAM_T stream) {                         \
+        rshmem_iputmem_on_stream(dest, source, dst, sst, nelems, sizeof(TYPE), pe, stream);               \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_iget_on_stream(TYPE *dest, const TYPE *source, ptrdiff_t dst,    \
+                                                        ptrdiff_t sst, size_t nelems, int pe,             \
+                                                        RSHMEM_STREAM_T stream) {                         \
+        rshmem_igetmem_on_stream(dest, source, dst, sst, nelems, sizeof(TYPE), pe, stream);               \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_put_signal_on_stream(TYPE *dest, const TYPE *source, size_t nelems, \
+                                                              uint64_t *sig_addr, uint64_t signal,        \
+                                                              int sig_op, int pe, RSHMEM_STREAM_T stream) { \
+        nvshmemx_putmem_signal_on_stream(dest, source, nelems * sizeof(TYPE), sig_addr, signal, sig_op, pe, \
+                                         stream);                                                         \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_put_signal_nbi_on_stream(TYPE *dest, const TYPE *source,         \
+                                                                  size_t nelems, uint64_t *sig_addr,      \
+                                                                  uint64_t signal, int sig_op, int pe,    \
+                                                                  RSHMEM_STREAM_T stream) {               \
+        nvshmemx_putmem_signal_on_stream(dest, source, nelems * sizeof(TYPE), sig_addr, signal, sig_op, pe, \
+                                         stream);                                                         \
+    }
+/* signal_op from host or device code (the host form is complete on return). */
+NVSHMEMI_HOSTDEV void nvshmemx_signal_op(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+    rshmem_signal_op(sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_HOST void nvshmemx_signal_op_on_stream(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe,
+                                                RSHMEM_STREAM_T stream) {
+    rshmem_signal_op_on_stream(sig_addr, signal, sig_op, pe, stream);
+}
+NVSHMEMI_HOST void nvshmemx_putmem_signal_on_stream(void *dest, const void *source, size_t bytes, uint64_t *sig_addr,
+                                                    uint64_t signal, int sig_op, int pe, RSHMEM_STREAM_T stream) {
+    rshmem_putmem_on_stream(dest, source, bytes, pe, stream);
+    rshmem_signal_op_on_stream(sig_addr, signal, sig_op, pe, stream);
+}
+NVSHMEMI_HOST void nvshmemx_putmem_signal_nbi_on_stream(void *dest, const void *source, size_t bytes,
+                                                        uint64_t *sig_addr, uint64_t signal, int sig_op, int pe,
+                                                        RSHMEM_STREAM_T stream) {
+    nvshmemx_putmem_signal_on_stream(dest, source, bytes, sig_addr, signal, sig_op, pe, stream);
+}
+NVSHMEMI_HOST void nvshmemx_signal_wait_until_on_stream(uint64_t *sig_addr, int cmp, uint64_t cmp_value,
+                                                        RSHMEM_STREAM_T stream) {
+    rshmem_wait_until_on_stream(sig_addr, cmp, cmp_value, 8, false, stream);
+}
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_POINT_ON_STREAM)
+#undef NVSHMEMXI_TYPED_POINT_ON_STREAM
+#define NVSHMEMXI_SIZED_POINT_ON_STREAM(BITS)                                                             \
+    NVSHMEMI_HOST void nvshmemx_iput##BITS##_on_stream(void *dest, const void *source, ptrdiff_t dst,     \
+                                                       ptrdiff_t sst, size_t nelems, int pe,              \
+                                                       RSHMEM_STREAM_T stream) {                          \
+        rshmem_iputmem_on_stream(dest, source, dst, sst, nelems, (BITS) / 8, pe, stream);                 \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_iget##BITS##_on_stream(void *dest, const void *source, ptrdiff_t dst,     \
+                                                       ptrdiff_t sst, size_t nelems, int pe,              \
+                                                       RSHMEM_STREAM_T stream) {                          \
+        rshmem_igetmem_on_stream(dest, source, dst, sst, nelems, (BITS) / 8, pe, stream);                 \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_put##BITS##_signal_on_stream(void *dest, const void *source, size_t nelems, \
+                                                             uint64_t *sig_addr, uint64_t signal,         \
+                                                             int sig_op, int pe, RSHMEM_STREAM_T stream) { \
+        nvshmemx_putmem_signal_on_stream(dest, source, nelems * ((BITS) / 8), sig_addr, signal, sig_op, pe, \
+                                         stream);                                                         \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_put##BITS##_signal_nbi_on_stream(void *dest, const void *source,          \
+                                                                 size_t nelems, uint64_t *sig_addr,       \
+                                                                 uint64_t signal, int sig_op, int pe,     \
+                                                                 RSHMEM_STREAM_T stream) {                \
+        nvshmemx_putmem_signal_on_stream(dest, source, nelems * ((BITS) / 8), sig_addr, signal, sig_op, pe, \
+                                         stream);                                                         \
+    }
+NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_POINT_ON_STREAM)
+#undef NVSHMEMXI_SIZED_POINT_ON_STREAM
+/* Waits on a stream: the wait types (X(NAME, TYPE, SIGNED)). */
+#define NVSHMEMXI_FOR_WAIT_ON_STREAM_TYPES(X)                                                             \
+    X(short, short, true) X(int, int, true) X(long, long, true) X(longlong, long long, true)              \
+    X(ushort, unsigned short, false) X(uint, unsigned int, false) X(ulong, unsigned long, false)           \
+    X(ulonglong, unsigned long long, false) X(int32, int32_t, true) X(int64, int64_t, true)               \
+    X(uint32, uint32_t, false) X(uint64, uint64_t, false) X(size, size_t, false) X(ptrdiff, ptrdiff_t, true)
+#define NVSHMEMXI_WAIT_ON_STREAM(NAME, TYPE, SIGNED)                                                       \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_wait_until_on_stream(TYPE *ivar, int cmp, TYPE cmp_value,         \
+                                                              RSHMEM_STREAM_T stream) {                   \
+        rshmem_wait_until_on_stream(ivar, cmp, (uint64_t)cmp_value, sizeof(TYPE), SIGNED, stream);        \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_wait_until_all_on_stream(TYPE *ivars, size_t nelems, const int *status, \
+                                                                  int cmp, TYPE cmp_value,                \
+                                                                  RSHMEM_STREAM_T stream) {               \
+        rshmem_wait_until_all_on_stream(ivars, nelems, status, cmp, (uint64_t)cmp_value, NULL, sizeof(TYPE), \
+                                        SIGNED, stream);                                                  \
+    }                                                                                                     \
+    NVSHMEMI_HOST void nvshmemx_##NAME##_wait_until_all_vector_on_stream(TYPE *ivars, size_t nelems,      \
+                                                                         const int *status, int cmp,      \
+                                                                         TYPE *cmp_values,                \
+                                                                         RSHMEM_STREAM_T stream) {        \
+        rshmem_wait_until_all_on_stream(ivars, nelems, status, cmp, 0, cmp_values, sizeof(TYPE), SIGNED,  \
+                                        stream);                                                          \
+    }
+NVSHMEMXI_FOR_WAIT_ON_STREAM_TYPES(NVSHMEMXI_WAIT_ON_STREAM)
+#undef NVSHMEMXI_WAIT_ON_STREAM
+#undef NVSHMEMXI_FOR_WAIT_ON_STREAM_TYPES
 
 /* ------------------------------------------------------------------ collective launch (host) */
 #if defined(__CUDACC__) || defined(CUDART_VERSION)
@@ -452,10 +607,59 @@ NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_SCOPES)
 #undef NVSHMEMXI_SIZED_SCOPED_RMA
 #undef NVSHMEMXI_SCOPED_RMA
 
-/* Signals. */
-NVSHMEMI_DEV void nvshmemx_signal_op(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
-    rshmem_signal_op(sig_addr, signal, sig_op, pe);
+/* Strided put / get at warp and block scope (every thread of the group calls; the elements are split
+ * over it). */
+#define NVSHMEMXI_SCOPED_STRIDED(NAME, TYPE, SCOPE)                                                        \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_iput_##SCOPE(TYPE *dest, const TYPE *source, ptrdiff_t dst,       \
+                                                     ptrdiff_t sst, size_t nelems, int pe) {             \
+        rshmem_iputmem_##SCOPE(dest, source, dst, sst, nelems, sizeof(TYPE), pe);                        \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_##NAME##_iget_##SCOPE(TYPE *dest, const TYPE *source, ptrdiff_t dst,       \
+                                                     ptrdiff_t sst, size_t nelems, int pe) {             \
+        rshmem_igetmem_##SCOPE(dest, source, dst, sst, nelems, sizeof(TYPE), pe);                        \
+    }
+#define NVSHMEMXI_TYPED_STRIDED_SCOPES(NAME, TYPE, BITS) \
+    NVSHMEMXI_SCOPED_STRIDED(NAME, TYPE, warp)           \
+    NVSHMEMXI_SCOPED_STRIDED(NAME, TYPE, block)
+NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_STRIDED_SCOPES)
+#undef NVSHMEMXI_TYPED_STRIDED_SCOPES
+#undef NVSHMEMXI_SCOPED_STRIDED
+#define NVSHMEMXI_SIZED_STRIDED_SCOPED(BITS, SCOPE)                                                        \
+    NVSHMEMI_DEV void nvshmemx_iput##BITS##_##SCOPE(void *dest, const void *source, ptrdiff_t dst,        \
+                                                    ptrdiff_t sst, size_t nelems, int pe) {              \
+        rshmem_iputmem_##SCOPE(dest, source, dst, sst, nelems, (BITS) / 8, pe);                          \
+    }                                                                                                    \
+    NVSHMEMI_DEV void nvshmemx_iget##BITS##_##SCOPE(void *dest, const void *source, ptrdiff_t dst,        \
+                                                    ptrdiff_t sst, size_t nelems, int pe) {              \
+        rshmem_igetmem_##SCOPE(dest, source, dst, sst, nelems, (BITS) / 8, pe);                          \
+    }
+#define NVSHMEMXI_SIZED_STRIDED_SCOPES(BITS)       \
+    NVSHMEMXI_SIZED_STRIDED_SCOPED(BITS, warp)     \
+    NVSHMEMXI_SIZED_STRIDED_SCOPED(BITS, block)
+NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_STRIDED_SCOPES)
+#undef NVSHMEMXI_SIZED_STRIDED_SCOPES
+#undef NVSHMEMXI_SIZED_STRIDED_SCOPED
+
+/* NVSHMEM 3.4.5's headers spell the 16-bit warp / block put_signal forms "put6" as well (a typo there);
+ * declared for source compatibility, the same as the put16 forms. */
+NVSHMEMI_DEV void nvshmemx_put6_signal_warp(void *dest, const void *source, size_t nelems, uint64_t *sig_addr,
+                                            uint64_t signal, int sig_op, int pe) {
+    nvshmemx_put16_signal_warp(dest, source, nelems, sig_addr, signal, sig_op, pe);
 }
+NVSHMEMI_DEV void nvshmemx_put6_signal_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr,
+                                             uint64_t signal, int sig_op, int pe) {
+    nvshmemx_put16_signal_block(dest, source, nelems, sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_DEV void nvshmemx_put6_signal_nbi_warp(void *dest, const void *source, size_t nelems, uint64_t *sig_addr,
+                                                uint64_t signal, int sig_op, int pe) {
+    nvshmemx_put16_signal_nbi_warp(dest, source, nelems, sig_addr, signal, sig_op, pe);
+}
+NVSHMEMI_DEV void nvshmemx_put6_signal_nbi_block(void *dest, const void *source, size_t nelems, uint64_t *sig_addr,
+                                                 uint64_t signal, int sig_op, int pe) {
+    nvshmemx_put16_signal_nbi_block(dest, source, nelems, sig_addr, signal, sig_op, pe);
+}
+
+/* Signals. */
 NVSHMEMI_DEV void nvshmemx_putmem_signal_warp(void *dest, const void *source, size_t bytes,
                                               uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
     rshmem_putmem_signal_warp(dest, source, bytes, sig_addr, signal, sig_op, pe);
@@ -472,6 +676,22 @@ NVSHMEMI_DEV void nvshmemx_putmem_signal_nbi_block(void *dest, const void *sourc
                                                    uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
     rshmem_putmem_signal_nbi_block(dest, source, bytes, sig_addr, signal, sig_op, pe);
 }
+
+/* Barrier by a warpgroup (the 4 warps, 128 threads, of a block that share threadIdx.x / 128 in the
+ * block's linear thread order; every thread of the warpgroup calls): the warpgroup meets on a named
+ * hardware barrier (1 + its index: 1-8, which nothing else in rshmem uses), its first thread runs the
+ * team barrier, and the warpgroup meets again. */
+#if defined(__CUDACC__)
+NVSHMEMI_DEV int nvshmemx_barrier_warpgroup(nvshmem_team_t team) {
+    unsigned int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned int id = 1 + t / 128;
+    int rc = 0;
+    asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+    if (t % 128 == 0) rc = rshmem_barrier(team);
+    asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+    return rc;
+}
+#endif
 
 /* Barriers and syncs by warp / block (every thread of the warp/block calls). */
 NVSHMEMI_DEV void nvshmemx_barrier_all_warp(void) { rshmem_barrier_all_warp(); }

@@ -21,6 +21,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#if !defined(__cplusplus)
+#include <stdbool.h>
+#endif
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
@@ -103,6 +106,15 @@ int rshmem_buffer_unregister(void *addr);
 int rshmem_buffer_unregister_all(void);
 int rshmem_get_unique_id(rshmem_uniqueid_t *id);
 void rshmem_finalize(void);
+/* Ends every PE of the job with `status` (under rshmrun: rshmrun exits with it). Does not return. */
+void rshmem_global_exit(int status);
+/* Collective resize of a symmetric allocation (NULL: malloc; 0 bytes: free, returns NULL); the first
+ * min(old, new) bytes keep this PE's contents. NULL on an error (printed), the old allocation kept. */
+void *rshmem_realloc(void *ptr, size_t bytes);
+/* The CUmodule of a CUlibrary the program loaded (cuLibraryGetModule), registered as rshmem_cumodule_init
+ * does; 0 on success. */
+int rshmem_culibrary_init(void *library);
+int rshmem_culibrary_finalize(void *library);
 /* 0: rshmem is not initialized in this process; 2: it is (NVSHMEM's NVSHMEM_STATUS_* numbering). */
 int rshmem_init_status(void);
 
@@ -120,6 +132,27 @@ void rshmem_getmem_on_stream(void *dst, const void *src, size_t bytes, int pe, R
  * rshmem_putmem_nbi / rshmem_getmem_nbi are the device forms). */
 void rshmem_host_putmem_nbi(void *dst, const void *src, size_t bytes, int pe);
 void rshmem_host_getmem_nbi(void *dst, const void *src, size_t bytes, int pe);
+
+/* Point operations from the host (runtime/src/point.rs), run by the device library's implementation:
+ * host AMOs (`code`: 1 fetch, 2 set, 3 swap, 4 compare_swap, 5 fetch_add, 6 add, 7 fetch_and, 8 and,
+ * 9 fetch_or, 10 or, 11 fetch_xor, 12 xor; `width` 4 or 8; the old value returned by the fetching codes),
+ * and the on-stream p, g, signal_op and waits (`width` 2, 4 or 8 bytes; `is_signed` for the comparison).
+ * The on-stream waits block later work on the stream; `status` and `values` of the _all form are
+ * device-accessible arrays of `nelems` (NULL: none). The CPU backend runs on-stream calls at once. */
+uint64_t rshmem_host_amo(int code, unsigned width, void *dest, uint64_t value, uint64_t cond, int pe);
+void rshmem_p_on_stream(void *dest, uint64_t value, unsigned width, int pe, RSHMEM_STREAM_T stream);
+uint64_t rshmem_g_on_stream(const void *src, unsigned width, int pe, RSHMEM_STREAM_T stream);
+void rshmem_signal_op_on_stream(uint64_t *sig, uint64_t value, int op, int pe, RSHMEM_STREAM_T stream);
+void rshmem_wait_until_on_stream(void *ivar, int cmp, uint64_t value, unsigned width, bool is_signed,
+                                 RSHMEM_STREAM_T stream);
+void rshmem_wait_until_all_on_stream(void *ivars, size_t nelems, const int *status, int cmp, uint64_t value,
+                                     const void *values, unsigned width, bool is_signed, RSHMEM_STREAM_T stream);
+/* Strided put / get on a stream (`dst` / `sst`: strides in elements, at least 1; `width` 1, 2, 4, 8 or 16;
+ * the local buffer device-accessible). The host forms are rshmem_iputmem / rshmem_igetmem below. */
+void rshmem_iputmem_on_stream(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                              unsigned width, int pe, RSHMEM_STREAM_T stream);
+void rshmem_igetmem_on_stream(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                              unsigned width, int pe, RSHMEM_STREAM_T stream);
 
 /* Teams (collective over the parent team). `config` points to a 64-byte nvshmem_team_config_t or is
  * NULL; `mask` selects its fields (1: num_contexts, 2: uniqueid). A PE of the parent that is not in the
@@ -177,6 +210,15 @@ RSHMEM_HOSTDEV void rshmem_sync_all(void);
 RSHMEM_HOSTDEV void rshmem_quiet(void);
 RSHMEM_HOSTDEV void rshmem_putmem(void *dst, const void *src, size_t bytes, int pe);
 RSHMEM_HOSTDEV void rshmem_getmem(void *dst, const void *src, size_t bytes, int pe);
+/* Strided put / get of `nelems` elements of `width` bytes (1, 2, 4, 8 or 16): element i of the source at
+ * stride `sst` to element i of the destination at stride `dst` (strides in elements, at least 1). To any
+ * PE, mapped or remote. The _warp / _block device forms split the elements over the group. */
+RSHMEM_HOSTDEV void rshmem_iputmem(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                                   unsigned width, int pe);
+RSHMEM_HOSTDEV void rshmem_igetmem(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                                   unsigned width, int pe);
+/* signal_op: from the host complete on return; on the device as any signal update. */
+RSHMEM_HOSTDEV void rshmem_signal_op(uint64_t *sig, uint64_t value, int op, int pe);
 
 /* Teams and collectives. Every member of `team` calls with the same arguments; all return 0 (the host
  * calls: 1 after printing the error; the device calls stop the PE with a message naming the call).
@@ -212,6 +254,14 @@ RSHMEM_DEVICE void rshmem_putmem_warp(void *dst, const void *src, size_t bytes, 
 RSHMEM_DEVICE void rshmem_putmem_nbi_warp(void *dst, const void *src, size_t bytes, int pe);
 RSHMEM_DEVICE void rshmem_putmem_block(void *dst, const void *src, size_t bytes, int pe);
 RSHMEM_DEVICE void rshmem_putmem_nbi_block(void *dst, const void *src, size_t bytes, int pe);
+RSHMEM_DEVICE void rshmem_iputmem_warp(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                                        unsigned width, int pe);
+RSHMEM_DEVICE void rshmem_igetmem_warp(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                                        unsigned width, int pe);
+RSHMEM_DEVICE void rshmem_iputmem_block(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                                         unsigned width, int pe);
+RSHMEM_DEVICE void rshmem_igetmem_block(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+                                         unsigned width, int pe);
 RSHMEM_DEVICE void rshmem_getmem_nbi(void *dst, const void *src, size_t bytes, int pe);
 RSHMEM_DEVICE void rshmem_getmem_warp(void *dst, const void *src, size_t bytes, int pe);
 RSHMEM_DEVICE void rshmem_getmem_nbi_warp(void *dst, const void *src, size_t bytes, int pe);
@@ -263,7 +313,6 @@ RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_nbi_warp)
 RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_block)
 RSHMEMI_DECL_PUT_SIGNAL(rshmem_putmem_signal_nbi_block)
 #undef RSHMEMI_DECL_PUT_SIGNAL
-RSHMEM_DEVICE void rshmem_signal_op(uint64_t *sig, uint64_t value, int op, int pe);
 RSHMEM_DEVICE uint64_t rshmem_signal_wait_until(const uint64_t *sig, int cmp, uint64_t value);
 RSHMEM_DEVICE uint64_t rshmem_signal_fetch(const uint64_t *sig);
 

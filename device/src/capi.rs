@@ -5,6 +5,7 @@
 
 use crate::coll;
 use crate::ops;
+use crate::point;
 use crate::types::Scope;
 use core::ffi::c_void;
 
@@ -259,6 +260,40 @@ pub unsafe extern "C" fn rshmem_signal_fetch(sig: *const u64) -> u64 {
     unsafe { ops::signal_fetch(sig) }
 }
 
+// ---------------------------------------------------------------- strided put / get
+macro_rules! strided {
+    ($($put:ident, $get:ident, $scope:expr;)*) => {$(
+        /// Strided put of `nelems` elements of `width` bytes: element i of local `src` (stride `sst`
+        /// elements) to symmetric `dest` (stride `dst`) on `pe` (`point::strided`).
+        ///
+        /// # Safety
+        /// `dest` symmetric (each element's range is checked), `src` readable at every element; at warp
+        /// or block scope every thread of the group calls with the same arguments.
+        #[no_mangle]
+        pub unsafe extern "C" fn $put(dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, width: u32, pe: i32) {
+            let op = point::Op { what: point::what::IPUT, width, pe, dest: dest as u64, aux: src as u64, n: nelems as u64, dst: dst as i64, sst: sst as i64, ..Default::default() };
+            // SAFETY: the caller's contract (above) is `point::strided`'s.
+            unsafe { point::strided(&op, $scope) }
+        }
+        /// Strided get: element i of symmetric `src` on `pe` (stride `sst`) to local `dest` (stride
+        /// `dst`).
+        ///
+        /// # Safety
+        /// As the put, with the roles of the buffers swapped.
+        #[no_mangle]
+        pub unsafe extern "C" fn $get(dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, width: u32, pe: i32) {
+            let op = point::Op { what: point::what::IGET, width, pe, dest: dest as u64, aux: src as u64, n: nelems as u64, dst: dst as i64, sst: sst as i64, ..Default::default() };
+            // SAFETY: as in the put.
+            unsafe { point::strided(&op, $scope) }
+        }
+    )*};
+}
+strided! {
+    rshmem_iputmem, rshmem_igetmem, Scope::Thread;
+    rshmem_iputmem_warp, rshmem_igetmem_warp, Scope::Warp;
+    rshmem_iputmem_block, rshmem_igetmem_block, Scope::Block;
+}
+
 // ---------------------------------------------------------------- ordering and barriers
 #[no_mangle]
 pub extern "C" fn rshmem_fence() {
@@ -429,6 +464,27 @@ pub unsafe extern "ptx-kernel" fn rshmemi_broadcast_grid(team: i32, dest: u64, s
     let stride = crate::arch::grid_size() * crate::arch::block_size();
     // SAFETY: the caller's contract.
     unsafe { coll::broadcast_grid(team, dest as *mut u8, src as *const u8, bytes as usize, root, idx, stride, "rshmem_broadcast (on the grid)\0") }
+}
+/// One point operation the host asked for (`point::run`: a host AMO, an on-stream p, g, signal op or
+/// wait, a host or on-stream strided put or get) by one thread; `w0` is `point::Op::word`. A value it
+/// returns is stored at `result` (device or host-mapped memory) when `result` is not 0.
+///
+/// # Safety
+/// The host checked the operation (`point::run`'s contract); `result` is 0 or writable for 8 bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn rshmemi_point_op(w0: u64, dest: u64, value: u64, cond: u64, n: u64, aux: u64, dst: u64, sst: u64, result: u64) {
+    if crate::arch::block_rank() != 0 || crate::arch::block_index() != 0 {
+        return;
+    }
+    let op = point::Op::from_word(w0, dest, value, cond, n, aux, dst as i64, sst as i64);
+    // SAFETY: the caller's contract.
+    let v = unsafe { point::run(&op) };
+    if result != 0 {
+        // SAFETY: `result` is writable for 8 bytes (the caller's contract).
+        unsafe { core::ptr::write_volatile(result as *mut u64, v) };
+        ops::quiet();
+    }
 }
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]

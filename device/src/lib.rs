@@ -17,6 +17,7 @@ pub mod arch;
 mod route;
 pub mod remote;
 pub mod ops;
+pub mod point;
 pub mod coll;
 #[cfg(target_arch = "nvptx64")]
 pub mod capi;

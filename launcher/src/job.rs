@@ -454,6 +454,9 @@ impl Job {
         if let Some((pe, code)) = crate::pmi::take_abort() {
             self.on_abort(pe, code);
         }
+        if let Some((pe, code)) = self.board.as_ref().and_then(|b| b.exit_request()) {
+            self.on_global_exit(pe, code);
+        }
         let now = Instant::now();
         if let Some((limit, at)) = self.deadline {
             if !self.timed_out && !self.ending() && now >= at {
@@ -601,6 +604,18 @@ impl Job {
         }
         let rest = if self.running > 1 { "; terminating the other PEs" } else { "" };
         say(format!("PE {pe} called PMI abort with exit code {code}{rest}"));
+        self.first_failure = Some((pe, ExitStatus::from_raw((code & 0xff) << 8)));
+        self.begin_termination();
+    }
+
+    /// PE `pe` called `nvshmem_global_exit(code)` (the job status board): every PE ends, and rshmrun
+    /// exits with `code`, 0 included.
+    fn on_global_exit(&mut self, pe: usize, code: i32) {
+        if self.ending() || self.first_failure.is_some() {
+            return;
+        }
+        let rest = if self.running > 0 { "; ending every PE" } else { "" };
+        say(format!("PE {pe} called nvshmem_global_exit({code}){rest}"));
         self.first_failure = Some((pe, ExitStatus::from_raw((code & 0xff) << 8)));
         self.begin_termination();
     }

@@ -207,37 +207,57 @@ pub unsafe extern "C" fn rshmem_host_getmem_nbi(dst: *mut c_void, src: *const c_
     entry("rshmem_getmem_nbi", OnFail::Exit, || unsafe { crate::getmem_nbi(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 
-// ---------------------------------------------------------------- on-stream (CUDA backend)
+// ---------------------------------------------------------------- on-stream
+// On a GPU, enqueued on the stream; the CPU backend has no streams, so there they run at once, in the
+// calling thread's program order (as its on-stream collectives and point operations do).
 use crate::cuda::{self, Stream};
+
+/// Whether this job runs on the CUDA backend (an uninitialized runtime answers through the call).
+fn on_gpu(call: &str) -> crate::Result<bool> {
+    Ok(crate::runtime::get(call)?.backend().name() == "cuda")
+}
 
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
-    entry("rshmem_barrier_all_on_stream", OnFail::Exit, || cuda::barrier_all_on_stream(Stream(s as _)))
+    let call = "rshmem_barrier_all_on_stream";
+    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::barrier_all_on_stream(Stream(s as _)) } else { crate::barrier_all() })
 }
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_on_stream(s: *mut c_void) {
-    entry("rshmem_sync_all_on_stream", OnFail::Exit, || cuda::sync_all_on_stream(Stream(s as _)))
+    let call = "rshmem_sync_all_on_stream";
+    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::sync_all_on_stream(Stream(s as _)) } else { crate::barrier_all() })
 }
 #[no_mangle]
 pub extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
-    entry("rshmem_quiet_on_stream", OnFail::Exit, || cuda::quiet_on_stream(Stream(s as _)))
+    let call = "rshmem_quiet_on_stream";
+    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::quiet_on_stream(Stream(s as _)) } else { crate::quiet() })
 }
 /// # Safety
 /// As `rshmem_putmem`; the copy runs later on `s`, so `src` must stay valid until then.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_putmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
+    let call = "rshmem_putmem_on_stream";
     // SAFETY: the local side is the caller's promise (# Safety); the symmetric side is checked.
-    entry("rshmem_putmem_on_stream", OnFail::Exit, || unsafe {
-        cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+    entry(call, OnFail::Exit, || unsafe {
+        if on_gpu(call)? {
+            cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+        } else {
+            crate::putmem(dst as *mut u8, src as *const u8, bytes, pe)
+        }
     })
 }
 /// # Safety
 /// As `rshmem_getmem`, completing later on `s`.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_getmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
+    let call = "rshmem_getmem_on_stream";
     // SAFETY: as in rshmem_putmem_on_stream.
-    entry("rshmem_getmem_on_stream", OnFail::Exit, || unsafe {
-        cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+    entry(call, OnFail::Exit, || unsafe {
+        if on_gpu(call)? {
+            cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+        } else {
+            crate::getmem(dst as *mut u8, src as *const u8, bytes, pe)
+        }
     })
 }
 
@@ -546,4 +566,189 @@ mod tests {
         assert_eq!(unsafe { rshmem_cumodule_init(std::ptr::null_mut()) }, 1);
         assert_eq!(rshmem_cumodule_finalize(std::ptr::null_mut()), 1);
     }
+}
+
+// ---------------------------------------------------------------- point operations (crate::point)
+// Host AMOs, host strided RMA, and the on-stream p / g / signal / wait forms: checked, then run by the
+// device library's implementation (a one-thread kernel on a GPU; a direct call on the CPU backend).
+use crate::point;
+use rshmem_device::point::{what as pw, Op as PointOp};
+
+/// A host AMO: `code` (1 fetch, 2 set, 3 swap, 4 compare_swap, 5 fetch_add, 6 add, 7 fetch_and, 8 and,
+/// 9 fetch_or, 10 or, 11 fetch_xor, 12 xor) on the `width`-byte (4 or 8) symmetric `dest` at `pe`.
+/// Returns the old value for the fetching codes; on an error it prints it and exits (NVSHMEM's AMOs
+/// have no error return).
+#[no_mangle]
+pub extern "C" fn rshmem_host_amo(code: i32, width: u32, dest: *mut c_void, value: u64, cond: u64, pe: i32) -> u64 {
+    entry("rshmem_host_amo", OnFail::Exit, || point::amo("rshmem_host_amo", code.clamp(0, u16::MAX as i32) as u16, width, dest as *mut u8, value, cond, pe))
+}
+
+macro_rules! strided_host {
+    ($($name:ident, $stream_name:ident, $get:expr;)*) => {$(
+        /// Host strided RMA of `nelems` elements of `width` bytes (strides in elements, at least 1);
+        /// complete on return.
+        ///
+        /// # Safety
+        /// The local buffer must hold every element at its stride.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, width: u32, pe: i32) {
+            // SAFETY: the caller's contract (above).
+            entry(stringify!($name), OnFail::Exit, || unsafe {
+                point::strided(stringify!($name), $get, dest as *mut u8, src as *const u8, dst, sst, nelems, width, pe, None)
+            })
+        }
+        /// The same, enqueued on `stream` (the local buffer must be device-accessible and stay valid until
+        /// it has run).
+        ///
+        /// # Safety
+        /// As above, until the operation has run on the stream.
+        #[no_mangle]
+        pub unsafe extern "C" fn $stream_name(dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, width: u32, pe: i32, stream: *mut c_void) {
+            // SAFETY: the caller's contract (above).
+            entry(stringify!($stream_name), OnFail::Exit, || unsafe {
+                point::strided(stringify!($stream_name), $get, dest as *mut u8, src as *const u8, dst, sst, nelems, width, pe, Some(Stream(stream as _)))
+            })
+        }
+    )*};
+}
+strided_host! {
+    rshmem_iputmem, rshmem_iputmem_on_stream, false;
+    rshmem_igetmem, rshmem_igetmem_on_stream, true;
+}
+
+/// Runs a point operation that names no local buffer, on `stream`; `want`: wait and return its value.
+fn point_on_stream(call: &str, op: PointOp, stream: *mut c_void, want: bool) -> u64 {
+    // SAFETY: `op` names no local buffer (p, g, signal_op, a single wait).
+    entry(call, OnFail::Exit, || unsafe { point::run(call, op, Some(Stream(stream as _)), want) })
+}
+
+/// `p` of the low `width` bytes of `value` to `dest` on `pe`, enqueued on `stream`.
+#[no_mangle]
+pub extern "C" fn rshmem_p_on_stream(dest: *mut c_void, value: u64, width: u32, pe: i32, stream: *mut c_void) {
+    let op = PointOp { what: pw::P, width, pe, dest: dest as u64, value, ..PointOp::default() };
+    point_on_stream("rshmem_p_on_stream", op, stream, false);
+}
+/// `g` of `width` bytes of `src` on `pe`, in `stream`'s order; waits for the stream up to it.
+#[no_mangle]
+pub extern "C" fn rshmem_g_on_stream(src: *const c_void, width: u32, pe: i32, stream: *mut c_void) -> u64 {
+    let op = PointOp { what: pw::G, width, pe, dest: src as u64, ..PointOp::default() };
+    point_on_stream("rshmem_g_on_stream", op, stream, true)
+}
+/// signal_op from the host: `op` (SIGNAL_SET / SIGNAL_ADD) of `value` on the u64 `sig` at `pe`,
+/// complete on return.
+#[no_mangle]
+pub extern "C" fn rshmem_signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
+    let o = PointOp { what: pw::SIGNAL_OP, code: op as u32, width: 8, pe, dest: sig as u64, value, ..PointOp::default() };
+    // SAFETY: names no local buffer.
+    entry("rshmem_signal_op", OnFail::Exit, || unsafe { point::run("rshmem_signal_op", o, None, false).map(|_| ()) })
+}
+/// The same, enqueued on `stream`.
+#[no_mangle]
+pub extern "C" fn rshmem_signal_op_on_stream(sig: *mut u64, value: u64, op: i32, pe: i32, stream: *mut c_void) {
+    let o = PointOp { what: pw::SIGNAL_OP, code: op as u32, width: 8, pe, dest: sig as u64, value, ..PointOp::default() };
+    point_on_stream("rshmem_signal_op_on_stream", o, stream, false);
+}
+/// Work later on `stream` waits until this PE's `ivar` (`width` bytes, `signed`) compares true.
+#[no_mangle]
+pub extern "C" fn rshmem_wait_until_on_stream(ivar: *mut c_void, cmp: i32, value: u64, width: u32, signed: bool, stream: *mut c_void) {
+    let op = PointOp { what: pw::WAIT, code: cmp as u32, width, signed, dest: ivar as u64, value, n: 1, ..PointOp::default() };
+    point_on_stream("rshmem_wait_until_on_stream", op, stream, false);
+}
+/// Work later on `stream` waits until every element of `ivars` not excluded by `status` (NULL, or
+/// device-accessible `nelems` ints; non-zero excludes) compares true against `value`, or, with
+/// `values` not NULL (device-accessible `nelems` elements), against its own value.
+///
+/// # Safety
+/// `status` and `values` as above, valid until the wait has run on the stream.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rshmem_wait_until_all_on_stream(
+    ivars: *mut c_void,
+    nelems: usize,
+    status: *const i32,
+    cmp: i32,
+    value: u64,
+    values: *const c_void,
+    width: u32,
+    signed: bool,
+    stream: *mut c_void,
+) {
+    let call = "rshmem_wait_until_all_on_stream";
+    if nelems == 0 {
+        return;
+    }
+    let op = PointOp {
+        what: pw::WAIT,
+        code: cmp as u32,
+        width,
+        signed,
+        dest: ivars as u64,
+        value,
+        cond: values as u64,
+        n: nelems as u64,
+        aux: status as u64,
+        ..PointOp::default()
+    };
+    // SAFETY: the caller's contract (above).
+    entry(call, OnFail::Exit, || unsafe { point::run(call, op, Some(Stream(stream as _)), false).map(|_| ()) })
+}
+
+// ---------------------------------------------------------------- global_exit, realloc, library init
+/// `nvshmem_global_exit` from the host: every PE of the job ends with `status` (`crate::global_exit`).
+#[no_mangle]
+pub extern "C" fn rshmem_global_exit(status: i32) {
+    crate::global_exit(status)
+}
+/// `nvshmem_realloc` (collective): see `crate::realloc`. NULL on an error (printed), the old allocation
+/// kept.
+///
+/// # Safety
+/// `ptr` is NULL or a live symmetric allocation that nothing uses while it moves.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_realloc(ptr: *mut c_void, bytes: usize) -> *mut c_void {
+    // SAFETY: the caller's contract (above) is crate::realloc's.
+    entry("rshmem_realloc", OnFail::Report(std::ptr::null_mut()), || unsafe { crate::realloc(ptr as *mut u8, bytes) }.map(|p| p as *mut c_void))
+}
+/// `nvshmemx_culibrary_init`: the module of a CUlibrary the program loaded (cuLibraryGetModule), as
+/// `rshmem_cumodule_init`.
+///
+/// # Safety
+/// `library` must be a CUlibrary loaded in the runtime's context, kept loaded until
+/// `rshmem_culibrary_finalize(library)` (or finalize).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_culibrary_init(library: *mut c_void) -> i32 {
+    // SAFETY: the caller's contract above.
+    entry("rshmem_culibrary_init", OnFail::Report(1), || unsafe {
+        let m = library_module("rshmem_culibrary_init", library)?;
+        cuda::with_backend("rshmem_culibrary_init", |b| b.register_module(m)).map(|()| 0)
+    })
+}
+/// `nvshmemx_culibrary_finalize`: as `rshmem_cumodule_finalize` for the library's module.
+///
+/// # Safety
+/// As `rshmem_culibrary_init`.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_culibrary_finalize(library: *mut c_void) -> i32 {
+    // SAFETY: the caller's contract above.
+    entry("rshmem_culibrary_finalize", OnFail::Report(1), || unsafe {
+        let m = library_module("rshmem_culibrary_finalize", library)?;
+        cuda::with_backend("rshmem_culibrary_finalize", |b| b.unregister_module(m)).map(|()| 0)
+    })
+}
+/// The CUmodule of a CUlibrary in the current context.
+///
+/// # Safety
+/// `library` must be a loaded CUlibrary.
+unsafe fn library_module(call: &str, library: *mut c_void) -> crate::Result<cudarc::driver::sys::CUmodule> {
+    use cudarc::driver::sys as cu;
+    if library.is_null() {
+        return Err(Error::new(format!("{call}: the library is NULL")));
+    }
+    let mut m: cu::CUmodule = std::ptr::null_mut();
+    // SAFETY: out-pointer to a local; `library` is a loaded CUlibrary (the caller's contract).
+    let r = unsafe { cu::cuLibraryGetModule(&mut m, library as cu::CUlibrary) };
+    if r != cu::CUresult::CUDA_SUCCESS {
+        return Err(Error::new(format!("{call}: cuLibraryGetModule failed ({r:?}): is the library loaded in this context?")));
+    }
+    Ok(m)
 }

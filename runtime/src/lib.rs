@@ -51,6 +51,7 @@ pub mod log;
 pub mod mpi;
 pub mod node;
 pub mod platform;
+pub mod point;
 pub mod probe;
 pub mod runtime;
 pub mod teams;
@@ -60,7 +61,7 @@ pub mod transport;
 pub use platform::cpu;
 pub use bootstrap::UniqueId;
 pub use error::{Error, Result};
-pub use runtime::{finalize, init, init_with_unique_id, known_pe, my_pe, n_pes};
+pub use runtime::{finalize, global_exit, init, init_with_unique_id, known_pe, my_pe, n_pes};
 
 /// Creates the unique id PE 0 hands to the other PEs of a job started by another launcher.
 pub fn get_unique_id() -> Result<UniqueId> {
@@ -81,6 +82,35 @@ pub fn calloc(count: usize, size: usize) -> Result<*mut u8> {
 /// Collective: `bytes` aligned to `alignment` (a power of two).
 pub fn align(alignment: usize, bytes: usize) -> Result<*mut u8> {
     runtime::get("rshmem_align")?.alloc("rshmem_align", bytes, alignment, false)
+}
+/// Collective: resizes a symmetric allocation (OpenSHMEM's shmem_realloc): a new allocation of `bytes`
+/// whose first min(old, new) bytes are this PE's old contents, then the old one freed. A null `ptr` is
+/// `malloc`; `bytes` 0 frees `ptr` and returns null. On an error the old allocation is kept.
+///
+/// # Safety
+/// Nothing may use the old allocation while it moves, nor after it moved (it is freed); `ptr` is null or
+/// the start of a live symmetric allocation (checked).
+pub unsafe fn realloc(ptr: *mut u8, bytes: usize) -> Result<*mut u8> {
+    let call = "rshmem_realloc";
+    let rt = runtime::get(call)?;
+    if ptr.is_null() {
+        return rt.alloc(call, bytes, heap::alloc::MIN_ALIGN, false);
+    }
+    let old = rt.allocation_size(call, ptr)?;
+    if bytes == 0 {
+        rt.free(call, ptr)?;
+        return Ok(std::ptr::null_mut());
+    }
+    let new = rt.alloc(call, bytes, heap::alloc::MIN_ALIGN, false)?;
+    let keep = old.min(bytes);
+    if keep > 0 {
+        // SAFETY: both are live allocations of this PE's heap, of at least `keep` bytes, not overlapping
+        // (the new one was just made while the old one is still allocated).
+        unsafe { rt.putmem(new, ptr, keep, my_pe()) }?;
+        rt.quiet()?;
+    }
+    rt.free(call, ptr)?;
+    Ok(new)
 }
 /// Collective: frees a symmetric allocation.
 pub fn free(ptr: *mut u8) -> Result<()> {

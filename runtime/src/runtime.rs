@@ -356,6 +356,28 @@ pub fn finalize() -> Result<()> {
     r
 }
 
+/// `nvshmem_global_exit(status)`: ends every PE of the job with exit status `status`. Under rshmrun the
+/// request goes on the job status board, and rshmrun ends all PEs and exits with `status`; this PE waits
+/// for that (up to 30 s) and then exits itself. Without rshmrun this process exits with `status`, and its
+/// peers see a PE that exited.
+pub fn global_exit(status: i32) -> ! {
+    let me = my_pe();
+    // Output the program wrote through C's stdio must not be lost with the process.
+    // SAFETY: fflush(NULL) flushes every open output stream; no pointer is involved.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
+    let rt = RT.read().unwrap_or_else(PoisonError::into_inner).clone();
+    let board = rt.as_ref().and_then(|r| r.status.as_ref());
+    if let (Some(b), true) = (board, me >= 0) {
+        b.request_exit(me as usize, status);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        log::warn(format!("nvshmem_global_exit({status}): rshmrun did not end the job within 30 s; exiting this PE"));
+    }
+    std::process::exit(status)
+}
+
 pub fn my_pe() -> i32 {
     MY_PE.load(Ordering::Acquire)
 }
@@ -460,6 +482,13 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+
+    /// The size of the live allocation that starts at `p`, or an error naming `call`.
+    pub fn allocation_size(&self, call: &str, p: *mut u8) -> Result<usize> {
+        let off = (p as usize).wrapping_sub(self.state.heap_base as usize);
+        let size = if off < self.backend.heap_size() { self.alloc.lock().unwrap().size_of(off) } else { None };
+        size.ok_or_else(|| Error::new(format!("{call}: {p:p} is not the start of a live symmetric allocation")))
     }
 
     /// Collective free.

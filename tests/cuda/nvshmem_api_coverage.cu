@@ -560,6 +560,12 @@ __global__ void rshmem_api_coverage(Args a) {
     rshmem_getmem_nbi_warp(a.local, a.sym, a.n, a.pe);
     rshmem_getmem_block(a.local, a.sym, a.n, a.pe);
     rshmem_getmem_nbi_block(a.local, a.sym, a.n, a.pe);
+    rshmem_iputmem(a.sym, a.local, 2, 1, a.n / 8, 4, a.pe);
+    rshmem_igetmem(a.local, a.sym, 1, 2, a.n / 8, 4, a.pe);
+    rshmem_iputmem_warp(a.sym, a.local, 2, 1, a.n / 8, 8, a.pe);
+    rshmem_igetmem_warp(a.local, a.sym, 1, 2, a.n / 8, 8, a.pe);
+    rshmem_iputmem_block(a.sym, a.local, 2, 1, a.n / 16, 16, a.pe);
+    rshmem_igetmem_block(a.local, a.sym, 1, 2, a.n / 16, 16, a.pe);
     RSHMEM_AMO(32)
     RSHMEM_AMO(64)
     RSHMEM_WAIT(i16, int16_t)

@@ -753,6 +753,54 @@ fn teams(c: &Ctx) {
 /// device atomics overlap the whole stream of the others'. Across nodes those arrive through the proxy
 /// transport: the proxy's AMOs must be atomic with the target's own device atomics. The final counts
 /// (64- and 32-bit) are exact and the fetched 64-bit values are exactly 0..total, each once.
+/// Host AMOs racing device AMOs on one word (PE 0's u64): while a kernel's threads fetch_add it, this
+/// PE's host thread fetch_adds it as well (`rshmem::point::amo`: the device AMO, run for the host by a
+/// one-thread kernel on a GPU, on the calling thread on the CPU backend). Every value fetched, by a
+/// device thread or a host call of any PE, must be distinct, and together they must be 0..total.
+fn host_amo(c: &Ctx) {
+    use rshmem_device::remote::proxy::amo::FETCH_ADD;
+    let (grid, iters, host_n, threads) = (2u32, 20usize, 200usize, c.threads);
+    let per_kernel = (grid * threads) as usize * iters;
+    let per = per_kernel + host_n;
+    let ctr = ck(rshmem::calloc(2, 8));
+    let out = ck(rshmem::malloc(8 * per));
+    barrier();
+    let (ctr_a, out_a) = (ctr as u64, out as u64);
+    let host_vals: Vec<u64> = std::thread::scope(|s| {
+        let kernel = s.spawn(move || run("k_contention", grid, threads, &[ctr_a, out_a, iters as u64, ctr_a + 8]));
+        let vals = (0..host_n).map(|_| ck(rshmem::point::amo("host_amo", FETCH_ADD, 8, ctr_a as *mut u8, 1, 0, 0))).collect();
+        if kernel.join().is_err() {
+            die("host_amo: the kernel's thread panicked");
+        }
+        vals
+    });
+    let bytes: Vec<u8> = host_vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    put_bytes(out.wrapping_add(8 * per_kernel), &bytes);
+    barrier();
+    if c.me == 0 {
+        let total = per * c.n;
+        let mut all = Vec::with_capacity(total);
+        for pe in 0..c.n {
+            let mut buf = vec![0u8; 8 * per];
+            // SAFETY: buf holds 8*per bytes, the size of every PE's out.
+            ck(unsafe { rshmem::getmem(buf.as_mut_ptr(), out, buf.len(), pe as i32) });
+            all.extend(buf.chunks(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())));
+        }
+        all.sort_unstable();
+        if let Some(i) = (0..total).find(|&i| all[i] != i as u64) {
+            die(format!("host_amo: fetched values are not {{0..{total}}}: sorted value #{i} is {} (a lost or doubled update between host and device AMOs)", all[i]));
+        }
+        let c64 = u64::from_le_bytes(get_bytes(ctr, 8).try_into().unwrap());
+        if c64 != total as u64 {
+            die(format!("host_amo: counter {c64}, expected {total}"));
+        }
+        println!("PE 0: host_amo: {total} fetch_adds, {} from host calls", host_n * c.n);
+    }
+    barrier();
+    ck(rshmem::free(out));
+    ck(rshmem::free(ctr));
+}
+
 fn amo_mixed(c: &Ctx) {
     let (grid, base) = (2u32, 40usize);
     let iters = |pe: usize| if pe == 0 { 4 * base } else { base };
@@ -956,7 +1004,7 @@ fn main() {
         .or_else(|| std::env::var("RSHMEM_JOB_KEY").ok().map(|k| k.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))))
         .unwrap_or(0x5eed);
     let c = Ctx { me, n, threads, seed, init };
-    let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
+    let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "host_amo", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
     let list: Vec<String> = args.iter().flat_map(|a| if a == "all" { all.iter().map(|s| s.to_string()).collect::<Vec<_>>() } else { vec![a.clone()] }).collect();
     for s in &list {
         let t = std::time::Instant::now();
@@ -967,6 +1015,7 @@ fn main() {
             "amo" => amo(&c),
             "contention" => contention(&c),
             "amo_mixed" => amo_mixed(&c),
+            "host_amo" => host_amo(&c),
             "lock" => lock(&c),
             "fence" => fence(&c),
             "put_signal" => put_signal(&c),

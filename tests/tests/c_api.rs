@@ -9,11 +9,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// The C program, built once per test process; None without a C compiler (after saying so in one line,
-/// or failing under scripts/test.sh).
-fn program() -> Option<&'static Path> {
-    static PROGRAM: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = PROGRAM.get_or_init(|| {
+/// A C program of tests/c/, built once per test process; None without a C compiler (after saying so in
+/// one line, or failing under scripts/test.sh).
+fn program(name: &str) -> Option<&'static Path> {
+    static HOST_COLLECTIVES: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static POINT_OPS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static GLOBAL_EXIT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let cell = match name {
+        "host_collectives" => &HOST_COLLECTIVES,
+        "point_ops" => &POINT_OPS,
+        "global_exit" => &GLOBAL_EXIT,
+        _ => panic!("no C program {name}"),
+    };
+    let built = cell.get_or_init(|| {
             let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
             let lib = bin_dir();
             assert!(lib.join("librshmem.so").exists(), "{} not built: run `cargo build --workspace` first", lib.join("librshmem.so").display());
@@ -21,11 +29,11 @@ fn program() -> Option<&'static Path> {
             if Command::new(&cc).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
                 return Err(format!("no C compiler ({cc}; set CC)"));
             }
-            let out = lib.join("c_api_host_collectives");
+            let out = lib.join(format!("c_api_{name}"));
             let built = Command::new(&cc)
                 .args(["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I"])
                 .arg(root.join("device/include"))
-                .arg(root.join("tests/c/host_collectives.c"))
+                .arg(root.join(format!("tests/c/{name}.c")))
                 .arg("-L")
                 .arg(&lib)
                 .arg("-lrshmem")
@@ -34,7 +42,7 @@ fn program() -> Option<&'static Path> {
                 .arg(&out)
                 .output()
                 .expect("run the C compiler");
-            assert!(built.status.success(), "compiling tests/c/host_collectives.c failed:\n{}", text(&built));
+            assert!(built.status.success(), "compiling tests/c/{name}.c failed:\n{}", text(&built));
             Ok(out)
         });
     match built {
@@ -47,7 +55,11 @@ fn program() -> Option<&'static Path> {
 }
 
 fn run(args: &[&str]) {
-    let Some(prog) = program() else { return };
+    run_program("host_collectives", args)
+}
+
+fn run_program(name: &str, args: &[&str]) {
+    let Some(prog) = program(name) else { return };
     let out = Command::new(tool("rshmrun"))
         .args(args)
         .args(["--timeout", "60"])
@@ -57,7 +69,7 @@ fn run(args: &[&str]) {
         .output()
         .expect("run rshmrun");
     let t = text(&out);
-    assert!(out.status.success(), "rshmrun {} host_collectives failed:\n{t}", args.join(" "));
+    assert!(out.status.success(), "rshmrun {} {name} failed:\n{t}", args.join(" "));
     let np: usize = args[args.iter().position(|a| *a == "-np").unwrap() + 1].parse().unwrap();
     for pe in 0..np {
         assert!(t.contains(&format!("PE {pe}: ok")), "PE {pe} did not report ok:\n{t}");
@@ -82,4 +94,52 @@ fn host_collectives_from_c_on_4_pes() {
 #[test]
 fn host_collectives_from_c_across_two_nodes() {
     run(&["--nodes", "2", "-np", "4"]);
+}
+
+/// Host AMOs, strided RMA and the on-stream point operations (tests/c/point_ops.c) on one node, and
+/// across two simulated nodes, where every operation on a PE of the other node goes through the proxy.
+#[test]
+fn point_ops_from_c_on_3_pes() {
+    run_program("point_ops", &["-np", "3"]);
+}
+
+#[test]
+fn point_ops_from_c_across_two_nodes() {
+    run_program("point_ops", &["--nodes", "2", "-np", "4"]);
+}
+
+/// `rshmrun -np N [--nodes 2] global_exit ARGS` on the CPU backend: (exit code, output), or None without
+/// a C compiler.
+fn global_exit_job(np: &str, nodes: bool, args: &[&str]) -> Option<(i32, String)> {
+    let prog = program("global_exit")?;
+    let mut cmd = Command::new(tool("rshmrun"));
+    if nodes {
+        cmd.args(["--nodes", "2"]);
+    }
+    let out = cmd.args(["-np", np, "--timeout", "60"]).arg(prog).args(args).env("RSHMEM_BACKEND", "cpu").stdin(Stdio::null()).output().expect("run rshmrun");
+    Some((out.status.code().unwrap_or(-1), text(&out)))
+}
+
+/// nvshmem_global_exit(status) from one PE ends every PE (the others wait in a barrier it never
+/// enters) and rshmrun exits with that status, 0 included; rshmrun names the PE.
+#[test]
+fn global_exit_ends_every_pe_with_the_status() {
+    for (np, nodes, status) in [("3", false, 7), ("2", false, 0), ("4", true, 5)] {
+        let Some((code, t)) = global_exit_job(np, nodes, &["global_exit", &status.to_string()]) else { return };
+        let last = np.parse::<usize>().unwrap() - 1;
+        assert_eq!(code, status, "rshmrun -np {np}: exit code {code}, expected {status}:\n{t}");
+        assert!(t.contains(&format!("PE {last} called nvshmem_global_exit({status})")), "{t}");
+        assert!(!t.contains("FAILED") && !t.contains("exceeded --timeout"), "{t}");
+        for pe in 0..=last {
+            assert!(t.contains(&format!("PE {pe}: before global_exit")), "PE {pe}'s output was lost:\n{t}");
+        }
+    }
+}
+
+/// NVSHMEMX_INIT_WITH_SHMEM needs an OpenSHMEM bootstrap that rshmem does not have: a clear exit.
+#[test]
+fn init_with_shmem_is_refused_by_name() {
+    let Some((code, t)) = global_exit_job("1", false, &["init_shmem"]) else { return };
+    assert_eq!(code, 1, "{t}");
+    assert!(t.contains("NVSHMEMX_INIT_WITH_SHMEM needs an OpenSHMEM library's bootstrap"), "{t}");
 }

@@ -52,6 +52,7 @@ const CRATES: &[Crate] = &[
             ("remote", &["remote"]),
             ("ops", &["ops"]),
             ("coll", &["coll"]),
+            ("point", &["point"]),
             ("api", &["capi", ""]),
         ],
     },
@@ -76,7 +77,7 @@ const CRATES: &[Crate] = &[
             ("runtime", &["runtime"]),
             // The API of user programs: the free functions of lib.rs, kernels, collectives, the CUDA
             // helpers, MPI and the C ABI. They find the running instance with runtime::get.
-            ("api", &["", "kernels", "coll", "cuda", "mpi"]),
+            ("api", &["", "kernels", "coll", "cuda", "mpi", "point"]),
             ("c abi", &["capi"]),
         ],
     },

@@ -43,7 +43,11 @@ struct Header {
     magic: AtomicU64,
     npes: AtomicU64,
     record: AtomicU64,
+    /// A PE's `nvshmem_global_exit` (`JobStatus::request_exit`): EXIT_SET | pe << 32 | status (u32);
+    /// 0 while none asked. rshmrun polls it and ends the job with that status.
+    exit: AtomicU64,
 }
+const EXIT_SET: u64 = 1 << 63;
 
 /// One PE's record. `ver` is the seqlock version: odd while the owner rewrites the other fields.
 #[repr(C)]
@@ -246,6 +250,18 @@ impl JobStatus {
                 pid: u32::try_from(s.pid.load(Ordering::Relaxed)).unwrap_or(0),
             }
         })
+    }
+
+    /// Asks the launcher to end the job with exit status `status` on behalf of PE `pe`
+    /// (`nvshmem_global_exit`); false when another PE asked first (its status is the job's).
+    pub fn request_exit(&self, pe: usize, status: i32) -> bool {
+        let v = EXIT_SET | ((pe as u64 & 0x7fff_ffff) << 32) | status as u32 as u64;
+        self.header().exit.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+    /// The launcher's side: the PE that asked for the job's end and its status, once one has.
+    pub fn exit_request(&self) -> Option<(usize, i32)> {
+        let v = self.header().exit.load(Ordering::Acquire);
+        (v & EXIT_SET != 0).then_some((((v >> 32) & 0x7fff_ffff) as usize, v as u32 as i32))
     }
 
     /// Records that this PE enters host collective `call`; returns its number (1, 2, ...).

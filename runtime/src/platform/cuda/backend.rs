@@ -5,7 +5,7 @@
 //! granules inside the collective malloc, mapped on every peer before malloc returns.
 
 use super::driver::{self, check, check_ctx};
-use super::module::{Module, DEVICE_PTX};
+use super::module::{Module, Stream, DEVICE_PTX};
 use super::modules::Modules;
 use super::services::CudaServices;
 use crate::bootstrap::Bootstrap;
@@ -85,6 +85,9 @@ pub struct CudaBackend {
     /// ones left queued until the next quiet. Non-blocking: a host put never waits for the user's
     /// kernels (`cuMemcpy` on the legacy stream plus `cuCtxSynchronize` did, and cost 10-20 us a call).
     rma_stream: Mutex<Option<usize>>,
+    /// Where `rshmemi_point_op` leaves the value a host AMO or `g` returns (8 bytes of device memory,
+    /// made on first use; the host API is serialized, and the slot is read before the call returns).
+    point_slot: Mutex<Option<u64>>,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
@@ -107,6 +110,61 @@ impl CudaBackend {
         check(unsafe { cu::cuStreamCreate(&mut h, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate (host RMA stream)")?;
         *s = Some(h as usize);
         Ok(h)
+    }
+    /// Runs point operation `op` (`rshmem_device::point`) as a one-thread kernel: on `stream`, or on
+    /// the host RMA stream and waited for (`stream` None: the host API). `want`: wait for it and return
+    /// the value it produced (a fetching AMO, a `g`, a signal wait).
+    ///
+    /// # Safety
+    /// The runtime checked `op` (`point::run`'s contract); local buffers it names stay valid until it
+    /// has run on the stream.
+    pub(crate) unsafe fn point_op(&self, call: &str, op: &rshmem_device::point::Op, stream: Option<Stream>, want: bool) -> Result<u64> {
+        let s = match stream {
+            Some(s) => s.0 as cu::CUstream,
+            None => self.rma()?,
+        };
+        let slot = if want {
+            let mut g = self.point_slot.lock().unwrap_or_else(|e| e.into_inner());
+            match *g {
+                Some(p) => p,
+                None => {
+                    let mut p = 0;
+                    // SAFETY: out-pointer to a local; 8 bytes of device memory in the bound context.
+                    check(unsafe { cu::cuMemAlloc_v2(&mut p, 8) }, "cuMemAlloc (point-op result)")?;
+                    *g = Some(p);
+                    p
+                }
+            }
+        } else {
+            0
+        };
+        let (mut w0, mut dest, mut value, mut cond, mut n, mut aux, mut dst, mut sst, mut result) =
+            (op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot);
+        let mut args: [*mut std::ffi::c_void; 9] = [
+            &mut w0 as *mut u64 as _,
+            &mut dest as *mut u64 as _,
+            &mut value as *mut u64 as _,
+            &mut cond as *mut u64 as _,
+            &mut n as *mut u64 as _,
+            &mut aux as *mut u64 as _,
+            &mut dst as *mut u64 as _,
+            &mut sst as *mut u64 as _,
+            &mut result as *mut u64 as _,
+        ];
+        // SAFETY: the parameters match rshmemi_point_op(u64 x 9) in order and size; the operation was
+        // checked (our caller's contract).
+        unsafe { self.module()?.launch("rshmemi_point_op", 1, 1, 0, Stream(s as _), &mut args)? };
+        if stream.is_none() || want {
+            // SAFETY: a live stream of this context.
+            check_ctx(unsafe { cu::cuStreamSynchronize(s) }, &format!("{call}: cuStreamSynchronize"))?;
+        }
+        if !want {
+            return Ok(0);
+        }
+        let mut v = 0u64;
+        // SAFETY: 8 bytes from our slot into a local, after the kernel that wrote it completed.
+        check_ctx(unsafe { cu::cuMemcpyDtoH_v2(&mut v as *mut u64 as _, slot, 8) }, &format!("{call}: reading the result"))?;
+        Ok(v)
     }
     /// Waits for everything queued on the host RMA stream.
     fn rma_sync(&self, call: &str) -> Result<()> {
@@ -162,6 +220,7 @@ impl CudaBackend {
             inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![] }),
             services: Arc::new(CudaServices::new(modules.clone())),
             rma_stream: Mutex::new(None),
+            point_slot: Mutex::new(None),
             modules,
             generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
         };
@@ -339,6 +398,10 @@ impl Drop for CudaBackend {
         let _ = self.bind();
         // SAFETY: synchronize before unmapping so no kernel still uses the heap.
         unsafe { cu::cuCtxSynchronize() };
+        if let Some(p) = self.point_slot.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            // SAFETY: our allocation, idle (the context was synchronized), freed once.
+            unsafe { cu::cuMemFree_v2(p) };
+        }
         if let Some(s) = self.rma_stream.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
             // SAFETY: our stream, idle (the context was synchronized), destroyed once.
             unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };

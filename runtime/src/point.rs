@@ -1,0 +1,116 @@
+//! The host's point operations: host AMOs, strided puts and gets from the host, and the `_on_stream`
+//! forms of `p`, `g`, signal updates and waits. Each is checked here (PE, symmetric range, alignment,
+//! stride, width, operator), then run by the device library's one implementation
+//! (`rshmem_device::point`): a one-thread kernel on a GPU, on the caller's stream or on the runtime's
+//! host stream and waited for; a direct call on the CPU backend, whose "device" code runs on host
+//! threads (the CPU backend has no streams: an on-stream call there runs at once, in program order).
+
+use crate::cuda::Stream;
+use crate::error::{Error, Result};
+use crate::runtime::{self, Runtime};
+use rshmem_device::point::{what, Op};
+use rshmem_device::remote::proxy::amo as code;
+use rshmem_device::state::{CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, SIGNAL_ADD, SIGNAL_SET};
+
+/// Runs `op` after the checks: now (`stream` None, the host API) or enqueued on `stream`. Returns the
+/// value the operation produces (waited for when `want`).
+///
+/// # Safety
+/// Local buffers that `op` names (`aux` of IPUT, `dest` of IGET, the status and value arrays of a
+/// wait) must be valid for its extent until it has run.
+pub(crate) unsafe fn run(call: &str, op: Op, stream: Option<Stream>, want: bool) -> Result<u64> {
+    let rt = runtime::get(call)?;
+    check(&rt, call, &op)?;
+    if rt.backend().name() == "cuda" {
+        // SAFETY: checked above; the local buffers are our caller's promise.
+        return crate::cuda::with_backend(call, |be| unsafe { be.point_op(call, &op, stream, want) });
+    }
+    // SAFETY: as above; on the CPU backend device operations run on the calling thread.
+    Ok(unsafe { rshmem_device::point::run(&op) })
+}
+
+/// The operation's symmetric extent, PE, alignment, strides and codes, with an error naming the call
+/// and the bad argument.
+fn check(rt: &Runtime, call: &str, op: &Op) -> Result<()> {
+    let w = op.width as usize;
+    let widths: &[usize] = match op.what {
+        what::AMO => &[4, 8],
+        what::WAIT => &[2, 4, 8],
+        what::IPUT | what::IGET => &[1, 2, 4, 8, 16],
+        _ => &[1, 2, 4, 8],
+    };
+    if !widths.contains(&w) {
+        return Err(Error::new(format!("{call}: element width {w} bytes is not one of {widths:?}")));
+    }
+    let pe = if op.what == what::WAIT { crate::my_pe() } else { op.pe };
+    match op.what {
+        what::AMO if op.code == 0 || op.code > code::LAST as u32 => {
+            return Err(Error::new(format!("{call}: atomic operation code {} is not valid", op.code)))
+        }
+        what::SIGNAL_OP if op.code as i32 != SIGNAL_SET && op.code as i32 != SIGNAL_ADD => {
+            return Err(Error::new(format!(
+                "{call}: signal operator {} is not NVSHMEM_SIGNAL_SET ({SIGNAL_SET}) or NVSHMEM_SIGNAL_ADD ({SIGNAL_ADD})",
+                op.code as i32
+            )))
+        }
+        what::WAIT if ![CMP_EQ, CMP_NE, CMP_GT, CMP_GE, CMP_LT, CMP_LE].contains(&(op.code as i32)) => {
+            return Err(Error::new(format!("{call}: comparison {} is not one of NVSHMEM_CMP_EQ .. NVSHMEM_CMP_GE", op.code as i32)))
+        }
+        _ => {}
+    }
+    let (sym, stride) = match op.what {
+        what::IPUT => (op.dest, op.dst),
+        what::IGET => (op.aux, op.sst),
+        _ => (op.dest, 1),
+    };
+    if matches!(op.what, what::IPUT | what::IGET) && (op.dst < 1 || op.sst < 1) {
+        return Err(Error::new(format!("{call}: strides must be at least 1 element (dst {}, sst {})", op.dst, op.sst)));
+    }
+    if sym % w.min(8) as u64 != 0 {
+        return Err(Error::new(format!("{call}: {sym:#x} is not aligned to its {w}-byte elements")));
+    }
+    let n = op.n.max(1);
+    let extent = (n - 1)
+        .checked_mul(stride as u64)
+        .and_then(|e| e.checked_add(1))
+        .and_then(|e| e.checked_mul(w as u64))
+        .ok_or_else(|| Error::new(format!("{call}: {n} elements at stride {stride} overflow the address space")))?;
+    if matches!(op.what, what::IPUT | what::IGET) && op.n == 0 {
+        return Ok(());
+    }
+    rt.check_rma(call, sym as *const u8, extent as usize, pe).map(|_| ())
+}
+
+/// A host AMO: `code` (`remote::proxy::amo`) on the `width`-byte `dest` at `pe`; returns the old value
+/// for the fetching codes.
+///
+/// # Safety
+/// None beyond the checks (the operation touches only symmetric memory).
+pub fn amo(call: &str, code: u16, width: u32, dest: *mut u8, value: u64, cond: u64, pe: i32) -> Result<u64> {
+    let op = Op { what: what::AMO, code: code as u32, width, pe, dest: dest as u64, value, cond, ..Op::default() };
+    // SAFETY: an AMO names no local buffer.
+    unsafe { run(call, op, None, true) }
+}
+
+/// A strided put (`get` false) or get of `nelems` elements of `width` bytes, from the host (`stream`
+/// None: complete on return) or on a stream.
+///
+/// # Safety
+/// The local side (`src` of a put, `dest` of a get) must be valid for every element at its stride
+/// until the operation has run.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn strided(call: &str, get: bool, dest: *mut u8, src: *const u8, dst: isize, sst: isize, nelems: usize, width: u32, pe: i32, stream: Option<Stream>) -> Result<()> {
+    let op = Op {
+        what: if get { what::IGET } else { what::IPUT },
+        width,
+        pe,
+        dest: dest as u64,
+        aux: src as u64,
+        n: nelems as u64,
+        dst: dst as i64,
+        sst: sst as i64,
+        ..Op::default()
+    };
+    // SAFETY: our caller's contract.
+    unsafe { run(call, op, stream, false).map(|_| ()) }
+}

@@ -51,6 +51,11 @@ else
 fi
 { git rev-parse HEAD; git diff --quiet HEAD 2>/dev/null || echo "+dirty"; } | paste -sd '' >"$c/COMMIT"
 
+# Issue 22: the C programs of the point operations and global_exit, linked here against carry/'s library.
+for t in point_ops global_exit; do
+  ${CC:-cc} -std=c99 -O2 -I device/include "tests/c/$t.c" -L "$c" -lrshmem -Wl,-rpath,'$ORIGIN' -o "$c/c_$t"
+done
+
 # Issue 19: the C++ message-rate program, linked here (the PyPI toolkit links; rpath: carry/).
 nvcc=$(scripts/find-nvcc.sh)
 cudalib=$(cd "$(dirname "$nvcc")/../lib" && pwd)

@@ -102,7 +102,8 @@ case "${PART:-}" in
   checks) STEPS=${STEPS:-$T19_CHECKS} SUITE_RUNS=${SUITE_RUNS:-2} ;;
   issue19) STEPS=${STEPS:-$T19_TARGETS $T19_CHECKS} ;;
   perftest) STEPS=${STEPS:-perftest_cmp} ;;
-  *) echo "gpu-remote.sh: PART=$PART: targets, checks, issue19 or perftest" >&2; exit 2 ;;
+  families) STEPS=${STEPS:-suite suite_ibgda families p2p} SUITE_RUNS=${SUITE_RUNS:-2} ;;
+  *) echo "gpu-remote.sh: PART=$PART: targets, checks, issue19, perftest or families" >&2; exit 2 ;;
 esac
 card=$root/scripts/gpu-node-card.sh
 netns=(); [ "${NETNS:-0}" = 1 ] && netns=(--netns)
@@ -250,6 +251,26 @@ fi
 if has suite_ibgda; then
   step "suite through IBGDA (emulated NIC): rshmrun --nodes 2 -np 2 rshmem-test-pe all, RSHMEM_REMOTE_TRANSPORT=ibgda"
   RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_SYMMETRIC_SIZE=2g rrun suite_ibgda "${SUITE_TIMEOUT:-150}" 2 "$c/rshmem-test-pe" all
+fi
+if has families; then
+  # Issue 22's families on GPUs: the C program of host AMOs, strided RMA and on-stream point operations
+  # (tests/c/point_ops.c), the CUDA program of half/bfloat16 RMA, device strided RMA at three scopes and
+  # host AMOs racing device AMOs (tests/cuda/device_families.cu), on one node and across two, and
+  # nvshmem_global_exit through rshmrun (tests/c/global_exit.c: rshmrun must exit with the status).
+  for prog in c_point_ops device_families; do
+    if [ -x "$c/$prog" ]; then
+      step "$prog, one node, 2 PEs"
+      LOG=$prog.log RSHMEM_SYMMETRIC_SIZE=1g prun "${prog}_node" 60 "$c" "$c/$prog"
+      step "$prog, two simulated nodes"
+      LOG=${prog}_nodes.log RSHMEM_SYMMETRIC_SIZE=1g rrun "${prog}_nodes" 60 2 "$c/$prog"
+    else
+      step "$prog: SKIPPED (not in carry/: scripts/gpu-prepare.sh builds it)"
+    fi
+  done
+  if [ -x "$c/c_global_exit" ]; then
+    step "nvshmem_global_exit(5) from PE 1 while PE 0 waits in a barrier: rshmrun must exit 5"
+    LOG=global_exit.log RSHMEM_SYMMETRIC_SIZE=1g prun global_exit 40 "$c" "$c/c_global_exit" global_exit 5
+  fi
 fi
 if has bench; then
   step "rshmem-bench over the $TRANSPORT transport: --nodes 2 -np 2, grid ${GRID:-32} x ${THREADS:-256}"

@@ -93,7 +93,8 @@ pub fn amo(call: &str, code: u16, width: u32, dest: *mut u8, value: u64, cond: u
 }
 
 /// A strided put (`get` false) or get of `nelems` elements of `width` bytes, from the host (`stream`
-/// None: complete on return) or on a stream.
+/// None: complete on return; the local side may be host or device memory) or on a stream (the local
+/// side device-accessible).
 ///
 /// # Safety
 /// The local side (`src` of a put, `dest` of a get) must be valid for every element at its stride
@@ -111,6 +112,35 @@ pub unsafe fn strided(call: &str, get: bool, dest: *mut u8, src: *const u8, dst:
         sst: sst as i64,
         ..Op::default()
     };
-    // SAFETY: our caller's contract.
-    unsafe { run(call, op, stream, false).map(|_| ()) }
+    if stream.is_some() {
+        // SAFETY: our caller's contract (the local side device-accessible until the stream runs it).
+        return unsafe { run(call, op, stream, false).map(|_| ()) };
+    }
+    // From the host the local side may be pageable host memory, which a kernel cannot read: the
+    // checked extent is moved element by element through the host RMA calls (a contiguous transfer at
+    // once), which reach every PE by its route, then completed.
+    let rt = runtime::get(call)?;
+    check(&rt, call, &op)?;
+    if nelems == 0 {
+        return Ok(());
+    }
+    let w = width as usize;
+    // SAFETY: every element lies in the checked symmetric extent and, by our caller's contract, in the
+    // local buffer.
+    unsafe {
+        if dst == 1 && sst == 1 {
+            let bytes = nelems * w;
+            return if get { rt.getmem(dest, src, bytes, pe) } else { rt.putmem(dest, src, bytes, pe) };
+        }
+        for i in 0..nelems {
+            let d = dest.offset(i as isize * dst * w as isize);
+            let s = src.offset(i as isize * sst * w as isize);
+            if get {
+                rt.getmem_nbi(d, s, w, pe)?;
+            } else {
+                rt.putmem_nbi(d, s, w, pe)?;
+            }
+        }
+    }
+    rt.quiet()
 }

@@ -13,6 +13,10 @@
 #include <string.h>
 
 static int me, fails;
+/* Symmetric memory is read and written through this PE's own g / p, so the program runs on GPUs too
+ * (where the heap is device memory) as well as on the CPU backend. */
+#define GET(T, p) nvshmem_##T##_g((p), me)
+#define SET(T, p, v) nvshmem_##T##_p((p), (v), me)
 #define CHECK(c)                                                                  \
     do {                                                                          \
         if (!(c)) {                                                               \
@@ -45,7 +49,7 @@ int main(void) {
         CHECK(old % 2 == 0 && old >= 0 && old < 100L * n);
     }
     nvshmem_barrier_all();
-    if (me == 0) CHECK(*counter == 100L * n);
+    if (me == 0) CHECK(GET(long, counter) == 100L * n);
     CHECK(nvshmem_long_atomic_fetch(counter, 0) == 100L * n);
     nvshmem_barrier_all();
 
@@ -54,44 +58,44 @@ int main(void) {
     nvshmem_barrier_all();
     nvshmem_long_atomic_add(counter, won, 0);
     nvshmem_barrier_all();
-    if (me == 0) CHECK(*counter == 100L * n + 1 && *word >= 1 && *word <= n);
+    if (me == 0) CHECK(GET(long, counter) == 100L * n + 1 && GET(int, word) >= 1 && GET(int, word) <= n);
     nvshmem_barrier_all();
 
     /* swap and set of a double on the next PE; fetch from the previous one's. */
     nvshmem_double_atomic_set(dbl, 0.25 + me, next);
     nvshmem_barrier_all();
-    CHECK(*dbl == 0.25 + prev);
+    CHECK(GET(double, dbl) == 0.25 + prev);
     CHECK(nvshmem_double_atomic_fetch(dbl, next) == 0.25 + me);
     nvshmem_barrier_all();
     double was = nvshmem_double_atomic_swap(dbl, -1.5, next);
     CHECK(was == 0.25 + me);
     nvshmem_barrier_all();
-    CHECK(*dbl == -1.5);
+    CHECK(GET(double, dbl) == -1.5);
     nvshmem_barrier_all();
 
     /* bitwise: each PE sets its own bit on PE 0's word with fetch_or, then xor clears them again. */
     nvshmem_uint_atomic_fetch_or(bits, 1u << me, 0);
     nvshmem_barrier_all();
-    if (me == 0) CHECK(*bits == (1u << n) - 1);
+    if (me == 0) CHECK(GET(uint, bits) == (1u << n) - 1);
     nvshmem_barrier_all();
     unsigned int before = nvshmem_uint_atomic_fetch_xor(bits, 1u << me, 0);
     CHECK(before & (1u << me));
     nvshmem_barrier_all();
-    if (me == 0) CHECK(*bits == 0);
+    if (me == 0) CHECK(GET(uint, bits) == 0);
     nvshmem_barrier_all();
     nvshmem_uint_atomic_or(bits, 0xF0u, next);
     nvshmem_uint_atomic_and(bits, 0x30u, next);
     nvshmem_uint_atomic_xor(bits, 0x01u, next);
     CHECK(nvshmem_uint_atomic_fetch_and(bits, 0xFFu, next) == 0x31u);
     nvshmem_barrier_all();
-    CHECK(*bits == 0x31u);
+    CHECK(GET(uint, bits) == 0x31u);
     nvshmem_barrier_all();
     nvshmem_int_atomic_set(word, 10, next);
     nvshmem_int_atomic_inc(word, next);
     CHECK(nvshmem_int_atomic_fetch_inc(word, next) == 11);
     nvshmem_int_atomic_add(word, -2, next);
     nvshmem_barrier_all();
-    CHECK(*word == 10);
+    CHECK(GET(int, word) == 10);
     nvshmem_barrier_all();
 
     /* ---- strided RMA: 7 ints at stride 3 on the target from stride 2 here, and back. */
@@ -103,7 +107,7 @@ int main(void) {
     nvshmem_barrier_all();
     for (i = 0; i < 64; i++) {
         int want = (i % 3 == 0 && i / 3 < 7) ? prev * 1000 + 2 * (i / 3) : 0;
-        CHECK(sym[i] == want);
+        CHECK(GET(int, sym + i) == want);
     }
     memset(got, 0xff, sizeof(got));
     nvshmem_int_iget(got, sym, 2, 3, 7, next); /* the next PE's sym holds my values */
@@ -119,10 +123,11 @@ int main(void) {
     for (i = 0; i < 8; i++) w128[i] = me * 100 + i;
     nvshmem_iput128(sym + 32, w128, 2, 1, 3, next); /* 3 x 16 bytes at 32-byte stride from contiguous */
     nvshmem_barrier_all();
-    CHECK(sym[1] == prev * 1000 + 5 && sym[2] == 0);
-    for (i = 0; i < 4; i++) CHECK(((unsigned char *)sym)[100 + 2 * i] == (unsigned char)(prev * 16 + i));
+    CHECK(GET(int, sym + 1) == prev * 1000 + 5 && GET(int, sym + 2) == 0);
+    for (i = 0; i < 4; i++) CHECK(nvshmem_uint8_g((uint8_t *)sym + 100 + 2 * i, me) == (unsigned char)(prev * 16 + i));
     long long *t128 = (long long *)(sym + 32);
-    for (i = 0; i < 3; i++) CHECK(t128[4 * i] == prev * 100 + 2 * i && t128[4 * i + 1] == prev * 100 + 2 * i + 1);
+    for (i = 0; i < 3; i++)
+        CHECK(GET(longlong, t128 + 4 * i) == prev * 100 + 2 * i && GET(longlong, t128 + 4 * i + 1) == prev * 100 + 2 * i + 1);
     nvshmem_barrier_all();
 
     /* ---- on-stream point operations (stream NULL; run at once on the CPU backend) */
@@ -132,25 +137,35 @@ int main(void) {
     nvshmemx_long_p_on_stream(data, 40 + me, next, NULL);
     nvshmemx_quiet_on_stream(NULL);
     nvshmem_barrier_all();
-    CHECK(data[0] == 40 + prev);
+    CHECK(GET(long, data) == 40 + prev);
     CHECK(nvshmemx_long_g_on_stream(data, next, NULL) == 40 + me);
     nvshmem_barrier_all();
-    long payload[4] = {me, me + 1, me + 2, me + 3};
+    /* The local side of an on-stream transfer must be device-accessible: a symmetric buffer here. */
+    long *payload = (long *)nvshmem_malloc(4 * sizeof(long));
+    long *back = (long *)nvshmem_malloc(4 * sizeof(long));
+    for (i = 0; i < 4; i++) SET(long, payload + i, me + i);
+    for (i = 0; i < 4; i++) SET(long, back + i, -1);
+    nvshmem_quiet();
+    nvshmem_barrier_all();
     nvshmemx_long_put_signal_on_stream(data + 4, payload, 4, sig, 7, NVSHMEM_SIGNAL_SET, next, NULL);
     nvshmemx_signal_wait_until_on_stream(sig, NVSHMEM_CMP_EQ, 7, NULL);
-    CHECK(data[4] == prev && data[7] == prev + 3);
+    nvshmemx_quiet_on_stream(NULL);
+    CHECK(GET(long, data + 4) == prev && GET(long, data + 7) == prev + 3);
     nvshmemx_signal_op_on_stream(sig + 1, 5, NVSHMEM_SIGNAL_ADD, next, NULL);
     nvshmemx_signal_op(sig + 1, 5, NVSHMEM_SIGNAL_ADD, next);
     nvshmemx_uint64_wait_until_on_stream(sig + 1, NVSHMEM_CMP_GE, 10, NULL);
-    CHECK(sig[1] == 10);
+    CHECK(nvshmem_uint64_g(sig + 1, me) == 10);
     nvshmem_barrier_all();
     nvshmemx_long_iput_on_stream(data, payload, 2, 1, 2, next, NULL);
     nvshmemx_quiet_on_stream(NULL);
     nvshmem_barrier_all();
-    CHECK(data[0] == prev && data[2] == prev + 1);
-    long back[4] = {-1, -1, -1, -1};
+    CHECK(GET(long, data) == prev && GET(long, data + 2) == prev + 1);
     nvshmemx_long_iget_on_stream(back, data, 2, 2, 2, next, NULL);
-    CHECK(back[0] == me && back[2] == me + 1 && back[1] == -1);
+    nvshmemx_quiet_on_stream(NULL);
+    CHECK(GET(long, back) == me && GET(long, back + 2) == me + 1 && GET(long, back + 1) == -1);
+    nvshmem_barrier_all();
+    nvshmem_free(back);
+    nvshmem_free(payload);
     nvshmem_barrier_all();
     /* wait_until_all: everyone sets its own slot of PE 0's array; PE 0 waits for all, skipping one by
      * status; the vector form waits for per-element values. */
@@ -158,27 +173,34 @@ int main(void) {
     nvshmem_barrier_all();
     nvshmem_long_p(slots + me, 100 + me, 0);
     nvshmem_quiet();
+    /* status and the values of the vector form are device-accessible arrays: symmetric here. */
+    int *status = (int *)nvshmem_calloc(8, sizeof(int));
+    long *want = (long *)nvshmem_malloc(8 * sizeof(long));
     if (me == 0) {
-        int status[8] = {0};
-        long want[8];
-        status[n - 1] = 1;
+        SET(int, status + n - 1, 1);
+        for (i = 0; i < n; i++) SET(long, want + i, 100 + i);
+        nvshmem_quiet();
         nvshmemx_long_wait_until_all_on_stream(slots, n, status, NVSHMEM_CMP_GE, 100, NULL);
-        for (i = 0; i < n; i++) want[i] = 100 + i;
         nvshmemx_long_wait_until_all_vector_on_stream(slots, n, NULL, NVSHMEM_CMP_EQ, want, NULL);
-        for (i = 0; i < n; i++) CHECK(slots[i] == 100 + i);
+        nvshmemx_quiet_on_stream(NULL);
+        for (i = 0; i < n; i++) CHECK(GET(long, slots + i) == 100 + i);
     }
+    nvshmem_barrier_all();
+    nvshmem_free(want);
+    nvshmem_free(status);
     nvshmem_barrier_all();
 
     /* ---- alltoalls: block j of my source (3 elements at stride 2 from element 6j) goes to PE j, into its
      * block me (at stride 3 from element 9 me). */
     int *a_src = (int *)nvshmem_malloc(64 * sizeof(int));
     int *a_dst = (int *)nvshmem_calloc(96, sizeof(int));
-    for (i = 0; i < 64; i++) a_src[i] = me * 1000 + i;
+    for (i = 0; i < 64; i++) SET(int, a_src + i, me * 1000 + i);
+    nvshmem_quiet();
     nvshmem_barrier_all();
     CHECK(nvshmem_int_alltoalls(NVSHMEM_TEAM_WORLD, a_dst, a_src, 3, 2, 3) == 0);
     for (p = 0; p < n; p++)
-        for (k = 0; k < 3; k++) CHECK(a_dst[9 * p + 3 * k] == p * 1000 + 6 * me + 2 * k);
-    CHECK(a_dst[1] == 0 && a_dst[2] == 0);
+        for (k = 0; k < 3; k++) CHECK(GET(int, a_dst + 9 * p + 3 * k) == p * 1000 + 6 * me + 2 * k);
+    CHECK(GET(int, a_dst + 1) == 0 && GET(int, a_dst + 2) == 0);
     nvshmem_barrier_all();
     nvshmem_free(a_dst);
     nvshmem_free(a_src);
@@ -186,17 +208,19 @@ int main(void) {
     /* ---- realloc: grows keeping this PE's contents, then shrinks; NULL is malloc, 0 frees. */
     long *r = (long *)nvshmem_realloc(NULL, 4 * sizeof(long));
     CHECK(r != NULL);
-    for (i = 0; i < 4; i++) r[i] = me * 10 + i;
+    for (i = 0; i < 4; i++) SET(long, r + i, me * 10 + i);
+    nvshmem_quiet();
     long *blocker = (long *)nvshmem_malloc(sizeof(long)); /* so the grown block cannot stay in place */
     r = (long *)nvshmem_realloc(r, 4096 * sizeof(long));
     CHECK(r != NULL);
-    for (i = 0; i < 4; i++) CHECK(r[i] == me * 10 + i);
-    r[4095] = 7;
+    for (i = 0; i < 4; i++) CHECK(GET(long, r + i) == me * 10 + i);
+    SET(long, r + 4095, 7);
+    nvshmem_quiet();
     nvshmem_barrier_all();
     CHECK(nvshmem_long_g(r + 4095, next) == 7 && nvshmem_long_g(r + 2, next) == next * 10 + 2);
     nvshmem_barrier_all();
     r = (long *)nvshmem_realloc(r, 2 * sizeof(long));
-    CHECK(r != NULL && r[0] == me * 10 && r[1] == me * 10 + 1);
+    CHECK(r != NULL && GET(long, r) == me * 10 && GET(long, r + 1) == me * 10 + 1);
     CHECK(nvshmem_realloc(r, 0) == NULL);
     nvshmem_free(blocker);
 

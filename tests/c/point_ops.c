@@ -17,6 +17,9 @@ static int me, fails;
  * (where the heap is device memory) as well as on the CPU backend. */
 #define GET(T, p) nvshmem_##T##_g((p), me)
 #define SET(T, p, v) nvshmem_##T##_p((p), (v), me)
+/* After on-stream operations: a g in the stream's order, which waits for the stream's earlier work (on
+ * a GPU the host's own g would not wait for a kernel still waiting on the stream). */
+#define GETS(T, p) nvshmemx_##T##_g_on_stream((p), me, NULL)
 #define CHECK(c)                                                                  \
     do {                                                                          \
         if (!(c)) {                                                               \
@@ -136,8 +139,8 @@ int main(void) {
     nvshmem_barrier_all();
     nvshmemx_long_p_on_stream(data, 40 + me, next, NULL);
     nvshmemx_quiet_on_stream(NULL);
-    nvshmem_barrier_all();
-    CHECK(GET(long, data) == 40 + prev);
+    nvshmemx_barrier_all_on_stream(NULL); /* after every PE's stream work, in stream order */
+    CHECK(GETS(long, data) == 40 + prev);
     CHECK(nvshmemx_long_g_on_stream(data, next, NULL) == 40 + me);
     nvshmem_barrier_all();
     /* The local side of an on-stream transfer must be device-accessible: a symmetric buffer here. */
@@ -150,19 +153,19 @@ int main(void) {
     nvshmemx_long_put_signal_on_stream(data + 4, payload, 4, sig, 7, NVSHMEM_SIGNAL_SET, next, NULL);
     nvshmemx_signal_wait_until_on_stream(sig, NVSHMEM_CMP_EQ, 7, NULL);
     nvshmemx_quiet_on_stream(NULL);
-    CHECK(GET(long, data + 4) == prev && GET(long, data + 7) == prev + 3);
+    CHECK(GETS(long, data + 4) == prev && GETS(long, data + 7) == prev + 3);
     nvshmemx_signal_op_on_stream(sig + 1, 5, NVSHMEM_SIGNAL_ADD, next, NULL);
     nvshmemx_signal_op(sig + 1, 5, NVSHMEM_SIGNAL_ADD, next);
     nvshmemx_uint64_wait_until_on_stream(sig + 1, NVSHMEM_CMP_GE, 10, NULL);
-    CHECK(nvshmem_uint64_g(sig + 1, me) == 10);
+    CHECK(GETS(uint64, sig + 1) == 10);
     nvshmem_barrier_all();
     nvshmemx_long_iput_on_stream(data, payload, 2, 1, 2, next, NULL);
     nvshmemx_quiet_on_stream(NULL);
-    nvshmem_barrier_all();
-    CHECK(GET(long, data) == prev && GET(long, data + 2) == prev + 1);
+    nvshmemx_barrier_all_on_stream(NULL); /* after every PE's stream work, in stream order */
+    CHECK(GETS(long, data) == prev && GETS(long, data + 2) == prev + 1);
     nvshmemx_long_iget_on_stream(back, data, 2, 2, 2, next, NULL);
     nvshmemx_quiet_on_stream(NULL);
-    CHECK(GET(long, back) == me && GET(long, back + 2) == me + 1 && GET(long, back + 1) == -1);
+    CHECK(GETS(long, back) == me && GETS(long, back + 2) == me + 1 && GETS(long, back + 1) == -1);
     nvshmem_barrier_all();
     nvshmem_free(back);
     nvshmem_free(payload);
@@ -183,7 +186,7 @@ int main(void) {
         nvshmemx_long_wait_until_all_on_stream(slots, n, status, NVSHMEM_CMP_GE, 100, NULL);
         nvshmemx_long_wait_until_all_vector_on_stream(slots, n, NULL, NVSHMEM_CMP_EQ, want, NULL);
         nvshmemx_quiet_on_stream(NULL);
-        for (i = 0; i < n; i++) CHECK(GET(long, slots + i) == 100 + i);
+        for (i = 0; i < n; i++) CHECK(GETS(long, slots + i) == 100 + i);
     }
     nvshmem_barrier_all();
     nvshmem_free(want);

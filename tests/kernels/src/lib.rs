@@ -176,16 +176,18 @@ sh::kernels! {
     /// [lock(u32 on PE 0), data(u64 on PE 0), iters] — a compare_swap lock protecting a non-atomic
     /// read-modify-write of PE 0's data through g/p.
     ///
-    /// A failed attempt backs off exponentially (up to 64 us), as a lock over a network must: without
+    /// A failed attempt backs off exponentially (up to 2 ms), as a lock over a network must: without
     /// it, the waiters' compare_swaps from a remote PE queue ahead of the holder's g, p, quiet and
     /// release in the same proxy or NIC queue, and each hand-over waits behind every waiter's request
-    /// (2 x 256 threads over the TCP proxy took over 150 s on 2 x H200, 2026-11-27).
+    /// (2 x 256 threads over the TCP proxy took over 150 s on 2 x H200, 2026-11-27; with a 64 us cap
+    /// still over 100 s: 256 waiters retrying every ~100 us ask the proxy for 2.6 M requests/s, ten
+    /// times what one proxy thread serves, so the queue stays full). At 2 ms they ask for about 0.13 M/s.
     fn k_lock(a) {
         let (lock, data, iters) = (arg(a, 0) as *mut u32, arg(a, 1) as *mut u64, arg(a, 2) as usize);
         for _ in 0..iters {
             let mut failed = 0u32;
             while sh::atomic_compare_swap(lock, 0, 1, 0) != 0 {
-                failed = (failed + 1).min(6);
+                failed = (failed + 1).min(11);
                 // 1 us (arch::backoff's longest sleep past 23 spins) times 2^failed.
                 for _ in 0..(1u32 << failed) {
                     sh::arch::backoff(23);

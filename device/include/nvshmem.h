@@ -5,13 +5,13 @@
  * with -I <rshmem>/device/include): every name here is a static inline wrapper over the rshmem C API
  * (rshmem.h). Build with `nvcc -rdc=true` and link librshmem_device.a plus -lrshmem (see rshmem.h).
  *
- * NVSHMEM features that rshmem does not have are deliberately NOT declared, so a program that uses one
- * fails to compile with the missing name (not at link or run time). Not provided, among others:
- * strided iput/iget, contexts (nvshmem_ctx_*), nvshmem_realloc, host-initiated atomics, wait/test from
- * the host, nvshmemx_*_on_stream for p/g/signal/wait, the SHMEM bootstrap (NVSHMEMX_INIT_WITH_SHMEM),
- * the team-unique-id API (nvshmemx_team_init), warpgroup scope, tile collectives. One exception:
- * nvshmemx_buffer_register_symmetric / _unregister_symmetric are declared (NVSHMEM's perftest helper
- * references them) but fail at run time with a message.
+ * Every public name of NVSHMEM 3.4.5's headers is declared here and in nvshmemx.h except the two listed in
+ * tests/api/nvshmem-3.4.5.missing (nvshmemx_team_init, nvshmemx_team_get_uniqueid), so a program that uses
+ * one of those fails to compile with the missing name, not at link or run time. Declared but failing at
+ * run time with a message: nvshmemx_buffer_register_symmetric / _unregister_symmetric (NVSHMEM's perftest
+ * helper references them). The host AMOs, strided RMA, on-stream point operations and global_exit are
+ * rshmem's own implementations (runtime/src/point.rs, device/src/point.rs); see README.md's compatibility
+ * section for where their semantics go beyond NVSHMEM's.
  *
  * Teams and collectives (barrier, team_sync, broadcast, fcollect, alltoall, reduce, reducescatter, at
  * thread / warp / block scope, from the host and on streams, and team split/destroy/config) are the

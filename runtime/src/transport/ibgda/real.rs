@@ -3,7 +3,7 @@
 //! (`shared/research/ibgda-mlx5.md` §5) through `super::super::verbs`:
 //! 1. open the NIC (`RSHMEM_IB_HCA`, else the first usable port) and its DevX context;
 //! 2. register the backed heap in key chunks of `1 << KEY_SHIFT` bytes (dma-buf, else peer memory),
-//!    and the return slots (pinned host memory the NIC writes fetched values into);
+//!    and the return slots (GPU memory, beside the CQs, that the NIC writes fetched values into);
 //! 3. create `qps_per_pe` RC QPs to every PE on another node, their send queues, doorbell records and
 //!    collapsed CQs in GPU memory and the UAR mapped into the GPU, all-gather their handles and
 //!    connect each to its twin on the peer (QP k of PE a to PE b <-> QP k of PE b to PE a);
@@ -19,7 +19,7 @@
 use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
 use crate::node::exchange::Collective;
 use crate::platform::backend::Backend;
-use crate::platform::services::{HostShared, Services};
+use crate::platform::services::{DeviceMem, Services};
 use crate::error::{Error, Result};
 use crate::transport::verbs::{IbgdaNic, IbgdaQp, IbgdaQpConfig, Mr, Nic, RcHandle};
 use crate::transport::interface::RemoteSetup;
@@ -33,10 +33,25 @@ use std::time::{Duration, Instant};
 const NIC_MAX_WQE: u64 = 1 << 30;
 
 /// The return slots and their registration (fields drop in order: the registration before the memory).
+///
+/// Where they are, and why (NVSHMEM's placement: its fetch buffer in GPU memory beside the CQs). A `g` or
+/// fetching AMO posts a work request whose response data the NIC writes into the slot, and then the
+/// CQE of that request into the CQ; the posting thread waits for the CQE, then reads the slot. Both
+/// writes are PCIe posted writes from the NIC. PCIe keeps posted writes from one requester to one
+/// completer in order unless a write carries the relaxed-ordering attribute, which the NIC sets only
+/// for memory registered with relaxed ordering (never here: `verbs::mr::ACCESS`). With the slots and
+/// the CQs in the same GPU's memory, the slot's write therefore lands before the CQE's, and the thread's
+/// acquire load of the CQE (`rshmem_ibgda`'s completion test) orders its later load of the slot. With
+/// the slots in host memory (as this path had them before) the two writes go to different completers,
+/// which PCIe does not order: a thread could see its CQE before its value.
 struct RetArea {
     _mr: Mr,
-    _mem: HostShared,
+    _mem: DeviceMem,
 }
+
+/// The return area is registered with dma-buf (or peer memory), which wants whole pages of a GPU
+/// allocation: 2 MiB (a GPU allocation of this size starts on a 2 MiB boundary).
+const RET_AREA_ALIGN: usize = 2 << 20;
 
 /// What the real NIC keeps.
 pub(super) struct Real {
@@ -84,10 +99,10 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
         // The heap, chunk by chunk (what is backed now; growth registers the rest).
         let mut mrs: Vec<Option<Mr>> = (0..chunks).map(|_| None).collect();
         register_chunks(&nic, heap_base, heap_size, 0..platform.backed() as u64, &mut mrs)?;
-        // Return slots: pinned host memory the NIC writes.
-        let ret = services.host_shared((nqp * per_qp).max(64))?;
-        // SAFETY: `ret` is kept with its registration in a RetArea, which drops the registration first.
-        let ret_mr = unsafe { nic.register_host(ret.host_ptr(), ret.len()) }?;
+        // Return slots: GPU memory beside the CQs (see RetArea for the ordering this gives).
+        let ret = services.device_mem((nqp * per_qp).max(64).next_multiple_of(RET_AREA_ALIGN))?;
+        // `ret` is kept with its registration in a RetArea, which drops the registration first.
+        let ret_mr = nic.register_gpu(ret.addr, ret.bytes as u64).map_err(|e| e.context("ibgda: registering the return slots (GPU memory)"))?;
         // The QPs (connected to their twins below, once every PE made its own).
         let cfg = IbgdaQpConfig { log_depth: log_sq, ..IbgdaQpConfig::default() };
         let mut made = Vec::with_capacity(nqp);
@@ -138,7 +153,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
     let mut entries = vec![QpEntry::default(); n * qps_per_pe as usize];
     for (q, &(pe, k)) in qps.iter().enumerate() {
         entries[pe as usize * qps_per_pe as usize + k as usize] =
-            QpEntry { desc: made[q].desc(table.counters(q), BATCH), ret: ret.device_addr() + (q * per_qp) as u64 };
+            QpEntry { desc: made[q].desc(table.counters(q), BATCH), ret: ret.addr + (q * per_qp) as u64 };
     }
     let t = Table { qps_per_pe, key_shift: KEY_SHIFT, max_wqe: NIC_MAX_WQE, ret_lkey: ret_mr.lkey, ..Table::default() };
     table.write(&*services, nqp, 0, t, &entries, &bases, &rkeys, &lkeys)?;

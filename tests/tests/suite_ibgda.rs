@@ -145,3 +145,22 @@ fn bad_fault_list_is_refused_naming_it() {
     assert!(!o.status.success(), "{t}");
     assert!(t.contains("RSHMEM_IBGDA_FAULTS") && t.contains("3parsecs"), "{t}");
 }
+
+/// The return slots in device memory, apart from the CQs (`RSHMEM_IBGDA_RET_SLOTS=device`, the real
+/// NIC's placement): every fetching operation (g, fetching AMOs, the compare_swap lock, host AMOs racing
+/// device AMOs) still returns the value the target had, across two nodes through the emulated NIC.
+#[test]
+fn return_slots_in_device_memory() {
+    let cases = ["pg", "amo", "contention", "amo_mixed", "host_amo", "lock"];
+    let o = suite::rshmrun(&TWO_NODES_IBGDA, 2, &cases, &[("RSHMEM_IBGDA_RET_SLOTS", "device")], Duration::from_secs(120));
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for c in cases {
+        for pe in 0..2 {
+            assert!(t.contains(&format!("PE {pe}: {c} ok")), "PE {pe} did not pass {c}:\n{t}");
+        }
+    }
+    let o = suite::rshmrun(&TWO_NODES_IBGDA, 2, &["ring"], &[("RSHMEM_IBGDA_RET_SLOTS", "gpu")], Duration::from_secs(60));
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("RSHMEM_IBGDA_RET_SLOTS") && t.contains("queues or device"), "{t}");
+}

@@ -42,6 +42,7 @@ pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
 pub const IBGDA_QP_DEPTH: &str = "RSHMEM_IBGDA_QP_DEPTH";
 pub const IBGDA_FAULTS: &str = "RSHMEM_IBGDA_FAULTS";
 pub const IBGDA_EMULATOR: &str = "RSHMEM_IBGDA_EMULATOR";
+pub const IBGDA_RET_SLOTS: &str = "RSHMEM_IBGDA_RET_SLOTS";
 
 pub const VARS: &[EnvVar] = &[
     EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)", check: is_count },
@@ -68,6 +69,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
     EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH); a real NIC needs at least 128", check: is_ibgda_depth },
     EnvVar { name: IBGDA_FAULTS, default: "none", meaning: "ibgda transport, emulated NIC: fault injection to expose ordering bugs in the posting code, a comma-separated list of: delay[=DURATION] (between a doorbell and the WQE fetch), drop[=N] (every N-th doorbell; the doorbell record still counts), wrap[=START] (WQE counts start near a 16-bit wrap), full[=DURATION] (hold WQEs until the send queue is full), slow[=DURATION] (before each completion), scan=DURATION, all", check: is_ibgda_faults },
+    EnvVar { name: IBGDA_RET_SLOTS, default: "queues", meaning: "ibgda transport, emulated NIC: where the return slots (fetched values) live: queues (beside its CQs, in the memory its queues share with the GPU) or device (GPU memory, as on a real NIC, written through the platform's copies before the CQE)", check: is_ibgda_ret_slots },
     EnvVar { name: IBGDA_EMULATOR, default: "full", meaning: "ibgda transport, emulated NIC: full (executes every operation at its target over TCP) or ack (completes every well-formed WQE at once without moving data: measures the posting side alone; results are not valid)", check: is_ibgda_emulator },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
     EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds a wait may last before the PE fails naming what it waits for: every host-side wait (host barriers, the runtime's and the bootstrap's collectives, waits on the proxy and the IBGDA NIC) and, on the CPU backend, device-side waits (wait_until, signal_wait_until, barriers); not waits inside GPU kernels (use rshmrun --timeout). The error names the PEs not yet arrived and what they last entered; 0 = wait forever", check: is_secs },
@@ -201,6 +203,17 @@ fn is_ibgda_faults(v: &str) -> std::result::Result<(), String> {
 }
 fn is_ibgda_emulator(v: &str) -> std::result::Result<(), String> {
     parse_ibgda_emulator(v).map(|_| ())
+}
+fn is_ibgda_ret_slots(v: &str) -> std::result::Result<(), String> {
+    parse_ibgda_ret_slots(v).map(|_| ())
+}
+/// A `RSHMEM_IBGDA_RET_SLOTS` value: whether the emulated NIC's return slots are in device memory.
+pub fn parse_ibgda_ret_slots(v: &str) -> std::result::Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "queues" => Ok(false),
+        "device" => Ok(true),
+        _ => Err("expected queues or device".into()),
+    }
 }
 /// A `RSHMEM_IBGDA_EMULATOR` value: whether the emulated NIC only acknowledges.
 pub fn parse_ibgda_emulator(v: &str) -> std::result::Result<bool, String> {

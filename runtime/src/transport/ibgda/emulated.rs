@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::log;
-use crate::platform::services::{HostShared, Services};
+use crate::platform::services::{DeviceMem, HostShared, Services};
 use crate::transport::ibgda::responder::{NicPort, NicResponder};
 use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
 use crate::transport::interface::RemoteSetup;
@@ -110,8 +110,10 @@ impl QpLayout {
 pub(super) struct Emulated {
     thread: Mutex<Option<NicThread>>,
     regions: Arc<MrTable>,
-    /// The QPs' queues and return slots (shared with device code).
+    /// The QPs' queues and (by default) their return slots (shared with device code).
     _queues: HostShared,
+    /// The return slots when they are in device memory (`RSHMEM_IBGDA_RET_SLOTS=device`).
+    _ret_device: Option<DeviceMem>,
     /// The platform's copies, as the NIC's DMA.
     dma: Arc<dyn Dma>,
     /// Keys of registered local buffers.
@@ -154,7 +156,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     let platform = s.platform.clone();
     let services = s.services.clone();
     let (me, n) = (boot.pe(), boot.npes());
-    let Settings { qps_per_pe, log_sq, fault, ack_only } = settings()?;
+    let Settings { qps_per_pe, log_sq, fault, ack_only, ret_in_device } = settings()?;
     if fault.any() && me == 0 {
         log::warn(format!("ibgda: the emulated NIC injects faults ({}): {fault:?}", env::IBGDA_FAULTS));
     }
@@ -198,10 +200,23 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     // 2. The queues (shared memory), the NIC's QPs, and the device table's entries.
     let layout = QpLayout { log_sq };
     let queues = services.host_shared((nqp * layout.bytes()).max(4096))?;
-    // SAFETY: the return slots of every QP, in `queues`, alive until the NIC stopped; the NIC
-    // writes fetched values there (local writes only: no remote access).
-    unsafe { regions.register(RET_KEY, queues.host_ptr(), queues.len() as u64, Access::LOCAL_WRITE) }
-        .map_err(|e| Error::new(format!("ibgda: registering the return slots: {e}")))?;
+    // The return slots: beside the CQs in `queues` (default), or in device memory apart from them
+    // (`RSHMEM_IBGDA_RET_SLOTS=device`, the real NIC's kind of memory: real.rs). Either way the NIC
+    // thread writes a fetched value (directly, or with the platform's copy, which is complete when it
+    // returns) before it writes the CQE of its work request, and the posting thread reads the value
+    // after an acquire of that CQE: the order real.rs's placement gets from PCIe.
+    let per_qp_ret = dev::ret_bytes(log_sq).next_multiple_of(64);
+    let ret_device = if ret_in_device { Some(services.device_mem((nqp * per_qp_ret).max(64))?) } else { None };
+    // SAFETY: the return slots of every QP, in `queues` or `ret_device`, both kept until the NIC has
+    // stopped; the NIC writes fetched values there (local writes only: no remote access), through the
+    // platform's copies for device memory.
+    unsafe {
+        match &ret_device {
+            None => regions.register(RET_KEY, queues.host_ptr(), queues.len() as u64, Access::LOCAL_WRITE),
+            Some(m) => regions.register_with(RET_KEY, m.addr as *mut u8, m.bytes as u64, Access::LOCAL_WRITE, Some(dma.clone())),
+        }
+    }
+    .map_err(|e| Error::new(format!("ibgda: registering the return slots: {e}")))?;
     let table = DeviceTable::alloc(&*services, nqp, n, qps_per_pe as usize, chunks)?;
     let mut nic = Nic::new(regions.clone(), fault.clone());
     nic.set_ack_only(ack_only);
@@ -245,7 +260,10 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
                 batch: BATCH,
                 reserved: 0,
             },
-            ret: devp(layout.ret()),
+            ret: match &ret_device {
+                None => devp(layout.ret()),
+                Some(m) => m.addr + (q * per_qp_ret) as u64,
+            },
         };
     }
 
@@ -260,6 +278,6 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
         nqp / qps_per_pe.max(1) as usize,
         1u32 << log_sq
     ));
-    let emulated = Emulated { thread: Mutex::new(Some(nic.spawn())), regions, _queues: queues, dma, locals: Mutex::new(Vec::new()) };
+    let emulated = Emulated { thread: Mutex::new(Some(nic.spawn())), regions, _queues: queues, _ret_device: ret_device, dma, locals: Mutex::new(Vec::new()) };
     Ok((Built { proxy, remote, table }, emulated))
 }

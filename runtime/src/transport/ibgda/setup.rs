@@ -32,6 +32,8 @@ pub(super) struct Settings {
     pub(super) log_sq: u32,
     pub(super) fault: FaultConfig,
     pub(super) ack_only: bool,
+    /// The emulated NIC's return slots in device memory (`RSHMEM_IBGDA_RET_SLOTS=device`).
+    pub(super) ret_in_device: bool,
 }
 
 /// How long the host's quiet waits for the NIC: RSHMEM_WAIT_TIMEOUT, else (0 or unset) a year.
@@ -48,6 +50,7 @@ pub(super) fn settings() -> Result<Settings> {
         log_sq: parsed(env::IBGDA_QP_DEPTH, env::parse_ibgda_depth)?.unwrap_or(9),
         fault: parsed(env::IBGDA_FAULTS, FaultConfig::parse)?.unwrap_or_default(),
         ack_only: parsed(env::IBGDA_EMULATOR, env::parse_ibgda_emulator)?.unwrap_or(false),
+        ret_in_device: parsed(env::IBGDA_RET_SLOTS, env::parse_ibgda_ret_slots)?.unwrap_or(false),
     })
 }
 

@@ -11,14 +11,12 @@ static KERNELS: KernelSet =
 fn main() -> Result<(), rshmem::Error> {
     rshmem::init()?;
     let me = rshmem::my_pe();
-    let destination = rshmem::malloc(std::mem::size_of::<i32>())?;
+    // Collective: one i32 in every PE's symmetric heap.
+    let destination = rshmem::Sym::<i32>::zeroed()?;
     // SAFETY: ring_shift takes one argument, a symmetric int, and destination is a live one.
-    unsafe { KERNELS.run("ring_shift", 1, 1, &[destination as u64])? };
+    unsafe { KERNELS.run("ring_shift", 1, 1, &[destination.addr()])? };
     rshmem::barrier_all()?;
-    let mut msg = [0u8; 4];
-    // SAFETY: destination is a live symmetric allocation of 4 bytes on this PE.
-    unsafe { rshmem::copy_out(&mut msg, destination)? };
-    println!("{me}: received message {}", i32::from_le_bytes(msg));
-    rshmem::free(destination)?;
+    println!("{me}: received message {}", destination.read()?);
+    destination.free()?;
     rshmem::finalize()
 }

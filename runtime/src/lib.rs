@@ -54,6 +54,7 @@ pub mod platform;
 pub mod point;
 pub mod probe;
 pub mod runtime;
+pub mod sym;
 pub mod teams;
 pub mod transport;
 
@@ -61,6 +62,7 @@ pub mod transport;
 pub use platform::cpu;
 pub use bootstrap::UniqueId;
 pub use error::{Error, Result};
+pub use sym::{Sym, SymSlice};
 pub use runtime::{finalize, global_exit, init, init_with_unique_id, known_pe, my_pe, n_pes};
 
 /// Creates the unique id PE 0 hands to the other PEs of a job started by another launcher.

@@ -801,6 +801,42 @@ fn host_amo(c: &Ctx) {
     ck(rshmem::free(ctr));
 }
 
+/// Typed symmetric memory (`rshmem::SymSlice`, `rshmem::Sym`): collective typed allocation, copies from
+/// and to slices, typed puts and gets to other PEs, bounds named in errors, explicit collective free.
+fn sym(c: &Ctx) {
+    let (me, n) = (c.me as i32, c.n as i32);
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let a = ck(rshmem::SymSlice::<u32>::from_slice(&[me as u32 * 10, me as u32 * 10 + 1, 7]));
+    let f = ck(rshmem::Sym::<f64>::new(0.5 + me as f64));
+    barrier();
+    if ck(a.to_vec()) != vec![me as u32 * 10, me as u32 * 10 + 1, 7] {
+        die(format!("sym: from_slice did not keep this PE's values: {:?}", a.to_vec()));
+    }
+    barrier();
+    ck(a.put_at(next, 1, &[1000 + me as u32]));
+    ck(f.put_to(next, -(me as f64)));
+    barrier();
+    let got = ck(a.to_vec());
+    if got != vec![me as u32 * 10, 1000 + prev as u32, 7] {
+        die(format!("sym: after the previous PE's put: {got:?}"));
+    }
+    if ck(f.read()) != -(prev as f64) || ck(f.get_from(next)) != -(me as f64) {
+        die("sym: Sym<f64> put/get");
+    }
+    let mut two = [0u32; 2];
+    ck(a.get_at(next, 1, &mut two));
+    if two != [1000 + me as u32, 7] {
+        die(format!("sym: get_at from the next PE: {two:?}"));
+    }
+    match a.put_at(next, 2, &[1, 2]) {
+        Err(e) if e.message().contains("values 2..4 are outside its 3 values") => {}
+        other => die(format!("sym: a put past the end was not refused by name: {other:?}")),
+    }
+    barrier();
+    ck(f.free());
+    ck(a.free());
+}
+
 fn amo_mixed(c: &Ctx) {
     let (grid, base) = (2u32, 40usize);
     let iters = |pe: usize| if pe == 0 { 4 * base } else { base };
@@ -1004,7 +1040,7 @@ fn main() {
         .or_else(|| std::env::var("RSHMEM_JOB_KEY").ok().map(|k| k.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))))
         .unwrap_or(0x5eed);
     let c = Ctx { me, n, threads, seed, init };
-    let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "host_amo", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
+    let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "host_amo", "sym", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
     let list: Vec<String> = args.iter().flat_map(|a| if a == "all" { all.iter().map(|s| s.to_string()).collect::<Vec<_>>() } else { vec![a.clone()] }).collect();
     for s in &list {
         let t = std::time::Instant::now();
@@ -1016,6 +1052,7 @@ fn main() {
             "contention" => contention(&c),
             "amo_mixed" => amo_mixed(&c),
             "host_amo" => host_amo(&c),
+            "sym" => sym(&c),
             "lock" => lock(&c),
             "fence" => fence(&c),
             "put_signal" => put_signal(&c),

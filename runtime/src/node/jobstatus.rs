@@ -87,30 +87,22 @@ pub(crate) fn unpack_name(w: &[u64]) -> String {
 }
 
 /// A shared mapping of the whole board; unmapped on drop.
+/// The board's shared mapping (memmap2's raw mapping: the board is read and written only through
+/// atomics, never as a Rust slice).
 struct Map {
-    addr: *mut u8,
-    len: usize,
+    raw: memmap2::MmapRaw,
 }
 
 impl Map {
     fn new(fd: BorrowedFd, len: usize) -> std::io::Result<Map> {
-        // SAFETY: a fresh shared mapping of `len` bytes of the file at an address the kernel picks; it
-        // overlaps no Rust object. The file is at least `len` bytes long (checked by the callers), so
-        // every page of the mapping is backed.
-        let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Map { addr: p as *mut u8, len })
+        // A shared mapping of `len` bytes of the memfd at an address the kernel picks; the callers
+        // checked that the file is at least `len` bytes long, so every page is backed. Unmapped when
+        // the MmapRaw is dropped, with the JobStatus that owns it.
+        let raw = memmap2::MmapOptions::new().len(len).map_raw(fd.as_raw_fd())?;
+        Ok(Map { raw })
     }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping; no reference into it outlives the JobStatus that owns this Map.
-        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    fn addr(&self) -> *mut u8 {
+        self.raw.as_mut_ptr()
     }
 }
 
@@ -214,13 +206,13 @@ impl JobStatus {
 
     fn header(&self) -> &Header {
         // SAFETY: the mapping is at least HEADER bytes, page-aligned, and only accessed through atomics.
-        unsafe { &*(self.map.addr as *const Header) }
+        unsafe { &*(self.map.addr() as *const Header) }
     }
     fn slot(&self, pe: usize) -> &Slot {
         assert!(pe < self.npes, "job status board: PE {pe} out of range");
         // SAFETY: pe < npes, and the mapping holds HEADER + npes * RECORD bytes (checked at create/open);
         // records are 8-byte aligned (page + 64 + k * 128) and only accessed through atomics.
-        unsafe { &*(self.map.addr.add(HEADER + pe * RECORD) as *const Slot) }
+        unsafe { &*(self.map.addr().add(HEADER + pe * RECORD) as *const Slot) }
     }
 
     /// Seqlock writer (this PE's record only; the caller holds `seq`'s lock or is the only writer).

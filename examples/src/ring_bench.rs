@@ -68,10 +68,22 @@ fn run(total: u64, posters: u64) -> (f64, f64) {
     (stats.requests as f64 / secs, stats.requests as f64 / stats.batches.max(1) as f64)
 }
 
+/// The ring benchmark's arguments (clap).
+#[derive(clap::Parser)]
+#[command(name = "ring_bench", about = "The proxy request ring's throughput on the CPU backend, by number of posting threads.")]
+struct Cli {
+    /// Requests per run.
+    #[arg(default_value_t = 2_000_000)]
+    requests_per_run: u64,
+    /// Numbers of posting threads to measure (default 1 4 16).
+    posters: Vec<u64>,
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let total: u64 = args.next().map(|a| a.parse().expect("REQUESTS_PER_RUN")).unwrap_or(2_000_000);
-    let mut counts: Vec<u64> = args.map(|a| a.parse().expect("POSTERS")).collect();
+    use clap::Parser;
+    let cli = Cli::parse();
+    let total = cli.requests_per_run;
+    let mut counts = cli.posters;
     if counts.is_empty() {
         counts = vec![1, 4, 16];
     }

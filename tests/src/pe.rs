@@ -1015,12 +1015,18 @@ fn netns_checks(c: &Ctx, my_node: usize) {
     drop(listeners);
 }
 
+/// The test PE's arguments (clap).
+#[derive(clap::Parser)]
+#[command(name = "rshmem-test-pe", about = "One PE of rshmem's multi-process test suite (run under rshmrun).")]
+struct Cli {
+    /// Scenarios to run in order (`all`: the standard set; see `main` for every name).
+    #[arg(required = true, value_name = "SCENARIO")]
+    scenarios: Vec<String>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.is_empty() {
-        eprintln!("usage: rshmem-test-pe SCENARIO... | all");
-        exit(2);
-    }
+    use clap::Parser;
+    let args = Cli::parse().scenarios;
     // Scenarios that run before (or instead of) a plain init.
     match args[0].as_str() {
         "peer_payload_empty" => peer_payload(0),

@@ -24,16 +24,37 @@ use std::time::Instant;
 
 static K: KernelSet = KernelSet::new(soak::CPU_KERNELS, include_str!(concat!(env!("OUT_DIR"), "/soak_kernels.ptx")));
 
-const USAGE: &str = "usage: rshmem-soak [--seed S] [--ops N] [--threads T] [--blocks B] [--per-thread P] [--per-unit U] [--skip KIND,...] [--inject-fault]
-  --seed S        random seed (decimal or 0x hex); default: random, printed
-  --ops N         device calls to make in all, over all PEs and threads (default 100000)
-  --threads T     threads per block (default 4 on the CPU backend, 128 on GPUs: a multiple of 32 there,
-                  at most 256: k_soak needs about 114 registers per thread on sm_90; the launch says so)
-  --blocks B      blocks per PE (default 2 on the CPU backend, 8 on GPUs)
-  --per-thread P  random operations per thread per round (default 100)
-  --per-unit U    random group-scoped operations per warp and per block per round (default 6)
-  --skip K,...    leave out kinds: p, g, put, get, amo_own, amo_shared, lock, signal, group, barrier, churn
-  --inject-fault  corrupt one byte a put wrote (last PE, first round): the check must fail";
+/// The soak's arguments (clap).
+#[derive(clap::Parser)]
+#[command(name = "rshmem-soak", about = "A randomized soak of the device API against a reference model (run under rshmrun).")]
+struct Cli {
+    /// Random seed (decimal or 0x hex); default: random, printed.
+    #[arg(long, value_parser = parse_number)]
+    seed: Option<u64>,
+    /// Device calls to make in all, over all PEs and threads.
+    #[arg(long, default_value_t = 100_000, value_parser = parse_number)]
+    ops: u64,
+    /// Threads per block (default 4 on the CPU backend, 128 on GPUs: a multiple of 32 there, at most
+    /// 256: k_soak needs about 114 registers per thread on sm_90; the launch says so).
+    #[arg(long)]
+    threads: Option<u32>,
+    /// Blocks per PE (default 2 on the CPU backend, 8 on GPUs).
+    #[arg(long)]
+    blocks: Option<u32>,
+    /// Random operations per thread per round (1 to 10000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    per_thread: u64,
+    /// Random group-scoped operations per warp and per block per round (at most 1000).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    per_unit: u64,
+    /// Kinds to leave out, comma-separated: p, g, put, get, amo_own, amo_shared, lock, signal, group,
+    /// barrier, churn.
+    #[arg(long, value_delimiter = ',', value_parser = parse_skip)]
+    skip: Vec<String>,
+    /// Corrupt one byte a put wrote (last PE, first round): the check must fail.
+    #[arg(long = "inject-fault")]
+    inject: bool,
+}
 
 struct Args {
     seed: Option<u64>,
@@ -48,53 +69,43 @@ struct Args {
 }
 
 fn usage_error(msg: impl std::fmt::Display) -> ! {
-    eprintln!("rshmem-soak: {msg}\n{USAGE}");
+    eprintln!("rshmem-soak: {msg} (rshmem-soak --help lists the options)");
     exit(2)
 }
 
-fn number(flag: &str, v: Option<String>) -> u64 {
-    let v = v.unwrap_or_else(|| usage_error(format!("{flag} needs a value")));
-    let r = match v.strip_prefix("0x") {
+/// A number, decimal or 0x hex.
+fn parse_number(v: &str) -> Result<u64, String> {
+    match v.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
         None => v.parse(),
-    };
-    r.unwrap_or_else(|_| usage_error(format!("{flag}: {v:?} is not a number")))
+    }
+    .map_err(|_| format!("{v:?} is not a number (decimal or 0x hex)"))
+}
+
+/// One kind of `--skip`.
+fn parse_skip(v: &str) -> Result<String, String> {
+    if SKIP_NAMES.iter().any(|(n, _)| *n == v) {
+        Ok(v.to_string())
+    } else {
+        Err(format!("unknown kind {v:?} (one of {})", SKIP_NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")))
+    }
 }
 
 fn parse() -> Args {
-    let mut a = Args { seed: None, ops: 100_000, threads: None, blocks: None, per_thread: 100, per_unit: 6, skip: 0, skip_names: vec![], inject: false };
-    let mut it = std::env::args().skip(1);
-    while let Some(f) = it.next() {
-        match f.as_str() {
-            "--seed" => a.seed = Some(number(&f, it.next())),
-            "--ops" => a.ops = number(&f, it.next()),
-            "--threads" => a.threads = Some(number(&f, it.next()) as u32),
-            "--blocks" => a.blocks = Some(number(&f, it.next()) as u32),
-            "--per-thread" => a.per_thread = number(&f, it.next()) as usize,
-            "--per-unit" => a.per_unit = number(&f, it.next()) as usize,
-            "--skip" => {
-                let v = it.next().unwrap_or_else(|| usage_error("--skip needs a value"));
-                for k in v.split(',').filter(|k| !k.is_empty()) {
-                    let bit = SKIP_NAMES.iter().find(|(n, _)| *n == k).unwrap_or_else(|| usage_error(format!("--skip: unknown kind {k:?}"))).1;
-                    a.skip |= bit;
-                    a.skip_names.push(k.to_string());
-                }
-            }
-            "--inject-fault" => a.inject = true,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                exit(0)
-            }
-            other => usage_error(format!("unknown argument {other:?}")),
-        }
+    use clap::Parser;
+    let c = Cli::parse();
+    let skip = c.skip.iter().map(|k| SKIP_NAMES.iter().find(|(n, _)| n == k).map_or(0, |(_, b)| *b)).fold(0, |a, b| a | b);
+    Args {
+        seed: c.seed,
+        ops: c.ops,
+        threads: c.threads,
+        blocks: c.blocks,
+        per_thread: c.per_thread as usize,
+        per_unit: c.per_unit as usize,
+        skip,
+        skip_names: c.skip,
+        inject: c.inject,
     }
-    if a.per_thread == 0 || a.per_thread > 10_000 {
-        usage_error("--per-thread must be 1..=10000");
-    }
-    if a.per_unit > 1000 {
-        usage_error("--per-unit must be at most 1000");
-    }
-    a
 }
 
 fn die(msg: impl std::fmt::Display) -> ! {

@@ -25,7 +25,7 @@ pub mod capi;
 pub use coll::{barrier_all, barrier_all_block, barrier_all_warp, sync_all, sync_all_block, sync_all_warp, team_my_pe, team_n_pes, team_translate_pe};
 pub use ops::*;
 pub use types::{Failure, Problem};
-pub use state::{CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, SIGNAL_ADD, SIGNAL_SET, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_WORLD};
+pub use state::{Cmp, CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, SIGNAL_ADD, SIGNAL_SET, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_WORLD};
 
 /// Thread coordinates, the same on both backends (x dimension of the grid; linear index in the block).
 pub mod thread {

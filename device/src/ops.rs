@@ -478,7 +478,8 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
 /// # Safety
 /// `ivar` must be a symmetric, naturally aligned `T` of this PE.
 #[inline(always)]
-pub unsafe fn wait_until<T: Wait>(ivar: *const T, cmp: i32, value: T) {
+pub unsafe fn wait_until<T: Wait>(ivar: *const T, cmp: impl Into<i32>, value: T) {
+    let cmp = cmp.into();
     // SAFETY: the caller's contract (written by others only atomically: the API's stores and AMOs).
     unsafe { spin_until("rshmem_wait_until\0", ivar, cmp, value) };
 }
@@ -487,7 +488,8 @@ pub unsafe fn wait_until<T: Wait>(ivar: *const T, cmp: i32, value: T) {
 /// # Safety
 /// As `wait_until`.
 #[inline(always)]
-pub unsafe fn test<T: Wait>(ivar: *const T, cmp: i32, value: T) -> bool {
+pub unsafe fn test<T: Wait>(ivar: *const T, cmp: impl Into<i32>, value: T) -> bool {
+    let cmp = cmp.into();
     let call = "rshmem_test\0";
     check_cmp(call, cmp);
     check_local(call, ivar as usize, core::mem::size_of::<T>());
@@ -605,7 +607,8 @@ put_signal_fns! {
 /// # Safety
 /// `sig` must be a symmetric u64 of this PE.
 #[inline(always)]
-pub unsafe fn signal_wait_until(sig: *const u64, cmp: i32, value: u64) -> u64 {
+pub unsafe fn signal_wait_until(sig: *const u64, cmp: impl Into<i32>, value: u64) -> u64 {
+    let cmp = cmp.into();
     // SAFETY: the caller's contract (a signal word: an aligned u64 written only atomically).
     unsafe { spin_until("rshmem_signal_wait_until\0", sig, cmp, value) }
 }

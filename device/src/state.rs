@@ -368,6 +368,24 @@ pub const CMP_LE: i32 = 3;
 pub const CMP_LT: i32 = 4;
 pub const CMP_GE: i32 = 5;
 
+/// The comparisons of `wait_until`, `test` and `signal_wait_until` (whose `cmp` takes this or one of
+/// the `CMP_*` codes, NVSHMEM's `NVSHMEM_CMP_*` values).
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Eq = CMP_EQ,
+    Ne = CMP_NE,
+    Gt = CMP_GT,
+    Le = CMP_LE,
+    Lt = CMP_LT,
+    Ge = CMP_GE,
+}
+impl From<Cmp> for i32 {
+    fn from(c: Cmp) -> i32 {
+        c as i32
+    }
+}
+
 // Signal operators of put_signal / signal_op: NVSHMEM's own values (its nvshmemx_signal_op_t), so a
 // program that passes the numbers rather than the names behaves the same under both libraries.
 pub const SIGNAL_SET: i32 = 9;

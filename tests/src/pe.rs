@@ -837,6 +837,35 @@ fn sym(c: &Ctx) {
     ck(a.free());
 }
 
+/// The typed device API (`coll::typed`, `Cmp`) from a kernel, checked through the typed host API.
+fn typed(c: &Ctx) {
+    let (me, n) = (c.me as i64, c.n);
+    let src = ck(rshmem::SymSlice::<i64>::from_slice(&[me + 1, 2 * (me + 1), 3 * (me + 1), 4 * (me + 1)]));
+    let dst = ck(rshmem::SymSlice::<i64>::zeroed(4));
+    let fsrc = ck(rshmem::SymSlice::<u16>::from_slice(&[100 + me as u16]));
+    let fdst = ck(rshmem::SymSlice::<u16>::zeroed(n));
+    let flag = ck(rshmem::Sym::<u64>::zeroed());
+    barrier();
+    run("k_typed", 1, c.threads, &[src.addr(), dst.addr(), fsrc.addr(), fdst.addr(), flag.addr()]);
+    barrier();
+    let tri = (n * (n + 1) / 2) as i64;
+    let want: Vec<i64> = (1..=4).map(|k| k * tri).collect();
+    if ck(dst.to_vec()) != want {
+        die(format!("typed: reduce(sum) gave {:?}, expected {want:?}", ck(dst.to_vec())));
+    }
+    let wantf: Vec<u16> = (0..n as u16).map(|p| 100 + p).collect();
+    if ck(fdst.to_vec()) != wantf {
+        die(format!("typed: fcollect gave {:?}, expected {wantf:?}", ck(fdst.to_vec())));
+    }
+    if ck(flag.read()) != 1 {
+        die("typed: the flag the previous PE set is not 1");
+    }
+    barrier();
+    for s in [flag.free(), fdst.free(), fsrc.free(), dst.free(), src.free()] {
+        ck(s);
+    }
+}
+
 fn amo_mixed(c: &Ctx) {
     let (grid, base) = (2u32, 40usize);
     let iters = |pe: usize| if pe == 0 { 4 * base } else { base };
@@ -1046,7 +1075,7 @@ fn main() {
         .or_else(|| std::env::var("RSHMEM_JOB_KEY").ok().map(|k| k.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))))
         .unwrap_or(0x5eed);
     let c = Ctx { me, n, threads, seed, init };
-    let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "host_amo", "sym", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
+    let all = ["ring", "pg", "rma", "amo", "contention", "amo_mixed", "host_amo", "sym", "typed", "lock", "fence", "put_signal", "wait", "barrier", "host_rma", "alloc", "teams"];
     let list: Vec<String> = args.iter().flat_map(|a| if a == "all" { all.iter().map(|s| s.to_string()).collect::<Vec<_>>() } else { vec![a.clone()] }).collect();
     for s in &list {
         let t = std::time::Instant::now();
@@ -1059,6 +1088,7 @@ fn main() {
             "amo_mixed" => amo_mixed(&c),
             "host_amo" => host_amo(&c),
             "sym" => sym(&c),
+            "typed" => typed(&c),
             "lock" => lock(&c),
             "fence" => fence(&c),
             "put_signal" => put_signal(&c),

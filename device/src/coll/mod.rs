@@ -51,6 +51,7 @@ mod host;
 mod reduce;
 mod sync;
 mod teams;
+pub mod typed;
 
 // The kinds are defined with the failures that name them (`Problem::Mismatch`), below this layer.
 pub use crate::types::Kind;

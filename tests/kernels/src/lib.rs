@@ -416,6 +416,20 @@ sh::kernels! {
         }
     }
 
+    /// [src(i64 x 4), dst(i64 x 4), fsrc(u16), fdst(u16 x n_pes), flag(u64)] — the typed device API,
+    /// by one block: `coll::typed::reduce` (sum, i64) of src into dst, `fcollect` (u16) of fsrc into
+    /// fdst, then a `p` of 1 into the next PE's flag and `wait_until(flag, Cmp::Ge, 1)`.
+    fn k_typed(a) {
+        use rshmem_device::coll::typed::{self as ty, Op};
+        let (src, dst, fsrc, fdst, flag) = (arg(a, 0) as *const i64, arg(a, 1) as *mut i64, arg(a, 2) as *const u16, arg(a, 3) as *mut u16, arg(a, 4) as *mut u64);
+        ty::reduce(Scope::Block, sh::TEAM_WORLD, dst, src, 4, Op::Sum);
+        ty::fcollect(Scope::Block, sh::TEAM_WORLD, fdst, fsrc, 1);
+        if block_rank() == 0 {
+            sh::p(flag, 1u64, next());
+            sh::wait_until(flag as *const u64, sh::Cmp::Ge, 1);
+        }
+    }
+
     /// [teams(i32 handles as u64), count, out, max] — device team queries, by thread 0: for each team
     /// t, out gets team_my_pe(t), team_n_pes(t), then for each team u and each i in -1..max,
     /// team_translate_pe(t, i, u) (all as i64).

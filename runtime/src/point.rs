@@ -42,7 +42,7 @@ fn check(rt: &Runtime, call: &str, op: &Op) -> Result<()> {
     if !widths.contains(&w) {
         return Err(Error::new(format!("{call}: element width {w} bytes is not one of {widths:?}")));
     }
-    let pe = if op.what == what::WAIT { crate::my_pe() } else { op.pe };
+    let pe = if op.what == what::WAIT { runtime::my_pe() } else { op.pe };
     match op.what {
         what::AMO if op.code == 0 || op.code > code::LAST as u32 => {
             return Err(Error::new(format!("{call}: atomic operation code {} is not valid", op.code)))

@@ -22,6 +22,8 @@
 //! finalize and says so once in a warning naming its size.
 
 use crate::error::{Error, Result};
+use crate::heap::alloc::MIN_ALIGN;
+use crate::runtime;
 use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,7 +44,9 @@ unsafe impl<T: Pod> Sync for SymSlice<T> {}
 impl<T: Pod> SymSlice<T> {
     /// Collective: `len` values, zeroed on every PE.
     pub fn zeroed(len: usize) -> Result<SymSlice<T>> {
-        let p = crate::calloc(len.max(1), std::mem::size_of::<T>().max(1))?;
+        let call = "rshmem::SymSlice::zeroed";
+        let bytes = len.max(1).checked_mul(std::mem::size_of::<T>().max(1)).ok_or_else(|| Error::new(format!("{call}({len}): size overflows")))?;
+        let p = runtime::get(call)?.alloc(call, bytes, MIN_ALIGN.max(std::mem::align_of::<T>()), true)?;
         Ok(SymSlice { ptr: p as *mut T, len, _t: PhantomData })
     }
     /// Collective: `len` values, filled with this PE's `data` on every PE (each PE passes its own).
@@ -91,13 +95,13 @@ impl<T: Pod> SymSlice<T> {
     pub fn copy_from(&self, src: &[T]) -> Result<()> {
         self.check(0, src.len())?;
         // SAFETY: the range is inside this live allocation (checked above) and `src` is a readable slice.
-        unsafe { crate::copy_in(self.ptr as *mut u8, bytemuck::cast_slice(src)) }
+        unsafe { runtime::get("rshmem::SymSlice::copy_from")?.backend().copy_in(self.ptr as *mut u8, bytemuck::cast_slice(src)) }
     }
     /// Copies this PE's values (from the first) into `dst`.
     pub fn copy_to(&self, dst: &mut [T]) -> Result<()> {
         self.check(0, dst.len())?;
         // SAFETY: as in copy_from, with the roles swapped.
-        unsafe { crate::copy_out(bytemuck::cast_slice_mut(dst), self.ptr as *const u8) }
+        unsafe { runtime::get("rshmem::SymSlice::copy_to")?.backend().copy_out(bytemuck::cast_slice_mut(dst), self.ptr as *const u8) }
     }
     /// This PE's values.
     pub fn to_vec(&self) -> Result<Vec<T>> {
@@ -110,7 +114,7 @@ impl<T: Pod> SymSlice<T> {
     pub fn put_at(&self, pe: i32, offset: usize, src: &[T]) -> Result<()> {
         self.check(offset, src.len())?;
         // SAFETY: the symmetric range is inside this allocation (checked) and `src` is readable.
-        unsafe { crate::putmem(self.ptr.wrapping_add(offset) as *mut u8, src.as_ptr() as *const u8, Self::bytes(src.len()), pe) }
+        unsafe { runtime::get("rshmem::SymSlice::put_at")?.putmem(self.ptr.wrapping_add(offset) as *mut u8, src.as_ptr() as *const u8, Self::bytes(src.len()), pe) }
     }
     /// Puts `src` into PE `pe`'s values from the first.
     pub fn put_to(&self, pe: i32, src: &[T]) -> Result<()> {
@@ -120,14 +124,14 @@ impl<T: Pod> SymSlice<T> {
     pub fn get_at(&self, pe: i32, offset: usize, dst: &mut [T]) -> Result<()> {
         self.check(offset, dst.len())?;
         // SAFETY: as in put_at, `dst` writable.
-        unsafe { crate::getmem(dst.as_mut_ptr() as *mut u8, self.ptr.wrapping_add(offset) as *const u8, Self::bytes(dst.len()), pe) }
+        unsafe { runtime::get("rshmem::SymSlice::get_at")?.getmem(dst.as_mut_ptr() as *mut u8, self.ptr.wrapping_add(offset) as *const u8, Self::bytes(dst.len()), pe) }
     }
     /// Collective: frees the allocation on every PE (every PE frees the same allocations in the same
     /// order). Consumes the handle.
     pub fn free(self) -> Result<()> {
         let p = self.ptr;
         std::mem::forget(self);
-        crate::free(p as *mut u8)
+        runtime::get("rshmem::SymSlice::free")?.free("rshmem::SymSlice::free", p as *mut u8)
     }
 }
 

@@ -505,41 +505,11 @@ impl Team {
     }
 }
 
-/// Element types of the typed reductions.
-pub trait ReduceElem: Copy {
-    const DTYPE: u32;
-}
-macro_rules! reduce_elems {
-    ($($t:ty => $d:ident),*) => {$( impl ReduceElem for $t { const DTYPE: u32 = dtype::$d; } )*};
-}
-reduce_elems!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64, F16 => F16, Bf16 => BF16, f32 => F32, f64 => F64, DoubleLoc => DOUBLE2);
-
-/// Reduction operators of the typed API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReduceOp {
-    And,
-    Or,
-    Xor,
-    Min,
-    Max,
-    Sum,
-    Prod,
-    MaxLoc,
-}
-impl ReduceOp {
-    pub fn code(self) -> u32 {
-        match self {
-            ReduceOp::And => op::AND,
-            ReduceOp::Or => op::OR,
-            ReduceOp::Xor => op::XOR,
-            ReduceOp::Min => op::MIN,
-            ReduceOp::Max => op::MAX,
-            ReduceOp::Sum => op::SUM,
-            ReduceOp::Prod => op::PROD,
-            ReduceOp::MaxLoc => op::MAXLOC,
-        }
-    }
-}
+/// Element types of the typed reductions: the device library's (`rshmem_device::coll::Elem`), so the
+/// host and device typed APIs take the same types.
+pub use rshmem_device::coll::Elem as ReduceElem;
+/// Reduction operators of the typed API: the device library's enum (`rshmem_device::coll::typed::Op`).
+pub use rshmem_device::coll::typed::Op as ReduceOp;
 
 /// Host broadcast of `nelems` elements from `src` on member `root` into `dest` on every member.
 ///

@@ -486,6 +486,20 @@ pub unsafe extern "ptx-kernel" fn rshmemi_point_op(w0: u64, dest: u64, value: u6
         ops::quiet();
     }
 }
+/// The copies of a large fcollect (`alltoall` 0) or alltoall (1) by every thread of the grid on every
+/// member (`coll::push_grid`), between `rshmemi_collective` launches of `host_op::FCOLLECT_OPEN` /
+/// `_CLOSE` (or `ALLTOALL_*`) on the same stream.
+///
+/// # Safety
+/// As `coll::push_grid`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rshmemi_push_grid(team: i32, alltoall: u32, dest: u64, src: u64, bytes: u64) {
+    let idx = crate::arch::block_index() * crate::arch::block_size() + crate::arch::block_rank();
+    let stride = crate::arch::grid_size() * crate::arch::block_size();
+    let call = if alltoall != 0 { "rshmem_alltoall (on the grid)\0" } else { "rshmem_fcollect (on the grid)\0" };
+    // SAFETY: the caller's contract.
+    unsafe { coll::push_grid(team, alltoall != 0, dest as *mut u8, src as *const u8, bytes as usize, idx, stride, call) }
+}
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {

@@ -291,6 +291,9 @@ enum Grid {
     Reduce(u32),
     /// A large broadcast: `BROADCAST_OPEN`, `rshmemi_broadcast_grid`, `BROADCAST_CLOSE`.
     Broadcast,
+    /// A large fcollect (false) or alltoall (true): `FCOLLECT_OPEN` / `ALLTOALL_OPEN`,
+    /// `rshmemi_push_grid`, `..._CLOSE`.
+    Push(bool),
 }
 
 /// Whether collective `what` runs its bulk on a whole grid: large (the device's own tests, `dc::pulls`
@@ -314,11 +317,21 @@ fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, 
             Grid::Reduce(if what == host_op::REDUCE { host_op::REDUCE_SYNC } else { host_op::REDUCESCATTER_SYNC })
         }
         host_op::BROADCAST if dc::lands_direct(n as usize) => Grid::Broadcast,
+        host_op::FCOLLECT | host_op::ALLTOALL if dc::lands_direct(n as usize * size) => Grid::Push(what == host_op::ALLTOALL),
         _ => return None,
     };
     let pe_of = |i: i32| dc::member_of(&d, i, |j| rt.state.node_pe.get(j as usize).copied().unwrap_or(-1));
     let mapped = |i: i32| usize::try_from(pe_of(i)).ok().and_then(|pe| rt.state.peer_base.get(pe)).is_some_and(|&b| b != 0);
     (0..d.size).all(mapped).then_some(plan)
+}
+
+/// The opening and closing synchronizations of a grid fcollect (`alltoall` false) or alltoall.
+fn push_ops(alltoall: bool) -> (u32, u32) {
+    if alltoall {
+        (host_op::ALLTOALL_OPEN, host_op::ALLTOALL_CLOSE)
+    } else {
+        (host_op::FCOLLECT_OPEN, host_op::FCOLLECT_CLOSE)
+    }
 }
 
 /// Collective `plan` on `s`: its first synchronization (one block), the bulk on a grid
@@ -333,6 +346,7 @@ unsafe fn launch_grid(call: &str, plan: Grid, team: i32, dest: *mut u8, src: *co
     let (open, close) = match plan {
         Grid::Reduce(sync) => (sync, sync),
         Grid::Broadcast => (host_op::BROADCAST_OPEN, host_op::BROADCAST_CLOSE),
+        Grid::Push(alltoall) => push_ops(alltoall),
     };
     // SAFETY: forwarded contract.
     unsafe { launch(call, open, team, dest, src, n, a, b, s)? };
@@ -362,6 +376,15 @@ unsafe fn launch_grid(call: &str, plan: Grid, team: i32, dest: *mut u8, src: *co
             // SAFETY: the parameters match rshmemi_broadcast_grid(i32, u64, u64, u64, i32) in order and
             // size.
             unsafe { be.module()?.launch("rshmemi_broadcast_grid", blocks, GRID_THREADS, 0, s, &mut args) }
+        }
+        Grid::Push(alltoall) => {
+            // Each member copies one block to every member: 16-byte units, several per thread.
+            let blocks = n.div_ceil(GRID_THREADS as u64 * 64).clamp(1, GRID_MAX_BLOCKS) as u32;
+            let mut kind = u32::from(alltoall);
+            let mut args: [*mut std::ffi::c_void; 5] =
+                [&mut team_a as *mut i32 as _, &mut kind as *mut u32 as _, &mut dest_a as *mut u64 as _, &mut src_a as *mut u64 as _, &mut n_a as *mut u64 as _];
+            // SAFETY: the parameters match rshmemi_push_grid(i32, u32, u64, u64, u64) in order and size.
+            unsafe { be.module()?.launch("rshmemi_push_grid", blocks, GRID_THREADS, 0, s, &mut args) }
         }
     })?;
     // SAFETY: forwarded contract.
@@ -435,6 +458,12 @@ unsafe fn run_blocking(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *
                     dc::run(host_op::BROADCAST_OPEN, scope, team, dest, src, n, a, b);
                     dc::broadcast_grid(team, dest, src, n as usize, a as i32, 0, 1, "rshmem_broadcast (on the grid)\0");
                     dc::run(host_op::BROADCAST_CLOSE, scope, team, dest, src, n, a, b);
+                }
+                Some(Grid::Push(alltoall)) => {
+                    let (open, close) = push_ops(alltoall);
+                    dc::run(open, scope, team, dest, src, n, a, b);
+                    dc::push_grid(team, alltoall, dest, src, n as usize, 0, 1, "rshmem_fcollect / alltoall (on the grid)\0");
+                    dc::run(close, scope, team, dest, src, n, a, b);
                 }
                 None => dc::run(what, scope, team, dest, src, n, a, b),
             }

@@ -907,6 +907,10 @@ fn full_cases(rng: &mut Rng, size: usize, pairs: &[(u32, u32)]) -> Vec<Op> {
     }
     v.push(Op { in_place: true, ..Op::data(host_op::FCOLLECT, rng.range(1, 300), 0, 0) });
     v.push(Op::data(host_op::FCOLLECT, 8 * 1024, 0, 0));
+    // Large enough to land straight in `dest` (more than half a team's scratch): on the host and on
+    // streams over mapped PEs these run their copies on a whole grid (`coll::push_grid`).
+    v.push(Op::data(host_op::ALLTOALL, 6 * 1024, 0, 0));
+    v.push(Op { in_place: true, ..Op::data(host_op::FCOLLECT, 9 * 1024, 0, 0) });
     for kind in 0..3 {
         let mut o = Op::data(host_op::COLLECT, 0, 0, rng.below(8));
         o.counts = (0..size)

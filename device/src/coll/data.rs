@@ -180,6 +180,62 @@ pub unsafe fn fcollect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8
     unsafe { deliver(scope, call, &t, tg, dest, total, push) };
 }
 
+/// fcollect's and alltoall's checks and tag: `alltoall` picks which. Returns the team, the tag and
+/// the bytes that land in every member's `dest`.
+#[inline(always)]
+fn push_setup(call: &'static str, team_id: i32, alltoall: bool, dest: *mut u8, src: *const u8, bytes: usize) -> (Team, u16, usize) {
+    let t = team(call, team_id);
+    let total = bytes * t.size() as usize;
+    check_sym(call, dest as usize, total);
+    check_sym(call, src as usize, if alltoall { total } else { bytes });
+    let kind = if alltoall { Kind::Alltoall } else { Kind::Fcollect };
+    (t, tag(kind, [bytes as u64, 0, 0]), total)
+}
+
+/// One synchronization of a grid fcollect or alltoall (`alltoall` picks which; `with_quiet` false:
+/// every member has entered; true: the data has landed): `deliver`'s large path split so that the
+/// copies between the two run on a whole grid (`push_grid`), as `broadcast_sync` does for broadcast.
+/// The same synchronizations with the same tag as the one-block path, so members may take either.
+///
+/// # Safety
+/// As `fcollect` / `alltoall`; `lands_direct(n_pes * bytes)`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn push_sync(scope: Scope, team_id: i32, alltoall: bool, dest: *mut u8, src: *const u8, bytes: usize, with_quiet: bool, call: &'static str) {
+    let (t, tg, _) = push_setup(call, team_id, alltoall, dest, src, bytes);
+    // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
+    unsafe { team_exchange_scoped(scope, call, &t, tg, with_quiet) };
+}
+
+/// The copies of a grid fcollect or alltoall, by thread `idx` of `stride` (all the grid's) on every
+/// member, between its two `push_sync`s: this PE's block (fcollect: `src`; alltoall: block `i` of
+/// `src`) into block `my index` of every member `i`'s `dest`, through its mapping, the next member
+/// first. Every member must be mapped here (the host checked; one that is not stops the PE naming the
+/// call).
+///
+/// # Safety
+/// As `push_sync`, between its two synchronizations of the same arguments on every member.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn push_grid(team_id: i32, alltoall: bool, dest: *mut u8, src: *const u8, bytes: usize, idx: u32, stride: u32, call: &'static str) {
+    let (t, _, _) = push_setup(call, team_id, alltoall, dest, src, bytes);
+    let at = t.me() as usize * bytes;
+    for k in 0..t.size() {
+        let i = push_order(&t, k);
+        let (r, mapped) = locate(call, dest as usize + at, bytes, t.pe(i));
+        if !mapped {
+            fail(call, Problem::NoTransport, t.pe(i), dest as usize + at, bytes);
+        }
+        let from = if alltoall { src.wrapping_add(i as usize * bytes) } else { src };
+        if core::ptr::eq(r as *const u8, from) {
+            continue;
+        }
+        // SAFETY: `r` is block `me` of member i's `dest` (symmetric, checked) through its mapping;
+        // `from` holds `bytes` (checked) and is unchanged until the closing synchronization; every
+        // member has entered (the opening one); the grid's threads copy disjoint parts (`idx` of
+        // `stride`).
+        unsafe { arch::copy(r as *mut u8, from, bytes, idx, stride) };
+    }
+}
+
 /// alltoall: block `i` (of `bytes`) of my `src` goes to block `my index` of `dest` on member `i`.
 ///
 /// # Safety

@@ -1,6 +1,6 @@
 //! The collectives the host runtime starts (see the `coll` module docs).
 
-use crate::coll::data::{alltoall, broadcast, broadcast_sync, collect, fcollect};
+use crate::coll::data::{alltoall, broadcast, broadcast_sync, collect, fcollect, push_sync};
 use crate::coll::elem::op;
 use crate::coll::reduce::{pull_sync, reduce, reduce_as};
 use crate::coll::sync::{tag, team_exchange_scoped, team_sync_scoped};
@@ -31,6 +31,12 @@ pub mod host_op {
     /// (`data::broadcast_sync`, `data::broadcast_grid`; `n`, `a` as BROADCAST).
     pub const BROADCAST_OPEN: u32 = 11;
     pub const BROADCAST_CLOSE: u32 = 12;
+    /// The same for a large fcollect and alltoall whose copies run on a whole grid
+    /// (`data::push_sync`, `data::push_grid`; `n` as FCOLLECT / ALLTOALL).
+    pub const FCOLLECT_OPEN: u32 = 13;
+    pub const FCOLLECT_CLOSE: u32 = 14;
+    pub const ALLTOALL_OPEN: u32 = 15;
+    pub const ALLTOALL_CLOSE: u32 = 16;
 }
 
 /// Runs host operation `what` (`host_op`) with `scope`: `n` is the byte count of the data collectives
@@ -56,6 +62,12 @@ pub unsafe fn run(what: u32, scope: Scope, team_id: i32, dest: *mut u8, src: *co
             host_op::REDUCESCATTER => reduce(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host)\0"),
             host_op::BROADCAST_OPEN => broadcast_sync(scope, team_id, dest, src, n, a as i32, false, "rshmem_broadcast (host, on the grid)\0"),
             host_op::BROADCAST_CLOSE => broadcast_sync(scope, team_id, dest, src, n, a as i32, true, "rshmem_broadcast (host, on the grid)\0"),
+            host_op::FCOLLECT_OPEN | host_op::FCOLLECT_CLOSE | host_op::ALLTOALL_OPEN | host_op::ALLTOALL_CLOSE => {
+                let alltoall = what == host_op::ALLTOALL_OPEN || what == host_op::ALLTOALL_CLOSE;
+                let close = what == host_op::FCOLLECT_CLOSE || what == host_op::ALLTOALL_CLOSE;
+                let call = if alltoall { "rshmem_alltoall (host, on the grid)\0" } else { "rshmem_fcollect (host, on the grid)\0" };
+                push_sync(scope, team_id, alltoall, dest, src, n, close, call)
+            }
             host_op::REDUCE_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host, pulled)\0"),
             host_op::REDUCESCATTER_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host, pulled)\0"),
             host_op::SPLIT => {

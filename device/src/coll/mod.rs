@@ -55,7 +55,7 @@ pub mod typed;
 
 // The kinds are defined with the failures that name them (`Problem::Mismatch`), below this layer.
 pub use crate::types::Kind;
-pub use data::{alltoall, lands_direct, broadcast, broadcast_grid, broadcast_sync, collect, fcollect};
+pub use data::{alltoall, lands_direct, broadcast, broadcast_grid, broadcast_sync, collect, fcollect, push_grid, push_sync};
 pub use elem::{dtype, dtype_size, op, valid_reduction, Bf16, DoubleLoc, Elem, F16};
 pub use host::{host_op, run};
 pub use reduce::{pull, pull_slice, pull_sync, pulls, reduce, reduce_as};

@@ -656,11 +656,8 @@ NVSHMEMI_FOR_BITWISE_AMO_TYPES(NVSHMEMI_AMO_BITWISE)
 #undef NVSHMEMI_AMO_STANDARD
 #undef NVSHMEMI_AMO_BITWISE
 
-/* ------------------------------------------------------------------ device only */
-#if defined(__CUDACC__)
-
-/* Type tables of the device-only operations: X(NAME, TYPE, BITS) and, for waits, X(NAME, TYPE, SUFFIX,
- * CTYPE) with the signed/unsigned rshmem_wait_until_SUFFIX of the right width. */
+/* The types of the point-to-point waits, X(NAME, TYPE, SUFFIX, CTYPE) with the signed/unsigned
+ * rshmem_wait_until_SUFFIX of the right width (device; the on-stream forms read the sign from SUFFIX). */
 #define NVSHMEMI_FOR_WAIT_TYPES(X)                                                                    \
     X(short, short, i16, int16_t) X(int, int, i32, int32_t) X(long, long, i64, int64_t)               \
     X(longlong, long long, i64, int64_t) X(ushort, unsigned short, u16, uint16_t)                     \
@@ -669,6 +666,11 @@ NVSHMEMI_FOR_BITWISE_AMO_TYPES(NVSHMEMI_AMO_BITWISE)
     X(int64, int64_t, i64, int64_t) X(uint32, uint32_t, u32, uint32_t) X(uint64, uint64_t, u64, uint64_t) \
     X(size, size_t, u64, uint64_t) X(ptrdiff, ptrdiff_t, i64, int64_t)
 
+/* ------------------------------------------------------------------ device only */
+#if defined(__CUDACC__)
+
+/* Type tables of the device-only operations: X(NAME, TYPE, BITS) and, for waits, X(NAME, TYPE, SUFFIX,
+ * CTYPE) with the signed/unsigned rshmem_wait_until_SUFFIX of the right width. */
 /* Bits of a value as another type of the same size. */
 template <typename To, typename From>
 static __device__ __forceinline__ To nvshmemi_bits(From v) {

@@ -381,33 +381,34 @@ NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_POINT_ON_STREAM)
     }
 NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_POINT_ON_STREAM)
 #undef NVSHMEMXI_SIZED_POINT_ON_STREAM
-/* Waits on a stream: the wait types (X(NAME, TYPE, SIGNED)). */
-#define NVSHMEMXI_FOR_WAIT_ON_STREAM_TYPES(X)                                                             \
-    X(short, short, true) X(int, int, true) X(long, long, true) X(longlong, long long, true)              \
-    X(ushort, unsigned short, false) X(uint, unsigned int, false) X(ulong, unsigned long, false)           \
-    X(ulonglong, unsigned long long, false) X(int32, int32_t, true) X(int64, int64_t, true)               \
-    X(uint32, uint32_t, false) X(uint64, uint64_t, false) X(size, size_t, false) X(ptrdiff, ptrdiff_t, true)
-#define NVSHMEMXI_WAIT_ON_STREAM(NAME, TYPE, SIGNED)                                                       \
+/* Waits on a stream, over nvshmem.h's wait types; the type's suffix says whether they compare signed. */
+/* Whether rshmem_wait_until_SUFFIX compares signed (the suffix of nvshmem.h's wait-type table). */
+#define NVSHMEMXI_SIGNED_i16 true
+#define NVSHMEMXI_SIGNED_i32 true
+#define NVSHMEMXI_SIGNED_i64 true
+#define NVSHMEMXI_SIGNED_u16 false
+#define NVSHMEMXI_SIGNED_u32 false
+#define NVSHMEMXI_SIGNED_u64 false
+#define NVSHMEMXI_WAIT_ON_STREAM(NAME, TYPE, SUF, CT)                                                       \
     NVSHMEMI_HOST void nvshmemx_##NAME##_wait_until_on_stream(TYPE *ivar, int cmp, TYPE cmp_value,         \
                                                               RSHMEM_STREAM_T stream) {                   \
-        rshmem_wait_until_on_stream(ivar, cmp, (uint64_t)cmp_value, sizeof(TYPE), SIGNED, stream);        \
+        rshmem_wait_until_on_stream(ivar, cmp, (uint64_t)cmp_value, sizeof(TYPE), NVSHMEMXI_SIGNED_##SUF, stream);  \
     }                                                                                                     \
     NVSHMEMI_HOST void nvshmemx_##NAME##_wait_until_all_on_stream(TYPE *ivars, size_t nelems, const int *status, \
                                                                   int cmp, TYPE cmp_value,                \
                                                                   RSHMEM_STREAM_T stream) {               \
         rshmem_wait_until_all_on_stream(ivars, nelems, status, cmp, (uint64_t)cmp_value, NULL, sizeof(TYPE), \
-                                        SIGNED, stream);                                                  \
+                                        NVSHMEMXI_SIGNED_##SUF, stream);                                  \
     }                                                                                                     \
     NVSHMEMI_HOST void nvshmemx_##NAME##_wait_until_all_vector_on_stream(TYPE *ivars, size_t nelems,      \
                                                                          const int *status, int cmp,      \
                                                                          TYPE *cmp_values,                \
                                                                          RSHMEM_STREAM_T stream) {        \
-        rshmem_wait_until_all_on_stream(ivars, nelems, status, cmp, 0, cmp_values, sizeof(TYPE), SIGNED,  \
-                                        stream);                                                          \
+        rshmem_wait_until_all_on_stream(ivars, nelems, status, cmp, 0, cmp_values, sizeof(TYPE),           \
+                                        NVSHMEMXI_SIGNED_##SUF, stream);                                 \
     }
-NVSHMEMXI_FOR_WAIT_ON_STREAM_TYPES(NVSHMEMXI_WAIT_ON_STREAM)
+NVSHMEMI_FOR_WAIT_TYPES(NVSHMEMXI_WAIT_ON_STREAM)
 #undef NVSHMEMXI_WAIT_ON_STREAM
-#undef NVSHMEMXI_FOR_WAIT_ON_STREAM_TYPES
 
 /* ------------------------------------------------------------------ collective launch (host) */
 #if defined(__CUDACC__) || defined(CUDART_VERSION)

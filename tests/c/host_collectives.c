@@ -8,14 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int me, fails;
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            printf("PE %d: FAILED %s (line %d)\n", me, #c, __LINE__);             \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
+#include "check.h"
 /* A collective writes into every member's dest: no PE may enter the next one on the same buffer before
  * all have read this result (OpenSHMEM's rule), hence a barrier after each check of dest. */
 #define CHECK_THEN_BARRIER(c) \

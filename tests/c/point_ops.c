@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int me, fails;
+#include "check.h"
 /* Symmetric memory is read and written through this PE's own g / p, so the program runs on GPUs too
  * (where the heap is device memory) as well as on the CPU backend. */
 #define GET(T, p) nvshmem_##T##_g((p), me)
@@ -20,13 +20,6 @@ static int me, fails;
 /* After on-stream operations: a g in the stream's order, which waits for the stream's earlier work (on
  * a GPU the host's own g would not wait for a kernel still waiting on the stream). */
 #define GETS(T, p) nvshmemx_##T##_g_on_stream((p), me, NULL)
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            printf("PE %d: FAILED %s (line %d)\n", me, #c, __LINE__);             \
-            fails++;                                                              \
-        }                                                                         \
-    } while (0)
 
 int main(void) {
     int n, i, next, prev, k, p;

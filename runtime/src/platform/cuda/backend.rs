@@ -138,19 +138,8 @@ impl CudaBackend {
         } else {
             0
         };
-        let (mut w0, mut dest, mut value, mut cond, mut n, mut aux, mut dst, mut sst, mut result) =
-            (op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot);
-        let mut args: [*mut std::ffi::c_void; 9] = [
-            &mut w0 as *mut u64 as _,
-            &mut dest as *mut u64 as _,
-            &mut value as *mut u64 as _,
-            &mut cond as *mut u64 as _,
-            &mut n as *mut u64 as _,
-            &mut aux as *mut u64 as _,
-            &mut dst as *mut u64 as _,
-            &mut sst as *mut u64 as _,
-            &mut result as *mut u64 as _,
-        ];
+        let mut params = [op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot];
+        let mut args = params.each_mut().map(|p| p as *mut u64 as *mut std::ffi::c_void);
         // SAFETY: the parameters match rshmemi_point_op(u64 x 9) in order and size; the operation was
         // checked (our caller's contract).
         unsafe { self.module()?.launch("rshmemi_point_op", 1, 1, 0, Stream(s as _), &mut args)? };

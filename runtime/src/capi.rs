@@ -580,7 +580,7 @@ use rshmem_device::point::{what as pw, Op as PointOp};
 /// have no error return).
 #[no_mangle]
 pub extern "C" fn rshmem_host_amo(code: i32, width: u32, dest: *mut c_void, value: u64, cond: u64, pe: i32) -> u64 {
-    entry("rshmem_host_amo", OnFail::Exit, || point::amo("rshmem_host_amo", code.clamp(0, u16::MAX as i32) as u16, width, dest as *mut u8, value, cond, pe))
+    entry("rshmem_host_amo", OnFail::Exit, || point::amo("rshmem_host_amo", code, width, dest as *mut u8, value, cond, pe))
 }
 
 macro_rules! strided_host {

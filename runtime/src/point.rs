@@ -45,7 +45,7 @@ fn check(rt: &Runtime, call: &str, op: &Op) -> Result<()> {
     let pe = if op.what == what::WAIT { runtime::my_pe() } else { op.pe };
     match op.what {
         what::AMO if op.code == 0 || op.code > code::LAST as u32 => {
-            return Err(Error::new(format!("{call}: atomic operation code {} is not valid", op.code)))
+            return Err(Error::new(format!("{call}: atomic operation code {} is not valid (1 to {})", op.code as i32, code::LAST)))
         }
         what::SIGNAL_OP if op.code as i32 != SIGNAL_SET && op.code as i32 != SIGNAL_ADD => {
             return Err(Error::new(format!(
@@ -86,7 +86,8 @@ fn check(rt: &Runtime, call: &str, op: &Op) -> Result<()> {
 ///
 /// # Safety
 /// None beyond the checks (the operation touches only symmetric memory).
-pub fn amo(call: &str, code: u16, width: u32, dest: *mut u8, value: u64, cond: u64, pe: i32) -> Result<u64> {
+pub fn amo(call: &str, code: i32, width: u32, dest: *mut u8, value: u64, cond: u64, pe: i32) -> Result<u64> {
+    // A negative code stays visible as itself in `check`'s message (`op.code as i32`).
     let op = Op { what: what::AMO, code: code as u32, width, pe, dest: dest as u64, value, cond, ..Op::default() };
     // SAFETY: an AMO names no local buffer.
     unsafe { run(call, op, None, true) }

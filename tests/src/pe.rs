@@ -768,7 +768,7 @@ fn host_amo(c: &Ctx) {
     let (ctr_a, out_a) = (ctr as u64, out as u64);
     let host_vals: Vec<u64> = std::thread::scope(|s| {
         let kernel = s.spawn(move || run("k_contention", grid, threads, &[ctr_a, out_a, iters as u64, ctr_a + 8]));
-        let vals = (0..host_n).map(|_| ck(rshmem::point::amo("host_amo", FETCH_ADD, 8, ctr_a as *mut u8, 1, 0, 0))).collect();
+        let vals = (0..host_n).map(|_| ck(rshmem::point::amo("host_amo", FETCH_ADD as i32, 8, ctr_a as *mut u8, 1, 0, 0))).collect();
         if kernel.join().is_err() {
             die("host_amo: the kernel's thread panicked");
         }

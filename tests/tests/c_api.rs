@@ -143,3 +143,11 @@ fn init_with_shmem_is_refused_by_name() {
     assert_eq!(code, 1, "{t}");
     assert!(t.contains("NVSHMEMX_INIT_WITH_SHMEM needs an OpenSHMEM library's bootstrap"), "{t}");
 }
+
+/// A host AMO with an operation code that is none: an exit naming the code as given.
+#[test]
+fn host_amo_with_a_bad_code_is_refused_by_name() {
+    let Some((code, t)) = global_exit_job("1", false, &["bad_amo"]) else { return };
+    assert_eq!(code, 1, "{t}");
+    assert!(t.contains("rshmem_host_amo: atomic operation code -5 is not valid (1 to 12)") && !t.contains("FAILED"), "{t}");
+}

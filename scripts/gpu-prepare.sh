@@ -51,8 +51,8 @@ else
 fi
 { git rev-parse HEAD; git diff --quiet HEAD 2>/dev/null || echo "+dirty"; } | paste -sd '' >"$c/COMMIT"
 
-# Issue 22: the C programs of the point operations and global_exit, linked here against carry/'s library.
-for t in point_ops global_exit; do
+# Issue 22: the C programs of the point operations, global_exit and team_init, linked here against carry/'s library.
+for t in point_ops global_exit team_init; do
   ${CC:-cc} -std=c99 -O2 -I device/include "tests/c/$t.c" -L "$c" -lrshmem -Wl,-rpath,'$ORIGIN' -o "$c/c_$t"
 done
 

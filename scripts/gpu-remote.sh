@@ -255,9 +255,10 @@ fi
 if has families; then
   # Issue 22's families on GPUs: the C program of host AMOs, strided RMA and on-stream point operations
   # (tests/c/point_ops.c), the CUDA program of half/bfloat16 RMA, device strided RMA at three scopes and
-  # host AMOs racing device AMOs (tests/cuda/device_families.cu), on one node and across two, and
+  # host AMOs racing device AMOs (tests/cuda/device_families.cu), teams from unique ids
+  # (tests/c/team_init.c), on one node and across two, and
   # nvshmem_global_exit through rshmrun (tests/c/global_exit.c: rshmrun must exit with the status).
-  for prog in c_point_ops device_families; do
+  for prog in c_point_ops device_families c_team_init; do
     if [ -x "$c/$prog" ]; then
       step "$prog, one node, 2 PEs"
       LOG=$prog.log RSHMEM_SYMMETRIC_SIZE=1g prun "${prog}_node" 60 "$c" "$c/$prog"

@@ -5,9 +5,8 @@
  * with -I <rshmem>/device/include): every name here is a static inline wrapper over the rshmem C API
  * (rshmem.h). Build with `nvcc -rdc=true` and link librshmem_device.a plus -lrshmem (see rshmem.h).
  *
- * Every public name of NVSHMEM 3.4.5's headers is declared here and in nvshmemx.h except the two listed in
- * tests/api/nvshmem-3.4.5.missing (nvshmemx_team_init, nvshmemx_team_get_uniqueid), so a program that uses
- * one of those fails to compile with the missing name, not at link or run time. Declared but failing at
+ * Every public name of NVSHMEM 3.4.5's headers is declared here and in nvshmemx.h (the list:
+ * tests/api/nvshmem-3.4.5.names, checked by scripts/check-api-names.sh). Declared but failing at
  * run time with a message: nvshmemx_buffer_register_symmetric / _unregister_symmetric (NVSHMEM's perftest
  * helper references them). The host AMOs, strided RMA, on-stream point operations and global_exit are
  * rshmem's own implementations (runtime/src/point.rs, device/src/point.rs); see README.md's compatibility
@@ -335,6 +334,14 @@ NVSHMEMI_HOST int nvshmem_team_split_2d(nvshmem_team_t parent_team, int xrange,
 NVSHMEMI_HOST void nvshmem_team_destroy(nvshmem_team_t team) { (void)rshmem_team_destroy(team); }
 NVSHMEMI_HOST void nvshmem_team_get_config(nvshmem_team_t team, nvshmem_team_config_t *config) {
     (void)rshmem_team_get_config(team, config);
+}
+/* Teams of arbitrary members from a unique id (see rshmem_team_init in rshmem.h). */
+NVSHMEMI_HOST int nvshmemx_team_get_uniqueid(nvshmemx_team_uniqueid_t *uniqueid) {
+    return rshmem_team_get_uniqueid((unsigned long long *)uniqueid);
+}
+NVSHMEMI_HOST int nvshmemx_team_init(nvshmem_team_t *team, nvshmem_team_config_t *config, long config_mask, int npes,
+                                     int pe_idx_in_team) {
+    return rshmem_team_init(team, config, config_mask, npes, pe_idx_in_team);
 }
 
 /* ------------------------------------------------------------------ collectives (host and device)

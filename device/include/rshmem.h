@@ -163,6 +163,15 @@ int rshmem_team_split_2d(int parent, int xrange, const void *xaxis_config, long 
                          const void *yaxis_config, long yaxis_mask, int *yaxis_team);
 int rshmem_team_destroy(int team);
 int rshmem_team_get_config(int team, void *config);
+/* Teams of arbitrary members. rshmem_team_get_uniqueid writes a fresh id (never all ones) for one PE to
+ * hand to the members. rshmem_team_init is collective over the `npes` PEs that pass the same
+ * config->uniqueid (a version-2 64-byte config; the id is read whatever `mask` says), and no others:
+ * this PE becomes member `pe_idx_in_team` (each member its own index, 0 to npes - 1). *team is the new
+ * team, or RSHMEM_TEAM_INVALID with 1 returned and the error printed (bad arguments, members that
+ * disagree on npes or share an index, no team slot free on every member, or with RSHMEM_WAIT_TIMEOUT
+ * members that never arrive). */
+int rshmem_team_get_uniqueid(unsigned long long *uniqueid);
+int rshmem_team_init(int *team, const void *config, long mask, int npes, int pe_idx_in_team);
 
 /* Collectives enqueued on a stream (run there by one block; the CPU backend runs them at once). The
  * arguments are those of the host calls below. 0 on success; otherwise the error is printed and 1

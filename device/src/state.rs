@@ -302,8 +302,10 @@ pub const MAX_TEAMS: usize = 32;
 /// that fetch from PEs whose heap is not mapped here, or that reduce in place.
 pub const SCRATCH_BYTES: usize = 16 * 1024;
 
-/// A team as device code sees it: member `i` is PE `start + i * stride` of the job (`node_list == 0`),
-/// or, for the node teams and their splits, the PE `node_pe[start + i * stride]` of this node.
+/// A team as device code sees it: member `i` is PE `start + i * stride` of the job (`node_list ==
+/// PES_JOB`); for the node teams and their splits the PE `node_pe[start + i * stride]` of this node
+/// (`PES_NODE`); for a team of arbitrary members (`team_init`, and splits of such a team) the PE
+/// `Internal::members[list][start + i * stride]` (`PES_LISTED`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TeamDesc {
@@ -312,17 +314,44 @@ pub struct TeamDesc {
     pub size: i32,
     /// This PE's index in the team (-1: not a member).
     pub my_index: i32,
-    /// 1: members index `DeviceState::node_pe` (node teams); 0: they are job PE numbers.
+    /// How member numbers map to job PEs: `PES_JOB`, `PES_NODE` or `PES_LISTED`.
     pub node_list: u32,
     /// `TEAM_VALID` while the team exists; anything else: no such team (never made, or destroyed).
     pub valid: u32,
-    /// The team it was split from (-1 for the predefined teams).
+    /// The team it was split from (-1 for the predefined teams and those made by `team_init`).
     pub parent: i32,
-    pub _pad: u32,
+    /// For `PES_LISTED`: the row of `Internal::members` holding the members (the team's own slot).
+    pub list: u32,
 }
+
+/// `TeamDesc::node_list`: member numbers are job PE numbers.
+pub const PES_JOB: u32 = 0;
+/// `TeamDesc::node_list`: member numbers index this node's PEs (`DeviceState::node_pe`).
+pub const PES_NODE: u32 = 1;
+/// `TeamDesc::node_list`: member numbers index a member table (`Internal::members[list]`).
+pub const PES_LISTED: u32 = 2;
 
 /// `TeamDesc::valid` of a live team.
 pub const TEAM_VALID: u32 = 0x7ea3_0001;
+
+/// A PE's announcement while it makes a team from a unique id (`team_init`): the id last (written
+/// after the rest, read first), so a reader that sees the id sees the rest.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TeamInitCall {
+    /// The team's unique id, or `TEAM_UID_NONE`.
+    pub uid: u64,
+    /// The number of members this PE was told.
+    pub npes: i32,
+    /// This PE's index in the team.
+    pub index: i32,
+    /// The team slots free on this PE (bit i: slot i).
+    pub free: u64,
+    pub _pad: [u64; 5],
+}
+
+/// `TeamInitCall::uid` of a PE that is not making a team (NVSHMEM's invalid unique id, all ones).
+pub const TEAM_UID_NONE: u64 = u64::MAX;
 
 /// One team's synchronization words on one PE.
 #[repr(C)]
@@ -348,6 +377,11 @@ pub struct Internal {
     pub teams: [TeamDesc; MAX_TEAMS],
     /// Source and result words of the host's own team operations (the slot agreement of a split).
     pub team_work: [u64; 16],
+    /// What this PE announces while it is inside `team_init` (`TeamInitCall`), read by the other PEs
+    /// of the job with host gets; `TEAM_UID_NONE` in `uid` when it is not.
+    pub team_init: TeamInitCall,
+    /// Per team slot: the job PE of each member of a team of arbitrary members (`PES_LISTED`).
+    pub members: [[i32; MAX_PES]; MAX_TEAMS],
     /// Per team: the synchronization words every collective of the team uses (team 0, the world,
     /// is also barrier_all's and sync_all's).
     pub sync: [TeamSync; MAX_TEAMS],

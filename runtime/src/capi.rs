@@ -308,6 +308,59 @@ pub unsafe extern "C" fn rshmem_team_split_strided(parent: i32, start: i32, stri
     })
 }
 
+/// A fresh unique id for `rshmem_team_init` (`nvshmemx_team_get_uniqueid`).
+///
+/// # Safety
+/// `uniqueid` writable for 8 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_team_get_uniqueid(uniqueid: *mut u64) -> i32 {
+    entry("rshmem_team_get_uniqueid", OnFail::Return(1), || {
+        if uniqueid.is_null() {
+            return Err(Error::new("rshmem_team_get_uniqueid: uniqueid is null"));
+        }
+        let id = crate::team_init::team_get_uniqueid()?;
+        // SAFETY: not null and writable (# Safety); any alignment.
+        unsafe { uniqueid.write_unaligned(id) };
+        Ok(0)
+    })
+}
+
+/// `nvshmemx_team_init`: collective over the `npes` PEs passing the same `config->uniqueid`, this one
+/// as member `pe_idx_in_team`. The id is read whatever the mask (as NVSHMEM does); the mask selects
+/// num_contexts. `*team` is the new team, or RSHMEM_TEAM_INVALID on failure.
+///
+/// # Safety
+/// `team` writable; `config` readable for 64 bytes (an `nvshmem_team_config_t`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_team_init(team: *mut i32, config: *const c_void, mask: i64, npes: i32, pe_idx_in_team: i32) -> i32 {
+    let call = "rshmem_team_init";
+    entry(call, OnFail::Return(1), || {
+        if team.is_null() {
+            return Err(Error::new(format!("{call}: team is null")));
+        }
+        // SAFETY: not null and writable (# Safety); NVSHMEM's rule: TEAM_INVALID until made.
+        unsafe { *team = rshmem_device::TEAM_INVALID };
+        if config.is_null() {
+            return Err(Error::new(format!("{call}: config is null; a team made from a unique id needs one carrying the uniqueid")));
+        }
+        // SAFETY: the caller's contract: 64 readable bytes, any alignment.
+        let given: TeamConfig = bytemuck::pod_read_unaligned(unsafe { std::slice::from_raw_parts(config as *const u8, 64) });
+        if given.version >> 16 != 2 {
+            return Err(Error::new(format!(
+                "{call}: config version {:#x} is not a version-2 nvshmem_team_config_t (start from NVSHMEM_TEAM_CONFIG_INITIALIZER)",
+                given.version
+            )));
+        }
+        // SAFETY: as above.
+        let mut c = unsafe { read_config(config, mask) }.unwrap_or_default();
+        c.uniqueid = given.uniqueid;
+        let t = crate::team_init::team_init(c, npes, pe_idx_in_team)?;
+        // SAFETY: as above.
+        unsafe { *team = t };
+        Ok(0)
+    })
+}
+
 /// # Safety
 /// Each config null or readable for 64 bytes; `xaxis_team` and `yaxis_team` writable.
 #[no_mangle]

@@ -6,8 +6,9 @@
 use crate::error::{Error, Result};
 use crate::runtime::{self, Runtime};
 pub use crate::teams::TeamConfig;
+use crate::teams::Teams;
 use rshmem_device::coll::{self as dc, host_op};
-use rshmem_device::state::{Internal, TeamDesc, TeamSync, MAX_TEAMS, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_VALID, TEAM_WORLD};
+use rshmem_device::state::{Internal, TeamDesc, TeamSync, MAX_TEAMS, PES_LISTED, TEAMS_MIN, TEAM_INVALID, TEAM_NODE, TEAM_SHARED, TEAM_VALID, TEAM_WORLD};
 use std::mem::{offset_of, size_of};
 
 pub use rshmem_device::coll::{dtype, op, Bf16, DoubleLoc, F16};
@@ -55,7 +56,30 @@ pub fn team_translate_pe(src: i32, pe: i32, dest: i32) -> i32 {
     if pe < 0 || pe >= s.size {
         return -1;
     }
-    dc::index_of(&d, dc::member(&s, pe))
+    let teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
+    let node_pe = |j: i32| rt.state.node_pe.get(j as usize).copied().unwrap_or(-1);
+    dc::index_of_in(&d, pe_of(&rt, &teams, &s, pe), rt.state.node_n_pes, node_pe, |r, j| teams.listed(r, j))
+}
+
+/// The job PE of member `i` of team `d`, from the host's copies of the node's PE table and the
+/// member tables (the device library's `member` reads the device's).
+pub(crate) fn pe_of(rt: &Runtime, teams: &Teams, d: &TeamDesc, i: i32) -> i32 {
+    dc::member_of(d, i, |j| rt.state.node_pe.get(j as usize).copied().unwrap_or(-1), |r, j| teams.listed(r, j))
+}
+
+/// The team of members `start + i * stride` (`i < size`) of team `parent` (descriptor `p`), with this
+/// PE at `my_index`, to live in `slot`: a strided view of the parent's numbering, or for a parent of
+/// arbitrary members a member table of its own. Returns the descriptor and that table (empty when
+/// strided).
+#[allow(clippy::too_many_arguments)]
+fn sub_team(rt: &Runtime, teams: &Teams, parent: i32, p: &TeamDesc, start: i32, stride: i32, size: i32, my_index: i32, slot: usize) -> (TeamDesc, Vec<i32>) {
+    let base = TeamDesc { start: 0, stride: 1, size, my_index, node_list: p.node_list, valid: TEAM_VALID, parent, list: 0 };
+    if p.node_list == PES_LISTED {
+        let members = (0..size).map(|i| pe_of(rt, teams, p, start + i * stride)).collect();
+        (TeamDesc { list: slot as u32, ..base }, members)
+    } else {
+        (TeamDesc { start: p.start + start * p.stride, stride: p.stride * stride, ..base }, Vec::new())
+    }
 }
 /// The configuration `team` was made with.
 pub fn team_get_config(team: i32) -> Result<TeamConfig> {
@@ -79,27 +103,17 @@ pub fn team_split_strided(parent: i32, start: i32, stride: i32, size: i32, confi
             p.size, p.size
         )));
     }
-    let child = TeamDesc {
-        start: p.start + start * p.stride,
-        stride: p.stride * stride,
-        size,
-        my_index: {
-            let rel = p.my_index - start;
-            if rel >= 0 && rel % stride == 0 && rel / stride < size { rel / stride } else { -1 }
-        },
-        node_list: p.node_list,
-        valid: TEAM_VALID,
-        parent,
-        _pad: 0,
+    let my_index = {
+        let rel = p.my_index - start;
+        if rel >= 0 && rel % stride == 0 && rel / stride < size { rel / stride } else { -1 }
     };
     let slots = agree_slots(&rt, call, parent, 1, [start as u64, stride as u64, size as u64])?;
     let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
-    if child.my_index < 0 {
+    if my_index < 0 {
         return Ok(TEAM_INVALID);
     }
-    teams.desc[slots[0]] = child;
-    teams.config[slots[0]] = config.unwrap_or_default();
-    teams.publish(rt.backend())?;
+    let (child, members) = sub_team(&rt, &teams, parent, &p, start, stride, size, my_index, slots[0]);
+    teams.install(rt.backend(), slots[0], child, config.unwrap_or_default(), members)?;
     Ok(slots[0] as i32)
 }
 
@@ -116,32 +130,11 @@ pub fn team_split_2d(parent: i32, xrange: i32, xconfig: Option<TeamConfig>, ycon
     let slots = agree_slots(&rt, call, parent, 2, [x as u64, u64::MAX, 0])?;
     let (row, col) = (p.my_index / x, p.my_index % x);
     let row_start = row * x;
-    let xdesc = TeamDesc {
-        start: p.start + row_start * p.stride,
-        stride: p.stride,
-        size: x.min(p.size - row_start),
-        my_index: col,
-        node_list: p.node_list,
-        valid: TEAM_VALID,
-        parent,
-        _pad: 0,
-    };
-    let ydesc = TeamDesc {
-        start: p.start + col * p.stride,
-        stride: p.stride * x,
-        size: (p.size - col + x - 1) / x,
-        my_index: row,
-        node_list: p.node_list,
-        valid: TEAM_VALID,
-        parent,
-        _pad: 0,
-    };
     let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
-    teams.desc[slots[0]] = xdesc;
-    teams.config[slots[0]] = xconfig.unwrap_or_default();
-    teams.desc[slots[1]] = ydesc;
-    teams.config[slots[1]] = yconfig.unwrap_or_default();
-    teams.publish(rt.backend())?;
+    let (xdesc, xmembers) = sub_team(&rt, &teams, parent, &p, row_start, 1, x.min(p.size - row_start), col, slots[0]);
+    let (ydesc, ymembers) = sub_team(&rt, &teams, parent, &p, col, x, (p.size - col + x - 1) / x, row, slots[1]);
+    teams.install(rt.backend(), slots[0], xdesc, xconfig.unwrap_or_default(), xmembers)?;
+    teams.install(rt.backend(), slots[1], ydesc, yconfig.unwrap_or_default(), ymembers)?;
     Ok((slots[0] as i32, slots[1] as i32))
 }
 
@@ -225,8 +218,7 @@ pub fn team_destroy(team: i32) -> Result<()> {
     // them now (the team is being destroyed on every member, past its last barrier).
     unsafe { rt.backend().copy_in(sync as *mut u8, &[0u8; size_of::<TeamSync>()])? };
     let mut teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
-    teams.desc[team as usize] = TeamDesc::default();
-    teams.publish(rt.backend())
+    teams.remove(rt.backend(), team as usize)
 }
 
 /// Host barrier of `team`: completes this PE's operations, then waits for every member.
@@ -320,8 +312,8 @@ fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, 
         host_op::FCOLLECT | host_op::ALLTOALL if dc::lands_direct(n as usize * size) => Grid::Push(what == host_op::ALLTOALL),
         _ => return None,
     };
-    let pe_of = |i: i32| dc::member_of(&d, i, |j| rt.state.node_pe.get(j as usize).copied().unwrap_or(-1));
-    let mapped = |i: i32| usize::try_from(pe_of(i)).ok().and_then(|pe| rt.state.peer_base.get(pe)).is_some_and(|&b| b != 0);
+    let teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
+    let mapped = |i: i32| usize::try_from(pe_of(rt, &teams, &d, i)).ok().and_then(|pe| rt.state.peer_base.get(pe)).is_some_and(|&b| b != 0);
     (0..d.size).all(mapped).then_some(plan)
 }
 

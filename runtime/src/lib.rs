@@ -55,6 +55,7 @@ pub mod point;
 pub mod probe;
 pub mod runtime;
 pub mod sym;
+pub mod team_init;
 pub mod teams;
 pub mod transport;
 

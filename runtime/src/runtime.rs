@@ -288,6 +288,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     backend.zero(0, INTERNAL_BYTES)?;
     let teams = crate::teams::Teams::new(me, n, boot.local_pe(), boot.node_pes().len());
     teams.publish(&*backend)?;
+    crate::teams::Teams::announce_init(&*backend, crate::teams::Teams::no_init())?;
     boot.barrier("rshmem_init")?;
     // Last, when nothing can fail any more: a failed init must not leave device calls pointed at a heap
     // that is unmapped when the backend is dropped.
@@ -326,7 +327,7 @@ fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usiz
     Ok(Arc::new(crate::platform::cpu::CpuBackend::new(boot, fds, job, heap_size)?))
 }
 
-fn random16() -> [u8; 16] {
+pub(crate) fn random16() -> [u8; 16] {
     use std::io::Read;
     let mut b = [0u8; 16];
     if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_err() {

@@ -745,7 +745,48 @@ fn teams(c: &Ctx) {
     println!("PE {}: teams: node team PE {tp} of {tn}, peers with an address {reach:?}", c.me);
     barrier();
     ck(rshmem::free(slots));
+    team_from_unique_id(c);
     let _ = CMP_EQ;
+}
+
+/// A team made from a unique id (`Team::from_unique_id`, NVSHMEM's team_init): all PEs numbered in
+/// reverse, so its member table, not a stride, says who is who; used by host collectives (on GPUs a
+/// kernel reading that table from the device heap).
+fn team_from_unique_id(c: &Ctx) {
+    let (me, n) = (c.me as i32, c.n as i32);
+    let uid = ck(rshmem::Sym::<u64>::zeroed());
+    if me == 0 {
+        let id = ck(rshmem::Team::unique_id());
+        for pe in 0..n {
+            ck(uid.put_to(pe, id));
+        }
+    }
+    barrier();
+    let team = ck(rshmem::Team::from_unique_id(ck(uid.read()), n, n - 1 - me));
+    if team.my_pe() != n - 1 - me || team.n_pes() != n || team.translate_pe(0, rshmem::Team::WORLD) != Some(n - 1) {
+        die(format!("team from a unique id: my_pe {} of {}, member 0 is world PE {:?}", team.my_pe(), team.n_pes(), team.translate_pe(0, rshmem::Team::WORLD)));
+    }
+    let src = ck(rshmem::SymSlice::<i64>::from_slice(&[me as i64, 1]));
+    let dst = ck(rshmem::SymSlice::<i64>::zeroed(2 * c.n));
+    // SAFETY: src and dst are live symmetric slices of 2 and 2n i64 on every PE.
+    ck(unsafe { rshmem::coll::reduce(team, rshmem::coll::ReduceOp::Sum, dst.as_ptr(), src.as_ptr(), 2) });
+    let sum = ck(dst.to_vec());
+    if sum[..2] != [(n * (n - 1) / 2) as i64, n as i64] {
+        die(format!("team from a unique id: sum reduction gave {:?}", &sum[..2]));
+    }
+    ck(team.barrier());
+    // SAFETY: as above (fcollect writes 2n values).
+    ck(unsafe { rshmem::coll::fcollect(team, dst.as_ptr(), src.as_ptr(), 2) });
+    let all = ck(dst.to_vec());
+    let want: Vec<i64> = (0..n).flat_map(|k| [(n - 1 - k) as i64, 1]).collect();
+    if all != want {
+        die(format!("team from a unique id: fcollect in member order gave {all:?}, expected {want:?}"));
+    }
+    ck(team.destroy());
+    barrier();
+    ck(dst.free());
+    ck(src.free());
+    ck(uid.free());
 }
 
 /// Device fetch_add on one counter of PE 0 from every thread of every PE (k_contention on several

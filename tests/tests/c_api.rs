@@ -15,7 +15,9 @@ fn program(name: &str) -> Option<&'static Path> {
     static HOST_COLLECTIVES: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     static POINT_OPS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     static GLOBAL_EXIT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static TEAM_INIT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let cell = match name {
+        "team_init" => &TEAM_INIT,
         "host_collectives" => &HOST_COLLECTIVES,
         "point_ops" => &POINT_OPS,
         "global_exit" => &GLOBAL_EXIT,
@@ -106,6 +108,48 @@ fn point_ops_from_c_on_3_pes() {
 #[test]
 fn point_ops_from_c_across_two_nodes() {
     run_program("point_ops", &["--nodes", "2", "-np", "4"]);
+}
+
+/// Teams of arbitrary members from unique ids (tests/c/team_init.c): two teams made at once by the odd
+/// and the even PEs (PE 0 in neither), numbered against the job order, used for collectives and split;
+/// on one node, and across two simulated nodes, where the rendezvous reads announcements through the
+/// proxy.
+#[test]
+fn team_init_from_c_on_5_pes() {
+    run_program("team_init", &["-np", "5"]);
+}
+
+#[test]
+fn team_init_from_c_on_2_pes() {
+    run_program("team_init", &["-np", "2"]);
+}
+
+#[test]
+fn team_init_from_c_across_two_nodes() {
+    run_program("team_init", &["--nodes", "2", "-np", "6"]);
+}
+
+/// A member that never comes: the caller's wait ends at its RSHMEM_WAIT_TIMEOUT (1 s, set by the
+/// program; the job's is 30 s) with an error naming the missing index, returned to the program (which
+/// goes on), instead of a hang.
+#[test]
+fn team_init_names_the_member_that_never_came() {
+    let Some(prog) = program("team_init") else { return };
+    let out = Command::new(tool("rshmrun"))
+        .args(["-np", "3", "--timeout", "60"])
+        .arg(prog)
+        .arg("lonely")
+        .env("RSHMEM_BACKEND", "cpu")
+        .env("RSHMEM_WAIT_TIMEOUT", "30")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rshmrun");
+    let t = text(&out);
+    assert!(out.status.success(), "rshmrun team_init lonely failed:\n{t}");
+    assert!(t.contains("1 of the 2 members of the team of uniqueid") && t.contains("missing the members of index 1"), "no error naming the missing member:\n{t}");
+    for pe in 0..3 {
+        assert!(t.contains(&format!("PE {pe}: ok")), "PE {pe} did not report ok:\n{t}");
+    }
 }
 
 /// `rshmrun -np N [--nodes 2] global_exit ARGS` on the CPU backend: (exit code, output), or None without

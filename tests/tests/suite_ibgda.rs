@@ -28,7 +28,7 @@ macro_rules! wqe_cases {
     ($then:ident) => {
         $then! {
             one: [ring_shift_scenario, ring_shift_example_under_rshmrun],
-            few: [wait_until_six_comparisons],
+            few: [wait_until_six_comparisons, teams_and_ptr],
             many: [
                 p_and_g_all_sizes, put_get_every_scope_size_alignment, atomics_every_operation,
                 fetch_add_contention_distinct_values, amo_mixed_local_and_remote, compare_swap_lock_excludes,

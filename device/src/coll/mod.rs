@@ -1,10 +1,11 @@
 //! Teams and collectives, written once for both backends on top of the RMA calls of `ops`.
 //!
 //! # Teams
-//! A team is a strided set of PEs (`state::TeamDesc`): member `i` is job PE `start + i * stride`, or for
-//! the node teams and their splits the `start + i * stride`-th PE of this node. The host makes and
-//! destroys teams (a split is collective over the parent team) and writes the table into the internal
-//! area of every member's heap; device code reads it from there.
+//! A team is a strided set of PEs (`state::TeamDesc`): member `i` is job PE `start + i * stride`; for
+//! the node teams and their splits the `start + i * stride`-th PE of this node; for a team of arbitrary
+//! members (made from a unique id) entry `start + i * stride` of its member table. The host makes and
+//! destroys teams (a split is collective over the parent team, `team_init` over the members alone) and
+//! writes the table into the internal area of every member's heap; device code reads it from there.
 //!
 //! # Synchronization
 //! Every collective of a team ends with one exchange of that team ([`team_exchange`]): each member
@@ -60,4 +61,4 @@ pub use elem::{dtype, dtype_size, op, valid_reduction, Bf16, DoubleLoc, Elem, F1
 pub use host::{host_op, run};
 pub use reduce::{pull, pull_slice, pull_sync, pulls, reduce, reduce_as};
 pub use sync::{barrier_all, barrier_all_block, barrier_all_warp, sync_all, sync_all_block, sync_all_warp, tag, team_exchange, team_exchange_scoped, team_sync_scoped};
-pub use teams::{index_of, lookup, member, member_of, team, team_my_pe, team_n_pes, team_translate_pe, Team};
+pub use teams::{index_of, index_of_in, lookup, member, member_of, team, team_my_pe, team_n_pes, team_translate_pe, Team};

@@ -2,7 +2,7 @@
 //! queries (see the `coll` module docs).
 
 use crate::route::{fail, state, St};
-use crate::state::{Internal, TeamDesc, MAX_TEAMS, TEAM_VALID, TEAM_WORLD};
+use crate::state::{Internal, TeamDesc, MAX_PES, MAX_TEAMS, PES_LISTED, PES_NODE, TEAM_VALID, TEAM_WORLD};
 use crate::types::Problem;
 use core::mem::{offset_of, size_of};
 use core::ptr;
@@ -33,19 +33,34 @@ impl Team {
 /// The job PE number of member `i` of a team.
 #[inline(always)]
 pub fn member(d: &TeamDesc, i: i32) -> i32 {
-    member_of(d, i, |j| St.node_pe(j))
+    member_of(d, i, |j| St.node_pe(j), listed)
 }
 
-/// `member` with the node's PE table read through `node_pe` (the device state on the device; the
-/// host runtime hands in its own copy).
+/// `member` with the node's PE table read through `node_pe` and the member tables through `listed`
+/// (row, position) (the device state and heap on the device; the host runtime hands in its own
+/// copies).
 #[inline(always)]
-pub fn member_of(d: &TeamDesc, i: i32, node_pe: impl FnOnce(i32) -> i32) -> i32 {
+pub fn member_of(d: &TeamDesc, i: i32, node_pe: impl FnOnce(i32) -> i32, listed: impl FnOnce(u32, i32) -> i32) -> i32 {
     let j = d.start + i * d.stride;
-    if d.node_list != 0 {
-        node_pe(j)
-    } else {
-        j
+    match d.node_list {
+        PES_NODE => node_pe(j),
+        PES_LISTED => listed(d.list, j),
+        _ => j,
     }
+}
+
+/// Entry `j` of member table `row` in this PE's internal area (both indexes taken modulo the table's
+/// bounds).
+#[inline(always)]
+fn listed(row: u32, j: i32) -> i32 {
+    let at = St.heap_base() as usize
+        + offset_of!(Internal, members)
+        + (row as usize % MAX_TEAMS) * MAX_PES * size_of::<i32>()
+        + (j as usize % MAX_PES) * size_of::<i32>();
+    // SAFETY: the member tables lie in the internal area at the start of this PE's heap (mapped while
+    // the state's magic is set, checked by `lookup`, which gave the descriptor); the host writes a row
+    // only before it publishes the descriptor that names it.
+    unsafe { ptr::read_volatile(at as *const i32) }
 }
 
 /// Team `team`'s descriptor on this PE, or None for a handle with no live team.
@@ -56,7 +71,7 @@ pub fn lookup(call: &'static str, team: i32) -> Option<TeamDesc> {
         // The world's descriptor from the device state (constant memory on GPUs), no heap load: the
         // barrier on it is the latency-critical one.
         let n = s.n_pes();
-        return Some(TeamDesc { start: 0, stride: 1, size: n, my_index: s.my_pe(), node_list: 0, valid: TEAM_VALID, parent: -1, _pad: 0 });
+        return Some(TeamDesc { start: 0, stride: 1, size: n, my_index: s.my_pe(), node_list: 0, valid: TEAM_VALID, parent: -1, list: 0 });
     }
     if team < 0 || team as usize >= MAX_TEAMS {
         return None;
@@ -92,14 +107,21 @@ pub fn team_n_pes(team: i32) -> i32 {
 /// The index of job PE `pe` in team `d`, or -1.
 #[inline]
 pub fn index_of(d: &TeamDesc, pe: i32) -> i32 {
-    let j = if d.node_list != 0 {
+    index_of_in(d, pe, St.node_n_pes(), |k| St.node_pe(k), listed)
+}
+
+/// `index_of` with this node's PE count and table, and the member tables, handed in (as `member_of`).
+#[inline]
+pub fn index_of_in(d: &TeamDesc, pe: i32, node_n_pes: i32, node_pe: impl Fn(i32) -> i32, listed: impl Fn(u32, i32) -> i32) -> i32 {
+    let j = match d.node_list {
         // The position of `pe` among this node's PEs.
-        match (0..St.node_n_pes()).find(|&k| St.node_pe(k) == pe) {
+        PES_NODE => match (0..node_n_pes).find(|&k| node_pe(k) == pe) {
             Some(k) => k,
             None => return -1,
-        }
-    } else {
-        pe
+        },
+        // A listed team has no order to exploit: its table is searched.
+        PES_LISTED => return (0..d.size).find(|&i| listed(d.list, d.start + i * d.stride) == pe).unwrap_or(-1),
+        _ => pe,
     };
     let rel = j - d.start;
     if d.stride <= 0 || rel < 0 || rel % d.stride != 0 || rel / d.stride >= d.size {

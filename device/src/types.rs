@@ -7,14 +7,18 @@
 //!   which are the arch layer's atomics, are in `arch`);
 //! - [`Problem`] and [`Failure`]: what a failed device call reports, with [`nic_text`] and the
 //!   collective [`Kind`] its messages name;
-//! - [`Sig`]: the signal of a put-with-signal as the remote transports carry it.
+//! - `Sig`: the signal of a put-with-signal as the remote transports carry it.
 
 /// Which threads cooperate in a call: the calling thread alone, its warp, or its block. Warp- and
 /// block-scoped calls must be made by every thread of the warp/block with the same arguments.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// The calling thread alone.
     Thread,
+    /// Every thread of the caller's warp: 32 consecutive threads of the block (fewer in a partial
+    /// last warp; on the CPU backend the same grouping of the block's host threads).
     Warp,
+    /// Every thread of the caller's block.
     Block,
 }
 
@@ -22,10 +26,15 @@ pub enum Scope {
 /// counters advance with.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Rmw {
+    /// Wrapping addition.
     Add,
+    /// Bitwise AND.
     And,
+    /// Bitwise OR.
     Or,
+    /// Bitwise XOR.
     Xor,
+    /// Replaces the value with the operand.
     Swap,
     /// Unsigned maximum.
     Max,
@@ -36,14 +45,24 @@ rshmem_ibgda::codes! {
     /// of a mismatch whose other PE is in this kind of collective.
     #[derive(Debug)]
     pub enum Kind: u16 [from_repr, mismatch_text] {
+        /// A barrier or sync of the team (`team_sync`, `barrier`; for the world team also
+        /// `barrier_all`, `sync_all`).
         Sync = 1 => "collective mismatch: the target PE (a member of this team) is in a barrier or sync of the team; every member must call the same collectives in the same order\0",
+        /// A broadcast (its tag hashes the byte count and the root).
         Broadcast = 2 => "collective mismatch: the target PE (a member of this team) is in a broadcast of the team, or in this call with different arguments (root, count); every member must call the same collectives in the same order with the same arguments\0",
+        /// An fcollect (its tag hashes the byte count).
         Fcollect = 3 => "collective mismatch: the target PE (a member of this team) is in an fcollect of the team, or in this call with a different count\0",
+        /// A collect (members' counts may differ: its tags name only the round).
         Collect = 4 => "collective mismatch: the target PE (a member of this team) is in a collect of the team\0",
+        /// An alltoall (its tag hashes the byte count).
         Alltoall = 5 => "collective mismatch: the target PE (a member of this team) is in an alltoall of the team, or in this call with a different count\0",
+        /// A reduction (its tag hashes the element count, type and operator).
         Reduce = 6 => "collective mismatch: the target PE (a member of this team) is in a reduction of the team, or in this call with a different count, type or operator\0",
+        /// A reducescatter (its tag hashes the element count, type and operator).
         Reducescatter = 7 => "collective mismatch: the target PE (a member of this team) is in a reducescatter of the team, or in this call with a different count, type or operator\0",
+        /// The agreement of a team split, over the parent team (its tag hashes the split's arguments).
         Split = 8 => "collective mismatch: the target PE (a member of the parent team) is in a team split, or in this split with different arguments (start, stride, size)\0",
+        /// A code no other kind has (`from_tag`'s answer for an unknown one).
         Other = 15 => "collective mismatch: the target PE (a member of this team) is in another collective of the team\0",
     }
 }
@@ -63,13 +82,25 @@ impl Kind {
 /// What went wrong in a device call, for the message printed before the PE is stopped.
 #[derive(Clone, Copy)]
 pub enum Problem {
+    /// rshmem is not initialized here: the device state's magic is not `STATE_MAGIC` (before init,
+    /// after finalize, or a module without the runtime's state), or a transport's structure the call
+    /// needs (a proxy channel, the IBGDA table) is not set up.
     NotInitialized,
+    /// A PE number outside `0..n_pes` (the failure's `pe`).
     PeOutOfRange,
+    /// The address range `[addr, addr + len)` that must be symmetric is not inside the symmetric heap.
     NotInHeap,
+    /// No transport reaches the target PE: it is routed `ROUTE_NONE`, or its transport lacks what the
+    /// call needs (e.g. a QP to the PE).
     NoTransport,
+    /// A comparison operator outside `CMP_EQ..=CMP_GE`.
     BadCmp,
+    /// A signal operator other than `SIGNAL_SET` and `SIGNAL_ADD`.
     BadSignalOp,
+    /// A wait ran past RSHMEM_WAIT_TIMEOUT (or an IBGDA completion poll gave up).
     WaitTimeout,
+    /// The local buffer of a transfer to another node is in thread-local memory, which neither the
+    /// proxy nor the NIC can reach.
     LocalBuffer,
     /// Team handle out of range, never made, or destroyed.
     BadTeam,
@@ -87,10 +118,18 @@ pub enum Problem {
     Unregistered,
     /// An IBGDA work request completed with an error: the PRM syndrome, the NIC's vendor syndrome (the
     /// emulated NIC's reason code) and the failed WQE's opcode. The failure's `addr` is the WQE index.
-    Nic { syndrome: u8, vendor: u8, opcode: u8 },
+    Nic {
+        /// The error CQE's PRM syndrome (`rshmem_ibgda::mlx5::syndrome`).
+        syndrome: u8,
+        /// The NIC's vendor syndrome (the emulated NIC's reason code).
+        vendor: u8,
+        /// The opcode of the failed WQE.
+        opcode: u8,
+    },
 }
 
 impl Problem {
+    /// The message printed for this problem, NUL-terminated (the GPU prints it with `printf`).
     pub const fn text(self) -> &'static str {
         match self {
             Problem::NotInitialized => "called before rshmem init completed (or with no device state in this module)\0",
@@ -132,10 +171,18 @@ pub const fn nic_text(s: u8) -> &'static str {
 /// Describes a failed call: the call's name (NUL-terminated), the problem, the PE and address involved.
 #[derive(Clone, Copy)]
 pub struct Failure {
+    /// The failed call's name, NUL-terminated (e.g. `"rshmem_putmem\0"`).
     pub call: &'static str,
+    /// What went wrong.
     pub problem: Problem,
+    /// The target PE, or the number [`Problem::text`] names in its place (a team handle, a root, a
+    /// type code); -1 when there is none.
     pub pe: i32,
+    /// The address involved, or another number some problems report here (a reduction operator, a
+    /// WQE index, a table address); 0 when there is none.
     pub addr: u64,
+    /// The byte count involved, or another number some problems report here (a slot count, an entry
+    /// index, a magic found); 0 when there is none.
     pub len: u64,
 }
 
@@ -177,16 +224,21 @@ pub trait AmoBits: Copy {
     /// `p` must be non-null, aligned for `Self` and point to memory mapped in this process that, while
     /// this runs, is accessed only atomically (the arch width ops' contract).
     unsafe fn store(p: *mut Self, v: Self);
+    /// The value 1 (the operand of `inc` and `fetch_inc`).
     fn one() -> Self;
     /// Zero-extended to 64 bits, and back (the remote arm's operands and results).
     fn to_u64(self) -> u64;
+    /// The low bits of `v` (the inverse of `to_u64`).
     fn from_u64(v: u64) -> Self;
 }
 
 /// Types usable with swap/set/fetch/compare_swap (NVSHMEM's extended AMO types).
 pub trait Amo: Copy {
+    /// The bit pattern the atomics operate on: `u32` for the 4-byte types, `u64` for the 8-byte ones.
     type Bits: AmoBits;
+    /// The value's bits (an integer's two's complement, a float's IEEE 754 encoding).
     fn to_bits(self) -> Self::Bits;
+    /// The value whose bits are `b` (the inverse of `to_bits`).
     fn from_bits(b: Self::Bits) -> Self;
 }
 /// Integer types usable with every AMO (add, inc, and, or, xor too).
@@ -212,3 +264,145 @@ amo_types! {
     i32 => u32, int; u32 => u32, int; i64 => u64, int; u64 => u64, int;
     isize => u64, int; usize => u64, int; f32 => u32, float; f64 => u64, float;
 }
+
+/// Three dimensions of a kernel launch, or a thread's or block's position in one (CUDA's `dim3`): a
+/// grid's blocks, a block's threads, `thread::thread_idx` and `thread::block_idx`. Unused dimensions
+/// are 1 in a shape and 0 in a position.
+///
+/// ```
+/// use rshmem_device::Dim3;
+/// let block = Dim3::from((32, 4)); // 32 x 4 threads
+/// assert_eq!(block.count(), Some(128));
+/// assert_eq!(block.position(37), Dim3::new(5, 1, 0)); // thread 37: x fastest, as CUDA numbers them
+/// ```
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Dim3 {
+    /// The fastest-varying dimension (CUDA's `x`).
+    pub x: u32,
+    /// The second dimension (`y`).
+    pub y: u32,
+    /// The slowest-varying dimension (`z`).
+    pub z: u32,
+}
+
+impl Dim3 {
+    /// `(x, y, z)`.
+    pub const fn new(x: u32, y: u32, z: u32) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+    /// The number of elements of a shape (`x * y * z`), None when it overflows `u32`.
+    pub const fn count(self) -> Option<u32> {
+        match self.x.checked_mul(self.y) {
+            Some(xy) => xy.checked_mul(self.z),
+            None => None,
+        }
+    }
+    /// The position of linear index `i` in this shape (`x` fastest, as CUDA numbers threads).
+    pub const fn position(self, i: u32) -> Dim3 {
+        let (nx, ny) = (if self.x == 0 { 1 } else { self.x }, if self.y == 0 { 1 } else { self.y });
+        Dim3 { x: i % nx, y: i / nx % ny, z: i / nx / ny }
+    }
+}
+
+impl From<u32> for Dim3 {
+    fn from(x: u32) -> Dim3 {
+        Dim3 { x, y: 1, z: 1 }
+    }
+}
+impl From<(u32, u32)> for Dim3 {
+    fn from((x, y): (u32, u32)) -> Dim3 {
+        Dim3 { x, y, z: 1 }
+    }
+}
+impl From<(u32, u32, u32)> for Dim3 {
+    fn from((x, y, z): (u32, u32, u32)) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+}
+
+/// A pointer to `T` as a kernel argument: plain data (`bytemuck::Pod`, 8 bytes), so it can sit in a
+/// typed kernel's argument struct, where a raw pointer cannot. Made on the host from a symmetric
+/// allocation (`rshmem::SymSlice::dev_ptr`) or any address device code may use; read in the kernel
+/// with [`DevPtr::as_ptr`].
+///
+/// ```
+/// use rshmem_device::DevPtr;
+/// #[repr(C)]
+/// #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+/// struct Args {
+///     data: DevPtr<f32>, // 8 bytes, plain data
+///     n: u64,
+/// }
+/// let buf = [0f32; 4];
+/// let a = Args { data: DevPtr::new(buf.as_ptr()), n: 4 };
+/// assert_eq!(a.data.wrapping_add(1).addr(), buf.as_ptr() as u64 + 4);
+/// assert_eq!(std::mem::size_of::<Args>(), 16);
+/// ```
+#[repr(transparent)]
+pub struct DevPtr<T> {
+    addr: u64,
+    _t: core::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> DevPtr<T> {
+    /// The null pointer.
+    pub const fn null() -> DevPtr<T> {
+        DevPtr { addr: 0, _t: core::marker::PhantomData }
+    }
+    /// The pointer `p`.
+    pub fn new(p: *const T) -> DevPtr<T> {
+        DevPtr { addr: p as usize as u64, _t: core::marker::PhantomData }
+    }
+    /// The pointer at address `addr`.
+    pub const fn from_addr(addr: u64) -> DevPtr<T> {
+        DevPtr { addr, _t: core::marker::PhantomData }
+    }
+    /// The address.
+    pub const fn addr(self) -> u64 {
+        self.addr
+    }
+    /// The pointer, for device code.
+    #[inline(always)]
+    pub fn as_ptr(self) -> *mut T {
+        self.addr as usize as *mut T
+    }
+    /// The pointer `count` elements further (wrapping arithmetic, as `pointer::wrapping_add`).
+    #[inline(always)]
+    pub fn wrapping_add(self, count: usize) -> DevPtr<T> {
+        DevPtr::from_addr(self.addr.wrapping_add((count * core::mem::size_of::<T>()) as u64))
+    }
+    /// The pointer `bytes` bytes further (wrapping arithmetic).
+    #[inline(always)]
+    pub const fn wrapping_byte_add(self, bytes: usize) -> DevPtr<T> {
+        DevPtr::from_addr(self.addr.wrapping_add(bytes as u64))
+    }
+    /// The same address as a pointer to `U` (as `pointer::cast`).
+    #[inline(always)]
+    pub const fn cast<U>(self) -> DevPtr<U> {
+        DevPtr::from_addr(self.addr)
+    }
+}
+
+impl<T> Clone for DevPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DevPtr<T> {}
+impl<T> core::fmt::Debug for DevPtr<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "DevPtr({:#x})", self.addr)
+    }
+}
+impl<T> PartialEq for DevPtr<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.addr == other.addr
+    }
+}
+impl<T> Eq for DevPtr<T> {}
+// SAFETY: DevPtr is `repr(transparent)` over a u64 (the PhantomData is a zero-sized marker): every
+// bit pattern is a valid value, the all-zero one included (null), and it has no padding.
+unsafe impl<T: 'static> bytemuck::Zeroable for DevPtr<T> {}
+// SAFETY: as above; `T: 'static` as Pod requires, and no reference or pointer is stored, only an address.
+unsafe impl<T: 'static> bytemuck::Pod for DevPtr<T> {}

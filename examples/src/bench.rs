@@ -27,10 +27,46 @@
 //!   the grid). GB/s; the data is checked on the peer after each case.
 
 use clap::Parser;
-use rshmem::kernels::KernelSet;
+use rshmem::kernels::{DevPtr, Kernel, KernelSet, LaunchConfig};
+use rshmem::{Sym, SymSlice};
+use rshmem_example_kernels::{BenchAllPairs, BenchAmoRate, BenchBarrier, BenchBw, BenchLat, BenchPingpong, BenchPost, BenchQuiet, BenchRate, XBarrierRaw, XBwDeep};
 use std::time::Instant;
 
 static K: KernelSet = KernelSet::new(rshmem_example_kernels::CPU_KERNELS, include_str!(concat!(env!("OUT_DIR"), "/example_kernels.ptx")));
+
+/// The benchmark's kernels (examples/kernels), each with its argument struct checked once.
+#[derive(Clone, Copy)]
+struct Kernels {
+    bw: Kernel<BenchBw>,
+    bw_deep: Kernel<XBwDeep>,
+    all_pairs: Kernel<BenchAllPairs>,
+    barrier_raw: Kernel<XBarrierRaw>,
+    lat: Kernel<BenchLat>,
+    pingpong: Kernel<BenchPingpong>,
+    post: Kernel<BenchPost>,
+    rate: Kernel<BenchRate>,
+    quiet: Kernel<BenchQuiet>,
+    amo_rate: Kernel<BenchAmoRate>,
+    barrier: Kernel<BenchBarrier>,
+}
+
+impl Kernels {
+    fn new() -> Result<Kernels, rshmem::Error> {
+        Ok(Kernels {
+            bw: K.kernel("bench_bw")?,
+            bw_deep: K.kernel("x_bw_deep")?,
+            all_pairs: K.kernel("bench_all_pairs")?,
+            barrier_raw: K.kernel("x_barrier_raw")?,
+            lat: K.kernel("bench_lat")?,
+            pingpong: K.kernel("bench_pingpong")?,
+            post: K.kernel("bench_post")?,
+            rate: K.kernel("bench_rate")?,
+            quiet: K.kernel("bench_quiet")?,
+            amo_rate: K.kernel("bench_amo_rate")?,
+            barrier: K.kernel("bench_barrier")?,
+        })
+    }
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -159,9 +195,9 @@ fn result(case: &str, scope: &str, bytes: usize, o: &Opt, value: f64, unit: &str
 /// second from one block (`post_block`, one SM) and from the whole grid (`post_grid`). With
 /// RSHMEM_IBGDA_EMULATOR=ack the emulated NIC completes every WQE without moving data, so the figures
 /// are the posting code's and the harness's, not a NIC's.
-fn posting(o: &Opt, me: i32, peer: u64, gpu: bool) -> Result<(), rshmem::Error> {
+fn posting(k: &Kernels, o: &Opt, me: i32, peer: i32, gpu: bool) -> Result<(), rshmem::Error> {
     let words = (o.grid * o.threads).max(1) as usize;
-    let dst = rshmem::calloc(words, 8)?;
+    let dst = SymSlice::<u64>::zeroed(words)?;
     rshmem::barrier_all()?;
     if me == 0 {
         for (case, grid, block) in [("post_1thread", 1u32, 1u32), ("post_block", 1, o.threads), ("post_grid", o.grid, o.threads)] {
@@ -170,15 +206,10 @@ fn posting(o: &Opt, me: i32, peer: u64, gpu: bool) -> Result<(), rshmem::Error> 
                 (true, 1) => 1000,
                 (true, t) => (1_000_000 / t as u64).clamp(8, 1000),
             };
-            let args = [dst as u64, per, peer];
-            // SAFETY: bench_post's documented arguments: dst holds a u64 per thread of the launch.
-            unsafe { K.run("bench_post", grid, block, &args)? }; // warm-up
-            let mut v = vec![];
-            for _ in 0..o.reps {
-                // SAFETY: as above.
-                v.push(unsafe { K.run_timed("bench_post", grid, block, &args)? });
-            }
-            let ms = median(v);
+            let args = BenchPost { dst: dst.dev_ptr(), per_thread: per, peer, _pad: 0 };
+            // SAFETY: bench_post's documented arguments: dst holds a u64 per thread of the launch
+            // (words >= grid * block), live until the free below.
+            let ms = unsafe { time_kernel(k.post, LaunchConfig::new(grid, block), &args, o.reps)? };
             let wqes = grid as f64 * block as f64 * per as f64;
             let p = Opt { grid, threads: block, ..*o };
             result(&format!("{case}_ns"), "thread", 8, &p, ms * 1e6 / wqes, "ns");
@@ -186,20 +217,21 @@ fn posting(o: &Opt, me: i32, peer: u64, gpu: bool) -> Result<(), rshmem::Error> 
         }
     }
     rshmem::barrier_all()?;
-    rshmem::free(dst)
+    dst.free()
 }
 
 /// What the `rate` and `quiet` sections use from `main`'s set-up.
-struct Ctx {
+struct Ctx<'a> {
+    k: Kernels,
     o: Opt,
     me: i32,
     pair: i32,
-    peer: u64,
+    peer: i32,
     gpu: bool,
     /// Symmetric, `maxb` bytes each: `sbuf` holds this PE's random data (`pe_data(me)`), `rbuf` is the
     /// destination.
-    sbuf: *mut u8,
-    rbuf: *mut u8,
+    sbuf: &'a SymSlice<u8>,
+    rbuf: &'a SymSlice<u8>,
     maxb: usize,
     reps: usize,
 }
@@ -210,26 +242,62 @@ fn pe_data(pe: i32, len: usize) -> Vec<u8> {
     (0..len).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect()
 }
 
-/// Kernel `name`: one warm-up launch, then the median of `reps` timed launches, in ms.
+/// Kernel `k` launched as `cfg` says: one warm-up launch (waited for), then the median of `reps`
+/// timed launches, in ms.
 ///
 /// # Safety
-/// `args` must be the kernel's documented arguments (examples/kernels), pointers into live symmetric
-/// buffers of the sizes the kernel touches.
-unsafe fn time_kernel(name: &str, grid: u32, block: u32, args: &[u64], reps: usize) -> Result<f64, rshmem::Error> {
-    // SAFETY: the caller's contract.
-    unsafe { K.run(name, grid, block, args)? };
+/// As `Kernel::launch`: `args` must satisfy the kernel's documented contract (examples/kernels),
+/// pointers into live symmetric buffers of the sizes the kernel touches.
+unsafe fn time_kernel<A: bytemuck::Pod>(k: Kernel<A>, cfg: LaunchConfig, args: &A, reps: usize) -> Result<f64, rshmem::Error> {
+    // SAFETY: the caller's contract; the launch is waited for before the buffers can go.
+    unsafe { k.launch(cfg, args)? };
+    cfg.stream.synchronize()?;
     let mut v = vec![];
     for _ in 0..reps {
-        // SAFETY: the caller's contract.
-        v.push(unsafe { K.run_timed(name, grid, block, args)? });
+        // SAFETY: the caller's contract (launch_timed waits for the kernel).
+        v.push(unsafe { k.launch_timed(cfg, args)? });
     }
     Ok(median(v))
 }
 
+/// A blocking host put of the first `bytes` of this PE's `src` into `dst` on PE `pe`.
+fn put_sym(dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, pe: i32) -> Result<(), rshmem::Error> {
+    if bytes > src.len() || bytes > dst.len() {
+        return Err(rshmem::Error::new(format!("put of {bytes} bytes from {} into {} bytes", src.len(), dst.len())));
+    }
+    // SAFETY: src is a live symmetric allocation of this PE holding at least `bytes` bytes (checked
+    // above), borrowed for the whole (blocking) put; putmem checks the symmetric destination range.
+    unsafe { rshmem::putmem(dst.as_ptr(), src.as_ptr(), bytes, pe) }
+}
+
+/// GPUs: `iters` puts of the first `bytes` of this PE's `src` into `dst` on PE `pe`, enqueued on the
+/// default stream between `timer`'s events; returns the milliseconds between them (waiting for them).
+fn stream_put_ms(timer: &rshmem::cuda::Timer, dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, pe: i32, iters: usize) -> Result<f64, rshmem::Error> {
+    if bytes > src.len() || bytes > dst.len() {
+        return Err(rshmem::Error::new(format!("put of {bytes} bytes from {} into {} bytes", src.len(), dst.len())));
+    }
+    let s = rshmem::cuda::Stream::DEFAULT;
+    let timed = (|| {
+        timer.start(s)?;
+        for _ in 0..iters {
+            // SAFETY: src is a live symmetric buffer of at least `bytes` bytes (checked above), borrowed
+            // until this function returns, which is after the stream has run the copies (elapsed_ms
+            // waits for the stop event; on an error, the synchronize below); s is the default stream.
+            unsafe { rshmem::cuda::putmem_on_stream(dst.as_ptr(), src.as_ptr(), bytes, pe, s)? };
+        }
+        timer.stop(s)?;
+        Ok(timer.elapsed_ms()? as f64)
+    })();
+    if timed.is_err() {
+        // Copies enqueued before the error must be done with src before it can go.
+        let _ = s.synchronize();
+    }
+    timed
+}
+
 /// Every PE poisons the first `len` bytes of its `rbuf` (0xA5), then all meet.
 fn poison(c: &Ctx, len: usize) -> Result<(), rshmem::Error> {
-    // SAFETY: rbuf is a symmetric allocation of maxb >= len bytes (the callers check len).
-    unsafe { rshmem::copy_in(c.rbuf, &vec![0xA5u8; len])? };
+    c.rbuf.copy_from(&vec![0xA5u8; len])?;
     rshmem::barrier_all()
 }
 
@@ -238,8 +306,7 @@ fn poison(c: &Ctx, len: usize) -> Result<(), rshmem::Error> {
 fn check(c: &Ctx, what: &str, len: usize, ranges: &[(usize, usize)]) -> Result<(), rshmem::Error> {
     if c.me == c.pair {
         let mut got = vec![0u8; len];
-        // SAFETY: rbuf holds maxb >= len bytes on this PE.
-        unsafe { rshmem::copy_out(&mut got, c.rbuf)? };
+        c.rbuf.copy_to(&mut got)?;
         let want = pe_data(0, len);
         for &(off, n) in ranges {
             if let Some(i) = (off..off + n).find(|&i| got[i] != want[i]) {
@@ -262,7 +329,7 @@ fn rate(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
     let mut shown = false;
     for &grid in &grids {
         // (kind, bytes): the puts, then p of 8 bytes.
-        for (kind, bytes) in sizes.iter().map(|&b| (0u64, b)).chain([(1u64, 8usize)]) {
+        for (kind, bytes) in sizes.iter().map(|&b| (0u32, b)).chain([(1u32, 8usize)]) {
             let case = if kind == 0 { "msg_rate_put" } else { "msg_rate_p" };
             // Each block cycles through up to 64 slots of its own.
             let slots = (c.maxb / (grid.max(1) as usize * bytes.max(8))).min(64);
@@ -281,11 +348,11 @@ fn rate(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
                     println!("# message rate: thread 0 of each block, {ops} operations per launch in all, then one quiet per block");
                     shown = true;
                 }
-                let args = [c.rbuf as u64, c.sbuf as u64, bytes as u64, per, c.peer, kind, slots as u64];
+                let args = BenchRate { dst: c.rbuf.dev_ptr(), src: c.sbuf.dev_ptr(), bytes: bytes as u64, per_block: per, slots: slots as u64, peer: c.peer, kind };
                 // SAFETY: bench_rate's documented arguments: block b writes the slots
                 // [(b * slots) * bytes, (b * slots + slots) * bytes) of rbuf from the same bytes of sbuf,
                 // inside the grid * slots * bytes <= maxb bytes of both.
-                let ms = unsafe { time_kernel("bench_rate", grid, 1, &args, c.reps)? };
+                let ms = unsafe { time_kernel(c.k.rate, LaunchConfig::new(grid, 1), &args, c.reps)? };
                 let o = Opt { grid, threads: 1, ..c.o };
                 result(case, "thread", bytes, &o, (per * grid as u64) as f64 / ms / 1e3, "Mops");
             }
@@ -304,7 +371,7 @@ fn quiet(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
     let threads = cli.quiet_threads.unwrap_or(if c.gpu { 1024 } else { 4 });
     let calls = cli.quiet_calls.max(1);
     let sizes = cli.quiet_sizes.clone().unwrap_or(vec![1 << 20, 16 << 20, 256 << 20]);
-    let arrivals = rshmem::calloc(1, 8)?;
+    let arrivals = Sym::<u32>::zeroed()?;
     rshmem::barrier_all()?;
     for &total in &sizes {
         let chunk = (total / (grid as usize * calls as usize)) & !7;
@@ -315,14 +382,14 @@ fn quiet(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
             }
             continue;
         }
-        for (mode, case) in [(0u64, "quiet_bw_all"), (1, "quiet_bw_block"), (2, "quiet_bw_one")] {
+        for (mode, case) in [(0u32, "quiet_bw_all"), (1, "quiet_bw_block"), (2, "quiet_bw_one")] {
             poison(c, covered)?;
             if c.me == 0 {
-                let args = [c.rbuf as u64, c.sbuf as u64, total as u64, calls, c.peer, mode, arrivals as u64];
+                let args = BenchQuiet { dst: c.rbuf.dev_ptr(), src: c.sbuf.dev_ptr(), total: total as u64, calls, arrivals: arrivals.dev_ptr(), peer: c.peer, mode };
                 // SAFETY: bench_quiet's documented arguments: the grid x calls chunks cover
-                // covered <= total <= maxb bytes of both buffers; arrivals is a symmetric u32 (in 8 bytes)
-                // that only this kernel touches.
-                let ms = unsafe { time_kernel("bench_quiet", grid, threads, &args, c.reps)? };
+                // covered <= total <= maxb bytes of both buffers; arrivals is a symmetric u32 that only
+                // this kernel touches.
+                let ms = unsafe { time_kernel(c.k.quiet, LaunchConfig::new(grid, threads), &args, c.reps)? };
                 let o = Opt { grid, threads, ..c.o };
                 result(case, "block", total, &o, covered as f64 / ms / 1e6, "GBps");
             }
@@ -330,7 +397,7 @@ fn quiet(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
             check(c, &format!("{case} at {total} bytes"), covered, &[(0, covered)])?;
         }
     }
-    rshmem::free(arrivals)
+    arrivals.free()
 }
 
 fn main() -> Result<(), rshmem::Error> {
@@ -353,36 +420,38 @@ fn main() -> Result<(), rshmem::Error> {
     if n < 2 {
         return Err(rshmem::Error::new("rshmem-bench needs at least 2 PEs (rshmrun -np 2 ...)"));
     }
+    let k = Kernels::new()?;
     let gpu = rshmem::backend_name()? == "cuda";
     let mut o = opts(&cli, gpu)?;
     let chosen = sections(&cli)?;
     let has = |s: &str| chosen.contains(&s);
     // PE 0's partner: --peer, else the first PE whose heap PE 0 cannot map (another node), else PE 1.
     // PE 0 chooses and tells every PE (a host put, through whichever transport reaches it).
-    let choice = rshmem::calloc(1, 8)?;
+    // (A bad --peer is refused before the allocation, which is not freed on an early return.)
+    if let (0, Some(p)) = (me, o.peer) {
+        if p == 0 || p >= n as usize {
+            return Err(rshmem::Error::new(format!("--peer {p}: expected a PE from 1 to {}", n - 1)));
+        }
+    }
+    let choice = Sym::<u64>::zeroed()?;
     if me == 0 {
         let pair = match o.peer {
-            Some(p) if p == 0 || p >= n as usize => return Err(rshmem::Error::new(format!("--peer {p}: expected a PE from 1 to {}", n - 1))),
             Some(p) => p,
-            None => (1..n as usize).find(|&q| rshmem::ptr(choice, q as i32).is_null()).unwrap_or(1),
+            None => (1..n as usize).find(|&q| rshmem::ptr(choice.as_ptr().cast::<u8>(), q as i32).is_null()).unwrap_or(1),
         };
         for q in 0..n {
-            // SAFETY: choice is a symmetric allocation of 8 bytes; the source is 8 bytes.
-            unsafe { rshmem::putmem(choice, (pair as u64).to_le_bytes().as_ptr(), 8, q)? };
+            choice.put_to(q, pair as u64)?;
         }
     }
     rshmem::barrier_all()?;
-    let mut pb = [0u8; 8];
-    // SAFETY: choice holds 8 bytes on this PE.
-    unsafe { rshmem::copy_out(&mut pb, choice)? };
-    let pair = u64::from_le_bytes(pb) as i32;
-    rshmem::free(choice)?;
+    let pair = choice.read()? as i32;
+    choice.free()?;
     // Both PEs of the pair agree on the route: the partner's heap is mapped here or not.
     let partner = if me == 0 { pair } else { 0 };
-    let probe = rshmem::malloc(8)?;
-    o.route = if rshmem::ptr(probe, partner).is_null() { "remote" } else { "p2p" };
-    rshmem::free(probe)?;
-    let peer = partner as u64;
+    let probe = Sym::<u64>::zeroed()?;
+    o.route = if rshmem::ptr(probe.as_ptr().cast::<u8>(), partner).is_null() { "remote" } else { "p2p" };
+    probe.free()?;
+    let peer = partner;
     let in_pair = me == 0 || me == pair;
     if me == 0 {
         println!("# rshmem-bench: {} backend, {n} PEs, grid {} x {} threads, median of {}", rshmem::backend_name()?, o.grid, o.threads, o.reps);
@@ -392,7 +461,8 @@ fn main() -> Result<(), rshmem::Error> {
         }
         result("init_s", "-", 0, &o, init_s, "s");
     }
-    // malloc time: collective 1 MiB malloc + free, median of 20 (malloc timed).
+    // malloc time: collective 1 MiB malloc + free, median of 20 (malloc timed: rshmem::malloc itself,
+    // beside nvshmem_malloc, so not a SymSlice, which zeroes).
     let mut ts = vec![];
     for _ in 0..20 {
         let t = Instant::now();
@@ -404,37 +474,24 @@ fn main() -> Result<(), rshmem::Error> {
         result("malloc_us", "-", 1 << 20, &o, median(ts), "us");
     }
     if o.posting {
-        posting(&o, me, peer, gpu)?;
+        posting(&k, &o, me, peer, gpu)?;
         return rshmem::finalize();
     }
     let maxb = o.max_bytes;
-    let sbuf = rshmem::malloc(maxb)?;
-    let rbuf = rshmem::malloc(maxb)?;
     let mut x = 0x9E3779B97F4A7C15u64 ^ me as u64;
     let data: Vec<u8> = (0..maxb).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
-    // SAFETY: both buffers are symmetric allocations of maxb bytes.
-    unsafe {
-        rshmem::copy_in(sbuf, &data)?;
-        rshmem::copy_in(rbuf, &vec![0xA5; maxb])?;
-    }
+    let sbuf = SymSlice::from_slice(&data)?;
+    let rbuf = SymSlice::from_slice(&vec![0xA5u8; maxb])?;
     rshmem::barrier_all()?;
     let reps = o.reps;
-    let time = |name: &str, grid: u32, block: u32, args: &[u64]| -> Result<f64, rshmem::Error> {
-        // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-        // benchmark's live symmetric buffers of the sizes the kernel touches.
-        unsafe { K.run(name, grid, block, args)? }; // warm-up
-        let mut v = vec![];
-        for _ in 0..reps {
-            // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-            v.push(unsafe { K.run_timed(name, grid, block, args)? });
-        }
-        Ok(median(v))
-    };
+    // Launch shapes: the command line's grid and block, and one thread.
+    let wide = LaunchConfig::new(o.grid, o.threads);
+    let one = LaunchConfig::new(1, 1);
     let mapped = o.route == "p2p";
     let it: u64 = if gpu { 10000 } else if o.quick { 1000 } else { 10000 };
-    let out = rshmem::malloc(8)?;
+    let out = Sym::<u64>::zeroed()?;
     // One u64 per thread for amo_rate, and at least 1 MiB for the latency loops.
-    let lat = rshmem::calloc(1, (1usize << 20).max(8 * (o.grid * o.threads) as usize))?;
+    let lat = SymSlice::<u8>::zeroed((1usize << 20).max(8 * (o.grid * o.threads) as usize))?;
     rshmem::barrier_all()?;
     if has("bw") {
         // Bandwidth sweeps.
@@ -451,16 +508,18 @@ fn main() -> Result<(), rshmem::Error> {
         if maxb >= 256 << 20 {
             sizes.push(256 << 20);
         }
-        for (dir, case) in [(0u64, "put_bw"), (1, "get_bw")] {
-            for (scope, sname) in [(0u64, "thread"), (1, "warp"), (2, "block")] {
+        for (dir, case) in [(0u32, "put_bw"), (1, "get_bw")] {
+            for (scope, sname) in [(0u32, "thread"), (1, "warp"), (2, "block")] {
                 for &bytes in &sizes {
                     if me == 0 {
                         let iters: u64 = if bytes < 1 << 20 { 200 } else if bytes < 16 << 20 { 50 } else { 10 };
                         // To another node every transfer is a network operation of tens of microseconds
                         // (thousands of them per round at thread scope): fewer rounds.
                         let iters = if o.route == "remote" { (iters / 50).max(1) } else { iters };
-                        let args = [rbuf as u64, sbuf as u64, bytes as u64, iters, peer, scope, dir];
-                        let ms = time("bench_bw", o.grid, o.threads, &args)?;
+                        let args = BenchBw { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: bytes as u64, iters, peer, scope, dir, _pad: 0 };
+                        // SAFETY: bench_bw's documented arguments: both buffers are live symmetric
+                        // allocations of maxb >= bytes bytes.
+                        let ms = unsafe { time_kernel(k.bw, wide, &args, reps)? };
                         result(case, sname, bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
                         if !gpu && dir == 0 && scope == 2 {
                             // CPU backend: a plain memcpy of the same size in the same run, for scale.
@@ -488,23 +547,25 @@ fn main() -> Result<(), rshmem::Error> {
         if me == 0 && maxb >= 16 << 20 && mapped {
             for &bytes in &[64usize << 10, maxb] {
                 let iters: u64 = if bytes < 1 << 20 { 200 } else { 10 };
-                let ms = time("x_bw_deep", o.grid, o.threads, &[rbuf as u64, sbuf as u64, bytes as u64, iters, peer])?;
+                let args = XBwDeep { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: bytes as u64, iters, peer, _pad: 0 };
+                // SAFETY: x_bw_deep's documented arguments: both buffers are live symmetric
+                // allocations of maxb >= bytes bytes, and the peer's heap is mapped here (`mapped`).
+                let ms = unsafe { time_kernel(k.bw_deep, wide, &args, reps)? };
                 result("x_put_bw_deep8", "block", bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
             }
         }
         rshmem::barrier_all()?;
         // Delivery check of the largest put: PE 0's partner holds PE 0's data.
         if me == 0 {
-            let args = [rbuf as u64, sbuf as u64, maxb as u64, 1, peer, 2, 0];
-            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-            // benchmark's live symmetric buffers of the sizes the kernel touches.
-            unsafe { K.run("bench_bw", o.grid, o.threads, &args)? };
+            let args = BenchBw { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: maxb as u64, iters: 1, peer, scope: 2, dir: 0, _pad: 0 };
+            // SAFETY: bench_bw's documented arguments: both buffers are live symmetric allocations of
+            // maxb bytes, and the launch is waited for below.
+            unsafe { k.bw.launch(wide, &args)? };
+            wide.stream.synchronize()?;
         }
         rshmem::barrier_all()?;
         if me == pair {
-            let mut got = vec![0u8; maxb];
-            // SAFETY: rbuf holds maxb bytes on this PE.
-            unsafe { rshmem::copy_out(&mut got, rbuf)? };
+            let got = rbuf.to_vec()?;
             let mut x = 0x9E3779B97F4A7C15u64;
             let want: Vec<u8> = (0..maxb).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
             // The block put moves grid chunks rounded down to 8 bytes: check exactly what it covers.
@@ -518,30 +579,44 @@ fn main() -> Result<(), rshmem::Error> {
     }
     // Latencies (one thread).
     if me == 0 && has("lat") {
-        for (kind, case) in [(0u64, "p_lat"), (1, "g_lat"), (2, "put_lat"), (3, "get_lat"), (4, "amo_fetch_add_lat"), (5, "amo_cswap_lat"), (6, "x_raw_st_fence_sc"), (7, "x_raw_st_fence_acqrel"), (8, "x_quiet_only"), (9, "x_raw_fetch_add")] {
+        for (kind, case) in [(0u32, "p_lat"), (1, "g_lat"), (2, "put_lat"), (3, "get_lat"), (4, "amo_fetch_add_lat"), (5, "amo_cswap_lat"), (6, "x_raw_st_fence_sc"), (7, "x_raw_st_fence_acqrel"), (8, "x_quiet_only"), (9, "x_raw_fetch_add")] {
             if !mapped && matches!(kind, 6 | 7 | 9) {
                 continue;
             }
-            let ms = time("bench_lat", 1, 1, &[lat as u64, it, peer, out as u64, kind])?;
+            let args = BenchLat { buf: lat.dev_ptr(), iters: it, out: out.dev_ptr(), peer, kind };
+            // SAFETY: bench_lat's documented arguments: lat is a live symmetric buffer of at least
+            // 1 MiB, out a live u64 of this PE; the analysis kinds 6, 7 and 9 only with a mapped peer.
+            let ms = unsafe { time_kernel(k.lat, one, &args, reps)? };
             result(case, "-", if kind == 2 || kind == 3 { 8 } else { 4 }, &o, ms * 1e3 / it as f64, "us");
         }
         let per = if o.route == "remote" { 2u64 } else { 100 };
-        let ms = time("bench_amo_rate", o.grid, o.threads, &[lat as u64, per, peer])?;
+        let args = BenchAmoRate { ctrs: DevPtr::from_addr(lat.addr()), per_thread: per, peer, _pad: 0 };
+        // SAFETY: bench_amo_rate's documented arguments: lat holds a u64 per thread of the launch.
+        let ms = unsafe { time_kernel(k.amo_rate, wide, &args, reps)? };
         result("amo_rate", "-", 8, &o, (o.grid * o.threads) as f64 * per as f64 / ms / 1e3, "Mops");
     }
     rshmem::barrier_all()?;
     if has("pingpong") {
         // Ping-pongs (PE 0 <-> PE 1).
-        for (kind, case) in [(0u64, "pingpong"), (1, "put_signal_pingpong")] {
+        for (kind, case) in [(0u32, "pingpong"), (1, "put_signal_pingpong")] {
+            // The flag at byte 0 of lat, the put's 8 bytes at 1024, the signal at 2048.
+            let args = BenchPingpong {
+                flag: DevPtr::from_addr(lat.addr()),
+                data: DevPtr::from_addr(lat.addr_of(1024)?),
+                sig: DevPtr::from_addr(lat.addr_of(2048)?),
+                iters: it as i32,
+                peer,
+                kind,
+                _pad: 0,
+            };
             let mut v = vec![];
             for _ in 0..reps {
-                // SAFETY: lat is symmetric, 1 MiB.
-                unsafe { rshmem::copy_in(lat, &[0u8; 4096])? };
+                lat.copy_from(&[0u8; 4096])?;
                 rshmem::barrier_all()?;
                 if in_pair {
-                    let l = lat as u64;
-                    // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-                    v.push(unsafe { K.run_timed("bench_pingpong", 1, 1, &[l, it, peer, kind, l + 1024, l + 2048])? });
+                    // SAFETY: bench_pingpong's documented arguments: the flag, data and signal lie in
+                    // lat's first 4096 bytes (zeroed above), a live symmetric buffer.
+                    v.push(unsafe { k.pingpong.launch_timed(one, &args)? });
                 }
                 rshmem::barrier_all()?;
             }
@@ -552,15 +627,15 @@ fn main() -> Result<(), rshmem::Error> {
     }
     if has("barrier") {
         // Device barriers (all PEs).
-        for (kind, case) in [(0u64, "barrier_all"), (1, "sync_all")] {
-            // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-            // benchmark's live symmetric buffers of the sizes the kernel touches.
-            unsafe { K.run("bench_barrier", 1, 1, &[10, kind])? };
+        for (kind, case) in [(0u32, "barrier_all"), (1, "sync_all")] {
+            // SAFETY: bench_barrier takes no pointers; every PE launches it alike.
+            unsafe { k.barrier.launch(one, &BenchBarrier { iters: 10, kind, _pad: 0 })? };
+            one.stream.synchronize()?;
             let mut v = vec![];
             for _ in 0..reps {
                 rshmem::barrier_all()?;
-                // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-                v.push(unsafe { K.run_timed("bench_barrier", 1, 1, &[it, kind])? });
+                // SAFETY: as above.
+                v.push(unsafe { k.barrier.launch_timed(one, &BenchBarrier { iters: it, kind, _pad: 0 })? });
             }
             if me == 0 {
                 result(case, "-", 0, &o, median(v) * 1e3 / it as f64, "us");
@@ -568,27 +643,27 @@ fn main() -> Result<(), rshmem::Error> {
         }
         // Analysis variant: the flag exchange alone.
         {
-            let slots = rshmem::calloc(n as usize, 8)?;
+            let slots = SymSlice::<u64>::zeroed(n as usize)?;
             rshmem::barrier_all()?;
             // GPUs only: it spins without yielding, which host threads sharing cores cannot afford.
             if gpu && n <= 8 && rshmem::team_n_pes(rshmem_device::TEAM_NODE) == n {
-                // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-                // benchmark's live symmetric buffers of the sizes the kernel touches.
-                unsafe { K.run("x_barrier_raw", 1, 1, &[slots as u64, 10])? };
+                // SAFETY: x_barrier_raw's documented arguments: slots holds a u64 per PE, and every PE's
+                // heap is mapped here (all on this node); the launch is waited for below.
+                unsafe { k.barrier_raw.launch(one, &XBarrierRaw { slots: slots.dev_ptr(), iters: 10 })? };
+                one.stream.synchronize()?;
                 let mut v = vec![];
                 for _ in 0..reps {
-                    // SAFETY: slots is symmetric, 8 * n bytes.
-                    unsafe { rshmem::copy_in(slots, &vec![0u8; 8 * n as usize])? };
+                    slots.copy_from(&vec![0u64; n as usize])?;
                     rshmem::barrier_all()?;
-                    // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-                    v.push(unsafe { K.run_timed("x_barrier_raw", 1, 1, &[slots as u64, it])? });
+                    // SAFETY: as above (launch_timed waits for the kernel).
+                    v.push(unsafe { k.barrier_raw.launch_timed(one, &XBarrierRaw { slots: slots.dev_ptr(), iters: it })? });
                 }
                 if me == 0 {
                     result("x_barrier_raw", "-", 0, &o, median(v) * 1e3 / it as f64, "us");
                 }
             }
             rshmem::barrier_all()?;
-            rshmem::free(slots)?;
+            slots.free()?;
         }
     }
     if has("all_pairs") {
@@ -596,8 +671,8 @@ fn main() -> Result<(), rshmem::Error> {
         {
             let np = n as usize;
             let top = 64usize << 20;
-            let recv = rshmem::malloc(np * top.min(maxb / np))?;
-            let times = rshmem::calloc(np, 8)?;
+            let recv = SymSlice::<u8>::zeroed(np * top.min(maxb / np))?;
+            let times = SymSlice::<f64>::zeroed(np)?;
             for &bytes in &[64usize << 10, 1 << 20, 16 << 20, 64 << 20] {
                 if bytes > maxb / np || bytes > top {
                     continue;
@@ -606,33 +681,31 @@ fn main() -> Result<(), rshmem::Error> {
                 if o.grid < n as u32 - 1 {
                     break;
                 }
-                let args = [recv as u64, sbuf as u64, bytes as u64, iters];
+                let args = BenchAllPairs { dst: recv.dev_ptr(), src: sbuf.dev_ptr(), bytes: bytes as u64, iters };
                 rshmem::barrier_all()?;
-                // SAFETY: the kernel's documented arguments (examples/kernels), pointers into this
-                // benchmark's live symmetric buffers of the sizes the kernel touches.
-                unsafe { K.run("bench_all_pairs", o.grid, o.threads, &args)? };
+                // SAFETY: bench_all_pairs' documented arguments: recv holds n_pes x bytes and sbuf
+                // maxb >= bytes bytes, live symmetric buffers; the launch is waited for below.
+                unsafe { k.all_pairs.launch(wide, &args)? };
+                wide.stream.synchronize()?;
                 let mut v = vec![];
                 for _ in 0..reps {
                     rshmem::barrier_all()?;
-                    // SAFETY: the kernel's documented arguments, pointers into live symmetric buffers it fits in.
-                    v.push(unsafe { K.run_timed("bench_all_pairs", o.grid, o.threads, &args)? });
+                    // SAFETY: as above (launch_timed waits for the kernel).
+                    v.push(unsafe { k.all_pairs.launch_timed(wide, &args)? });
                 }
                 let mine = median(v);
-                // SAFETY: times holds n f64 slots on PE 0.
-                unsafe { rshmem::putmem(times.add(8 * me as usize), mine.to_le_bytes().as_ptr(), 8, 0)? };
+                times.put_at(0, me as usize, &[mine])?;
                 rshmem::barrier_all()?;
                 if me == 0 {
-                    let mut t = vec![0u8; 8 * np];
-                    // SAFETY: as above, read locally.
-                    unsafe { rshmem::copy_out(&mut t, times)? };
-                    let bw: Vec<f64> = t.chunks(8).map(|c| (np - 1) as f64 * bytes as f64 * iters as f64 / f64::from_le_bytes(c.try_into().unwrap()) / 1e6).collect();
+                    let t = times.to_vec()?;
+                    let bw: Vec<f64> = t.iter().map(|ms| (np - 1) as f64 * bytes as f64 * iters as f64 / ms / 1e6).collect();
                     result("all_pairs_put_bw", "block", bytes, &o, bw.iter().cloned().fold(f64::INFINITY, f64::min), "GBps");
                     result("all_pairs_put_bw_total", "block", bytes, &o, bw.iter().sum(), "GBps");
                 }
                 rshmem::barrier_all()?;
             }
-            rshmem::free(times)?;
-            rshmem::free(recv)?;
+            times.free()?;
+            recv.free()?;
         }
     }
     if has("host") {
@@ -655,32 +728,21 @@ fn main() -> Result<(), rshmem::Error> {
                     continue;
                 }
                 let iters = if bytes >= 64 << 20 { 5 } else { 20 };
-                // SAFETY: both ranges lie in the symmetric buffers of maxb bytes.
-                unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
+                put_sym(&rbuf, &sbuf, bytes, peer)?;
                 let mut v = vec![];
                 for _ in 0..reps {
                     let t = Instant::now();
                     for _ in 0..iters {
-                        // SAFETY: as above.
-                        unsafe { rshmem::putmem(rbuf, sbuf, bytes, peer as i32)? };
+                        put_sym(&rbuf, &sbuf, bytes, peer)?;
                     }
                     v.push(t.elapsed().as_secs_f64());
                 }
                 result("host_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e9, "GBps");
                 if gpu {
-                    let s = rshmem::cuda::Stream::DEFAULT;
                     let timer = rshmem::cuda::Timer::new()?;
                     let mut v = vec![];
                     for _ in 0..reps {
-                        timer.start(s)?;
-                        for _ in 0..iters {
-                            // SAFETY: sbuf is a live symmetric buffer of maxb >= bytes bytes, not freed
-                            // before the stream is synchronized (elapsed_ms waits for the stop event);
-                            // s is the default stream.
-                            unsafe { rshmem::cuda::putmem_on_stream(rbuf, sbuf, bytes, peer as i32, s)? };
-                        }
-                        timer.stop(s)?;
-                        v.push(timer.elapsed_ms()? as f64);
+                        v.push(stream_put_ms(&timer, &rbuf, &sbuf, bytes, peer, iters)?);
                     }
                     result("stream_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
                 }
@@ -688,7 +750,7 @@ fn main() -> Result<(), rshmem::Error> {
         }
     }
     rshmem::barrier_all()?;
-    let ctx = Ctx { o, me, pair, peer, gpu, sbuf, rbuf, maxb, reps };
+    let ctx = Ctx { k, o, me, pair, peer, gpu, sbuf: &sbuf, rbuf: &rbuf, maxb, reps };
     if has("rate") {
         rate(&ctx, &cli)?;
     }
@@ -696,5 +758,9 @@ fn main() -> Result<(), rshmem::Error> {
         quiet(&ctx, &cli)?;
     }
     rshmem::barrier_all()?;
+    lat.free()?;
+    out.free()?;
+    rbuf.free()?;
+    sbuf.free()?;
     rshmem::finalize()
 }

@@ -91,20 +91,27 @@ pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
 /// from completing on 2 x H200 (the suite's `amo` and `wait` scenarios across nodes). An event query
 /// holds the driver only for the query; between queries this thread sleeps.
 pub fn wait_default_stream(call: &str) -> Result<()> {
+    wait_stream(call, Stream::DEFAULT)
+}
+
+/// Returns when everything enqueued on stream `s` so far has run, polling an event as
+/// [`wait_default_stream`] does (and for its reason); `call` names the caller in errors.
+pub fn wait_stream(call: &str, s: Stream) -> Result<()> {
     backend_op(call, || {
         let mut ev: cu::CUevent = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; a timing-free event.
         check(unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
         let r = (|| {
-            // SAFETY: ev is a live event of the current context; the null stream is the legacy default.
-            check_ctx(unsafe { cu::cuEventRecord(ev, std::ptr::null_mut()) }, "cuEventRecord")?;
+            // SAFETY: ev is a live event of the current context; the stream is the caller's (a live
+            // stream of this context, or null: the legacy default).
+            check_ctx(unsafe { cu::cuEventRecord(ev, s.0) }, "cuEventRecord")?;
             let mut backoff = rshmem_common::Backoff::new();
             loop {
                 // SAFETY: ev is live.
                 match unsafe { cu::cuEventQuery(ev) } {
                     cu::CUresult::CUDA_SUCCESS => return Ok(()),
                     cu::CUresult::CUDA_ERROR_NOT_READY => {}
-                    other => return check_ctx(other, &format!("{call}: waiting for the kernel")),
+                    other => return check_ctx(other, &format!("{call}: waiting for the stream's work")),
                 }
                 backoff.snooze();
             }
@@ -112,6 +119,31 @@ pub fn wait_default_stream(call: &str) -> Result<()> {
         // SAFETY: ev was created above and is destroyed once.
         unsafe { cu::cuEventDestroy_v2(ev) };
         r
+    })
+}
+
+impl Stream {
+    /// Waits until everything enqueued on this stream so far has run (kernels launched with
+    /// `KernelSet::launch`, on-stream collectives and RMA). On the CPU backend, where that work runs
+    /// when it is enqueued, it returns at once.
+    pub fn synchronize(self) -> Result<()> {
+        let rt = crate::runtime::get("rshmem::cuda::Stream::synchronize")?;
+        if rt.backend().name() != "cuda" {
+            return Ok(());
+        }
+        drop(rt);
+        wait_stream("rshmem::cuda::Stream::synchronize", self)
+    }
+}
+
+/// The ordinal of the GPU this PE runs on (as `cuDeviceGet` numbers them); an error naming `call` on
+/// the CPU backend.
+pub fn device_ordinal(call: &str) -> Result<usize> {
+    backend_op(call, || {
+        let mut dev = 0;
+        // SAFETY: out-pointer to a local; backend_op made the backend's context current.
+        check(unsafe { cu::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
+        Ok(dev.max(0) as usize)
     })
 }
 
@@ -146,6 +178,7 @@ pub struct Timer {
 // SAFETY: event handles are plain tokens.
 unsafe impl Send for Timer {}
 impl Timer {
+    /// A pair of timing events in this PE's context.
     pub fn new() -> Result<Timer> {
         backend_op("rshmem::cuda::Timer::new", || {
             let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
@@ -157,10 +190,12 @@ impl Timer {
             Ok(Timer { a, b })
         })
     }
+    /// Records the start event on stream `s`.
     pub fn start(&self, s: Stream) -> Result<()> {
         // SAFETY: live event and stream.
         check(unsafe { cu::cuEventRecord(self.a, s.0) }, "cuEventRecord")
     }
+    /// Records the stop event on stream `s`.
     pub fn stop(&self, s: Stream) -> Result<()> {
         // SAFETY: live event and stream.
         check(unsafe { cu::cuEventRecord(self.b, s.0) }, "cuEventRecord")
@@ -186,15 +221,18 @@ impl Drop for Timer {
     }
 }
 
-/// On-stream operations through the runtime's own module.
+/// `nvshmemx_barrier_all_on_stream`: enqueues a barrier of all PEs (completing this PE's operations
+/// first) on stream `s`, through the runtime's own module.
 pub fn barrier_all_on_stream(s: Stream) -> Result<()> {
     // SAFETY: the kernel takes no parameters.
     with_backend("rshmem_barrier_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_barrier_all_kernel", 1, 1, 0, s, &mut []) })
 }
+/// `nvshmemx_sync_all_on_stream`: enqueues a synchronization of all PEs on stream `s`.
 pub fn sync_all_on_stream(s: Stream) -> Result<()> {
     // SAFETY: the kernel takes no parameters.
     with_backend("rshmem_sync_all_on_stream", |b| unsafe { b.module()?.launch("rshmemi_sync_all_kernel", 1, 1, 0, s, &mut []) })
 }
+/// `nvshmemx_quiet_on_stream`: enqueues the completion of this PE's outstanding operations on `s`.
 pub fn quiet_on_stream(s: Stream) -> Result<()> {
     // SAFETY: the kernel takes no parameters.
     with_backend("rshmem_quiet_on_stream", |b| unsafe { b.module()?.launch("rshmemi_quiet_kernel", 1, 1, 0, s, &mut []) })

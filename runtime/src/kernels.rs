@@ -1,16 +1,145 @@
 //! Launching kernels written once with `rshmem_device::kernels!`: on the CUDA backend through the PTX
 //! module (JIT-linked with the device library), on the CPU backend as host threads.
+//!
+//! Typed kernels (`fn name(args: Args)`, `Args` a `#[repr(C)]` Pod struct) are launched with
+//! [`KernelSet::launch`] or a [`Kernel`] handle: asynchronously on a stream, with a 1-D, 2-D or 3-D
+//! grid, the struct passed as the kernel's parameter (no argument buffer in device memory), its size
+//! checked against the kernel's. Untyped kernels (`fn name(a)`, `u64` arguments) keep
+//! [`KernelSet::run`], which waits.
+//!
+//! A 3-D launch, where every thread records its coordinates (on the CPU backend here, as in CI; on GPUs
+//! the set would carry its crate's PTX):
+//!
+//! ```
+//! use rshmem::kernels::{DevPtr, KernelSet, LaunchConfig};
+//! use rshmem_device::thread as t;
+//!
+//! #[repr(C)]
+//! #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+//! pub struct Where {
+//!     pub out: DevPtr<u32>,
+//! }
+//! mod k {
+//!     use super::*;
+//!     rshmem_device::kernels! {
+//!         /// out[global thread] = block x, y, z and thread x, y, z, a digit each.
+//!         fn coords(a: Where) {
+//!             let (b, d, g, th) = (t::block_idx(), t::block_dim(), t::grid_dim(), t::thread_idx());
+//!             let block = b.x + g.x * (b.y + g.y * b.z);
+//!             let i = block * d.count().unwrap() + th.x + d.x * (th.y + d.y * th.z);
+//!             let code = ((b.x * 10 + b.y) * 10 + b.z) * 1000 + (th.x * 10 + th.y) * 10 + th.z;
+//!             *a.out.as_ptr().add(i as usize) = code;
+//!         }
+//!     }
+//! }
+//! static K: KernelSet = KernelSet::new(k::CPU_KERNELS, "");
+//!
+//! fn main() -> Result<(), rshmem::Error> {
+//! #   std::env::set_var("RSHMEM_BACKEND", "cpu");
+//!     rshmem::init()?;
+//!     let out = rshmem::SymSlice::<u32>::zeroed(2 * 3 * 1 * 4 * 2 * 1)?;
+//!     let cfg = LaunchConfig::new((2, 3), (4, 2)); // 2 x 3 blocks of 4 x 2 threads
+//!     // SAFETY: `out` holds one u32 per thread of the launch.
+//!     unsafe { K.launch("coords", cfg, &Where { out: out.dev_ptr() })? };
+//!     cfg.stream.synchronize()?;
+//!     let v = out.to_vec()?;
+//!     assert_eq!(v[0], 0);
+//!     assert_eq!(v[1], 100); // thread (1, 0, 0) of block (0, 0, 0)
+//!     assert_eq!(v[8 + 7], 100_000 + 310); // block (1, 0, 0), its last thread (3, 1, 0)
+//!     assert_eq!(v[47], 120_000 + 310); // the last block (1, 2, 0)
+//!     // The name and the argument size are checked before anything runs.
+//!     assert!(K.kernel::<[u64; 2]>("coords").is_err()); // 16 bytes, the kernel takes 8
+//!     assert!(K.kernel::<Where>("no_such_kernel").is_err());
+//!     // SAFETY: refused before launching (empty grid).
+//!     assert!(unsafe { K.launch("coords", LaunchConfig::new((0, 1), 1), &Where { out: out.dev_ptr() }) }.is_err());
+//!     out.free()?;
+//!     rshmem::finalize()
+//! }
+//! ```
 
 use crate::cuda::{self, Module, Stream};
 use crate::error::{Error, Result};
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, Weak};
 
-/// A kernel's host function for the CPU backend (see `rshmem_device::kernels!`).
-pub type CpuKernel = unsafe fn(*const u64);
+pub use rshmem_device::{CpuKernel, DevPtr, Dim3};
+
+/// The shape and stream of a kernel launch (CUDA's `<<<grid, block, shared, stream>>>`).
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchConfig {
+    /// Blocks of the grid, in up to three dimensions.
+    pub grid: Dim3,
+    /// Threads of each block, in up to three dimensions.
+    pub block: Dim3,
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+    /// The stream the launch is enqueued on (`Stream::DEFAULT`: the legacy default stream).
+    pub stream: Stream,
+}
+
+impl LaunchConfig {
+    /// `grid` blocks of `block` threads (each a `u32`, a pair or a triple), no dynamic shared memory,
+    /// on the default stream.
+    pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> LaunchConfig {
+        LaunchConfig { grid: grid.into(), block: block.into(), shared_mem_bytes: 0, stream: Stream::DEFAULT }
+    }
+    /// The same launch on stream `stream`.
+    pub fn on(self, stream: Stream) -> LaunchConfig {
+        LaunchConfig { stream, ..self }
+    }
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    pub fn shared(self, bytes: u32) -> LaunchConfig {
+        LaunchConfig { shared_mem_bytes: bytes, ..self }
+    }
+}
+
+/// A typed kernel of a [`KernelSet`], taking an `A` (see [`KernelSet::kernel`]).
+pub struct Kernel<A> {
+    set: &'static KernelSet,
+    name: &'static str,
+    _args: PhantomData<fn(A)>,
+}
+
+impl<A> Clone for Kernel<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for Kernel<A> {}
+
+impl<A: bytemuck::Pod> Kernel<A> {
+    /// The kernel's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+    /// Enqueues the kernel with `args` as `cfg` says (see [`KernelSet::launch`]).
+    ///
+    /// # Safety
+    /// As [`KernelSet::launch`].
+    pub unsafe fn launch(&self, cfg: LaunchConfig, args: &A) -> Result<()> {
+        // SAFETY: the caller's contract is KernelSet::launch's.
+        unsafe { self.set.launch(self.name, cfg, args) }
+    }
+    /// Runs the kernel and waits for it; returns the time the kernel itself took in milliseconds (see
+    /// [`KernelSet::launch_timed`]).
+    ///
+    /// # Safety
+    /// As [`KernelSet::launch`].
+    pub unsafe fn launch_timed(&self, cfg: LaunchConfig, args: &A) -> Result<f64> {
+        // SAFETY: the caller's contract is KernelSet::launch's.
+        unsafe { self.set.launch_timed(self.name, cfg, args) }
+    }
+}
+
+/// What a typed launch needs once checked: the GPU module, or the CPU backend's host function.
+enum Prepared {
+    Gpu(Arc<Module>),
+    Cpu(unsafe fn(*const u64)),
+}
 
 /// A crate's kernels: their host functions and their PTX.
 pub struct KernelSet {
-    cpu: &'static [(&'static str, CpuKernel)],
+    cpu: &'static [CpuKernel],
     ptx: &'static str,
     /// The modules loaded for the running runtime instance: (instance generation, register bound
     /// (`None`: unbounded), module). The instance owns each module (and unloads it when finalized);
@@ -23,8 +152,129 @@ pub struct KernelSet {
 type Linked = (u64, Option<u32>, Weak<Module>);
 
 impl KernelSet {
-    pub const fn new(cpu: &'static [(&'static str, CpuKernel)], ptx: &'static str) -> KernelSet {
+    /// The kernels `kernels!` defined in a crate: its `CPU_KERNELS` and its PTX (the build script's
+    /// output, `include_str!`-ed).
+    pub const fn new(cpu: &'static [CpuKernel], ptx: &'static str) -> KernelSet {
         KernelSet { cpu, ptx, modules: Mutex::new(Vec::new()) }
+    }
+
+    /// Typed kernel `name` taking an `A`. Its name and argument size are checked here against the
+    /// CPU backend's table (always present), so a wrong name or struct fails before any launch.
+    pub fn kernel<A: bytemuck::Pod>(&'static self, name: &'static str) -> Result<Kernel<A>> {
+        self.check_typed(name, std::mem::size_of::<A>())?;
+        Ok(Kernel { set: self, name, _args: PhantomData })
+    }
+
+    /// The CPU table's entry of kernel `name`, which must be typed with an argument of `bytes` bytes.
+    fn check_typed(&self, name: &str, bytes: usize) -> Result<&CpuKernel> {
+        let k = self.cpu.iter().find(|k| k.name == name).ok_or_else(|| Error::new(format!("no kernel named {name:?} in this kernel set")))?;
+        match k.arg_bytes {
+            Some(b) if b == bytes => Ok(k),
+            Some(b) => Err(Error::new(format!("kernel {name}: launched with {bytes} bytes of arguments, but it takes a {b}-byte argument struct"))),
+            None => Err(Error::new(format!("kernel {name} takes u64 arguments (kernels! without a typed argument): launch it with KernelSet::run"))),
+        }
+    }
+
+    /// Runs typed kernel `name` as [`KernelSet::launch`] does, waits for its stream, and returns the
+    /// time the kernel took in milliseconds: device events recorded on the stream around the launch on
+    /// GPUs, the wall clock around the host threads on the CPU backend.
+    ///
+    /// # Safety
+    /// As [`KernelSet::launch`].
+    pub unsafe fn launch_timed<A: bytemuck::Pod>(&self, name: &str, cfg: LaunchConfig, args: &A) -> Result<f64> {
+        let m = match self.prepare::<A>(name, cfg)? {
+            Prepared::Gpu(m) => m,
+            Prepared::Cpu(_) => {
+                let t = std::time::Instant::now();
+                // SAFETY: the caller's contract is launch's.
+                unsafe { self.launch(name, cfg, args)? };
+                return Ok(t.elapsed().as_secs_f64() * 1e3);
+            }
+        };
+        // Every check and lookup is done: the events enclose the enqueue alone, as a CUDA program's
+        // events around `kernel<<<...>>>` do.
+        let timer = cuda::Timer::new()?;
+        timer.start(cfg.stream)?;
+        // SAFETY: the caller's contract is launch's; `m` and the checks come from prepare.
+        let launched = unsafe { Self::enqueue(&m, name, cfg, args) };
+        timer.stop(cfg.stream)?;
+        let waited = cuda::wait_stream(&format!("kernel {name}"), cfg.stream);
+        launched?;
+        waited?;
+        Ok(timer.elapsed_ms()? as f64)
+    }
+
+    /// The host function of untyped kernel `name` (`u64` arguments).
+    fn untyped(&self, name: &str) -> Result<unsafe fn(*const u64)> {
+        match self.cpu.iter().find(|k| k.name == name) {
+            Some(CpuKernel { run, arg_bytes: None, .. }) => Ok(*run),
+            Some(_) => Err(Error::new(format!("kernel {name} takes a typed argument struct: launch it with KernelSet::launch"))),
+            None => Err(Error::new(format!("no kernel named {name:?} in this kernel set"))),
+        }
+    }
+
+    /// Enqueues typed kernel `name` (defined with `fn name(args: A)` in `kernels!`) on `cfg.stream`
+    /// with `args` as its parameter, and returns without waiting (wait with `cfg.stream.synchronize()`).
+    /// On the CPU backend the kernel runs to completion before this returns (its host threads are the
+    /// "stream"). The name, the argument size and the launch shape are checked.
+    ///
+    /// # Safety
+    /// The values in `args` must satisfy kernel `name`'s contract (addresses of live symmetric
+    /// allocations of the sizes it accesses, or other memory the kernel may use), and on GPUs stay
+    /// valid until the stream has run the kernel. The device API checks PE numbers and that symmetric
+    /// ranges lie in the heap, not that they are live allocations.
+    pub unsafe fn launch<A: bytemuck::Pod>(&self, name: &str, cfg: LaunchConfig, args: &A) -> Result<()> {
+        match self.prepare::<A>(name, cfg)? {
+            // SAFETY: the caller's contract is enqueue's.
+            Prepared::Gpu(m) => unsafe { Self::enqueue(&m, name, cfg, args) },
+            Prepared::Cpu(run) => {
+                let p = args as *const A as usize;
+                // SAFETY: `args` stays borrowed for the whole launch (launch_shaped returns when every
+                // kernel thread has ended) and is a whole `A`, which the host function reads
+                // unaligned; what its values mean is the caller's promise.
+                crate::platform::cpu::launch_shaped(cfg.grid, cfg.block, || unsafe { run(p as *const u64) });
+                Ok(())
+            }
+        }
+    }
+
+    /// Everything a typed launch checks and looks up before it enqueues: the kernel's name and
+    /// argument size, the shape, and on GPUs the module (linked on first use) and the PTX's parameter.
+    fn prepare<A: bytemuck::Pod>(&self, name: &str, cfg: LaunchConfig) -> Result<Prepared> {
+        let k = self.check_typed(name, std::mem::size_of::<A>())?;
+        let (blocks, threads) = (cfg.grid.count().unwrap_or(0), cfg.block.count().unwrap_or(0));
+        if blocks == 0 || threads == 0 {
+            return Err(Error::new(format!(
+                "kernel {name}: launch of grid {:?} of blocks {:?} (every dimension must be at least 1)",
+                cfg.grid, cfg.block
+            )));
+        }
+        if crate::runtime::get("rshmem kernel launch")?.backend().name() != "cuda" {
+            return Ok(Prepared::Cpu(k.run));
+        }
+        let m = self.module_for(name, threads)?;
+        if let Some(sizes) = m.param_sizes(name)? {
+            if sizes != [std::mem::size_of::<A>()] {
+                return Err(Error::new(format!(
+                    "kernel {name}: its PTX takes parameters of {sizes:?} bytes, launched with one {}-byte struct: is the PTX from the same build as CPU_KERNELS?",
+                    std::mem::size_of::<A>()
+                )));
+            }
+        }
+        Ok(Prepared::Gpu(m))
+    }
+
+    /// Enqueues typed kernel `name` of module `m` (checked by `prepare`).
+    ///
+    /// # Safety
+    /// As `launch`.
+    unsafe fn enqueue<A: bytemuck::Pod>(m: &Module, name: &str, cfg: LaunchConfig, args: &A) -> Result<()> {
+        let mut value = *args;
+        let mut params = [&mut value as *mut A as *mut std::ffi::c_void];
+        // SAFETY: the kernel takes exactly one parameter, an `A` by value (kernels!' typed form; size
+        // checked by prepare); cuLaunchKernel copies it before returning. What the values mean is the
+        // caller's promise.
+        unsafe { m.launch_shaped(name, cfg.grid, cfg.block, cfg.shared_mem_bytes, cfg.stream, &mut params) }
     }
 
     /// This set's module with register bound `bound` for the running runtime instance, linked on first
@@ -123,6 +373,7 @@ impl KernelSet {
     /// # Safety
     /// As `run`.
     unsafe fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
+        self.untyped(name)?;
         let m = self.module_for(name, block)?;
         let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
         let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
@@ -178,12 +429,7 @@ impl KernelSet {
             // SAFETY: this function's contract is gpu_launch's.
             unsafe { self.gpu_launch(name, grid, block, args, coop, false) }.map(|_| ())
         } else {
-            let f = self
-                .cpu
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, f)| *f)
-                .ok_or_else(|| Error::new(format!("no kernel named {name:?}")))?;
+            let f = self.untyped(name)?;
             let p = args.as_ptr() as usize;
             // SAFETY: the kernel reads its arguments from `args`, alive for the whole launch (launch
             // returns only when every kernel thread has ended); that they are what the kernel expects

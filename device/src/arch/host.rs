@@ -11,10 +11,23 @@ use core::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Orde
 /// Where the current thread stands in its CPU kernel launch.
 #[derive(Clone, Copy)]
 pub struct Coords {
+    /// Linear index of the thread in its block (x fastest).
     pub thread: u32,
+    /// Threads per block (the product of `block_dim`).
     pub threads: u32,
+    /// Linear index of the block in the grid (x fastest).
     pub block: u32,
+    /// Blocks in the grid (the product of `grid_dim`).
     pub blocks: u32,
+    /// The block's shape.
+    pub block_dim: crate::types::Dim3,
+    /// The grid's shape.
+    pub grid_dim: crate::types::Dim3,
+}
+
+impl Coords {
+    /// Outside a kernel, and a one-thread launch: thread 0 of 1, block 0 of 1.
+    pub const ONE: Coords = Coords { thread: 0, threads: 1, block: 0, blocks: 1, block_dim: crate::types::Dim3::new(1, 1, 1), grid_dim: crate::types::Dim3::new(1, 1, 1) };
 }
 
 /// Hooks the runtime installs for the CPU backend.
@@ -23,9 +36,11 @@ pub struct Hooks {
     pub coords: fn() -> Coords,
     /// Barrier of all threads of the caller's block / of the caller's warp (32 consecutive threads).
     pub sync_block: fn(),
+    /// Barrier of the threads of the caller's warp (as `sync_block`, for the warp).
     pub sync_warp: fn(),
     /// `v` of the first thread of the caller's block (resp. warp) to every thread of it (all call it).
     pub bcast_block: fn(u64) -> u64,
+    /// `v` of the first thread of the caller's warp to every thread of the warp (as `bcast_block`).
     pub bcast_warp: fn(u64) -> u64,
     /// Called in every spin of a wait loop with the spin count: backs off (yield, sleep) and enforces
     /// RSHMEM_WAIT_TIMEOUT for `call`.
@@ -35,7 +50,7 @@ pub struct Hooks {
 }
 
 fn default_coords() -> Coords {
-    Coords { thread: 0, threads: 1, block: 0, blocks: 1 }
+    Coords::ONE
 }
 fn no_sync() {}
 fn default_idle(spins: u64, _call: &'static str) {
@@ -191,26 +206,56 @@ pub fn state_my_pe() -> i32 {
     state_u32(Field::MY_PE) as i32
 }
 
+/// Linear index of this thread in its block (`x` fastest, as CUDA numbers threads).
 #[inline(always)]
 pub fn block_rank() -> u32 {
     (hooks().coords)().thread
 }
+/// Number of threads in this thread's block.
 #[inline(always)]
 pub fn block_size() -> u32 {
     (hooks().coords)().threads
 }
+/// The block's x index (as on GPUs: in a 2-D or 3-D grid, its x coordinate only).
 #[inline(always)]
 pub fn block_index() -> u32 {
-    (hooks().coords)().block
+    let c = (hooks().coords)();
+    c.block % c.grid_dim.x.max(1)
 }
+/// The grid's x size (as on GPUs).
 #[inline(always)]
 pub fn grid_size() -> u32 {
-    (hooks().coords)().blocks
+    (hooks().coords)().grid_dim.x
 }
+/// This thread's position in its block (CUDA's `threadIdx`).
+#[inline(always)]
+pub fn thread_idx() -> crate::types::Dim3 {
+    let c = (hooks().coords)();
+    c.block_dim.position(c.thread)
+}
+/// The shape of the block (CUDA's `blockDim`).
+#[inline(always)]
+pub fn block_dim() -> crate::types::Dim3 {
+    (hooks().coords)().block_dim
+}
+/// This block's position in the grid (CUDA's `blockIdx`).
+#[inline(always)]
+pub fn block_idx() -> crate::types::Dim3 {
+    let c = (hooks().coords)();
+    c.grid_dim.position(c.block)
+}
+/// The shape of the grid (CUDA's `gridDim`).
+#[inline(always)]
+pub fn grid_dim() -> crate::types::Dim3 {
+    (hooks().coords)().grid_dim
+}
+/// This thread's lane in its warp (`block_rank() % 32`).
 #[inline(always)]
 pub fn warp_rank() -> u32 {
     block_rank() & 31
 }
+/// Number of threads in this thread's warp: 32, or fewer in the last warp of a block whose size is
+/// not a multiple of 32.
 #[inline(always)]
 pub fn warp_size() -> u32 {
     let c = (hooks().coords)();
@@ -227,10 +272,12 @@ pub fn warp_group_bcast_u64(v: u64) -> u64 {
     (hooks().bcast_warp)(v)
 }
 
+/// Barrier of every thread of the block (CUDA's `__syncthreads`); all of them must call it.
 #[inline(always)]
 pub fn sync_block() {
     (hooks().sync_block)()
 }
+/// Barrier of the threads of this thread's warp (CUDA's `__syncwarp`); all of them must call it.
 #[inline(always)]
 pub fn sync_warp() {
     (hooks().sync_warp)()
@@ -243,8 +290,8 @@ pub fn is_local(_p: *const u8) -> bool {
     false
 }
 
-/// Keeps the compiler from moving memory accesses across this point (no instruction).
-/// CPU backend: the hooks' `idle` already yields and sleeps; nothing more.
+/// Back-off of a contended wait (the GPU backend's is a nanosleep). CPU backend: the hooks' `idle`
+/// already yields and sleeps; nothing more.
 #[inline(always)]
 pub fn backoff(_spins: u64) {}
 
@@ -263,6 +310,7 @@ pub fn warp_bcast_u64(_mask: u32, _src: u32, v: u64) -> u64 {
 #[inline(always)]
 pub fn warp_sync_mask(_mask: u32) {}
 
+/// Keeps the compiler from moving memory accesses across this point (no instruction).
 #[inline(always)]
 pub fn compiler_barrier() {
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
@@ -273,10 +321,14 @@ pub fn compiler_barrier() {
 pub fn fence_sc_after(_after: u64) {
     fence_sc()
 }
+/// Sequentially consistent fence: completes and orders this thread's earlier memory operations
+/// before its later ones, across processes too (the GPU's `fence.sc.sys`).
 #[inline(always)]
 pub fn fence_sc() {
     fence(Ordering::SeqCst)
 }
+/// Acquire-release fence: orders earlier loads before every later access, and every earlier access
+/// before later stores (the GPU's `fence.acq_rel.sys`).
 #[inline(always)]
 pub fn fence_acq_rel() {
     fence(Ordering::AcqRel)
@@ -357,6 +409,8 @@ pub unsafe fn load_acquire_u16(p: *const u16) -> u16 {
     unsafe { AtomicU16::from_ptr(p as *mut u16) }.load(Ordering::Acquire)
 }
 
+/// Called in every spin of a wait loop: counts the spin in `spins` and hands it to the hooks' `idle`,
+/// which backs off and enforces RSHMEM_WAIT_TIMEOUT (stopping the PE naming `call`).
 #[inline(always)]
 pub fn idle(spins: &mut u64, call: &'static str) {
     *spins += 1;
@@ -393,6 +447,8 @@ pub unsafe fn copy16_deep(dst: *mut u8, src: *const u8, units: usize, rank: usiz
     unsafe { copy(dst, src, units * 16, rank as u32, size as u32) }
 }
 
+/// Reports the failed call `f` through the hooks' `fail`, which ends the process (without hooks: a
+/// panic with the message).
 #[cold]
 #[inline]
 pub fn fail(f: Failure) -> ! {

@@ -33,6 +33,7 @@ fn tid_linear() -> u32 {
 pub fn block_rank() -> u32 {
     tid_linear()
 }
+/// Number of threads in this thread's block (`blockDim.x * blockDim.y * blockDim.z`).
 #[inline(always)]
 pub fn block_size() -> u32 {
     // SAFETY: special registers.
@@ -44,26 +45,57 @@ pub fn block_index() -> u32 {
     // SAFETY: special register.
     unsafe { nvptx::_block_idx_x() as u32 }
 }
+/// Number of blocks along the grid's x dimension (CUDA's `gridDim.x`).
 #[inline(always)]
 pub fn grid_size() -> u32 {
     // SAFETY: special register.
     unsafe { nvptx::_grid_dim_x() as u32 }
+}
+/// This thread's position in its block (CUDA's `threadIdx`).
+#[inline(always)]
+pub fn thread_idx() -> crate::types::Dim3 {
+    // SAFETY: special registers.
+    unsafe { crate::types::Dim3::new(nvptx::_thread_idx_x() as u32, nvptx::_thread_idx_y() as u32, nvptx::_thread_idx_z() as u32) }
+}
+/// The shape of the block (CUDA's `blockDim`).
+#[inline(always)]
+pub fn block_dim() -> crate::types::Dim3 {
+    // SAFETY: special registers.
+    unsafe { crate::types::Dim3::new(nvptx::_block_dim_x() as u32, nvptx::_block_dim_y() as u32, nvptx::_block_dim_z() as u32) }
+}
+/// This block's position in the grid (CUDA's `blockIdx`).
+#[inline(always)]
+pub fn block_idx() -> crate::types::Dim3 {
+    // SAFETY: special registers.
+    unsafe { crate::types::Dim3::new(nvptx::_block_idx_x() as u32, nvptx::_block_idx_y() as u32, nvptx::_block_idx_z() as u32) }
+}
+/// The shape of the grid (CUDA's `gridDim`).
+#[inline(always)]
+pub fn grid_dim() -> crate::types::Dim3 {
+    // SAFETY: special registers.
+    unsafe { crate::types::Dim3::new(nvptx::_grid_dim_x() as u32, nvptx::_grid_dim_y() as u32, nvptx::_grid_dim_z() as u32) }
 }
 /// Lane in the warp and the number of threads of this warp (the last warp of a block may be partial).
 #[inline(always)]
 pub fn warp_rank() -> u32 {
     tid_linear() & 31
 }
+/// Number of threads in this thread's warp: 32, or fewer in the last warp of a block whose size is
+/// not a multiple of 32.
 #[inline(always)]
 pub fn warp_size() -> u32 {
     let start = tid_linear() & !31;
     core::cmp::min(32, block_size() - start)
 }
+/// Barrier of every thread of the block (`bar.sync`, CUDA's `__syncthreads`); all of them must call
+/// it.
 #[inline(always)]
 pub fn sync_block() {
     // SAFETY: bar.sync is called by every thread of the block (block-scoped API contract).
     unsafe { nvptx::_syncthreads() }
 }
+/// Barrier of the threads of this thread's warp (`bar.warp.sync` over the warp's lanes, CUDA's
+/// `__syncwarp`); all of them must call it.
 #[inline(always)]
 pub fn sync_warp() {
     let n = warp_size();
@@ -317,6 +349,7 @@ pub fn globaltimer_ns() -> u64 {
 /// a register across fences and loop iterations, or read it again; both give the same value.
 macro_rules! state_read {
     ($name:ident, $t:ty, $reg:ident, $ptx:literal) => {
+        #[doc = concat!("Reads the ", stringify!($t), " field `f` of the device state (`", $ptx, "`).")]
         #[inline(always)]
         pub fn $name(f: Field<$t>) -> $t {
             let v: $t;

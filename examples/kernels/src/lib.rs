@@ -1,27 +1,215 @@
 //! Kernels of the examples, written once against `rshmem-device`: PTX kernels on GPUs, host-thread
-//! functions on the CPU backend.
+//! functions on the CPU backend. Each kernel takes one argument struct of the same name (`ring_shift`
+//! takes a [`RingShift`]), launched with `rshmem::kernels::Kernel::launch`.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
 
 use rshmem_device as sh;
 use rshmem_device::thread as T;
+use rshmem_device::DevPtr;
+
+/// The arguments of `ring_shift`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RingShift {
+    /// A symmetric int: the next PE's copy receives this PE's number.
+    pub destination: DevPtr<i32>,
+}
+
+/// The arguments of `bench_bw`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchBw {
+    /// Symmetric destination of at least `bytes` bytes (on `peer` for puts, here for gets).
+    pub dst: DevPtr<u8>,
+    /// Symmetric source of at least `bytes` bytes (here for puts, on `peer` for gets).
+    pub src: DevPtr<u8>,
+    /// Bytes per round, split over the launch's units.
+    pub bytes: u64,
+    /// Rounds of nbi transfers before the quiet.
+    pub iters: u64,
+    /// The PE transferred to or from.
+    pub peer: i32,
+    /// 0 thread, 1 warp, 2 block.
+    pub scope: u32,
+    /// 0 put, 1 get.
+    pub dir: u32,
+    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
+    pub _pad: u32,
+}
+
+/// The arguments of `x_bw_deep`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct XBwDeep {
+    /// Symmetric destination of at least `bytes` bytes, on `peer`.
+    pub dst: DevPtr<u8>,
+    /// Symmetric source of at least `bytes` bytes.
+    pub src: DevPtr<u8>,
+    /// Bytes per round, split over the blocks.
+    pub bytes: u64,
+    /// Rounds.
+    pub iters: u64,
+    /// A PE whose heap is mapped here.
+    pub peer: i32,
+    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
+    pub _pad: u32,
+}
+
+/// The arguments of `bench_all_pairs`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchAllPairs {
+    /// Symmetric destination of at least `n_pes * bytes` bytes.
+    pub dst: DevPtr<u8>,
+    /// Symmetric source of at least `bytes` bytes.
+    pub src: DevPtr<u8>,
+    /// Bytes put to each other PE per round.
+    pub bytes: u64,
+    /// Rounds before the quiet.
+    pub iters: u64,
+}
+
+/// The arguments of `x_barrier_raw`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct XBarrierRaw {
+    /// Symmetric, one zeroed u64 per PE.
+    pub slots: DevPtr<u64>,
+    /// Exchanges.
+    pub iters: u64,
+}
+
+/// The arguments of `bench_lat`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchLat {
+    /// Symmetric buffer of at least 64 KiB + 8 bytes.
+    pub buf: DevPtr<u8>,
+    /// Operations.
+    pub iters: u64,
+    /// This PE's u64 that receives the loop's accumulated results.
+    pub out: DevPtr<u64>,
+    /// The PE operated on.
+    pub peer: i32,
+    /// Which operation (see `bench_lat`).
+    pub kind: u32,
+}
+
+/// The arguments of `bench_pingpong`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchPingpong {
+    /// Symmetric i32 flag, zero before the launch (kind 0).
+    pub flag: DevPtr<i32>,
+    /// Symmetric 8 bytes the put of kind 1 writes.
+    pub data: DevPtr<u8>,
+    /// Symmetric u64 signal, zero before the launch (kind 1).
+    pub sig: DevPtr<u64>,
+    /// Round trips.
+    pub iters: i32,
+    /// The other PE of the pair.
+    pub peer: i32,
+    /// 0 p + wait_until, 1 put_signal + signal_wait_until.
+    pub kind: u32,
+    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
+    pub _pad: u32,
+}
+
+/// The arguments of `bench_post`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchPost {
+    /// Symmetric, a u64 per thread of the launch.
+    pub dst: DevPtr<u64>,
+    /// `p`s per thread.
+    pub per_thread: u64,
+    /// The target PE.
+    pub peer: i32,
+    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
+    pub _pad: u32,
+}
+
+/// The arguments of `bench_rate`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchRate {
+    /// Symmetric destination of at least `grid * slots * bytes` bytes, on `peer`.
+    pub dst: DevPtr<u8>,
+    /// Symmetric source, as large.
+    pub src: DevPtr<u8>,
+    /// Bytes per put.
+    pub bytes: u64,
+    /// Puts per block.
+    pub per_block: u64,
+    /// Slots per block (0 counts as 1).
+    pub slots: u64,
+    /// The target PE.
+    pub peer: i32,
+    /// 0 putmem_nbi, 1 p of a u64.
+    pub kind: u32,
+}
+
+/// The arguments of `bench_quiet`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchQuiet {
+    /// Symmetric destination of at least `total` bytes, on `peer`.
+    pub dst: DevPtr<u8>,
+    /// Symmetric source of at least `total` bytes.
+    pub src: DevPtr<u8>,
+    /// Bytes per launch, all blocks together.
+    pub total: u64,
+    /// `putmem_nbi_block` calls per block.
+    pub calls: u64,
+    /// This PE's u32 arrival counter (mode 2), touched by no other code.
+    pub arrivals: DevPtr<u32>,
+    /// The target PE.
+    pub peer: i32,
+    /// Who quiets: 0 every thread, 1 thread 0 of every block, 2 one thread of the grid.
+    pub mode: u32,
+}
+
+/// The arguments of `bench_amo_rate`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchAmoRate {
+    /// Symmetric, a u64 counter per thread of the launch.
+    pub ctrs: DevPtr<u64>,
+    /// Atomic adds per thread.
+    pub per_thread: u64,
+    /// The target PE.
+    pub peer: i32,
+    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
+    pub _pad: u32,
+}
+
+/// The arguments of `bench_barrier`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BenchBarrier {
+    /// Barriers.
+    pub iters: u64,
+    /// 0 barrier_all, 1 sync_all.
+    pub kind: u32,
+    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
+    pub _pad: u32,
+}
 
 sh::kernels! {
-    /// args: [destination] — each PE writes its PE number into `destination` on the next PE.
-    fn ring_shift(a) {
-        let destination = *a as *mut i32;
+    /// [`RingShift`] { destination } — each PE writes its PE number into `destination` on the next PE.
+    fn ring_shift(a: RingShift) {
         let me = sh::my_pe();
         let peer = (me + 1) % sh::n_pes();
-        sh::p(destination, me, peer);
+        sh::p(a.destination.as_ptr(), me, peer);
     }
 
-    /// [dst, src, bytes, iters, peer, scope(0 thread,1 warp,2 block), dir(0 put,1 get)] — bandwidth:
-    /// `bytes` split over the launch's units of the scope (threads, warps or blocks), chunks of at least
-    /// 8 bytes; `iters` rounds of nbi transfers, then quiet.
-    fn bench_bw(a) {
-        let (scope, dir) = (*a.add(5), *a.add(6));
+    /// [`BenchBw`] { dst, src, bytes, iters, peer, scope (0 thread, 1 warp, 2 block), dir (0 put,
+    /// 1 get) } — bandwidth: `bytes` split over the launch's units of the scope (threads, warps or
+    /// blocks), chunks of at least 8 bytes; `iters` rounds of nbi transfers, then quiet.
+    fn bench_bw(a: BenchBw) {
         // One specialized loop per case (as NVSHMEM's program instantiates a template per case).
-        match (scope, dir) {
+        match (a.scope, a.dir) {
             (0, 0) => bw_loop::<0, 0>(a),
             (1, 0) => bw_loop::<1, 0>(a),
             (_, 0) => bw_loop::<2, 0>(a),
@@ -30,10 +218,11 @@ sh::kernels! {
             (_, _) => bw_loop::<2, 1>(a),
         }
     }
-    /// [dst, src, bytes, iters, peer] — analysis variant of the block put: a raw 16-byte copy through
-    /// the peer pointer with eight loads in flight per thread (chunks rounded down to 16 bytes).
-    fn x_bw_deep(a) {
-        let (dst, src, bytes, iters, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
+    /// [`XBwDeep`] { dst, src, bytes, iters, peer } — analysis variant of the block put: a raw 16-byte
+    /// copy through the peer pointer with eight loads in flight per thread (chunks rounded down to 16
+    /// bytes).
+    fn x_bw_deep(a: XBwDeep) {
+        let (dst, src, bytes, iters, peer) = (a.dst.as_ptr(), a.src.as_ptr(), a.bytes as usize, a.iters, a.peer);
         let chunk = (bytes / T::grid_size() as usize) & !15;
         let off = T::block_index() as usize * chunk;
         let r = sh::ptr(dst.add(off), peer);
@@ -43,10 +232,11 @@ sh::kernels! {
         }
         sh::quiet();
     }
-    /// [dst, src, bytes, iters] — all pairs: every PE puts `bytes` to every other PE at once. Blocks
-    /// are dealt round-robin over the peers; sender s writes at offset s * bytes of the receiver's buffer.
-    fn bench_all_pairs(a) {
-        let (dst, src, bytes, iters) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3));
+    /// [`BenchAllPairs`] { dst, src, bytes, iters } — all pairs: every PE puts `bytes` to every other
+    /// PE at once. Blocks are dealt round-robin over the peers; sender s writes at offset s * bytes of
+    /// the receiver's buffer.
+    fn bench_all_pairs(a: BenchAllPairs) {
+        let (dst, src, bytes, iters) = (a.dst.as_ptr(), a.src.as_ptr(), a.bytes as usize, a.iters);
         let (me, n) = (sh::my_pe(), sh::n_pes());
         let peers = (n - 1) as u32;
         let (b, g) = (T::block_index(), T::grid_size());
@@ -61,11 +251,12 @@ sh::kernels! {
         }
         sh::quiet();
     }
-    /// [slots(u64 x n_pes), iters] — analysis variant: a flag exchange with the peers' slot addresses
-    /// computed once, fenced on both sides (fence.acq_rel.sys before the stores and after the relaxed
-    /// polls; the library's barrier needs only the first fence and polls with acquire loads).
-    fn x_barrier_raw(a) {
-        let (slots, iters) = (*a as *mut u64, *a.add(1));
+    /// [`XBarrierRaw`] { slots (u64 x n_pes), iters } — analysis variant: a flag exchange with the
+    /// peers' slot addresses computed once, fenced on both sides (fence.acq_rel.sys before the stores
+    /// and after the relaxed polls; the library's barrier needs only the first fence and polls with
+    /// acquire loads).
+    fn x_barrier_raw(a: XBarrierRaw) {
+        let (slots, iters) = (a.slots.as_ptr(), a.iters);
         let (me, n) = (sh::my_pe() as usize, sh::n_pes() as usize);
         let mut peer_slot = [core::ptr::null_mut::<u64>(); 8];
         for (pe, ps) in peer_slot.iter_mut().enumerate().take(n.min(8)) {
@@ -82,14 +273,14 @@ sh::kernels! {
             sh::arch::fence_acq_rel();
         }
     }
-    /// [buf, iters, peer, out(local u64), kind] — one-thread latency loops:
+    /// [`BenchLat`] { buf, iters, out (local u64), peer, kind } — one-thread latency loops:
     /// kind 0 p+quiet, 1 g (address depends on the previous value), 2 put 8 B + quiet, 3 get 8 B,
     /// 4 fetch_add, 5 compare_swap; analysis variants (not API calls): 6 volatile store through a
     /// pointer from `ptr` + fence.sc.sys, 7 the same + fence.acq_rel.sys, 8 quiet alone (no store),
     /// 9 fetch_add as a raw system-scope atom through a pointer from `ptr`.
-    fn bench_lat(a) {
+    fn bench_lat(a: BenchLat) {
         // One specialized loop per kind (as NVSHMEM's program instantiates a template per kind).
-        match *a.add(4) {
+        match a.kind {
             0 => lat_loop::<0>(a),
             1 => lat_loop::<1>(a),
             2 => lat_loop::<2>(a),
@@ -102,11 +293,11 @@ sh::kernels! {
             _ => lat_loop::<5>(a),
         }
     }
-    /// [flag(i32), iters, peer, kind(0 p + wait_until, 1 put_signal + signal_wait_until), data, sig]
-    /// — ping-pong between PE 0 and its peer.
-    fn bench_pingpong(a) {
-        let (flag, iters, peer, kind) = (*a as *mut i32, *a.add(1) as i32, *a.add(2) as i32, *a.add(3));
-        let (data, sig) = (*a.add(4) as *mut u8, *a.add(5) as *mut u64);
+    /// [`BenchPingpong`] { flag (i32), data, sig, iters, peer, kind (0 p + wait_until, 1 put_signal +
+    /// signal_wait_until) } — ping-pong between PE 0 and its peer.
+    fn bench_pingpong(a: BenchPingpong) {
+        let (flag, iters, peer, kind) = (a.flag.as_ptr(), a.iters, a.peer, a.kind);
+        let (data, sig) = (a.data.as_ptr(), a.sig.as_ptr());
         let me = sh::my_pe();
         let local = [0u64; 1];
         for i in 1..=iters {
@@ -133,13 +324,13 @@ sh::kernels! {
             }
         }
     }
-    /// [dst(u64 per thread), per_thread, peer] — posting rate: every thread `p`s `per_thread` values to
-    /// its own word on `peer`, then its block quiets once. Against a PE on another node through IBGDA
-    /// every `p` is one inline RDMA WRITE WQE this thread builds and posts (with
-    /// RSHMEM_IBGDA_EMULATOR=ack the emulated NIC completes them without moving data, so the time is
-    /// the posting side's).
-    fn bench_post(a) {
-        let (dst, n, peer) = (*a as *mut u64, *a.add(1), *a.add(2) as i32);
+    /// [`BenchPost`] { dst (u64 per thread), per_thread, peer } — posting rate: every thread `p`s
+    /// `per_thread` values to its own word on `peer`, then its block quiets once. Against a PE on
+    /// another node through IBGDA every `p` is one inline RDMA WRITE WQE this thread builds and posts
+    /// (with RSHMEM_IBGDA_EMULATOR=ack the emulated NIC completes them without moving data, so the time
+    /// is the posting side's).
+    fn bench_post(a: BenchPost) {
+        let (dst, n, peer) = (a.dst.as_ptr(), a.per_thread, a.peer);
         let t = (T::block_index() * T::block_size() + T::block_rank()) as usize;
         for i in 0..n {
             sh::p(dst.add(t), i, peer);
@@ -149,14 +340,15 @@ sh::kernels! {
             sh::quiet();
         }
     }
-    /// [dst, src, bytes, per_block, peer, kind(0 putmem_nbi, 1 p of a u64), slots] — message rate: thread
-    /// 0 of every block (launch one thread per block) issues `per_block` puts of `bytes` to `peer`, one
-    /// after another without waiting, then quiets once. Put i of block b writes `bytes` at offset
-    /// `(b * slots + i % slots) * bytes` of `dst` from the same offset of `src` (kind 1: one `p` of the
-    /// u64 there), so after a launch every slot a block touched holds this PE's `src` bytes.
-    fn bench_rate(a) {
-        let (dst, src, bytes, per, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
-        let (kind, slots) = (*a.add(5), (*a.add(6)).max(1));
+    /// [`BenchRate`] { dst, src, bytes, per_block, slots, peer, kind (0 putmem_nbi, 1 p of a u64) } —
+    /// message rate: thread 0 of every block (launch one thread per block) issues `per_block` puts of
+    /// `bytes` to `peer`, one after another without waiting, then quiets once. Put i of block b writes
+    /// `bytes` at offset `(b * slots + i % slots) * bytes` of `dst` from the same offset of `src`
+    /// (kind 1: one `p` of the u64 there), so after a launch every slot a block touched holds this PE's
+    /// `src` bytes.
+    fn bench_rate(a: BenchRate) {
+        let (dst, src, bytes, per, peer) = (a.dst.as_ptr(), a.src.as_ptr(), a.bytes as usize, a.per_block, a.peer);
+        let (kind, slots) = (a.kind, a.slots.max(1));
         if T::block_rank() == 0 {
             let base = T::block_index() as u64 * slots;
             let mut slot = 0;
@@ -175,16 +367,17 @@ sh::kernels! {
             sh::quiet();
         }
     }
-    /// [dst, src, total, calls, peer, mode, arrivals(u32 counter on this PE)] — the every-thread-quiet
-    /// pattern of issue 19: each block makes `calls` `putmem_nbi_block` calls of `total / (grid x calls)`
-    /// bytes (rounded down to 8; block b's call c at offset `(b * calls + c) * chunk`), then
+    /// [`BenchQuiet`] { dst, src, total, calls, arrivals (u32 counter on this PE), peer, mode } — the
+    /// every-thread-quiet pattern of issue 19: each block makes `calls` `putmem_nbi_block` calls of
+    /// `total / (grid x calls)` bytes (rounded down to 8; block b's call c at offset
+    /// `(b * calls + c) * chunk`), then
     /// mode 0: every thread calls quiet; mode 1: thread 0 of every block quiets (after the block's sync);
     /// mode 2: one thread of the grid quiets: thread 0 of the block that arrives last (counted on
     /// `arrivals`, which only grows: the last of a launch sees `grid - 1` modulo `grid`), as NVSHMEM's
     /// shmem_put_bw does.
-    fn bench_quiet(a) {
-        let (dst, src, total, calls, peer) = (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32);
-        let (mode, arrivals) = (*a.add(5), *a.add(6) as *mut u32);
+    fn bench_quiet(a: BenchQuiet) {
+        let (dst, src, total, calls, peer) = (a.dst.as_ptr(), a.src.as_ptr(), a.total as usize, a.calls, a.peer);
+        let (mode, arrivals) = (a.mode, a.arrivals.as_ptr());
         let (b, g) = (T::block_index(), T::grid_size());
         let chunk = (total / (g as usize * calls.max(1) as usize)) & !7;
         for c in 0..calls {
@@ -213,19 +406,20 @@ sh::kernels! {
             }
         }
     }
-    /// [ctrs(u64 per thread), per_thread, peer] — atomic rate: every thread adds to its own counter.
-    fn bench_amo_rate(a) {
-        let (ctrs, n, peer) = (*a as *mut u64, *a.add(1), *a.add(2) as i32);
+    /// [`BenchAmoRate`] { ctrs (u64 per thread), per_thread, peer } — atomic rate: every thread adds
+    /// to its own counter.
+    fn bench_amo_rate(a: BenchAmoRate) {
+        let (ctrs, n, peer) = (a.ctrs.as_ptr(), a.per_thread, a.peer);
         let t = (T::block_index() * T::block_size() + T::block_rank()) as usize;
         for _ in 0..n {
             sh::atomic_add(ctrs.add(t), 1, peer);
         }
         sh::quiet();
     }
-    /// [iters, kind(0 barrier_all, 1 sync_all)] — device barrier latency.
-    fn bench_barrier(a) {
-        for _ in 0..*a {
-            if *a.add(1) == 0 {
+    /// [`BenchBarrier`] { iters, kind (0 barrier_all, 1 sync_all) } — device barrier latency.
+    fn bench_barrier(a: BenchBarrier) {
+        for _ in 0..a.iters {
+            if a.kind == 0 {
                 sh::barrier_all();
             } else {
                 sh::sync_all();
@@ -237,12 +431,11 @@ sh::kernels! {
 /// The loop of `bench_bw` for one scope (0 thread, 1 warp, 2 block) and direction (0 put, 1 get).
 ///
 /// # Safety
-/// `a` must point to the kernel's five arguments; `dst` and `src` must be symmetric buffers of at
-/// least `bytes` bytes and `peer` a PE that this one reaches (the device calls check the ranges).
+/// `a.dst` and `a.src` must be symmetric buffers of at least `a.bytes` bytes and `a.peer` a PE that
+/// this one reaches (the device calls check the ranges).
 #[inline(always)]
-unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
-    // SAFETY: the kernel's five arguments (the caller's contract).
-    let (dst, src, bytes, iters, peer) = unsafe { (*a as *mut u8, *a.add(1) as *const u8, *a.add(2) as usize, *a.add(3), *a.add(4) as i32) };
+unsafe fn bw_loop<const SCOPE: u32, const DIR: u32>(a: BenchBw) {
+    let (dst, src, bytes, iters, peer) = (a.dst.as_ptr(), a.src.as_ptr() as *const u8, a.bytes as usize, a.iters, a.peer);
     let (units, unit) = match SCOPE {
         0 => (T::grid_size() * T::block_size(), T::block_index() * T::block_size() + T::block_rank()),
         1 => (T::grid_size() * T::block_size().div_ceil(32), T::block_index() * T::block_size().div_ceil(32) + T::block_rank() / 32),
@@ -280,12 +473,11 @@ unsafe fn bw_loop<const SCOPE: u64, const DIR: u64>(a: *const u64) {
 /// The loop of `bench_lat` for one kind (see there).
 ///
 /// # Safety
-/// `a` must point to the kernel's four arguments: `buf` a symmetric buffer as `bench_lat` describes,
-/// `out` a writable u64; for the analysis kinds 6, 7 and 9, `peer`'s heap must be mapped here.
+/// `a.buf` must be a symmetric buffer as `bench_lat` describes, `a.out` a writable u64; for the
+/// analysis kinds 6, 7 and 9, `a.peer`'s heap must be mapped here.
 #[inline(always)]
-unsafe fn lat_loop<const KIND: u64>(a: *const u64) {
-    // SAFETY: the kernel's four arguments (the caller's contract).
-    let (buf, iters, peer, out) = unsafe { (*a as *mut u8, *a.add(1), *a.add(2) as i32, *a.add(3) as *mut u64) };
+unsafe fn lat_loop<const KIND: u32>(a: BenchLat) {
+    let (buf, iters, peer, out) = (a.buf.as_ptr(), a.iters, a.peer, a.out.as_ptr());
     let ints = buf as *mut i32;
     let raw = sh::ptr(ints as *const i32, peer);
     let mut acc: u64 = 0;

@@ -9,18 +9,23 @@ use crate::platform::backend::Backend;
 use crate::platform::segment::Segment;
 use crate::platform::services::{CopyList, CopyQueue, DeviceMem, HostShared, Services};
 use rshmem_device::arch::host::{install_hooks, Coords, Hooks};
+use rshmem_device::Dim3;
 use rshmem_device::Failure;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
+/// The CPU backend: the symmetric heap is a shared-memory segment every PE of the node maps, and
+/// "kernels" run on host threads of the PE ([`launch`]).
 pub struct CpuBackend {
     heap: Segment,
     me: usize,
 }
 
 impl CpuBackend {
+    /// Creates this PE's heap segment of `heap_size` bytes (collective over the node's PEs, which map
+    /// each other's) and installs the device library's host hooks.
     pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<CpuBackend> {
         install_hooks(&HOOKS);
         let heap = Segment::create(boot, fds, job, crate::node::exchange::SEG_HEAP, heap_size, "symmetric heap")?;
@@ -214,7 +219,7 @@ struct Launch {
 }
 
 thread_local! {
-    static COORDS: Cell<Coords> = const { Cell::new(Coords { thread: 0, threads: 1, block: 0, blocks: 1 }) };
+    static COORDS: Cell<Coords> = const { Cell::new(Coords::ONE) };
     static LAUNCH: RefCell<Option<Launch>> = const { RefCell::new(None) };
     static WAIT_START: Cell<Option<Instant>> = const { Cell::new(None) };
 }
@@ -336,7 +341,15 @@ impl Drop for AbortOnPanic {
 /// kernel launch followed by a stream synchronize. Inside, `rshmem_device::thread::*` give each thread
 /// its coordinates; warp- and block-scoped calls synchronize the warp's/block's threads.
 pub fn launch<F: Fn() + Sync>(blocks: u32, threads: u32, kernel: F) {
-    assert!(blocks >= 1 && threads >= 1, "rshmem::cpu::launch: blocks and threads must be >= 1");
+    launch_shaped(Dim3::from(blocks), Dim3::from(threads), kernel)
+}
+
+/// [`launch`] with a 1-D, 2-D or 3-D grid of `grid` blocks of `block` threads (their products are the
+/// block and thread counts; every dimension at least 1).
+pub fn launch_shaped<F: Fn() + Sync>(grid: Dim3, block: Dim3, kernel: F) {
+    let (blocks, threads) = (grid.count().unwrap_or(0), block.count().unwrap_or(0));
+    assert!(blocks >= 1 && threads >= 1, "rshmem::cpu::launch: grid {grid:?} and block {block:?} need every dimension >= 1 (and fewer than 2^32 in all)");
+    let (grid_dim, block_dim) = (grid, block);
     let kernel = &kernel;
     std::thread::scope(|s| {
         for b in 0..blocks {
@@ -352,7 +365,7 @@ pub fn launch<F: Fn() + Sync>(blocks: u32, threads: u32, kernel: F) {
                     .name(format!("rshmem-b{b}t{t}"))
                     .stack_size(256 * 1024)
                     .spawn_scoped(s, move || {
-                        COORDS.with(|c| c.set(Coords { thread: t, threads, block: b, blocks }));
+                        COORDS.with(|c| c.set(Coords { thread: t, threads, block: b, blocks, block_dim, grid_dim }));
                         LAUNCH.with(|l| *l.borrow_mut() = Some(launch));
                         // A panicking kernel thread must not leave its block's other threads waiting
                         // in a barrier forever: like a GPU trap, it ends the whole PE (rshmrun then

@@ -6,6 +6,7 @@ use super::driver::{check, check_ctx};
 use crate::error::{Error, Result};
 use cudarc::driver::sys as cu;
 use std::ffi::{c_void, CString};
+use rshmem_device::Dim3;
 
 /// The device library as PTX, built from crate rshmem-device by build.rs (empty only in a CPU-only
 /// build made on purpose with RSHMEM_SKIP_PTX=1).
@@ -45,6 +46,7 @@ unsafe impl Send for Stream {}
 // SAFETY: as for Send: a copyable token with no interior state.
 unsafe impl Sync for Stream {}
 impl Stream {
+    /// The legacy default stream (null).
     pub const DEFAULT: Stream = Stream(std::ptr::null_mut());
 }
 
@@ -177,13 +179,43 @@ impl Module {
     /// # Safety
     /// `args` must match the kernel's parameters in number, order and types.
     pub unsafe fn launch(&self, name: &str, grid: u32, block: u32, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
+        // SAFETY: the caller's contract is launch_shaped's.
+        unsafe { self.launch_shaped(name, Dim3::from(grid), Dim3::from(block), shared, stream, args) }
+    }
+
+    /// [`Module::launch`] with a 1-D, 2-D or 3-D grid and block.
+    ///
+    /// # Safety
+    /// As `launch`.
+    pub unsafe fn launch_shaped(&self, name: &str, grid: Dim3, block: Dim3, shared: u32, stream: Stream, args: &mut [*mut c_void]) -> Result<()> {
         let f = self.function(name)?;
         // SAFETY: ctx is the retained primary context this module lives in.
         check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
         let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
         // SAFETY: f is a kernel of this loaded module; `args` matches its parameters (the caller's
         // contract); the stream is the caller's.
-        check_ctx(unsafe { cu::cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p, std::ptr::null_mut()) }, &format!("launching {name}"))
+        check_ctx(
+            unsafe { cu::cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream.0, p, std::ptr::null_mut()) },
+            &format!("launching {name} (grid {}x{}x{}, block {}x{}x{})", grid.x, grid.y, grid.z, block.x, block.y, block.z),
+        )
+    }
+
+    /// The sizes in bytes of kernel `name`'s parameters, in order (`cuFuncGetParamInfo`, CUDA 12.4 and
+    /// later); None when the driver cannot say.
+    pub fn param_sizes(&self, name: &str) -> Result<Option<Vec<usize>>> {
+        let f = self.function(name)?;
+        let mut sizes = Vec::new();
+        loop {
+            let (mut off, mut size) = (0usize, 0usize);
+            // SAFETY: out-pointers to locals; f is a kernel of this loaded module.
+            match unsafe { cu::cuFuncGetParamInfo(f, sizes.len(), &mut off, &mut size) } {
+                cu::CUresult::CUDA_SUCCESS => sizes.push(size),
+                // Past the last parameter.
+                cu::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(Some(sizes)),
+                // An older driver, or no such entry point in this one.
+                _ => return Ok(None),
+            }
+        }
     }
 
     /// Launches kernel `name` cooperatively (all blocks resident at once, so they may wait on each

@@ -1,4 +1,53 @@
-//! rshmem host runtime: bootstrap, symmetric heap, host API, CPU and CUDA backends.
+//! rshmem: a PGAS runtime for GPUs, as NVSHMEM is for CUDA programmers. Kernels put, get, add atomically
+//! and synchronize across the GPUs of a job (PEs), on one node through NVLink/PCIe mappings and across
+//! nodes through a CPU proxy or GPU-initiated networking (IBGDA). This crate is the host side: init,
+//! the symmetric heap, host and on-stream calls, teams and collectives, kernel launches, the C ABI
+//! behind `nvshmem.h`. Device code uses `rshmem_device`. Programs run under `rshmrun`; without a GPU
+//! everything runs on the CPU backend (kernels on host threads), which is how this example runs in CI:
+//!
+//! ```
+//! use rshmem::kernels::{DevPtr, KernelSet, LaunchConfig};
+//!
+//! // A typed kernel takes one plain-data struct (by value on GPUs).
+//! #[repr(C)]
+//! #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+//! pub struct RingArgs {
+//!     pub inbox: DevPtr<i32>,
+//! }
+//! mod kernels {
+//!     use super::RingArgs;
+//!     rshmem_device::kernels! {
+//!         /// Each PE writes its number into `inbox` on the next PE.
+//!         fn ring(a: RingArgs) {
+//!             let me = rshmem_device::my_pe();
+//!             rshmem_device::p(a.inbox.as_ptr(), me, (me + 1) % rshmem_device::n_pes());
+//!         }
+//!     }
+//! }
+//! // A real crate passes the PTX its build script made (see examples/); "" is the CPU backend's.
+//! static KERNELS: KernelSet = KernelSet::new(kernels::CPU_KERNELS, "");
+//!
+//! fn main() -> Result<(), rshmem::Error> {
+//! #   // CI has no GPU; on a GPU machine this example's empty PTX would not do: ask for the CPU.
+//! #   std::env::set_var("RSHMEM_BACKEND", "cpu");
+//!     rshmem::init()?;
+//!     let (me, n) = (rshmem::my_pe(), rshmem::n_pes());
+//!     let inbox = rshmem::Sym::<i32>::new(-1)?; // collective: every PE allocates it
+//!     let ring = KERNELS.kernel::<RingArgs>("ring")?; // name and argument size checked
+//!     let launch = LaunchConfig::new(1, 1); // 1 block of 1 thread, on the default stream
+//!     // SAFETY: `inbox` is a live symmetric i32 on every PE, all that `ring` touches.
+//!     unsafe { ring.launch(launch, &RingArgs { inbox: inbox.dev_ptr() })? };
+//!     launch.stream.synchronize()?;
+//!     rshmem::barrier_all()?;
+//!     assert_eq!(inbox.read()?, ((me + n - 1) % n) as i32);
+//!     inbox.free()?; // collective too
+//!     rshmem::finalize()
+//! }
+//! ```
+//!
+//! Where to start: [`sym`] (typed symmetric memory), [`kernels`] (launches), [`coll`] (teams and
+//! collectives), [`cuda`] (streams and the on-stream calls), `interop` (cudarc, feature
+//! `cudarc-interop`), and the guide in the repository's `docs/`.
 //!
 //! # Layers: who may import whom
 //!
@@ -24,20 +73,27 @@
 //! 6. [`teams`] (the team table), then [`runtime`]: init/finalize, the collective allocator, host
 //!    barrier and RMA. It owns the process-wide state and passes what the layers below need
 //!    (bootstrap, fd server, job id, the platform) down as arguments.
-//! 7. The API: this file's free functions, [`kernels`], [`coll`], [`cuda`] (the CUDA helpers of user
-//!    programs), [`mpi`], then [`capi`] (the C ABI). They find the running instance with
-//!    `runtime::get`.
+//! 7. The API: this file's free functions, [`kernels`], [`coll`], [`team_init`], [`cuda`] (the CUDA
+//!    helpers of user programs), [`sym`], `interop`, [`mpi`], [`point`], then [`capi`] (the C ABI).
+//!    They find the running instance with `runtime::get`.
 //!
-//! ```no_run
+//! The untyped forms remain for code that works with raw symmetric addresses:
+//!
+//! ```
+//! # std::env::set_var("RSHMEM_BACKEND", "cpu");
 //! rshmem::init().unwrap();
 //! let me = rshmem::my_pe();
 //! let n = rshmem::n_pes();
 //! let dst = rshmem::malloc(4).unwrap() as usize;
 //! // A CPU-backend "kernel": one block of one host thread (GPU kernels: see rshmem::kernels).
+//! // SAFETY: dst is a live symmetric allocation of 4 bytes on every PE.
 //! rshmem::cpu::launch(1, 1, || unsafe { rshmem_device::p(dst as *mut i32, me, (me + 1) % n) });
 //! rshmem::barrier_all().unwrap();
+//! rshmem::free(dst as *mut u8).unwrap();
 //! rshmem::finalize().unwrap();
 //! ```
+
+#![deny(missing_docs)]
 
 pub mod bootstrap;
 pub mod capi;
@@ -46,6 +102,8 @@ pub mod config;
 pub mod cuda;
 pub mod error;
 pub mod heap;
+#[cfg(feature = "cudarc-interop")]
+pub mod interop;
 pub mod kernels;
 pub mod log;
 pub mod mpi;
@@ -64,6 +122,9 @@ pub use platform::cpu;
 pub use bootstrap::UniqueId;
 pub use error::{Error, Result};
 pub use sym::{Sym, SymSlice};
+/// bytemuck, whose `Pod` bounds typed memory and kernel arguments (re-exported so that crates using
+/// rshmem's typed API name the same version).
+pub use bytemuck;
 pub use runtime::{finalize, global_exit, init, init_with_unique_id, known_pe, my_pe, n_pes};
 
 /// Creates the unique id PE 0 hands to the other PEs of a job started by another launcher.

@@ -19,6 +19,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
+/// The state of an initialized PE: its bootstrap, platform backend, transports and routes, symmetric
+/// allocator, device state, host synchronization and team table. Made by [`init`], dropped by
+/// [`finalize`].
 pub struct Runtime {
     pub(crate) boot: Bootstrap,
     pub(crate) backend: Arc<dyn Backend>,
@@ -89,8 +92,11 @@ pub(crate) fn get(call: &str) -> Result<Arc<Runtime>> {
 /// Which backend to use.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum BackendKind {
+    /// CUDA when a GPU is usable, else the CPU backend.
     Auto,
+    /// The CPU backend: PEs are host processes, device code runs on the CPU.
     Cpu,
+    /// The CUDA backend; init fails without a usable GPU.
     Cuda,
 }
 
@@ -104,6 +110,9 @@ fn backend_kind() -> Result<BackendKind> {
     }
 }
 
+/// Initializes this process as a PE of the job the launcher's environment describes (`nvshmem_init`):
+/// checks every `RSHMEM_*` variable, bootstraps, then builds the runtime. Collective over all PEs; an
+/// error if already initialized.
 pub fn init() -> Result<()> {
     // The PE number from the launcher's variables, for messages, before anything can fail (a bad value
     // is reported by the bootstrap itself below).
@@ -111,6 +120,8 @@ pub fn init() -> Result<()> {
     init_with(hint, Bootstrap::from_env)
 }
 
+/// Initializes this process as PE `pe` of `npes`, bootstrapping through the unique id PE 0 made
+/// (`nvshmemx_init_attr` with `NVSHMEMX_INIT_WITH_UNIQUEID`). Collective over all PEs.
 pub fn init_with_unique_id(id: &UniqueId, pe: usize, npes: usize) -> Result<()> {
     init_with((pe < npes).then_some(pe), || Bootstrap::from_unique_id(id, pe, npes))
 }
@@ -337,6 +348,8 @@ pub(crate) fn random16() -> [u8; 16] {
     b
 }
 
+/// Ends this PE's part in the job (`nvshmem_finalize`): a final host barrier, then the transports shut
+/// down and the heap is released. Collective; an error if not initialized or if the barrier failed.
 pub fn finalize() -> Result<()> {
     let rt = RT.write().unwrap_or_else(PoisonError::into_inner).take().ok_or_else(|| Error::new("rshmem_finalize: rshmem is not initialized"))?;
     let r = rt.host_barrier("rshmem_finalize");
@@ -379,9 +392,11 @@ pub fn global_exit(status: i32) -> ! {
     std::process::exit(status)
 }
 
+/// This PE's number, -1 when rshmem is not initialized.
 pub fn my_pe() -> i32 {
     MY_PE.load(Ordering::Acquire)
 }
+/// The number of PEs in the job, 0 when rshmem is not initialized.
 pub fn n_pes() -> i32 {
     N_PES.load(Ordering::Acquire)
 }
@@ -406,9 +421,11 @@ struct AllocRequest {
 }
 
 impl Runtime {
+    /// This PE's number.
     pub fn pe(&self) -> usize {
         self.boot.pe()
     }
+    /// The number of PEs in the job.
     pub fn npes(&self) -> usize {
         self.boot.npes()
     }
@@ -494,6 +511,9 @@ impl Runtime {
 
     /// Collective free.
     pub fn free(&self, call: &str, p: *mut u8) -> Result<()> {
+        // Work already enqueued (a kernel, an on-stream collective) may still use the memory: it runs
+        // to completion before the memory can be handed out again (NVSHMEM's free implies a barrier).
+        self.backend.quiet()?;
         let off = (p as usize).wrapping_sub(self.state.heap_base as usize);
         let valid = (off < self.backend.heap_size()) && self.alloc.lock().unwrap().size_of(off).is_some();
         let mine = if valid { off as u64 } else { u64::MAX };
@@ -652,6 +672,7 @@ impl Runtime {
         }
         Ok(())
     }
+    /// The platform backend (CPU or CUDA) that holds the heap and runs device work.
     pub fn backend(&self) -> &dyn Backend {
         &*self.backend
     }

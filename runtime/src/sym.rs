@@ -1,8 +1,9 @@
 //! Typed symmetric memory: [`SymSlice<T>`] (and [`Sym<T>`], one value) for `T: bytemuck::Pod`, made
 //! by collective allocation and copied to and from `&[T]` without byte juggling or `unsafe`.
 //!
-//! ```no_run
+//! ```
 //! # fn main() -> Result<(), rshmem::Error> {
+//! # std::env::set_var("RSHMEM_BACKEND", "cpu"); // CI: no GPU
 //! rshmem::init()?;
 //! let (me, n) = (rshmem::my_pe(), rshmem::n_pes());
 //! let inbox = rshmem::SymSlice::<i64>::zeroed(4)?; // collective: every PE calls it
@@ -21,8 +22,11 @@
 //! mismatch that corrupts the heap's symmetry). A handle dropped without `free` keeps its memory until
 //! finalize and says so once in a warning naming its size.
 
+use crate::coll::{self, ReduceElem, ReduceOp, Team};
+use crate::cuda::Stream;
 use crate::error::{Error, Result};
 use crate::heap::alloc::MIN_ALIGN;
+use rshmem_device::coll::host_op;
 use crate::runtime;
 use bytemuck::Pod;
 use std::marker::PhantomData;
@@ -71,6 +75,18 @@ impl<T: Pod> SymSlice<T> {
     /// The address as a kernel argument (`KernelSet::run` takes u64 words).
     pub fn addr(&self) -> u64 {
         self.ptr as u64
+    }
+    /// PE `pe`'s copy of the first value as an address this process can load and store through
+    /// (`rshmem_ptr`): Some for PEs of this node whose heap is mapped here, None otherwise.
+    pub fn peer_ptr(&self, pe: i32) -> Option<*mut T> {
+        runtime::get("rshmem::SymSlice::peer_ptr").ok()?;
+        let p = rshmem_device::ptr(self.ptr as *const u8, pe);
+        (!p.is_null()).then_some(p as *mut T)
+    }
+    /// The first value's symmetric address as a typed kernel argument (a field of a `kernels!`
+    /// argument struct); device code reads it with `DevPtr::as_ptr`.
+    pub fn dev_ptr(&self) -> crate::kernels::DevPtr<T> {
+        crate::kernels::DevPtr::new(self.ptr)
     }
     /// The symmetric address of value `i` (for kernel arguments), or an error past the end.
     pub fn addr_of(&self, i: usize) -> Result<u64> {
@@ -127,12 +143,86 @@ impl<T: Pod> SymSlice<T> {
         unsafe { runtime::get("rshmem::SymSlice::get_at")?.getmem(dst.as_mut_ptr() as *mut u8, self.ptr.wrapping_add(offset) as *const u8, Self::bytes(dst.len()), pe) }
     }
     /// Collective: frees the allocation on every PE (every PE frees the same allocations in the same
-    /// order). Consumes the handle.
+    /// order), after this PE's device work (on-stream collectives and kernels that may use it) has
+    /// run. Consumes the handle.
     pub fn free(self) -> Result<()> {
         let p = self.ptr;
         std::mem::forget(self);
         runtime::get("rshmem::SymSlice::free")?.free("rshmem::SymSlice::free", p as *mut u8)
     }
+}
+
+/// The collectives of typed symmetric memory: each is collective over `team` (every member calls it
+/// with its own handles to the same allocations), with the element counts taken from the slices and
+/// checked. `self` is the destination. The `_on_stream` forms enqueue the collective on `stream` and
+/// return (on the CPU backend they run at once); the memory stays valid until the stream has run them,
+/// because `free` first waits for this PE's device work.
+impl<T: Pod> SymSlice<T> {
+    fn coll_check(&self, call: &str, src: &SymSlice<T>, dest_len: usize, src_len: usize) -> Result<()> {
+        if self.len < dest_len || src.len < src_len {
+            return Err(Error::new(format!(
+                "{call}: needs a destination of {dest_len} and a source of {src_len} values; got {} and {}",
+                self.len, src.len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Collective over `team`: `src`'s values on member `root` into this slice on every member (as many
+    /// values as `src` has).
+    pub fn broadcast(&self, team: Team, src: &SymSlice<T>, root: i32) -> Result<()> {
+        self.coll_check("rshmem::SymSlice::broadcast", src, src.len, src.len)?;
+        // SAFETY: both are live symmetric allocations of at least `src.len` values (checked above).
+        unsafe { coll::broadcast(team, self.ptr, src.ptr, src.len, root) }
+    }
+    /// Collective over `team`: every member's `src` (all the same length), in member order, into this
+    /// slice (at least `n_pes * src.len()` values).
+    pub fn fcollect(&self, team: Team, src: &SymSlice<T>) -> Result<()> {
+        let n = team_members(team, "rshmem::SymSlice::fcollect")?;
+        self.coll_check("rshmem::SymSlice::fcollect", src, n * src.len, src.len)?;
+        // SAFETY: live symmetric allocations of the sizes checked above.
+        unsafe { coll::fcollect(team, self.ptr, src.ptr, src.len) }
+    }
+    /// Collective over `team`: the reduction with `op` of every member's `src` into this slice (as
+    /// many values as `src` has).
+    pub fn reduce(&self, team: Team, op: ReduceOp, src: &SymSlice<T>) -> Result<()>
+    where
+        T: ReduceElem,
+    {
+        self.coll_check("rshmem::SymSlice::reduce", src, src.len, src.len)?;
+        // SAFETY: live symmetric allocations of at least `src.len` values (checked above).
+        unsafe { coll::reduce(team, op, self.ptr, src.ptr, src.len) }
+    }
+    /// [`SymSlice::broadcast`] enqueued on `stream`.
+    pub fn broadcast_on_stream(&self, team: Team, src: &SymSlice<T>, root: i32, stream: Stream) -> Result<()> {
+        self.coll_check("rshmem::SymSlice::broadcast_on_stream", src, src.len, src.len)?;
+        let bytes = src.len * std::mem::size_of::<T>();
+        // SAFETY: live symmetric allocations of at least `src.len` values (checked above), valid until
+        // the stream has run the collective (`free` waits for it).
+        unsafe { coll::collective_on_stream(host_op::BROADCAST, team.0, self.ptr as *mut u8, src.ptr as *const u8, bytes, root as u64, 0, stream.0 as _) }
+    }
+    /// [`SymSlice::fcollect`] enqueued on `stream`.
+    pub fn fcollect_on_stream(&self, team: Team, src: &SymSlice<T>, stream: Stream) -> Result<()> {
+        let n = team_members(team, "rshmem::SymSlice::fcollect_on_stream")?;
+        self.coll_check("rshmem::SymSlice::fcollect_on_stream", src, n * src.len, src.len)?;
+        let bytes = src.len * std::mem::size_of::<T>();
+        // SAFETY: as in broadcast_on_stream.
+        unsafe { coll::collective_on_stream(host_op::FCOLLECT, team.0, self.ptr as *mut u8, src.ptr as *const u8, bytes, 0, 0, stream.0 as _) }
+    }
+    /// [`SymSlice::reduce`] enqueued on `stream`.
+    pub fn reduce_on_stream(&self, team: Team, op: ReduceOp, src: &SymSlice<T>, stream: Stream) -> Result<()>
+    where
+        T: ReduceElem,
+    {
+        self.coll_check("rshmem::SymSlice::reduce_on_stream", src, src.len, src.len)?;
+        // SAFETY: as in broadcast_on_stream.
+        unsafe { coll::collective_on_stream(host_op::REDUCE, team.0, self.ptr as *mut u8, src.ptr as *const u8, src.len, T::DTYPE as u64, op.code() as u64, stream.0 as _) }
+    }
+}
+
+/// The member count of `team`, or an error naming `call` when there is no such team.
+fn team_members(team: Team, call: &str) -> Result<usize> {
+    usize::try_from(team.n_pes()).map_err(|_| Error::new(format!("{call}: team {} does not exist", team.0)))
 }
 
 impl<T: Pod> Drop for SymSlice<T> {
@@ -194,6 +284,10 @@ impl<T: Pod> Sym<T> {
     /// The address as a kernel argument.
     pub fn addr(&self) -> u64 {
         self.0.addr()
+    }
+    /// The symmetric address as a typed kernel argument (see `SymSlice::dev_ptr`).
+    pub fn dev_ptr(&self) -> crate::kernels::DevPtr<T> {
+        self.0.dev_ptr()
     }
     /// Collective: frees it on every PE.
     pub fn free(self) -> Result<()> {

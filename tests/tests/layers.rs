@@ -77,7 +77,7 @@ const CRATES: &[Crate] = &[
             ("runtime", &["runtime"]),
             // The API of user programs: the free functions of lib.rs, kernels, collectives, the CUDA
             // helpers, MPI and the C ABI. They find the running instance with runtime::get.
-            ("api", &["", "kernels", "coll", "team_init", "cuda", "mpi", "point", "sym"]),
+            ("api", &["", "kernels", "coll", "team_init", "cuda", "mpi", "point", "sym", "interop"]),
             ("c abi", &["capi"]),
         ],
     },

@@ -27,7 +27,7 @@ use std::time::Duration;
 macro_rules! wqe_cases {
     ($then:ident) => {
         $then! {
-            one: [ring_shift_scenario, ring_shift_example_under_rshmrun],
+            one: [ring_shift_scenario, ring_shift_example_under_rshmrun, cudarc_interop_example_under_rshmrun],
             few: [wait_until_six_comparisons, teams_and_ptr],
             many: [
                 p_and_g_all_sizes, put_get_every_scope_size_alignment, atomics_every_operation,

@@ -175,7 +175,7 @@ macro_rules! suite_cases {
                 rshmrun_timeout_names_the_pe_everyone_waits_for, bad_peer_payload_is_an_error_naming_the_peer,
                 garbage_environment_stops_init_naming_the_variable, bad_pe_in_device_call_stops_with_message,
                 address_outside_heap_in_device_call_stops_with_message, pe_killed_mid_run_ends_job_naming_it,
-                ring_shift_example_under_rshmrun, job_status_board_names_the_stuck_pe,
+                ring_shift_example_under_rshmrun, cudarc_interop_example_under_rshmrun, job_status_board_names_the_stuck_pe,
             ],
             one_node: [
                 // mpirun starts the PEs, not rshmrun: there are no simulated nodes to ask for.
@@ -481,6 +481,18 @@ pub fn ring_shift_example_under_rshmrun(l: &Layout) {
     assert!(o.status.success(), "{t}");
     for i in 0..4 {
         assert!(t.contains(&format!("[pe {i}] {i}: received message {}", (i + 3) % 4)), "{t}");
+    }
+}
+
+/// The cudarc interoperability example (examples/src/cudarc_interop.rs): on GPUs a cudarc kernel, an
+/// rshmem reduction on the cudarc stream and a cudarc copy; on the CPU backend its host path. Every PE
+/// checks every sum.
+pub fn cudarc_interop_example_under_rshmrun(l: &Layout) {
+    let o = output(l.command(4, Duration::from_secs(60), tool("cudarc_interop")).env("RSHMEM_SYMMETRIC_SIZE", "16m"));
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for i in 0..4 {
+        assert!(t.contains(&format!("[pe {i}] PE {i}: cudarc interop ok (")), "{t}");
     }
 }
 

@@ -1,0 +1,92 @@
+//! cudarc interoperability (feature `cudarc-interop`, on by default): for programs that already use
+//! cudarc's `CudaContext`, `CudaStream`, `CudaSlice` and `launch_builder`.
+//!
+//! - [`context`]: the cudarc context of this PE's GPU. It is the device's primary context, the one
+//!   rshmem uses, so kernels, streams and memory are shared both ways.
+//! - [`stream`]: a cudarc stream as an rshmem [`Stream`], for every `*_on_stream` call and
+//!   `LaunchConfig::on`.
+//! - [`SymSlice::cuda_view`]: a symmetric allocation as a `CudaSlice<T>` (no copy) for cudarc's kernel
+//!   launches and copies. The view never frees the memory (the symmetric heap owns it; freeing stays
+//!   collective, `SymSlice::free`).
+//!
+//! The CPU backend has no CUDA context: [`context`] says so, and programs take their host path there
+//! (see `examples/src/cudarc_interop.rs`).
+
+pub use cudarc;
+
+use crate::cuda::{self, Stream};
+use crate::error::{Error, Result};
+use crate::sym::SymSlice;
+use bytemuck::Pod;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+/// The cudarc context of the GPU this PE runs on (its primary context, which rshmem uses too), bound
+/// to the calling thread. An error on the CPU backend.
+pub fn context() -> Result<Arc<CudaContext>> {
+    let call = "rshmem::interop::context";
+    let ordinal = cuda::device_ordinal(call)?;
+    CudaContext::new(ordinal).map_err(|e| Error::new(format!("{call}: cudarc could not open GPU {ordinal}'s primary context: {e:?}")))
+}
+
+/// `s` as an rshmem stream handle (the same CUDA stream).
+pub fn stream(s: &CudaStream) -> Stream {
+    Stream(s.cu_stream())
+}
+
+impl From<&CudaStream> for Stream {
+    fn from(s: &CudaStream) -> Stream {
+        stream(s)
+    }
+}
+impl From<&Arc<CudaStream>> for Stream {
+    fn from(s: &Arc<CudaStream>) -> Stream {
+        stream(s)
+    }
+}
+
+/// This PE's copy of a [`SymSlice`] seen as a cudarc `CudaSlice<T>` (dereference it to use cudarc's
+/// API: `launch_builder().arg(&*view)`, `stream.memcpy_dtov(&*view)`). No copy is made, and dropping
+/// the view leaves the memory alone. It borrows the `SymSlice`, so the allocation cannot be freed
+/// while a view exists.
+pub struct SymCudaSlice<'a, T> {
+    inner: ManuallyDrop<CudaSlice<T>>,
+    _sym: PhantomData<&'a ()>,
+}
+
+impl<T: Pod + DeviceRepr> SymSlice<T> {
+    /// This PE's values as a cudarc `CudaSlice<T>` whose work is ordered on `stream` (cudarc's event
+    /// tracking applies to it as to its own slices). An error on the CPU backend.
+    pub fn cuda_view(&self, stream: &Arc<CudaStream>) -> Result<SymCudaSlice<'_, T>> {
+        cuda::device_ordinal("rshmem::SymSlice::cuda_view")?;
+        // SAFETY: `as_ptr()..+len` is this PE's part of a live symmetric allocation of `len` values of
+        // T in device memory of this context (checked: the CUDA backend runs); every value is a valid
+        // T (Pod). The slice is never dropped as a CudaSlice (ManuallyDrop, leaked in Drop below), so
+        // cudarc never frees it; the borrow of `self` keeps the allocation from being freed meanwhile.
+        let inner = unsafe { stream.upgrade_device_ptr::<T>(self.as_ptr() as u64, self.len()) };
+        Ok(SymCudaSlice { inner: ManuallyDrop::new(inner), _sym: PhantomData })
+    }
+}
+
+impl<T> Deref for SymCudaSlice<'_, T> {
+    type Target = CudaSlice<T>;
+    fn deref(&self) -> &CudaSlice<T> {
+        &self.inner
+    }
+}
+impl<T> DerefMut for SymCudaSlice<'_, T> {
+    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.inner
+    }
+}
+impl<T> Drop for SymCudaSlice<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken once, here, and not used afterwards.
+        let s = unsafe { ManuallyDrop::take(&mut self.inner) };
+        // Gives up cudarc's ownership without freeing (it waits for the slice's recorded work first).
+        let _ = s.leak();
+    }
+}

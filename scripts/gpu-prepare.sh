@@ -28,8 +28,8 @@ scripts/setup.sh
 cargo build --workspace --release
 c="$root/carry"
 rm -rf "$c"; mkdir -p "$c/anchor"
-cp target/release/{rshmrun,rshmem-test-pe,rshmem-soak,ring_shift,rshmem-bench,librshmem.so} "$c/"
-strip "$c"/{rshmrun,rshmem-test-pe,rshmem-soak,ring_shift,rshmem-bench,librshmem.so}
+cp target/release/{rshmrun,rshmem-test-pe,rshmem-soak,ring_shift,rshmem-bench,cudarc_interop,librshmem.so} "$c/"
+strip "$c"/{rshmrun,rshmem-test-pe,rshmem-soak,ring_shift,rshmem-bench,cudarc_interop,librshmem.so}
 # Fresh clones built by the README's two commands (scripts/fresh-clone-check.sh), when present.
 for f in fresh-build-first fresh-test-first; do
   if [ -x "target/$f/ring_shift" ]; then mkdir -p "$c/$f" && cp "target/$f"/{rshmrun,ring_shift} "$c/$f/"; fi

@@ -54,6 +54,9 @@
 #                 perftest_min_geomean, perftest_worst_row). PERFTEST_PROGS picks programs (paths under
 #                 perftest/ without extension; default every program): split them over calls, e.g.
 #                 PERFTEST_PROGS="$(cd carry/nvshmem-src/perftest && ls device/coll/*.cu | sed 's/\.cu$//')".
+#   PART=families issue 22's families (C point operations, device families, team_init, global_exit) with
+#                 the suites, issue 23's cudarc example (interop) and same-node P2P before/after (p2p),
+#                 and NVSHMEM's anchor benchmark in the same call (anchor).
 #   DRY_RUN=1 prints every step's command (with its limit after BUDGET) without running any.
 #   At the end: python3 bench/remote_summary.py prints the issue's lines (remote_put_4KiB_4x1024_GBps:
 #   ...) and the tables, also into summary.txt. BUDGET (seconds, default 570) bounds the whole script:
@@ -102,7 +105,7 @@ case "${PART:-}" in
   checks) STEPS=${STEPS:-$T19_CHECKS} SUITE_RUNS=${SUITE_RUNS:-2} ;;
   issue19) STEPS=${STEPS:-$T19_TARGETS $T19_CHECKS} ;;
   perftest) STEPS=${STEPS:-perftest_cmp} ;;
-  families) STEPS=${STEPS:-suite suite_ibgda families p2p} SUITE_RUNS=${SUITE_RUNS:-2} ;;
+  families) STEPS=${STEPS:-suite suite_ibgda families interop teams p2p anchor} SUITE_RUNS=${SUITE_RUNS:-2} ;;
   *) echo "gpu-remote.sh: PART=$PART: targets, checks, issue19, perftest or families" >&2; exit 2 ;;
 esac
 card=$root/scripts/gpu-node-card.sh
@@ -249,8 +252,12 @@ if has suite; then
   done
 fi
 if has suite_ibgda; then
-  step "suite through IBGDA (emulated NIC): rshmrun --nodes 2 -np 2 rshmem-test-pe all, RSHMEM_REMOTE_TRANSPORT=ibgda"
-  RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_SYMMETRIC_SIZE=2g rrun suite_ibgda "${SUITE_TIMEOUT:-150}" 2 "$c/rshmem-test-pe" all
+  # IBGDA_RUNS runs (default 1); RET_SLOTS=device puts the emulated NIC's return slots in GPU memory (the
+  # real-NIC path's placement, issue 21) instead of beside its CQs in the queues' memory (queues).
+  for r in $(seq 1 "${IBGDA_RUNS:-1}"); do
+    step "suite through IBGDA (emulated NIC), run $r: rshmrun --nodes 2 -np 2 rshmem-test-pe all, RSHMEM_REMOTE_TRANSPORT=ibgda, return slots: ${RET_SLOTS:-queues}"
+    RSHMEM_IBGDA_RET_SLOTS=${RET_SLOTS:-queues} RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_SYMMETRIC_SIZE=2g rrun "suite_ibgda_$r" "${SUITE_TIMEOUT:-150}" 2 "$c/rshmem-test-pe" all
+  done
 fi
 if has families; then
   # Issue 22's families on GPUs: the C program of host AMOs, strided RMA and on-stream point operations
@@ -271,6 +278,33 @@ if has families; then
   if [ -x "$c/c_global_exit" ]; then
     step "nvshmem_global_exit(5) from PE 1 while PE 0 waits in a barrier: rshmrun must exit 5"
     LOG=global_exit.log RSHMEM_SYMMETRIC_SIZE=1g prun global_exit 40 "$c" "$c/c_global_exit" global_exit 5
+  fi
+fi
+if has interop; then
+  # Issue 23: the cudarc example (a cudarc kernel, rshmem's reduction on the cudarc stream, a cudarc copy).
+  if [ -x "$c/cudarc_interop" ]; then
+    step "cudarc_interop, one node, 2 PEs"
+    LOG=cudarc_interop.log RSHMEM_SYMMETRIC_SIZE=1g prun cudarc_interop 60 "$c" "$c/cudarc_interop"
+    step "cudarc_interop, two simulated nodes"
+    LOG=cudarc_interop_nodes.log RSHMEM_SYMMETRIC_SIZE=1g rrun cudarc_interop_nodes 60 2 "$c/cudarc_interop"
+  else
+    step "cudarc_interop: SKIPPED (not in carry/)"
+  fi
+fi
+if has teams; then
+  # Issue 22: the teams scenario, whose last part makes a team from a unique id (members in reverse order)
+  # and runs host collectives on it: on GPUs, kernels that read the team's member table.
+  step "rshmem-test-pe teams, one node, 2 PEs"
+  LOG=teams.log RSHMEM_SYMMETRIC_SIZE=1g prun teams_node 60 "$c" "$c/rshmem-test-pe" teams
+  step "rshmem-test-pe teams, two simulated nodes"
+  LOG=teams_nodes.log RSHMEM_SYMMETRIC_SIZE=1g rrun teams_nodes 60 2 "$c/rshmem-test-pe" teams
+fi
+if has anchor; then
+  if [ -f "$c/anchor/run.sh" ]; then
+    step "NVSHMEM anchor (../shared/anchor, the image's NVSHMEM 3.4.5), same call"
+    LOG=anchor.log run anchor 200 bash "$c/anchor/run.sh"
+  else
+    step "NVSHMEM anchor: SKIPPED (carry/anchor/ is empty: gpu-prepare.sh found no ../shared/anchor/)"
   fi
 fi
 if has bench; then

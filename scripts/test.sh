@@ -2,8 +2,9 @@
 # Runs every test of rshmem on this machine (CI runs exactly this through .ci/run):
 #  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI);
 #  2. builds the workspace (release; the device library and kernels are also compiled to PTX) and
-#     checks the workspace lints with clippy (every unsafe block says why it is sound);
-#  3. runs all Rust tests: unit tests, the launcher and bootstrap tests, and the multi-process suite
+#     checks the workspace lints with clippy (every unsafe block says why it is sound), then the API
+#     docs (`cargo doc`, no warning; missing docs are errors in both library crates);
+#  3. runs all Rust tests: unit tests, doc tests (the API docs' examples), the launcher and bootstrap tests, and the multi-process suite
 #     under rshmrun and mpirun (CPU backend unless a GPU is present), on one node (tests/tests/suite.rs)
 #     and across two simulated nodes through the proxy transport, with --netns as root
 #     (tests/tests/suite_nodes.rs; the cases are defined once, in tests/tests/common/suite.rs), and teams
@@ -34,6 +35,12 @@ cargo build --workspace --release --all-targets
 # unsafe_op_in_unsafe_fn in every build, clippy checks the SAFETY comments here.
 cargo clippy --workspace --all-targets --release
 cargo clippy -p rshmem --features verbs --all-targets --release
+# The API documentation: every public item of rshmem and rshmem-device is documented (both crates deny
+# missing_docs, so the builds above checked it) and the docs build without a warning (broken links
+# included), with and without the verbs feature. Their examples run as doc tests in `cargo test` below,
+# on the CPU backend.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --release -p rshmem -p rshmem-device
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --release -p rshmem --features verbs
 cargo test --workspace --release
 cargo test --release -p rshmem --features verbs --lib
 cargo test --release -p rshmem --features verbs --test verbs_layout

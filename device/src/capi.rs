@@ -10,22 +10,29 @@ use crate::types::Scope;
 use core::ffi::c_void;
 
 // ---------------------------------------------------------------- queries
+/// This PE's number (`nvshmem_my_pe`).
 #[no_mangle]
 pub extern "C" fn rshmem_my_pe() -> i32 {
     ops::my_pe()
 }
+/// The number of PEs of the job (`nvshmem_n_pes`).
 #[no_mangle]
 pub extern "C" fn rshmem_n_pes() -> i32 {
     ops::n_pes()
 }
+/// This PE's index in `team`, -1 if it is not a member or there is no such team
+/// (`nvshmem_team_my_pe`).
 #[no_mangle]
 pub extern "C" fn rshmem_team_my_pe(team: i32) -> i32 {
     coll::team_my_pe(team)
 }
+/// The number of PEs of `team`, -1 if there is no such team (`nvshmem_team_n_pes`).
 #[no_mangle]
 pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
     coll::team_n_pes(team)
 }
+/// A pointer through which loads and stores reach symmetric `dest` on `pe`, or null when `pe`'s heap
+/// is not mapped here (another node) or `dest`/`pe` is out of range (`nvshmem_ptr`).
 #[no_mangle]
 pub extern "C" fn rshmem_ptr(dest: *const c_void, pe: i32) -> *mut c_void {
     ops::ptr(dest, pe)
@@ -295,34 +302,49 @@ strided! {
 }
 
 // ---------------------------------------------------------------- ordering and barriers
+/// Orders this thread's earlier puts and AMOs to each PE before its later ones to the same PE
+/// (`nvshmem_fence`).
 #[no_mangle]
 pub extern "C" fn rshmem_fence() {
     ops::fence()
 }
+/// Completes all of this thread's outstanding puts, gets and AMOs (`nvshmem_quiet`).
 #[no_mangle]
 pub extern "C" fn rshmem_quiet() {
     ops::quiet()
 }
+/// Completes this PE's outstanding operations and waits for all PEs; one thread per PE calls it
+/// (`nvshmem_barrier_all`).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all() {
     coll::barrier_all()
 }
+/// Waits for all PEs without completing outstanding operations; one thread per PE calls it
+/// (`nvshmem_sync_all`).
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all() {
     coll::sync_all()
 }
+/// Block-scoped `rshmem_barrier_all`: every thread of one block per PE calls it
+/// (`nvshmemx_barrier_all_block`).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_block() {
     coll::barrier_all_block()
 }
+/// Warp-scoped `rshmem_barrier_all`: every thread of one warp per PE calls it
+/// (`nvshmemx_barrier_all_warp`).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_warp() {
     coll::barrier_all_warp()
 }
+/// Block-scoped `rshmem_sync_all`: every thread of one block per PE calls it
+/// (`nvshmemx_sync_all_block`).
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_block() {
     coll::sync_all_block()
 }
+/// Warp-scoped `rshmem_sync_all`: every thread of one warp per PE calls it
+/// (`nvshmemx_sync_all_warp`).
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_warp() {
     coll::sync_all_warp()
@@ -332,6 +354,8 @@ pub extern "C" fn rshmem_sync_all_warp() {
 // Each returns 0, as NVSHMEM's do: a failure (no such team, a PE that is not a member, a mismatched
 // collective, a bad range) stops the PE with a message naming the call instead (`coll`).
 
+/// Member `src_pe` of `src_team` as a member index of `dest_team`; -1 when either team does not
+/// exist, `src_pe` is out of range, or that PE is not in `dest_team` (`nvshmem_team_translate_pe`).
 #[no_mangle]
 pub extern "C" fn rshmem_team_translate_pe(src_team: i32, src_pe: i32, dest_team: i32) -> i32 {
     coll::team_translate_pe(src_team, src_pe, dest_team)

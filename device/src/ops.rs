@@ -41,10 +41,14 @@ unsafe fn from_bits<T: Copy>(b: u64) -> T {
 
 // ---------------------------------------------------------------- PE queries
 
+/// This PE's number in the job, `0..n_pes()` (`nvshmem_my_pe`). Stops the PE, naming the call,
+/// when rshmem is not initialized.
 #[inline]
 pub fn my_pe() -> i32 {
     state("rshmem_my_pe\0").my_pe()
 }
+/// Number of PEs in the job (`nvshmem_n_pes`). Stops the PE, naming the call, when rshmem is not
+/// initialized.
 #[inline]
 pub fn n_pes() -> i32 {
     state("rshmem_n_pes\0").n_pes()

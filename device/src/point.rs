@@ -24,7 +24,7 @@ pub mod what {
     /// Wait until the local `dest` (`width` bytes, `Op::signed`) compares (`Op::code` = CMP_*) true
     /// against `value`; with `n` > 1 (`wait_until_all`), every one of the `n` elements at `dest`
     /// (against `cond`, an array of `n` values, when non-zero: the `_vector` form), skipping element i
-    /// when the `status` array (non-zero `aux`) has status[i] != 0. Returns the signal's value for a
+    /// when the `status` array (non-zero `aux`) has `status[i] != 0`. Returns the signal's value for a
     /// u64 wait (`signal_wait_until`).
     pub const WAIT: u32 = 5;
     /// Strided put: element i (`width` bytes) of local `src` (`aux`) at stride `sst` to `dest` at
@@ -38,6 +38,7 @@ pub mod what {
 /// One point operation, as the host hands it over (kernel parameters, or a direct call).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Op {
+    /// What to do: a `what::*` code.
     pub what: u32,
     /// AMO code, signal op or comparison.
     pub code: u32,
@@ -45,14 +46,23 @@ pub struct Op {
     pub width: u32,
     /// Waits: the elements are signed.
     pub signed: bool,
+    /// The target PE (unused by `WAIT`, which waits on this PE's memory).
     pub pe: i32,
+    /// The symmetric address operated on (for `IGET` the local destination).
     pub dest: u64,
+    /// The operand: the AMO's operand, `p`'s value, the signal value, or what a `WAIT` compares with.
     pub value: u64,
+    /// A compare-and-swap's compare value; for `WAIT`, the address of `n` values to compare with
+    /// (0: `value` for every element).
     pub cond: u64,
+    /// Element count of `WAIT` (0 or 1: one element), `IPUT` and `IGET`.
     pub n: u64,
+    /// For `IPUT` the local source, for `IGET` the symmetric source, for `WAIT` the address of the
+    /// `n` statuses (0: none).
     pub aux: u64,
     /// Strides in elements (iput / iget).
     pub dst: i64,
+    /// The source's stride in elements (`dst` is the destination's).
     pub sst: i64,
 }
 

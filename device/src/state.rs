@@ -25,8 +25,13 @@ declare_device_state!();
 /// `DeviceState::route` values: no transport reaches the PE; its heap is mapped (loads and stores);
 /// the CPU proxy carries requests to it; the GPU drives a NIC to it (IBGDA).
 pub const ROUTE_NONE: u8 = 0;
+/// `DeviceState::route`: the PE's heap is mapped in this process (`peer_base[pe] != 0`), so device
+/// code reaches it with loads, stores and atomics (P2P, or shared memory on the CPU backend).
 pub const ROUTE_P2P: u8 = 1;
+/// `DeviceState::route`: the CPU proxy carries requests to the PE (`remote::proxy`).
 pub const ROUTE_PROXY: u8 = 2;
+/// `DeviceState::route`: device threads post work requests to a NIC queue pair to the PE themselves
+/// (`remote::ibgda`, through the table at `DeviceState::ibgda`).
 pub const ROUTE_IBGDA: u8 = 3;
 
 /// `DeviceState::magic` once the runtime has filled the state in.
@@ -126,22 +131,28 @@ impl Channel {
 pub struct DeviceState {
     /// `STATE_MAGIC` when initialized; 0 before `init` (device calls then fail, naming the call).
     pub magic: u64,
+    /// This PE's number in the job, `0..n_pes` (`nvshmem_my_pe`); -1 in [`DeviceState::ZERO`].
     pub my_pe: i32,
+    /// Number of PEs in the job (`nvshmem_n_pes`), at most [`MAX_PES`].
     pub n_pes: i32,
     /// Address of this PE's heap in this process, and its size in bytes (the whole reserved range).
     pub heap_base: u64,
+    /// Size in bytes of this PE's heap (the whole reserved range, the same on every PE).
     pub heap_size: u64,
     /// 1: check PE numbers and heap ranges on every call (the default); 0: skip the checks.
     pub checks: u32,
+    /// Padding after `checks` (0), so that the `repr(C)` layout has no implicit hole.
     pub _pad: u32,
     /// Node-local PEs of this PE's node: `team_node_my_pe`, count, and the first global PE of the node.
     pub node_my_pe: i32,
+    /// Number of PEs on this PE's node (the size of `TEAM_NODE`); `node_pe[..node_n_pes]` are valid.
     pub node_n_pes: i32,
     /// The proxy transport's request ring as device code sees it (`header == 0`: no proxy transport).
     /// One ring per PE, shared by every thread that reaches a PE routed `ROUTE_PROXY`.
     pub proxy_ring: RingRef,
-    /// Address (as device code sees it) of the ring's return area: `proxy_ring.slots` [`ReturnSlot`]s
-    /// (`remote::proxy`), where the proxy delivers fetched values. 0 when there is no proxy transport.
+    /// Address (as device code sees it) of the ring's return area: `proxy_ring.slots`
+    /// [`ReturnSlot`](crate::remote::proxy::ReturnSlot)s, where the proxy delivers fetched values. 0
+    /// when there is no proxy transport.
     pub proxy_ret: u64,
     /// Address (as device code sees it) of this PE's inbound queue (`remote::inbound`): small
     /// operations other nodes' PEs sent here (AMOs, signals, inline puts), which device threads that
@@ -166,6 +177,8 @@ pub struct DeviceState {
 }
 
 impl DeviceState {
+    /// The state of an uninitialized PE: magic 0 (every device call fails as called before init), no
+    /// PE (`my_pe` and `node_my_pe` -1), no heap, no PE routed, no transport; checks on.
     pub const ZERO: DeviceState = DeviceState {
         magic: 0,
         my_pe: -1,
@@ -247,15 +260,24 @@ impl Field<u64> {
         assert!(is_u64_field(off), "not the offset of a u64 field of DeviceState");
         Field { off, _w: core::marker::PhantomData }
     }
+    /// `magic`: `STATE_MAGIC` once the runtime has filled the state in (the CPU backend reads it
+    /// with acquire).
     pub const MAGIC: Self = Self::u64(core::mem::offset_of!(DeviceState, magic));
+    /// `heap_base`: the address of this PE's heap in this process.
     pub const HEAP_BASE: Self = Self::u64(core::mem::offset_of!(DeviceState, heap_base));
+    /// `heap_size`: the heap's size in bytes.
     pub const HEAP_SIZE: Self = Self::u64(core::mem::offset_of!(DeviceState, heap_size));
     /// `proxy_ring.header` and `proxy_ring.slots`.
     pub const PROXY_RING_HEADER: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ring));
+    /// `proxy_ring.slots`: the slot count of the proxy's request ring (0 without a proxy transport).
     pub const PROXY_RING_SLOTS: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ring) + 8);
+    /// `proxy_ret`: the address of the proxy ring's return area (0 without a proxy transport).
     pub const PROXY_RET: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ret));
+    /// `inbound`: the address of this PE's inbound queue (0 without a proxy transport).
     pub const INBOUND: Self = Self::u64(core::mem::offset_of!(DeviceState, inbound));
+    /// `ibgda`: the address of the IBGDA table (0 without that transport).
     pub const IBGDA: Self = Self::u64(core::mem::offset_of!(DeviceState, ibgda));
+    /// `proxy_channels`: how many proxy channels are in use (0: no proxy transport).
     pub const PROXY_CHANNELS: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_channels));
     /// Word `word` (0..8: ring, slots, ret, stage, chunk, counters, thread_stage, flags) of channel `c % MAX_CHANNELS`.
     #[inline(always)]
@@ -276,10 +298,15 @@ impl Field<u32> {
         assert!(is_u32_field(off), "not the offset of a 4-byte field of DeviceState");
         Field { off, _w: core::marker::PhantomData }
     }
+    /// `my_pe`: this PE's number (an i32 read as its bits).
     pub const MY_PE: Self = Self::u32(core::mem::offset_of!(DeviceState, my_pe));
+    /// `n_pes`: the job's PE count.
     pub const N_PES: Self = Self::u32(core::mem::offset_of!(DeviceState, n_pes));
+    /// `checks`: 1 when PE numbers and heap ranges are checked on every call, 0 when not.
     pub const CHECKS: Self = Self::u32(core::mem::offset_of!(DeviceState, checks));
+    /// `node_my_pe`: this PE's index among the PEs of its node (an i32 read as its bits).
     pub const NODE_MY_PE: Self = Self::u32(core::mem::offset_of!(DeviceState, node_my_pe));
+    /// `node_n_pes`: the number of PEs on this PE's node.
     pub const NODE_N_PES: Self = Self::u32(core::mem::offset_of!(DeviceState, node_n_pes));
     /// `node_pe[i % MAX_PES]`.
     #[inline(always)]
@@ -309,8 +336,12 @@ pub const SCRATCH_BYTES: usize = 16 * 1024;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TeamDesc {
+    /// Member 0's number (a job PE, an index into `node_pe`, or a position in the member table, as
+    /// `node_list` says).
     pub start: i32,
+    /// Distance between the numbers of consecutive members.
     pub stride: i32,
+    /// Number of members (NVSHMEM's `nvshmem_team_n_pes`).
     pub size: i32,
     /// This PE's index in the team (-1: not a member).
     pub my_index: i32,
@@ -347,6 +378,7 @@ pub struct TeamInitCall {
     pub index: i32,
     /// The team slots free on this PE (bit i: slot i).
     pub free: u64,
+    /// Padding to 64 bytes, one cache line (0).
     pub _pad: [u64; 5],
 }
 
@@ -358,6 +390,7 @@ pub const TEAM_UID_NONE: u64 = u64::MAX;
 pub struct TeamSync {
     /// Number of synchronizations this PE has entered in this team (touched only by the PE's caller).
     pub epoch: u64,
+    /// Keeps `flags`, which other PEs write, off the cache line of `epoch` (64 bytes in all).
     pub _pad: [u64; 7],
     /// `flags[j]`: what team member `j` last announced here: `epoch << 16 | tag` (`crate::coll`).
     pub flags: [u64; MAX_PES],
@@ -372,6 +405,7 @@ pub struct Internal {
     /// 1 while a consumer (a device thread, or on the CPU backend a proxy thread) applies the inbound
     /// queue (compare-and-swap 0 -> 1, release store of 0).
     pub inbound_lock: u64,
+    /// Padding: the inbound words have the first 128 bytes to themselves; `teams` starts at 128.
     pub _pad: [u64; 14],
     /// The team table (written by the host at init and at every split and destroy).
     pub teams: [TeamDesc; MAX_TEAMS],
@@ -395,11 +429,17 @@ const _: () = assert!(core::mem::offset_of!(DeviceState, route).is_multiple_of(4
 const _: () = assert!(cfg!(target_endian = "little"));
 
 // Comparison operators of wait_until / test / signal_wait_until (NVSHMEM_CMP_* values).
+/// The value equals the operand (`NVSHMEM_CMP_EQ`).
 pub const CMP_EQ: i32 = 0;
+/// The value differs from the operand (`NVSHMEM_CMP_NE`).
 pub const CMP_NE: i32 = 1;
+/// The value is greater than the operand (`NVSHMEM_CMP_GT`).
 pub const CMP_GT: i32 = 2;
+/// The value is less than or equal to the operand (`NVSHMEM_CMP_LE`).
 pub const CMP_LE: i32 = 3;
+/// The value is less than the operand (`NVSHMEM_CMP_LT`).
 pub const CMP_LT: i32 = 4;
+/// The value is greater than or equal to the operand (`NVSHMEM_CMP_GE`).
 pub const CMP_GE: i32 = 5;
 
 /// The comparisons of `wait_until`, `test` and `signal_wait_until` (whose `cmp` takes this or one of
@@ -407,11 +447,17 @@ pub const CMP_GE: i32 = 5;
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {
+    /// [`CMP_EQ`]: equal.
     Eq = CMP_EQ,
+    /// [`CMP_NE`]: not equal.
     Ne = CMP_NE,
+    /// [`CMP_GT`]: greater than.
     Gt = CMP_GT,
+    /// [`CMP_LE`]: less than or equal.
     Le = CMP_LE,
+    /// [`CMP_LT`]: less than.
     Lt = CMP_LT,
+    /// [`CMP_GE`]: greater than or equal.
     Ge = CMP_GE,
 }
 impl From<Cmp> for i32 {
@@ -422,15 +468,24 @@ impl From<Cmp> for i32 {
 
 // Signal operators of put_signal / signal_op: NVSHMEM's own values (its nvshmemx_signal_op_t), so a
 // program that passes the numbers rather than the names behaves the same under both libraries.
+/// Stores the signal value into the signal word (`NVSHMEM_SIGNAL_SET`).
 pub const SIGNAL_SET: i32 = 9;
+/// Adds the signal value to the signal word, atomically (`NVSHMEM_SIGNAL_ADD`).
 pub const SIGNAL_ADD: i32 = 10;
 
 // Team handles, NVSHMEM's values: the predefined teams, and the first index of teams made by splits
 // (3..5 are NVSHMEM's internal teams, which rshmem does not make).
+/// No team (`NVSHMEM_TEAM_INVALID`): a split's result on the parent's members outside the new team,
+/// and the result of a failed team creation.
 pub const TEAM_INVALID: i32 = -1;
+/// Every PE of the job (`NVSHMEM_TEAM_WORLD`); its synchronization words are also barrier_all's.
 pub const TEAM_WORLD: i32 = 0;
+/// The PEs that share memory with this one (`NVSHMEM_TEAM_SHARED`): in rshmem the PEs of this node,
+/// the same members as `TEAM_NODE`.
 pub const TEAM_SHARED: i32 = 1;
+/// The PEs of this node (`NVSHMEMX_TEAM_NODE`); member `i` is `DeviceState::node_pe[i]`.
 pub const TEAM_NODE: i32 = 2;
+/// The first handle of a team made by a split or `team_init` (NVSHMEM's first such handle).
 pub const TEAMS_MIN: i32 = 6;
 
 #[cfg(all(test, not(target_arch = "nvptx64")))]

@@ -3,7 +3,7 @@
 //! an error through their C signature stop the program (exit 1), as NVSHMEM does, rather than go on with
 //! a broken job.
 //!
-//! Every entry point runs its body through [`entry`], which also catches panics: no unwind ever crosses
+//! Every entry point runs its body through `entry`, which also catches panics: no unwind ever crosses
 //! the C ABI (that would abort the process with SIGABRT and no useful message). A panic becomes the
 //! call's error return, or, where the C signature has none, a clean exit(1) with a message naming the
 //! call.
@@ -66,9 +66,11 @@ fn entry<T>(call: &str, on_fail: OnFail<T>, body: impl FnOnce() -> crate::Result
 /// The unique-id object of the C API (128 bytes, opaque).
 #[repr(C)]
 pub struct RshmemUniqueId {
+    /// The id's bytes, as `rshmem_get_unique_id` wrote them.
     pub internal: [u8; 128],
 }
 
+/// `nvshmem_init`: initializes rshmem from the launcher's environment (collective); 0 on success, 1 on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_init() -> i32 {
     entry("rshmem_init", OnFail::Return(1), || crate::init().map(|()| 0))
@@ -113,6 +115,7 @@ pub unsafe extern "C" fn rshmem_get_unique_id(id: *mut RshmemUniqueId) -> i32 {
     })
 }
 
+/// `nvshmem_finalize`: collective; a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_finalize() {
     // A failed finalize is a failed collective (a mismatch, a stuck or dead peer): the job is broken and
@@ -120,35 +123,43 @@ pub extern "C" fn rshmem_finalize() {
     entry("rshmem_finalize", OnFail::Exit, crate::finalize)
 }
 
+/// `nvshmem_my_pe`: this PE's number, -1 before init.
 #[no_mangle]
 pub extern "C" fn rshmem_my_pe() -> i32 {
     entry("rshmem_my_pe", OnFail::Return(-1), || Ok(crate::my_pe()))
 }
+/// `nvshmem_n_pes`: the number of PEs, 0 before init.
 #[no_mangle]
 pub extern "C" fn rshmem_n_pes() -> i32 {
     entry("rshmem_n_pes", OnFail::Return(-1), || Ok(crate::n_pes()))
 }
+/// `nvshmem_team_my_pe`: this PE's index in `team`, -1 when not a member or no such team.
 #[no_mangle]
 pub extern "C" fn rshmem_team_my_pe(team: i32) -> i32 {
     entry("rshmem_team_my_pe", OnFail::Return(-1), || Ok(crate::team_my_pe(team)))
 }
+/// `nvshmem_team_n_pes`: the number of PEs in `team`, -1 when no such team.
 #[no_mangle]
 pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
     entry("rshmem_team_n_pes", OnFail::Return(-1), || Ok(crate::team_n_pes(team)))
 }
 
+/// `nvshmem_malloc` (collective): the symmetric allocation, or null on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_malloc(bytes: usize) -> *mut c_void {
     entry("rshmem_malloc", OnFail::Return(std::ptr::null_mut()), || crate::malloc(bytes).map(|p| p as *mut c_void))
 }
+/// `nvshmem_calloc` (collective): `count * size` zeroed symmetric bytes, or null on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_calloc(count: usize, size: usize) -> *mut c_void {
     entry("rshmem_calloc", OnFail::Return(std::ptr::null_mut()), || crate::calloc(count, size).map(|p| p as *mut c_void))
 }
+/// `nvshmem_align` (collective): a symmetric allocation aligned to `alignment`, or null on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_align(alignment: usize, bytes: usize) -> *mut c_void {
     entry("rshmem_align", OnFail::Return(std::ptr::null_mut()), || crate::align(alignment, bytes).map(|p| p as *mut c_void))
 }
+/// `nvshmem_free` (collective): null is a no-op; an error is printed and the call returns.
 #[no_mangle]
 pub extern "C" fn rshmem_free(p: *mut c_void) {
     if p.is_null() {
@@ -156,18 +167,22 @@ pub extern "C" fn rshmem_free(p: *mut c_void) {
     }
     entry("rshmem_free", OnFail::Report(()), || crate::free(p as *mut u8))
 }
+/// `nvshmem_ptr`: the address through which this process reaches `p` on `pe` (a PE of this node), else null.
 #[no_mangle]
 pub extern "C" fn rshmem_ptr(p: *const c_void, pe: i32) -> *mut c_void {
     entry("rshmem_ptr", OnFail::Return(std::ptr::null_mut()), || Ok(crate::ptr(p as *const u8, pe) as *mut c_void))
 }
+/// `nvshmem_barrier_all` from the host; a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all() {
     entry("rshmem_barrier_all", OnFail::Exit, crate::barrier_all)
 }
+/// `nvshmem_sync_all` from the host (a barrier here); a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all() {
     entry("rshmem_sync_all", OnFail::Exit, crate::barrier_all)
 }
+/// `nvshmem_quiet` from the host; a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_quiet() {
     entry("rshmem_quiet", OnFail::Exit, crate::quiet)
@@ -217,16 +232,19 @@ fn on_gpu(call: &str) -> crate::Result<bool> {
     Ok(crate::runtime::get(call)?.backend().name() == "cuda")
 }
 
+/// `nvshmemx_barrier_all_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
     let call = "rshmem_barrier_all_on_stream";
     entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::barrier_all_on_stream(Stream(s as _)) } else { crate::barrier_all() })
 }
+/// `nvshmemx_sync_all_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all_on_stream(s: *mut c_void) {
     let call = "rshmem_sync_all_on_stream";
     entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::sync_all_on_stream(Stream(s as _)) } else { crate::barrier_all() })
 }
+/// `nvshmemx_quiet_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
     let call = "rshmem_quiet_on_stream";
@@ -392,6 +410,7 @@ pub unsafe extern "C" fn rshmem_team_split_2d(
     })
 }
 
+/// `nvshmem_team_destroy` (collective over the team); 0 on success, 1 on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_team_destroy(team: i32) -> i32 {
     entry("rshmem_team_destroy", OnFail::Return(1), || coll::team_destroy(team).map(|()| 0))
@@ -412,15 +431,18 @@ pub unsafe extern "C" fn rshmem_team_get_config(team: i32, config: *mut c_void) 
     })
 }
 
+/// `nvshmem_team_translate_pe`: member `src_pe` of `src_team` as an index in `dest_team`, or -1.
 #[no_mangle]
 pub extern "C" fn rshmem_team_translate_pe(src_team: i32, src_pe: i32, dest_team: i32) -> i32 {
     entry("rshmem_team_translate_pe", OnFail::Return(-1), || Ok(coll::team_translate_pe(src_team, src_pe, dest_team)))
 }
 
+/// `nvshmem_barrier` from the host; 0 on success, 1 on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier(team: i32) -> i32 {
     entry("rshmem_barrier", OnFail::Return(1), || coll::barrier(team).map(|()| 0))
 }
+/// `nvshmem_team_sync` from the host; 0 on success, 1 on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_team_sync(team: i32) -> i32 {
     entry("rshmem_team_sync", OnFail::Return(1), || coll::team_sync(team).map(|()| 0))
@@ -446,11 +468,13 @@ unsafe fn host_collective(call: &str, what: u32, team: i32, dest: *mut c_void, s
     })
 }
 
+/// `nvshmemx_barrier_on_stream`; 0 on success, 1 on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_on_stream(team: i32, stream: *mut c_void) -> i32 {
     // SAFETY: a synchronization has no buffers.
     unsafe { host_collective("rshmem_barrier_on_stream", host_op::BARRIER, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0, Some(stream)) }
 }
+/// `nvshmemx_team_sync_on_stream`; 0 on success, 1 on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_team_sync_on_stream(team: i32, stream: *mut c_void) -> i32 {
     // SAFETY: a synchronization has no buffers.

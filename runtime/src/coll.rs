@@ -491,14 +491,20 @@ unsafe fn launch(call: &str, what: u32, team: i32, dest: *mut u8, src: *const u8
 pub struct Team(pub i32);
 
 impl Team {
+    /// Every PE of the job (`NVSHMEM_TEAM_WORLD`).
     pub const WORLD: Team = Team(TEAM_WORLD);
+    /// The PEs of this node, which share memory (`NVSHMEM_TEAM_SHARED`).
     pub const SHARED: Team = Team(TEAM_SHARED);
+    /// The PEs of this node (`NVSHMEMX_TEAM_NODE`).
     pub const NODE: Team = Team(TEAM_NODE);
+    /// No team: what a split gives the PEs it leaves out (`NVSHMEM_TEAM_INVALID`).
     pub const INVALID: Team = Team(TEAM_INVALID);
 
+    /// This PE's index in the team, -1 when it is not a member or the team does not exist.
     pub fn my_pe(self) -> i32 {
         team_my_pe(self.0)
     }
+    /// The number of PEs in the team, -1 when the team does not exist.
     pub fn n_pes(self) -> i32 {
         team_n_pes(self.0)
     }
@@ -515,12 +521,15 @@ impl Team {
     pub fn split_2d(self, xrange: i32) -> Result<(Team, Team)> {
         team_split_2d(self.0, xrange, None, None).map(|(x, y)| (Team(x), Team(y)))
     }
+    /// Collective over this team: destroys it after a barrier of its members ([`team_destroy`]).
     pub fn destroy(self) -> Result<()> {
         team_destroy(self.0)
     }
+    /// Host barrier of the team: completes this PE's operations, then waits for every member.
     pub fn barrier(self) -> Result<()> {
         barrier(self.0)
     }
+    /// Host sync of the team: waits for every member without completing operations.
     pub fn sync(self) -> Result<()> {
         team_sync(self.0)
     }

@@ -13,6 +13,7 @@ pub struct Error {
 }
 
 impl Error {
+    /// An error with this message and no OS error number.
     pub fn new(msg: impl Into<String>) -> Error {
         Error { msg: msg.into(), errno: None }
     }
@@ -24,6 +25,7 @@ impl Error {
     pub fn os(what: impl fmt::Display, err: std::io::Error) -> Error {
         Error::with_errno(format!("{what}: {err}"), err.raw_os_error())
     }
+    /// The message, as `Display` prints it.
     pub fn message(&self) -> &str {
         &self.msg
     }
@@ -57,4 +59,5 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// The runtime's result type.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -18,14 +18,20 @@ pub fn pe() -> Option<usize> {
     usize::try_from(PE.load(Ordering::Relaxed)).ok()
 }
 
+/// A message's severity, most severe first: a message is printed when its level is at most [`level`].
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
+    /// Failures.
     Error = 0,
+    /// Something likely wrong that does not stop the job (the default level).
     Warn = 1,
+    /// What the runtime chose and found (transports, devices, sizes).
     Info = 2,
+    /// Details for debugging rshmem itself.
     Debug = 3,
 }
 
+/// The level `RSHMEM_DEBUG` sets (warn when unset or garbage), read once per process.
 pub fn level() -> Level {
     static L: OnceLock<Level> = OnceLock::new();
     *L.get_or_init(|| match crate::config::env::get(crate::config::env::DEBUG).as_deref().and_then(crate::config::env::parse_level) {
@@ -48,15 +54,19 @@ fn emit(l: Level, tag: &str, msg: &str) {
     }
 }
 
+/// Prints `msg` at level error.
 pub fn error(msg: impl AsRef<str>) {
     emit(Level::Error, "error", msg.as_ref())
 }
+/// Prints `msg` at level warn.
 pub fn warn(msg: impl AsRef<str>) {
     emit(Level::Warn, "warn", msg.as_ref())
 }
+/// Prints `msg` at level info.
 pub fn info(msg: impl AsRef<str>) {
     emit(Level::Info, "info", msg.as_ref())
 }
+/// Prints `msg` at level debug.
 pub fn debug(msg: impl AsRef<str>) {
     emit(Level::Debug, "debug", msg.as_ref())
 }

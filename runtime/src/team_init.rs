@@ -165,7 +165,7 @@ fn install(rt: &Runtime, call: &str, config: TeamConfig, members: Vec<i32>, inde
 }
 
 impl coll::Team {
-    /// A fresh unique id for [`Team::from_unique_id`] (see [`team_get_uniqueid`]).
+    /// A fresh unique id for [`Self::from_unique_id`] (see [`team_get_uniqueid`]).
     pub fn unique_id() -> Result<u64> {
         team_get_uniqueid()
     }

@@ -12,9 +12,13 @@ use std::mem::{offset_of, size_of};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct TeamConfig {
+    /// NVSHMEM's version word: the major version (2) << 16 plus the struct's size.
     pub version: i32,
+    /// Contexts the team asks for (recorded only).
     pub num_contexts: i32,
+    /// The id that PEs joining one team by `nvshmemx_team_init` share.
     pub uniqueid: u64,
+    /// Reserved (rshmem keeps it zero).
     pub padding: [u8; 48],
 }
 const _: () = assert!(size_of::<TeamConfig>() == 64);

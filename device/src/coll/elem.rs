@@ -3,29 +3,49 @@
 
 /// Reduction operators (NVSHMEM's `rdxn_ops_t` values).
 pub mod op {
+    /// Bitwise AND (integer types only).
     pub const AND: u32 = 0;
+    /// Bitwise OR (integer types only).
     pub const OR: u32 = 1;
+    /// Bitwise XOR (integer types only).
     pub const XOR: u32 = 2;
+    /// Minimum.
     pub const MIN: u32 = 3;
+    /// Maximum.
     pub const MAX: u32 = 4;
+    /// Sum (wrapping for integers).
     pub const SUM: u32 = 5;
+    /// Product (wrapping for integers).
     pub const PROD: u32 = 6;
+    /// The largest value with its location, the smaller location on a tie (`DOUBLE2` only).
     pub const MAXLOC: u32 = 7;
 }
 
 /// Element types of the reductions (the C ABI's codes).
 pub mod dtype {
+    /// `i8` (C `int8_t`).
     pub const I8: u32 = 0;
+    /// `i16` (C `int16_t`).
     pub const I16: u32 = 1;
+    /// `i32` (C `int32_t`).
     pub const I32: u32 = 2;
+    /// `i64` (C `int64_t`).
     pub const I64: u32 = 3;
+    /// `u8` (C `uint8_t`).
     pub const U8: u32 = 4;
+    /// `u16` (C `uint16_t`).
     pub const U16: u32 = 5;
+    /// `u32` (C `uint32_t`).
     pub const U32: u32 = 6;
+    /// `u64` (C `uint64_t`).
     pub const U64: u32 = 7;
+    /// IEEE half precision ([`super::F16`], CUDA's `half`).
     pub const F16: u32 = 8;
+    /// bfloat16 ([`super::Bf16`], CUDA's `__nv_bfloat16`).
     pub const BF16: u32 = 9;
+    /// `f32` (C `float`).
     pub const F32: u32 = 10;
+    /// `f64` (C `double`).
     pub const F64: u32 = 11;
     /// A (value, location) pair of f64s, for maxloc (NVSHMEM's double2).
     pub const DOUBLE2: u32 = 12;
@@ -43,7 +63,9 @@ pub struct Bf16(pub u16);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct DoubleLoc {
+    /// The value compared (double2's `x`).
     pub value: f64,
+    /// Where the value came from (double2's `y`); the smaller one wins a tie.
     pub loc: f64,
 }
 
@@ -111,6 +133,7 @@ impl F16 {
 }
 
 impl Bf16 {
+    /// Exact widening (a bfloat16 is the high half of an f32).
     pub fn to_f32(self) -> f32 {
         f32::from_bits((self.0 as u32) << 16)
     }
@@ -126,6 +149,7 @@ impl Bf16 {
 
 /// Element types of reductions: the operators each has.
 pub trait Elem: Copy {
+    /// The type's code (`dtype::*`), as the untyped reductions take it.
     const DTYPE: u32;
     /// `a OP b`; `OP` is one of `op::*` that this type has (checked before any call).
     fn combine<const OP: u32>(a: Self, b: Self) -> Self;

@@ -11,13 +11,21 @@ use crate::types::{Kind, Problem, Scope};
 /// The collectives the host runtime starts (`run`'s `what`): host calls, `*_on_stream` calls and the
 /// runtime's own team operations, run by a kernel on GPUs and by the calling thread on the CPU backend.
 pub mod host_op {
+    /// `team_sync`: the team's synchronization, without completing outstanding operations.
     pub const SYNC: u32 = 0;
+    /// `barrier`: completes this PE's outstanding operations (quiet), then the team's synchronization.
     pub const BARRIER: u32 = 1;
+    /// `broadcast` of `n` bytes from member `a` (the root) to every member's `dest`.
     pub const BROADCAST: u32 = 2;
+    /// `fcollect`: every member's `n` bytes, in member order, into every member's `dest`.
     pub const FCOLLECT: u32 = 3;
+    /// `collect`: as FCOLLECT, with a byte count `n` of this PE's own (members' counts may differ).
     pub const COLLECT: u32 = 4;
+    /// `alltoall`: block j (`n` bytes) of every member's `src` to member j.
     pub const ALLTOALL: u32 = 5;
+    /// `reduce` of `n` elements of type `a` (`dtype::*`) with operator `b` (`op::*`).
     pub const REDUCE: u32 = 6;
+    /// `reducescatter`: as REDUCE over `n_pes * n` elements, member i keeping block i (`n` elements).
     pub const REDUCESCATTER: u32 = 7;
     /// A team split's agreement: an exchange tagged with the split's arguments (`a`: their hash), then
     /// an AND of the u64 masks of free team slots at `src` into `dest`.
@@ -30,12 +38,16 @@ pub mod host_op {
     /// The opening and closing synchronizations of a large broadcast whose copies run on a whole grid
     /// (`data::broadcast_sync`, `data::broadcast_grid`; `n`, `a` as BROADCAST).
     pub const BROADCAST_OPEN: u32 = 11;
+    /// The closing synchronization of such a broadcast (with quiet: the data has landed).
     pub const BROADCAST_CLOSE: u32 = 12;
     /// The same for a large fcollect and alltoall whose copies run on a whole grid
     /// (`data::push_sync`, `data::push_grid`; `n` as FCOLLECT / ALLTOALL).
     pub const FCOLLECT_OPEN: u32 = 13;
+    /// The closing synchronization of such an fcollect (with quiet: the data has landed).
     pub const FCOLLECT_CLOSE: u32 = 14;
+    /// The opening synchronization of a large alltoall run on a whole grid (every member has entered).
     pub const ALLTOALL_OPEN: u32 = 15;
+    /// The closing synchronization of such an alltoall (with quiet: the data has landed).
     pub const ALLTOALL_CLOSE: u32 = 16;
 }
 

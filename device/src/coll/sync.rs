@@ -181,16 +181,19 @@ pub fn barrier_all_block() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Block, true, "rshmem_barrier_all_block\0") }
 }
+/// Warp-scoped barrier_all: every thread of one warp per PE calls it.
 #[inline]
 pub fn barrier_all_warp() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Warp, true, "rshmem_barrier_all_warp\0") }
 }
+/// Block-scoped sync_all: every thread of one block per PE calls it.
 #[inline]
 pub fn sync_all_block() {
     // SAFETY: as above.
     unsafe { barrier_scoped(Scope::Block, false, "rshmem_sync_all_block\0") }
 }
+/// Warp-scoped sync_all: every thread of one warp per PE calls it.
 #[inline]
 pub fn sync_all_warp() {
     // SAFETY: as above.

@@ -10,7 +10,10 @@ use core::ptr;
 /// A team as one collective call sees it.
 #[derive(Clone, Copy)]
 pub struct Team {
+    /// The team handle (`TEAM_WORLD`, `TEAM_SHARED`, `TEAM_NODE`, or one from `TEAMS_MIN` on).
     pub id: i32,
+    /// The team's descriptor as the call looked it up ([`lookup`]: the world's from the device state,
+    /// the others' from this PE's team table).
     pub d: TeamDesc,
 }
 
@@ -20,10 +23,12 @@ impl Team {
     pub fn pe(&self, i: i32) -> i32 {
         member(&self.d, i)
     }
+    /// The number of members.
     #[inline(always)]
     pub fn size(&self) -> i32 {
         self.d.size
     }
+    /// This PE's member index (at least 0 for a `Team` that [`team`] returned).
     #[inline(always)]
     pub fn me(&self) -> i32 {
         self.d.my_index

@@ -14,13 +14,22 @@ use crate::types::Scope;
 /// the PE with a message naming the type code and operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// Bitwise AND (`op::AND`; integer types only).
     And,
+    /// Bitwise OR (`op::OR`; integer types only).
     Or,
+    /// Bitwise XOR (`op::XOR`; integer types only).
     Xor,
+    /// Minimum (`op::MIN`).
     Min,
+    /// Maximum (`op::MAX`).
     Max,
+    /// Sum, wrapping for integers (`op::SUM`).
     Sum,
+    /// Product, wrapping for integers (`op::PROD`).
     Prod,
+    /// The largest value with its location, the smaller location on a tie (`op::MAXLOC`;
+    /// [`super::DoubleLoc`] only).
     MaxLoc,
 }
 

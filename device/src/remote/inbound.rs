@@ -62,15 +62,19 @@ pub struct InboundOp {
     pub width: u32,
     /// Heap offset (naturally aligned to `width`; the proxy checked it against the heap).
     pub offset: u64,
+    /// The store's value, the AMO's operand, or a NIC atomic's first operand.
     pub value: u64,
+    /// A compare-and-swap's compare value, or a NIC atomic's second operand.
     pub compare: u64,
     /// The old value (AMOs), written before `done`.
     pub result: u64,
     /// `ticket + 1` once applied (consumer, release).
     pub done: u64,
+    /// Reserved (0): the end of the first cache line.
     pub _r: u64,
     /// The third and fourth operands of a NIC atomic.
     pub extra: [u64; 2],
+    /// Padding to `SLOT_BYTES` (0).
     pub _pad: [u64; 6],
 }
 const _: () = assert!(core::mem::size_of::<InboundOp>() == SLOT_BYTES);

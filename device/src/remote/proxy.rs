@@ -7,7 +7,7 @@
 //! chunks, `ChannelCounters`), used by the device code here and by the host side, and the device-side
 //! calls that reserve, stage, publish and wait.
 //!
-//! # Layout of one channel ([`Channel`](crate::state::Channel))
+//! # Layout of one channel ([`Channel`])
 //! ```text
 //! host memory, ring:     RingHeader (256 bytes)
 //!                          line 0: magic, slots, chunk   written once by the host before any post
@@ -108,13 +108,17 @@ pub struct RingHeader {
     pub slots: u64,
     /// Bytes of one staging chunk (a power of two), 0 when the channel has no staging.
     pub chunk: u64,
+    /// The rest of line 0 (reserved, 0).
     pub _r0: [u64; 5],
     /// Tickets below it are drained; their slots and chunks may be reused (proxy: release store).
     pub tail: u64,
+    /// The rest of line 1: `tail` has its cache line to itself.
     pub _r1: [u64; 7],
     /// Requests with `seq <= completed` are complete (proxy: release store after the operation).
     pub completed: u64,
+    /// The rest of line 2: `completed` has its cache line to itself.
     pub _r2: [u64; 7],
+    /// Line 3, reserved (0): the header is `HEADER_BYTES`.
     pub _r3: [u64; 8],
 }
 
@@ -124,15 +128,19 @@ pub struct RingHeader {
 pub struct ChannelCounters {
     /// Next ticket to hand out (posters: atomic add).
     pub head: u64,
+    /// The rest of `head`'s cache line.
     pub _r0: [u64; 7],
     /// The largest `RingHeader::tail` a poster has read (atomic max).
     pub tail_seen: u64,
+    /// The rest of `tail_seen`'s cache line.
     pub _r1: [u64; 7],
     /// The largest `RingHeader::completed` a poller has read (atomic max).
     pub completed_seen: u64,
+    /// The rest of `completed_seen`'s cache line.
     pub _r2: [u64; 7],
     /// 1 while one waiter reads the host's `completed` for all (compare-and-swap 0 -> 1, release 0).
     pub poller: u64,
+    /// The rest of `poller`'s cache line.
     pub _r3: [u64; 7],
 }
 /// Bytes of [`ChannelCounters`].
@@ -211,18 +219,32 @@ pub const SUB_RETURN: u16 = 0x8000;
 /// AMO codes (`Request::sub & 0xff` of an `op::AMO`; signals use `SET`/`ADD` on 8 bytes). The same
 /// numbers as the wire's `AmoOp` (the runtime asserts it), so a request is forwarded without mapping.
 pub mod amo {
+    /// Atomic read of the word; fetches it (`nvshmem_atomic_fetch`).
     pub const FETCH: u16 = 1;
+    /// Atomic store of the operand; fetches nothing (`nvshmem_atomic_set`).
     pub const SET: u16 = 2;
+    /// Stores the operand; fetches the old value (`nvshmem_atomic_swap`).
     pub const SWAP: u16 = 3;
+    /// Stores the operand if the word equals the compare value; fetches the old value
+    /// (`nvshmem_atomic_compare_swap`).
     pub const COMPARE_SWAP: u16 = 4;
+    /// Adds the operand (wrapping); fetches the old value (`nvshmem_atomic_fetch_add`).
     pub const FETCH_ADD: u16 = 5;
+    /// Adds the operand (wrapping); fetches nothing (`nvshmem_atomic_add`).
     pub const ADD: u16 = 6;
+    /// Bitwise AND with the operand; fetches the old value (`nvshmem_atomic_fetch_and`).
     pub const FETCH_AND: u16 = 7;
+    /// Bitwise AND with the operand; fetches nothing (`nvshmem_atomic_and`).
     pub const AND: u16 = 8;
+    /// Bitwise OR with the operand; fetches the old value (`nvshmem_atomic_fetch_or`).
     pub const FETCH_OR: u16 = 9;
+    /// Bitwise OR with the operand; fetches nothing (`nvshmem_atomic_or`).
     pub const OR: u16 = 10;
+    /// Bitwise XOR with the operand; fetches the old value (`nvshmem_atomic_fetch_xor`).
     pub const FETCH_XOR: u16 = 11;
+    /// Bitwise XOR with the operand; fetches nothing (`nvshmem_atomic_xor`).
     pub const XOR: u16 = 12;
+    /// The largest valid code.
     pub const LAST: u16 = XOR;
 }
 
@@ -241,10 +263,13 @@ pub mod amo {
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
 pub struct ReturnSlot {
+    /// The result: a fetching AMO's old value, or a GET's bytes zero-extended (written by the proxy
+    /// before `seq`).
     pub value: u64,
     /// 0: free; otherwise the sequence number whose value is in `value`.
     pub seq: u64,
 }
+/// Bytes of one [`ReturnSlot`].
 pub const RETURN_SLOT_BYTES: usize = 16;
 const _: () = assert!(core::mem::size_of::<ReturnSlot>() == RETURN_SLOT_BYTES);
 
@@ -312,13 +337,21 @@ pub unsafe fn apply_amo(code: u16, width: u32, p: *mut u8, value: u64, compare: 
 /// Byte offsets of the header's and the counters' words, for code that addresses them through a base
 /// pointer.
 pub const MAGIC_OFF: usize = core::mem::offset_of!(RingHeader, magic);
+/// Byte offset of [`RingHeader::slots`].
 pub const SLOTS_OFF: usize = core::mem::offset_of!(RingHeader, slots);
+/// Byte offset of [`RingHeader::chunk`].
 pub const CHUNK_OFF: usize = core::mem::offset_of!(RingHeader, chunk);
+/// Byte offset of [`RingHeader::tail`] (64: line 1).
 pub const TAIL_OFF: usize = core::mem::offset_of!(RingHeader, tail);
+/// Byte offset of [`RingHeader::completed`] (128: line 2).
 pub const COMPLETED_OFF: usize = core::mem::offset_of!(RingHeader, completed);
+/// Byte offset of [`ChannelCounters::head`].
 pub const HEAD_OFF: usize = core::mem::offset_of!(ChannelCounters, head);
+/// Byte offset of [`ChannelCounters::tail_seen`].
 pub const TAIL_SEEN_OFF: usize = core::mem::offset_of!(ChannelCounters, tail_seen);
+/// Byte offset of [`ChannelCounters::completed_seen`].
 pub const COMPLETED_SEEN_OFF: usize = core::mem::offset_of!(ChannelCounters, completed_seen);
+/// Byte offset of [`ChannelCounters::poller`].
 pub const POLLER_OFF: usize = core::mem::offset_of!(ChannelCounters, poller);
 /// Offset of the valid word inside a slot.
 pub const SEQ_OFF: usize = core::mem::offset_of!(Request, seq);
@@ -337,9 +370,19 @@ pub const fn tickets(op: u16, len: u64, chunk: u64) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stalled {
     /// The ring stayed full: the proxy drained nothing (ticket `seq - 1` reserved, not published).
-    RingFull { seq: u64, tail: u64 },
+    RingFull {
+        /// The sequence number of the first reserved ticket (the ticket + 1).
+        seq: u64,
+        /// `RingHeader::tail` as last read.
+        tail: u64,
+    },
     /// The proxy did not complete request `seq` (completed stayed at `completed`).
-    NotCompleted { seq: u64, completed: u64 },
+    NotCompleted {
+        /// The sequence number waited for.
+        seq: u64,
+        /// `ChannelCounters::completed_seen` as last read.
+        completed: u64,
+    },
     /// The channel names no ring (null or misaligned header, bad slot count or chunk, no counters), or
     /// a request would take more tickets than the ring has.
     NotARing,

@@ -10,10 +10,13 @@ use std::time::Duration;
 /// The launch environment of one PE.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchEnv {
+    /// This PE's number.
     pub pe: usize,
+    /// The number of PEs in the job.
     pub npes: usize,
     /// Node-local numbering when the launcher gives it (checked against the bootstrap's own view).
     pub local_pe: Option<usize>,
+    /// The number of PEs on this node, when the launcher gives it.
     pub local_npes: Option<usize>,
     /// RSHMEM_NODE_ID: the simulated node `rshmrun --nodes` put this PE on (part of its host identity,
     /// see `net::host_identity`); None when unset, as under mpirun/srun.

@@ -107,6 +107,7 @@ impl UniqueId {
         crate::config::parse::encode_hex(&self.0)
     }
 
+    /// Parses [`UniqueId::to_hex`]'s form; an error when it is not 256 hex digits or names no address.
     pub fn from_hex(s: &str) -> Result<UniqueId> {
         let s = s.trim();
         let bytes = crate::config::parse::decode_hex(s).filter(|b| b.len() == 128).ok_or_else(|| {
@@ -345,15 +346,19 @@ impl Bootstrap {
         })
     }
 
+    /// This PE's number.
     pub fn pe(&self) -> usize {
         self.pe
     }
+    /// The number of PEs in the job.
     pub fn npes(&self) -> usize {
         self.npes
     }
+    /// This PE's number among the PEs of its node.
     pub fn local_pe(&self) -> usize {
         self.local_pe
     }
+    /// The number of PEs on this PE's node.
     pub fn local_npes(&self) -> usize {
         self.local_npes
     }
@@ -371,7 +376,7 @@ impl Bootstrap {
         self.key
     }
 
-    /// result[pe] = that PE's data; sizes may differ per PE. `call` names the collective in errors.
+    /// `result[pe]` is that PE's data; sizes may differ per PE. `call` names the collective in errors.
     pub fn allgather(&self, call: &str, data: &[u8]) -> Result<Vec<Vec<u8>>> {
         self.run(call, Op::Allgather, data)
     }
@@ -402,6 +407,7 @@ impl Bootstrap {
         out
     }
 
+    /// Waits until every PE has entered this barrier. `call` names the collective in errors.
     pub fn barrier(&self, call: &str) -> Result<()> {
         self.run(call, Op::Barrier, &[]).map(|_| ())
     }

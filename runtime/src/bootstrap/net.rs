@@ -61,7 +61,7 @@ pub(super) fn random16() -> Result<[u8; 16]> {
     Ok(b)
 }
 
-/// Checks the text form of a rendezvous address ("host:port", "[v6]:port") without resolving it.
+/// Checks the text form of a rendezvous address (`host:port`, `[v6]:port`) without resolving it.
 pub(super) fn check_addr_syntax(addr: &str) -> Result<()> {
     addr_syntax(addr).map_err(|why| {
         Error::new(format!("rshmem bootstrap: {}={addr:?} is not host:port ({why}; example: node001:29500)", env::BOOTSTRAP))

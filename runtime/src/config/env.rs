@@ -6,44 +6,79 @@ use crate::error::{Error, Result};
 /// One environment variable: name, default (as text; "" = unset), meaning, and the check its value
 /// must pass (run for every set variable at init by [`validate`]; `Err` says what is expected).
 pub struct EnvVar {
+    /// The variable's name (`RSHMEM_...`).
     pub name: &'static str,
+    /// The value used when it is unset, as text ("": none).
     pub default: &'static str,
+    /// What it does, as `rshmrun --info` prints it.
     pub meaning: &'static str,
+    /// Validates a set value; `Err` says what is expected.
     pub check: fn(&str) -> std::result::Result<(), String>,
 }
 
+/// This process's PE number (set by rshmrun, else taken from the launcher's rank variable).
 pub const PE: &str = "RSHMEM_PE";
+/// Number of PEs in the job.
 pub const NPES: &str = "RSHMEM_NPES";
+/// This PE's number among the PEs of its node.
 pub const LOCAL_PE: &str = "RSHMEM_LOCAL_PE";
+/// Number of PEs on this node.
 pub const LOCAL_NPES: &str = "RSHMEM_LOCAL_NPES";
+/// The simulated node of this PE (`rshmrun --nodes N`).
 pub const NODE_ID: &str = "RSHMEM_NODE_ID";
+/// `host:port` of the bootstrap rendezvous, where PE 0 listens.
 pub const BOOTSTRAP: &str = "RSHMEM_BOOTSTRAP";
+/// Internal: the listening socket rshmrun hands to PE 0.
 pub const BOOTSTRAP_FD: &str = "RSHMEM_BOOTSTRAP_FD";
+/// The secret shared by the PEs of one job (32 hex digits); connections without it are refused.
 pub const JOB_KEY: &str = "RSHMEM_JOB_KEY";
+/// Seconds to wait for every PE to reach the bootstrap at init.
 pub const BOOTSTRAP_TIMEOUT: &str = "RSHMEM_BOOTSTRAP_TIMEOUT";
+/// Network interface of the unique-id API's bootstrap listener (NVSHMEM: `NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME`).
 pub const BOOTSTRAP_IFNAME: &str = "RSHMEM_BOOTSTRAP_IFNAME";
+/// Bytes of room for symmetric allocations per PE (NVSHMEM: `NVSHMEM_SYMMETRIC_SIZE`, honoured as an alias).
 pub const SYMMETRIC_SIZE: &str = "RSHMEM_SYMMETRIC_SIZE";
+/// The platform backend: auto, cuda or cpu.
 pub const BACKEND: &str = "RSHMEM_BACKEND";
+/// Log level: error, warn, info or debug (NVSHMEM: `NVSHMEM_DEBUG`).
 pub const DEBUG: &str = "RSHMEM_DEBUG";
+/// Seconds a wait may last before the PE fails naming what it waits for (0: forever).
 pub const WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
+/// Internal: the job status board (a memfd) rshmrun hands to each PE.
 pub const STATUS_FD: &str = "RSHMEM_STATUS_FD";
+/// CUDA backend: the size of the granules that back the heap.
 pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
+/// Transport to PEs on other nodes: auto, none, proxy or ibgda (NVSHMEM: `NVSHMEM_REMOTE_TRANSPORT`).
 pub const REMOTE_TRANSPORT: &str = "RSHMEM_REMOTE_TRANSPORT";
+/// Proxy transport: slots of each channel's request ring.
 pub const PROXY_SLOTS: &str = "RSHMEM_PROXY_SLOTS";
+/// Proxy transport: network interface whose IPv4 address the proxy listens on.
 pub const PROXY_IFNAME: &str = "RSHMEM_PROXY_IFNAME";
+/// Proxy transport: whether receivers and responders poll before they sleep (auto, on, off).
 pub const PROXY_SPIN: &str = "RSHMEM_PROXY_SPIN";
+/// Proxy transport: channels (request rings and proxy threads) per PE, or auto.
 pub const PROXY_CHANNELS: &str = "RSHMEM_PROXY_CHANNELS";
+/// Proxy transport: largest single-thread put the thread copies into the request ring itself.
 pub const PROXY_THREAD_STAGE: &str = "RSHMEM_PROXY_THREAD_STAGE";
+/// Proxy transport: whether every PE prints its proxy statistics at finalize.
 pub const PROXY_STATS: &str = "RSHMEM_PROXY_STATS";
+/// Proxy transport: which threads of a warp's or block's staged put fence (one or every).
 pub const PROXY_GROUP_FENCE: &str = "RSHMEM_PROXY_GROUP_FENCE";
+/// RDMA devices (and ports) the ibgda transport may use (NVSHMEM: `NVSHMEM_HCA_LIST`).
 pub const IB_HCA: &str = "RSHMEM_IB_HCA";
 
+/// ibgda transport: RC queue pairs to each PE on another node (NVSHMEM: `NVSHMEM_IBGDA_NUM_RC_PER_PE`).
 pub const IBGDA_QPS_PER_PE: &str = "RSHMEM_IBGDA_QPS_PER_PE";
+/// ibgda transport: WQEBBs of each send queue (NVSHMEM: `NVSHMEM_QP_DEPTH`).
 pub const IBGDA_QP_DEPTH: &str = "RSHMEM_IBGDA_QP_DEPTH";
+/// ibgda transport, emulated NIC: the faults to inject.
 pub const IBGDA_FAULTS: &str = "RSHMEM_IBGDA_FAULTS";
+/// ibgda transport, emulated NIC: full, or ack (complete WQEs without moving data).
 pub const IBGDA_EMULATOR: &str = "RSHMEM_IBGDA_EMULATOR";
+/// ibgda transport, emulated NIC: where the return slots live (queues or device).
 pub const IBGDA_RET_SLOTS: &str = "RSHMEM_IBGDA_RET_SLOTS";
 
+/// Every variable the runtime reads, with its default, meaning and check (`rshmrun --info` prints it).
 pub const VARS: &[EnvVar] = &[
     EnvVar { name: PE, default: "", meaning: "this process's PE number (set by rshmrun; else taken from SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK)", check: is_count },
     EnvVar { name: NPES, default: "", meaning: "number of PEs in the job (set by rshmrun; else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE or PMI_SIZE)", check: is_positive },
@@ -328,7 +363,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Seconds: None when malformed, Some(None) for 0 (no limit), Some(Some(d)) otherwise.
 /// A positive number of seconds (RSHMEM_BOOTSTRAP_TIMEOUT), or why not.
 pub fn parse_positive_secs(v: &str) -> std::result::Result<std::time::Duration, String> {
     match parse_secs(v) {
@@ -337,6 +371,7 @@ pub fn parse_positive_secs(v: &str) -> std::result::Result<std::time::Duration, 
     }
 }
 
+/// Seconds: None when malformed, Some(None) for 0 (no limit), Some(Some(d)) otherwise.
 fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
     match v.trim().parse::<f64>() {
         Ok(0.0) => Some(None),

@@ -4,6 +4,7 @@
 
 // ------------------------------------------------------------------ hex and the job key
 
+/// Bytes from hex digits (either case, two per byte); None for an odd length or a non-hex digit.
 pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) || !s.is_ascii() {
         return None;
@@ -11,6 +12,7 @@ pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
 }
 
+/// Lowercase hex digits of `b`, two per byte (what [`decode_hex`] reads back).
 pub fn encode_hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -53,8 +55,11 @@ pub enum Remote {
     /// The default: for a job with PEs on other nodes, `ibgda` on a NIC that passes every check, else
     /// `proxy`; nothing for a single-node job (`transport::select::choose_remote` decides).
     Auto,
+    /// PEs on other nodes are not reachable; device calls to them fail naming the PE.
     None,
+    /// A CPU proxy thread per PE carries requests over TCP to the peer's proxy.
     Proxy,
+    /// GPU threads post mlx5 work requests to the NIC (or to rshmem's emulated NIC) themselves.
     Ibgda,
 }
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 /// Alignment of every allocation unless a larger one is asked for (a GPU cache line pair).
 pub const MIN_ALIGN: usize = 256;
 
+/// Free and live ranges of the symmetric heap, as offsets from the heap base. The runtime holds one
+/// and changes it only inside collective allocations, so it is the same on every PE.
 pub struct Allocator {
     size: usize,
     /// Free ranges: start offset -> length. Adjacent ranges are always merged.
@@ -74,15 +76,20 @@ impl Allocator {
         self.used.get(&off).map(|u| u.0)
     }
 
+    /// Bytes of the largest free range (the largest allocation that can succeed at `MIN_ALIGN`).
     pub fn largest_free(&self) -> usize {
         self.free.values().copied().max().unwrap_or(0)
     }
+    /// Bytes free in all.
     pub fn total_free(&self) -> usize {
         self.free.values().sum()
     }
+    /// The end of the managed offsets (the heap size).
     pub fn size(&self) -> usize {
         self.size
     }
+    /// The end of the highest range ever handed out (or the start, before any): how much of the heap
+    /// must be backed.
     pub fn high_water(&self) -> usize {
         self.high_water
     }

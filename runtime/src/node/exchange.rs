@@ -11,8 +11,11 @@ use std::os::fd::OwnedFd;
 /// registration) needs: the bootstrap, the fd server and the job id.
 #[derive(Clone, Copy)]
 pub struct Collective<'a> {
+    /// The job's bootstrap (barriers, node-local PEs).
     pub boot: &'a Bootstrap,
+    /// This PE's fd server.
     pub fds: &'a FdServer,
+    /// The job id that names the PEs' fd servers.
     pub job: [u8; 16],
 }
 

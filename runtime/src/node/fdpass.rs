@@ -32,6 +32,8 @@ const MAX_CLIENTS: usize = 256;
 /// The size word of a refusal (wrong key); "no such segment" is size 0 without a descriptor.
 const REFUSED: u64 = u64::MAX;
 
+/// This PE's fd server: the descriptors it offers and the thread that hands them to same-node peers
+/// (stopped on drop).
 pub struct FdServer {
     name: Vec<u8>,
     key: [u8; 16],
@@ -154,6 +156,7 @@ impl FdServer {
         }
     }
 
+    /// The server's abstract socket name (`rshmem-<job id in hex>-<pe>`, without the leading NUL).
     pub fn name(&self) -> &[u8] {
         &self.name
     }

@@ -40,6 +40,7 @@ pub fn iface_of(ip: Ipv4Addr) -> Option<String> {
     found
 }
 
+/// `ip` for messages, with the name of the interface that holds it when this host has it: "10.0.0.5 (eth0)".
 pub fn with_iface(ip: IpAddr) -> String {
     match ip {
         IpAddr::V4(v4) => match iface_of(v4) {

@@ -10,7 +10,7 @@
 //! Layout (a memfd): a 64-byte header (magic, PE count, record size), then one 128-byte record per PE.
 //! Each PE writes only its own record; anyone may read any record. A record is a seqlock: its version
 //! is odd while the PE rewrites it, and a reader retries until it reads the same even version before
-//! and after the fields (see [`Slot`]).
+//! and after the fields (see `Slot`).
 
 use crate::bootstrap::pe_list;
 use crate::error::{Error, Result};
@@ -21,6 +21,7 @@ use std::sync::Mutex;
 /// What one PE last recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeStatus {
+    /// The PE the record belongs to.
     pub pe: usize,
     /// Host collectives this PE has entered so far (0: none yet).
     pub seq: u64,
@@ -106,6 +107,7 @@ impl Map {
     }
 }
 
+/// A mapping of the job status board: the launcher's (reads every record) or a PE's (writes its own).
 pub struct JobStatus {
     map: Map,
     npes: usize,

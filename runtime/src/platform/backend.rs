@@ -13,11 +13,17 @@ use crate::node::exchange::Collective;
 use crate::platform::services::Services;
 use std::sync::Arc;
 
+/// A platform backend (CPU or CUDA): where this PE's heap lives and its device work runs. The runtime
+/// makes one at init and holds it for the job.
 pub trait Backend: Send + Sync + std::any::Any {
+    /// "cpu" or "cuda", for messages and checks.
     fn name(&self) -> &'static str;
+    /// The backend as `Any`, to reach the concrete type (`cuda::with_backend`).
     fn as_any(&self) -> &dyn std::any::Any;
-    /// Address of this PE's heap in this process (device address on GPUs) and its reserved size.
+    /// Address of this PE's heap in this process (device address on GPUs).
     fn heap_base(&self) -> usize;
+    /// The heap's reserved size in bytes: the symmetric size plus the internal area (on GPUs rounded
+    /// up to whole granules).
     fn heap_size(&self) -> usize;
     /// Where PE `pe`'s heap is mapped here (by the p2p exchange), 0 when not mapped. The runtime reads
     /// it once, to build the p2p transport.

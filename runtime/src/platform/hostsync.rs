@@ -21,6 +21,7 @@ use crate::platform::segment::Segment;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// Fd-server segment id of the host sync area.
 pub const SEG_SYNC: u32 = 1;
 const NAME_WORDS: usize = 8;
 
@@ -45,6 +46,8 @@ struct Record {
 }
 const _: () = assert!(std::mem::size_of::<Record>() <= 4096);
 
+/// The shared-memory host barrier of a job whose PEs are all on one node, over every PE's 4 KiB
+/// record (the module notes).
 pub struct HostSync {
     seg: Segment,
     me: usize,
@@ -67,6 +70,7 @@ fn record(seg: &Segment, pe: usize) -> &Record {
 type Entries = [(u64, String); 2];
 
 impl HostSync {
+    /// Collective over the job at init: creates this PE's record, maps every peer's and waits for all.
     pub fn new(c: Collective) -> Result<HostSync> {
         let seg = Segment::create(c.boot, c.fds, c.job, SEG_SYNC, 4096, "host sync area")?;
         let me = c.boot.pe();

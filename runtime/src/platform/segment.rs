@@ -14,6 +14,11 @@ use std::os::fd::{AsRawFd, OwnedFd};
 pub const SEGMENT_ALIGN: usize = 2 << 20;
 
 /// A shared mapping of a whole segment file at a SEGMENT_ALIGN-aligned address; unmapped on drop.
+///
+/// Hand-written with libc rather than memmap2 (which the job status board uses): memmap2 lets the
+/// kernel choose the address and offers no fixed placement, while a segment must start on a
+/// SEGMENT_ALIGN boundary (reserve a larger range, then `MAP_FIXED` the file inside it), so that
+/// `rshmem_align` can promise absolute alignment on every PE.
 struct Mapping {
     addr: *mut u8,
     len: usize,
@@ -102,9 +107,11 @@ impl Segment {
         Ok(Segment { maps, size })
     }
 
+    /// Where PE `pe`'s segment is mapped in this process; None for a PE on another node.
     pub fn base(&self, pe: usize) -> Option<*mut u8> {
         self.maps.get(pe).and_then(|m| m.as_ref()).map(|m| m.addr)
     }
+    /// Bytes of each PE's segment.
     pub fn size(&self) -> usize {
         self.size
     }

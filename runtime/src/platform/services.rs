@@ -124,7 +124,9 @@ pub trait CopyQueue: Send {
 /// Memory device code reads and updates fastest (`Services::device_mem`): its device address, freed on
 /// drop by whatever made it.
 pub struct DeviceMem {
+    /// The device address.
     pub addr: u64,
+    /// Its size in bytes.
     pub bytes: usize,
     /// Frees the memory when dropped.
     pub(crate) _keep: Box<dyn Send + Sync>,
@@ -157,15 +159,19 @@ impl HostShared {
     pub unsafe fn from_raw(host: *mut u8, device: u64, bytes: usize, free: Box<dyn FnOnce(*mut u8) + Send + Sync>) -> HostShared {
         HostShared { host, device, bytes, free: Some(free) }
     }
+    /// The memory's address in this process.
     pub fn host_ptr(&self) -> *mut u8 {
         self.host
     }
+    /// The address device code uses for it (the host address on the CPU backend).
     pub fn device_addr(&self) -> u64 {
         self.device
     }
+    /// Its size in bytes.
     pub fn len(&self) -> usize {
         self.bytes
     }
+    /// Whether it has no bytes.
     pub fn is_empty(&self) -> bool {
         self.bytes == 0
     }

@@ -6,7 +6,9 @@ use std::time::Duration;
 /// The outcome of one check.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Status {
+    /// The check found what rshmem needs.
     Pass,
+    /// The check found a problem; the line says what to do.
     Fail,
     /// Facts that are neither good nor bad (which interface the bootstrap uses, the transport chosen).
     Info,
@@ -19,6 +21,7 @@ pub enum Status {
 pub struct Check {
     /// What was checked ("RDMA devices", "GPUDirect RDMA", ...).
     pub name: String,
+    /// Pass, fail, info or skip.
     pub status: Status,
     /// What was found.
     pub detail: String,
@@ -39,6 +42,7 @@ impl Status {
 }
 
 impl Check {
+    /// A check without a fix.
     pub fn new(name: impl Into<String>, status: Status, detail: impl Into<String>) -> Check {
         Check { name: name.into(), status, detail: detail.into(), fix: None }
     }

@@ -14,6 +14,7 @@ pub struct Gpu {
     pub ordinal: Option<usize>,
     /// PCI address, lowercase (0000:17:00.0).
     pub bus_id: String,
+    /// The model name (CUDA's, or the kernel driver's `Model:`), when known.
     pub name: Option<String>,
     /// CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (None: unknown).
     pub dma_buf: Option<bool>,
@@ -32,14 +33,21 @@ impl Gpu {
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum GpuProbe {
     /// GPUs; `cuda_error` says why CUDA could not be asked when the list comes from the kernel driver.
-    Found { gpus: Vec<Gpu>, cuda_version: Option<i32>, cuda_error: Option<String> },
+    Found {
+        /// The GPUs, from CUDA, else from the kernel driver.
+        gpus: Vec<Gpu>,
+        /// The driver's CUDA version as `cuDriverGetVersion` gives it (12040 = 12.4); None: not asked.
+        cuda_version: Option<i32>,
+        /// Why CUDA could not be asked (None when the list is CUDA's).
+        cuda_error: Option<String>,
+    },
     /// No GPU on this host, and how we know.
     Missing(String),
     /// The probe did not answer (the CUDA driver hung).
     Failed(String),
 }
 
-/// The GPUs the kernel driver lists (/proc/driver/nvidia/gpus/<bus id>).
+/// The GPUs the kernel driver lists (`/proc/driver/nvidia/gpus/<bus id>`).
 pub(crate) fn proc_gpus(root: &Path) -> Vec<Gpu> {
     entries(&under(root, "/proc/driver/nvidia/gpus"))
         .into_iter()

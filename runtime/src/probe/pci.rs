@@ -8,8 +8,11 @@ use std::path::Path;
 /// `pci0000:15`), the chain of PCI addresses from the root port down to the device, and its NUMA node.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct PciLoc {
+    /// The PCI root (`pci0000:15`).
     pub root: String,
+    /// PCI addresses from the root port down to the device (the device last).
     pub chain: Vec<String>,
+    /// The device's NUMA node (None: unknown).
     pub numa: Option<u32>,
 }
 
@@ -53,6 +56,7 @@ pub enum PciDistance {
 }
 
 impl PciDistance {
+    /// NCCL's and NVSHMEM's name for the distance: PIX, PXB, PHB or SYS.
     pub fn name(self) -> &'static str {
         match self {
             PciDistance::Pix => "PIX",

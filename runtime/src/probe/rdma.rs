@@ -10,6 +10,7 @@ use std::path::Path;
 /// One GID of a port (only non-zero entries are kept).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Gid {
+    /// The GID table index (`ports/<n>/gids/<index>`).
     pub index: u32,
     /// As sysfs writes it: eight groups of four hex digits.
     pub gid: String,
@@ -20,6 +21,7 @@ pub struct Gid {
 }
 
 impl Gid {
+    /// Whether sysfs types the GID as RoCE v2.
     pub fn is_roce_v2(&self) -> bool {
         self.kind.as_deref().is_some_and(|k| k.eq_ignore_ascii_case("RoCE v2"))
     }
@@ -36,6 +38,7 @@ impl Gid {
 /// One port of an RDMA device.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct RdmaPort {
+    /// The port number (from 1).
     pub num: u32,
     /// The logical state after "N: " ("ACTIVE", "DOWN", "INIT", "ARMED").
     pub state: String,
@@ -47,13 +50,16 @@ pub struct RdmaPort {
     pub lid: Option<u32>,
     /// "100 Gb/sec (4X EDR)".
     pub rate: Option<String>,
+    /// The port's non-zero GIDs, by index.
     pub gids: Vec<Gid>,
 }
 
 impl RdmaPort {
+    /// Whether the link layer is Ethernet (RoCE).
     pub fn is_ethernet(&self) -> bool {
         self.link_layer.eq_ignore_ascii_case("Ethernet")
     }
+    /// Whether the link layer is InfiniBand.
     pub fn is_infiniband(&self) -> bool {
         self.link_layer.eq_ignore_ascii_case("InfiniBand")
     }
@@ -73,11 +79,15 @@ impl RdmaPort {
 /// One RDMA device of /sys/class/infiniband.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct RdmaDevice {
+    /// The device name (`mlx5_0`).
     pub name: String,
     /// The PCI driver of the device behind it ("mlx5_core"); None for software devices (rxe, siw).
     pub driver: Option<String>,
+    /// Where the PCI device behind it sits (None for software devices).
     pub pci: Option<PciLoc>,
+    /// The firmware version sysfs shows (`fw_ver`).
     pub fw_ver: Option<String>,
+    /// The device's ports, by number.
     pub ports: Vec<RdmaPort>,
 }
 

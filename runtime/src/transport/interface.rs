@@ -98,12 +98,15 @@ pub trait Transport: Send + Sync {
 /// return area, staging and counters, and the inbound queue (`rshmem_device::remote::inbound`).
 #[derive(Clone, Debug)]
 pub struct DeviceChannel {
+    /// Each channel's ring, return area, staging and counters, by channel number.
     pub channels: Vec<Channel>,
+    /// Device address of the inbound queue (`rshmem_device::remote::inbound`).
     pub inbound: u64,
 }
 
 /// What a remote transport gets to set itself up (collectively, at init).
 pub struct RemoteSetup<'a> {
+    /// The job's bootstrap (the transport's collectives at init).
     pub boot: &'a Bootstrap,
     /// The platform (the heap's place and size).
     pub platform: Arc<dyn Backend>,

@@ -104,6 +104,7 @@ impl RemoteChoice {
             RemoteChoice::IbgdaEmulated => 3,
         }
     }
+    /// The choice a [`RemoteChoice::code`] byte names; None for an unknown byte.
     pub fn from_code(c: u8) -> Option<RemoteChoice> {
         Some(match c {
             0 => RemoteChoice::None,

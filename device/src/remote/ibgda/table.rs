@@ -21,7 +21,9 @@ pub const MAX_QPS_PER_PE: u32 = 16;
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
 pub struct Table {
+    /// `TABLE_MAGIC` once the runtime has filled the table in.
     pub magic: u64,
+    /// The job's PE count: the length, in PEs, of the per-PE arrays below.
     pub npes: u32,
     /// QPs to each remote PE (1..=MAX_QPS_PER_PE).
     pub qps_per_pe: u32,
@@ -41,6 +43,7 @@ pub struct Table {
     pub lkeys: u64,
     /// `MAX_LOCAL_REGIONS` [`LocalRegion`]s, the first `nlocals` valid: registered local buffers.
     pub locals: u64,
+    /// How many of `locals` are valid (at most `MAX_LOCAL_REGIONS`; rewritten between kernels).
     pub nlocals: u32,
     /// The lkey of the return slots (every QP's).
     pub ret_lkey: u32,
@@ -50,6 +53,7 @@ pub struct Table {
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
 pub struct QpEntry {
+    /// The QP's queues, doorbells and counters as device code posts to them (`sq == 0`: no QP).
     pub desc: QpDesc,
     /// The QP's `sq_size + 1` [`RetSlot`]s (the last one takes the results nobody reads).
     pub ret: u64,
@@ -59,19 +63,25 @@ pub struct QpEntry {
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
 pub struct RetSlot {
+    /// The 8 bytes the NIC wrote: a READ's data or an atomic's old value.
     pub value: u64,
     /// 0: free; else the WQEBB count + 1 of the WQE whose result it holds.
     pub busy: u64,
 }
+/// Bytes of one [`RetSlot`].
 pub const RET_SLOT_BYTES: usize = 16;
 
 /// A registered local buffer: `[start, start + len)` under `lkey`.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, Default, PartialEq, Eq)]
 pub struct LocalRegion {
+    /// The buffer's first address (as device code sees it).
     pub start: u64,
+    /// The buffer's length in bytes.
     pub len: u64,
+    /// The local key of the buffer's memory registration (the lkey of WQEs that use it).
     pub lkey: u32,
+    /// Padding to 24 bytes (0).
     pub _pad: u32,
 }
 

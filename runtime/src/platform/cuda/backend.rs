@@ -1,8 +1,9 @@
 //! The CUDA backend. Each PE binds one GPU (node-local PE number modulo the GPU count). Its symmetric
-//! heap is a reserved virtual range backed by `cuMemCreate` granules exported as POSIX fds; the fds
-//! travel to same-node PEs over the fd server (SCM_RIGHTS), which import and map them into a range
-//! reserved for that peer, so `peer_base[pe] + offset` is a device pointer here. The heap grows by
-//! granules inside the collective malloc, mapped on every peer before malloc returns.
+//! heap is a reserved virtual range backed by `cuMemCreate` pieces (whole granules) exported as POSIX
+//! fds; the fds travel to same-node PEs over the fd server (SCM_RIGHTS), which import and map them into
+//! a range reserved for that peer, so `peer_base[pe] + offset` is a device pointer here. The heap grows
+//! inside the collective malloc, by one piece covering what the allocation needs, mapped on every peer
+//! before malloc returns.
 
 use super::driver::{self, check, check_ctx};
 use super::module::{Module, Stream, DEVICE_PTX};
@@ -27,14 +28,18 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Why the CUDA backend could not start: no usable GPU (fall back to the CPU backend under
 /// RSHMEM_BACKEND=auto) or a real failure (report it).
 pub enum CudaInitError {
+    /// No usable GPU, and why (the CUDA driver's answer).
     NoGpu(String),
+    /// The GPU is there but setting the backend up failed.
     Failed(Error),
 }
 
 impl CudaInitError {
+    /// Whether the failure is a missing GPU (the CPU fallback applies).
     pub fn is_no_gpu(&self) -> bool {
         matches!(self, CudaInitError::NoGpu(_))
     }
+    /// The error to report (a missing GPU names `RSHMEM_BACKEND=cuda`).
     pub fn into_error(self) -> Error {
         match self {
             CudaInitError::NoGpu(m) => Error::new(format!("RSHMEM_BACKEND=cuda but no usable GPU: {m}")),
@@ -59,13 +64,18 @@ impl From<Error> for CudaInitError {
 }
 
 struct Inner {
-    /// Granules backed so far (the same count on every PE: growth is collective).
-    granules: usize,
+    /// Bytes of the heap backed so far, from its start (a whole number of granules; the same on every
+    /// PE: growth is collective).
+    backed: usize,
+    /// Pieces of physical memory backing them so far (one per growth; their fd-server ids).
+    chunks: usize,
     /// Our own allocation handles (unmapped and released at drop) and every mapping made.
     own: Vec<cu::CUmemGenericAllocationHandle>,
     mapped: Vec<(u64, usize)>,
 }
 
+/// The CUDA backend of one PE: its GPU's primary context, the heap's reserved ranges (its own and each
+/// node-local peer's), the granules backing them, and the modules that share the device state.
 pub struct CudaBackend {
     pub(crate) ctx: cu::CUcontext,
     dev: cu::CUdevice,
@@ -162,6 +172,9 @@ impl CudaBackend {
         check_ctx(unsafe { cu::cuStreamSynchronize(s) }, &format!("{call}: cuStreamSynchronize"))
     }
 
+    /// Binds this PE's GPU (node-local PE number modulo the GPU count), reserves the heap ranges of every
+    /// node-local PE and backs the first granule (collective over the node). `heap_size` is rounded up
+    /// to whole granules (`RSHMEM_CUMEM_GRANULE`).
     pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> std::result::Result<CudaBackend, CudaInitError> {
         let ndev = driver::device_count().map_err(CudaInitError::NoGpu)?;
         if DEVICE_PTX.trim().is_empty() {
@@ -206,7 +219,7 @@ impl CudaBackend {
             granule,
             heap_size,
             bases,
-            inner: Mutex::new(Inner { granules: 0, own: vec![], mapped: vec![] }),
+            inner: Mutex::new(Inner { backed: 0, chunks: 0, own: vec![], mapped: vec![] }),
             services: Arc::new(CudaServices::new(modules.clone())),
             rma_stream: Mutex::new(None),
             point_slot: Mutex::new(None),
@@ -214,7 +227,7 @@ impl CudaBackend {
             generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
         };
         // The first granule holds the runtime's internal area: back it now.
-        be.grow(Collective { boot, fds, job }, 1)?;
+        be.grow(Collective { boot, fds, job }, granule)?;
         log::info(format!("PE {me}: GPU {ordinal}, heap {heap_size} bytes reserved, granule {granule} bytes"));
         Ok(be)
     }
@@ -224,38 +237,45 @@ impl CudaBackend {
         check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }
 
-    /// Backs granules until `want` are backed on every node-local PE and mapped here. Collective.
+    /// Backs the heap up to `want` bytes (a multiple of the granule) on every node-local PE and maps it
+    /// here. Collective. The missing range is one piece of physical memory, created, exported and
+    /// mapped by one exchange, whatever its size: a 16 GiB allocation costs one `cuMemCreate` and one
+    /// mapping per PE, not one per granule (32 rounds of create, export, two barriers, import and map
+    /// took 104 ms on 2 x H200 against NVSHMEM's 7 ms, bench/results/2026-11-27-h200x2.md).
     fn grow(&self, c: Collective, want: usize) -> Result<()> {
         self.bind()?;
         let mut inner = self.inner.lock().unwrap();
-        while inner.granules < want {
-            let idx = inner.granules;
-            let id = SEG_GRANULE0 + idx as u32;
-            let off = idx * self.granule;
-            // Our granule: create, map into our own range, export.
-            let h = driver::create(self.dev, self.granule)?;
-            inner.own.push(h);
-            let va = self.bases[self.me] + off as u64;
-            driver::map(va, self.granule, h, self.dev)?;
-            inner.mapped.push((va, self.granule));
-            let fd = driver::export_fd(h)?;
-            let what = format!("heap granule {idx}");
-            let export = Export { id, fd, size: self.granule as u64, what: &what, size_var: crate::config::env::CUMEM_GRANULE };
-            let (granule, dev, bases) = (self.granule, self.dev, &self.bases);
-            let mapped = &mut inner.mapped;
-            exchange(c, "rshmem_malloc (heap growth)", export, |pe, pfd| {
-                let ph = driver::import_fd(&pfd).map_err(|e| e.context(format!("importing PE {pe}'s heap granule {idx}")))?;
-                let pva = bases[pe] + off as u64;
-                let r = driver::map(pva, granule, ph, dev).map_err(|e| e.context(format!("mapping PE {pe}'s heap (peer access between GPUs?)")));
-                // The mapping keeps the memory; our import handle is no longer needed.
-                // SAFETY: ph was imported above, is owned here and not used again.
-                unsafe { driver::release(ph) };
-                r?;
-                mapped.push((pva, granule));
-                Ok(())
-            })?;
-            inner.granules += 1;
+        if inner.backed >= want {
+            return Ok(());
         }
+        let idx = inner.chunks;
+        let id = SEG_GRANULE0 + idx as u32;
+        let off = inner.backed;
+        let size = want - off;
+        // Ours: create, map into our own range, export.
+        let h = driver::create(self.dev, size)?;
+        inner.own.push(h);
+        let va = self.bases[self.me] + off as u64;
+        driver::map(va, size, h, self.dev)?;
+        inner.mapped.push((va, size));
+        let fd = driver::export_fd(h)?;
+        let what = format!("heap piece {idx} (bytes {off}..{want})");
+        let export = Export { id, fd, size: size as u64, what: &what, size_var: crate::config::env::CUMEM_GRANULE };
+        let (dev, bases) = (self.dev, &self.bases);
+        let mapped = &mut inner.mapped;
+        exchange(c, "rshmem_malloc (heap growth)", export, |pe, pfd| {
+            let ph = driver::import_fd(&pfd).map_err(|e| e.context(format!("importing PE {pe}'s heap piece {idx}")))?;
+            let pva = bases[pe] + off as u64;
+            let r = driver::map(pva, size, ph, dev).map_err(|e| e.context(format!("mapping PE {pe}'s heap (peer access between GPUs?)")));
+            // The mapping keeps the memory; our import handle is no longer needed.
+            // SAFETY: ph was imported above, is owned here and not used again.
+            unsafe { driver::release(ph) };
+            r?;
+            mapped.push((pva, size));
+            Ok(())
+        })?;
+        inner.backed = want;
+        inner.chunks += 1;
         Ok(())
     }
 
@@ -313,10 +333,10 @@ impl Backend for CudaBackend {
         self.bases.get(pe).copied().unwrap_or(0) as usize
     }
     fn ensure_backed(&self, c: Collective, upto: usize) -> Result<()> {
-        self.grow(c, upto.div_ceil(self.granule))
+        self.grow(c, upto.div_ceil(self.granule) * self.granule)
     }
     fn backed(&self) -> usize {
-        self.inner.lock().unwrap().granules * self.granule
+        self.inner.lock().unwrap().backed
     }
     fn zero(&self, off: usize, len: usize) -> Result<()> {
         self.bind()?;

@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use cudarc::driver::sys as cu;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+/// A driver result for messages: its name and `cuGetErrorString`'s text.
 pub fn err_text(r: cu::CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: cuGetErrorString writes a pointer to a static string (or leaves it null).
@@ -16,6 +17,7 @@ pub fn err_text(r: cu::CUresult) -> String {
     }
 }
 
+/// `Ok` for `CUDA_SUCCESS`, else an error "`what` failed: ..." naming the result.
 pub fn check(r: cu::CUresult, what: &str) -> Result<()> {
     if r == cu::CUresult::CUDA_SUCCESS {
         Ok(())
@@ -96,6 +98,7 @@ fn prop(dev: cu::CUdevice) -> cu::CUmemAllocationProp {
     p
 }
 
+/// The recommended allocation granularity of pinned device memory on `dev`, at least 2 MiB.
 pub fn granularity(dev: cu::CUdevice) -> Result<usize> {
     let p = prop(dev);
     let mut g = 0usize;
@@ -107,6 +110,7 @@ pub fn granularity(dev: cu::CUdevice) -> Result<usize> {
     Ok(g.max(2 << 20))
 }
 
+/// Reserves `size` bytes of device virtual address space aligned to `align` (`cuMemAddressReserve`).
 pub fn reserve(size: usize, align: usize) -> Result<u64> {
     let mut va = 0;
     // SAFETY: out-pointer; no fixed address requested.
@@ -124,6 +128,8 @@ pub unsafe fn unreserve(va: u64, size: usize) {
     unsafe { cu::cuMemAddressFree(va, size) };
 }
 
+/// Creates `size` bytes (a multiple of the granularity) of pinned memory on `dev`, exportable as a
+/// POSIX fd (`cuMemCreate`).
 pub fn create(dev: cu::CUdevice, size: usize) -> Result<cu::CUmemGenericAllocationHandle> {
     let p = prop(dev);
     let mut h = 0;
@@ -166,6 +172,7 @@ pub unsafe fn release(h: cu::CUmemGenericAllocationHandle) {
     unsafe { cu::cuMemRelease(h) };
 }
 
+/// Exports an allocation from [`create`] as a POSIX fd that a node-local peer can import.
 pub fn export_fd(h: cu::CUmemGenericAllocationHandle) -> Result<OwnedFd> {
     let mut fd: i32 = -1;
     check(
@@ -184,6 +191,7 @@ pub fn export_fd(h: cu::CUmemGenericAllocationHandle) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Imports a peer's allocation from the fd it exported (the handle is the caller's to [`release`]).
 pub fn import_fd(fd: &OwnedFd) -> Result<cu::CUmemGenericAllocationHandle> {
     let mut h = 0;
     check(

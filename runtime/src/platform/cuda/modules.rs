@@ -38,6 +38,8 @@ unsafe impl Send for Modules {}
 unsafe impl Sync for Modules {}
 
 impl Modules {
+    /// An empty registry for the backend instance of context `ctx` (the runtime's module loads on first
+    /// use).
     pub fn new(ctx: cu::CUcontext) -> Modules {
         Modules { ctx, registry: Mutex::new(Registry { state_addrs: vec![], state: None, modules: vec![] }), own: Mutex::new(None) }
     }

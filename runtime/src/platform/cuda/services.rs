@@ -96,6 +96,8 @@ impl Drop for CudaServices {
 }
 
 impl CudaServices {
+    /// The services of the backend whose modules are `modules` (streams and buffers are made on first
+    /// use).
     pub fn new(modules: Arc<Modules>) -> CudaServices {
         CudaServices {
             ctx: modules.ctx(),

@@ -14,7 +14,7 @@
 //! Host-initiated operations go through the proxy (TCP), as NVSHMEM leaves them to its CPU
 //! transport.
 //!
-//! Not run on hardware here: no machine of this project has a NIC (README, "Remote PEs").
+//! Not run on hardware here: no machine of this project has a NIC (docs/transports.md; README, "Simulated nodes and remote PEs").
 
 use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
 use crate::node::exchange::Collective;

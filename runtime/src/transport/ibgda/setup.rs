@@ -1,5 +1,5 @@
 //! What both NICs of the IBGDA transport (the emulated one and a real ConnectX) set up alike: the
-//! settings, the table device code reads ([`DeviceTable`]), the exchange of heap addresses and keys,
+//! settings, the table device code reads (`DeviceTable`), the exchange of heap addresses and keys,
 //! and which PEs the QPs connect to.
 
 use crate::bootstrap::Bootstrap;

@@ -1,7 +1,7 @@
 //! The proxy engine: the threads that carry this PE's requests to their targets and apply what peers
 //! send (see `transport::proxy` for the shape). A PE has one engine per *channel*; each has its own
 //! ring, its own drain thread and its own connection (lane) to every peer, and all share this PE as
-//! the target ([`Target`]).
+//! the target (`Target`).
 //!
 //! - **Draining.** The channel's *drain* thread takes requests off its ring in ticket order
 //!   (`Drain::poll_entries`) and queues their frames on the peers' connections: a staged put's bytes
@@ -11,7 +11,7 @@
 //!   Completion is decoupled from draining ([`Completion`]): a request is complete when its effect is
 //!   done *at the target*, and the ring's `completed` is the largest complete prefix.
 //! - **Receiving and answering.** Per connection a *receiver* thread applies what the peer sends (its
-//!   requests, through `Target` and the receiver's [`Applier`], and the answers to ours) and a
+//!   requests, through `Target` and the receiver's `Applier`, and the answers to ours) and a
 //!   *responder* thread sends the answers to the peer's requests (GET data the receiver read, fetched
 //!   values, QUIET completions), so that the receiver never blocks on sending: two receivers each
 //!   blocked on sending to the other would deadlock. A receiver applies puts in bursts: when a burst
@@ -28,7 +28,7 @@
 //!   fatal for this PE: the error, naming the peer and what was in flight, goes to the log's error path
 //!   and the process exits with 1, so rshmrun ends the job; nothing waits on a dead peer.
 //! - **Extensions.** Frames the engine does not serve itself (the emulated NIC's) go to an
-//!   [`Extension`] its creator hands in (the IBGDA transport's responder); the engine knows no NIC.
+//!   `Extension` its creator hands in (the IBGDA transport's responder); the engine knows no NIC.
 //!
 //! A put that names its source (a thread's put larger than the staging limit, a host put) is staged
 //! through two pinned buffers: the staging copy of chunk k+1 overlaps the send of chunk k. A GET is

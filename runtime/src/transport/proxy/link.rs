@@ -1,5 +1,5 @@
 //! One peer of the proxy engine: the connection's sending half ([`FrameLink`]), what this PE awaits from
-//! the peer ([`Pending`]), and the work queue of the peer's responder thread ([`Job`]).
+//! the peer (`Pending`), and the work queue of the peer's responder thread (`Job`).
 
 use crate::error::{Error, Result};
 use crate::transport::proxy::tcp::{poll_briefly, Connection};

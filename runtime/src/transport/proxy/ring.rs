@@ -106,9 +106,13 @@ pub struct DrainStats {
 /// end). The pieces stay valid until the drain's next `release`.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
+    /// Its sequence number: its first ticket + 1 (what it is marked done under in the [`Completion`]).
     pub seq: u64,
+    /// Ring slots (tickets) the request holds: 1, or more for a staged put's chunks.
     pub tickets: u64,
+    /// The request body, as the poster wrote it.
     pub req: Request,
+    /// A staged put's bytes as (address, length) pieces in the staging area; (null, 0) when unused.
     pub staged: [(*const u8, usize); 2],
 }
 
@@ -169,6 +173,7 @@ impl<'a> Drain<'a> {
         Ok(Drain { base, slots, chunk, stage, next: tail, _mem: std::marker::PhantomData })
     }
 
+    /// The ring's slot count.
     pub fn slots(&self) -> u64 {
         self.slots
     }

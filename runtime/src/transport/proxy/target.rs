@@ -5,7 +5,7 @@
 //! - AMOs, signals and small aligned puts (1, 2, 4 or 8 bytes: `p`, barrier epochs) go through the
 //!   inbound queue (`rshmem_device::remote::inbound`): device threads of this PE apply them in order,
 //!   atomically with the GPU's own atomics, with no CUDA call.
-//! - Larger writes are applied in bursts ([`Applier`]): a receiver copies each frame's bytes into its
+//! - Larger writes are applied in bursts (`Applier`): a receiver copies each frame's bytes into its
 //!   pinned bounce buffer (merging writes to consecutive heap ranges) and, when the burst ends,
 //!   *starts* the whole burst's copies to the heap on its copy queue (`Services::copy_queue`: on CUDA
 //!   the copy engine, on the CPU backend a copy thread) and goes on reading frames while they land: no

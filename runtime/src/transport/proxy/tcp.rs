@@ -34,8 +34,11 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// This PE as the wire sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Endpoint {
+    /// The job key both ends of a connection must share.
     pub key: [u8; 16],
+    /// This PE.
     pub pe: u32,
+    /// PEs in the job.
     pub npes: u32,
     /// This PE's symmetric heap size (the same on every PE of a job).
     pub heap_size: u64,
@@ -205,7 +208,7 @@ fn link_errno(errno: i32) -> bool {
     matches!(errno, libc::ETIMEDOUT | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN | libc::ENETDOWN)
 }
 
-/// Whether `e`, an error of a [`Connection`], reports a failed network link (see [`link_errno`])
+/// Whether `e`, an error of a [`Connection`], reports a failed network link (see `link_errno`)
 /// rather than a peer that closed: its node stopped answering, or cannot be reached any more. The
 /// proxy engine ends the PE at once then, where a peer that closed gets a grace period.
 pub fn link_failed(e: &Error) -> bool {
@@ -299,9 +302,11 @@ impl Connection {
     pub fn peer(&self) -> u32 {
         self.ctx.peer
     }
+    /// This connection's index among the connections of the pair.
     pub fn lane(&self) -> u16 {
         self.lane
     }
+    /// The peer's address: where this side connected, or where the accepted connection came from.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer_addr
     }

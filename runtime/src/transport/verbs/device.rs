@@ -23,6 +23,7 @@ and check that `ibv_devices` lists the NIC";
 /// A port's link layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkLayer {
+    /// InfiniBand (also what an unspecified link layer means).
     InfiniBand,
     /// RoCE.
     Ethernet,
@@ -77,11 +78,15 @@ pub fn mtu_bytes(mtu: u8) -> u32 {
 /// One port as the verbs library reports it, with the GID rshmem uses on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortInfo {
+    /// The port number (from 1).
     pub num: u8,
+    /// The port's state ([`port_state_name`] names it).
     pub state: ibv_port_state::Type,
+    /// InfiniBand or Ethernet (RoCE).
     pub link_layer: LinkLayer,
     /// `enum ibv_mtu` (1 = 256 .. 5 = 4096 bytes), the encoding the QP context uses too.
     pub active_mtu: u8,
+    /// The port's LID (InfiniBand; 0 on RoCE).
     pub lid: u16,
     /// The GID chosen ([`RdmaPort::chosen_gid`]'s rule: RoCE v2, IPv4-mapped first; InfiniBand:
     /// index 0); None when the port has none usable.
@@ -100,6 +105,7 @@ impl PortInfo {
             gid: None,
         })
     }
+    /// Whether the port is ACTIVE (`IBV_PORT_ACTIVE`), the only state that passes traffic.
     pub fn is_active(&self) -> bool {
         self.state == ibv_port_state::IBV_PORT_ACTIVE
     }
@@ -126,8 +132,11 @@ pub type PortResult = std::result::Result<PortInfo, String>;
 /// A GID table entry as the verbs library reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GidEntry {
+    /// The entry's index in the port's GID table.
     pub index: u32,
+    /// The GID's 16 bytes, in network order.
     pub gid: [u8; 16],
+    /// Whether the GID is of type RoCE v2 (`IBV_GID_TYPE_ROCE_V2`).
     pub roce_v2: bool,
 }
 
@@ -353,8 +362,11 @@ impl Drop for Context {
 /// What rshmem uses of `ibv_device_attr`.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct DeviceAttr {
+    /// The firmware version (`fw_ver`).
     pub fw_ver: String,
+    /// The number of physical ports (numbered from 1).
     pub phys_port_cnt: u8,
+    /// The most outstanding work requests a queue may hold (`max_qp_wr`).
     pub max_qp_wr: i32,
     /// Outstanding RDMA READs/atomics a QP may be the target of (`max_dest_rd_atomic`, `log_rra_max`).
     pub max_qp_rd_atom: i32,
@@ -365,6 +377,7 @@ pub struct DeviceAttr {
 }
 
 impl DeviceAttr {
+    /// Copies what rshmem uses out of `ibv_query_device`'s result.
     pub fn from_attr(a: &ibv_device_attr) -> DeviceAttr {
         let fw: Vec<u8> = a.fw_ver.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
         DeviceAttr {
@@ -390,10 +403,13 @@ pub fn ilog2_or0(n: i32) -> u8 {
 /// One RDMA device as [`survey`] finds it.
 #[derive(Debug)]
 pub struct DeviceSurvey {
+    /// The device's name ("mlx5_0").
     pub name: String,
     /// Ok: DevX context; Err: why not.
     pub devx: std::result::Result<(), String>,
+    /// Its attributes, or why the device could not be opened or queried.
     pub attr: std::result::Result<DeviceAttr, String>,
+    /// Its ports (1 to `phys_port_cnt`), each as queried or why it could not be.
     pub ports: Vec<PortResult>,
 }
 
@@ -486,10 +502,12 @@ impl Nic {
         format!("{}:{}", self.ctx.name, self.port.num)
     }
 
+    /// The opened port's attributes and GID.
     pub fn port(&self) -> &PortInfo {
         &self.port
     }
 
+    /// The device's attributes (`ibv_query_device`).
     pub fn attr(&self) -> &DeviceAttr {
         &self.attr
     }

@@ -27,9 +27,11 @@ pub const GPU_PAGE: usize = 1 << 16;
 pub const DBR_SIZE: usize = 8;
 /// `IBV_ACCESS_LOCAL_WRITE`: the NIC writes CQEs and reads the rest.
 const UMEM_ACCESS: u32 = 1;
-/// The smallest and largest send queues (WQEBBs), as NVSHMEM's `NVSHMEM_QP_DEPTH` allows; the
-/// posting code's 16-bit index comparisons need at most 2^15.
+/// log2 of the smallest send queue (128 WQEBBs). [`MIN_LOG_DEPTH`]..=[`MAX_LOG_DEPTH`] is the range
+/// NVSHMEM's `NVSHMEM_QP_DEPTH` allows.
 pub const MIN_LOG_DEPTH: u32 = 7;
+/// log2 of the largest send queue (32768 WQEBBs): the posting code's 16-bit index comparisons
+/// need at most 2^15.
 pub const MAX_LOG_DEPTH: u32 = 15;
 
 /// log2 of the send-queue size for `depth` WQEBBs: rounded up to a power of two, and refused
@@ -156,6 +158,7 @@ impl NicMem {
         self.mem.ptr()
     }
 
+    /// The DevX umem id the CQ and QP commands name (`cq_umem_id`, `wq_umem_id`, `dbr_umem_id`).
     pub fn umem_id(&self) -> u32 {
         self.umem_id
     }
@@ -191,6 +194,7 @@ pub enum UarKind {
 /// A DevX UAR (`mlx5dv_devx_alloc_uar`), freed on drop.
 pub struct Uar {
     raw: *mut Mlx5dvDevxUar,
+    /// Which kind of UAR it is.
     pub kind: UarKind,
     /// Bytes of register at `reg_addr` (8 for NC; both BlueFlame halves for BF).
     pub reg_size: u64,
@@ -333,10 +337,12 @@ impl IbgdaNic {
         Ok(Arc::new(shared))
     }
 
+    /// The opened NIC.
     pub fn nic(&self) -> &Arc<Nic> {
         &self.nic
     }
 
+    /// The HCA capabilities read when it was prepared.
     pub fn caps(&self) -> &HcaCaps {
         &self.caps
     }
@@ -365,6 +371,7 @@ pub struct IbgdaQpConfig {
     pub log_depth: u32,
     /// The QP's user index (reported in its CQEs).
     pub user_index: u32,
+    /// Service level and traffic class of the QP's traffic.
     pub traffic: Traffic,
 }
 
@@ -386,7 +393,9 @@ pub struct QueueAddrs {
     pub db: u64,
     /// CQE 0 of the collapsed CQ.
     pub cq: u64,
+    /// The QP's number.
     pub qpn: u32,
+    /// log2 of the send queue's size in WQEBBs (the CQ has as many entries).
     pub log_sq: u32,
 }
 
@@ -510,10 +519,12 @@ impl IbgdaQp {
         })
     }
 
+    /// The QP's number (what the peer's QP names as `remote_qpn`).
     pub fn qpn(&self) -> u32 {
         self.qpn
     }
 
+    /// The number of the QP's collapsed send CQ.
     pub fn cqn(&self) -> u32 {
         self.cqn
     }

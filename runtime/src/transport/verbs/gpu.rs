@@ -81,10 +81,12 @@ impl GpuMem {
         self.ptr
     }
 
+    /// The length asked for, in bytes, from [`ptr`](Self::ptr).
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the length is 0.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

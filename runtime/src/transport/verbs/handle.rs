@@ -11,6 +11,7 @@ use rdma_sys::ibv_ah_attr;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct RcHandle {
+    /// The QP's number.
     pub qpn: u32,
     /// The port's LID (InfiniBand; 0 on RoCE).
     pub lid: u16,
@@ -42,17 +43,22 @@ impl RcHandle {
 /// `NVSHMEM_IB_TRAFFIC_CLASS`; 0 by default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
+    /// The service level (InfiniBand SL; on RoCE, the Ethernet priority).
     pub sl: u8,
+    /// The traffic class (GRH; on RoCE its top six bits are the DSCP).
     pub tclass: u8,
 }
 
 /// The path from a local port to a peer's QP: what INIT2RTR needs besides the QPN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemotePath {
+    /// The local port's number.
     pub port: u8,
+    /// The link layer both ports share.
     pub link_layer: LinkLayer,
     /// `enum ibv_mtu`: the smaller of the two ports' active MTUs.
     pub mtu: u8,
+    /// The peer QP's number.
     pub remote_qpn: u32,
     /// InfiniBand: the peer's LID.
     pub rlid: u16,
@@ -62,6 +68,7 @@ pub struct RemotePath {
     pub sgid_index: u8,
     /// This port's LID (RoCE v2 UDP source port: `0xC000 | lid`, as NVSHMEM).
     pub local_lid: u16,
+    /// Service level and traffic class of the QP's packets.
     pub traffic: Traffic,
 }
 

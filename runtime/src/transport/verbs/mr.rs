@@ -31,10 +31,15 @@ pub enum Via {
 /// for (whole pages, for dma-buf).
 pub struct Mr {
     raw: *mut ibv_mr,
+    /// The local key: what this process's work requests name the region by.
     pub lkey: u32,
+    /// The remote key: what peers' RDMA requests name the region by.
     pub rkey: u32,
+    /// Start of the registered range.
     pub addr: u64,
+    /// Length of the registered range in bytes.
     pub len: u64,
+    /// How the range was registered.
     pub via: Via,
     /// The dma-buf, kept open while registered.
     _dmabuf: Option<OwnedFd>,

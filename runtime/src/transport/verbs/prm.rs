@@ -27,12 +27,16 @@ use crate::error::{Error, Result};
 /// first) and width in bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
+    /// `mlx5_ifc.h`'s name, as `structure.field` (for error messages).
     pub name: &'static str,
+    /// Bit offset from the structure's start, counted from the most significant bit of byte 0.
     pub bit: u32,
+    /// Width in bits.
     pub width: u32,
 }
 
 impl Field {
+    /// The field `name` at bit offset `bit`, `width` bits wide.
     pub const fn new(name: &'static str, bit: u32, width: u32) -> Field {
         Field { name, bit, width }
     }
@@ -53,7 +57,12 @@ macro_rules! prm_struct {
             pub const NAME: &str = $cname;
             /// Size in bytes (`DEVX_ST_SZ_BYTES`).
             pub const BYTES: usize = $bytes;
-            $($(#[$fm])* pub const $F: Field = Field::new(concat!($cname, ".", $fname), $bit, $w);)*
+            $(
+                $(#[$fm])*
+                #[doc = ""]
+                #[doc = concat!("`", $cname, ".", $fname, "`: bit offset ", stringify!($bit), ", width ", stringify!($w), ".")]
+                pub const $F: Field = Field::new(concat!($cname, ".", $fname), $bit, $w);
+            )*
             /// Every field declared here (the tests check them all).
             pub const FIELDS: &[Field] = &[$($F),*];
         }
@@ -63,7 +72,9 @@ macro_rules! prm_struct {
 prm_struct! {
     /// The header of every command's output (`mlx5_ifc_mbox_out_bits`).
     mbox_out = "mbox_out", 16; {
+        /// Command status: 0 is success; anything else is an error, `syndrome` says which.
         STATUS = "status" @ 0x0 : 8;
+        /// The firmware's syndrome: a code identifying the failure (for the vendor's tools).
         SYNDROME = "syndrome" @ 0x20 : 32;
     }
 }
@@ -71,7 +82,9 @@ prm_struct! {
 prm_struct! {
     /// QUERY_HCA_CAP input (`query_hca_cap_in`).
     query_hca_cap_in = "query_hca_cap_in", 16; {
+        /// [`QUERY_HCA_CAP`](super::op::QUERY_HCA_CAP).
         OPCODE = "opcode" @ 0x0 : 16;
+        /// Which capability structure, current or maximum values ([`super::cap_op_mod`]).
         OP_MOD = "op_mod" @ 0x30 : 16;
     }
 }
@@ -79,6 +92,7 @@ prm_struct! {
 prm_struct! {
     /// QUERY_HCA_CAP output (`query_hca_cap_out`): the capability structure starts at bit 0x80.
     query_hca_cap_out = "query_hca_cap_out", 4112; {
+        /// The capability structure asked for ([`super::cmd_hca_cap`], [`super::atomic_caps`]).
         CAPABILITY = "capability" @ 0x80 : 0x8000;
     }
 }
@@ -86,16 +100,25 @@ prm_struct! {
 prm_struct! {
     /// The general device capabilities (`cmd_hca_cap`), inside `query_hca_cap_out.capability`.
     cmd_hca_cap = "cmd_hca_cap", 256; {
+        /// log2 of the most WQEBBs a QP's send queue may have.
         LOG_MAX_QP_SZ = "log_max_qp_sz" @ 0x88 : 8;
+        /// log2 of the most CQEs a CQ may have.
         LOG_MAX_CQ_SZ = "log_max_cq_sz" @ 0xc8 : 8;
+        /// The port type: 0 InfiniBand, 1 Ethernet.
         PORT_TYPE = "port_type" @ 0x1b6 : 2;
+        /// log2 of the largest message (bytes) a QP may send.
         LOG_MAX_MSG = "log_max_msg" @ 0x1c3 : 5;
         /// Must be 1 (CQE version 1: user index in the CQE) for IBGDA.
         CQE_VERSION = "cqe_version" @ 0x1fc : 4;
+        /// 1: RoCE is supported.
         ROCE = "roce" @ 0x21d : 1;
+        /// 1: RDMA atomics are supported (the atomic capabilities are valid).
         ATOMIC = "atomic" @ 0x21e : 1;
+        /// 1: CQs may ignore overruns (`cqc.oi`).
         CQ_OI = "cq_oi" @ 0x220 : 1;
+        /// 1: the device supports 4 KiB UAR pages.
         UAR_4K = "uar_4k" @ 0x240 : 1;
+        /// log2 of a BlueFlame register's size in bytes (both halves).
         LOG_BF_REG_SIZE = "log_bf_reg_size" @ 0x26b : 5;
     }
 }
@@ -103,10 +126,15 @@ prm_struct! {
 prm_struct! {
     /// The atomic capabilities (`atomic_caps`), inside `query_hca_cap_out.capability`.
     atomic_caps = "atomic_caps", 256; {
+        /// The byte-order mode of 8-byte atomic requests in effect.
         ATOMIC_REQ_8B_ENDIANNESS_MODE = "atomic_req_8B_endianness_mode" @ 0x40 : 2;
+        /// 1: the HCA supports 8-byte atomic endianness mode 1.
         SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1 = "supported_atomic_req_8B_endianness_mode_1" @ 0x46 : 1;
+        /// The atomic operations supported ([`super::atomic_op`] bits).
         ATOMIC_OPERATIONS = "atomic_operations" @ 0x90 : 16;
+        /// The atomic operand sizes supported on RC QPs ([`super::atomic_size`] bits).
         ATOMIC_SIZE_QP = "atomic_size_qp" @ 0xb0 : 16;
+        /// The atomic operand sizes supported on DC transport ([`super::atomic_size`] bits).
         ATOMIC_SIZE_DC = "atomic_size_dc" @ 0xd0 : 16;
     }
 }
@@ -114,11 +142,15 @@ prm_struct! {
 prm_struct! {
     /// CREATE_CQ input (`create_cq_in`, NVSHMEM's `mlx5_prm.h`).
     create_cq_in = "create_cq_in", 272; {
+        /// [`CREATE_CQ`](super::op::CREATE_CQ).
         OPCODE = "opcode" @ 0x0 : 16;
         /// The CQ context ([`super::cqc`]).
         CQ_CONTEXT = "cq_context" @ 0x80 : 512;
+        /// The CQ buffer's offset in its umem.
         CQ_UMEM_OFFSET = "cq_umem_offset" @ 0x280 : 64;
+        /// The umem holding the CQ buffer.
         CQ_UMEM_ID = "cq_umem_id" @ 0x2c0 : 32;
+        /// 1: the CQ buffer is in umem `cq_umem_id` (not a page list in the command).
         CQ_UMEM_VALID = "cq_umem_valid" @ 0x2e0 : 1;
     }
 }
@@ -126,6 +158,7 @@ prm_struct! {
 prm_struct! {
     /// CREATE_CQ output (`create_cq_out`).
     create_cq_out = "create_cq_out", 16; {
+        /// The new CQ's number.
         CQN = "cqn" @ 0x48 : 24;
     }
 }
@@ -133,6 +166,7 @@ prm_struct! {
 prm_struct! {
     /// The CQ context (`cqc`, NVSHMEM's `mlx5_prm.h`).
     cqc = "cqc", 64; {
+        /// 1: the doorbell record is in umem `dbr_umem_id`, at offset `dbr_addr`.
         DBR_UMEM_VALID = "dbr_umem_valid" @ 0x6 : 1;
         /// 0: 64-byte CQEs.
         CQE_SZ = "cqe_sz" @ 0x8 : 3;
@@ -140,9 +174,13 @@ prm_struct! {
         CC = "cc" @ 0xb : 1;
         /// Overrun ignore.
         OI = "oi" @ 0xe : 1;
+        /// The umem holding the CQ's doorbell record.
         DBR_UMEM_ID = "dbr_umem_id" @ 0x20 : 32;
+        /// log2 of the number of CQEs.
         LOG_CQ_SIZE = "log_cq_size" @ 0x63 : 5;
+        /// The UAR page of the CQ's doorbells (arming).
         UAR_PAGE = "uar_page" @ 0x68 : 24;
+        /// The event queue completion events go to.
         C_EQN = "c_eqn" @ 0xb8 : 8;
         /// log2 of the buffer's page size in 4 KiB units.
         LOG_PAGE_SIZE = "log_page_size" @ 0xc3 : 5;
@@ -154,12 +192,15 @@ prm_struct! {
 prm_struct! {
     /// CREATE_QP input (`create_qp_in`).
     create_qp_in = "create_qp_in", 272; {
+        /// [`CREATE_QP`](super::op::CREATE_QP).
         OPCODE = "opcode" @ 0x0 : 16;
         /// The QP context ([`super::qpc`]).
         QPC = "qpc" @ 0xc0 : 1856;
         /// NVSHMEM's `mlx5_ifc.h` (rdma-core: `reserved_at_800`).
         WQ_UMEM_OFFSET = "wq_umem_offset" @ 0x800 : 64;
+        /// The umem holding the work queue (the send queue).
         WQ_UMEM_ID = "wq_umem_id" @ 0x840 : 32;
+        /// 1: the work queue is in umem `wq_umem_id` at `wq_umem_offset` (not a page list).
         WQ_UMEM_VALID = "wq_umem_valid" @ 0x860 : 1;
     }
 }
@@ -167,6 +208,7 @@ prm_struct! {
 prm_struct! {
     /// CREATE_QP output (`create_qp_out`).
     create_qp_out = "create_qp_out", 16; {
+        /// The new QP's number.
         QPN = "qpn" @ 0x48 : 24;
     }
 }
@@ -175,8 +217,12 @@ prm_struct! {
     /// RST2INIT_QP, INIT2RTR_QP and RTR2RTS_QP input (`rst2init_qp_in`, `init2rtr_qp_in`,
     /// `rtr2rts_qp_in`: the same layout); their outputs are a bare [`mbox_out`].
     modify_qp_in = "modify_qp_in", 272; {
+        /// [`RST2INIT_QP`](super::op::RST2INIT_QP), [`INIT2RTR_QP`](super::op::INIT2RTR_QP) or
+        /// [`RTR2RTS_QP`](super::op::RTR2RTS_QP).
         OPCODE = "opcode" @ 0x0 : 16;
+        /// The QP to move to the next state.
         QPN = "qpn" @ 0x48 : 24;
+        /// Which optional QP context fields the transition also sets (0: none).
         OPT_PARAM_MASK = "opt_param_mask" @ 0x80 : 32;
         /// The QP context ([`super::qpc`]).
         QPC = "qpc" @ 0xc0 : 1856;
@@ -190,42 +236,72 @@ prm_struct! {
         ST = "st" @ 0x8 : 8;
         /// Path migration state: 3 migrated.
         PM_STATE = "pm_state" @ 0x13 : 2;
+        /// The protection domain's number.
         PD = "pd" @ 0x28 : 24;
         /// Path MTU (`enum ibv_mtu`'s encoding: 1 = 256 .. 5 = 4096).
         MTU = "mtu" @ 0x40 : 3;
+        /// log2 of the largest message (bytes).
         LOG_MSG_MAX = "log_msg_max" @ 0x43 : 5;
+        /// log2 of the receive queue's WQEs (0 with an SRQ).
         LOG_RQ_SIZE = "log_rq_size" @ 0x49 : 4;
+        /// 1: the QP has no send queue.
         NO_SQ = "no_sq" @ 0x50 : 1;
+        /// log2 of the send queue's size in WQEBBs.
         LOG_SQ_SIZE = "log_sq_size" @ 0x51 : 4;
+        /// The counter set (Q counter) that counts the QP's events.
         COUNTER_SET_ID = "counter_set_id" @ 0x60 : 8;
+        /// The UAR page of the QP's doorbell register.
         UAR_PAGE = "uar_page" @ 0x68 : 24;
+        /// The user index the QP's CQEs report (CQE version 1).
         USER_INDEX = "user_index" @ 0x88 : 24;
+        /// log2 of the work queue's page size in 4 KiB units.
         LOG_PAGE_SIZE = "log_page_size" @ 0xa3 : 5;
+        /// The connected peer QP's number (RC).
         REMOTE_QPN = "remote_qpn" @ 0xa8 : 24;
         /// The primary address path ([`super::ads`]).
         PRIMARY_ADDRESS_PATH = "primary_address_path" @ 0xc0 : 352;
+        /// log2 of how many packets go between ACK requests (0: every packet).
         LOG_ACK_REQ_FREQ = "log_ack_req_freq" @ 0x380 : 4;
+        /// log2 of the RDMA READs/atomics the QP may have outstanding as requester.
         LOG_SRA_MAX = "log_sra_max" @ 0x388 : 3;
+        /// How often a packet is resent after a timeout or NAK before the QP fails.
         RETRY_COUNT = "retry_count" @ 0x38d : 3;
+        /// How often a packet is resent after a receiver-not-ready NAK (7: forever).
         RNR_RETRY = "rnr_retry" @ 0x390 : 3;
+        /// The first packet sequence number the QP sends.
         NEXT_SEND_PSN = "next_send_psn" @ 0x3c8 : 24;
+        /// The CQ send completions go to.
         CQN_SND = "cqn_snd" @ 0x3e8 : 24;
+        /// log2 of the RDMA READs/atomics the QP may serve at once as responder.
         LOG_RRA_MAX = "log_rra_max" @ 0x488 : 3;
+        /// Which atomic operations and sizes the QP allows as responder
+        /// ([`ATOMIC_MODE_UP_TO_64BIT`](super::value::ATOMIC_MODE_UP_TO_64BIT)).
         ATOMIC_MODE = "atomic_mode" @ 0x48c : 4;
+        /// 1: remote reads enabled.
         RRE = "rre" @ 0x490 : 1;
+        /// 1: remote writes enabled.
         RWE = "rwe" @ 0x491 : 1;
+        /// 1: remote atomics enabled.
         RAE = "rae" @ 0x492 : 1;
+        /// The work queue's offset in its first page (0: page-aligned).
         PAGE_OFFSET = "page_offset" @ 0x494 : 6;
+        /// The RNR NAK timer the QP asks senders to wait, as responder (IB's encoded timer value).
         MIN_RNR_NAK = "min_rnr_nak" @ 0x4a3 : 5;
+        /// The CQ receive completions go to.
         CQN_RCV = "cqn_rcv" @ 0x4e8 : 24;
         /// With `dbr_umem_valid`: the doorbell record's offset in its umem.
         DBR_ADDR = "dbr_addr" @ 0x500 : 64;
         /// 1: the receive side is an SRQ.
         RQ_TYPE = "rq_type" @ 0x565 : 3;
+        /// The SRQ (with `rq_type` SRQ) the receive side uses.
         SRQN_RMPN_XRQN = "srqn_rmpn_xrqn" @ 0x568 : 24;
+        /// CQE scatter on the requester side (0: READ and atomic data is never put into the CQE).
         CS_REQ = "cs_req" @ 0x630 : 8;
+        /// CQE scatter on the responder side (0: off).
         CS_RES = "cs_res" @ 0x638 : 8;
+        /// 1: the doorbell record is in umem `dbr_umem_id`, at offset `dbr_addr`.
         DBR_UMEM_VALID = "dbr_umem_valid" @ 0x683 : 1;
+        /// The umem holding the QP's doorbell record.
         DBR_UMEM_ID = "dbr_umem_id" @ 0x720 : 32;
     }
 }
@@ -233,52 +309,82 @@ prm_struct! {
 prm_struct! {
     /// An address path (`ads`), inside the QP context.
     ads = "ads", 44; {
+        /// The P_Key table index (InfiniBand).
         PKEY_INDEX = "pkey_index" @ 0x10 : 16;
+        /// 1: packets carry a global route header (GRH).
         GRH = "grh" @ 0x28 : 1;
+        /// The source LID's path bits (InfiniBand).
         MLID = "mlid" @ 0x29 : 7;
+        /// The remote LID (InfiniBand).
         RLID = "rlid" @ 0x30 : 16;
+        /// Local ACK timeout: 4.096 us * 2^`ack_timeout` (0: infinite).
         ACK_TIMEOUT = "ack_timeout" @ 0x40 : 5;
+        /// The source GID's index in the port's GID table.
         SRC_ADDR_INDEX = "src_addr_index" @ 0x48 : 8;
+        /// The GRH hop limit (RoCE: IP TTL).
         HOP_LIMIT = "hop_limit" @ 0x58 : 8;
+        /// The GRH traffic class.
         TCLASS = "tclass" @ 0x64 : 8;
+        /// The remote GID (RoCE: the remote IP address as a GID).
         RGID_RIP = "rgid_rip" @ 0x80 : 128;
+        /// RoCE: the IP DSCP (the traffic class's top six bits).
         DSCP = "dscp" @ 0x10a : 6;
+        /// RoCE v2: the UDP source port.
         UDP_SPORT = "udp_sport" @ 0x110 : 16;
+        /// RoCE: the Ethernet priority (PCP).
         ETH_PRIO = "eth_prio" @ 0x121 : 3;
+        /// The service level (InfiniBand).
         SL = "sl" @ 0x124 : 4;
+        /// The port number on the HCA.
         VHCA_PORT_NUM = "vhca_port_num" @ 0x128 : 8;
+        /// RoCE: bits 47..32 of the next hop's MAC address.
         RMAC_47_32 = "rmac_47_32" @ 0x130 : 16;
+        /// RoCE: bits 31..0 of the next hop's MAC address.
         RMAC_31_0 = "rmac_31_0" @ 0x140 : 32;
     }
 }
 
 /// Command opcodes (`MLX5_CMD_OP_*`, mlx5_ifc.h).
 pub mod op {
+    /// `MLX5_CMD_OP_QUERY_HCA_CAP`: read a capability structure.
     pub const QUERY_HCA_CAP: u16 = 0x100;
+    /// `MLX5_CMD_OP_CREATE_CQ`.
     pub const CREATE_CQ: u16 = 0x400;
+    /// `MLX5_CMD_OP_CREATE_QP`: the new QP is in the RESET state.
     pub const CREATE_QP: u16 = 0x500;
+    /// `MLX5_CMD_OP_RST2INIT_QP`: RESET to INIT.
     pub const RST2INIT_QP: u16 = 0x502;
+    /// `MLX5_CMD_OP_INIT2RTR_QP`: INIT to ready-to-receive.
     pub const INIT2RTR_QP: u16 = 0x503;
+    /// `MLX5_CMD_OP_RTR2RTS_QP`: ready-to-receive to ready-to-send.
     pub const RTR2RTS_QP: u16 = 0x504;
 }
 
 /// QUERY_HCA_CAP `op_mod`: `(capability type << 1) | current` (`MLX5_CAP_*`, `HCA_CAP_OPMOD_GET_CUR`).
 pub mod cap_op_mod {
+    /// The general capabilities ([`super::cmd_hca_cap`], type 0), current values.
     pub const GENERAL_CUR: u16 = 0x1;
+    /// The atomic capabilities ([`super::atomic_caps`], type 3), current values.
     pub const ATOMIC_CUR: u16 = 0x7;
 }
 
 /// `atomic_caps.atomic_operations` bits (NVSHMEM's transport_mlx5_common.h).
 pub mod atomic_op {
+    /// Compare-and-swap.
     pub const CAS: u16 = 0x1;
+    /// Fetch-and-add.
     pub const FA: u16 = 0x2;
+    /// Masked compare-and-swap.
     pub const MASKED_CAS: u16 = 0x4;
+    /// Masked fetch-and-add.
     pub const MASKED_FA: u16 = 0x8;
 }
 
 /// `atomic_caps.atomic_size_qp` bits.
 pub mod atomic_size {
+    /// 4-byte atomics.
     pub const B4: u16 = 0x4;
+    /// 8-byte atomics.
     pub const B8: u16 = 0x8;
 }
 
@@ -304,6 +410,7 @@ pub mod value {
     pub const ACK_TIMEOUT: u64 = 20;
     /// `qpc.retry_count` and `qpc.rnr_retry`: the most (7 = infinite RNR retries).
     pub const RETRY_COUNT: u64 = 7;
+    /// `qpc.rnr_retry`: 7, retry receiver-not-ready NAKs forever.
     pub const RNR_RETRY: u64 = 7;
     /// `cqc.cqe_sz`: 64-byte CQEs.
     pub const CQE_SIZE_64B: u64 = 0x0;
@@ -330,10 +437,12 @@ impl Mailbox {
         Mailbox { bytes }
     }
 
+    /// The mailbox's bytes (what a command sends).
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
+    /// The mailbox's bytes, writable (where a command's output is received).
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.bytes
     }
@@ -410,14 +519,19 @@ pub fn query_hca_cap_in(op_mod: u16) -> Result<Mailbox> {
 /// 64-byte CQEs, `cc = 1`, `oi = 1`, never armed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct CqParams {
+    /// log2 of the number of CQEs.
     pub log_cq_size: u32,
     /// The (unmapped) UAR page the CQ context must name.
     pub uar_page: u32,
     /// The completion EQ (`mlx5dv_devx_query_eqn(ctx, 0)`).
     pub eqn: u32,
+    /// The umem holding the CQ buffer.
     pub cq_umem_id: u32,
+    /// The CQ buffer's offset in that umem.
     pub cq_umem_offset: u64,
+    /// The umem holding the CQ's doorbell record.
     pub dbr_umem_id: u32,
+    /// The doorbell record's offset in that umem (`cqc.dbr_addr`).
     pub dbr_offset: u64,
     /// log2 of the CQ buffer's page size in 4 KiB units (NVSHMEM: 4, 64 KiB pages).
     pub log_page_size: u32,
@@ -449,17 +563,27 @@ pub fn create_cq_in(p: &CqParams) -> Result<Mailbox> {
 /// GPU-mapped UAR, the GPU CQ for sends, a host SRQ and CQ for the (unused) receive side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct QpParams {
+    /// The protection domain's number (from `mlx5dv_init_obj`).
     pub pdn: u32,
     /// The doorbell UAR's page (the one mapped into the GPU).
     pub uar_page: u32,
+    /// log2 of the send queue's size in WQEBBs.
     pub log_sq_size: u32,
+    /// The CQ send completions go to (the GPU's collapsed CQ).
     pub cqn_snd: u32,
+    /// The CQ receive completions go to (the host CQ, never used).
     pub cqn_rcv: u32,
+    /// The host SRQ the receive side uses.
     pub srqn: u32,
+    /// The umem holding the send queue.
     pub wq_umem_id: u32,
+    /// The send queue's offset in that umem.
     pub wq_umem_offset: u64,
+    /// The umem holding the QP's doorbell record.
     pub dbr_umem_id: u32,
+    /// The doorbell record's offset in that umem (`qpc.dbr_addr`).
     pub dbr_offset: u64,
+    /// The user index the QP's CQEs report.
     pub user_index: u32,
 }
 
@@ -531,9 +655,29 @@ pub fn rst2init_qp_in(qpn: u32, port: u8, infiniband: bool) -> Result<Mailbox> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathParams {
     /// InfiniBand, same subnet: no GRH.
-    Ib { rlid: u16, sl: u8, tclass: u8 },
+    Ib {
+        /// The remote port's LID (`ads.rlid`).
+        rlid: u16,
+        /// The service level (`ads.sl`).
+        sl: u8,
+        /// The traffic class (`ads.tclass`).
+        tclass: u8,
+    },
     /// RoCE: the next hop's MAC and the remote GID (from an address handle), this port's GID index.
-    Roce { rmac: [u8; 6], rgid: [u8; 16], sgid_index: u8, udp_sport: u16, eth_prio: u8, tclass: u8 },
+    Roce {
+        /// The next hop's MAC address (`ads.rmac_47_32`, `ads.rmac_31_0`).
+        rmac: [u8; 6],
+        /// The remote GID (`ads.rgid_rip`).
+        rgid: [u8; 16],
+        /// This port's GID index, the source address (`ads.src_addr_index`).
+        sgid_index: u8,
+        /// The RoCE v2 UDP source port (`ads.udp_sport`).
+        udp_sport: u16,
+        /// The Ethernet priority (`ads.eth_prio`).
+        eth_prio: u8,
+        /// The traffic class; its top six bits become `ads.dscp`.
+        tclass: u8,
+    },
 }
 
 /// INIT2RTR_QP for an RC QP (NVSHMEM's `ibgda_rc_init2rtr`).
@@ -582,13 +726,21 @@ pub fn rtr2rts_qp_in(qpn: u32, log_sra_max: u8) -> Result<Mailbox> {
 /// What IBGDA needs from the HCA, read from QUERY_HCA_CAP's outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct HcaCaps {
+    /// `cmd_hca_cap.cqe_version` (IBGDA needs 1).
     pub cqe_version: u8,
+    /// `cmd_hca_cap.atomic`: RDMA atomics are supported.
     pub atomic: bool,
+    /// `cmd_hca_cap.roce`: RoCE is supported.
     pub roce: bool,
+    /// `cmd_hca_cap.cq_oi`: CQs may ignore overruns.
     pub cq_oi: bool,
+    /// `cmd_hca_cap.log_max_qp_sz`: log2 of the largest send queue (WQEBBs).
     pub log_max_qp_sz: u8,
+    /// `cmd_hca_cap.log_max_cq_sz`: log2 of the largest CQ (CQEs).
     pub log_max_cq_sz: u8,
+    /// `cmd_hca_cap.log_max_msg`: log2 of the largest message (bytes).
     pub log_max_msg: u8,
+    /// `cmd_hca_cap.log_bf_reg_size`: log2 of a BlueFlame register's size (bytes).
     pub log_bf_reg_size: u8,
     /// `atomic_caps.atomic_operations` ([`atomic_op`]); 0 when the atomic capabilities were not read.
     pub atomic_operations: u16,

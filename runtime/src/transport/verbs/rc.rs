@@ -21,9 +21,17 @@ pub enum RdmaOp {
     /// Remote memory → local buffer.
     Read,
     /// 64-bit fetch-and-add at the remote address; the old value lands in the 8-byte local buffer.
-    FetchAdd { add: u64 },
+    FetchAdd {
+        /// The value added to the remote 64-bit word.
+        add: u64,
+    },
     /// 64-bit compare-and-swap; the old value lands in the 8-byte local buffer.
-    CompareSwap { compare: u64, swap: u64 },
+    CompareSwap {
+        /// The value the remote 64-bit word is compared with.
+        compare: u64,
+        /// The value stored there when it was equal.
+        swap: u64,
+    },
 }
 
 impl RdmaOp {
@@ -44,23 +52,31 @@ impl RdmaOp {
 /// Registered local memory: address, length, and the lkey of its [`Mr`](super::Mr).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LocalBuf {
+    /// Start address.
     pub addr: u64,
+    /// Length in bytes.
     pub len: u32,
+    /// The lkey of a region covering `[addr, addr + len)`.
     pub lkey: u32,
 }
 
 /// Remote memory: address and the rkey the peer registered it with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemoteBuf {
+    /// Address in the peer's registered memory.
     pub addr: u64,
+    /// The rkey of the peer's region covering it.
     pub rkey: u32,
 }
 
 /// One work request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// What to do.
     pub op: RdmaOp,
+    /// The local buffer: a WRITE's source, a READ's destination, where an atomic's old value lands.
     pub local: LocalBuf,
+    /// The remote memory.
     pub remote: RemoteBuf,
     /// Ask for a completion (unsignaled requests complete with the next signaled one).
     pub signaled: bool,
@@ -71,8 +87,11 @@ pub struct Request {
 /// A completed request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
+    /// The `wr_id` the request was posted with.
     pub wr_id: u64,
+    /// The request's operation.
     pub op: RdmaOp,
+    /// Its local buffer's length in bytes.
     pub bytes: u32,
 }
 

@@ -33,8 +33,11 @@ RHEL/Rocky: dnf install libibverbs) or NVIDIA's MLNX_OFED/DOCA-OFED";
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Mlx5dvContextAttr {
+    /// `MLX5DV_CONTEXT_FLAGS_*` bits ([`MLX5DV_CONTEXT_FLAGS_DEVX`]: open with a DevX context).
     pub flags: u32,
+    /// `MLX5DV_CONTEXT_ATTR_MASK_*`: which optional members are valid (0 here: none).
     pub comp_mask: u64,
+    /// `struct ibv_fd_arr *`: file descriptors to open the device with (rdma-core v50+); null here.
     pub fds: *mut c_void,
 }
 
@@ -51,7 +54,9 @@ pub struct Mlx5dvDevxUar {
     pub base_addr: *mut c_void,
     /// The UAR page number the QP and CQ contexts name (`uar_page`).
     pub page_id: u32,
+    /// The offset at which the UAR page is `mmap`ed from the device's command file descriptor.
     pub mmap_off: libc::off_t,
+    /// Reserved for extensions (`comp_mask`).
     pub comp_mask: u64,
 }
 
@@ -69,6 +74,7 @@ pub mod uar_alloc {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Mlx5dvDevxUmem {
+    /// The umem's id, which PRM commands name (`cq_umem_id`, `wq_umem_id`, `dbr_umem_id`).
     pub umem_id: u32,
 }
 
@@ -78,11 +84,15 @@ pub struct Mlx5dvDevxUmem {
 pub struct Mlx5dvDevxUmemIn {
     /// The address to register; for a dma-buf, the offset into it.
     pub addr: *mut c_void,
+    /// Length of the range in bytes.
     pub size: usize,
+    /// `IBV_ACCESS_*` flags of the registration.
     pub access: u32,
     /// The page sizes the kernel may map the umem with.
     pub pgsz_bitmap: u64,
+    /// `MLX5DV_UMEM_MASK_*`: which optional members are valid ([`MLX5DV_UMEM_MASK_DMABUF`]).
     pub comp_mask: u64,
+    /// The dma-buf's file descriptor (read with [`MLX5DV_UMEM_MASK_DMABUF`]).
     pub dmabuf_fd: c_int,
 }
 
@@ -93,7 +103,9 @@ pub const MLX5DV_UMEM_MASK_DMABUF: u64 = 1;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mlx5dvPd {
+    /// The protection domain's number (the QP context's `pd`).
     pub pdn: u32,
+    /// Reserved for extensions (`comp_mask`).
     pub comp_mask: u64,
 }
 
@@ -101,12 +113,19 @@ pub struct Mlx5dvPd {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Mlx5dvCq {
+    /// The CQE buffer.
     pub buf: *mut c_void,
+    /// The CQ's doorbell record (consumer index and arm words, big-endian).
     pub dbrec: *mut u32,
+    /// Number of CQEs in the buffer.
     pub cqe_cnt: u32,
+    /// Bytes per CQE (64 or 128).
     pub cqe_size: u32,
+    /// The UAR the CQ's arm doorbell is written to.
     pub cq_uar: *mut c_void,
+    /// The CQ number (a QP context's `cqn_snd` / `cqn_rcv`).
     pub cqn: u32,
+    /// Reserved for extensions (`comp_mask`).
     pub comp_mask: u64,
 }
 
@@ -114,12 +133,19 @@ pub struct Mlx5dvCq {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Mlx5dvSrq {
+    /// The receive WQE buffer.
     pub buf: *mut c_void,
+    /// The SRQ's doorbell record.
     pub dbrec: *mut u32,
+    /// Bytes per receive WQE.
     pub stride: u32,
+    /// Index of the first WQE of the free list.
     pub head: u32,
+    /// Index of the last WQE of the free list.
     pub tail: u32,
+    /// `MLX5DV_SRQ_MASK_*`: which optional members to fill in ([`MLX5DV_SRQ_MASK_SRQN`]).
     pub comp_mask: u64,
+    /// The SRQ number (the QP context's `srqn_rmpn_xrqn`), filled in when `comp_mask` asks for it.
     pub srqn: u32,
 }
 
@@ -130,7 +156,9 @@ pub const MLX5DV_SRQ_MASK_SRQN: u64 = 1;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Mlx5dvAh {
+    /// The address vector the provider built for the AH.
     pub av: *mut Mlx5WqeAv,
+    /// Reserved for extensions (`comp_mask`).
     pub comp_mask: u64,
 }
 
@@ -139,23 +167,36 @@ pub struct Mlx5dvAh {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct Mlx5WqeAv {
+    /// The DC access key (big-endian); unused on RC.
     pub key: u64,
+    /// Big-endian: bit 31 extended (full) AV, bits 23..0 the destination QP or DCT number.
     pub dqp_dct: u32,
+    /// Static rate (bits 7..4) and service level (bits 3..0).
     pub stat_rate_sl: u8,
+    /// Force-loopback (bit 7) and the source LID's path bits (bits 6..0).
     pub fl_mlid: u8,
+    /// The remote LID (big-endian; InfiniBand).
     pub rlid: u16,
+    /// Reserved.
     pub reserved0: [u8; 4],
+    /// The next hop's MAC address (RoCE).
     pub rmac: [u8; 6],
+    /// The GRH traffic class.
     pub tclass: u8,
+    /// The GRH hop limit.
     pub hop_limit: u8,
+    /// Big-endian: GRH present (bit 30), source GID index (bits 27..20), flow label (bits 19..0).
     pub grh_gid_fl: u32,
+    /// The remote GID (on RoCE, the destination IP address as a GID).
     pub rgid: [u8; 16],
 }
 
 /// One `{in, out}` pair of `struct mlx5dv_obj`.
 #[repr(C)]
 pub struct Mlx5dvObjPair<I, O> {
+    /// The verbs object to describe (`in`).
     pub input: *mut I,
+    /// The mlx5dv struct `mlx5dv_init_obj` fills in (`out`).
     pub out: *mut O,
 }
 
@@ -163,20 +204,31 @@ pub struct Mlx5dvObjPair<I, O> {
 /// `obj_type`). Only the PD, CQ, SRQ and AH members are used; the others keep the offsets.
 #[repr(C)]
 pub struct Mlx5dvObj {
+    /// `qp`: `struct ibv_qp` → `struct mlx5dv_qp` (unused).
     pub qp: Mlx5dvObjPair<c_void, c_void>,
+    /// `cq`: `struct ibv_cq` → `struct mlx5dv_cq` ([`MLX5DV_OBJ_CQ`](obj::CQ)).
     pub cq: Mlx5dvObjPair<ibv_cq, Mlx5dvCq>,
+    /// `srq`: `struct ibv_srq` → `struct mlx5dv_srq` ([`MLX5DV_OBJ_SRQ`](obj::SRQ)).
     pub srq: Mlx5dvObjPair<ibv_srq, Mlx5dvSrq>,
+    /// `rwq`: `struct ibv_wq` → `struct mlx5dv_rwq` (unused).
     pub rwq: Mlx5dvObjPair<c_void, c_void>,
+    /// `dm`: `struct ibv_dm` → `struct mlx5dv_dm` (unused).
     pub dm: Mlx5dvObjPair<c_void, c_void>,
+    /// `ah`: `struct ibv_ah` → `struct mlx5dv_ah` ([`MLX5DV_OBJ_AH`](obj::AH)).
     pub ah: Mlx5dvObjPair<ibv_ah, Mlx5dvAh>,
+    /// `pd`: `struct ibv_pd` → `struct mlx5dv_pd` ([`MLX5DV_OBJ_PD`](obj::PD)).
     pub pd: Mlx5dvObjPair<ibv_pd, Mlx5dvPd>,
 }
 
 /// `MLX5DV_OBJ_*`: which members of [`Mlx5dvObj`] to fill in.
 pub mod obj {
+    /// `MLX5DV_OBJ_CQ`: fill in [`super::Mlx5dvObj::cq`].
     pub const CQ: u64 = 1 << 1;
+    /// `MLX5DV_OBJ_SRQ`: fill in [`super::Mlx5dvObj::srq`].
     pub const SRQ: u64 = 1 << 2;
+    /// `MLX5DV_OBJ_AH`: fill in [`super::Mlx5dvObj::ah`].
     pub const AH: u64 = 1 << 5;
+    /// `MLX5DV_OBJ_PD`: fill in [`super::Mlx5dvObj::pd`].
     pub const PD: u64 = 1 << 6;
 }
 
@@ -266,8 +318,16 @@ macro_rules! fn_table {
         $(#[$m])*
         #[allow(non_snake_case)]
         pub struct $T {
-            $($(#[$fm])* pub $f: unsafe extern "C" fn($($a),*) $(-> $r)?,)*
-            $($(#[$om])* pub $o: Option<unsafe extern "C" fn($($oa),*) $(-> $or)?>,)*
+            $(
+                #[doc = concat!("`", stringify!($f), "`.")]
+                $(#[$fm])*
+                pub $f: unsafe extern "C" fn($($a),*) $(-> $r)?,
+            )*
+            $(
+                #[doc = concat!("`", stringify!($o), "`; `None` where the library lacks it.")]
+                $(#[$om])*
+                pub $o: Option<unsafe extern "C" fn($($oa),*) $(-> $or)?>,
+            )*
         }
         impl $T {
             fn load(lib: &Lib) -> Result<$T, String> {

@@ -37,7 +37,9 @@ fn fields(kind: Kind) -> u16 {
 /// A header that passed [`check_header`]: its kind and how many payload bytes follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checked {
+    /// The frame's kind.
     pub kind: Kind,
+    /// Payload bytes after the header (within the chunk limit, or the error text limit).
     pub payload_len: usize,
 }
 
@@ -234,7 +236,7 @@ pub fn sanitize(b: &[u8]) -> String {
 }
 
 /// Decodes exactly one frame from `bytes` (header and payload, nothing after). For tests and tools;
-/// the streaming path is [`FrameReader`].
+/// the streaming path is [`FrameReader`](super::reader::FrameReader).
 pub fn decode_frame<'a>(bytes: &'a [u8], ctx: &Context) -> Result<Message<'a>, Error> {
     if bytes.len() < HEADER_LEN {
         return Err(Error::new(format!("PE {}: truncated frame header ({} of {HEADER_LEN} bytes)", ctx.peer, bytes.len())));

@@ -6,6 +6,7 @@ use std::ops::Range;
 /// One chunk of a transfer: its header and the bytes of the transfer it carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chunk {
+    /// The frame header to send (its `payload_len` is the length of `range`).
     pub header: OpHeader,
     /// Range within the transfer's buffer (0-based).
     pub range: Range<usize>,

@@ -12,12 +12,15 @@ macro_rules! codes {
         $(#[$m])*
         #[repr($repr)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name { $($v = $n,)* }
+        pub enum $name { $(#[doc = concat!("Wire code ", stringify!($n), ": ", $text, ".")] $v = $n,)* }
         impl $name {
+            /// Every code, in the order of the table.
             pub const ALL: &'static [$name] = &[$($name::$v,)*];
+            /// The code with wire number `v`, or `None` for a number this wire version does not define.
             pub fn $from(v: $repr) -> Option<$name> {
                 match v { $($n => Some($name::$v),)* _ => None }
             }
+            /// How errors and log messages name the code.
             pub fn name(self) -> &'static str {
                 match self { $($name::$v => $text,)* }
             }
@@ -32,13 +35,15 @@ const _: () = assert!(cfg!(target_endian = "little"), "the rshmem wire is little
 pub const MAGIC: [u8; 8] = *b"RSHMWIRE";
 /// Bumped on any incompatible change of the headers or kinds (3: FENCE and BARRIER, never sent, removed).
 pub const VERSION: u32 = 3;
-/// Size of [`Hello`] and of [`OpHeader`] on the wire.
+/// Size of [`Hello`] on the wire.
 pub const HELLO_LEN: usize = 64;
+/// Size of [`OpHeader`] on the wire.
 pub const HEADER_LEN: usize = 64;
 /// Default largest payload of one frame (the chunk of a large transfer).
 pub const DEFAULT_MAX_CHUNK: u32 = 1 << 20;
-/// Bounds of a configurable chunk limit.
+/// Smallest chunk limit a PE may announce (bounds of a configurable chunk limit, with [`MAX_CHUNK`]).
 pub const MIN_CHUNK: u32 = 4096;
+/// Largest chunk limit a PE may announce.
 pub const MAX_CHUNK: u32 = 64 << 20;
 /// Largest ERROR text.
 pub const MAX_ERROR_TEXT: u32 = 4096;
@@ -52,22 +57,29 @@ pub const MAX_LANES: u32 = 16;
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq)]
 pub struct Hello {
+    /// [`MAGIC`].
     pub magic: [u8; 8],
+    /// The sender's [`VERSION`] (0 in a refusal, except a `WrongVersion` one, which carries the acceptor's).
     pub version: u32,
     /// [`HelloStatus`] in an answer; 0 in the request.
     pub status: u32,
+    /// The job key (`RSHMEM_JOB_KEY`) both sides must share; zero in a refusal.
     pub key: [u8; 16],
-    /// The PE sending this hello, and the PE it means to reach.
+    /// The PE sending this hello.
     pub src_pe: u32,
+    /// The PE it means to reach.
     pub dst_pe: u32,
+    /// PEs in the sender's job.
     pub npes: u32,
     /// This connection's index among `lanes` connections of the pair.
     pub lane: u16,
+    /// Connections between this pair of PEs (1..=[`MAX_LANES`]).
     pub lanes: u16,
     /// The sender's symmetric heap size (the same on every PE of a job).
     pub heap_size: u64,
     /// The largest frame payload the sender accepts.
     pub max_chunk: u32,
+    /// Must be 0.
     pub _reserved: u32,
 }
 const _: () = assert!(std::mem::size_of::<Hello>() == HELLO_LEN);
@@ -201,9 +213,11 @@ codes! {
 }
 
 impl Width {
+    /// The operand width in bytes.
     pub fn bytes(self) -> u64 {
         self as u64
     }
+    /// Whether `v` fits an operand of this width.
     pub fn fits(self, v: u64) -> bool {
         self == Width::W8 || v <= u32::MAX as u64
     }
@@ -212,8 +226,11 @@ impl Width {
 /// A signal update: `op` with `value` on the 8-byte word at heap offset `offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Signal {
+    /// Heap offset of the signal word (8-byte aligned).
     pub offset: u64,
+    /// Set or add.
     pub op: SignalOp,
+    /// The value set or added.
     pub value: u64,
 }
 
@@ -224,6 +241,7 @@ pub struct Context {
     pub me: u32,
     /// The PE on the other end.
     pub peer: u32,
+    /// PEs in the job.
     pub npes: u32,
     /// This PE's symmetric heap size: every range a frame names must lie inside it.
     pub heap_size: u64,
@@ -234,30 +252,158 @@ pub struct Context {
 /// A validated frame. Payloads borrow the reader's buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
-    Put { seq: u64, offset: u64, data: &'a [u8], last: bool },
+    /// One chunk of a put: `data` goes to heap offset `offset`.
+    Put {
+        /// The transfer's sequence number (the same on all its chunks).
+        seq: u64,
+        /// Heap offset of this chunk's first byte.
+        offset: u64,
+        /// The chunk's bytes.
+        data: &'a [u8],
+        /// Whether this is the transfer's last chunk ([`FLAG_LAST`]).
+        last: bool,
+    },
     /// The last chunk of a put-with-signal: the data, then the signal.
-    PutSignal { seq: u64, offset: u64, data: &'a [u8], signal: Signal },
-    GetRequest { seq: u64, offset: u64, len: u64 },
-    GetResponse { seq: u64, offset: u64, data: &'a [u8], last: bool },
-    Amo { seq: u64, op: AmoOp, width: Width, offset: u64, value: u64, compare: u64 },
-    AmoResponse { seq: u64, width: Width, value: u64 },
-    Signal { seq: u64, signal: Signal },
-    Quiet { seq: u64 },
-    QuietAck { seq: u64 },
-    Error { text: String },
+    PutSignal {
+        /// The transfer's sequence number.
+        seq: u64,
+        /// Heap offset of this chunk's first byte.
+        offset: u64,
+        /// The chunk's bytes.
+        data: &'a [u8],
+        /// The update applied after the data.
+        signal: Signal,
+    },
+    /// A request for `len` bytes at heap offset `offset`, answered by GET responses.
+    GetRequest {
+        /// Sequence number, echoed by the responses.
+        seq: u64,
+        /// Heap offset of the first byte asked for.
+        offset: u64,
+        /// Bytes asked for (any size inside the heap).
+        len: u64,
+    },
+    /// One chunk of the answer to a GET request.
+    GetResponse {
+        /// The request's sequence number.
+        seq: u64,
+        /// Heap offset (at the responder) of this chunk's first byte.
+        offset: u64,
+        /// The chunk's bytes.
+        data: &'a [u8],
+        /// Whether this is the answer's last chunk ([`FLAG_LAST`]).
+        last: bool,
+    },
+    /// An atomic operation on the target's heap; fetching ops are answered by an AMO response.
+    Amo {
+        /// Sequence number, echoed by the response.
+        seq: u64,
+        /// The operation.
+        op: AmoOp,
+        /// Operand width.
+        width: Width,
+        /// Heap offset of the operand, aligned to its width.
+        offset: u64,
+        /// The operand (0 for `Fetch`).
+        value: u64,
+        /// The compare operand of `CompareSwap` (0 otherwise).
+        compare: u64,
+    },
+    /// The old value of a fetching AMO.
+    AmoResponse {
+        /// The request's sequence number.
+        seq: u64,
+        /// The request's operand width.
+        width: Width,
+        /// The value at the target before the operation.
+        value: u64,
+    },
+    /// A signal update alone.
+    Signal {
+        /// Sequence number of the operation.
+        seq: u64,
+        /// The update.
+        signal: Signal,
+    },
+    /// A request to be answered once everything received before it on this connection is applied.
+    Quiet {
+        /// Sequence number, echoed by the completion.
+        seq: u64,
+    },
+    /// The completion of a QUIET request.
+    QuietAck {
+        /// The request's sequence number.
+        seq: u64,
+    },
+    /// The sender's last word before it closes the connection.
+    Error {
+        /// The text, sanitized for printing.
+        text: String,
+    },
+    /// An orderly end of the connection; nothing follows.
     Close,
     /// One chunk of an emulated NIC's RDMA WRITE (`raddr` of this chunk, under `rkey`).
-    NicWrite { seq: u64, rkey: u32, raddr: u64, data: &'a [u8], last: bool },
-    NicRead { seq: u64, rkey: u32, raddr: u64, len: u64 },
-    NicAtomic { seq: u64, rkey: u32, raddr: u64, op: Atomic },
+    NicWrite {
+        /// The requester's tag (its QP and WQE), echoed by the NIC_ACK.
+        seq: u64,
+        /// The remote key the WQE carried.
+        rkey: u32,
+        /// Remote virtual address of this chunk's first byte.
+        raddr: u64,
+        /// The chunk's bytes.
+        data: &'a [u8],
+        /// Whether this is the WRITE's last chunk ([`FLAG_LAST`]), which the NIC_ACK answers.
+        last: bool,
+    },
+    /// An emulated NIC's RDMA READ, answered by NIC_READ_RESPONSE chunks or an error NIC_ACK.
+    NicRead {
+        /// The requester's tag, echoed by the answer.
+        seq: u64,
+        /// The remote key the WQE carried.
+        rkey: u32,
+        /// Remote virtual address of the first byte to read.
+        raddr: u64,
+        /// Bytes to read (at most 2 GiB).
+        len: u64,
+    },
+    /// An emulated NIC's atomic, answered by a NIC_ACK with the old value.
+    NicAtomic {
+        /// The requester's tag, echoed by the NIC_ACK.
+        seq: u64,
+        /// The remote key the WQE carried.
+        rkey: u32,
+        /// Remote virtual address of the operand.
+        raddr: u64,
+        /// The atomic and its operands.
+        op: Atomic,
+    },
     /// One chunk of a READ's bytes; `offset` is its position in the READ.
-    NicReadResponse { seq: u64, offset: u64, data: &'a [u8], last: bool },
+    NicReadResponse {
+        /// The READ's tag.
+        seq: u64,
+        /// Position of this chunk's first byte in the READ.
+        offset: u64,
+        /// The chunk's bytes.
+        data: &'a [u8],
+        /// Whether this is the READ's last chunk ([`FLAG_LAST`]).
+        last: bool,
+    },
     /// The answer to a NIC_WRITE (after its last chunk), a failed NIC_READ, or a NIC_ATOMIC: `syndrome`
     /// 0 for success, else the error CQE's PRM syndrome and the emulator's `reason` code.
-    NicAck { seq: u64, syndrome: u8, reason: u8, value: u64 },
+    NicAck {
+        /// The request's tag.
+        seq: u64,
+        /// 0 for success, else the PRM syndrome of the error CQE.
+        syndrome: u8,
+        /// The emulator's reason code (`rshmem_ibgda::emu::Reason`).
+        reason: u8,
+        /// An atomic's old value (0 otherwise).
+        value: u64,
+    },
 }
 
 impl Message<'_> {
+    /// The frame kind that carries this message.
     pub fn kind(&self) -> Kind {
         match self {
             Message::Put { .. } => Kind::Put,

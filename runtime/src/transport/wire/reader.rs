@@ -13,11 +13,26 @@ pub enum ReadError {
     /// No byte arrived within the read timeout, at a frame boundary (the stream is still in step).
     Idle,
     /// The stream ended inside a frame: what was in flight and how much of it arrived.
-    Truncated { what: String, got: usize, want: usize },
+    Truncated {
+        /// The part in flight: the frame header, or the frame whose payload was cut ([`describe`]).
+        what: String,
+        /// Bytes of it that arrived.
+        got: usize,
+        /// Its size in bytes.
+        want: usize,
+    },
     /// The read timed out inside a frame (the stream is out of step).
-    Stalled { what: String, got: usize, want: usize },
+    Stalled {
+        /// The part in flight: the frame header, or the frame whose payload stalled ([`describe`]).
+        what: String,
+        /// Bytes of it that arrived.
+        got: usize,
+        /// Its size in bytes.
+        want: usize,
+    },
     /// The frame is invalid (the message names the peer and the field).
     Invalid(Error),
+    /// Reading the stream failed (a reset, or ETIMEDOUT when the kernel gave up on the link).
     Io(io::Error),
 }
 
@@ -36,6 +51,7 @@ impl Default for FrameReader {
 }
 
 impl FrameReader {
+    /// A reader with an empty buffer (it grows to the largest payload read).
     pub fn new() -> FrameReader {
         FrameReader { header: OpHeader::default(), checked: None, buf: Vec::new() }
     }

@@ -60,7 +60,13 @@ fn on_gpu(src: &SymSlice<f32>, dst: &SymSlice<f32>, base: f32) -> Result<Vec<f32
         unsafe { launch.launch(LaunchConfig::for_num_elems(count)) }?;
     }
     // rshmem's collective on the cudarc stream: after the fill, before the copy below.
-    dst.reduce_on_stream(Team::WORLD, ReduceOp::Sum, src, rshmem::interop::stream(&stream))?;
+    let on = rshmem::interop::stream(&stream);
+    dst.reduce_on_stream(Team::WORLD, ReduceOp::Sum, src, on)?;
+    // Wait with rshmem (it polls) before cudarc's copy into pageable memory, which blocks in the
+    // driver until the stream gets there: with PEs on other nodes the reduction needs the proxy
+    // thread's own CUDA calls to get through meanwhile, and a thread blocked in the driver kept them
+    // from it (the example hung across two simulated nodes on 2 x H100, 2026-11-27).
+    on.synchronize()?;
     let out = stream.clone_dtoh(&*dst.cuda_view(&stream)?)?;
     Ok(out)
 }

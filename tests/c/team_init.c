@@ -11,6 +11,8 @@
  * With the argument "lonely": PE 1 alone makes a team of 2 and, with RSHMEM_WAIT_TIMEOUT set to 1 s in its
  * own environment, gets an error naming the member that never came (the other PEs wait in a barrier
  * meanwhile, under the job's longer timeout).
+ * Symmetric memory is read and written on the host through nvshmem_getmem / nvshmem_putmem to this PE
+ * (on GPUs it is device memory, which host code cannot dereference).
  * Built and run under rshmrun by tests/tests/c_api.rs; prints "PE n: ok" and exits 0 when every check
  * holds. */
 #define _POSIX_C_SOURCE 200112L /* setenv */
@@ -31,9 +33,14 @@ static int members(int n, int parity, int *list) {
     return k;
 }
 
+/* This PE's copy of symmetric `sym` (n longs) into `out`, and `in` into it. */
+static void get_local(long *out, const long *sym, int n) { nvshmem_getmem(out, sym, n * sizeof(long), nvshmem_my_pe()); }
+static void put_local(long *sym, const long *in, int n) { nvshmem_putmem(sym, in, n * sizeof(long), nvshmem_my_pe()); }
+
 int main(int argc, char **argv) {
     int n, i, k, idx = -1, list[64];
-    long *src, *dst, want;
+    long *src, *dst, want, v[128];
+    nvshmemx_team_uniqueid_t id[2];
     nvshmemx_team_uniqueid_t *ids;
     nvshmem_team_config_t config = NVSHMEM_TEAM_CONFIG_INITIALIZER, bad = NVSHMEM_TEAM_CONFIG_INITIALIZER, got;
     nvshmem_team_t team = 99, half = 99;
@@ -97,31 +104,36 @@ int main(int argc, char **argv) {
         for (i = 0; i < k; i++)
             if (list[i] == me) idx = i;
         config = (nvshmem_team_config_t)NVSHMEM_TEAM_CONFIG_INITIALIZER;
-        config.uniqueid = ids[parity];
+        nvshmem_getmem(id, ids, sizeof id, me);
+        config.uniqueid = id[parity];
         config.num_contexts = 3 + parity;
         CHECK(nvshmemx_team_init(&team, &config, NVSHMEM_TEAM_CONFIG_MASK_UNIQUEID | NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS, k, idx) == 0);
         CHECK(team != NVSHMEM_TEAM_INVALID);
         CHECK(nvshmem_team_my_pe(team) == idx && nvshmem_team_n_pes(team) == k);
         nvshmem_team_get_config(team, &got);
-        CHECK(got.uniqueid == ids[parity] && got.num_contexts == 3 + parity);
+        CHECK(got.uniqueid == id[parity] && got.num_contexts == 3 + parity);
         for (i = 0; i < k; i++) {
             CHECK(nvshmem_team_translate_pe(team, i, NVSHMEM_TEAM_WORLD) == list[i]);
             CHECK(nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, list[i], team) == i);
         }
         if (n >= 4) CHECK(nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, 0, team) == -1);
 
-        for (i = 0; i < 4; i++) src[i] = me * 10 + i;
+        for (i = 0; i < 4; i++) v[i] = me * 10 + i;
+        put_local(src, v, 4);
         CHECK(nvshmem_team_sync(team) == 0);
         CHECK(nvshmem_long_sum_reduce(team, dst, src, 4) == 0);
         want = 0;
         for (i = 0; i < k; i++) want += list[i] * 10;
-        CHECK(dst[0] == want && dst[3] == want + 3 * k);
+        get_local(v, dst, 4);
+        CHECK(v[0] == want && v[3] == want + 3 * k);
         CHECK(nvshmem_barrier(team) == 0);
         CHECK(nvshmem_long_fcollect(team, dst, src, 2) == 0);
-        for (i = 0; i < k; i++) CHECK(dst[2 * i] == list[i] * 10 && dst[2 * i + 1] == list[i] * 10 + 1);
+        get_local(v, dst, 2 * k);
+        for (i = 0; i < k; i++) CHECK(v[2 * i] == list[i] * 10 && v[2 * i + 1] == list[i] * 10 + 1);
         CHECK(nvshmem_barrier(team) == 0);
         CHECK(nvshmem_long_broadcast(team, dst, src, 3, 0) == 0);
-        CHECK(dst[0] == list[0] * 10 && dst[2] == list[0] * 10 + 2);
+        get_local(v, dst, 3);
+        CHECK(v[0] == list[0] * 10 && v[2] == list[0] * 10 + 2);
         CHECK(nvshmem_barrier(team) == 0);
 
         /* A split of the listed team: its members 0, 2, 4, ... (job PEs from its table). */
@@ -130,7 +142,8 @@ int main(int argc, char **argv) {
             CHECK(half != NVSHMEM_TEAM_INVALID && nvshmem_team_my_pe(half) == idx / 2);
             for (i = 0; i < (k + 1) / 2; i++) CHECK(nvshmem_team_translate_pe(half, i, NVSHMEM_TEAM_WORLD) == list[2 * i]);
             CHECK(nvshmem_long_max_reduce(half, dst, src, 1) == 0);
-            CHECK(dst[0] == list[0] * 10);
+            get_local(v, dst, 1);
+            CHECK(v[0] == list[0] * 10);
             nvshmem_team_destroy(half);
         } else {
             CHECK(half == NVSHMEM_TEAM_INVALID);

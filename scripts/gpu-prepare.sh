@@ -100,9 +100,10 @@ fi
 pack() { # pack DIR: every file over 256 KiB into DIR/pack.tar.xz
   local d=$1 files
   [ -d "$d" ] || return 0
-  rm -f "$d/pack.tar.xz"
   mapfile -t files < <(cd "$d" && find . -type f -size +256k ! -name pack.tar.xz | sed 's|^\./||' | sort)
+  # Nothing new to pack (e.g. carry-before/ kept from an earlier BEFORE=): keep its pack as it is.
   [ "${#files[@]}" -gt 0 ] || return 0
+  rm -f "$d/pack.tar.xz"
   (cd "$d" && tar -cJf pack.tar.xz "${files[@]}" && rm -f "${files[@]}")
 }
 if [ "${PACK:-1}" = 1 ]; then

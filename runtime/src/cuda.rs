@@ -97,29 +97,7 @@ pub fn wait_default_stream(call: &str) -> Result<()> {
 /// Returns when everything enqueued on stream `s` so far has run, polling an event as
 /// [`wait_default_stream`] does (and for its reason); `call` names the caller in errors.
 pub fn wait_stream(call: &str, s: Stream) -> Result<()> {
-    backend_op(call, || {
-        let mut ev: cu::CUevent = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; a timing-free event.
-        check(unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
-        let r = (|| {
-            // SAFETY: ev is a live event of the current context; the stream is the caller's (a live
-            // stream of this context, or null: the legacy default).
-            check_ctx(unsafe { cu::cuEventRecord(ev, s.0) }, "cuEventRecord")?;
-            let mut backoff = rshmem_common::Backoff::new();
-            loop {
-                // SAFETY: ev is live.
-                match unsafe { cu::cuEventQuery(ev) } {
-                    cu::CUresult::CUDA_SUCCESS => return Ok(()),
-                    cu::CUresult::CUDA_ERROR_NOT_READY => {}
-                    other => return check_ctx(other, &format!("{call}: waiting for the stream's work")),
-                }
-                backoff.snooze();
-            }
-        })();
-        // SAFETY: ev was created above and is destroyed once.
-        unsafe { cu::cuEventDestroy_v2(ev) };
-        r
-    })
+    backend_op(call, || driver::wait_stream_polling(s.0, &format!("{call}: waiting for the stream's work")))
 }
 
 impl Stream {

@@ -154,8 +154,9 @@ impl CudaBackend {
         // checked (our caller's contract).
         unsafe { self.module()?.launch("rshmemi_point_op", 1, 1, 0, Stream(s as _), &mut args)? };
         if stream.is_none() || want {
-            // SAFETY: a live stream of this context.
-            check_ctx(unsafe { cu::cuStreamSynchronize(s) }, &format!("{call}: cuStreamSynchronize"))?;
+            // Polled, not cuStreamSynchronize: the kernel may wait for the proxy or the emulated NIC,
+            // whose CUDA calls must get through meanwhile (driver::wait_stream_polling).
+            driver::wait_stream_polling(s, &format!("{call}: waiting for the point operation"))?;
         }
         if !want {
             return Ok(0);
@@ -168,8 +169,7 @@ impl CudaBackend {
     /// Waits for everything queued on the host RMA stream.
     fn rma_sync(&self, call: &str) -> Result<()> {
         let s = self.rma()?;
-        // SAFETY: our live stream.
-        check_ctx(unsafe { cu::cuStreamSynchronize(s) }, &format!("{call}: cuStreamSynchronize"))
+        driver::wait_stream_polling(s, &format!("{call}: waiting for the host RMA stream"))
     }
 
     /// Binds this PE's GPU (node-local PE number modulo the GPU count), reserves the heap ranges of every

@@ -37,6 +37,36 @@ pub fn check_ctx(r: cu::CUresult, what: &str) -> Result<()> {
     })
 }
 
+/// Returns when everything enqueued on stream `s` so far has run, by polling an event between
+/// back-offs instead of parking in the driver (`cuStreamSynchronize`, `cuCtxSynchronize`): while a
+/// kernel waits for the proxy or the emulated NIC, their threads' CUDA calls must get through, and a
+/// thread parked in the driver was seen to keep them from it (2 x H200 and 2 x H100: the suite's remote
+/// scenarios, a host AMO through IBGDA with the return slots in GPU memory). `what` names the wait in
+/// errors. The context must be current.
+pub fn wait_stream_polling(s: cu::CUstream, what: &str) -> Result<()> {
+    let mut ev: cu::CUevent = std::ptr::null_mut();
+    // SAFETY: out-pointer to a local; a timing-free event.
+    check(unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
+    let r = (|| {
+        // SAFETY: ev is a live event of the current context; `s` is the caller's live stream (or null,
+        // the legacy default stream).
+        check_ctx(unsafe { cu::cuEventRecord(ev, s) }, "cuEventRecord")?;
+        let mut backoff = rshmem_common::Backoff::new();
+        loop {
+            // SAFETY: ev is live.
+            match unsafe { cu::cuEventQuery(ev) } {
+                cu::CUresult::CUDA_SUCCESS => return Ok(()),
+                cu::CUresult::CUDA_ERROR_NOT_READY => {}
+                other => return check_ctx(other, what),
+            }
+            backoff.snooze();
+        }
+    })();
+    // SAFETY: ev was created above and is destroyed once.
+    unsafe { cu::cuEventDestroy_v2(ev) };
+    r
+}
+
 /// Number of GPUs, or why none is usable.
 pub fn device_count() -> std::result::Result<usize, String> {
     // SAFETY: probing for the library has no preconditions.

@@ -97,7 +97,9 @@ pub fn wait_default_stream(call: &str) -> Result<()> {
 /// Returns when everything enqueued on stream `s` so far has run, polling an event as
 /// [`wait_default_stream`] does (and for its reason); `call` names the caller in errors.
 pub fn wait_stream(call: &str, s: Stream) -> Result<()> {
-    backend_op(call, || driver::wait_stream_polling(s.0, &format!("{call}: waiting for the stream's work")))
+    // SAFETY: `s` is a stream of this PE's context or null (the documented contract of rshmem's
+    // stream handles: a `cudaStream_t` of this context); backend_op made the context current.
+    backend_op(call, || unsafe { driver::wait_stream_polling(s.0, &format!("{call}: waiting for the stream's work")) })
 }
 
 impl Stream {

@@ -156,7 +156,8 @@ impl CudaBackend {
         if stream.is_none() || want {
             // Polled, not cuStreamSynchronize: the kernel may wait for the proxy or the emulated NIC,
             // whose CUDA calls must get through meanwhile (driver::wait_stream_polling).
-            driver::wait_stream_polling(s, &format!("{call}: waiting for the point operation"))?;
+            // SAFETY: `s` is the caller's stream or our host RMA stream, live in this bound context.
+            unsafe { driver::wait_stream_polling(s, &format!("{call}: waiting for the point operation"))? };
         }
         if !want {
             return Ok(0);
@@ -169,7 +170,8 @@ impl CudaBackend {
     /// Waits for everything queued on the host RMA stream.
     fn rma_sync(&self, call: &str) -> Result<()> {
         let s = self.rma()?;
-        driver::wait_stream_polling(s, &format!("{call}: waiting for the host RMA stream"))
+        // SAFETY: our live host RMA stream, in this bound context (rma() binds it).
+        unsafe { driver::wait_stream_polling(s, &format!("{call}: waiting for the host RMA stream")) }
     }
 
     /// Binds this PE's GPU (node-local PE number modulo the GPU count), reserves the heap ranges of every

@@ -42,14 +42,17 @@ pub fn check_ctx(r: cu::CUresult, what: &str) -> Result<()> {
 /// kernel waits for the proxy or the emulated NIC, their threads' CUDA calls must get through, and a
 /// thread parked in the driver was seen to keep them from it (2 x H200 and 2 x H100: the suite's remote
 /// scenarios, a host AMO through IBGDA with the return slots in GPU memory). `what` names the wait in
-/// errors. The context must be current.
-pub fn wait_stream_polling(s: cu::CUstream, what: &str) -> Result<()> {
+/// errors.
+///
+/// # Safety
+/// `s` must be a live stream of the current context, or null (the legacy default stream).
+pub unsafe fn wait_stream_polling(s: cu::CUstream, what: &str) -> Result<()> {
     let mut ev: cu::CUevent = std::ptr::null_mut();
     // SAFETY: out-pointer to a local; a timing-free event.
     check(unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
     let r = (|| {
-        // SAFETY: ev is a live event of the current context; `s` is the caller's live stream (or null,
-        // the legacy default stream).
+        // SAFETY: ev is a live event of the current context; `s` is a live stream of it or null (the
+        // caller's contract).
         check_ctx(unsafe { cu::cuEventRecord(ev, s) }, "cuEventRecord")?;
         let mut backoff = rshmem_common::Backoff::new();
         loop {

@@ -91,12 +91,12 @@ pub struct CudaBackend {
     generation: u64,
     /// What the proxy transport's threads use (`Backend::services`).
     services: Arc<CudaServices>,
-    /// The host RMA stream (made on first use): host put/get to PEs of this node run on it, the nbi
+    /// The host RMA stream (made by `new`): host put/get to PEs of this node run on it, the nbi
     /// ones left queued until the next quiet. Non-blocking: a host put never waits for the user's
     /// kernels (`cuMemcpy` on the legacy stream plus `cuCtxSynchronize` did, and cost 10-20 us a call).
     rma_stream: Mutex<Option<usize>>,
     /// Where `rshmemi_point_op` leaves the value a host AMO or `g` returns (8 bytes of device memory,
-    /// made on first use; the host API is serialized, and the slot is read before the call returns).
+    /// made by `new`; the host API is serialized, and the slot is read before the call returns).
     point_slot: Mutex<Option<u64>>,
 }
 
@@ -108,7 +108,7 @@ unsafe impl Send for CudaBackend {}
 unsafe impl Sync for CudaBackend {}
 
 impl CudaBackend {
-    /// The host RMA stream, made on first use (non-blocking), with the context bound on this thread.
+    /// The host RMA stream (non-blocking; made by `new`), with the context bound on this thread.
     fn rma(&self) -> Result<cu::CUstream> {
         self.bind()?;
         let mut s = self.rma_stream.lock().unwrap_or_else(|e| e.into_inner());
@@ -120,6 +120,19 @@ impl CudaBackend {
         check(unsafe { cu::cuStreamCreate(&mut h, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate (host RMA stream)")?;
         *s = Some(h as usize);
         Ok(h)
+    }
+    /// The 8 bytes of device memory where `rshmemi_point_op` leaves its value (made by `new`).
+    fn point_slot(&self) -> Result<u64> {
+        let mut g = self.point_slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = *g {
+            return Ok(p);
+        }
+        self.bind()?;
+        let mut p = 0;
+        // SAFETY: out-pointer to a local; 8 bytes of device memory in the bound context.
+        check(unsafe { cu::cuMemAlloc_v2(&mut p, 8) }, "cuMemAlloc (point-op result)")?;
+        *g = Some(p);
+        Ok(p)
     }
     /// Runs point operation `op` (`rshmem_device::point`) as a one-thread kernel: on `stream`, or on
     /// the host RMA stream and waited for (`stream` None: the host API). `want`: wait for it and return
@@ -133,21 +146,7 @@ impl CudaBackend {
             Some(s) => s.0 as cu::CUstream,
             None => self.rma()?,
         };
-        let slot = if want {
-            let mut g = self.point_slot.lock().unwrap_or_else(|e| e.into_inner());
-            match *g {
-                Some(p) => p,
-                None => {
-                    let mut p = 0;
-                    // SAFETY: out-pointer to a local; 8 bytes of device memory in the bound context.
-                    check(unsafe { cu::cuMemAlloc_v2(&mut p, 8) }, "cuMemAlloc (point-op result)")?;
-                    *g = Some(p);
-                    p
-                }
-            }
-        } else {
-            0
-        };
+        let slot = if want { self.point_slot()? } else { 0 };
         let mut params = [op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot];
         let mut args = params.each_mut().map(|p| p as *mut u64 as *mut std::ffi::c_void);
         // SAFETY: the parameters match rshmemi_point_op(u64 x 9) in order and size; the operation was
@@ -230,6 +229,13 @@ impl CudaBackend {
         };
         // The first granule holds the runtime's internal area: back it now.
         be.grow(Collective { boot, fds, job }, granule)?;
+        // The host RMA stream and the point operations' result slot are made now, before any user
+        // kernel runs: made on first use (a host AMO racing a kernel that waits on the emulated NIC),
+        // a cuMemAlloc or cuStreamCreate may wait for that kernel, while the NIC thread's copy of a
+        // fetched value into GPU memory (RSHMEM_IBGDA_RET_SLOTS=device) waits behind it. The suite hung
+        // so in its host_amo scenario on 2 x H100 (2026-11-27; not yet rerun with this change).
+        be.rma()?;
+        be.point_slot()?;
         log::info(format!("PE {me}: GPU {ordinal}, heap {heap_size} bytes reserved, granule {granule} bytes"));
         Ok(be)
     }

@@ -11,7 +11,7 @@
 //!
 //! **Waiting.** While rshmem work that involves PEs on other nodes is on a stream, wait for it with
 //! rshmem's [`Stream::synchronize`] (which polls), not with a call that blocks in the CUDA driver
-//! (cudarc's `synchronize`, or a copy into pageable host memory such as `clone_dtoh`): the proxy
+//! (a copy into pageable host memory such as cudarc's `clone_dtoh` into a `Vec`): the proxy
 //! thread that carries the remote part makes CUDA calls of its own, and a thread blocked in the driver
 //! kept them from completing (a hang across two simulated nodes on 2 x H100). Once rshmem's wait has
 //! returned, cudarc's calls on that stream are free to block.

@@ -174,7 +174,9 @@ pub fn route_table(npes: usize, transports: &[&dyn Transport]) -> Vec<Option<usi
 }
 
 /// The verbs library's checks for the decision (without the GPU allocations of the full set), when
-/// this build has the `verbs` feature.
+/// this build has the `verbs` feature. The full set runs once the choice is IBGDA on a real NIC, at
+/// the start of its setup (`ibgda::real`), in the PE's own GPU context and bounded in time; a failure
+/// there is agreed job-wide and falls back to the proxy (or stops the job when IBGDA was asked for).
 fn verbs_quick() -> Option<fn() -> Vec<Check>> {
     #[cfg(feature = "verbs")]
     return Some(super::verbs::quick_checks);

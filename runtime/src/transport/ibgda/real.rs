@@ -93,6 +93,16 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
     // This PE's part, which may fail on one node and not on another (no NIC there, no DevX, no
     // GPU memory registration): nothing collective happens before every PE has said how it went.
     let local = || -> Result<_> {
+        // First every check `rshmrun --diagnose` runs, the GPU ones included (registering GPU memory,
+        // mapping a UAR into the GPU), which automatic selection skipped: now this PE's own GPU context
+        // is bound, so they cost no context on another GPU. Bounded in time (a hung firmware command
+        // fails the check instead of hanging init), once per init. A failure here is this PE's share of
+        // the agreed failure below: every PE falls back to the proxy, naming the check, unless IBGDA was
+        // asked for explicitly.
+        let checks = crate::probe::report::bounded_verbs(crate::transport::verbs::diagnose);
+        if let Some(c) = checks.iter().find(|c| c.status == crate::probe::check::Status::Fail) {
+            return Err(Error::new(format!("ibgda: the check \"{}\" failed: {}", c.name, c.detail)));
+        }
         let nic = Nic::open().map_err(|e| e.context("ibgda: opening the NIC"))?;
         let ibgda = IbgdaNic::new(nic.clone()).map_err(|e| e.context(format!("ibgda: DevX on {}", nic.name())))?;
         log::info(format!("ibgda: PE {me}: real NIC {} port {}", nic.name(), nic.port_name()));

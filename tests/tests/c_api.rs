@@ -60,22 +60,35 @@ fn run(args: &[&str]) {
     run_program("host_collectives", args)
 }
 
-fn run_program(name: &str, args: &[&str]) {
-    let Some(prog) = program(name) else { return };
+/// `rshmrun LAUNCH --timeout 60 <C program NAME> ARGS` on the CPU backend with the extra environment
+/// `env`: (exit code, output), or None without a C compiler.
+fn job(name: &str, launch: &[&str], args: &[&str], env: &[(&str, &str)]) -> Option<(i32, String)> {
+    let prog = program(name)?;
     let out = Command::new(tool("rshmrun"))
-        .args(args)
+        .args(launch)
         .args(["--timeout", "60"])
         .arg(prog)
+        .args(args)
         .env("RSHMEM_BACKEND", "cpu")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("run rshmrun");
-    let t = text(&out);
-    assert!(out.status.success(), "rshmrun {} {name} failed:\n{t}", args.join(" "));
-    let np: usize = args[args.iter().position(|a| *a == "-np").unwrap() + 1].parse().unwrap();
+    Some((out.status.code().unwrap_or(-1), text(&out)))
+}
+
+/// Asserts that every PE of `launch`'s `-np` printed "PE n: ok" in `t`.
+fn every_pe_ok(launch: &[&str], t: &str) {
+    let np: usize = launch[launch.iter().position(|a| *a == "-np").unwrap() + 1].parse().unwrap();
     for pe in 0..np {
         assert!(t.contains(&format!("PE {pe}: ok")), "PE {pe} did not report ok:\n{t}");
     }
+}
+
+fn run_program(name: &str, launch: &[&str]) {
+    let Some((code, t)) = job(name, launch, &[], &[]) else { return };
+    assert_eq!(code, 0, "rshmrun {} {name} failed:\n{t}", launch.join(" "));
+    every_pe_ok(launch, &t);
 }
 
 #[test]
@@ -134,34 +147,18 @@ fn team_init_from_c_across_two_nodes() {
 /// goes on), instead of a hang.
 #[test]
 fn team_init_names_the_member_that_never_came() {
-    let Some(prog) = program("team_init") else { return };
-    let out = Command::new(tool("rshmrun"))
-        .args(["-np", "3", "--timeout", "60"])
-        .arg(prog)
-        .arg("lonely")
-        .env("RSHMEM_BACKEND", "cpu")
-        .env("RSHMEM_WAIT_TIMEOUT", "30")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run rshmrun");
-    let t = text(&out);
-    assert!(out.status.success(), "rshmrun team_init lonely failed:\n{t}");
+    let launch = ["-np", "3"];
+    let Some((code, t)) = job("team_init", &launch, &["lonely"], &[("RSHMEM_WAIT_TIMEOUT", "30")]) else { return };
+    assert_eq!(code, 0, "rshmrun team_init lonely failed:\n{t}");
     assert!(t.contains("1 of the 2 members of the team of uniqueid") && t.contains("missing the members of index 1"), "no error naming the missing member:\n{t}");
-    for pe in 0..3 {
-        assert!(t.contains(&format!("PE {pe}: ok")), "PE {pe} did not report ok:\n{t}");
-    }
+    every_pe_ok(&launch, &t);
 }
 
 /// `rshmrun -np N [--nodes 2] global_exit ARGS` on the CPU backend: (exit code, output), or None without
 /// a C compiler.
 fn global_exit_job(np: &str, nodes: bool, args: &[&str]) -> Option<(i32, String)> {
-    let prog = program("global_exit")?;
-    let mut cmd = Command::new(tool("rshmrun"));
-    if nodes {
-        cmd.args(["--nodes", "2"]);
-    }
-    let out = cmd.args(["-np", np, "--timeout", "60"]).arg(prog).args(args).env("RSHMEM_BACKEND", "cpu").stdin(Stdio::null()).output().expect("run rshmrun");
-    Some((out.status.code().unwrap_or(-1), text(&out)))
+    let launch: &[&str] = if nodes { &["--nodes", "2", "-np", np] } else { &["-np", np] };
+    job("global_exit", launch, args, &[])
 }
 
 /// nvshmem_global_exit(status) from one PE ends every PE (the others wait in a barrier it never

@@ -95,9 +95,12 @@ pub struct CudaBackend {
     /// ones left queued until the next quiet. Non-blocking: a host put never waits for the user's
     /// kernels (`cuMemcpy` on the legacy stream plus `cuCtxSynchronize` did, and cost 10-20 us a call).
     rma_stream: Mutex<Option<usize>>,
-    /// Where `rshmemi_point_op` leaves the value a host AMO or `g` returns (8 bytes of device memory,
-    /// made by `new`; the host API is serialized, and the slot is read before the call returns).
-    point_slot: Mutex<Option<u64>>,
+    /// Where `rshmemi_point_op` leaves the value a host AMO or `g` returns: pinned host memory mapped
+    /// for the GPU (made by `new`), which the host reads once the point operation's stream has run it,
+    /// with no copy (a synchronous copy out of device memory runs on the legacy default stream behind
+    /// any user kernel, and into pageable memory; see `point_op`). The host API is serialized, and the
+    /// slot is read before the call returns.
+    point_slot: Mutex<Option<crate::platform::services::HostShared>>,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
@@ -121,18 +124,14 @@ impl CudaBackend {
         *s = Some(h as usize);
         Ok(h)
     }
-    /// The 8 bytes of device memory where `rshmemi_point_op` leaves its value (made by `new`).
-    fn point_slot(&self) -> Result<u64> {
+    /// The point operations' result slot (made by `new`): (its device address, its host address).
+    fn point_slot(&self) -> Result<(u64, usize)> {
         let mut g = self.point_slot.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = *g {
-            return Ok(p);
+        if g.is_none() {
+            *g = Some(self.services.pinned_shared(64)?);
         }
-        self.bind()?;
-        let mut p = 0;
-        // SAFETY: out-pointer to a local; 8 bytes of device memory in the bound context.
-        check(unsafe { cu::cuMemAlloc_v2(&mut p, 8) }, "cuMemAlloc (point-op result)")?;
-        *g = Some(p);
-        Ok(p)
+        let m = g.as_ref().expect("made above");
+        Ok((m.device_addr(), m.host_ptr() as usize))
     }
     /// Runs point operation `op` (`rshmem_device::point`) as a one-thread kernel: on `stream`, or on
     /// the host RMA stream and waited for (`stream` None: the host API). `want`: wait for it and return
@@ -146,7 +145,7 @@ impl CudaBackend {
             Some(s) => s.0 as cu::CUstream,
             None => self.rma()?,
         };
-        let slot = if want { self.point_slot()? } else { 0 };
+        let (slot, slot_host) = if want { self.point_slot()? } else { (0, 0) };
         let mut params = [op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot];
         let mut args = params.each_mut().map(|p| p as *mut u64 as *mut std::ffi::c_void);
         // SAFETY: the parameters match rshmemi_point_op(u64 x 9) in order and size; the operation was
@@ -161,10 +160,15 @@ impl CudaBackend {
         if !want {
             return Ok(0);
         }
-        let mut v = 0u64;
-        // SAFETY: 8 bytes from our slot into a local, after the kernel that wrote it completed.
-        check_ctx(unsafe { cu::cuMemcpyDtoH_v2(&mut v as *mut u64 as _, slot, 8) }, &format!("{call}: reading the result"))?;
-        Ok(v)
+        // Read in place: the kernel stored the value into this mapped host memory, and the stream's
+        // completion (observed above) makes its stores visible here. A synchronous device-to-host copy
+        // would run on the legacy default stream, behind any user kernel there (which may be waiting
+        // for the emulated NIC), into pageable memory, while the NIC thread's own copies wait: the
+        // IBGDA suite's host_amo scenario hung so on 2 x H100 with the return slots in GPU memory.
+        std::sync::atomic::fence(Ordering::Acquire);
+        // SAFETY: slot_host is the 64-byte pinned slot (point_slot), 8-aligned; the kernel that wrote it
+        // has completed and nothing else writes it (the host API is serialized).
+        Ok(unsafe { std::ptr::read_volatile(slot_host as *const u64) })
     }
     /// Waits for everything queued on the host RMA stream.
     fn rma_sync(&self, call: &str) -> Result<()> {
@@ -230,10 +234,8 @@ impl CudaBackend {
         // The first granule holds the runtime's internal area: back it now.
         be.grow(Collective { boot, fds, job }, granule)?;
         // The host RMA stream and the point operations' result slot are made now, before any user
-        // kernel runs: made on first use (a host AMO racing a kernel that waits on the emulated NIC),
-        // a cuMemAlloc or cuStreamCreate may wait for that kernel, while the NIC thread's copy of a
-        // fetched value into GPU memory (RSHMEM_IBGDA_RET_SLOTS=device) waits behind it. The suite hung
-        // so in its host_amo scenario on 2 x H100 (2026-11-27; not yet rerun with this change).
+        // kernel runs, not by the first host AMO (which may race a kernel that waits on the emulated
+        // NIC, as the suite's host_amo scenario does): allocating then may wait for that kernel.
         be.rma()?;
         be.point_slot()?;
         log::info(format!("PE {me}: GPU {ordinal}, heap {heap_size} bytes reserved, granule {granule} bytes"));
@@ -415,10 +417,7 @@ impl Drop for CudaBackend {
         let _ = self.bind();
         // SAFETY: synchronize before unmapping so no kernel still uses the heap.
         unsafe { cu::cuCtxSynchronize() };
-        if let Some(p) = self.point_slot.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
-            // SAFETY: our allocation, idle (the context was synchronized), freed once.
-            unsafe { cu::cuMemFree_v2(p) };
-        }
+        // The point slot (pinned host memory) is freed by its own drop, after this.
         if let Some(s) = self.rma_stream.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
             // SAFETY: our stream, idle (the context was synchronized), destroyed once.
             unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };

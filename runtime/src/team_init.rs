@@ -82,7 +82,7 @@ fn rendezvous(rt: &Runtime, call: &str, uid: u64, npes: i32, index: i32, free: u
     let limit = env::wait_timeout()?;
     let start = Instant::now();
     let mut warned = false;
-    let mut pause = Duration::from_micros(20);
+    let mut backoff = rshmem_common::Backoff::new();
     while have < npes {
         let before = have;
         let unseen: Vec<usize> = (0..seen.len()).filter(|&pe| !seen[pe]).collect();
@@ -140,9 +140,11 @@ fn rendezvous(rt: &Runtime, call: &str, uid: u64, npes: i32, index: i32, free: u
             log::warn(msg);
             warned = true;
         }
-        // Back off while nobody new arrives (a host get per PE and round), up to a millisecond.
-        pause = if have > before { Duration::from_micros(20) } else { (pause * 2).min(Duration::from_millis(1)) };
-        std::thread::sleep(pause);
+        // rshmem's one waiting policy (spin, yield, sleep), started over whenever a member arrives.
+        if have > before {
+            backoff.reset();
+        }
+        backoff.snooze();
     }
     Ok((members, mask))
 }

@@ -4,7 +4,8 @@
 //! failure.
 //!
 //! For each transport (IBGDA on the NIC when every `--diagnose` check passes, else IBGDA on the
-//! emulated NIC; the TCP proxy) it runs, as jobs of this rshmrun:
+//! emulated NIC; the proxy over verbs when this host's NIC is usable for host verbs, else a line saying
+//! it is skipped and why; the TCP proxy) it runs, as jobs of this rshmrun:
 //! - `rshmem-test-pe` with the remote scenarios (put/get of every size and scope, `p`/`g`, atomics,
 //!   fence, put_signal, wait_until, barriers), each checked on both PEs;
 //! - `rshmem-bench --cases lat,bw --quick`: p + quiet, g and fetch_add latency, block put bandwidth.
@@ -33,13 +34,25 @@ fn helpers_dir() -> PathBuf {
     std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Runs `program args` under this rshmrun on two simulated nodes with `RSHMEM_REMOTE_TRANSPORT=transport`;
-/// (succeeded, output).
-fn job(transport: &str, program: &Path, args: &[&str]) -> (bool, String) {
+/// One transport the self-test checks: `RSHMEM_REMOTE_TRANSPORT`, the proxy's provider
+/// (`RSHMEM_PROXY_PROVIDER`, None for the ibgda transport) and the label of its lines.
+struct Transport {
+    remote: &'static str,
+    provider: Option<&'static str>,
+    label: String,
+}
+
+/// Runs `program args` under this rshmrun on two simulated nodes over transport `t`; (succeeded,
+/// output).
+fn job(t: &Transport, program: &Path, args: &[&str]) -> (bool, String) {
     let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("rshmrun"));
     let mut cmd = Command::new(me);
     cmd.args(["--nodes", "2", "-np", "2", "--timeout", "120"]).arg(program).args(args);
-    cmd.env("RSHMEM_REMOTE_TRANSPORT", transport).stdin(Stdio::null());
+    cmd.env("RSHMEM_REMOTE_TRANSPORT", t.remote).stdin(Stdio::null());
+    if let Some(p) = t.provider {
+        // Asked for explicitly: a proxy over verbs that cannot be set up fails instead of passing over TCP.
+        cmd.env("RSHMEM_PROXY_PROVIDER", p);
+    }
     if std::env::var_os("RSHMEM_SYMMETRIC_SIZE").is_none() {
         cmd.env("RSHMEM_SYMMETRIC_SIZE", "256m");
     }
@@ -80,9 +93,16 @@ pub fn run() -> i32 {
         return 1;
     }
     let nic = rshmem::transport::select::nic_usable();
-    let transports = [("ibgda", if nic { "ibgda (NIC)" } else { "ibgda (emulated NIC: no usable NIC here)" }), ("proxy", "proxy (TCP)")];
+    let ibgda = if nic { "ibgda (NIC)" } else { "ibgda (emulated NIC: no usable NIC here)" };
+    let mut transports = vec![Transport { remote: "ibgda", provider: None, label: ibgda.into() }];
+    match rshmem::transport::proxy::provider::verbs_usable() {
+        Ok(port) => transports.push(Transport { remote: "proxy", provider: Some("verbs"), label: format!("proxy (verbs, {port})") }),
+        Err(why) => println!("rshmrun selftest: SKIP proxy (verbs): skipped: {why}"),
+    }
+    transports.push(Transport { remote: "proxy", provider: Some("tcp"), label: "proxy (TCP)".into() });
     println!("rshmrun selftest: two simulated nodes (--nodes 2 -np 2: every peer remote), {} transports", transports.len());
-    for (t, label) in transports {
+    for t in &transports {
+        let label = t.label.as_str();
         let start = Instant::now();
         let (ok, out) = job(t, &pe, &SCENARIOS);
         for s in SCENARIOS {

@@ -294,3 +294,15 @@ fn stats_count_the_stages() {
     let (ok, text, _) = run(&["proxy_ops"]);
     assert!(ok && !text.contains("rshmem proxy stats"), "stats printed without RSHMEM_PROXY_STATS:\n{text}");
 }
+
+/// The proxy's provider is named at init: TCP when asked for, and TCP with the reason under auto on
+/// this machine (no RDMA NIC, or a build without the verbs feature); the scenarios pass either way.
+#[test]
+fn the_provider_is_named_and_tcp_without_a_nic() {
+    for (value, why) in [("tcp", "RSHMEM_PROXY_PROVIDER=tcp"), ("auto", "")] {
+        let (ok, t, _) = run_with(&["ring", "amo"], false, &[("RSHMEM_PROXY_PROVIDER", value), ("RSHMEM_DEBUG", "info")]);
+        assert!(ok, "RSHMEM_PROXY_PROVIDER={value}:\n{t}");
+        assert!(t.contains("proxy provider: tcp (") && t.contains(why), "RSHMEM_PROXY_PROVIDER={value}: the provider or its reason is not named:\n{t}");
+        assert!(t.contains("[pe 3] PE 3: amo ok"), "{t}");
+    }
+}

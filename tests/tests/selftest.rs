@@ -1,5 +1,5 @@
 //! `rshmrun --selftest` on the CPU backend: every check passes over the emulated NIC and the TCP proxy
-//! with a line each; a broken setting fails the checks naming the error and what to do; missing helper
+//! with a line each, and the proxy over verbs is skipped naming why (no NIC here); a broken setting fails the checks naming the error and what to do; missing helper
 //! programs are named.
 
 mod common;
@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 fn selftest(env: &[(&str, &str)]) -> (bool, String) {
     let mut cmd = Command::new(tool("rshmrun"));
     cmd.arg("--selftest").env("RSHMEM_BACKEND", "cpu").env_remove("RSHMEM_REMOTE_TRANSPORT").env_remove("RSHMEM_DEBUG").stdin(Stdio::null());
+    cmd.env_remove("RSHMEM_PROXY_PROVIDER").env_remove("RSHMEM_TEST_VERBS_USABLE");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -28,6 +29,9 @@ fn every_check_passes_over_both_transports() {
         assert!(t.lines().any(|l| l.contains(label) && l.contains("p + quiet ") && l.contains(" GB/s") && !l.contains("n/a")), "no measurements for {label}:\n{t}");
     }
     assert!(t.contains("rshmrun selftest: every check passed"), "{t}");
+    // No RDMA NIC here (or a build without the verbs feature): the verbs proxy is skipped, saying why.
+    let skip = t.lines().find(|l| l.starts_with("rshmrun selftest: SKIP proxy (verbs): skipped: ")).unwrap_or_else(|| panic!("no skip line for the verbs proxy:\n{t}"));
+    assert!(skip.contains("no RDMA device") || skip.contains("`verbs` feature") || skip.contains("no RDMA port"), "{skip}");
 }
 
 #[test]

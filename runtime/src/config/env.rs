@@ -64,6 +64,8 @@ pub const PROXY_THREAD_STAGE: &str = "RSHMEM_PROXY_THREAD_STAGE";
 pub const PROXY_STATS: &str = "RSHMEM_PROXY_STATS";
 /// Proxy transport: which threads of a warp's or block's staged put fence (one or every).
 pub const PROXY_GROUP_FENCE: &str = "RSHMEM_PROXY_GROUP_FENCE";
+/// How the proxy carries remote operations: auto, tcp or verbs (`parse_proxy_provider`).
+pub const PROXY_PROVIDER: &str = "RSHMEM_PROXY_PROVIDER";
 /// RDMA devices (and ports) the ibgda transport may use (NVSHMEM: `NVSHMEM_HCA_LIST`).
 pub const IB_HCA: &str = "RSHMEM_IB_HCA";
 
@@ -100,12 +102,13 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: PROXY_SPIN, default: "auto", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: on the 2-core CI machine polling threads took the CPUs the PEs needed and made remote latencies 3 to 4 times worse)", check: is_proxy_spin },
     EnvVar { name: PROXY_GROUP_FENCE, default: "one", meaning: "proxy transport: in a warp's or block's put staged into the request ring, one (the thread that posts the request fences at system scope after the group's barrier) or every (every thread fences before the barrier: one system fence per warp; for measuring the difference)", check: is_group_fence },
+    EnvVar { name: PROXY_PROVIDER, default: "auto", meaning: "proxy transport: how the proxy thread reaches its peers: auto (RDMA WRITE/READ/atomics through the NIC's verbs when an RDMA device has an active port and the heap registers with it on every PE, else TCP; init says which and why), verbs (the same, but a job where it cannot be set up stops with the reason) or tcp (frames over TCP to the peer's proxy). Operations the NIC cannot do (32-bit atomics, set/swap/and/or/xor, signal set) always go over TCP. Not used by the ibgda transport's own proxy", check: is_proxy_provider },
     EnvVar { name: PROXY_STATS, default: "off", meaning: "proxy transport: on (every PE prints at finalize one line `rshmem proxy stats [PE n]: ...` with the requests it drained and the time it spent sending them, the frames it applied as a target and the time of their copies and of the device threads' inbound operations: which stage limits a remote figure) or off", check: is_switch },
     EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
     EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH); a real NIC needs at least 128", check: is_ibgda_depth },
     EnvVar { name: IBGDA_FAULTS, default: "none", meaning: "ibgda transport, emulated NIC: fault injection to expose ordering bugs in the posting code, a comma-separated list of: delay[=DURATION] (between a doorbell and the WQE fetch), drop[=N] (every N-th doorbell; the doorbell record still counts), wrap[=START] (WQE counts start near a 16-bit wrap), full[=DURATION] (hold WQEs until the send queue is full), slow[=DURATION] (before each completion), scan=DURATION, all", check: is_ibgda_faults },
     EnvVar { name: IBGDA_RET_SLOTS, default: "queues", meaning: "ibgda transport, emulated NIC: where the return slots (fetched values) live: queues (beside its CQs, in the memory its queues share with the GPU) or device (GPU memory, as on a real NIC, written through the platform's copies before the CQE)", check: is_ibgda_ret_slots },
-    EnvVar { name: IBGDA_EMULATOR, default: "full", meaning: "ibgda transport, emulated NIC: full (executes every operation at its target over TCP) or ack (completes every well-formed WQE at once without moving data: measures the posting side alone; results are not valid)", check: is_ibgda_emulator },
+    EnvVar { name: IBGDA_EMULATOR, default: "full", meaning: "ibgda transport, emulated NIC: full (executes every operation at its target over TCP), ack (completes every well-formed WQE at once without moving data: measures the posting side alone; results are not valid) or device (as ack, with the send queues, doorbell records, doorbell words and CQs in GPU memory and the NIC a persistent GPU kernel, a host thread on the CPU backend: what posting costs GPU threads on a real ConnectX; for rshmem-bench --posting; results are not valid)", check: is_ibgda_emulator },
     EnvVar { name: DEBUG, default: "warn", meaning: "log level: error, warn, info or debug", check: is_level },
     EnvVar { name: WAIT_TIMEOUT, default: "0", meaning: "seconds a wait may last before the PE fails naming what it waits for: every host-side wait (host barriers, the runtime's and the bootstrap's collectives, waits on the proxy and the IBGDA NIC) and, on the CPU backend, device-side waits (wait_until, signal_wait_until, barriers); not waits inside GPU kernels (use rshmrun --timeout). The error names the PEs not yet arrived and what they last entered; 0 = wait forever", check: is_secs },
     EnvVar { name: STATUS_FD, default: "", meaning: "internal: the job status board rshmrun hands to each PE (a memfd; see --timeout)", check: is_fd },
@@ -163,6 +166,18 @@ fn is_size(v: &str) -> std::result::Result<(), String> {
 }
 fn is_backend(v: &str) -> std::result::Result<(), String> {
     parse_backend(v).map(|_| ()).ok_or_else(|| "expected auto, cpu or cuda".into())
+}
+fn is_proxy_provider(v: &str) -> std::result::Result<(), String> {
+    parse_proxy_provider(v).map(|_| ())
+}
+/// RSHMEM_PROXY_PROVIDER's value, canonical: "auto", "tcp" or "verbs" (any case, spaces trimmed).
+pub fn parse_proxy_provider(v: &str) -> std::result::Result<&'static str, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok("auto"),
+        "tcp" => Ok("tcp"),
+        "verbs" | "rdma" => Ok("verbs"),
+        _ => Err(format!("expected auto, tcp or verbs (got {v:?})")),
+    }
 }
 /// RSHMEM_BACKEND's value, canonical: "auto", "cpu" or "cuda" ("gpu" = "cuda"); None when garbage.
 pub fn parse_backend(v: &str) -> Option<&'static str> {
@@ -250,12 +265,28 @@ pub fn parse_ibgda_ret_slots(v: &str) -> std::result::Result<bool, String> {
         _ => Err("expected queues or device".into()),
     }
 }
-/// A `RSHMEM_IBGDA_EMULATOR` value: whether the emulated NIC only acknowledges.
-pub fn parse_ibgda_emulator(v: &str) -> std::result::Result<bool, String> {
+/// What the IBGDA transport's emulated NIC does (`RSHMEM_IBGDA_EMULATOR`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum IbgdaEmulator {
+    /// `full`: executes every operation at its target over TCP.
+    #[default]
+    Full,
+    /// `ack`: completes every well-formed WQE at once without moving data (queues in pinned host
+    /// memory, the NIC on a host thread).
+    Ack,
+    /// `device`: as `ack`, with the queues, doorbell record, doorbell word and CQ in GPU memory and
+    /// the NIC a persistent GPU kernel (a host thread over the PE's memory on the CPU backend): what
+    /// posting costs GPU threads on a real ConnectX.
+    Device,
+}
+
+/// A `RSHMEM_IBGDA_EMULATOR` value.
+pub fn parse_ibgda_emulator(v: &str) -> std::result::Result<IbgdaEmulator, String> {
     match v.trim().to_ascii_lowercase().as_str() {
-        "full" => Ok(false),
-        "ack" => Ok(true),
-        _ => Err("expected full or ack".into()),
+        "full" => Ok(IbgdaEmulator::Full),
+        "ack" => Ok(IbgdaEmulator::Ack),
+        "device" => Ok(IbgdaEmulator::Device),
+        _ => Err("expected full, ack or device".into()),
     }
 }
 fn is_proxy_spin(v: &str) -> std::result::Result<(), String> {

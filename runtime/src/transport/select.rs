@@ -5,12 +5,19 @@
 //! Also the diagnosis behind the choice, for `rshmrun --diagnose`: the host probes of `crate::probe`
 //! with the verbs library's checks (feature `verbs`) handed in (the probes import no transport, so
 //! the dependency runs one way).
+//!
+//! The automatic choice, in order: IBGDA when a NIC passes every check ([`nic_usable`]); else the
+//! proxy, which itself runs over the NIC's verbs when one is usable for host verbs (an RDMA device
+//! with an active port, any vendor, and a heap that registers with it on every PE:
+//! [`proxy_provider`], `proxy::provider`), else over TCP. `RSHMEM_PROXY_PROVIDER` forces the
+//! proxy's provider (tcp, verbs); `rshmrun --diagnose` prints the decision and the reason.
 
 use crate::config::parse::{parse_remote, Remote, REMOTE_VALUES};
 use crate::error::{Error, Result};
 use crate::probe::check::{Check, Status};
 use crate::probe::report as diagnose;
 use crate::transport::interface::{RemoteFactory, Transport};
+use crate::transport::proxy::provider::{self, Provider};
 use std::sync::OnceLock;
 
 
@@ -20,7 +27,7 @@ use std::sync::OnceLock;
 pub enum RemoteChoice {
     /// No remote transport: other nodes' PEs are not reachable (single-node job, or `none`).
     None,
-    /// The CPU proxy over TCP.
+    /// The CPU proxy (its provider, verbs or TCP, is agreed when it starts: [`proxy_provider`]).
     Proxy,
     /// IBGDA on a real ConnectX NIC (the `verbs` feature, and every NIC check passed).
     IbgdaNic,
@@ -33,7 +40,7 @@ impl RemoteChoice {
     pub fn describe(self) -> &'static str {
         match self {
             RemoteChoice::None => "none: PEs on other nodes are not reachable",
-            RemoteChoice::Proxy => "proxy: a CPU proxy thread per PE carries remote operations over TCP",
+            RemoteChoice::Proxy => "proxy: a CPU proxy thread per PE carries remote operations (RDMA through the NIC's verbs when usable, else TCP: see the proxy provider line)",
             RemoteChoice::IbgdaNic => "ibgda: GPU threads post mlx5 work requests to the NIC themselves",
             RemoteChoice::IbgdaEmulated => "ibgda (emulated NIC): GPU threads post mlx5 work requests to rshmem's software NIC, which carries them over TCP; no usable NIC was found",
         }
@@ -222,10 +229,22 @@ pub fn transport_check(value: Option<&str>, nic_usable: bool) -> Check {
     }
 }
 
-/// Every check of `rshmrun --diagnose` on this host, with this process's environment.
+/// How a proxy started here would reach its peers: its provider (verbs or TCP) and why, from
+/// `RSHMEM_PROXY_PROVIDER` and whether this host's NIC is usable for host verbs (a job agrees on it
+/// at init, and falls back to TCP when the verbs setup fails on any PE under auto).
+pub fn proxy_provider() -> std::result::Result<(Provider, String), String> {
+    let want = provider::parse_want(crate::config::env::get(crate::config::env::PROXY_PROVIDER).as_deref())?;
+    Ok(provider::local_choice(want, &provider::verbs_usable()))
+}
+
+/// Every check of `rshmrun --diagnose` on this host, with this process's environment: the probes'
+/// lines, the proxy provider's line, then the transport line.
 pub fn report() -> Vec<Check> {
     let remote = crate::config::env::get(crate::config::env::REMOTE_TRANSPORT);
-    diagnose::report_with(verbs_full(), &|usable| transport_check(remote.as_deref(), usable))
+    let mut lines = diagnose::report_with(verbs_full(), &|usable| transport_check(remote.as_deref(), usable));
+    let p = provider::provider_check(crate::config::env::get(crate::config::env::PROXY_PROVIDER).as_deref(), &provider::verbs_usable());
+    lines.insert(lines.len().saturating_sub(1), p);
+    lines
 }
 
 #[cfg(test)]
@@ -332,6 +351,70 @@ mod tests {
         assert_eq!(first, nic_usable());
         if here == 0 || !cfg!(feature = "verbs") {
             assert!(!first);
+        }
+    }
+
+    /// A port of [`fake_sysfs`]: (state, link layer, LID, RoCE v2 GID or "").
+    type FakePort<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+    /// A synthetic sysfs tree with RDMA devices: (name, driver, ports).
+    fn fake_sysfs(what: &str, devices: &[(&str, &str, &[FakePort])]) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("rshmem-select-{}-{what}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let w = |rel: String, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, format!("{text}\n")).unwrap();
+        };
+        for (name, driver, ports) in devices {
+            let dir = format!("sys/class/infiniband/{name}");
+            w(format!("sys/bus/pci/drivers/{driver}/bind"), "");
+            std::fs::create_dir_all(root.join(&dir).join("device")).unwrap();
+            std::os::unix::fs::symlink(root.join(format!("sys/bus/pci/drivers/{driver}")), root.join(&dir).join("device/driver")).unwrap();
+            for (i, (state, layer, lid, gid)) in ports.iter().enumerate() {
+                let pd = format!("{dir}/ports/{}", i + 1);
+                w(format!("{pd}/state"), state);
+                w(format!("{pd}/phys_state"), "5: LinkUp");
+                w(format!("{pd}/link_layer"), layer);
+                w(format!("{pd}/lid"), lid);
+                w(format!("{pd}/gids/0"), if gid.is_empty() { "fe80:0000:0000:0000:0000:0000:0000:0001" } else { gid });
+                if !gid.is_empty() {
+                    w(format!("{pd}/gid_attrs/types/0"), "RoCE v2");
+                }
+            }
+        }
+        root
+    }
+
+    /// The proxy's provider on synthetic hosts: verbs on any vendor's device with an active, addressed
+    /// port (where IBGDA needs mlx5); TCP with the reason otherwise.
+    #[test]
+    fn the_proxy_runs_over_verbs_on_any_active_rdma_port() {
+        use crate::transport::proxy::provider::verbs_usable_at;
+        let ib_active: &[FakePort] = &[("4: ACTIVE", "InfiniBand", "0x12", "")];
+        let root = fake_sysfs("ib", &[("mlx5_0", "mlx5_core", ib_active)]);
+        assert_eq!(verbs_usable_at(&root, None, true), Ok("mlx5_0:1 (InfiniBand)".into()));
+        let e = verbs_usable_at(&root, None, false).unwrap_err();
+        assert!(e.contains("lacks the `verbs` feature"), "{e}");
+        // Another vendor's NIC: no IBGDA (mlx5 only), but host verbs.
+        let roce: &[FakePort] = &[("1: DOWN", "Ethernet", "0x0", "0000:0000:0000:0000:0000:ffff:0a00:0002"), ("4: ACTIVE", "Ethernet", "0x0", "0000:0000:0000:0000:0000:ffff:0a00:0003")];
+        let root = fake_sysfs("irdma", &[("irdma0", "irdma", roce)]);
+        assert_eq!(verbs_usable_at(&root, None, true), Ok("irdma0:2 (Ethernet)".into()));
+        assert!(!crate::probe::report::usable_at(&root, None, None), "IBGDA is not usable there");
+        // RSHMEM_IB_HCA leaves the active port out.
+        let e = verbs_usable_at(&root, Some("irdma0:1"), true).unwrap_err();
+        assert!(e.contains("no RDMA port is usable") && e.contains("irdma0:1"), "{e}");
+        let e = verbs_usable_at(&root, Some("mlx5_9"), true).unwrap_err();
+        assert!(e.contains("no port of irdma0 is allowed by RSHMEM_IB_HCA"), "{e}");
+        // A port that is down, an InfiniBand port without a LID, a RoCE port without a RoCE v2 GID.
+        let bad: &[FakePort] = &[("1: DOWN", "InfiniBand", "0x5", ""), ("4: ACTIVE", "InfiniBand", "0x0", ""), ("4: ACTIVE", "Ethernet", "0x0", "")];
+        let root = fake_sysfs("bad", &[("mlx5_1", "mlx5_core", bad)]);
+        let e = verbs_usable_at(&root, None, true).unwrap_err();
+        assert!(e.contains("mlx5_1:1") && e.contains("mlx5_1:2") && e.contains("mlx5_1:3"), "{e}");
+        let root = fake_sysfs("none", &[]);
+        assert_eq!(verbs_usable_at(&root, None, true), Err("no RDMA device (/sys/class/infiniband is empty or missing)".into()));
+        for w in ["ib", "irdma", "bad", "none"] {
+            let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("rshmem-select-{}-{w}", std::process::id())));
         }
     }
 

@@ -55,6 +55,30 @@ const GONE_GRACE: Duration = Duration::from_secs(4);
 /// How often idle receivers look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 
+/// Where a request the RDMA path was offered goes ([`Rdma::issue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) enum Route {
+    /// Carried (posted, or completed) by the RDMA path.
+    Rdma,
+    /// Left to the TCP frame path, whole.
+    Tcp,
+    /// A put-with-signal whose data the RDMA path wrote (complete at the target): only its signal is
+    /// left to the TCP path.
+    SignalOnly,
+}
+
+/// A provider that carries requests as RDMA instead of frames (the proxy over verbs,
+/// `proxy::verbs`): offered every request before the TCP path, and told when a batch ends (before its
+/// staging chunks are released, so it waits there for what reads them). The TCP connections stay for
+/// what it leaves to them.
+pub(crate) trait Rdma: Send + Sync {
+    /// Carries request `e` of `engine`'s ring, or leaves it (or its signal) to the TCP path.
+    fn issue(&self, engine: &Engine, e: &Entry, b: &mut Batch) -> Result<Route>;
+    /// The end of a drained batch: every operation it posted completed, and its requests with it.
+    fn batch_done(&self, engine: &Engine) -> Result<()>;
+}
+
 /// Frames the engine does not serve itself, and their bookkeeping: the IBGDA transport's emulated NIC
 /// (its responder answers NIC frames; the answers to this PE's own NIC frames go back to its NIC).
 pub(crate) trait Extension: Send + Sync {
@@ -68,6 +92,9 @@ pub(crate) trait Extension: Send + Sync {
 /// links (one connection to each PE of another node), and this PE as a target (shared by the PE's
 /// channels).
 pub(crate) struct Engine {
+    /// The RDMA provider, when the proxy runs over verbs (set before the threads start). First, so
+    /// that it drops first: its registrations cover the channel memory below.
+    pub(crate) rdma: Option<Box<dyn Rdma>>,
     pub(crate) target: Arc<Target>,
     /// The channel's number, which is also the lane of its connections.
     pub(crate) index: usize,
@@ -129,7 +156,7 @@ pub(crate) fn chan_bytes(slots: usize, chunk: u64) -> usize {
 
 /// What the drain gathers over one batch: per target PE, the last request the batch's QUIET to it
 /// acknowledges, and which links have queued frames.
-struct Batch {
+pub(crate) struct Batch {
     quiet: Vec<Option<u64>>,
     dirty: Vec<bool>,
 }
@@ -158,7 +185,7 @@ impl Engine {
             },
             None => 0,
         };
-        Ok(Engine { target, index, npes, chan, counters, slots, chunk, thread_stage, flags, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext })
+        Ok(Engine { rdma: None, target, index, npes, chan, counters, slots, chunk, thread_stage, flags, completion, links, stop: AtomicBool::new(false), abort: AtomicBool::new(false), max_chunk, ext })
     }
 
     /// The channel as device code addresses it.
@@ -256,18 +283,44 @@ impl Engine {
     /// The end of a drained batch: one QUIET to every peer that got acknowledged requests, then every
     /// queued frame sent (before the drain frees the batch's staging chunks).
     fn batch_done(&self, b: &mut Batch) -> Result<()> {
-        for q in 0..b.quiet.len() {
-            if let Some(seq) = b.quiet[q].take() {
-                let link = self.links[q].as_ref().expect("a quiet only for linked peers");
-                link.send(|c| c.queue_message(&Message::Quiet { seq })).map_err(|e| e.context(format!("sending QUIET (request {seq}) to PE {q}")))?;
-                b.dirty[q] = true;
-            }
+        if let Some(r) = &self.rdma {
+            r.batch_done(self)?;
         }
-        for q in 0..b.dirty.len() {
-            if std::mem::take(&mut b.dirty[q]) {
-                let link = self.links[q].as_ref().expect("frames only for linked peers");
-                link.send(|c| c.flush()).map_err(|e| e.context(format!("sending requests to PE {q}")))?;
+        for q in 0..b.quiet.len() {
+            self.flush_peer(b, q)?;
+        }
+        Ok(())
+    }
+
+    /// Sends what the batch queued for PE `q`, after a QUIET for its acknowledged requests.
+    fn flush_peer(&self, b: &mut Batch, q: usize) -> Result<()> {
+        if let Some(seq) = b.quiet[q].take() {
+            let link = self.links[q].as_ref().expect("a quiet only for linked peers");
+            link.send(|c| c.queue_message(&Message::Quiet { seq })).map_err(|e| e.context(format!("sending QUIET (request {seq}) to PE {q}")))?;
+            b.dirty[q] = true;
+        }
+        if std::mem::take(&mut b.dirty[q]) {
+            let link = self.links[q].as_ref().expect("frames only for linked peers");
+            link.send(|c| c.flush()).map_err(|e| e.context(format!("sending requests to PE {q}")))?;
+        }
+        Ok(())
+    }
+
+    /// Sends what is queued for PE `q` and waits until every request sent to it over TCP is complete
+    /// at the target (acknowledged, answered): what the RDMA path waits for before an operation that
+    /// must not pass them.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub(crate) fn settle_tcp(&self, b: &mut Batch, q: usize) -> Result<()> {
+        self.flush_peer(b, q)?;
+        let link = self.link(q as u32)?;
+        let limit = self.target.wait_limit;
+        let start = Instant::now();
+        let mut backoff = Backoff::new();
+        while !self.nothing_in_flight(link) {
+            if start.elapsed() > limit {
+                return Err(Error::new(format!("PE {q} did not complete the requests sent to it over TCP within {limit:?}{}", self.in_flight(link))));
             }
+            backoff.snooze();
         }
         Ok(())
     }
@@ -288,7 +341,6 @@ impl Engine {
             fatal(format!("request {seq} to PE {}: that PE closed its connection earlier (it exited or crashed)", r.pe));
         }
         let pe = r.pe as usize;
-        b.dirty[pe] = true;
         let me = self.target.me;
         let signal = || -> Result<Signal> {
             let op = match r.sub as i32 {
@@ -302,6 +354,20 @@ impl Engine {
             link.pending.lock().unwrap().acks.push_back((seq, e.tickets));
             b.quiet[pe] = Some(seq);
         };
+        if let Some(rdma) = &self.rdma {
+            match rdma.issue(self, &e, b)? {
+                Route::Rdma => return Ok(()),
+                Route::Tcp => {}
+                Route::SignalOnly => {
+                    // The data is at the target (its WRITEs completed): the signal follows it.
+                    let signal = signal()?;
+                    acked(b);
+                    link.send(|c| c.queue_message(&Message::Signal { seq, signal }))?;
+                    return Ok(());
+                }
+            }
+        }
+        b.dirty[pe] = true;
         match r.op {
             op::PUT_STAGED | op::PUT_SIGNAL_STAGED => {
                 let sig = if r.op == op::PUT_SIGNAL_STAGED { Some(signal()?) } else { None };

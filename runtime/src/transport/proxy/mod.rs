@@ -19,7 +19,11 @@
 //!   its warnings about strangers are rate-limited.
 //! - **Providers.** The engine talks to its peers through `link::FrameLink` (send, queue and flush
 //!   frames, receive one, close), implemented by the TCP provider's `tcp::Connection`; only the setup
-//!   is TCP's.
+//!   is TCP's. With the `verbs` feature and a usable NIC ([`provider`]: `RSHMEM_PROXY_PROVIDER`, the
+//!   host checks, a job-wide agreement), each engine also gets an RDMA path (`engine::Rdma`, the
+//!   `verbs` module, planned by `rdma`): RDMA WRITE/READ/atomics on an RC QP per peer, with the TCP
+//!   connections kept for what the NIC cannot do. A verbs setup that fails on any PE leaves every PE
+//!   on TCP (auto) or stops the job (`verbs` asked for).
 //! - **Extensions.** The IBGDA transport runs this engine with its emulated NIC's responder
 //!   (`engine::Extension`, on channel 0's engine), which serves the NIC frames; the proxy itself knows
 //!   no NIC.
@@ -28,6 +32,9 @@ pub mod accept;
 pub mod connect;
 pub mod engine;
 pub mod link;
+pub mod provider;
+#[cfg(feature = "verbs")]
+pub(crate) mod rdma;
 pub mod ring;
 pub mod setup;
 pub mod target;
@@ -35,6 +42,8 @@ pub mod stats;
 pub mod tcp;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "verbs")]
+pub(crate) mod verbs;
 
 use crate::config::env;
 use crate::error::{Error, Result};
@@ -43,6 +52,7 @@ use crate::platform::backend::Backend;
 use crate::transport::interface::{DeviceChannel, RemoteSetup, Transport};
 use crate::transport::proxy::engine::{Engine, Extension};
 use crate::transport::proxy::link::{FrameLink, Link};
+use crate::transport::proxy::provider::{Provider, Want};
 use crate::transport::proxy::ring::{Channel, Request};
 use crate::transport::proxy::target::Target;
 use crate::transport::proxy::tcp::{Connection, Endpoint};
@@ -75,6 +85,12 @@ pub struct Proxy {
     /// `remote[pe]`: the proxy reaches PE `pe` (it is on another node).
     remote: Vec<bool>,
     threads: Mutex<Vec<(String, JoinHandle<()>)>>,
+    /// What carries the requests (the engines' RDMA paths when verbs).
+    #[allow(dead_code)]
+    provider: Provider,
+    /// The verbs provider's shared state (heap keys), for heap growth.
+    #[cfg(feature = "verbs")]
+    verbs: Option<Arc<verbs::Shared>>,
 }
 
 /// This process's first proxy channel as host threads address it — for tests and tools that post
@@ -94,9 +110,45 @@ pub fn listen_addr() -> Option<SocketAddr> {
     *LISTEN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The registry's constructor (`RSHMEM_REMOTE_TRANSPORT=proxy`). Collective: every PE calls it.
+/// The registry's constructor (`RSHMEM_REMOTE_TRANSPORT=proxy`), with the provider
+/// `RSHMEM_PROXY_PROVIDER` and the NIC decide (verbs when usable on every PE, else TCP). Collective:
+/// every PE calls it.
 pub fn create(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
-    Ok(Box::new(Proxy::new(s, None)?))
+    Ok(Box::new(Proxy::build(s, None, true)?))
+}
+
+/// The provider the PEs agree on (collective): each PE's own choice (`RSHMEM_PROXY_PROVIDER`, its
+/// NIC) all-gathered with its reason, then `provider::agree`. Returns it and what was asked for.
+fn agree_provider(s: &RemoteSetup) -> Result<(Provider, Want)> {
+    let boot = s.boot;
+    let want = provider::parse_want(env::get(env::PROXY_PROVIDER).as_deref()).map_err(Error::new)?;
+    let (mine, why) = provider::local_choice(want, &provider::verbs_usable_on(boot.pe()));
+    let all = boot.allgather("rshmem_init (proxy provider)", &[&[mine.code()][..], why.as_bytes()].concat())?;
+    let mut choices = Vec::with_capacity(all.len());
+    for (pe, b) in all.iter().enumerate() {
+        let p = b.first().and_then(|&c| Provider::from_code(c)).ok_or_else(|| Error::new(format!("PE {pe} sent {b:?} as its proxy provider")))?;
+        choices.push((p, String::from_utf8_lossy(&b[1..]).into_owned()));
+    }
+    let (p, note) = provider::agree(want, &choices).map_err(Error::new)?;
+    log::info(format!("proxy provider: {} ({why})", p.name()));
+    if let (Some(n), 0) = (note, boot.pe()) {
+        log::warn(n);
+    }
+    Ok((p, want))
+}
+
+/// Collective: the verbs provider on every PE's engines, or the agreed failure (`provider::SETUP_FAILED`).
+#[cfg(feature = "verbs")]
+fn start_verbs(s: &RemoteSetup, engines: &mut [Engine], remote: &[bool], explicit: bool) -> Result<Option<Arc<verbs::Shared>>> {
+    verbs::setup(s, engines, remote, explicit).map(Some)
+}
+
+/// Without the `verbs` feature the setup fails alike on every PE (a PE can only get here through the
+/// test hook `provider::VERBS_HOOK`).
+#[cfg(not(feature = "verbs"))]
+fn start_verbs(s: &RemoteSetup, _engines: &mut [Engine], _remote: &[bool], _explicit: bool) -> Result<Option<()>> {
+    provider::agree_step(s.boot, "opening the NIC", Err("this build of rshmem lacks the `verbs` feature".into()))?;
+    Ok(None)
 }
 
 /// The channels this PE asks for: `RSHMEM_PROXY_CHANNELS`, or (auto) one per two CPUs this process
@@ -122,6 +174,11 @@ impl Proxy {
     /// `ext`: the frames an extension serves (the emulated NIC's, when the IBGDA transport runs the
     /// engine).
     pub(crate) fn new(s: &RemoteSetup, ext: Option<Arc<dyn Extension>>) -> Result<Proxy> {
+        Proxy::build(s, ext, false)
+    }
+
+    /// [`Proxy::new`], choosing the provider (`choose`: verbs when agreed, else TCP) or TCP only.
+    fn build(s: &RemoteSetup, ext: Option<Arc<dyn Extension>>, choose: bool) -> Result<Proxy> {
         let boot = s.boot;
         let (me, n) = (boot.pe() as u32, boot.npes() as u32);
         let slots = match env::get(env::PROXY_SLOTS) {
@@ -139,6 +196,7 @@ impl Proxy {
 
         let wait_limit = env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600));
         let target = Arc::new(Target::new(me, s.platform.clone(), s.services.clone(), wait_limit)?);
+        let (mut provider, want) = if choose { agree_provider(s)? } else { (Provider::Tcp, Want::Tcp) };
         let mut engines = Vec::with_capacity(channels);
         // Per channel: its receiving halves (with an applier each) and its responders' queues.
         let mut receivers = Vec::new();
@@ -162,9 +220,26 @@ impl Proxy {
                 }
             }
             let e = Engine::new(target.clone(), c, n, slots, DEFAULT_CHUNK, links, wire::DEFAULT_MAX_CHUNK, if c == 0 { ext.clone() } else { None })?;
-            engines.push(Arc::new(e));
+            engines.push(e);
             receivers.push((halves, job_rx));
         }
+        #[allow(unused_variables)]
+        let verbs = match provider {
+            Provider::Tcp => None,
+            Provider::Verbs => match start_verbs(s, &mut engines, &remote, want == Want::Verbs) {
+                Ok(v) => v,
+                // Agreed: every PE got it, so every PE goes on over TCP alike.
+                Err(e) if want != Want::Verbs && e.to_string().starts_with(provider::SETUP_FAILED) => {
+                    if me == 0 {
+                        log::warn(format!("{e}; every PE's proxy uses TCP instead ({}=verbs stops the job here instead)", env::PROXY_PROVIDER));
+                    }
+                    provider = Provider::Tcp;
+                    None
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        let engines: Vec<Arc<Engine>> = engines.into_iter().map(Arc::new).collect();
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<(String, JoinHandle<()>)> {
             let h = std::thread::Builder::new().name(name.clone()).spawn(f).map_err(|e| Error::os(format!("proxy: starting thread {name}"), e))?;
@@ -189,8 +264,16 @@ impl Proxy {
         }
         let t = target.clone();
         threads.push(spawn("rshmem-proxy-listen".into(), Box::new(move || setup::serve_late(t, listener, ep)))?);
-        log::info(format!("proxy: PE {me} listens on {listen}, {channels} channels of {slots} slots"));
-        let p = Proxy { engines, target, remote, threads: Mutex::new(threads) };
+        log::info(format!("proxy: PE {me} listens on {listen}, {channels} channels of {slots} slots, over {}", provider.name()));
+        let p = Proxy {
+            engines,
+            target,
+            remote,
+            threads: Mutex::new(threads),
+            provider,
+            #[cfg(feature = "verbs")]
+            verbs,
+        };
         *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.engines[0].host_channel());
         *LISTEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(listen);
         Ok(p)
@@ -219,6 +302,14 @@ impl Proxy {
 impl Transport for Proxy {
     fn name(&self) -> &'static str {
         "proxy"
+    }
+    fn register(&self, c: crate::node::exchange::Collective, range: std::ops::Range<usize>) -> Result<()> {
+        #[cfg(feature = "verbs")]
+        if let Some(v) = &self.verbs {
+            return v.register(c, range);
+        }
+        let _ = (c, range);
+        Ok(())
     }
     fn reaches(&self, pe: usize) -> bool {
         self.remote.get(pe).copied().unwrap_or(false)

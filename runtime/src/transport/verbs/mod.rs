@@ -1,5 +1,6 @@
 //! The real-NIC ("verbs") path: setting up a ConnectX (mlx5) NIC for IBGDA, where GPU threads post
-//! mlx5 work requests themselves, and for the proxy transport's host-posted RDMA. Behind the cargo
+//! mlx5 work requests themselves, and for the proxy transport's host-posted RDMA (the proxy over
+//! verbs, any vendor's NIC). Behind the cargo
 //! feature `verbs`. It follows NVSHMEM's IBGDA host setup (shared/research/ibgda-mlx5.md §5).
 //!
 //! # Pieces
@@ -15,6 +16,8 @@
 //!   the posting code (identical on real and emulated NICs; only the addresses differ).
 //! - [`handle`]: the [`RcHandle`] PEs all-gather, and the path to a peer derived from it.
 //! - [`rc`]: host-posted RDMA WRITE/READ/atomics on a verbs RC QP ([`HostQp`]) for the proxy.
+//! - [`peer`]: what PEs exchange to run the proxy over verbs (per QP: heap base, QP address, first
+//!   packet number; per heap segment: its rkey), as checked plain bytes.
 //! - [`gpu`]: the CUDA calls (GPU memory, dma-buf export, mapping a UAR into the GPU).
 //! - [`diagnose`]: the checks of `rshmrun --diagnose`; [`quick_checks`]: the same without the GPU ones.
 //!
@@ -29,8 +32,9 @@
 //! qp.connect(&theirs, peer_pe)?;
 //! let desc: QpDesc = qp.desc(counters_gpu_addr, 32);        // for the device state's QP table
 //! ```
-//! Proxy: `HostQp::create(&nic, depth, Traffic::default())`, `handle()`, `connect(&theirs, pe)`, then
-//! `post(&Request{..}, wr_id)` and `poll(&mut completions, max)`.
+//! Proxy (`transport::proxy::verbs`): `HostQp::create(&nic, depth, Traffic::default(), psn)`,
+//! `handle()` and `psn()` to the peer, `connect(&theirs, their_psn, pe)`, then `post(&Request{..},
+//! wr_id)` and `poll(&mut completions, max)`.
 //!
 //! # Crates, and loading the libraries at run time
 //! - `rdma-sys` (bindgen over the system's `<infiniband/verbs.h>` at build time) gives the verbs
@@ -57,6 +61,7 @@ mod diag;
 pub mod gpu;
 pub mod handle;
 pub mod mr;
+pub mod peer;
 pub mod prm;
 pub mod rc;
 pub mod sys;

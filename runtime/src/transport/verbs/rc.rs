@@ -1,8 +1,7 @@
-//! RDMA operations posted from a host thread on an ordinary verbs RC QP with a host CQ: what a
-//! proxy over verbs would use (as NVSHMEM's IBRC does; the proxy transport does not use it yet and
-//! stays on TCP). RDMA WRITE, READ and the two
-//! 64-bit atomics (fetch-add, compare-swap); completions polled from the CQ, and failed ones turned
-//! into errors naming the operation, the peer and the status.
+//! RDMA operations posted from a host thread on an ordinary verbs RC QP with a host CQ: what the
+//! proxy over verbs posts (`transport::proxy::verbs`, as NVSHMEM's IBRC does). RDMA WRITE (inline
+//! when small), READ and the two 64-bit atomics (fetch-add, compare-swap); completions polled from
+//! the CQ, and failed ones turned into errors naming the operation, the peer and the status.
 
 use super::device::Nic;
 use super::handle::{RcHandle, RemotePath, Traffic};
@@ -82,6 +81,10 @@ pub struct Request {
     pub signaled: bool,
     /// Start only after earlier READs and atomics completed (`IBV_SEND_FENCE`).
     pub fence: bool,
+    /// A WRITE whose bytes the library copies into the work request at posting (`IBV_SEND_INLINE`):
+    /// the local buffer need not be registered (its lkey is ignored) and may be reused at once; at
+    /// most [`HostQp::max_inline`] bytes.
+    pub inline: bool,
 }
 
 /// A completed request.
@@ -106,6 +109,9 @@ pub fn build_wr(req: &Request, wr_id: u64, sge: &mut ibv_sge) -> std::result::Re
             req.remote.addr
         ));
     }
+    if req.inline && req.op != RdmaOp::Write {
+        return Err(format!("{} cannot be inline (only RDMA WRITE carries its bytes in the work request)", req.op.name()));
+    }
     if req.local.len as u64 > rshmem_ibgda::mlx5::MAX_MSG as u64 {
         return Err(format!("{} of {} exceeds the 2 GiB one request may move", req.op.name(), size_text(req.local.len.into())));
     }
@@ -120,6 +126,9 @@ pub fn build_wr(req: &Request, wr_id: u64, sge: &mut ibv_sge) -> std::result::Re
     }
     if req.fence {
         flags |= ibv_send_flags::IBV_SEND_FENCE;
+    }
+    if req.inline {
+        flags |= ibv_send_flags::IBV_SEND_INLINE;
     }
     wr.send_flags = flags.0;
     match req.op {
@@ -188,13 +197,14 @@ pub fn init_attr(port: u8) -> (ibv_qp_attr, i32) {
     (a, m.0 as i32)
 }
 
-/// `(attributes, mask)` for INIT→RTR towards `path`.
-pub fn rtr_attr(path: &RemotePath, max_dest_rd_atomic: u8) -> (ibv_qp_attr, i32) {
+/// `(attributes, mask)` for INIT→RTR towards `path`, expecting the peer's first packet number
+/// `rq_psn` (what the peer's QP starts sending with).
+pub fn rtr_attr(path: &RemotePath, max_dest_rd_atomic: u8, rq_psn: u32) -> (ibv_qp_attr, i32) {
     let mut a = ibv_qp_attr::zeroed();
     a.qp_state = ibv_qp_state::IBV_QPS_RTR;
     a.path_mtu = path.mtu.into();
     a.dest_qp_num = path.remote_qpn;
-    a.rq_psn = 0;
+    a.rq_psn = rq_psn & PSN_MASK;
     a.max_dest_rd_atomic = max_dest_rd_atomic;
     a.min_rnr_timer = super::prm::value::MIN_RNR_NAK as u8;
     a.ah_attr = path.ah_attr();
@@ -208,12 +218,13 @@ pub fn rtr_attr(path: &RemotePath, max_dest_rd_atomic: u8) -> (ibv_qp_attr, i32)
     (a, m.0 as i32)
 }
 
-/// `(attributes, mask)` for RTR→RTS: PSN 0, ~4 s ACK timeout, the most retries (as the DevX path).
-pub fn rts_attr(max_rd_atomic: u8) -> (ibv_qp_attr, i32) {
+/// `(attributes, mask)` for RTR→RTS: first packet number `sq_psn`, ~4 s ACK timeout, the most
+/// retries (as the DevX path).
+pub fn rts_attr(max_rd_atomic: u8, sq_psn: u32) -> (ibv_qp_attr, i32) {
     use super::prm::value;
     let mut a = ibv_qp_attr::zeroed();
     a.qp_state = ibv_qp_state::IBV_QPS_RTS;
-    a.sq_psn = 0;
+    a.sq_psn = sq_psn & PSN_MASK;
     a.timeout = value::ACK_TIMEOUT as u8;
     a.retry_cnt = value::RETRY_COUNT as u8;
     a.rnr_retry = value::RNR_RETRY as u8;
@@ -227,11 +238,21 @@ pub fn rts_attr(max_rd_atomic: u8) -> (ibv_qp_attr, i32) {
     (a, m.0 as i32)
 }
 
+/// Packet sequence numbers are 24 bits.
+pub const PSN_MASK: u32 = 0x00ff_ffff;
+
+/// Inline bytes asked for at QP creation (the library may grant fewer: [`HostQp::max_inline`]).
+pub const WANT_INLINE: u32 = 64;
+
 /// An RC QP driven from the host, with its own CQ. Thread-safe: posts and polls take a short lock.
 pub struct HostQp {
     qp: *mut ibv_qp,
     cq: *mut ibv_cq,
     depth: u32,
+    /// Inline bytes the QP was granted.
+    max_inline: u32,
+    /// The first packet number this QP sends with (24 bits).
+    psn: u32,
     traffic: Traffic,
     peer: Option<(usize, RcHandle)>,
     inflight: Mutex<InFlight>,
@@ -245,8 +266,10 @@ unsafe impl Send for HostQp {}
 unsafe impl Sync for HostQp {}
 
 impl HostQp {
-    /// An RC QP in the RESET state with a CQ of `depth` entries and room for `depth` requests.
-    pub fn create(nic: &Arc<Nic>, depth: u32, traffic: Traffic) -> Result<HostQp> {
+    /// An RC QP in the RESET state with a CQ of `depth` entries and room for `depth` requests, asking
+    /// for [`WANT_INLINE`] inline bytes (a provider that refuses inline data gets a QP without), and
+    /// sending from packet number `psn` (24 bits; the peer's `connect` needs it).
+    pub fn create(nic: &Arc<Nic>, depth: u32, traffic: Traffic, psn: u32) -> Result<HostQp> {
         let v = sys::verbs()?;
         let depth = depth.clamp(1, nic.attr().max_qp_wr.max(1) as u32);
         // SAFETY: a live context; no completion channel.
@@ -262,15 +285,24 @@ impl HostQp {
         init.cap.max_recv_wr = 1;
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
+        init.cap.max_inline_data = WANT_INLINE;
         // SAFETY: a live PD and a filled-in request.
-        let qp = unsafe { (v.ibv_create_qp)(nic.pd(), &mut init) };
+        let mut qp = unsafe { (v.ibv_create_qp)(nic.pd(), &mut init) };
+        if qp.is_null() {
+            // Some providers refuse inline data: a QP without it.
+            init.cap.max_inline_data = 0;
+            // SAFETY: as above.
+            qp = unsafe { (v.ibv_create_qp)(nic.pd(), &mut init) };
+        }
         if qp.is_null() {
             let e = errno_text();
             // SAFETY: the CQ created above, not used by anything.
             unsafe { (v.ibv_destroy_cq)(cq) };
             return Err(Error::new(format!("ibv_create_qp (RC, {depth} send requests) on {}: {e}", nic.name())));
         }
-        Ok(HostQp { qp, cq, depth, traffic, peer: None, inflight: Mutex::new(InFlight::default()), nic: nic.clone() })
+        // ibv_create_qp writes back what it granted.
+        let max_inline = init.cap.max_inline_data;
+        Ok(HostQp { qp, cq, depth, max_inline, psn: psn & PSN_MASK, traffic, peer: None, inflight: Mutex::new(InFlight::default()), nic: nic.clone() })
     }
 
     /// The QP number.
@@ -279,13 +311,24 @@ impl HostQp {
         unsafe { (*self.qp).qp_num }
     }
 
-    /// What the peer needs to connect its QP to this one.
+    /// What the peer needs to connect its QP to this one (with [`HostQp::psn`]).
     pub fn handle(&self) -> RcHandle {
         RcHandle::new(self.qpn(), self.nic.port())
     }
 
-    /// Connects to PE `peer`'s QP `remote`: RESET → INIT → RTR → RTS with `ibv_modify_qp`.
-    pub fn connect(&mut self, remote: &RcHandle, peer: usize) -> Result<()> {
+    /// The first packet number this QP sends with.
+    pub fn psn(&self) -> u32 {
+        self.psn
+    }
+
+    /// The most bytes an inline WRITE may carry on this QP (0: no inline data).
+    pub fn max_inline(&self) -> u32 {
+        self.max_inline
+    }
+
+    /// Connects to PE `peer`'s QP `remote`, which sends from packet number `remote_psn`:
+    /// RESET → INIT → RTR → RTS with `ibv_modify_qp`.
+    pub fn connect(&mut self, remote: &RcHandle, remote_psn: u32, peer: usize) -> Result<()> {
         let what = |step: &str| format!("ibv_modify_qp to {step}: QP {:#x} on {} to PE {peer}'s QP {:#x}", self.qpn(), self.nic.port_name(), remote.qpn);
         if self.peer.is_some() {
             return Err(Error::new(format!("{}: already connected", what("INIT"))));
@@ -295,8 +338,8 @@ impl HostQp {
         let clamp = |n: i32| n.clamp(0, u8::MAX.into()) as u8;
         for (step, (mut a, mask)) in [
             ("INIT", init_attr(path.port)),
-            ("RTR", rtr_attr(&path, clamp(attr.max_qp_rd_atom))),
-            ("RTS", rts_attr(clamp(attr.max_qp_init_rd_atom))),
+            ("RTR", rtr_attr(&path, clamp(attr.max_qp_rd_atom), remote_psn)),
+            ("RTS", rts_attr(clamp(attr.max_qp_init_rd_atom), self.psn)),
         ] {
             let v = sys::verbs()?;
             // SAFETY: a live QP and attributes filled in for the transition.
@@ -325,6 +368,9 @@ impl HostQp {
             return Err(fail("the QP is not connected".into()));
         }
         let mut sge = ibv_sge { addr: 0, length: 0, lkey: 0 };
+        if req.inline && req.local.len > self.max_inline {
+            return Err(fail(format!("{} bytes inline, but the QP takes at most {}", req.local.len, self.max_inline)));
+        }
         let mut wr = build_wr(req, wr_id, &mut sge).map_err(fail)?;
         let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
         if inflight.q.len() >= self.depth as usize {
@@ -371,6 +417,11 @@ impl HostQp {
         Ok(got as usize)
     }
 
+    /// The most requests the QP holds in flight.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
     /// Requests posted and not yet completed.
     pub fn in_flight(&self) -> usize {
         self.inflight.lock().unwrap_or_else(|e| e.into_inner()).q.len()
@@ -400,6 +451,7 @@ mod tests {
             remote: RemoteBuf { addr: raddr, rkey: 0x22 },
             signaled: true,
             fence: false,
+            inline: false,
         }
     }
 
@@ -432,6 +484,14 @@ mod tests {
         let e = build_wr(&req(RdmaOp::FetchAdd { add: 1 }, 4, 0x9000), 1, &mut sge).err().unwrap();
         assert!(e.contains("atomic fetch-add needs an 8-byte local buffer"), "{e}");
         assert!(build_wr(&req(RdmaOp::CompareSwap { compare: 0, swap: 0 }, 8, 0x9004), 1, &mut sge).is_err());
+
+        // Inline WRITEs carry IBV_SEND_INLINE (8); nothing else may be inline.
+        let mut w = req(RdmaOp::Write, 8, 0x7000);
+        w.inline = true;
+        assert_eq!(build_wr(&w, 13, &mut sge).unwrap().send_flags, 2 | 8);
+        let mut r = req(RdmaOp::Read, 8, 0x7000);
+        r.inline = true;
+        assert!(build_wr(&r, 14, &mut sge).err().unwrap().contains("cannot be inline"));
     }
 
     #[test]
@@ -457,13 +517,14 @@ mod tests {
         assert_eq!((a.qp_state, a.port_num, a.qp_access_flags, m), (ibv_qp_state::IBV_QPS_INIT, 1, 0xe, 1 | 16 | 32 | 8));
         let port = PortInfo { num: 1, state: 4, link_layer: LinkLayer::InfiniBand, active_mtu: 5, lid: 3, gid: Some((0, [1; 16])) };
         let path = RemotePath::resolve(&port, &RcHandle { qpn: 0x99, lid: 4, link_layer: 1, mtu: 4, gid: [2; 16] }, Traffic::default()).unwrap();
-        let (a, m) = rtr_attr(&path, 16);
+        let (a, m) = rtr_attr(&path, 16, 0x0123_4567);
         assert_eq!((a.qp_state, a.path_mtu, a.dest_qp_num, a.max_dest_rd_atomic, a.min_rnr_timer), (ibv_qp_state::IBV_QPS_RTR, 4, 0x99, 16, 12));
+        assert_eq!(a.rq_psn, 0x23_4567, "24-bit PSN");
         assert_eq!((a.ah_attr.dlid, a.ah_attr.is_global, a.ah_attr.port_num), (4, 0, 1));
         // verbs.h: STATE 1, AV 1<<7, PATH_MTU 1<<8, RQ_PSN 1<<12, MAX_DEST_RD_ATOMIC 1<<17,
         // MIN_RNR_TIMER 1<<15, DEST_QPN 1<<20 (checked as numbers, not restated from the code).
         assert_eq!(m, 1 | 1 << 7 | 1 << 8 | 1 << 12 | 1 << 15 | 1 << 17 | 1 << 20);
-        let (a, _) = rts_attr(8);
-        assert_eq!((a.qp_state, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic, a.sq_psn), (ibv_qp_state::IBV_QPS_RTS, 20, 7, 7, 8, 0));
+        let (a, _) = rts_attr(8, 0x77);
+        assert_eq!((a.qp_state, a.timeout, a.retry_cnt, a.rnr_retry, a.max_rd_atomic, a.sq_psn), (ibv_qp_state::IBV_QPS_RTS, 20, 7, 7, 8, 0x77));
     }
 }

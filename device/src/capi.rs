@@ -524,6 +524,20 @@ pub unsafe extern "ptx-kernel" fn rshmemi_push_grid(team: i32, alltoall: u32, de
     // SAFETY: the caller's contract.
     unsafe { coll::push_grid(team, alltoall != 0, dest as *mut u8, src as *const u8, bytes as usize, idx, stride, call) }
 }
+/// The device-resident NIC model (`RSHMEM_IBGDA_EMULATOR=device`, the runtime's
+/// `transport::ibgda::devnic`): plays the NIC of this PE's IBGDA QPs over queues in GPU memory, for
+/// measuring what posting costs GPU threads. Launched by the runtime on a stream of its own (one block;
+/// thread `i` serves QPs `i`, `i + blockDim`, ...); ends when the stop word is set or after about 5 ms
+/// without work.
+///
+/// # Safety
+/// As `remote::ibgda::serve_model`: `qps` holds `nqp` model QPs, `stop` is the host's stop word,
+/// `busy` the model's own counter.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rshmemi_nic_model(qps: u64, nqp: u64, stop: u64, busy: u64) {
+    // SAFETY: the caller's contract.
+    unsafe { crate::remote::ibgda::serve_model(qps, nqp as u32, stop, busy) };
+}
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]
 pub extern "ptx-kernel" fn rshmemi_quiet_kernel() {

@@ -110,6 +110,10 @@ struct Cli {
     /// Only the posting-rate measurement (see `posting`), then exit.
     #[arg(long)]
     posting: bool,
+    /// --posting: threads per block of the grid cases, comma-separated (default 32,64,128,256 on GPUs,
+    /// 1,2 on the CPU backend); each runs on --grid blocks.
+    #[arg(long, value_delimiter = ',')]
+    posting_threads: Option<Vec<u32>>,
     /// Sections, comma-separated: bw, lat, pingpong, barrier, all_pairs, host, rate, quiet; `default`
     /// (the first six) or `all`.
     #[arg(long, value_delimiter = ',', default_value = "default")]
@@ -152,6 +156,15 @@ struct Opt {
     posting: bool,
 }
 
+/// `--posting-threads`, checked (1 to 1024 each).
+fn posting_threads(cli: &Cli, gpu: bool) -> Result<Vec<u32>, rshmem::Error> {
+    let v = cli.posting_threads.clone().unwrap_or(if gpu { vec![32, 64, 128, 256] } else { vec![1, 2] });
+    if v.is_empty() || v.iter().any(|&t| t == 0 || t > 1024) {
+        return Err(rshmem::Error::new(format!("--posting-threads {v:?}: 1 to 1024 threads per block each")));
+    }
+    Ok(v)
+}
+
 fn opts(cli: &Cli, gpu: bool) -> Result<Opt, rshmem::Error> {
     let o = Opt {
         grid: cli.grid.unwrap_or(if gpu { 132 } else { 1 }),
@@ -191,16 +204,26 @@ fn result(case: &str, scope: &str, bytes: usize, o: &Opt, value: f64, unit: &str
 
 /// `--posting`: what posting costs the device side. One `p` to the partner per iteration: through
 /// IBGDA one inline RDMA WRITE WQE, built, written into the send queue and announced (doorbell record,
-/// doorbell) by the calling thread. Reports ns per WQE for one thread (`post_1thread`), and WQEs per
-/// second from one block (`post_block`, one SM) and from the whole grid (`post_grid`). With
-/// RSHMEM_IBGDA_EMULATOR=ack the emulated NIC completes every WQE without moving data, so the figures
-/// are the posting code's and the harness's, not a NIC's.
-fn posting(k: &Kernels, o: &Opt, me: i32, peer: i32, gpu: bool) -> Result<(), rshmem::Error> {
-    let words = (o.grid * o.threads).max(1) as usize;
+/// doorbell) by the calling thread (the lanes of a warp reserve and ring together). Reports ns per WQE
+/// and WQEs per second for one thread (`post_1thread`), one block (`post_block`, one SM, `--threads`)
+/// and the grid (`post_grid`, `--grid` blocks of each of `--posting-threads`), then says whether the
+/// grid's rate never fell as threads were added. With RSHMEM_IBGDA_EMULATOR=device the queues are in
+/// GPU memory and the NIC is a GPU kernel that completes every WQE without moving data (what posting
+/// costs on a real ConnectX); with `ack` the same on a host thread over pinned host memory. The figures
+/// are the posting code's and the harness's, not a NIC's; the delivered values are not checked.
+fn posting(k: &Kernels, o: &Opt, me: i32, peer: i32, gpu: bool, sweep: &[u32]) -> Result<(), rshmem::Error> {
+    let most = sweep.iter().copied().chain([o.threads]).max().unwrap_or(1);
+    let words = (o.grid * most).max(1) as usize;
     let dst = SymSlice::<u64>::zeroed(words)?;
     rshmem::barrier_all()?;
     if me == 0 {
-        for (case, grid, block) in [("post_1thread", 1u32, 1u32), ("post_block", 1, o.threads), ("post_grid", o.grid, o.threads)] {
+        let nic = std::env::var("RSHMEM_IBGDA_EMULATOR").unwrap_or_else(|_| "full".into());
+        let qps = std::env::var("RSHMEM_IBGDA_QPS_PER_PE").unwrap_or_else(|_| "2 (default)".into());
+        println!("# posting: route={} RSHMEM_IBGDA_EMULATOR={nic} RSHMEM_IBGDA_QPS_PER_PE={qps}", o.route);
+        let mut cases = vec![("post_1thread", 1u32, 1u32), ("post_block", 1, o.threads)];
+        cases.extend(sweep.iter().map(|&t| ("post_grid", o.grid, t)));
+        let mut grid_rates = vec![];
+        for (case, grid, block) in cases {
             let per: u64 = match (gpu, grid * block) {
                 (false, _) => 100,
                 (true, 1) => 1000,
@@ -212,8 +235,18 @@ fn posting(k: &Kernels, o: &Opt, me: i32, peer: i32, gpu: bool) -> Result<(), rs
             let ms = unsafe { time_kernel(k.post, LaunchConfig::new(grid, block), &args, o.reps)? };
             let wqes = grid as f64 * block as f64 * per as f64;
             let p = Opt { grid, threads: block, ..*o };
+            let rate = wqes / ms / 1e3;
             result(&format!("{case}_ns"), "thread", 8, &p, ms * 1e6 / wqes, "ns");
-            result(&format!("{case}_rate"), "thread", 8, &p, wqes / ms / 1e3, "MWQE/s");
+            result(&format!("{case}_rate"), "thread", 8, &p, rate, "MWQE/s");
+            if case == "post_grid" {
+                grid_rates.push((block, rate));
+            }
+        }
+        let fell: Vec<String> = grid_rates.windows(2).filter(|w| w[1].1 < w[0].1).map(|w| format!("{}x{} ({:.3}) < {}x{} ({:.3})", o.grid, w[1].0, w[1].1, o.grid, w[0].0, w[0].1)).collect();
+        if fell.is_empty() {
+            println!("# posting: post_grid never lower with more threads ({} cases)", grid_rates.len());
+        } else {
+            println!("# posting: post_grid LOWER with more threads: {}", fell.join(", "));
         }
     }
     rshmem::barrier_all()?;
@@ -474,7 +507,7 @@ fn main() -> Result<(), rshmem::Error> {
         result("malloc_us", "-", 1 << 20, &o, median(ts), "us");
     }
     if o.posting {
-        posting(&k, &o, me, peer, gpu)?;
+        posting(&k, &o, me, peer, gpu, &posting_threads(&cli, gpu)?)?;
         return rshmem::finalize();
     }
     let maxb = o.max_bytes;

@@ -11,6 +11,9 @@
 //! - `post`: what a posting thread runs, as methods of [`qp::QpDesc`]: WQEBB reservation with an
 //!   atomic producer counter, writing WQEs into the ring, the ready chain, the doorbell record and the
 //!   doorbell (release stores, in that order), CQ polling (collapsed or normal with owner bits).
+//! - [`nicmodel`]: the consumer half of a send queue reduced to what posters observe (WQE checks,
+//!   collapsed-CQ completions without data), one function for a persistent GPU kernel and a host
+//!   thread: the device-resident NIC that measures posting cost (`RSHMEM_IBGDA_EMULATOR=device`).
 //! - `emu` (feature `emulator`, std): the emulated mlx5 NIC.
 //! - [`codes!`]: enums of wire and register codes written once as a table (the emulator's
 //!   `emu::Reason`, [`wqe::AtomicKind`], the device library's collective kinds).
@@ -23,11 +26,12 @@
 #[cfg(feature = "std")]
 extern crate std;
 
-// The layers, bottom to top (each module names only those before it): codes, mlx5, wqe, qp, post, emu
-// (fault, reason, mr, remote, nic, queues, then its mod.rs), and this file.
+// The layers, bottom to top (each module names only those before it): codes, mlx5, wqe, qp, post,
+// nicmodel, emu (fault, reason, mr, remote, nic, queues, then its mod.rs), and this file.
 #[macro_use]
 mod codes;
 pub mod mlx5;
+pub mod nicmodel;
 mod post;
 pub mod qp;
 pub mod wqe;

@@ -6,17 +6,33 @@
 //!
 //! # Order of the stores the NIC sees
 //! WQEs, then the doorbell record, then the doorbell (research note §3.2). The code makes it so with
-//! one fence and two release stores, as NVSHMEM does when its stores are `st.release` (§6.2, step 5):
+//! fences and release stores, as NVSHMEM does when its stores are `st.release` (§6.2, step 5):
 //! 1. the poster writes its WQEs, then [`Sys::fence_nic`] (system scope on the device) before it
 //!    marks them ready (`ready_head`), so they are visible before any thread can announce them;
-//! 2. the thread that rings (under the post lock, after an acquire of what others marked ready)
-//!    stores the doorbell record with a release store ([`Sys::store_release_u32`]);
+//! 2. the thread that rings (after an acquire fence over what it saw marked ready) stores the doorbell
+//!    record with a release store ([`Sys::store_release_u32`]);
 //! 3. then the doorbell with a release store ([`Sys::store_release_u64`]): released after the
 //!    doorbell record, so the NIC never reads a doorbell before its record and WQEs.
 //!
 //! There is no separate fence between the doorbell record and the doorbell: the release stores stand
-//! for it (on GPUs `st.release.sys`; that the SASS keeps the barrier before each store is a check for
-//! the GPU machines, design.md "Memory ordering").
+//! for it (on GPUs `st.release.sys`; `scripts/check-sass.sh` checks that the SASS keeps the barrier
+//! before each store).
+//!
+//! # What many threads per QP cost (and why nothing here waits on a lock)
+//! Thousands of GPU threads may post to one QP. Every word they share is one QP's [`QpCounters`], so
+//! the code keeps each of them to the fewest operations that can serialise:
+//! - reservation: one `fetch_add` per group (a warp's lanes reserve together, device `post_one`);
+//! - the ready chain: a group waits for `ready_head` to reach its base with plain loads (not a CAS per
+//!   spin, which is an atomic operation on the counters' line for every waiter and slows the one
+//!   store the chain waits for), then publishes its end with one release store: only the owner of the
+//!   range starting at `ready_head` can move it, so no CAS is needed;
+//! - the doorbell: no lock. A ringer raises `prod_idx` with `fetch_max`; one that did not raise it
+//!   returns at once (a later ringer announces its WQEs), and those that raised it store the doorbell
+//!   record and doorbell in the order they raised it, each after [`QpCounters::rung`] reached the
+//!   count it raised from (a ticket chain whose links are three stores, never a wait on another
+//!   thread's progress through the posting code). A spin lock around the doorbell (as before) made
+//!   every ringer wait for every other one: with one group per warp and a doorbell per group, the lock
+//!   is what thousands of threads queued on.
 //!
 //! The queues and counters are those a [`QpDesc`] describes (`qp`); the atomics and fences come from a
 //! [`Sys`] implementation. `no_std`, no allocation; waits end with [`PollError::Timeout`] when
@@ -80,8 +96,10 @@ impl QpDesc {
     }
 
     /// Marks `base..base + n` written: waits for the groups reserved before it, then advances
-    /// `ready_head` (NVSHMEM's `ready_head` CAS chain). Orders the WQE stores before it for the NIC
-    /// first, since another thread may ring the doorbell for these WQEs.
+    /// `ready_head` (NVSHMEM's `ready_head` chain). Orders the WQE stores before it for the NIC first,
+    /// since another thread may ring the doorbell for these WQEs. The wait reads `ready_head` (no CAS
+    /// per spin); the advance is a release store, as only the owner of the range at `ready_head`
+    /// moves it.
     ///
     /// # Safety
     /// As [`write`](Self::write); called once per reservation, after its WQEs are written.
@@ -90,14 +108,18 @@ impl QpDesc {
         s.fence_nic();
         let mut spins = 0;
         // SAFETY: the QP's counters (caller's contract).
-        while unsafe { s.cas_u64(self.ready_head(), base, base + n as u64) } != base {
+        while unsafe { s.load_u64(self.ready_head()) } != base {
             if !s.idle(&mut spins) {
                 // SAFETY: as above.
                 let (prod, cons) = unsafe { (s.load_u64(self.prod_idx()), s.load_u64(self.cons_idx())) };
                 return Err(PollError::Timeout { idx: base, prod, cons });
             }
         }
+        // Acquire the earlier groups' WQEs (released with their `ready_head` stores), so that our
+        // release below passes them on to whoever rings for everything below base + n.
         s.fence_acq_rel();
+        // SAFETY: as above; this group owns ready_head while it equals base.
+        unsafe { s.store_release_u64(self.ready_head(), base + n as u64) };
         Ok(())
     }
 
@@ -105,17 +127,23 @@ impl QpDesc {
     /// after this group, when the group crosses a multiple of `batch`, or when it is `batch` WQEBBs or
     /// more. Returns whether it rang.
     ///
+    /// "Nobody reserved after this group" is read before the group is marked ready, so that the load
+    /// overlaps the fence and the ready chain instead of adding a round trip after them. Liveness does
+    /// not depend on when it is read: the group that is last in reservation order reads its own end,
+    /// whenever it reads, and rings for everything before it.
+    ///
     /// # Safety
     /// As [`mark_ready`](Self::mark_ready).
     #[inline]
     pub unsafe fn submit<S: Sys>(&self, s: &S, base: u64, n: u32) -> Result<bool, PollError> {
+        let new = base + n as u64;
+        // SAFETY: caller's contract.
+        let last = new == unsafe { s.load_u64(self.resv_head()) };
         // SAFETY: caller's contract.
         unsafe { self.mark_ready(s, base, n)? };
-        let new = base + n as u64;
         let batch = if self.batch <= 1 { 1 } else { self.batch as u64 };
         let mask = !(batch - 1);
-        // SAFETY: caller's contract.
-        let ring = new == unsafe { s.load_u64(self.resv_head()) } || (base & mask) != (new & mask) || n as u64 >= batch;
+        let ring = last || (base & mask) != (new & mask) || n as u64 >= batch;
         if ring {
             // SAFETY: caller's contract.
             unsafe { self.post_send(s, new)? };
@@ -123,48 +151,52 @@ impl QpDesc {
         Ok(ring)
     }
 
-    /// Announces every WQEBB below `new` to the NIC, if not done yet: under the QP's post lock (taken
-    /// with an acquire fence), `prod_idx = max(prod_idx, new)`; if that raised it: a release store of
-    /// the doorbell record (`new & 0xffff`, big-endian), then a release store of the 8-byte doorbell
-    /// (research note §3.2, §6.2 step 5; the module docs say why no other fence is needed).
+    /// Announces every WQEBB below `new` to the NIC, if not done yet, without a lock: after an acquire
+    /// fence (over the WQEs the caller saw marked ready), `old = fetch_max(prod_idx, new)`; if that did
+    /// not raise it, a ringer that did announces these WQEs, and this returns. Otherwise this thread
+    /// waits until [`QpCounters::rung`] says the ringer before it (the one that raised `prod_idx` to
+    /// `old`) has rung, then stores the doorbell record (`new & 0xffff`, big-endian) and the 8-byte
+    /// doorbell with release stores, and passes `rung` on with a release store. Doorbell records and
+    /// doorbells of one QP thus reach the NIC in increasing order (research note §3.2, §6.2 step 5;
+    /// the module docs say why no other fence is needed).
     ///
     /// Never inlined: the doorbell path is one function in the device library's machine code, whose
     /// instruction order `scripts/check-sass.sh` checks in CI (a system-scope barrier before the
-    /// doorbell record's store and another before the doorbell's); a call per doorbell costs nothing
-    /// beside the MMIO write.
+    /// doorbell record's store, before the doorbell's and before `rung`'s); a call per doorbell costs
+    /// nothing beside the MMIO write.
     ///
     /// # Safety
     /// As [`mark_ready`](Self::mark_ready); every WQEBB below `new` must be ready.
     #[inline(never)]
     pub unsafe fn post_send<S: Sys>(&self, s: &S, new: u64) -> Result<(), PollError> {
-        let lock = self.field::<u32>(offset_of!(QpCounters, post_lock));
-        let mut spins = 0;
+        // Acquire: the WQEs below `new` that other threads marked ready (each before its release of
+        // `ready_head`, which the caller observed) happen before what follows.
+        s.fence_acq_rel();
         // SAFETY: the QP's counters (caller's contract).
-        while unsafe { s.cas_u32(lock, 0, 1) } != 0 {
+        let old = unsafe { s.fetch_max_u64(self.prod_idx(), new) };
+        if new <= old {
+            return Ok(());
+        }
+        let rung = self.field::<u32>(offset_of!(QpCounters, rung));
+        let mut spins = 0;
+        // SAFETY: as above. Acquire: the previous ringer's doorbell record and doorbell come before ours.
+        while unsafe { s.load_acquire_u32(rung) } != old as u32 {
             if !s.idle(&mut spins) {
                 // SAFETY: as above.
-                let (prod, cons) = unsafe { (s.load_u64(self.prod_idx()), s.load_u64(self.cons_idx())) };
-                return Err(PollError::Timeout { idx: new, prod, cons });
+                let cons = unsafe { s.load_u64(self.cons_idx()) };
+                return Err(PollError::Timeout { idx: new, prod: old, cons });
             }
         }
-        // Acquire: the WQEs below `new` that other threads marked ready (each after its release
-        // fence in `mark_ready`, observed through `ready_head`) happen before what follows.
-        s.fence_acq_rel();
-        // SAFETY: as above.
-        let old = unsafe { s.fetch_max_u64(self.prod_idx(), new) };
-        if new > old {
-            // Release stores, in this order (NVSHMEM skips its membars for release stores too): every
-            // WQE below `new` (this thread's, released by `mark_ready`'s fence; the others' through
-            // the acquire above) before the doorbell record, the record before the doorbell.
-            // SAFETY: the doorbell record and register are the QP's (caller's contract); aligned.
-            unsafe {
-                s.store_release_u32((self.dbr as usize + 4 * mlx5::SND_DBR) as *mut u32, mlx5::dbr_word(new));
-                s.store_release_u64(self.db as *mut u64, mlx5::doorbell_word(new, self.qpn));
-            }
+        // Release stores, in this order (NVSHMEM skips its membars for release stores too): every
+        // WQE below `new` (this thread's, released by `mark_ready`'s fence; the others' through the
+        // acquire above) before the doorbell record, the record before the doorbell, the doorbell
+        // before `rung` (so the next ringer's record follows it).
+        // SAFETY: the doorbell record and register are the QP's (caller's contract); aligned.
+        unsafe {
+            s.store_release_u32((self.dbr as usize + 4 * mlx5::SND_DBR) as *mut u32, mlx5::dbr_word(new));
+            s.store_release_u64(self.db as *mut u64, mlx5::doorbell_word(new, self.qpn));
+            s.store_release_u32(rung, new as u32);
         }
-        // SAFETY: the lock word, held by this thread; the release orders the doorbell before it, so
-        // doorbells of one QP reach the NIC in order.
-        unsafe { s.store_release_u32(lock, 0) };
         Ok(())
     }
 

@@ -38,6 +38,9 @@ pub unsafe trait Sys {
     unsafe fn load_u64(&self, p: *const u64) -> u64;
     /// Atomic load with acquire ordering (CQE words written by the NIC).
     unsafe fn load_acquire_u32(&self, p: *const u32) -> u32;
+    /// Atomic load (relaxed) of one 32-bit word: the NIC model's reads of WQE words, which the
+    /// doorbell record's acquire load orders after the posters' stores (`nicmodel`).
+    unsafe fn load_u32(&self, p: *const u32) -> u32;
     /// Atomic (relaxed) or volatile store of one WQE word.
     unsafe fn store_u32(&self, p: *mut u32, v: u32);
     /// Store with release ordering (the doorbell record, CQ doorbell record, lock release).
@@ -74,8 +77,10 @@ pub struct QpCounters {
     pub cq_ci: u64,
     /// The first error CQE seen ([`CqeError::encode`]); 0 while none. Sticky.
     pub error: u64,
-    /// Spin lock around the doorbell record update and doorbell write.
-    pub post_lock: u32,
+    /// The low 32 bits of the producer count the last doorbell announced: the ringers that raised
+    /// `prod_idx` store the doorbell record and the doorbell in the order they raised it, each after
+    /// this word reached the count it raised `prod_idx` from (`post`'s `post_send`).
+    pub rung: u32,
     /// Spin lock of the normal-CQ consumer.
     pub poll_lock: u32,
     /// The end of the last group holding an RDMA READ that its poster did not wait for (NVSHMEM's
@@ -88,7 +93,7 @@ impl QpCounters {
     /// Counters of a fresh QP whose first WQE has index `start` (0 normally; near a multiple of 65536
     /// to exercise the wrap of the 16-bit index).
     pub const fn new(start: u64) -> Self {
-        QpCounters { resv_head: start, ready_head: start, prod_idx: start, cons_idx: start, cq_ci: 0, error: 0, post_lock: 0, poll_lock: 0, read_head: start }
+        QpCounters { resv_head: start, ready_head: start, prod_idx: start, cons_idx: start, cq_ci: 0, error: 0, rung: start as u32, poll_lock: 0, read_head: start }
     }
 }
 
@@ -343,8 +348,9 @@ pub unsafe fn init_dbr(dbr: *mut u8, start: u64) {
 
 const _: () = assert!(WQEBB == 64);
 
-/// [`Sys`] for host threads: `core::sync::atomic` at sequential-consistency fences (the CPU backend and
-/// the tests). Waits spin (and yield the CPU with the `std` feature) and never give up.
+/// [`Sys`] for host threads: `core::sync::atomic` at sequential-consistency fences (the CPU backend's
+/// NIC model thread and the tests). Waits spin (and, with the `std` feature, yield then sleep as
+/// `rshmem_common::backoff` says) and never give up.
 #[cfg(not(target_arch = "nvptx64"))]
 #[derive(Clone, Copy, Default, Debug)]
 pub struct HostSys;
@@ -392,6 +398,11 @@ mod host {
             unsafe { AtomicU32::from_ptr(p as *mut u32) }.load(Ordering::Acquire)
         }
         #[inline(always)]
+        unsafe fn load_u32(&self, p: *const u32) -> u32 {
+            // SAFETY: as above.
+            unsafe { AtomicU32::from_ptr(p as *mut u32) }.load(Ordering::Relaxed)
+        }
+        #[inline(always)]
         unsafe fn store_u32(&self, p: *mut u32, v: u32) {
             // SAFETY: as above.
             unsafe { AtomicU32::from_ptr(p) }.store(v, Ordering::Relaxed)
@@ -417,11 +428,12 @@ mod host {
         #[inline(always)]
         fn idle(&self, spins: &mut u64) -> bool {
             *spins += 1;
-            core::hint::spin_loop();
+            // The workspace's one waiting policy (spin, yield, then sleep): host threads may
+            // outnumber the cores (a NIC model thread beside the CPU backend's device threads).
             #[cfg(feature = "std")]
-            if *spins > 64 {
-                std::thread::yield_now();
-            }
+            rshmem_common::backoff::snooze_at(*spins);
+            #[cfg(not(feature = "std"))]
+            core::hint::spin_loop();
             true
         }
     }

@@ -37,6 +37,7 @@ const CRATES: &[Crate] = &[
             ("work requests", &["wqe"]),
             ("queue pairs", &["qp"]),
             ("posting", &["post"]),
+            ("NIC model", &["nicmodel"]),
             ("emulated NIC", &["emu"]),
             ("api", &[""]),
         ],

@@ -164,3 +164,42 @@ fn return_slots_in_device_memory() {
     let t = text(&o);
     assert!(!o.status.success() && t.contains("RSHMEM_IBGDA_RET_SLOTS") && t.contains("queues or device"), "{t}");
 }
+
+/// `RSHMEM_IBGDA_EMULATOR=device` (the device-resident NIC model; a host thread over the PE's memory on
+/// the CPU backend): `rshmem-bench --posting` with 16 QPs per PE runs every case, prints plausible
+/// figures, and the model completed exactly the WQEs the cases posted (4 launches of 100 `p`s per
+/// thread for each case: warm-up and 3 repeats).
+#[test]
+fn posting_bench_on_the_device_resident_nic_model() {
+    use std::process::{Command, Stdio};
+    // rshmem-bench --posting on two nodes, CPU backend, the model, with `env` added.
+    let bench = |env: &[(&str, &str)]| {
+        let mut c = Command::new(common::tool("rshmrun"));
+        c.args(["--nodes", "2", "-np", "2", "--timeout", "100"]).arg(common::tool("rshmem-bench"));
+        c.args(["--posting", "--quick", "--grid", "2", "--threads", "4", "--posting-threads", "1,2"]);
+        c.envs([("RSHMEM_BACKEND", "cpu"), ("RSHMEM_REMOTE_TRANSPORT", "ibgda"), ("RSHMEM_IBGDA_EMULATOR", "device")]).envs(env.iter().copied());
+        c.stdin(Stdio::null()).output().expect("run rshmrun")
+    };
+    let out = bench(&[("RSHMEM_IBGDA_QPS_PER_PE", "16"), ("RSHMEM_DEBUG", "info")]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    for (case, grid, threads) in [("post_1thread", 1, 1), ("post_block", 1, 4), ("post_grid", 2, 1), ("post_grid", 2, 2)] {
+        for (unit, lo, hi) in [("ns", 1.0, 1e8), ("MWQE/s", 1e-5, 1e4)] {
+            let sfx = if unit == "ns" { "ns" } else { "rate" };
+            let head = format!("case={case}_{sfx} scope=thread bytes=8 grid={grid} threads={threads} value=");
+            let v: f64 = t
+                .lines()
+                .find_map(|l| l.split_once(&head).map(|(_, r)| r.split_whitespace().next().unwrap_or("").parse().unwrap_or(-1.0)))
+                .unwrap_or_else(|| panic!("no {head}... line:\n{t}"));
+            assert!(v > lo && v < hi && t.contains(&format!("{head}{v:.4} unit={unit}")), "{case} {grid}x{threads}: {v} {unit} is implausible:\n{t}");
+        }
+    }
+    assert!(t.contains("RSHMEM_IBGDA_EMULATOR=device: the NIC is a model in device memory"), "{t}");
+    let wqes = 4 * 100 * (1 + 4 + 2 + 2 * 2);
+    assert!(t.contains(&format!("[PE 0]: ibgda: the device-resident NIC model completed {wqes} WQEs")), "PE 0's model did not complete the {wqes} WQEs posted:\n{t}");
+    assert!(!t.contains("error state"), "{t}");
+    // No fault injection with the model: refused, naming both variables.
+    let out = bench(&[("RSHMEM_IBGDA_FAULTS", "delay")]);
+    let t = text(&out);
+    assert!(!out.status.success() && t.contains("RSHMEM_IBGDA_EMULATOR=device has no fault injection"), "{t}");
+}

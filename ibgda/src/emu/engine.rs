@@ -9,6 +9,8 @@ use super::reason::{Reason, RemoteError};
 use super::remote::{Remote, RemoteDone, RemoteOp};
 use super::setup::{ErrorInfo, QpSetup, QpStats};
 use crate::mlx5::{self, cqe_opcode, fm_ce_se, opcode, opmod, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg, RaddrSeg};
+use crate::nicmodel::{atomic_ds, check_framing, store_cqe};
+use crate::qp::HostSys;
 use crate::wqe::Atomic;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -245,21 +247,8 @@ pub(super) fn issue(q: &mut EmuQp, mrs: &MrTable, ack_only: bool) -> usize {
             then: Then::Nothing,
             done: None,
         };
-        let framing: Result<(), Failure> = if q.error {
-            Err((syndrome::WR_FLUSH, Reason::Flushed))
-        } else if ds == 0 {
-            Err(qp_op(Reason::BadDs))
-        } else if nbb > posted {
-            Err(qp_op(Reason::BeyondProducer))
-        } else if ctrl.wqe_index() != hw16 {
-            Err(qp_op(Reason::WqeIndexMismatch))
-        } else if ctrl.qpn() != q.s.qpn {
-            Err(qp_op(Reason::QpnMismatch))
-        } else if fm > fm_ce_se::FM_FENCE_AND_SMALL {
-            Err(qp_op(Reason::BadFence))
-        } else {
-            Ok(())
-        };
+        let framing: Result<(), Failure> =
+            if q.error { Err((syndrome::WR_FLUSH, Reason::Flushed)) } else { check_framing(&ctrl, hw16, q.s.qpn, posted).map(|_| ()).map_err(qp_op) };
         let started = framing.and_then(|()| {
             if nbb > 1 {
                 read_wqebbs(q, q.hw_ci + 1, nbb as usize - 1, &mut buf[mlx5::WQEBB..]);
@@ -399,12 +388,8 @@ pub(super) fn write_cqe(q: &mut EmuQp, fault: &FaultConfig, mut cqe: [u8; 64]) {
     cqe[63] = (cqe[63] & !1) | owner;
     // SAFETY: slot < n: inside the CQ (add_qp's contract: live, 64-byte aligned, `64 << log_n` bytes).
     let base = unsafe { cq.base.add(slot as usize * mlx5::CQE_SIZE) };
-    for (i, w) in cqe.chunks_exact(4).enumerate() {
-        let v = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
-        // SAFETY: word i of the CQE slot above, 4-byte aligned.
-        let a = unsafe { AtomicU32::from_ptr(base.add(4 * i) as *mut u32) };
-        a.store(v, if i == 15 { Ordering::Release } else { Ordering::Relaxed });
-    }
+    // SAFETY: the slot above: live, 64-byte aligned, read by pollers only atomically.
+    unsafe { store_cqe(&HostSys, base, bytemuck::must_cast(cqe)) };
     q.cq_pi += 1;
     q.stats.cqes += 1;
     if cqe[63] >> 4 == cqe_opcode::REQ_ERR {
@@ -560,36 +545,32 @@ pub(super) fn start(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, f: &mut Inflight,
 
 /// The atomic an atomic WQE asks for, with its shape checked (opmod, exact ds).
 pub(super) fn decode_atomic(op: u8, om: u8, ds: usize, wqe: &[u8]) -> Result<Atomic, Failure> {
-    let need = |want: usize| if ds == want { Ok(()) } else { Err(qp_op(Reason::BadDs)) };
+    if atomic_ds(op, om).ok_or(qp_op(Reason::BadOpmod))? != ds {
+        return Err(qp_op(Reason::BadDs));
+    }
     let bad = || qp_op(Reason::BadDs);
     match (op, om) {
         (opcode::ATOMIC_FA, 0) => {
-            need(4)?;
             let a: AtomicSeg = seg(wqe, 2).ok_or_else(bad)?;
             Ok(Atomic::Fa64 { add: a.swap_add.get() })
         }
         (opcode::ATOMIC_CS, 0) => {
-            need(4)?;
             let a: AtomicSeg = seg(wqe, 2).ok_or_else(bad)?;
             Ok(Atomic::Cs64 { compare: a.compare.get(), swap: a.swap_add.get() })
         }
         (opcode::ATOMIC_MASKED_FA, opmod::EXT_AMO_4) => {
-            need(4)?;
             let a: MaskedFa32Seg = seg(wqe, 2).ok_or_else(bad)?;
             Ok(Atomic::MaskedFa32 { add: a.add.get(), boundary: a.field_boundary.get() })
         }
         (opcode::ATOMIC_MASKED_FA, opmod::EXT_AMO_8) => {
-            need(4)?;
             let a: MaskedFa64Seg = seg(wqe, 2).ok_or_else(bad)?;
             Ok(Atomic::MaskedFa64 { add: a.add.get(), boundary: a.field_boundary.get() })
         }
         (opcode::ATOMIC_MASKED_CS, opmod::EXT_AMO_4) => {
-            need(4)?;
             let a: MaskedCs32Seg = seg(wqe, 2).ok_or_else(bad)?;
             Ok(Atomic::MaskedCs32 { swap: a.swap.get(), compare: a.compare.get(), swap_mask: a.swap_mask.get(), compare_mask: a.compare_mask.get() })
         }
         (opcode::ATOMIC_MASKED_CS, opmod::EXT_AMO_8) => {
-            need(5)?;
             let a: MaskedCs64Seg = seg(wqe, 2).ok_or_else(bad)?;
             Ok(Atomic::MaskedCs64 { swap: a.swap.get(), compare: a.compare.get(), swap_mask: a.swap_mask.get(), compare_mask: a.compare_mask.get() })
         }

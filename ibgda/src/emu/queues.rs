@@ -168,7 +168,7 @@ impl HostQueues {
             cons_idx: u64_at(offset_of!(QpCounters, cons_idx)),
             cq_ci: u64_at(offset_of!(QpCounters, cq_ci)),
             error: u64_at(offset_of!(QpCounters, error)),
-            post_lock: u32_at(offset_of!(QpCounters, post_lock)),
+            rung: u32_at(offset_of!(QpCounters, rung)),
             poll_lock: u32_at(offset_of!(QpCounters, poll_lock)),
             read_head: u64_at(offset_of!(QpCounters, read_head)),
         }

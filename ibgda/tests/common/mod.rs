@@ -50,6 +50,10 @@ unsafe impl Sys for TimedSys {
         // SAFETY: as above.
         unsafe { HostSys.load_acquire_u32(p) }
     }
+    unsafe fn load_u32(&self, p: *const u32) -> u32 {
+        // SAFETY: as above.
+        unsafe { HostSys.load_u32(p) }
+    }
     unsafe fn store_u32(&self, p: *mut u32, v: u32) {
         // SAFETY: as above.
         unsafe { HostSys.store_u32(p, v) }

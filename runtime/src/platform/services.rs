@@ -90,6 +90,23 @@ pub trait Services: Send + Sync {
     /// still read the queue (CUDA: waits, at most about a second, for the last service kernel, which
     /// keeps polling the queue for a while after its last operation).
     fn inbound_release(&self) {}
+    /// Kernel `name` of the runtime's device library, taking `args` (each a u64 parameter), in one
+    /// block of `threads` threads, on a non-blocking stream of its own made now (at setup, so that it
+    /// gets a hardware queue of its own and never waits behind a user kernel that waits for it),
+    /// launched with [`ServiceKernel::launch`]. None where device code runs on host threads (CPU
+    /// backend): the caller runs the same work on a host thread instead.
+    fn service_kernel(&self, _name: &'static str, _threads: u32, _args: &[u64]) -> Result<Option<Box<dyn ServiceKernel>>> {
+        Ok(None)
+    }
+}
+
+/// A kernel of the runtime's device library that a host thread (re)starts: `Services::service_kernel`
+/// (the device-resident NIC model of `transport::ibgda::devnic`).
+pub trait ServiceKernel: Send + Sync {
+    /// Launches the kernel on its stream (after the previous launch, in stream order).
+    fn launch(&self) -> Result<()>;
+    /// Whether the last launch still runs; never blocks.
+    fn running(&self) -> Result<bool>;
 }
 
 /// Copies as addresses, `(dst, src, len)` each: a batch of a `CopyQueue` held for later (by a worker

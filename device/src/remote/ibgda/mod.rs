@@ -50,7 +50,8 @@
 //! # Files
 //! - `table`: the runtime's [`Table`] and what it points to, and the checked reads of it (the QP of a
 //!   thread, remote addresses and keys, local keys).
-//! - `post`: posting to one QP: a group, a warp's group, a fetch through a return slot, a wait.
+//! - `post`: posting to one QP: a group, a warp's group, a fetch through a return slot, a wait; the
+//!   device-resident NIC model's kernel body (`serve_model`, `RSHMEM_IBGDA_EMULATOR=device`).
 //! - `calls`: what the remote layer calls for PEs routed IBGDA (put, get, AMOs, signals, quiet,
 //!   fence) and the test hooks.
 //!
@@ -61,5 +62,6 @@ mod post;
 mod table;
 
 pub use calls::{raw_write, remote_address};
+pub use post::serve_model;
 pub(crate) use calls::{amo, fence, get, get_inline, put, put_inline, quiet, signal};
 pub use table::{ret_bytes, LocalRegion, QpEntry, RetSlot, Table, MAX_LOCAL_REGIONS, MAX_QPS_PER_PE, RET_SLOT_BYTES, TABLE_MAGIC};

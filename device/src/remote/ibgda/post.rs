@@ -1,5 +1,6 @@
 //! Posting to one QP of the IBGDA table: a group, a warp's group, a fetch through a return slot, and
-//! the wait for completions (see the module docs of `ibgda`).
+//! the wait for completions (see the module docs of `ibgda`); and the body of the device-resident NIC
+//! model's kernel, on the same atomics.
 
 use crate::arch;
 use crate::remote::ibgda::table::{Qp, QpEntry, RetSlot, Tbl, RET_SLOT_BYTES};
@@ -8,6 +9,7 @@ use crate::route::fail;
 use crate::types::{Problem, Rmw};
 use core::mem::offset_of;
 use rshmem_ibgda::mlx5::fm_ce_se;
+use rshmem_ibgda::nicmodel::{serve, ModelQp, Served};
 use rshmem_ibgda::qp::Sys;
 use rshmem_ibgda::wqe::{Local, Wqe};
 use rshmem_ibgda::PollError;
@@ -26,8 +28,29 @@ pub(super) fn fail_poll(call: &'static str, pe: i32, e: PollError) -> ! {
 /// The atomics and fences the posting code runs on, for device threads: system scope (the queues are
 /// in host memory for the emulated NIC, and NIC-visible memory for a real one), waits through
 /// `wait::idle` (which applies inbound operations and, on the CPU backend, enforces the wait limit).
+/// The device-resident NIC model (`model`) runs on the same atomics with its own waiting policy.
 pub(super) struct Dev {
     pub(super) call: &'static str,
+    /// The NIC model's waits: back off (up to a microsecond a spin) and give up after
+    /// [`MODEL_LINGER_SPINS`] spins without work, applying no inbound operations.
+    model: bool,
+}
+
+/// Spins of the NIC model without work before its kernel ends (about 5 ms at the back-off's
+/// microsecond; the runtime starts it again when a doorbell record moves).
+pub(super) const MODEL_LINGER_SPINS: u64 = 5000;
+
+impl Dev {
+    /// The posting code's `Sys` for a device call named `call`.
+    #[inline(always)]
+    pub(super) const fn new(call: &'static str) -> Dev {
+        Dev { call, model: false }
+    }
+    /// The NIC model's `Sys`.
+    #[inline(always)]
+    pub(super) const fn model() -> Dev {
+        Dev { call: "the device-resident NIC model\0", model: true }
+    }
 }
 
 // SAFETY: every method is the arch layer's system-scope atomic (or fence) on the given word, which the
@@ -65,6 +88,11 @@ unsafe impl Sys for Dev {
         unsafe { arch::load_acquire_u32(p) }
     }
     #[inline(always)]
+    unsafe fn load_u32(&self, p: *const u32) -> u32 {
+        // SAFETY: the trait's contract.
+        unsafe { arch::load_relaxed_u32(p) }
+    }
+    #[inline(always)]
     unsafe fn store_u32(&self, p: *mut u32, v: u32) {
         // SAFETY: the trait's contract.
         unsafe { arch::store_relaxed_u32(p, v) }
@@ -89,6 +117,11 @@ unsafe impl Sys for Dev {
     }
     #[inline(always)]
     fn idle(&self, spins: &mut u64) -> bool {
+        if self.model {
+            *spins += 1;
+            arch::backoff(*spins);
+            return *spins < MODEL_LINGER_SPINS;
+        }
         // Posting waits are on other threads of this PE (the ready chain, the doorbell lock) or on
         // the NIC: look at the inbound queue rarely and back off, so that thousands of waiting
         // threads do not flood the host memory the queue lives in.
@@ -105,7 +138,7 @@ unsafe impl Sys for Dev {
 pub(super) unsafe fn post(call: &'static str, pe: i32, qp: Qp, wqes: &[Wqe]) -> u64 {
     // SAFETY: the runtime's queues (a `Qp`: live by the table invariant); the WQEs' buffers are valid
     // until completion (the caller's contract).
-    match unsafe { qp.desc.post(&Dev { call }, wqes) } {
+    match unsafe { qp.desc.post(&Dev::new(call), wqes) } {
         Ok(end) => end,
         Err(e) => fail_poll(call, pe, e),
     }
@@ -137,7 +170,7 @@ pub(super) unsafe fn post_one(call: &'static str, pe: i32, qp: Qp, w: Wqe) {
     let leader = peers.trailing_zeros();
     let n = peers.count_ones();
     let rank = (peers & ((1u32 << lane) - 1)).count_ones();
-    let s = Dev { call };
+    let s = Dev::new(call);
     let d = &qp.desc;
     let mut base = 0;
     if lane == leader {
@@ -168,7 +201,7 @@ pub(super) unsafe fn post_one(call: &'static str, pe: i32, qp: Qp, w: Wqe) {
 #[inline(always)]
 pub(super) fn wait(call: &'static str, pe: i32, qp: Qp, end: u64) {
     // SAFETY: the QP's queues, counters and CQ (a `Qp`: live).
-    if let Err(e) = unsafe { qp.desc.poll(&Dev { call }, end) } {
+    if let Err(e) = unsafe { qp.desc.poll(&Dev::new(call), end) } {
         fail_poll(call, pe, e);
     }
     arch::fence_acq_rel();
@@ -189,7 +222,7 @@ pub(super) fn discard(t: Tbl, qp: Qp) -> Local {
 /// remote range must stay valid until it completes.
 #[inline(always)]
 pub(super) unsafe fn fetch(call: &'static str, pe: i32, t: Tbl, qp: Qp, build: impl Fn(Local) -> Wqe) -> [u8; 8] {
-    let s = Dev { call };
+    let s = Dev::new(call);
     let d = &qp.desc;
     // SAFETY: the runtime's queues, counters and return slots (a `Qp`: live); the WQE writes only into
     // its return slot (the caller's contract); the slot protocol of the module docs: the busy word is written only by the holder of the reservation of its WQEBB
@@ -226,4 +259,21 @@ pub(super) unsafe fn fetch(call: &'static str, pe: i32, t: Tbl, qp: Qp, build: i
         arch::store_release_u64(busy, 0);
         v.to_le_bytes()
     }
+}
+
+/// The device-resident NIC model's kernel body (`rshmemi_nic_model`, `RSHMEM_IBGDA_EMULATOR=device`):
+/// thread `i` of the launch serves QPs `i`, `i + T`, ... (T: the launch's threads) of the `nqp`
+/// [`ModelQp`]s at `qps` (`rshmem_ibgda::nicmodel::serve`) until the 32-bit stop word at `stop` is
+/// set, or until none of the launch's threads found anything to do for `MODEL_LINGER_SPINS` spins
+/// (the 64-bit word at `busy` counts their passes with work).
+///
+/// # Safety
+/// `qps` must point to `nqp` live [`ModelQp`]s whose queues are live, served by no other thread
+/// meanwhile; `stop` to a live 4-aligned word (pinned host memory) the host sets once; `busy` to a
+/// live 8-aligned word only the model's threads update.
+pub unsafe fn serve_model(qps: u64, nqp: u32, stop: u64, busy: u64) -> Served {
+    let first = arch::block_index() * arch::block_size() + arch::block_rank();
+    let stride = arch::grid_size() * arch::block_size();
+    // SAFETY: the caller's contract; each thread serves its own QPs (first + k * stride).
+    unsafe { serve(&Dev::model(), qps as *mut ModelQp, nqp, first, stride, stop as *const u32, busy as *mut u64) }
 }

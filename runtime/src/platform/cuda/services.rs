@@ -44,7 +44,7 @@ use super::driver::{check, check_ctx};
 use super::module::Stream;
 use super::modules::Modules;
 use crate::error::{Error, Result};
-use crate::platform::services::{CopyQueue, DeviceMem, HostShared, Services};
+use crate::platform::services::{CopyQueue, DeviceMem, HostShared, ServiceKernel, Services};
 use cudarc::driver::sys as cu;
 use std::sync::{Arc, Mutex};
 
@@ -519,6 +519,72 @@ impl Services for CudaServices {
         // SAFETY: forwarded contract.
         unsafe { self.post_from_gpu(req, stream)? };
         Ok(true)
+    }
+    fn service_kernel(&self, name: &'static str, threads: u32, args: &[u64]) -> Result<Option<Box<dyn ServiceKernel>>> {
+        let module = self.modules.own()?;
+        let stream = self.create_stream()?.0;
+        let mut event: cu::CUevent = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        if let Err(e) = check(unsafe { cu::cuEventCreate(&mut event, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate") {
+            // SAFETY: the stream made above, unused, destroyed once.
+            unsafe { cu::cuStreamDestroy_v2(stream) };
+            return Err(e);
+        }
+        Ok(Some(Box::new(CudaServiceKernel { ctx: self.ctx, module, name, threads, args: args.to_vec(), stream, event })))
+    }
+}
+
+/// The CUDA `ServiceKernel`: its stream (non-blocking, highest priority, made at setup) and an event
+/// recorded after each launch, whose query says whether the launch still runs.
+struct CudaServiceKernel {
+    ctx: cu::CUcontext,
+    module: Arc<super::module::Module>,
+    name: &'static str,
+    threads: u32,
+    args: Vec<u64>,
+    stream: cu::CUstream,
+    event: cu::CUevent,
+}
+
+// SAFETY: the context, stream and event are driver handles usable from any thread once the context is
+// current there (each method makes it so); the rest is plain data and an Arc of a Sync module.
+unsafe impl Send for CudaServiceKernel {}
+// SAFETY: as above; the driver calls on the handles are thread-safe.
+unsafe impl Sync for CudaServiceKernel {}
+
+impl ServiceKernel for CudaServiceKernel {
+    fn launch(&self) -> Result<()> {
+        let mut a = self.args.clone();
+        let mut params: Vec<*mut std::ffi::c_void> = a.iter_mut().map(|v| v as *mut u64 as *mut std::ffi::c_void).collect();
+        // SAFETY: the kernel takes `args.len()` u64 parameters (the caller of `service_kernel` named
+        // them); our live stream; the parameters are copied at launch.
+        unsafe { self.module.launch(self.name, 1, self.threads, 0, Stream(self.stream), &mut params)? };
+        // SAFETY: our live event and stream (the module's launch made the context current).
+        check_ctx(unsafe { cu::cuEventRecord(self.event, self.stream) }, "cuEventRecord (service kernel)")
+    }
+    fn running(&self) -> Result<bool> {
+        // SAFETY: ctx is the retained primary context, valid for the process's life.
+        check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
+        // SAFETY: our live event (never recorded: complete).
+        match unsafe { cu::cuEventQuery(self.event) } {
+            cu::CUresult::CUDA_SUCCESS => Ok(false),
+            cu::CUresult::CUDA_ERROR_NOT_READY => Ok(true),
+            r => check_ctx(r, &format!("{} (service kernel): cuEventQuery", self.name)).map(|_| false),
+        }
+    }
+}
+
+impl Drop for CudaServiceKernel {
+    fn drop(&mut self) {
+        // A launch that still runs keeps its stream and event (left behind rather than waited for: the
+        // owner waited a bounded time and said so).
+        if matches!(self.running(), Ok(false)) {
+            // SAFETY: our event and stream, idle, destroyed once.
+            unsafe {
+                cu::cuEventDestroy_v2(self.event);
+                cu::cuStreamDestroy_v2(self.stream);
+            }
+        }
     }
 }
 

@@ -2,11 +2,13 @@
 //! `RSHMEM_REMOTE_TRANSPORT=ibgda` finds no usable NIC: each PE runs one emulated NIC on a host thread,
 //! which owns this PE's QPs (queues in memory device threads and the NIC thread share, laid out as on
 //! hardware) and carries the remote halves of their WQEs over the proxy engine's connections
-//! (`responder`).
+//! (`responder`). With `RSHMEM_IBGDA_EMULATOR=device` the queues are in device memory and the NIC is
+//! the device-resident model (`devnic`) instead of the NIC thread.
 
 use crate::error::{Error, Result};
 use crate::log;
 use crate::platform::services::{DeviceMem, HostShared, Services};
+use crate::transport::ibgda::devnic::{DevNic, Queues};
 use crate::transport::ibgda::responder::{NicPort, NicResponder};
 use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
 use crate::transport::interface::RemoteSetup;
@@ -109,6 +111,8 @@ impl QpLayout {
 /// What the emulated NIC keeps: its thread, which reads the queues.
 pub(super) struct Emulated {
     thread: Mutex<Option<NicThread>>,
+    /// The device-resident NIC model instead of the NIC thread (`RSHMEM_IBGDA_EMULATOR=device`).
+    model: Option<DevNic>,
     regions: Arc<MrTable>,
     /// The QPs' queues and (by default) their return slots (shared with device code).
     _queues: HostShared,
@@ -141,11 +145,22 @@ impl Emulated {
         self.regions.deregister(key);
     }
     /// Waits until a pass of the NIC found nothing announced and unanswered, or `limit` passed.
-    pub(super) fn settled(&self, limit: Duration) -> bool {
-        self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|nic| nic.settled(limit))
+    pub(super) fn settled(&self, limit: Duration) -> Result<bool> {
+        if let Some(m) = &self.model {
+            return m.settled(limit);
+        }
+        Ok(self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|nic| nic.settled(limit)))
     }
-    /// Stops the NIC's thread (it reads the queues), if it runs; returns the NIC (its statistics).
+    /// Stops the NIC's thread (it reads the queues), if it runs; returns the NIC (its statistics). The
+    /// device-resident model stops too, and says what it did (or why it did not stop) in the log.
     pub(super) fn stop(&self) -> Option<Nic> {
+        if let Some(m) = &self.model {
+            match m.stop() {
+                Ok(line) if !line.is_empty() => log::info(format!("ibgda: {line}")),
+                Ok(_) => {}
+                Err(e) => log::warn(e.to_string()),
+            }
+        }
         self.thread.lock().unwrap_or_else(|e| e.into_inner()).take().map(NicThread::stop)
     }
 }
@@ -156,12 +171,23 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     let platform = s.platform.clone();
     let services = s.services.clone();
     let (me, n) = (boot.pe(), boot.npes());
-    let Settings { qps_per_pe, log_sq, fault, ack_only, ret_in_device } = settings()?;
-    if fault.any() && me == 0 {
+    let Settings { qps_per_pe, log_sq, fault, emulator, ret_in_device } = settings()?;
+    let device = emulator == env::IbgdaEmulator::Device;
+    let ack_only = emulator != env::IbgdaEmulator::Full;
+    if fault.any() && (me == 0 || device) {
+        if device {
+            return Err(Error::new(format!("ibgda: {}=device has no fault injection: unset {}", env::IBGDA_EMULATOR, env::IBGDA_FAULTS)));
+        }
         log::warn(format!("ibgda: the emulated NIC injects faults ({}): {fault:?}", env::IBGDA_FAULTS));
     }
-    if ack_only && me == 0 {
+    if emulator == env::IbgdaEmulator::Ack && me == 0 {
         log::warn(format!("ibgda: {}=ack: the emulated NIC completes WQEs without moving data; results are not valid", env::IBGDA_EMULATOR));
+    }
+    if device && me == 0 {
+        log::warn(format!(
+            "ibgda: {}=device: the NIC is a model in device memory that completes WQEs without moving data (for rshmem-bench --posting); results are not valid",
+            env::IBGDA_EMULATOR
+        ));
     }
     let (remote, qps) = peers(boot, qps_per_pe);
     let nqp = qps.len();
@@ -206,7 +232,9 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     // returns) before it writes the CQE of its work request, and the posting thread reads the value
     // after an acquire of that CQE: the order real.rs's placement gets from PCIe.
     let per_qp_ret = dev::ret_bytes(log_sq).next_multiple_of(64);
-    let ret_device = if ret_in_device { Some(services.device_mem((nqp * per_qp_ret).max(64))?) } else { None };
+    let ret_device = if ret_in_device || device { Some(services.device_mem((nqp * per_qp_ret).max(64))?) } else { None };
+    // The device-resident model's queues, all in device memory (`devnic`), and the model running.
+    let model = if device { Some(DevNic::new(services.clone(), &(0..nqp).map(|q| QPN0 + q as u32).collect::<Vec<_>>(), log_sq, fault.start_index)?) } else { None };
     // SAFETY: the return slots of every QP, in `queues` or `ret_device`, both kept until the NIC has
     // stopped; the NIC writes fetched values there (local writes only: no remote access), through the
     // platform's copies for device memory.
@@ -242,15 +270,21 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
             start,
         };
         let wire = WireRemote { port: port.clone(), pe, qp: q, answers: answers.clone() };
-        // SAFETY: every address lies in `queues`, which this transport keeps until the NIC thread
-        // is stopped (shutdown, and Drop), laid out as the emulator expects.
-        unsafe { nic.add_qp(setup, Box::new(wire)) }.map_err(|e| Error::new(format!("ibgda: QP {q}: {e}")))?;
+        let at = match &model {
+            Some(m) => m.queues(q),
+            None => {
+                // SAFETY: every address lies in `queues`, which this transport keeps until the NIC
+                // thread is stopped (shutdown, and Drop), laid out as the emulator expects.
+                unsafe { nic.add_qp(setup, Box::new(wire)) }.map_err(|e| Error::new(format!("ibgda: QP {q}: {e}")))?;
+                Queues { sq: devp(layout.sq()), dbr: devp(layout.dbr()), db: devp(layout.db()), cq: devp(layout.cq()) }
+            }
+        };
         entries[pe as usize * qps_per_pe as usize + k as usize] = QpEntry {
             desc: QpDesc {
-                sq: devp(layout.sq()),
-                dbr: devp(layout.dbr()),
-                db: devp(layout.db()),
-                cq: devp(layout.cq()),
+                sq: at.sq,
+                dbr: at.dbr,
+                db: at.db,
+                cq: at.cq,
                 cq_dbr: 0,
                 counters: table.counters(q),
                 qpn,
@@ -278,6 +312,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
         nqp / qps_per_pe.max(1) as usize,
         1u32 << log_sq
     ));
-    let emulated = Emulated { thread: Mutex::new(Some(nic.spawn())), regions, _queues: queues, _ret_device: ret_device, dma, locals: Mutex::new(Vec::new()) };
+    let thread = if model.is_some() { None } else { Some(nic.spawn()) };
+    let emulated = Emulated { thread: Mutex::new(thread), model, regions, _queues: queues, _ret_device: ret_device, dma, locals: Mutex::new(Vec::new()) };
     Ok((Built { proxy, remote, table }, emulated))
 }

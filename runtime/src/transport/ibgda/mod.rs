@@ -34,12 +34,15 @@
 //! until the send queue is full, slow completions. The whole suite passes under each. While the variable
 //! is set, finalize prints one line per PE with how often its NIC injected each fault.
 //! `RSHMEM_IBGDA_EMULATOR=ack` makes the NIC complete every WQE without moving data, to measure the
-//! posting side alone.
+//! posting side alone; `RSHMEM_IBGDA_EMULATOR=device` does the same with every queue in device memory
+//! and the NIC a persistent GPU kernel (`devnic`: what posting costs GPU threads on a real ConnectX).
 //!
 //! Files: [`setup`] (what both NICs share: settings, the device table, the key exchange),
-//! [`emulated`] (the emulated NIC), `real` (a ConnectX, feature `verbs`), [`responder`] (the emulated
-//! NIC's remote half, on the proxy engine's connections).
+//! [`emulated`] (the emulated NIC), `devnic` (its device-resident model), `real` (a ConnectX,
+//! feature `verbs`), [`responder`] (the emulated NIC's remote half, on the proxy engine's
+//! connections).
 
+mod devnic;
 pub mod emulated;
 #[cfg(feature = "verbs")]
 mod real;
@@ -189,7 +192,7 @@ impl Transport for Ibgda {
         // complete once the NIC has nothing announced and unanswered.
         match &self.engine {
             Engine::Emulated(e) => {
-                if !e.settled(self.wait_limit) {
+                if !e.settled(self.wait_limit)? {
                     return Err(Error::new(format!("rshmem quiet: the emulated NIC did not complete this PE's work requests within {:?}", self.wait_limit)));
                 }
             }

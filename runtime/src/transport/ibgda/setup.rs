@@ -31,7 +31,8 @@ pub(super) struct Settings {
     pub(super) qps_per_pe: u32,
     pub(super) log_sq: u32,
     pub(super) fault: FaultConfig,
-    pub(super) ack_only: bool,
+    /// What the emulated NIC does (`RSHMEM_IBGDA_EMULATOR`).
+    pub(super) emulator: env::IbgdaEmulator,
     /// The emulated NIC's return slots in device memory (`RSHMEM_IBGDA_RET_SLOTS=device`).
     pub(super) ret_in_device: bool,
 }
@@ -49,7 +50,7 @@ pub(super) fn settings() -> Result<Settings> {
         qps_per_pe: parsed(env::IBGDA_QPS_PER_PE, env::parse_ibgda_qps)?.unwrap_or(2),
         log_sq: parsed(env::IBGDA_QP_DEPTH, env::parse_ibgda_depth)?.unwrap_or(9),
         fault: parsed(env::IBGDA_FAULTS, FaultConfig::parse)?.unwrap_or_default(),
-        ack_only: parsed(env::IBGDA_EMULATOR, env::parse_ibgda_emulator)?.unwrap_or(false),
+        emulator: parsed(env::IBGDA_EMULATOR, env::parse_ibgda_emulator)?.unwrap_or_default(),
         ret_in_device: parsed(env::IBGDA_RET_SLOTS, env::parse_ibgda_ret_slots)?.unwrap_or(false),
     })
 }

@@ -29,15 +29,19 @@
 # written to D/perftest-table.md (and OUTDIR/perftest-table.md in full mode). Exit status: non-zero when a
 # program that NVSHMEM itself builds fails against rshmem. Programs that NVSHMEM's own build leaves out
 # because they do not compile against any NVSHMEM either are listed, with why, and not counted.
-# Environment: NVSHMEM_SRC (required), MODE=check|full, ARCH (sm_90), NVCC, NVML_INCLUDE, JOBS (parallel compiles,
-# default: the number of CPUs), PTX (device-library PTX; default: built with scripts/build-ptx.sh),
-# RSHMEM_LIBDIR (librshmem.so for MODE=full: default OUTDIR when it has one, else target/release),
-# PROGS (only these programs, e.g. "device/pt-to-pt/shmem_put_bw device/coll/barrier_latency": the
-# path under perftest/ without the extension; default every program of the groups below),
-# RSHMEM_RPATH (MODE=full: the run path written into the rshmem executables; default RSHMEM_LIBDIR;
-# '$ORIGIN/../..'-style values make a relocatable set, e.g. for carry/). Where no libcuda.so exists (a
-# CPU machine with the PyPI toolkit) MODE=full links against a stub libcuda.so.1 made from the driver
-# calls the objects make; the executables then load the driver's at run time, on the GPU machine.
+# Environment: NVSHMEM_SRC (required), MODE=check|full, ARCH (sm_90), NVCC, NVML_INCLUDE, JOBS (parallel
+# compiles and links, default: the number of CPUs), WORK (the work directory D), OBJCACHE (a directory of
+# objects by the hash of all a compile reads, so a later run compiles only what changed), PTX
+# (device-library PTX; default: built with scripts/build-ptx.sh), RSHMEM_LIBDIR (librshmem.so for
+# MODE=full: default OUTDIR when it has one, else target/release), PROGS (only these programs, e.g.
+# "device/pt-to-pt/shmem_put_bw device/coll/barrier_latency": the path under perftest/ without the
+# extension; default every program of the groups below), RSHMEM_RPATH (MODE=full: the run path written
+# into the rshmem executables; default RSHMEM_LIBDIR; '$ORIGIN/../..'-style values make a relocatable
+# set, e.g. for carry/), NVSHMEM_RPATH (the same for the NVSHMEM set; default NVSHMEM_HOME/lib; MODE=run
+# puts the NVSHMEM install's lib/ on LD_LIBRARY_PATH). Where no libcuda.so exists (a CPU machine with the
+# PyPI toolkit) MODE=full links against a stub libcuda.so.1 made from the driver calls the objects make;
+# the executables then load the driver's at run time, on the GPU machine. scripts/gpu-perftest.sh
+# prepare builds both sets this way on the CPU machine for one device call (issue 20).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${MODE:-check}
@@ -58,7 +62,8 @@ pt=$src/perftest
 if [ "$mode" = full ] && [ $# -lt 1 ]; then die "usage: MODE=full NVSHMEM_SRC=... $0 OUTDIR"; fi
 outdir=${1:-}
 if [ -n "$outdir" ]; then mkdir -p "$outdir" && outdir=$(cd "$outdir" && pwd); fi
-if [ "$mode" = check ] && [ -n "$outdir" ]; then work=$outdir; else work=$root/target/perftest; fi
+if [ -n "${WORK:-}" ]; then work=$WORK
+elif [ "$mode" = check ] && [ -n "$outdir" ]; then work=$outdir; else work=$root/target/perftest; fi
 mkdir -p "$work"
 
 # ---------------------------------------------------------------- tools and the device library
@@ -156,13 +161,44 @@ declare -A upstream_broken=(
   [device/coll/redmaxloc_latency.cu]="not built by NVSHMEM's CMakeLists: uses MAX_ELEMS, defined nowhere, and calls its rdxn_calling_kernel with arguments that do not match its definition"
 )
 
+cflags=(-rdc=true -arch="$arch" -std=c++17 -O2)
+set_inc() { if [ "$1" = rshmem ]; then echo "$root/device/include"; else echo "$nv_home/include"; fi; }
+# OBJCACHE: a directory of objects by the hash of everything a compile reads (nvcc's version, the
+# flags, the set's include tree, nvml.h, perftest/common, the source and the headers beside it), so
+# a later run compiles only what changed (gpu-perftest.sh prepare keeps one in target/).
+set_key() { # set_key SET: the hash of what every compile of SET reads
+  {
+    "$nvcc" --version
+    echo "${cflags[*]} $1"
+    (cd "$(set_inc "$1")" && find . -type f | LC_ALL=C sort | xargs sha1sum)
+    sha1sum <"$nvml_inc/nvml.h"
+    (cd "$pt/common" && find . -type f | LC_ALL=C sort | xargs sha1sum)
+  } | sha1sum | cut -c1-40
+}
+declare -A set_keys=()
+if [ -n "${OBJCACHE:-}" ]; then
+  mkdir -p "$OBJCACHE" || die "OBJCACHE '$OBJCACHE': cannot make it"
+  set_keys[rshmem]=$(set_key rshmem)
+  [ -n "$nv_home" ] && set_keys[nvshmem]=$(set_key nvshmem)
+fi
 # compile SET SOURCE OBJECT: SET rshmem or nvshmem (the headers it is compiled against).
 compile() {
-  local inc
-  if [ "$1" = rshmem ]; then inc=$root/device/include; else inc=$nv_home/include; fi
+  local inc key=""
+  inc=$(set_inc "$1")
   mkdir -p "$(dirname "$3")"
-  "$nvcc" -rdc=true -arch="$arch" -std=c++17 -O2 -I "$inc" -I "$nvml_inc" -I "$pt/common" -c "$2" -o "$3" \
-    >"$3.log" 2>&1
+  local t0=$SECONDS
+  if [ -n "${OBJCACHE:-}" ]; then
+    key=$( { echo "${set_keys[$1]}"; sha1sum <"$2"; cat "$(dirname "$2")"/*.h 2>/dev/null | sha1sum; } | sha1sum | cut -c1-40)
+    if [ -f "$OBJCACHE/$key.o" ] && cp "$OBJCACHE/$key.o" "$3"; then
+      echo "from OBJCACHE $OBJCACHE/$key.o" >"$3.log"
+      echo cached >"$3.sec"
+      return 0
+    fi
+  fi
+  "$nvcc" "${cflags[@]}" -I "$inc" -I "$nvml_inc" -I "$pt/common" -c "$2" -o "$3" >"$3.log" 2>&1 || return 1
+  echo $((SECONDS - t0)) >"$3.sec"
+  if [ -n "$key" ]; then cp "$3" "$OBJCACHE/$key.o.tmp$$" && mv "$OBJCACHE/$key.o.tmp$$" "$OBJCACHE/$key.o"; fi
+  return 0
 }
 # Runs compile jobs from stdin ("SET SOURCE OBJECT" lines), $jobs at a time; each leaves OBJECT.ok or not.
 compile_all() {
@@ -195,6 +231,39 @@ if [ "$need_stub" = 1 ]; then
   link_extra=(-L "$stub" -lcuda "${link_extra[@]}")
 fi
 
+# link_one PROG: the links of one program (run $jobs at a time), each leaving a .ok file:
+#   check mode: the device link (rshmem set) -> PROG.dlink.ok
+#   full mode:  the rshmem executable -> PROG.link.ok (a device link included; the separate device link
+#               runs only when it fails, to tell which step did), and the NVSHMEM one -> nvshmem/PROG.link.ok
+link_one() {
+  local p=$1 o no exe nexe
+  o=$work/rshmem/${p%.*}.o no=$work/nvshmem/${p%.*}.o
+  exe=$outdir/rshmem/${p%.*} nexe=$outdir/nvshmem/${p%.*}
+  [ "$mode" = full ] && rm -f "$exe" "$nexe"
+  dlink() {
+    "$nvcc" -arch="$arch" -dlink "$o" "$work/rshmem/common/utils.o" "$devlib" -o "${o%.o}_dlink.o" >"${o%.o}.dlink.log" 2>&1 &&
+      touch "${o%.o}.dlink.ok"
+  }
+  if [ "$mode" != full ]; then
+    [ -f "$o.ok" ] && [ "$utils_ok" = 1 ] && dlink
+    return 0
+  fi
+  if [ -f "$o.ok" ] && [ "$utils_ok" = 1 ]; then
+    if "$nvcc" -rdc=true -arch="$arch" "$o" "$work/rshmem/common/utils.o" "$devlib" -L "$libdir" -lrshmem \
+      "${link_extra[@]}" -Xlinker -rpath -Xlinker "${RSHMEM_RPATH:-$libdir}" -o "$exe" >"${o%.o}.link.log" 2>&1; then
+      touch "${o%.o}.link.ok" "${o%.o}.dlink.ok"
+    else
+      dlink
+    fi
+  fi
+  if [ -n "$nv_home" ] && [ -f "$no.ok" ] && [ "$nv_utils_ok" = 1 ] && "$nvcc" -rdc=true -arch="$arch" "$no" \
+    "$work/nvshmem/common/utils.o" -L "$nv_home/lib" -l:"$nv_host" -lnvshmem_device "${link_extra[@]}" \
+    -Xlinker -rpath -Xlinker "${NVSHMEM_RPATH:-$nv_home/lib}" -o "$nexe" >"${no%.o}.link.log" 2>&1; then
+    touch "${no%.o}.link.ok"
+  fi
+  return 0
+}
+
 first_error() { grep -m1 -E 'error|undefined|Undefined' "$1" 2>/dev/null | sed "s|$pt/||" | cut -c1-160; }
 
 yes_no() { if [ "$1" = 1 ]; then echo yes; else echo no; fi; }
@@ -202,6 +271,24 @@ utils_ok=0 nv_utils_ok=0
 [ -f "$work/rshmem/common/utils.o.ok" ] && utils_ok=1
 [ -n "$nv_home" ] && [ -f "$work/nvshmem/common/utils.o.ok" ] && nv_utils_ok=1
 fails=0 rows=() notes=()
+# The links, $jobs at a time (the directories and NVSHMEM's argument lines first).
+link_t0=$SECONDS
+n=0
+for p in "${progs[@]}"; do
+  if [ "$mode" = full ]; then
+    mkdir -p "$(dirname "$outdir/rshmem/${p%.*}")"
+    [ -n "$nv_home" ] && mkdir -p "$(dirname "$outdir/nvshmem/${p%.*}")"
+    # NVSHMEM's own argument lines travel with the executables (MODE=run uses them).
+    if [ -f "$pt/${p%.*}.args" ]; then
+      mkdir -p "$(dirname "$outdir/args/${p%.*}")" && cp "$pt/${p%.*}.args" "$outdir/args/${p%.*}.args"
+    fi
+  fi
+  link_one "$p" &
+  n=$((n + 1))
+  if [ "$n" -ge "$jobs" ]; then wait -n; n=$((n - 1)); fi
+done
+wait
+log "links: $((SECONDS - link_t0)) s ($jobs at a time)"
 if [ "$utils_ok" != 1 ]; then
   fails=$((fails + 1))
   notes+=("common/utils.cu: $(first_error "$work/rshmem/common/utils.o.log")")
@@ -217,35 +304,15 @@ for p in "${progs[@]}"; do
   o=$work/rshmem/${p%.*}.o
   c=0 d=0 l="-" nc="-" nl="-"
   [ -f "$o.ok" ] && c=1
-  if [ "$c" = 1 ] && [ "$utils_ok" = 1 ]; then
-    if "$nvcc" -arch="$arch" -dlink "$o" "$work/rshmem/common/utils.o" "$devlib" -o "${o%.o}_dlink.o" \
-      >"${o%.o}.dlink.log" 2>&1; then
-      d=1
-    fi
-  fi
+  [ -f "${o%.o}.dlink.ok" ] && d=1
   if [ "$mode" = full ]; then
-    # NVSHMEM's own argument lines travel with the executables (MODE=run uses them).
-    if [ -f "$pt/${p%.*}.args" ]; then
-      mkdir -p "$(dirname "$outdir/args/${p%.*}")" && cp "$pt/${p%.*}.args" "$outdir/args/${p%.*}.args"
-    fi
     l=no
-    exe=$outdir/rshmem/${p%.*}
-    mkdir -p "$(dirname "$exe")"
-    if [ "$d" = 1 ] && "$nvcc" -rdc=true -arch="$arch" "$o" "$work/rshmem/common/utils.o" "$devlib" -L "$libdir" -lrshmem \
-      "${link_extra[@]}" -Xlinker -rpath -Xlinker "${RSHMEM_RPATH:-$libdir}" -o "$exe" >"${o%.o}.link.log" 2>&1; then
-      l=yes
-    fi
+    [ -f "${o%.o}.link.ok" ] && l=yes
     if [ -n "$nv_home" ]; then
       no=$work/nvshmem/${p%.*}.o
       nc=$(yes_no "$([ -f "$no.ok" ] && echo 1)")
       nl=no
-      nexe=$outdir/nvshmem/${p%.*}
-      mkdir -p "$(dirname "$nexe")"
-      if [ "$nc" = yes ] && [ "$nv_utils_ok" = 1 ] && "$nvcc" -rdc=true -arch="$arch" "$no" "$work/nvshmem/common/utils.o" \
-        -L "$nv_home/lib" -l:"$nv_host" -lnvshmem_device "${link_extra[@]}" -Xlinker -rpath -Xlinker "$nv_home/lib" \
-        -o "$nexe" >"${no%.o}.link.log" 2>&1; then
-        nl=yes
-      fi
+      [ -f "${no%.o}.link.ok" ] && nl=yes
     fi
   fi
   why=""

@@ -16,6 +16,9 @@
 #                           NVSHMEM_REF (default v3.4.5-0, for a git repository); its perftest/ sources are
 #                           kept in carry/nvshmem-src/ (git-ignored, never committed) so the programs can
 #                           be rebuilt there. Without NVSHMEM_SRC a line says the perftest steps will not run.
+#   carry/perftest-pre.tar.xz  with PERFTEST=1 (issue 20, scripts/gpu-perftest.sh): NVSHMEM's perftests
+#                           linked here against rshmem and against NVSHMEM 3.4.5 (`scripts/gpu-perftest.sh
+#                           prepare`, which also adds it to an existing carry/ on its own).
 #   carry-before/           with BEFORE=<commit>: that commit's rshmrun, rshmem-bench and librshmem.so (and
 #                           COMMIT), built in a temporary export of it, for the same-node comparison.
 # What travels to the device machine is limited to 64 MiB: the binaries (mostly PTX text) are packed
@@ -109,6 +112,12 @@ pack() { # pack DIR: every file over 256 KiB into DIR/pack.tar.xz
 if [ "${PACK:-1}" = 1 ]; then
   pack "$c"
   pack "$cb"
+fi
+# Issue 20 (opt-in, PERFTEST=1): NVSHMEM's perftests, compiled and linked here against rshmem and against
+# NVSHMEM 3.4.5 (PyPI's headers and device library), into carry/perftest-pre.tar.xz, after the pack
+# (it reads carry/'s librshmem.so and PTX); scripts/gpu-perftest.sh runs them on the GPU machine.
+if [ "${PERFTEST:-0}" = 1 ]; then
+  bash scripts/gpu-perftest.sh prepare
 fi
 du -sh "$c"
 if [ -d "$cb" ]; then du -sh "$cb"; fi

@@ -355,7 +355,13 @@ fi
 # ---------------------------------------------------------------- issue 20: NVSHMEM's perftests, both libraries (PART=perftest)
 if has perftest_cmp; then
   cmp=$c/perftest-cmp
-  if [ -d "$c/nvshmem-src/perftest" ]; then
+  if [ -f "$c/perftest-pre.tar.xz" ]; then
+    # Both sets linked on the CPU machine (scripts/gpu-perftest.sh prepare): unpack, run, score.
+    step "NVSHMEM's perftests, both sets linked on the CPU machine: scripts/gpu-perftest.sh (run and scored)"
+    LOG=perftest_cmp_run.log PERFTEST_OUT=$logs/perftest BUDGET=$(($(left) - 30)) \
+      run perftest_cmp_run $(($(left) - 25)) bash scripts/gpu-perftest.sh run
+    cp "$logs/perftest/perftest-score.md" "$logs/perftest/perftest-score.csv" "$logs/" 2>/dev/null
+  elif [ -d "$c/nvshmem-src/perftest" ]; then
     step "NVSHMEM's perftests built here against rshmem and against NVSHMEM: MODE=full bench/perftest.sh (once per machine)"
     # shellcheck disable=SC2086 # PERFTEST_PROGS is a list
     [ -f "$c/nvml-include/nvml.h" ] && export NVML_INCLUDE=$c/nvml-include

@@ -44,6 +44,10 @@ fn run_and_score_a_made_up_set() {
     program(&dir.join("nvshmem/device/pt-to-pt/fake"), "4.0", "2.0", true);
     fs::create_dir_all(dir.join("args/device/pt-to-pt")).unwrap();
     fs::write(dir.join("args/device/pt-to-pt/fake.args"), "-n 200 -w 20 -b 4 -e 8\n").unwrap();
+    // A figure another program of the same call measured (PERFTEST_EXTRA): marked against its target.
+    let extra = dir.join("extra");
+    fs::create_dir_all(&extra).unwrap();
+    fs::write(extra.join("compare.md"), "# rshmem vs NVSHMEM\n\nput_bw_ratio: 1.200\n").unwrap();
     let out = Command::new("bash")
         .arg(root().join("bench/perftest-run.sh"))
         .arg(&dir)
@@ -51,6 +55,7 @@ fn run_and_score_a_made_up_set() {
         .env("NVSHMEM_HOME", &dir)
         .env("SHORT", "1")
         .env("T", "30")
+        .env("PERFTEST_EXTRA", &extra)
         .output()
         .expect("run perftest-run.sh");
     let t = text(&out);
@@ -63,5 +68,12 @@ fn run_and_score_a_made_up_set() {
     assert!(log("nvshmem").contains(" --pmi "), "the NVSHMEM set ran without --pmi:\n{}", log("nvshmem"));
     assert!(t.contains("| fake | 2 | 1.000 | 0.500 (fake/lat 8 B latency: 4 vs 2 us)"), "{t}");
     assert!(t.contains("perftest_min_geomean: 1.000 (fake)") && t.contains("perftest_worst_row: 0.500"), "{t}");
+    // The targets: fake is no collective; its rows fail "no row below 0.9"; put_bw_ratio comes from
+    // PERFTEST_EXTRA; the hardware bounds are measured by no program here.
+    assert!(t.contains("## Targets (issue 20)"), "{t}");
+    assert!(t.contains("| no row below 0.9 | worst 0.500 (fake: fake/lat 8 B latency, 4 vs 2 us); 1 of 2 rows below | >= 0.9 | miss |"), "{t}");
+    assert!(t.contains("| 1.2 (from compare.md) | >= 1.08 | **pass** |"), "{t}");
+    assert!(t.contains("| not measured by this script |"), "{t}");
+    assert!(t.contains("perftest_targets: 2 pass, 1 miss, 5 not measured"), "{t}");
     assert!(dir.join("perftest-score.md").exists() && dir.join("perftest-score.csv").exists());
 }

@@ -192,6 +192,13 @@ def lookup(pairs, case, scope, b):
     return pairs[ks[0]] if len(ks) == 1 else (None, None)
 
 
+def put_bw_ratio(pairs):
+    """`put_bw_ratio`: the block put at 256 MiB, rshmem / NVSHMEM (None when a side lacks the row).
+    bench/hw_bounds.py uses this definition too."""
+    rr, nr = lookup(pairs, "put_bw", "block", 256 * MiB)
+    return ratio_of(rr, nr)
+
+
 def target_rows(pairs):
     out = []
     for label, case, scope, b, goal, how in TARGETS:
@@ -211,8 +218,7 @@ def write_markdown(path, r, n, pairs, args):
     L = []
     L.append("# rshmem vs NVSHMEM")
     L.append("")
-    rr, nr = lookup(pairs, "put_bw", "block", 256 * MiB)
-    ratio = ratio_of(rr, nr)
+    ratio = put_bw_ratio(pairs)
     L.append(f"put_bw_ratio: {ratio:.3f}" if ratio is not None else "put_bw_ratio: n/a")
     L.append("")
     if args.machine:

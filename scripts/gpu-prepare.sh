@@ -18,7 +18,9 @@
 #                           be rebuilt there. Without NVSHMEM_SRC a line says the perftest steps will not run.
 #   carry/perftest-pre.tar.xz  with PERFTEST=1 (issue 20, scripts/gpu-perftest.sh): NVSHMEM's perftests
 #                           linked here against rshmem and against NVSHMEM 3.4.5 (`scripts/gpu-perftest.sh
-#                           prepare`, which also adds it to an existing carry/ on its own).
+#                           prepare`, which also adds it to an existing carry/ on its own), and
+#                           carry/hw/ (`scripts/gpu-issue20.sh prepare`: nvshmem_perf against both
+#                           libraries, for scripts/gpu-issue20.sh, which runs the whole issue-20 call).
 #   carry-before/           with BEFORE=<commit>: that commit's rshmrun, rshmem-bench and librshmem.so (and
 #                           COMMIT), built in a temporary export of it, for the same-node comparison.
 # What travels to the device machine is limited to 64 MiB: the binaries (mostly PTX text) are packed
@@ -118,6 +120,8 @@ fi
 # (it reads carry/'s librshmem.so and PTX); scripts/gpu-perftest.sh runs them on the GPU machine.
 if [ "${PERFTEST:-0}" = 1 ]; then
   bash scripts/gpu-perftest.sh prepare
+  # bench/nvshmem/nvshmem_perf.cu against both libraries, for scripts/gpu-issue20.sh (carry/hw/).
+  bash scripts/gpu-issue20.sh prepare
 fi
 du -sh "$c"
 if [ -d "$cb" ]; then du -sh "$cb"; fi

@@ -1,4 +1,6 @@
-//! The perftest comparison tools without a GPU: `bench/perftest_score.py --self-test`, and
+//! The perftest comparison tools without a GPU: `bench/perftest_score.py --self-test`,
+//! `bench/hw_bounds.py --self-test` (issue 20's hardware-bound and C++ figures from synthetic logs, read
+//! back by the score's Targets section), and
 //! `bench/perftest-run.sh` over a made-up set of "programs" (shell scripts that print NVSHMEM's
 //! machine-readable lines) under the real rshmrun: each runs with its argument lines (SHORT=1 capping
 //! the iteration counts), the NVSHMEM set under `rshmrun --pmi` (its scripts check that PMI_FD is
@@ -20,6 +22,12 @@ fn root() -> PathBuf {
 fn score_self_test() {
     let out = Command::new("python3").arg(root().join("bench/perftest_score.py")).arg("--self-test").output().expect("python3");
     assert!(out.status.success() && text(&out).contains("self-test: ok"), "{}", text(&out));
+}
+
+#[test]
+fn hw_bounds_self_test() {
+    let out = Command::new("python3").arg(root().join("bench/hw_bounds.py")).arg("--self-test").output().expect("python3");
+    assert!(out.status.success() && text(&out).contains("hw_bounds self-test: ok"), "{}", text(&out));
 }
 
 /// A fake program: PE 0 prints its arguments and one bandwidth row (`+`) and one latency row (`-`).

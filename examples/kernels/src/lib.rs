@@ -42,9 +42,9 @@ pub struct BenchBw {
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct XBwDeep {
-    /// Symmetric destination of at least `bytes` bytes, on `peer`.
+    /// Symmetric destination of at least `bytes` bytes (on `peer` for puts, here for gets).
     pub dst: DevPtr<u8>,
-    /// Symmetric source of at least `bytes` bytes.
+    /// Symmetric source of at least `bytes` bytes (here for puts, on `peer` for gets).
     pub src: DevPtr<u8>,
     /// Bytes per round, split over the blocks.
     pub bytes: u64,
@@ -52,8 +52,9 @@ pub struct XBwDeep {
     pub iters: u64,
     /// A PE whose heap is mapped here.
     pub peer: i32,
-    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
-    pub _pad: u32,
+    /// 0 put (store through the peer's address of `dst`), 1 get (load through the peer's address of
+    /// `src`). It fills what was the struct's explicit padding, so the struct keeps its 40 bytes.
+    pub dir: u32,
 }
 
 /// The arguments of `bench_all_pairs`.
@@ -218,16 +219,22 @@ sh::kernels! {
             (_, _) => bw_loop::<2, 1>(a),
         }
     }
-    /// [`XBwDeep`] { dst, src, bytes, iters, peer } — analysis variant of the block put: a raw 16-byte
-    /// copy through the peer pointer with eight loads in flight per thread (chunks rounded down to 16
-    /// bytes).
+    /// [`XBwDeep`] { dst, src, bytes, iters, peer, dir (0 put, 1 get) } — analysis variant of the block
+    /// put and get, the raw copy kernel they are held against: block b copies its chunk (`bytes / grid`
+    /// rounded down to 16 bytes, at offset b * chunk) 16 bytes at a time with eight loads in flight per
+    /// thread, through the peer's address from `ptr` (put: local `src` to the peer's `dst`; get: the
+    /// peer's `src` to local `dst`), `iters` times, then quiets.
     fn x_bw_deep(a: XBwDeep) {
         let (dst, src, bytes, iters, peer) = (a.dst.as_ptr(), a.src.as_ptr(), a.bytes as usize, a.iters, a.peer);
         let chunk = (bytes / T::grid_size() as usize) & !15;
         let off = T::block_index() as usize * chunk;
-        let r = sh::ptr(dst.add(off), peer);
+        let (to, from) = if a.dir == 0 {
+            (sh::ptr(dst.add(off), peer), src.add(off) as *const u8)
+        } else {
+            (dst.add(off), sh::ptr(src.add(off) as *const u8, peer) as *const u8)
+        };
         for _ in 0..iters {
-            sh::arch::copy16_deep(r, src.add(off), chunk / 16, T::block_rank() as usize, T::block_size() as usize);
+            sh::arch::copy16_deep(to, from, chunk / 16, T::block_rank() as usize, T::block_size() as usize);
             T::sync_block();
         }
         sh::quiet();

@@ -53,13 +53,12 @@ if [ "$action" = prepare ]; then
   [ -f "$c/COMMIT" ] || die "no carry/COMMIT: run scripts/gpu-prepare.sh first"
   nvcc=$(scripts/find-nvcc.sh)
   cudalib=$(cd "$(dirname "$nvcc")/../lib" && pwd)
-  nv_home=${NVSHMEM_HOME:-$root/.tools/nvshmem/nvidia/nvshmem}
-  if [ ! -f "$nv_home/include/nvshmem.h" ]; then
-    [ -z "${NVSHMEM_HOME:-}" ] || die "NVSHMEM_HOME=$NVSHMEM_HOME has no include/nvshmem.h"
-    echo "gpu-issue20: installing ${NVSHMEM_PYPI:-nvidia-nvshmem-cu13==3.4.5} into .tools/nvshmem" >&2
-    python3 -m pip install -q --disable-pip-version-check --no-warn-script-location --no-deps \
-      --target "$root/.tools/nvshmem" "${NVSHMEM_PYPI:-nvidia-nvshmem-cu13==3.4.5}" >&2
+  # NVSHMEM_HOME, else NVSHMEM's PyPI package in .tools/nvshmem (installed on first use).
+  nv_home=${NVSHMEM_HOME:-}
+  if [ -z "$nv_home" ]; then
+    nv_home=$("$root/scripts/install-cuda-tools.sh" --nvshmem-home) || die "could not install NVSHMEM's PyPI package (scripts/install-cuda-tools.sh --nvshmem-home)"
   fi
+  [ -f "$nv_home/include/nvshmem.h" ] || die "NVSHMEM_HOME=$nv_home has no include/nvshmem.h"
   [ -f "$nv_home/lib/libnvshmem_device.a" ] || die "no NVSHMEM device library in $nv_home/lib"
   nv_host=""
   for f in libnvshmem_host.so.3 libnvshmem_host.so; do

@@ -65,13 +65,12 @@ if [ "$action" = prepare ]; then
     src=$pre/nvshmem-src src_text="$src_text at $ref"
   fi
   # NVSHMEM's headers and device library, as the GPU machine's Python package has them.
-  nv_home=${NVSHMEM_HOME:-$root/.tools/nvshmem/nvidia/nvshmem}
-  if [ ! -f "$nv_home/include/nvshmem.h" ]; then
-    [ -z "${NVSHMEM_HOME:-}" ] || die "NVSHMEM_HOME=$NVSHMEM_HOME has no include/nvshmem.h"
-    echo "gpu-perftest: installing ${NVSHMEM_PYPI:-nvidia-nvshmem-cu13==3.4.5} into .tools/nvshmem" >&2
-    python3 -m pip install -q --disable-pip-version-check --no-warn-script-location --no-deps \
-      --target "$root/.tools/nvshmem" "${NVSHMEM_PYPI:-nvidia-nvshmem-cu13==3.4.5}" >&2
+  # NVSHMEM_HOME, else NVSHMEM's PyPI package in .tools/nvshmem (installed on first use).
+  nv_home=${NVSHMEM_HOME:-}
+  if [ -z "$nv_home" ]; then
+    nv_home=$("$root/scripts/install-cuda-tools.sh" --nvshmem-home) || die "could not install NVSHMEM's PyPI package (scripts/install-cuda-tools.sh --nvshmem-home)"
   fi
+  [ -f "$nv_home/include/nvshmem.h" ] || die "NVSHMEM_HOME=$nv_home has no include/nvshmem.h"
   [ -f "$nv_home/include/nvshmem.h" ] || die "no NVSHMEM headers in $nv_home"
   nv_version=$(awk '/#define NVSHMEM_VENDOR_(MAJOR|MINOR|PATCH)_VERSION/ { v = v (v == "" ? "" : ".") $3 } END { print v }' \
     "$nv_home/include/non_abi/nvshmem_version.h" 2>/dev/null)

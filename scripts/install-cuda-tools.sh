@@ -4,6 +4,10 @@
 # Also installs NVML's development header (nvidia-nvml-dev: include/nvml.h) into .tools/nvml, which
 # NVSHMEM's perftests include (bench/perftest.sh); `scripts/install-cuda-tools.sh --nvml-include` prints
 # the directory that holds nvml.h instead.
+# `scripts/install-cuda-tools.sh --nvshmem-home` installs NVSHMEM 3.4.5's PyPI package (headers, host and
+# device libraries: NVSHMEM_PYPI, default nvidia-nvshmem-cu13==3.4.5) into .tools/nvshmem, for building
+# the comparison programs against NVSHMEM here (scripts/gpu-perftest.sh, scripts/gpu-issue20.sh), and
+# prints its home (the directory with include/nvshmem.h).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest="$root/.tools/cuda-py"
@@ -33,6 +37,17 @@ find_nvml() { find "$nvml_dest/" -name nvml.h -path '*include*' 2>/dev/null | he
 if [ -z "$(find_nvml)" ]; then
   python3 -m pip install -q --disable-pip-version-check --no-warn-script-location --target "$nvml_dest" \
     'nvidia-nvml-dev==13.0.*' >&2 || echo "install-cuda-tools: installing nvidia-nvml-dev (nvml.h) failed" >&2
+fi
+if [ "${1:-}" = --nvshmem-home ]; then
+  nv_home="$root/.tools/nvshmem/nvidia/nvshmem"
+  if [ ! -f "$nv_home/include/nvshmem.h" ]; then
+    echo "install-cuda-tools: installing ${NVSHMEM_PYPI:-nvidia-nvshmem-cu13==3.4.5} into .tools/nvshmem" >&2
+    python3 -m pip install -q --disable-pip-version-check --no-warn-script-location --no-deps \
+      --target "$root/.tools/nvshmem" "${NVSHMEM_PYPI:-nvidia-nvshmem-cu13==3.4.5}" >&2
+  fi
+  [ -f "$nv_home/include/nvshmem.h" ] || { echo "install-cuda-tools: no include/nvshmem.h in $nv_home after installing NVSHMEM" >&2; exit 1; }
+  echo "$nv_home"
+  exit 0
 fi
 if [ "${1:-}" = --nvml-include ]; then
   nvml_h=$(find_nvml)

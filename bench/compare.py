@@ -58,6 +58,23 @@ TARGETS = [
 
 # ----------------------------------------------------------------------------------------------
 # Parsing
+def parse_line(line):
+    """One line of a benchmark log: (row, None) for a RESULT line, its numbers converted (bytes, grid,
+    threads as int, value as float); (None, why) for a malformed RESULT line; (None, None) for any other
+    line. The one reader of the RESULT format (hw_bounds.py and scripts/gpu-p2p-ab.sh use it too)."""
+    line = TAG.sub("", line.rstrip("\r\n"), count=1)
+    if not line.startswith("RESULT "):
+        return None, None
+    kv = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
+    missing = [k for k in FIELDS if k not in kv]
+    if missing:
+        return None, f"RESULT line without {', '.join(missing)}"
+    try:
+        return dict(kv, bytes=int(kv["bytes"]), grid=int(kv["grid"]), threads=int(kv["threads"]), value=float(kv["value"])), None
+    except ValueError:
+        return None, "bad number in RESULT line"
+
+
 def parse_log(path, want_lib):
     """Returns {(case, scope, bytes): row} of `want_lib`'s RESULT lines; the last of duplicates wins."""
     rows = {}
@@ -68,26 +85,10 @@ def parse_log(path, want_lib):
         return rows
     with f:
         for n, line in enumerate(f, 1):
-            line = TAG.sub("", line.rstrip("\r\n"), count=1)
-            if not line.startswith("RESULT "):
-                continue
-            kv = {}
-            for tok in line.split()[1:]:
-                if "=" in tok:
-                    k, v = tok.split("=", 1)
-                    kv[k] = v
-            missing = [k for k in FIELDS if k not in kv]
-            if missing:
-                print(f"compare.py: {path}:{n}: RESULT line without {', '.join(missing)}; skipped", file=sys.stderr)
-                continue
-            try:
-                row = dict(kv)
-                row["bytes"] = int(kv["bytes"])
-                row["grid"] = int(kv["grid"])
-                row["threads"] = int(kv["threads"])
-                row["value"] = float(kv["value"])
-            except ValueError:
-                print(f"compare.py: {path}:{n}: bad number in RESULT line; skipped", file=sys.stderr)
+            row, why = parse_line(line)
+            if why:
+                print(f"compare.py: {path}:{n}: {why}; skipped", file=sys.stderr)
+            if row is None:
                 continue
             if row["lib"] != want_lib:
                 print(f"compare.py: {path}:{n}: lib={row['lib']} in the {want_lib} log; skipped", file=sys.stderr)

@@ -69,16 +69,8 @@ def read_by_shape(paths, lib):
             continue
         with f:
             for line in f:
-                line = compare.TAG.sub("", line.rstrip("\r\n"), count=1)
-                if not line.startswith("RESULT "):
-                    continue
-                kv = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
-                if any(k not in kv for k in compare.FIELDS) or kv["lib"] != lib:
-                    continue
-                try:
-                    row = dict(kv, bytes=int(kv["bytes"]), grid=int(kv["grid"]), threads=int(kv["threads"]),
-                               value=float(kv["value"]))
-                except ValueError:
+                row, _ = compare.parse_line(line)
+                if row is None or row["lib"] != lib:
                     continue
                 out.setdefault((row["grid"], row["threads"]), {})[(row["case"], row["scope"], row["bytes"])] = row
     return out

@@ -24,22 +24,27 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 python3 - "$out" "${builds[@]}" <<'PY'
-import re, sys, statistics, glob, os
+import glob, os, statistics, sys
+sys.path.insert(0, "bench")
+import compare  # the RESULT line format and which units are lower-is-better, defined once
 out, builds = sys.argv[1], [b.split('=', 1)[0] for b in sys.argv[2:]]
 rows, vals = [], {}
 for b in builds:
     for f in sorted(glob.glob(os.path.join(out, f"p2p_ab_{b}_*.log"))):
-        for m in re.finditer(r"RESULT lib=rshmem case=(\S+) scope=(\S+) bytes=(\d+) .*? value=([\d.]+) unit=(\S+)", open(f, errors="replace").read()):
-            key = (m[1], m[2], int(m[3]), m[5])
+        for line in open(f, errors="replace"):
+            r, _ = compare.parse_line(line)
+            if r is None or r["lib"] != "rshmem":
+                continue
+            key = (r["case"], r["scope"], r["bytes"], r["unit"])
             if key not in rows: rows.append(key)
-            vals.setdefault((b, key), []).append(float(m[4]))
+            vals.setdefault((b, key), []).append(r["value"])
 with open(os.path.join(out, "p2p_ab.md"), "w") as o:
     o.write("| case | scope | bytes | unit | " + " | ".join(f"{b} median (min-max)" for b in builds) + " | " + " | ".join(f"{b}/{builds[0]}" for b in builds[1:]) + " |\n")
     o.write("|---" * (4 + 2 * len(builds) - 1) + "|\n")
     for key in rows:
         med = {b: statistics.median(vals[(b, key)]) for b in builds if vals.get((b, key))}
         cells = [f"{med[b]:.2f} ({min(vals[(b, key)]):.2f}-{max(vals[(b, key)]):.2f})" if b in med else "-" for b in builds]
-        lower_better = key[3] in ("us", "ns", "ms", "s")
+        lower_better = key[3] in compare.LOWER_IS_BETTER_UNITS
         ratios = []
         for b in builds[1:]:
             if b in med and builds[0] in med and med[b] and med[builds[0]]:

@@ -71,7 +71,6 @@ if [ "$action" = prepare ]; then
     nv_home=$("$root/scripts/install-cuda-tools.sh" --nvshmem-home) || die "could not install NVSHMEM's PyPI package (scripts/install-cuda-tools.sh --nvshmem-home)"
   fi
   [ -f "$nv_home/include/nvshmem.h" ] || die "NVSHMEM_HOME=$nv_home has no include/nvshmem.h"
-  [ -f "$nv_home/include/nvshmem.h" ] || die "no NVSHMEM headers in $nv_home"
   nv_version=$(awk '/#define NVSHMEM_VENDOR_(MAJOR|MINOR|PATCH)_VERSION/ { v = v (v == "" ? "" : ".") $3 } END { print v }' \
     "$nv_home/include/non_abi/nvshmem_version.h" 2>/dev/null)
   # carry/'s host library and device-library PTX: the files the GPU machine runs with.

@@ -184,10 +184,10 @@ impl KernelSet {
     pub unsafe fn launch_timed<A: bytemuck::Pod>(&self, name: &str, cfg: LaunchConfig, args: &A) -> Result<f64> {
         let m = match self.prepare::<A>(name, cfg)? {
             Prepared::Gpu(m) => m,
-            Prepared::Cpu(_) => {
+            Prepared::Cpu(run) => {
                 let t = std::time::Instant::now();
                 // SAFETY: the caller's contract is launch's.
-                unsafe { self.launch(name, cfg, args)? };
+                unsafe { Self::run_cpu(run, cfg, args) };
                 return Ok(t.elapsed().as_secs_f64() * 1e3);
             }
         };
@@ -228,14 +228,24 @@ impl KernelSet {
             // SAFETY: the caller's contract is enqueue's.
             Prepared::Gpu(m) => unsafe { Self::enqueue(&m, name, cfg, args) },
             Prepared::Cpu(run) => {
-                let p = args as *const A as usize;
-                // SAFETY: `args` stays borrowed for the whole launch (launch_shaped returns when every
-                // kernel thread has ended) and is a whole `A`, which the host function reads
-                // unaligned; what its values mean is the caller's promise.
-                crate::platform::cpu::launch_shaped(cfg.grid, cfg.block, || unsafe { run(p as *const u64) });
+                // SAFETY: the caller's contract is run_cpu's.
+                unsafe { Self::run_cpu(run, cfg, args) };
                 Ok(())
             }
         }
+    }
+
+    /// Runs host function `run` of a typed kernel on the CPU backend's threads, shaped as `cfg` says,
+    /// and returns when every one has ended.
+    ///
+    /// # Safety
+    /// As `launch`.
+    unsafe fn run_cpu<A: bytemuck::Pod>(run: unsafe fn(*const u64), cfg: LaunchConfig, args: &A) {
+        let p = args as *const A as usize;
+        // SAFETY: `args` stays borrowed for the whole launch (launch_shaped returns when every kernel
+        // thread has ended) and is a whole `A`, which the host function reads unaligned; what its
+        // values mean is the caller's promise.
+        crate::platform::cpu::launch_shaped(cfg.grid, cfg.block, || unsafe { run(p as *const u64) });
     }
 
     /// Everything a typed launch checks and looks up before it enqueues: the kernel's name and
@@ -253,13 +263,11 @@ impl KernelSet {
             return Ok(Prepared::Cpu(k.run));
         }
         let m = self.module_for(name, threads)?;
-        if let Some(sizes) = m.param_sizes(name)? {
-            if sizes != [std::mem::size_of::<A>()] {
-                return Err(Error::new(format!(
-                    "kernel {name}: its PTX takes parameters of {sizes:?} bytes, launched with one {}-byte struct: is the PTX from the same build as CPU_KERNELS?",
-                    std::mem::size_of::<A>()
-                )));
-            }
+        if let Some(sizes) = m.param_mismatch(name, &[std::mem::size_of::<A>()])? {
+            return Err(Error::new(format!(
+                "kernel {name}: its PTX takes parameters of {sizes:?} bytes, launched with one {}-byte struct: is the PTX from the same build as CPU_KERNELS?",
+                std::mem::size_of::<A>()
+            )));
         }
         Ok(Prepared::Gpu(m))
     }

@@ -5,8 +5,10 @@
 use super::driver::{check, check_ctx};
 use crate::error::{Error, Result};
 use cudarc::driver::sys as cu;
-use std::ffi::{c_void, CString};
 use rshmem_device::Dim3;
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::Mutex;
 
 /// The device library as PTX, built from crate rshmem-device by build.rs (empty only in a CPU-only
 /// build made on purpose with RSHMEM_SKIP_PTX=1).
@@ -18,6 +20,16 @@ pub const DEVICE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rshmem_devi
 pub struct Module {
     ctx: cu::CUcontext,
     module: cu::CUmodule,
+    /// What launches need of each kernel, asked of the driver at the kernel's first launch only.
+    kernels: Mutex<HashMap<String, KernelInfo>>,
+}
+
+/// One kernel of a module as launches use it: its handle, the most threads per block it can launch
+/// with, and its parameters' sizes (None when the driver cannot say).
+struct KernelInfo {
+    f: cu::CUfunction,
+    max_threads: u32,
+    params: Option<Vec<usize>>,
 }
 
 impl Drop for Module {
@@ -104,7 +116,7 @@ impl Module {
             let mut module = std::ptr::null_mut();
             // SAFETY: cubin is a complete image produced by the linker.
             check(unsafe { cu::cuModuleLoadData(&mut module, cubin) }, "cuModuleLoadData")?;
-            let m = Module { ctx, module };
+            let m = Module { ctx, module, kernels: Mutex::new(HashMap::new()) };
             m.load_functions()?;
             Ok(m)
         })();
@@ -149,11 +161,7 @@ impl Module {
     /// The most threads per block kernel `name` of this module can be launched with (its registers
     /// per thread, and the device's limit, decide it).
     pub(crate) fn max_threads_per_block(&self, name: &str) -> Result<u32> {
-        let f = self.function(name)?;
-        let mut n = 0;
-        // SAFETY: out-pointer to a local; f is a kernel of this loaded module.
-        check(unsafe { cu::cuFuncGetAttribute(&mut n, cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) }, "cuFuncGetAttribute")?;
-        Ok(n.max(0) as u32)
+        self.kernel(name, |k| k.max_threads)
     }
 
     /// Registers per thread of kernel `name` in this module (callees included: the linker gives a
@@ -167,11 +175,27 @@ impl Module {
     }
 
     fn function(&self, name: &str) -> Result<cu::CUfunction> {
+        self.kernel(name, |k| k.f)
+    }
+
+    /// `read` of kernel `name`'s [`KernelInfo`], which the first call for a name asks of the driver
+    /// (a typed launch reads all of it: the lookups are not repeated on every launch).
+    fn kernel<R>(&self, name: &str, read: impl FnOnce(&KernelInfo) -> R) -> Result<R> {
+        let mut ks = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = ks.get(name) {
+            return Ok(read(k));
+        }
         let cname = CString::new(name).map_err(|_| Error::new("kernel name contains NUL"))?;
         let mut f = std::ptr::null_mut();
         // SAFETY: out-pointer; module is loaded.
         check(unsafe { cu::cuModuleGetFunction(&mut f, self.module, cname.as_ptr()) }, &format!("kernel {name:?} not found in module: cuModuleGetFunction"))?;
-        Ok(f)
+        let mut n = 0;
+        // SAFETY: out-pointer to a local; f is a kernel of this loaded module.
+        check(unsafe { cu::cuFuncGetAttribute(&mut n, cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) }, "cuFuncGetAttribute")?;
+        let k = KernelInfo { f, max_threads: n.max(0) as u32, params: param_sizes_of(f) };
+        let r = read(&k);
+        ks.insert(name.to_string(), k);
+        Ok(r)
     }
 
     /// Launches kernel `name` with `args` (each a pointer to one kernel parameter's value).
@@ -194,28 +218,17 @@ impl Module {
         let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
         // SAFETY: f is a kernel of this loaded module; `args` matches its parameters (the caller's
         // contract); the stream is the caller's.
-        check_ctx(
-            unsafe { cu::cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream.0, p, std::ptr::null_mut()) },
-            &format!("launching {name} (grid {}x{}x{}, block {}x{}x{})", grid.x, grid.y, grid.z, block.x, block.y, block.z),
-        )
+        let r = unsafe { cu::cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream.0, p, std::ptr::null_mut()) };
+        if r == cu::CUresult::CUDA_SUCCESS {
+            return Ok(());
+        }
+        check_ctx(r, &format!("launching {name} (grid {}x{}x{}, block {}x{}x{})", grid.x, grid.y, grid.z, block.x, block.y, block.z))
     }
 
     /// The sizes in bytes of kernel `name`'s parameters, in order (`cuFuncGetParamInfo`, CUDA 12.4 and
-    /// later); None when the driver cannot say.
-    pub fn param_sizes(&self, name: &str) -> Result<Option<Vec<usize>>> {
-        let f = self.function(name)?;
-        let mut sizes = Vec::new();
-        loop {
-            let (mut off, mut size) = (0usize, 0usize);
-            // SAFETY: out-pointers to locals; f is a kernel of this loaded module.
-            match unsafe { cu::cuFuncGetParamInfo(f, sizes.len(), &mut off, &mut size) } {
-                cu::CUresult::CUDA_SUCCESS => sizes.push(size),
-                // Past the last parameter.
-                cu::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(Some(sizes)),
-                // An older driver, or no such entry point in this one.
-                _ => return Ok(None),
-            }
-        }
+    /// later), when they are not `expected`; None when they are, or when the driver cannot say.
+    pub fn param_mismatch(&self, name: &str, expected: &[usize]) -> Result<Option<Vec<usize>>> {
+        self.kernel(name, |k| k.params.as_ref().filter(|p| p.as_slice() != expected).cloned())
     }
 
     /// Launches kernel `name` cooperatively (all blocks resident at once, so they may wait on each
@@ -269,6 +282,23 @@ fn log_text(log: &[u8]) -> String {
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
     let t = String::from_utf8_lossy(&log[..end]).trim().to_string();
     if t.is_empty() { "JIT link".into() } else { format!("JIT link log: {t}") }
+}
+
+/// The sizes in bytes of kernel `f`'s parameters, in order (`cuFuncGetParamInfo`, CUDA 12.4 and
+/// later); None when the driver cannot say.
+fn param_sizes_of(f: cu::CUfunction) -> Option<Vec<usize>> {
+    let mut sizes = Vec::new();
+    loop {
+        let (mut off, mut size) = (0usize, 0usize);
+        // SAFETY: out-pointers to locals; f is a kernel of a loaded module (the caller's).
+        match unsafe { cu::cuFuncGetParamInfo(f, sizes.len(), &mut off, &mut size) } {
+            cu::CUresult::CUDA_SUCCESS => sizes.push(size),
+            // Past the last parameter.
+            cu::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
+            // An older driver, or no such entry point in this one.
+            _ => return None,
+        }
+    }
 }
 
 #[cfg(test)]

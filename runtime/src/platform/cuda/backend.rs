@@ -91,16 +91,16 @@ pub struct CudaBackend {
     generation: u64,
     /// What the proxy transport's threads use (`Backend::services`).
     services: Arc<CudaServices>,
-    /// The host RMA stream (made by `new`): host put/get to PEs of this node run on it, the nbi
+    /// The host RMA stream (made by `new`; a `CUstream` handle): host put/get to PEs of this node run on it, the nbi
     /// ones left queued until the next quiet. Non-blocking: a host put never waits for the user's
     /// kernels (`cuMemcpy` on the legacy stream plus `cuCtxSynchronize` did, and cost 10-20 us a call).
-    rma_stream: Mutex<Option<usize>>,
+    rma_stream: usize,
     /// Where `rshmemi_point_op` leaves the value a host AMO or `g` returns: pinned host memory mapped
     /// for the GPU (made by `new`), which the host reads once the point operation's stream has run it,
     /// with no copy (a synchronous copy out of device memory runs on the legacy default stream behind
     /// any user kernel, and into pageable memory; see `point_op`). The host API is serialized, and the
     /// slot is read before the call returns.
-    point_slot: Mutex<Option<crate::platform::services::HostShared>>,
+    point_slot: crate::platform::services::HostShared,
 }
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
@@ -114,24 +114,11 @@ impl CudaBackend {
     /// The host RMA stream (non-blocking; made by `new`), with the context bound on this thread.
     fn rma(&self) -> Result<cu::CUstream> {
         self.bind()?;
-        let mut s = self.rma_stream.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(h) = *s {
-            return Ok(h as cu::CUstream);
-        }
-        let mut h: cu::CUstream = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; a non-blocking stream of the bound context.
-        check(unsafe { cu::cuStreamCreate(&mut h, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate (host RMA stream)")?;
-        *s = Some(h as usize);
-        Ok(h)
+        Ok(self.rma_stream as cu::CUstream)
     }
     /// The point operations' result slot (made by `new`): (its device address, its host address).
-    fn point_slot(&self) -> Result<(u64, usize)> {
-        let mut g = self.point_slot.lock().unwrap_or_else(|e| e.into_inner());
-        if g.is_none() {
-            *g = Some(self.services.pinned_shared(64)?);
-        }
-        let m = g.as_ref().expect("made above");
-        Ok((m.device_addr(), m.host_ptr() as usize))
+    fn point_slot(&self) -> (u64, usize) {
+        (self.point_slot.device_addr(), self.point_slot.host_ptr() as usize)
     }
     /// Runs point operation `op` (`rshmem_device::point`) as a one-thread kernel: on `stream`, or on
     /// the host RMA stream and waited for (`stream` None: the host API). `want`: wait for it and return
@@ -145,7 +132,7 @@ impl CudaBackend {
             Some(s) => s.0 as cu::CUstream,
             None => self.rma()?,
         };
-        let (slot, slot_host) = if want { self.point_slot()? } else { (0, 0) };
+        let (slot, slot_host) = if want { self.point_slot() } else { (0, 0) };
         let mut params = [op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot];
         let mut args = params.each_mut().map(|p| p as *mut u64 as *mut std::ffi::c_void);
         // SAFETY: the parameters match rshmemi_point_op(u64 x 9) in order and size; the operation was
@@ -217,6 +204,14 @@ impl CudaBackend {
             }
         }
         let modules = Arc::new(Modules::new(ctx));
+        let services = Arc::new(CudaServices::new(modules.clone()));
+        // The host RMA stream and the point operations' result slot are made now, before any user
+        // kernel runs, not by the first host AMO (which may race a kernel that waits on the emulated
+        // NIC, as the suite's host_amo scenario does): allocating then may wait for that kernel.
+        let point_slot = services.pinned_shared(64)?;
+        let mut rma: cu::CUstream = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; a non-blocking stream of the context bound above.
+        check(unsafe { cu::cuStreamCreate(&mut rma, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate (host RMA stream)")?;
         let be = CudaBackend {
             ctx,
             dev,
@@ -225,19 +220,14 @@ impl CudaBackend {
             heap_size,
             bases,
             inner: Mutex::new(Inner { backed: 0, chunks: 0, own: vec![], mapped: vec![] }),
-            services: Arc::new(CudaServices::new(modules.clone())),
-            rma_stream: Mutex::new(None),
-            point_slot: Mutex::new(None),
+            services,
+            rma_stream: rma as usize,
+            point_slot,
             modules,
             generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
         };
         // The first granule holds the runtime's internal area: back it now.
         be.grow(Collective { boot, fds, job }, granule)?;
-        // The host RMA stream and the point operations' result slot are made now, before any user
-        // kernel runs, not by the first host AMO (which may race a kernel that waits on the emulated
-        // NIC, as the suite's host_amo scenario does): allocating then may wait for that kernel.
-        be.rma()?;
-        be.point_slot()?;
         log::info(format!("PE {me}: GPU {ordinal}, heap {heap_size} bytes reserved, granule {granule} bytes"));
         Ok(be)
     }
@@ -418,10 +408,8 @@ impl Drop for CudaBackend {
         // SAFETY: synchronize before unmapping so no kernel still uses the heap.
         unsafe { cu::cuCtxSynchronize() };
         // The point slot (pinned host memory) is freed by its own drop, after this.
-        if let Some(s) = self.rma_stream.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
-            // SAFETY: our stream, idle (the context was synchronized), destroyed once.
-            unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
-        }
+        // SAFETY: our stream, idle (the context was synchronized), destroyed once (only here).
+        unsafe { cu::cuStreamDestroy_v2(self.rma_stream as cu::CUstream) };
         // Every module that still holds this instance's state reads "not initialized" from now on, and
         // our own modules go (the context was synchronized above).
         self.modules.retire();

@@ -57,14 +57,18 @@ pub fn team_translate_pe(src: i32, pe: i32, dest: i32) -> i32 {
         return -1;
     }
     let teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());
-    let node_pe = |j: i32| rt.state.node_pe.get(j as usize).copied().unwrap_or(-1);
-    dc::index_of_in(&d, pe_of(&rt, &teams, &s, pe), rt.state.node_n_pes, node_pe, |r, j| teams.listed(r, j))
+    dc::index_of_in(&d, pe_of(&rt, &teams, &s, pe), rt.state.node_n_pes, |j| node_pe(&rt, j), |r, j| teams.listed(r, j))
+}
+
+/// The job PE of node PE `j` from the host's copy of the node's PE table (-1 past its end).
+fn node_pe(rt: &Runtime, j: i32) -> i32 {
+    rt.state.node_pe.get(j as usize).copied().unwrap_or(-1)
 }
 
 /// The job PE of member `i` of team `d`, from the host's copies of the node's PE table and the
 /// member tables (the device library's `member` reads the device's).
 pub(crate) fn pe_of(rt: &Runtime, teams: &Teams, d: &TeamDesc, i: i32) -> i32 {
-    dc::member_of(d, i, |j| rt.state.node_pe.get(j as usize).copied().unwrap_or(-1), |r, j| teams.listed(r, j))
+    dc::member_of(d, i, |j| node_pe(rt, j), |r, j| teams.listed(r, j))
 }
 
 /// The team of members `start + i * stride` (`i < size`) of team `parent` (descriptor `p`), with this

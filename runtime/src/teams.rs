@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::platform::backend::Backend;
-use rshmem_device::state::{Internal, TeamDesc, TeamInitCall, MAX_PES, MAX_TEAMS, PES_LISTED, TEAMS_MIN, TEAM_NODE, TEAM_SHARED, TEAM_UID_NONE, TEAM_VALID, TEAM_WORLD};
+use rshmem_device::state::{Internal, TeamDesc, TeamInitCall, MAX_PES, MAX_TEAMS, PES_JOB, PES_LISTED, PES_NODE, TEAMS_MIN, TEAM_NODE, TEAM_SHARED, TEAM_UID_NONE, TEAM_VALID, TEAM_WORLD};
 use std::mem::{offset_of, size_of};
 
 /// NVSHMEM's team configuration (`nvshmem_team_config_t`, 64 bytes): kept with the team and given back
@@ -43,8 +43,8 @@ impl Teams {
     /// of this node, which share memory).
     pub(crate) fn new(me: usize, n: usize, node_me: usize, node_n: usize) -> Teams {
         let mut desc = [TeamDesc::default(); MAX_TEAMS];
-        desc[TEAM_WORLD as usize] = TeamDesc { start: 0, stride: 1, size: n as i32, my_index: me as i32, node_list: 0, valid: TEAM_VALID, parent: -1, list: 0 };
-        let node = TeamDesc { start: 0, stride: 1, size: node_n as i32, my_index: node_me as i32, node_list: 1, valid: TEAM_VALID, parent: -1, list: 0 };
+        desc[TEAM_WORLD as usize] = TeamDesc { start: 0, stride: 1, size: n as i32, my_index: me as i32, node_list: PES_JOB, valid: TEAM_VALID, parent: -1, list: 0 };
+        let node = TeamDesc { start: 0, stride: 1, size: node_n as i32, my_index: node_me as i32, node_list: PES_NODE, valid: TEAM_VALID, parent: -1, list: 0 };
         desc[TEAM_SHARED as usize] = node;
         desc[TEAM_NODE as usize] = node;
         Teams { desc, config: [TeamConfig::default(); MAX_TEAMS], members: std::array::from_fn(|_| Vec::new()) }

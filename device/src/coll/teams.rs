@@ -2,7 +2,7 @@
 //! queries (see the `coll` module docs).
 
 use crate::route::{fail, state, St};
-use crate::state::{Internal, TeamDesc, MAX_PES, MAX_TEAMS, PES_LISTED, PES_NODE, TEAM_VALID, TEAM_WORLD};
+use crate::state::{Internal, TeamDesc, MAX_PES, MAX_TEAMS, PES_JOB, PES_LISTED, PES_NODE, TEAM_VALID, TEAM_WORLD};
 use crate::types::Problem;
 use core::mem::{offset_of, size_of};
 use core::ptr;
@@ -76,7 +76,7 @@ pub fn lookup(call: &'static str, team: i32) -> Option<TeamDesc> {
         // The world's descriptor from the device state (constant memory on GPUs), no heap load: the
         // barrier on it is the latency-critical one.
         let n = s.n_pes();
-        return Some(TeamDesc { start: 0, stride: 1, size: n, my_index: s.my_pe(), node_list: 0, valid: TEAM_VALID, parent: -1, list: 0 });
+        return Some(TeamDesc { start: 0, stride: 1, size: n, my_index: s.my_pe(), node_list: PES_JOB, valid: TEAM_VALID, parent: -1, list: 0 });
     }
     if team < 0 || team as usize >= MAX_TEAMS {
         return None;

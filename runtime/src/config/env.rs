@@ -64,7 +64,7 @@ pub const PROXY_THREAD_STAGE: &str = "RSHMEM_PROXY_THREAD_STAGE";
 pub const PROXY_STATS: &str = "RSHMEM_PROXY_STATS";
 /// Proxy transport: which threads of a warp's or block's staged put fence (one or every).
 pub const PROXY_GROUP_FENCE: &str = "RSHMEM_PROXY_GROUP_FENCE";
-/// How the proxy carries remote operations: auto, tcp or verbs (`parse_proxy_provider`).
+/// How the proxy carries remote operations: auto, tcp or verbs (`parse_proxy_provider`, [`ProxyProvider`]).
 pub const PROXY_PROVIDER: &str = "RSHMEM_PROXY_PROVIDER";
 /// RDMA devices (and ports) the ibgda transport may use (NVSHMEM: `NVSHMEM_HCA_LIST`).
 pub const IB_HCA: &str = "RSHMEM_IB_HCA";
@@ -102,7 +102,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: PROXY_IFNAME, default: "", meaning: "proxy transport: network interface whose IPv4 address the proxy listens on; default: the address this PE uses to reach the bootstrap rendezvous (RSHMEM_BOOTSTRAP), else as RSHMEM_BOOTSTRAP_IFNAME", check: is_ifname },
     EnvVar { name: PROXY_SPIN, default: "auto", meaning: "proxy transport: on (the proxy's receivers and responders poll for up to 50 us after each frame or answer before they sleep, saving a scheduler wake-up per hop), off (they sleep at once), auto (on when this process may use at least 8 CPUs: on the 2-core CI machine polling threads took the CPUs the PEs needed and made remote latencies 3 to 4 times worse)", check: is_proxy_spin },
     EnvVar { name: PROXY_GROUP_FENCE, default: "one", meaning: "proxy transport: in a warp's or block's put staged into the request ring, one (the thread that posts the request fences at system scope after the group's barrier) or every (every thread fences before the barrier: one system fence per warp; for measuring the difference)", check: is_group_fence },
-    EnvVar { name: PROXY_PROVIDER, default: "auto", meaning: "proxy transport: how the proxy thread reaches its peers: auto (RDMA WRITE/READ/atomics through the NIC's verbs when an RDMA device has an active port and the heap registers with it on every PE, else TCP; init says which and why), verbs (the same, but a job where it cannot be set up stops with the reason) or tcp (frames over TCP to the peer's proxy). Operations the NIC cannot do (32-bit atomics, set/swap/and/or/xor, signal set) always go over TCP. Not used by the ibgda transport's own proxy", check: is_proxy_provider },
+    EnvVar { name: PROXY_PROVIDER, default: "auto", meaning: "proxy transport: how the proxy thread reaches its peers: auto (RDMA WRITE/READ/atomics through the NIC's verbs when an RDMA device has an active port and the heap registers with it on every PE, else TCP; init says which and why), verbs (or its alias rdma: the same, but a job where it cannot be set up stops with the reason) or tcp (frames over TCP to the peer's proxy). Operations the NIC cannot do (32-bit atomics, set/swap/and/or/xor, signal set) always go over TCP. Not used by the ibgda transport's own proxy", check: is_proxy_provider },
     EnvVar { name: PROXY_STATS, default: "off", meaning: "proxy transport: on (every PE prints at finalize one line `rshmem proxy stats [PE n]: ...` with the requests it drained and the time it spent sending them, the frames it applied as a target and the time of their copies and of the device threads' inbound operations: which stage limits a remote figure) or off", check: is_switch },
     EnvVar { name: IBGDA_QPS_PER_PE, default: "2", meaning: "ibgda transport: RC queue pairs to each PE on another node (1 to 16); a thread uses its warp's (the warp's index in the grid modulo this)", check: is_ibgda_qps },
     EnvVar { name: IBGDA_QP_DEPTH, default: "512", meaning: "ibgda transport: WQEBBs (64-byte units) of each send queue, a power of two from 64 to 32768 (NVSHMEM_QP_DEPTH); a real NIC needs at least 128", check: is_ibgda_depth },
@@ -170,12 +170,23 @@ fn is_backend(v: &str) -> std::result::Result<(), String> {
 fn is_proxy_provider(v: &str) -> std::result::Result<(), String> {
     parse_proxy_provider(v).map(|_| ())
 }
-/// RSHMEM_PROXY_PROVIDER's value, canonical: "auto", "tcp" or "verbs" (any case, spaces trimmed).
-pub fn parse_proxy_provider(v: &str) -> std::result::Result<&'static str, String> {
+/// What `RSHMEM_PROXY_PROVIDER` asks for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum ProxyProvider {
+    /// `auto`: verbs when usable, else TCP.
+    #[default]
+    Auto,
+    /// `tcp`: always TCP.
+    Tcp,
+    /// `verbs` (or `rdma`): verbs, or the job stops with the reason.
+    Verbs,
+}
+/// RSHMEM_PROXY_PROVIDER's value: auto, tcp or verbs (`rdma` = verbs; any case, spaces trimmed).
+pub fn parse_proxy_provider(v: &str) -> std::result::Result<ProxyProvider, String> {
     match v.trim().to_ascii_lowercase().as_str() {
-        "auto" => Ok("auto"),
-        "tcp" => Ok("tcp"),
-        "verbs" | "rdma" => Ok("verbs"),
+        "auto" => Ok(ProxyProvider::Auto),
+        "tcp" => Ok(ProxyProvider::Tcp),
+        "verbs" | "rdma" => Ok(ProxyProvider::Verbs),
         _ => Err(format!("expected auto, tcp or verbs (got {v:?})")),
     }
 }

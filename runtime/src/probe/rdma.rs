@@ -140,7 +140,47 @@ pub(crate) fn rdma_port(dir: &Path, num: u32) -> RdmaPort {
     }
 }
 
-/// The check of one port of an mlx5 device: PASS when IBGDA could use it.
+/// What keeps a port from use (by IBGDA or host verbs alike): the reason as data, [`port_check`]
+/// says it at length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortFault {
+    /// The logical state is not ACTIVE.
+    NotActive,
+    /// An InfiniBand port without a LID.
+    NoLid,
+    /// An Ethernet port without a RoCE v2 GID.
+    NoRoceV2Gid,
+    /// Neither InfiniBand nor Ethernet.
+    LinkLayer,
+}
+
+impl PortFault {
+    /// A few words for a list of ports.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            PortFault::NotActive => "not ACTIVE",
+            PortFault::NoLid => "no LID assigned",
+            PortFault::NoRoceV2Gid => "no RoCE v2 GID",
+            PortFault::LinkLayer => "neither InfiniBand nor Ethernet",
+        }
+    }
+}
+
+/// What keeps port `p` from use; None when it is usable (ACTIVE, with a LID on InfiniBand or a
+/// RoCE v2 GID on Ethernet).
+pub(crate) fn port_fault(p: &RdmaPort) -> Option<PortFault> {
+    if !p.state.eq_ignore_ascii_case("ACTIVE") {
+        Some(PortFault::NotActive)
+    } else if p.is_infiniband() {
+        (p.lid.unwrap_or(0) == 0).then_some(PortFault::NoLid)
+    } else if p.is_ethernet() {
+        p.chosen_gid().is_none().then_some(PortFault::NoRoceV2Gid)
+    } else {
+        Some(PortFault::LinkLayer)
+    }
+}
+
+/// The check of one port of an mlx5 device: PASS when IBGDA could use it ([`port_fault`] is None).
 pub(crate) fn port_check(dev: &RdmaDevice, p: &RdmaPort) -> Check {
     let name = format!("RDMA port {}:{}", dev.name, p.num);
     let layer = if p.is_ethernet() {
@@ -151,56 +191,72 @@ pub(crate) fn port_check(dev: &RdmaDevice, p: &RdmaPort) -> Check {
     let netdev = p.gids.iter().find_map(|g| g.ndev.clone()).map(|n| format!(", netdev {n}")).unwrap_or_default();
     let rate = p.rate.as_ref().map(|r| format!(", {r}")).unwrap_or_default();
     let facts = format!("{layer}, state {}, physical state {}{rate}{netdev}", p.state, p.phys_state);
-    if !p.state.eq_ignore_ascii_case("ACTIVE") {
-        let fix = if p.is_infiniband() && p.phys_state.eq_ignore_ascii_case("LinkUp") {
-            "the link is up but no subnet manager has configured the port: run a subnet manager on the fabric (opensm on one node, or the switch's), then check with `ibstat`".to_string()
-        } else if p.is_ethernet() {
-            let nd = p.gids.iter().find_map(|g| g.ndev.clone()).unwrap_or_else(|| "<netdev>".into());
-            format!("bring the link up: check the cable and the switch port, and `ip link set {nd} up` (`rdma link` shows the port's netdev)")
-        } else {
-            "no link: check the cable and the switch port (`ibstat` shows the physical state); or leave this port out with RSHMEM_IB_HCA".to_string()
-        };
-        return Check::new(name, Status::Fail, format!("{facts}: not ACTIVE, so IBGDA cannot use it")).with_fix(fix);
-    }
-    if p.is_infiniband() {
-        let lid = p.lid.unwrap_or(0);
-        if lid == 0 {
-            return Check::new(name, Status::Fail, format!("{facts}, but no LID is assigned"))
-                .with_fix("a subnet manager assigns LIDs: run one on the fabric (opensm), then check with `ibstat`");
+    match port_fault(p) {
+        Some(PortFault::NotActive) => {
+            let fix = if p.is_infiniband() && p.phys_state.eq_ignore_ascii_case("LinkUp") {
+                "the link is up but no subnet manager has configured the port: run a subnet manager on the fabric (opensm on one node, or the switch's), then check with `ibstat`".to_string()
+            } else if p.is_ethernet() {
+                let nd = p.gids.iter().find_map(|g| g.ndev.clone()).unwrap_or_else(|| "<netdev>".into());
+                format!("bring the link up: check the cable and the switch port, and `ip link set {nd} up` (`rdma link` shows the port's netdev)")
+            } else {
+                "no link: check the cable and the switch port (`ibstat` shows the physical state); or leave this port out with RSHMEM_IB_HCA".to_string()
+            };
+            Check::new(name, Status::Fail, format!("{facts}: not ACTIVE, so IBGDA cannot use it")).with_fix(fix)
         }
-        let gid = p.chosen_gid().map(|g| format!(", GID {} {}", g.index, g.pretty())).unwrap_or_default();
-        return Check::new(name, Status::Pass, format!("{facts}, LID {lid:#x}{gid}"));
+        Some(PortFault::NoLid) => Check::new(name, Status::Fail, format!("{facts}, but no LID is assigned"))
+            .with_fix("a subnet manager assigns LIDs: run one on the fabric (opensm), then check with `ibstat`"),
+        Some(PortFault::NoRoceV2Gid) => {
+            let nd = p.gids.iter().find_map(|g| g.ndev.clone()).unwrap_or_else(|| "the port's netdev".into());
+            let have = if p.gids.is_empty() {
+                "no GID at all".to_string()
+            } else {
+                format!("only {} GID(s) of other types", p.gids.len())
+            };
+            Check::new(name, Status::Fail, format!("{facts}; no RoCE v2 GID ({have})")).with_fix(format!(
+                "RoCE v2 GIDs follow the IP addresses of {nd}: give it an IPv4 address (`ip addr add ADDR/PREFIX dev {nd}`); `rdma link` and `show_gids` list them"
+            ))
+        }
+        Some(PortFault::LinkLayer) => Check::new(name, Status::Fail, format!("{facts}: link layer {:?}; IBGDA needs InfiniBand or Ethernet (RoCE)", p.link_layer)),
+        None if p.is_infiniband() => {
+            let gid = p.chosen_gid().map(|g| format!(", GID {} {}", g.index, g.pretty())).unwrap_or_default();
+            Check::new(name, Status::Pass, format!("{facts}, LID {:#x}{gid}", p.lid.unwrap_or(0)))
+        }
+        None => {
+            let gid = p.chosen_gid().map(|g| format!("; GID index {} {} (RoCE v2)", g.index, g.pretty())).unwrap_or_default();
+            Check::new(name, Status::Pass, format!("{facts}{gid}"))
+        }
     }
-    if p.is_ethernet() {
-        return match p.chosen_gid() {
-            Some(g) => Check::new(name, Status::Pass, format!("{facts}; GID index {} {} (RoCE v2)", g.index, g.pretty())),
-            None => {
-                let nd = p.gids.iter().find_map(|g| g.ndev.clone()).unwrap_or_else(|| "the port's netdev".into());
-                let have = if p.gids.is_empty() {
-                    "no GID at all".to_string()
-                } else {
-                    format!("only {} GID(s) of other types", p.gids.len())
-                };
-                Check::new(name, Status::Fail, format!("{facts}; no RoCE v2 GID ({have})")).with_fix(format!(
-                    "RoCE v2 GIDs follow the IP addresses of {nd}: give it an IPv4 address (`ip addr add ADDR/PREFIX dev {nd}`); `rdma link` and `show_gids` list them"
-                ))
-            }
-        };
+}
+
+/// `RSHMEM_IB_HCA`'s value (`hca`, None: unset) parsed; `Err` names the variable and what is wrong.
+pub(crate) fn hca_filter(hca: Option<&str>) -> std::result::Result<HcaList, String> {
+    match hca {
+        None => Ok(HcaList::default()),
+        Some(v) => parse_hca_list(v).map_err(|why| format!("{}={v:?} is not valid: {why}", crate::config::env::IB_HCA)),
     }
-    Check::new(name, Status::Fail, format!("{facts}: link layer {:?}; IBGDA needs InfiniBand or Ethernet (RoCE)", p.link_layer))
+}
+
+/// The ports of the devices `vendor` accepts that `hca` allows, each with what keeps it from use
+/// ([`port_fault`]; None: usable), in device and port order.
+pub(crate) fn allowed_ports<'a>(
+    devices: &'a [RdmaDevice],
+    hca: &'a HcaList,
+    vendor: impl Fn(&RdmaDevice) -> bool + 'a,
+) -> impl Iterator<Item = (&'a RdmaDevice, &'a RdmaPort, Option<PortFault>)> + 'a {
+    devices
+        .iter()
+        .filter(move |d| vendor(d))
+        .flat_map(move |d| d.ports.iter().filter(move |p| hca.allows(&d.name, p.num)).map(move |p| (d, p, port_fault(p))))
+}
+
+/// The usable ports of the devices `vendor` accepts, allowed by `hca`, as (device, port).
+pub(crate) fn usable_ports_by(devices: &[RdmaDevice], hca: &HcaList, vendor: impl Fn(&RdmaDevice) -> bool) -> Vec<(String, u32)> {
+    allowed_ports(devices, hca, vendor).filter(|(.., f)| f.is_none()).map(|(d, p, _)| (d.name.clone(), p.num)).collect()
 }
 
 /// The ports IBGDA could use, as (device, port): mlx5 devices, allowed by `hca`, ports that pass.
 pub fn usable_ports(devices: &[RdmaDevice], hca: &HcaList) -> Vec<(String, u32)> {
-    let mut out = Vec::new();
-    for d in devices.iter().filter(|d| d.is_mlx5()) {
-        for p in &d.ports {
-            if hca.allows(&d.name, p.num) && port_check(d, p).status == Status::Pass {
-                out.push((d.name.clone(), p.num));
-            }
-        }
-    }
-    out
+    usable_ports_by(devices, hca, RdmaDevice::is_mlx5)
 }
 
 /// When no RDMA device exists: what the PCI bus says about ConnectX NICs (a bound mlx5_core without
@@ -231,14 +287,9 @@ pub(crate) fn missing_device_hint(root: &Path) -> Option<String> {
 pub(crate) fn rdma_checks(root: &Path, devices: &[RdmaDevice], hca: Option<&str>) -> (Vec<Check>, Vec<(String, u32)>) {
     const NAME: &str = "RDMA devices";
     let var = crate::config::env::IB_HCA;
-    let filter = match hca.map(parse_hca_list) {
-        None => HcaList::default(),
-        Some(Ok(f)) => f,
-        Some(Err(why)) => {
-            let c = Check::new(NAME, Status::Fail, format!("{var}={:?} is not valid: {why}", hca.unwrap_or("")))
-                .with_fix(format!("correct {var} or unset it"));
-            return (vec![c], Vec::new());
-        }
+    let filter = match hca_filter(hca) {
+        Ok(f) => f,
+        Err(why) => return (vec![Check::new(NAME, Status::Fail, why).with_fix(format!("correct {var} or unset it"))], Vec::new()),
     };
     if devices.is_empty() {
         let hint = missing_device_hint(root).unwrap_or_else(|| "the kernel drives no InfiniBand or RoCE NIC on this host".into());

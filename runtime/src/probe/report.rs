@@ -3,13 +3,12 @@
 //! are handed in by the transport layer (`crate::transport::select`): the probes import no transport.
 
 use crate::config::env;
-use crate::config::parse::{parse_hca_list, HcaList};
 use crate::node::iface::NetEnv;
 use crate::probe::affinity::affinity_checks;
 use crate::probe::check::{Check, Status, SYSFS_LIMIT, VERBS_LIMIT};
 use crate::probe::gpu::{gpudirect_check, probe_gpus, GpuProbe};
 use crate::probe::net::{bootstrap_check, proxy_check};
-use crate::probe::rdma::{rdma_checks, rdma_devices, usable_ports};
+use crate::probe::rdma::{hca_filter, rdma_checks, rdma_devices, usable_ports};
 use rshmem_common::bounded;
 use std::path::Path;
 
@@ -52,11 +51,7 @@ pub(crate) fn decide(port_usable: bool, gpudirect: &Check, verbs: &[Check]) -> b
 /// then the feature, then the GPU driver, then the verbs library: `verbs`, None without the
 /// feature). No GPU is touched when no RDMA port is usable.
 pub(crate) fn usable_at(root: &Path, hca: Option<&str>, verbs: Option<fn() -> Vec<Check>>) -> bool {
-    let filter = match hca.map(parse_hca_list) {
-        None => HcaList::default(),
-        Some(Ok(f)) => f,
-        Some(Err(_)) => return false,
-    };
+    let Ok(filter) = hca_filter(hca) else { return false };
     let r = root.to_path_buf();
     let Some(devices) = bounded(SYSFS_LIMIT, move || rdma_devices(&r)) else { return false };
     let port_usable = !usable_ports(&devices, &filter).is_empty();

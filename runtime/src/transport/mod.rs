@@ -19,6 +19,7 @@
 //! Nothing here imports the runtime above it: what a transport needs (the bootstrap, the platform and
 //! its services) is passed down (`interface::RemoteSetup`).
 
+pub(crate) mod agree;
 pub mod ibgda;
 pub mod interface;
 pub mod p2p;

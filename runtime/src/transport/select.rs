@@ -9,7 +9,7 @@
 //! The automatic choice, in order: IBGDA when a NIC passes every check ([`nic_usable`]); else the
 //! proxy, which itself runs over the NIC's verbs when one is usable for host verbs (an RDMA device
 //! with an active port, any vendor, and a heap that registers with it on every PE:
-//! [`proxy_provider`], `proxy::provider`), else over TCP. `RSHMEM_PROXY_PROVIDER` forces the
+//! `proxy::provider`), else over TCP. `RSHMEM_PROXY_PROVIDER` forces the
 //! proxy's provider (tcp, verbs); `rshmrun --diagnose` prints the decision and the reason.
 
 use crate::config::parse::{parse_remote, Remote, REMOTE_VALUES};
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::probe::check::{Check, Status};
 use crate::probe::report as diagnose;
 use crate::transport::interface::{RemoteFactory, Transport};
-use crate::transport::proxy::provider::{self, Provider};
+use crate::transport::proxy::provider;
 use std::sync::OnceLock;
 
 
@@ -27,7 +27,7 @@ use std::sync::OnceLock;
 pub enum RemoteChoice {
     /// No remote transport: other nodes' PEs are not reachable (single-node job, or `none`).
     None,
-    /// The CPU proxy (its provider, verbs or TCP, is agreed when it starts: [`proxy_provider`]).
+    /// The CPU proxy (its provider, verbs or TCP, is agreed when it starts: `proxy::provider`).
     Proxy,
     /// IBGDA on a real ConnectX NIC (the `verbs` feature, and every NIC check passed).
     IbgdaNic,
@@ -93,10 +93,7 @@ pub fn explicit_ibgda(value: Option<&str>) -> bool {
 /// `RSHMEM_TEST_NIC_USABLE` = `all` or a comma-separated list of PEs makes those PEs (and only them)
 /// believe they have a usable NIC, so that the agreement and the fallback below run where no NIC is.
 pub fn nic_usable_on(pe: usize) -> bool {
-    match std::env::var(NIC_HOOK) {
-        Ok(v) => v.trim() == "all" || v.split(',').any(|p| p.trim().parse::<usize>() == Ok(pe)),
-        Err(_) => nic_usable(),
-    }
+    crate::transport::agree::hook_names(NIC_HOOK, pe).unwrap_or_else(nic_usable)
 }
 /// The test hook of [`nic_usable_on`].
 pub const NIC_HOOK: &str = "RSHMEM_TEST_NIC_USABLE";
@@ -227,14 +224,6 @@ pub fn transport_check(value: Option<&str>, nic_usable: bool) -> Check {
             Check::new(NAME, Status::Info, format!("a job with PEs on other nodes and {setting} uses {}{why}; PEs of one node always use p2p", choice.describe()))
         }
     }
-}
-
-/// How a proxy started here would reach its peers: its provider (verbs or TCP) and why, from
-/// `RSHMEM_PROXY_PROVIDER` and whether this host's NIC is usable for host verbs (a job agrees on it
-/// at init, and falls back to TCP when the verbs setup fails on any PE under auto).
-pub fn proxy_provider() -> std::result::Result<(Provider, String), String> {
-    let want = provider::parse_want(crate::config::env::get(crate::config::env::PROXY_PROVIDER).as_deref())?;
-    Ok(provider::local_choice(want, &provider::verbs_usable()))
 }
 
 /// Every check of `rshmrun --diagnose` on this host, with this process's environment: the probes'

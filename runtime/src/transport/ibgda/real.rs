@@ -16,7 +16,8 @@
 //!
 //! Not run on hardware here: no machine of this project has a NIC (docs/transports.md; README, "Simulated nodes and remote PEs").
 
-use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
+use crate::transport::agree::agree_failure;
+use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT, SETUP_FAILED};
 use crate::node::exchange::Collective;
 use crate::platform::backend::Backend;
 use crate::platform::services::{DeviceMem, Services};
@@ -124,21 +125,14 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
         Ok((nic, ibgda, mrs, ret, ret_mr, made))
     };
     let mine = local();
-    let status: Vec<u8> = match &mine {
-        Ok(_) => vec![0],
-        Err(e) => [&[1u8][..], &e.to_string().into_bytes()[..e.to_string().len().min(300)]].concat(),
-    };
-    let said = boot.allgather("rshmem_init (ibgda NIC set up?)", &status)?;
-    let failed: Vec<usize> = (0..n).filter(|&pe| said[pe].first() != Some(&0)).collect();
-    if let Some(&first) = failed.first() {
-        // Every PE returns this same agreed failure (init may fall back to the proxy on all of them).
-        return Err(Error::new(format!(
-            "{}: {} could not (PE {first}: {})",
-            crate::transport::ibgda::setup::SETUP_FAILED,
-            crate::bootstrap::pe_list(&failed),
-            String::from_utf8_lossy(said[first].get(1..).unwrap_or_default())
-        )));
-    }
+    // Every PE returns the same agreed failure (init may fall back to the proxy on all of them).
+    agree_failure(
+        boot,
+        "rshmem_init (ibgda NIC set up?)",
+        SETUP_FAILED,
+        "the checks, opening the NIC, registering the heap and the return slots, making the QPs",
+        mine.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+    )?;
     let (nic, ibgda, mrs, ret, ret_mr, mut made) = mine?;
     let proxy = Proxy::new(s, None)?;
 

@@ -170,5 +170,5 @@ pub(crate) const SETUP_FAILED: &str = "ibgda: the NIC could not be set up";
 
 /// Whether `e` is an agreed failure of the real NIC's setup (see [`SETUP_FAILED`]).
 pub(crate) fn agreed_setup_failure(e: &Error) -> bool {
-    e.to_string().starts_with(SETUP_FAILED)
+    crate::transport::agree::is_agreed_failure(e, SETUP_FAILED)
 }

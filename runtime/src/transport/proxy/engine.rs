@@ -314,13 +314,13 @@ impl Engine {
         self.flush_peer(b, q)?;
         let link = self.link(q as u32)?;
         let limit = self.target.wait_limit;
-        let start = Instant::now();
-        let mut backoff = Backoff::new();
+        let mut go_on = ring::deadline(limit);
+        let mut spins = 0u64;
         while !self.nothing_in_flight(link) {
-            if start.elapsed() > limit {
+            spins += 1;
+            if !go_on(spins) {
                 return Err(Error::new(format!("PE {q} did not complete the requests sent to it over TCP within {limit:?}{}", self.in_flight(link))));
             }
-            backoff.snooze();
         }
         Ok(())
     }

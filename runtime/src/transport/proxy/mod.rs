@@ -85,9 +85,6 @@ pub struct Proxy {
     /// `remote[pe]`: the proxy reaches PE `pe` (it is on another node).
     remote: Vec<bool>,
     threads: Mutex<Vec<(String, JoinHandle<()>)>>,
-    /// What carries the requests (the engines' RDMA paths when verbs).
-    #[allow(dead_code)]
-    provider: Provider,
     /// The verbs provider's shared state (heap keys), for heap growth.
     #[cfg(feature = "verbs")]
     verbs: Option<Arc<verbs::Shared>>,
@@ -229,7 +226,7 @@ impl Proxy {
             Provider::Verbs => match start_verbs(s, &mut engines, &remote, want == Want::Verbs) {
                 Ok(v) => v,
                 // Agreed: every PE got it, so every PE goes on over TCP alike.
-                Err(e) if want != Want::Verbs && e.to_string().starts_with(provider::SETUP_FAILED) => {
+                Err(e) if want != Want::Verbs && provider::agreed_setup_failure(&e) => {
                     if me == 0 {
                         log::warn(format!("{e}; every PE's proxy uses TCP instead ({}=verbs stops the job here instead)", env::PROXY_PROVIDER));
                     }
@@ -270,7 +267,6 @@ impl Proxy {
             target,
             remote,
             threads: Mutex::new(threads),
-            provider,
             #[cfg(feature = "verbs")]
             verbs,
         };

@@ -11,9 +11,9 @@
 //! dma-buf or peer memory; host memory on the CPU backend) is learnt by trying, at setup.
 
 use crate::config::env;
-use crate::config::parse::{parse_hca_list, HcaList};
 use crate::probe::check::{Check, Status, SYSFS_LIMIT};
-use crate::probe::rdma::{port_check, rdma_devices};
+use crate::probe::rdma::{allowed_ports, hca_filter, rdma_devices};
+use crate::transport::agree;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -51,25 +51,14 @@ impl Provider {
     }
 }
 
-/// `RSHMEM_PROXY_PROVIDER`'s value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Want {
-    /// Verbs when usable, else TCP (the default).
-    Auto,
-    /// Always TCP.
-    Tcp,
-    /// Verbs, or the job stops with the reason.
-    Verbs,
-}
+/// `RSHMEM_PROXY_PROVIDER`'s value: auto (verbs when usable, else TCP; the default), tcp or verbs
+/// (verbs, or the job stops with the reason).
+pub use crate::config::env::ProxyProvider as Want;
 
 /// Parses `RSHMEM_PROXY_PROVIDER`'s value (None: unset, auto); the error names the variable.
 pub fn parse_want(value: Option<&str>) -> std::result::Result<Want, String> {
     let Some(v) = value.filter(|v| !v.trim().is_empty()) else { return Ok(Want::Auto) };
-    match env::parse_proxy_provider(v).map_err(|e| format!("{}={v:?}: {e}", env::PROXY_PROVIDER))? {
-        "tcp" => Ok(Want::Tcp),
-        "verbs" => Ok(Want::Verbs),
-        _ => Ok(Want::Auto),
-    }
+    env::parse_proxy_provider(v).map_err(|e| format!("{}={v:?}: {e}", env::PROXY_PROVIDER))
 }
 
 /// Whether the NIC under `root` (sysfs) is usable for host verbs: Ok(the port, for messages) or
@@ -78,26 +67,17 @@ pub fn verbs_usable_at(root: &Path, hca: Option<&str>, built: bool) -> std::resu
     if !built {
         return Err("this build of rshmem lacks the `verbs` feature (rebuild with --features rshmem/verbs)".into());
     }
-    let filter = match hca.map(parse_hca_list) {
-        None => HcaList::default(),
-        Some(Ok(f)) => f,
-        Some(Err(e)) => return Err(format!("{}={:?} is not valid: {e}", env::IB_HCA, hca.unwrap_or(""))),
-    };
+    let filter = hca_filter(hca)?;
     let devices = rdma_devices(root);
     if devices.is_empty() {
         return Err("no RDMA device (/sys/class/infiniband is empty or missing)".into());
     }
     let mut why = Vec::new();
-    for d in &devices {
-        for p in &d.ports {
-            if !filter.allows(&d.name, p.num) {
-                continue;
-            }
-            let c = port_check(d, p);
-            if c.status == Status::Pass {
-                return Ok(format!("{}:{} ({})", d.name, p.num, p.link_layer));
-            }
-            why.push(format!("{}:{} {}", d.name, p.num, c.detail.rsplit(": ").next().unwrap_or(&c.detail)));
+    // Any vendor: host verbs need no DevX.
+    for (d, p, fault) in allowed_ports(&devices, &filter, |_| true) {
+        match fault {
+            None => return Ok(format!("{}:{} ({})", d.name, p.num, p.link_layer)),
+            Some(f) => why.push(format!("{}:{} {}", d.name, p.num, f.describe())),
         }
     }
     if why.is_empty() {
@@ -123,10 +103,10 @@ pub fn verbs_usable() -> std::result::Result<String, String> {
 
 /// Whether PE `pe`'s NIC is usable for host verbs, or what the test hook says.
 pub fn verbs_usable_on(pe: usize) -> std::result::Result<String, String> {
-    match std::env::var(VERBS_HOOK) {
-        Ok(v) if v.trim() == "all" || v.split(',').any(|p| p.trim().parse::<usize>() == Ok(pe)) => Ok(format!("{VERBS_HOOK} says so")),
-        Ok(_) => Err(format!("{VERBS_HOOK} says no")),
-        Err(_) => verbs_usable(),
+    match agree::hook_names(VERBS_HOOK, pe) {
+        Some(true) => Ok(format!("{VERBS_HOOK} says so")),
+        Some(false) => Err(format!("{VERBS_HOOK} says no")),
+        None => verbs_usable(),
     }
 }
 
@@ -162,30 +142,15 @@ pub fn agree(want: Want, choices: &[(Provider, String)]) -> std::result::Result<
 pub const SETUP_FAILED: &str = "proxy over verbs: the NIC could not be set up";
 
 /// Collective: every PE says how its part of a step went (`mine`); Ok when it went well everywhere,
-/// else the same error on every PE, naming the PEs it failed on and the first one's reason. `what`
-/// names the step.
+/// else the same error on every PE, starting with [`SETUP_FAILED`], naming the PEs it failed on and
+/// the first one's reason (`transport::agree`). `what` names the step.
 pub fn agree_step(boot: &crate::bootstrap::Bootstrap, what: &str, mine: std::result::Result<(), String>) -> crate::error::Result<()> {
-    const MOST: usize = 400;
-    let status: Vec<u8> = match &mine {
-        Ok(()) => vec![0],
-        Err(e) => {
-            let mut cut = e.len().min(MOST);
-            while !e.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            [&[1u8][..], &e.as_bytes()[..cut]].concat()
-        }
-    };
-    let said = boot.allgather(&format!("rshmem_init (proxy over verbs: {what})"), &status)?;
-    let failed: Vec<usize> = (0..said.len()).filter(|&pe| said[pe].first() != Some(&0)).collect();
-    match failed.first() {
-        None => Ok(()),
-        Some(&first) => Err(crate::error::Error::new(format!(
-            "{SETUP_FAILED} ({what}) on {} (PE {first}: {})",
-            crate::bootstrap::pe_list(&failed),
-            String::from_utf8_lossy(said[first].get(1..).unwrap_or_default())
-        ))),
-    }
+    agree::agree_failure(boot, &format!("rshmem_init (proxy over verbs: {what})"), SETUP_FAILED, what, mine)
+}
+
+/// Whether `e` is an agreed failure of the verbs setup (see [`SETUP_FAILED`]).
+pub fn agreed_setup_failure(e: &crate::error::Error) -> bool {
+    agree::is_agreed_failure(e, SETUP_FAILED)
 }
 
 /// The line of `rshmrun --diagnose` saying how a proxy started here would reach its peers.

@@ -177,24 +177,22 @@ impl PeerState {
         let fence = match op {
             RdmaOp::Write => self.unfenced_reads || self.unfenced_atomics,
             RdmaOp::Read => self.unfenced_atomics,
-            RdmaOp::FetchAdd { .. } | RdmaOp::CompareSwap { .. } => self.unfenced_reads,
+            _ => self.unfenced_reads,
         };
         if fence {
             self.unfenced_reads = false;
             self.unfenced_atomics = false;
         }
-        match op {
-            RdmaOp::Read => self.unfenced_reads = true,
-            RdmaOp::FetchAdd { .. } | RdmaOp::CompareSwap { .. } => self.unfenced_atomics = true,
-            RdmaOp::Write => {}
-        }
+        self.unfenced_reads |= op == RdmaOp::Read;
+        self.unfenced_atomics |= op.is_atomic();
         fence
     }
 }
 
-/// The registered region holding `[addr, addr + len)`, if any.
-pub(crate) fn find(local: &[Region], addr: u64, len: u64) -> Option<Region> {
-    local.iter().copied().find(|r| addr >= r.addr && addr.checked_add(len).is_some_and(|e| e <= r.addr + r.len))
+/// The registered region holding `[addr, addr + len)`, if any (`local`: lists of regions, searched in
+/// order).
+pub(crate) fn find(local: &[&[Region]], addr: u64, len: u64) -> Option<Region> {
+    local.iter().flat_map(|l| l.iter()).copied().find(|r| addr >= r.addr && addr.checked_add(len).is_some_and(|e| e <= r.addr + r.len))
 }
 
 /// `[offset, offset + len)` of the peer's heap cut into pieces of at most `chunk` bytes that do not
@@ -230,32 +228,35 @@ impl Builder<'_> {
         self.wrs.push(Wr { op, local, len, remote, rkey, fence, inline, signaled });
     }
 
+    /// `len` bytes between local address `addr` and the peer's heap offset `offset` by `op` (a WRITE
+    /// or a READ): with the registered region `reg` holding them, in pieces of the NIC's largest
+    /// message; without one, through staging (WRITE) or bounce (READ) buffers, in pieces of their size.
+    #[allow(clippy::too_many_arguments)]
+    fn transfer(&mut self, op: RdmaOp, reg: Option<Region>, addr: u64, offset: u64, len: u64, peer: &Peer, lim: &Limits) -> Result<(), &'static str> {
+        let chunk = if reg.is_some() { lim.max_msg } else { lim.max_msg.min(lim.stage) };
+        for (o, k, remote, rkey) in pieces(peer, offset, len, chunk).ok_or(NOT_REGISTERED)? {
+            let (local, inline_ok) = match reg {
+                Some(reg) => (Local::Mem { addr: addr + o, lkey: reg.lkey }, reg.host),
+                None if op == RdmaOp::Write => (Local::StageFrom(addr + o), true),
+                None => (Local::BounceTo(addr + o), false),
+            };
+            self.push(op, local, k, remote, rkey, inline_ok);
+        }
+        Ok(())
+    }
+
     /// The data of a put: `[src, src + len)` to heap offset `offset`, or the staged pieces.
-    fn put(&mut self, r: &Request, staged: [(u64, u64); 2], local: &[Region], peer: &Peer, lim: &Limits) -> Result<(), &'static str> {
+    fn put(&mut self, r: &Request, staged: [(u64, u64); 2], local: &[&[Region]], peer: &Peer, lim: &Limits) -> Result<(), &'static str> {
         if matches!(r.op, op::PUT_STAGED | op::PUT_SIGNAL_STAGED) {
             let mut at = 0;
             for (addr, n) in staged.into_iter().filter(|p| p.1 > 0) {
                 let reg = find(local, addr, n).ok_or("the staged bytes are outside registered memory")?;
-                for (o, k, remote, rkey) in pieces(peer, r.offset + at, n, lim.max_msg).ok_or(NOT_REGISTERED)? {
-                    self.push(RdmaOp::Write, Local::Mem { addr: addr + o, lkey: reg.lkey }, k, remote, rkey, reg.host);
-                }
+                self.transfer(RdmaOp::Write, Some(reg), addr, r.offset + at, n, peer, lim)?;
                 at += n;
             }
             return Ok(());
         }
-        match find(local, r.src, r.len) {
-            Some(reg) => {
-                for (o, k, remote, rkey) in pieces(peer, r.offset, r.len, lim.max_msg).ok_or(NOT_REGISTERED)? {
-                    self.push(RdmaOp::Write, Local::Mem { addr: r.src + o, lkey: reg.lkey }, k, remote, rkey, reg.host);
-                }
-            }
-            None => {
-                for (o, k, remote, rkey) in pieces(peer, r.offset, r.len, lim.max_msg.min(lim.stage)).ok_or(NOT_REGISTERED)? {
-                    self.push(RdmaOp::Write, Local::StageFrom(r.src + o), k, remote, rkey, true);
-                }
-            }
-        }
-        Ok(())
+        self.transfer(RdmaOp::Write, find(local, r.src, r.len), r.src, r.offset, r.len, peer, lim)
     }
 
     /// A 64-bit atomic on the heap word at `offset`, its old value into the scratch slot.
@@ -275,8 +276,8 @@ const NOT_REGISTERED: &str = "the heap range is not registered with the NIC";
 /// What request `r` (checked by `ring::check_request`) becomes on the QP to its target: the work
 /// requests, what completes it, whether (part of) it takes the TCP path, and what it waits for first.
 /// `staged`: a staged put's pieces (address, length) in the channel memory; `local`: this PE's
-/// registered regions; `st`: the peer's state, updated as if the plan were posted.
-pub(crate) fn plan(r: &Request, staged: [(u64, u64); 2], local: &[Region], peer: &Peer, lim: &Limits, st: &mut PeerState) -> Plan {
+/// registered regions (lists of them); `st`: the peer's state, updated as if the plan were posted.
+pub(crate) fn plan(r: &Request, staged: [(u64, u64); 2], local: &[&[Region]], peer: &Peer, lim: &Limits, st: &mut PeerState) -> Plan {
     let snapshot = *st;
     let mut b = Builder { wrs: Vec::new(), st, max_inline: lim.max_inline };
     let signal_add = r.sub as i32 == rshmem_device::SIGNAL_ADD;
@@ -309,18 +310,7 @@ pub(crate) fn plan(r: &Request, staged: [(u64, u64); 2], local: &[Region], peer:
             Ok((Finish::Return, Tcp::No))
         }
         op::GET => {
-            match find(local, r.src, r.len) {
-                Some(reg) => {
-                    for (o, k, remote, rkey) in pieces(peer, r.offset, r.len, lim.max_msg).ok_or(NOT_REGISTERED)? {
-                        b.push(RdmaOp::Read, Local::Mem { addr: r.src + o, lkey: reg.lkey }, k, remote, rkey, false);
-                    }
-                }
-                None => {
-                    for (o, k, remote, rkey) in pieces(peer, r.offset, r.len, lim.max_msg.min(lim.stage)).ok_or(NOT_REGISTERED)? {
-                        b.push(RdmaOp::Read, Local::BounceTo(r.src + o), k, remote, rkey, false);
-                    }
-                }
-            }
+            b.transfer(RdmaOp::Read, find(local, r.src, r.len), r.src, r.offset, r.len, peer, lim)?;
             Ok((Finish::Done, Tcp::No))
         }
         op::AMO => {
@@ -399,7 +389,7 @@ mod tests {
         Request { op, pe: 1, offset, len, src, ..Request::default() }
     }
     fn go(r: &Request, st: &mut PeerState) -> Plan {
-        plan(r, [(0, 0); 2], &local(), &peer(true), &LIM, st)
+        plan(r, [(0, 0); 2], &[&local()], &peer(true), &LIM, st)
     }
 
     #[test]
@@ -424,7 +414,7 @@ mod tests {
         // GPU heap source: never inline (the CPU cannot read it).
         assert!(!go(&req(op::PUT, 0, 8, HEAP_L), &mut st).wrs[0].inline);
         // Staged bytes in host channel memory: inline up to 64 bytes.
-        let mut staged = |n: u64| plan(&req(op::PUT_STAGED, 0, n, 0), [(CHAN, n), (0, 0)], &local(), &peer(true), &LIM, &mut st).wrs;
+        let mut staged = |n: u64| plan(&req(op::PUT_STAGED, 0, n, 0), [(CHAN, n), (0, 0)], &[&local()], &peer(true), &LIM, &mut st).wrs;
         assert!(staged(64)[0].inline);
         assert!(!staged(65)[0].inline);
         // `p`: the value itself, inline.
@@ -434,18 +424,18 @@ mod tests {
         assert_eq!(p.wrs, vec![Wr { op: RdmaOp::Write, local: Local::Value(0xdead_beef), len: 4, remote: BASE + 16, rkey: 0xaa, fence: false, inline: true, signaled: true }]);
         // Without inline support the value is sent from the scratch slot.
         let no_inline = Limits { max_inline: 0, ..LIM };
-        let p = plan(&r, [(0, 0); 2], &local(), &peer(true), &no_inline, &mut st);
+        let p = plan(&r, [(0, 0); 2], &[&local()], &peer(true), &no_inline, &mut st);
         assert!(!p.wrs[0].inline);
     }
 
     #[test]
     fn a_staged_put_that_wraps_is_two_writes_in_order() {
         let mut st = PeerState::default();
-        let p = plan(&req(op::PUT_STAGED, 0x100, 3000, 0), [(CHAN + 0xf000, 1000), (CHAN, 2000)], &local(), &peer(true), &LIM, &mut st);
+        let p = plan(&req(op::PUT_STAGED, 0x100, 3000, 0), [(CHAN + 0xf000, 1000), (CHAN, 2000)], &[&local()], &peer(true), &LIM, &mut st);
         let got: Vec<(Local, u32, u64)> = p.wrs.iter().map(|w| (w.local, w.len, w.remote - BASE)).collect();
         assert_eq!(got, vec![(Local::Mem { addr: CHAN + 0xf000, lkey: 0x22 }, 1000, 0x100), (Local::Mem { addr: CHAN, lkey: 0x22 }, 2000, 0x100 + 1000)]);
         // Staged bytes outside registered memory take the TCP path.
-        let p = plan(&req(op::PUT_STAGED, 0, 8, 0), [(0x1000, 8), (0, 0)], &local(), &peer(true), &LIM, &mut st);
+        let p = plan(&req(op::PUT_STAGED, 0, 8, 0), [(0x1000, 8), (0, 0)], &[&local()], &peer(true), &LIM, &mut st);
         assert_eq!(p.tcp, Tcp::All("the staged bytes are outside registered memory"));
     }
 
@@ -510,7 +500,7 @@ mod tests {
         }
         let p = one(amo_req(amo::FETCH_ADD, 4, 0, true), &mut st);
         assert_eq!(p.tcp, Tcp::All("a 32-bit atomic (NIC atomics are 64-bit)"));
-        let p = plan(&amo_req(amo::FETCH_ADD, 8, 0, true), [(0, 0); 2], &local(), &peer(false), &LIM, &mut st);
+        let p = plan(&amo_req(amo::FETCH_ADD, 8, 0, true), [(0, 0); 2], &[&local()], &peer(false), &LIM, &mut st);
         assert_eq!(p.tcp, Tcp::All("no NIC atomics"));
     }
 
@@ -554,7 +544,7 @@ mod tests {
         assert!(st.tcp_pending, "the signal is on the TCP path now");
         // No atomics: an add goes the same way.
         r.sub = rshmem_device::SIGNAL_ADD as u16;
-        let p = plan(&r, [(0, 0); 2], &local(), &peer(false), &LIM, &mut st);
+        let p = plan(&r, [(0, 0); 2], &[&local()], &peer(false), &LIM, &mut st);
         assert_eq!(p.tcp, Tcp::SignalAfter);
         // A lone signal add is one atomic; a lone set is TCP.
         let mut sig = req(op::SIGNAL, 0, 0, 0);

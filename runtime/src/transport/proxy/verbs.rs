@@ -64,6 +64,18 @@ struct Heap {
     ranges: Vec<Range<u64>>,
     /// `segs[pe]`: the segments with PE `pe`'s rkeys (empty for PEs not reached through verbs).
     segs: Vec<Vec<Seg>>,
+    /// `mrs` as the planner's regions (kept with them: the drain reads them for every request).
+    regions: Vec<Region>,
+}
+
+impl Heap {
+    /// Adds registrations (of segments already in `ranges`), keeping `regions` in step.
+    fn add(&mut self, mrs: impl IntoIterator<Item = Mr>, host: bool) {
+        for m in mrs {
+            self.regions.push(Region { addr: m.addr, len: m.len, lkey: m.lkey, host });
+            self.mrs.push(m);
+        }
+    }
 }
 
 /// What the channels' lanes share: the NIC, the heap's keys, every peer's heap base.
@@ -91,12 +103,15 @@ pub(crate) struct Shared {
 pub(crate) struct Lane {
     qps: Vec<Option<HostQp>>,
     mem_mr: Mr,
-    chan_mr: Mr,
+    /// The channel memory's registration, kept for as long as the QPs may use it (`fixed` has its key).
+    _chan_mr: Mr,
     /// `slots` scratch slots of 8 bytes (64-aligned), then `STAGES` staging buffers.
     mem: HostShared,
     shared: Arc<Shared>,
     slots: usize,
     max_inline: u32,
+    /// `chan_mr` and `mem_mr` as the planner's regions.
+    fixed: [Region; 2],
     st: Mutex<LaneState>,
 }
 
@@ -269,13 +284,15 @@ pub(crate) fn setup(s: &RemoteSetup, engines: &mut [Engine], remote: &[bool], ex
     let mine: Vec<u32> = heap_mr.iter().map(|m| m.rkey).collect();
     let keys = exchange_keys(boot, "rshmem_init (proxy over verbs: heap keys)", heap_size, &ranges, &mine, remote)?;
     let segs = keys.iter().map(|k| ranges.iter().zip(k).map(|(r, &rkey)| Seg { start: r.start, end: r.end, rkey }).collect()).collect();
-    let heap = Heap { mrs: heap_mr.into_iter().collect(), ranges, segs };
+    let mut heap = Heap { mrs: Vec::new(), ranges, segs, regions: Vec::new() };
+    heap.add(heap_mr, host_heap);
     let max_inline = lanes.iter().flat_map(|l| l.0.iter().flatten()).map(HostQp::max_inline).min().unwrap_or(0);
     let shared = Arc::new(Shared { nic, me: me as u32, heap_base, heap_size, host_heap, heap: RwLock::new(heap), bases, atomics, remote: remote.to_vec(), explicit });
     for (e, (qps, mem, mem_mr, chan_mr)) in engines.iter_mut().zip(lanes) {
         let st = LaneState { peers: vec![PeerState::default(); n], actions: HashMap::new(), next_wr: 1, busy: [false; STAGES] };
         let slots = e.slots;
-        e.rdma = Some(Box::new(Lane { qps, mem_mr, chan_mr, mem, shared: shared.clone(), slots, max_inline, st: Mutex::new(st) }));
+        let fixed = [&chan_mr, &mem_mr].map(|m| Region { addr: m.addr, len: m.len, lkey: m.lkey, host: true });
+        e.rdma = Some(Box::new(Lane { qps, mem_mr, _chan_mr: chan_mr, mem, shared: shared.clone(), slots, max_inline, fixed, st: Mutex::new(st) }));
     }
     log::info(format!(
         "proxy over verbs: PE {me}: {} port {}, {} channels, inline up to {} bytes, NIC atomics {}",
@@ -318,7 +335,7 @@ impl Shared {
             }
         }
         heap.ranges.extend(new);
-        heap.mrs.extend(mrs);
+        heap.add(mrs, self.host_heap);
         Ok(())
     }
 }
@@ -332,15 +349,6 @@ impl Lane {
         // SAFETY: pointer arithmetic inside `mem`: the staging buffers follow the scratch slots.
         unsafe { self.mem.host_ptr().add(scratch_bytes(self.slots) + k * STAGE_BYTES) }
     }
-    /// This PE's registered memory: the heap's segments, the channel memory, the lane's memory.
-    fn regions(&self, heap: &Heap) -> Vec<Region> {
-        let mut v: Vec<Region> = heap.mrs.iter().map(|m| Region { addr: m.addr, len: m.len, lkey: m.lkey, host: self.shared.host_heap }).collect();
-        for m in [&self.chan_mr, &self.mem_mr] {
-            v.push(Region { addr: m.addr, len: m.len, lkey: m.lkey, host: true });
-        }
-        v
-    }
-
     /// Polls every QP with completions due once, acting on them; how many completed.
     fn poll(&self, eng: &Engine, st: &mut LaneState) -> Result<usize> {
         let mut done = Vec::new();
@@ -389,8 +397,9 @@ impl Lane {
         Ok(())
     }
 
-    /// Polls until `done` holds, within the wait limit; `what` names what is waited for.
-    fn wait(&self, eng: &Engine, st: &mut LaneState, what: &str, done: impl Fn(&LaneState) -> bool) -> Result<()> {
+    /// Polls until `done` holds, within the wait limit; `what` names what is waited for (called only
+    /// when the wait fails, so that waiting costs no message).
+    fn wait(&self, eng: &Engine, st: &mut LaneState, what: impl FnOnce() -> String, done: impl Fn(&LaneState) -> bool) -> Result<()> {
         let limit = eng.target.wait_limit;
         let start = Instant::now();
         let mut backoff = Backoff::new();
@@ -401,7 +410,7 @@ impl Lane {
             }
             if start.elapsed() > limit {
                 let out: Vec<String> = st.peers.iter().enumerate().filter(|(_, p)| !p.idle()).map(|(pe, p)| format!("PE {pe}: {}", p.outstanding)).collect();
-                return Err(Error::new(format!("proxy over verbs: {what}: no completion within {limit:?} (outstanding: {})", out.join(", "))));
+                return Err(Error::new(format!("proxy over verbs: {}: no completion within {limit:?} (outstanding: {})", what(), out.join(", "))));
             }
             backoff.snooze();
         }
@@ -410,7 +419,7 @@ impl Lane {
 
     /// A free staging buffer (waiting for one).
     fn free_stage(&self, eng: &Engine, st: &mut LaneState) -> Result<usize> {
-        self.wait(eng, st, "waiting for a staging buffer", |s| s.busy.contains(&false))?;
+        self.wait(eng, st, || "waiting for a staging buffer".into(), |s| s.busy.contains(&false))?;
         Ok(st.busy.iter().position(|b| !b).expect("one is free"))
     }
 }
@@ -423,7 +432,8 @@ impl Rdma for Lane {
         let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
         let plan = {
             let heap = self.shared.heap.read().unwrap_or_else(|e| e.into_inner());
-            let local = self.regions(&heap);
+            // This PE's registered memory: the heap's segments, the channel memory, the lane's memory.
+            let local: [&[Region]; 2] = [&heap.regions, &self.fixed];
             let peer = Peer { heap_base: self.shared.bases[pe], segs: &heap.segs[pe], atomics: self.shared.atomics[pe] };
             let lim = Limits { max_msg: MAX_MSG, max_inline: self.max_inline, stage: STAGE_BYTES as u64 };
             rdma::plan(r, e.staged.map(|(p, n)| (p as u64, n as u64)), &local, &peer, &lim, &mut st.peers[pe])
@@ -432,7 +442,7 @@ impl Rdma for Lane {
             log::debug(format!("proxy trace: channel {} verbs plan for {}: {} work requests, tcp {:?}", eng.index, e.seq, plan.wrs.len(), plan.tcp));
         }
         if plan.wait_verbs {
-            self.wait(eng, &mut st, &format!("before request {} to PE {pe} over TCP", e.seq), |s| s.peers[pe].idle())?;
+            self.wait(eng, &mut st, || format!("before request {} to PE {pe} over TCP", e.seq), |s| s.peers[pe].idle())?;
         }
         if plan.wait_tcp {
             eng.settle_tcp(b, pe).map_err(|e| e.context(format!("proxy over verbs: before RDMA to PE {pe}")))?;
@@ -490,7 +500,7 @@ impl Rdma for Lane {
                 signaled = true;
                 st.peers[pe].outstanding += 1;
             }
-            self.wait(eng, &mut st, &format!("room in the send queue to PE {pe}"), |_| qp.in_flight() < qp.depth() as usize)?;
+            self.wait(eng, &mut st, || format!("room in the send queue to PE {pe}"), |_| qp.in_flight() < qp.depth() as usize)?;
             let wr_id = st.next_wr;
             st.next_wr += 1;
             let req = WorkRequest { op: w.op, local, remote: RemoteBuf { addr: w.remote, rkey: w.rkey }, signaled, fence: w.fence, inline: w.inline };
@@ -504,7 +514,7 @@ impl Rdma for Lane {
         }
         if plan.tcp == Tcp::SignalAfter {
             // The signal goes over TCP: only once the data is at the target.
-            self.wait(eng, &mut st, &format!("the data of put-with-signal {} to PE {pe}", e.seq), |s| s.peers[pe].idle())?;
+            self.wait(eng, &mut st, || format!("the data of put-with-signal {} to PE {pe}", e.seq), |s| s.peers[pe].idle())?;
             return Ok(Route::SignalOnly);
         }
         Ok(Route::Rdma)
@@ -512,7 +522,7 @@ impl Rdma for Lane {
 
     fn batch_done(&self, eng: &Engine) -> Result<()> {
         let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
-        self.wait(eng, &mut st, "the end of a batch", |s| s.peers.iter().all(PeerState::idle))
+        self.wait(eng, &mut st, || "the end of a batch".into(), |s| s.peers.iter().all(PeerState::idle))
     }
 }
 

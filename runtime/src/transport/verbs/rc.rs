@@ -43,7 +43,8 @@ impl RdmaOp {
             RdmaOp::CompareSwap { .. } => "atomic compare-swap",
         }
     }
-    fn is_atomic(&self) -> bool {
+    /// A fetch-add or a compare-swap.
+    pub(crate) fn is_atomic(&self) -> bool {
         matches!(self, RdmaOp::FetchAdd { .. } | RdmaOp::CompareSwap { .. })
     }
 }

@@ -8,7 +8,7 @@ The doorbell path is `QpDesc::post_send` for the device (`rshmem_ibgda::post`, n
 one function here). A NIC must see a QP's WQEs before its doorbell record and the record before the
 doorbell (research/ibgda-mlx5.md §3.2); the code orders them with system-scope release stores. This
 check reads what the compiler made of them: in every such function, every system-scope strong store
-(`ST.E[.64].STRONG.SYS`: the doorbell record, the doorbell, the post lock's release) must have a
+(`ST.E[.64].STRONG.SYS`: the doorbell record, the doorbell, the `rung` ticket's release) must have a
 system-scope barrier (`MEMBAR.*.SYS`) between it and the memory operation before it, and the function
 must contain the 32-bit doorbell-record store followed by the 64-bit doorbell store. Prints one line
 per function; exits non-zero on any breach, naming the instructions. Python 3 standard library only.

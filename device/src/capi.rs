@@ -527,16 +527,17 @@ pub unsafe extern "ptx-kernel" fn rshmemi_push_grid(team: i32, alltoall: u32, de
 /// The device-resident NIC model (`RSHMEM_IBGDA_EMULATOR=device`, the runtime's
 /// `transport::ibgda::devnic`): plays the NIC of this PE's IBGDA QPs over queues in GPU memory, for
 /// measuring what posting costs GPU threads. Launched by the runtime on a stream of its own (one block;
-/// thread `i` serves QPs `i`, `i + blockDim`, ...); ends when the stop word is set or after about 5 ms
-/// without work.
+/// thread `i` serves QPs `i`, `i + blockDim`, ...); ends when the stop word is set or, all threads
+/// together, after about 5 ms without work (thread 0 decides).
 ///
 /// # Safety
 /// As `remote::ibgda::serve_model`: `qps` holds `nqp` model QPs, `stop` is the host's stop word,
-/// `busy` the model's own counter.
+/// `header` the model's own header (`nicmodel::ModelHeader`, its `end` word zeroed by the host
+/// before each launch).
 #[no_mangle]
-pub unsafe extern "ptx-kernel" fn rshmemi_nic_model(qps: u64, nqp: u64, stop: u64, busy: u64) {
+pub unsafe extern "ptx-kernel" fn rshmemi_nic_model(qps: u64, nqp: u64, stop: u64, header: u64) {
     // SAFETY: the caller's contract.
-    unsafe { crate::remote::ibgda::serve_model(qps, nqp as u32, stop, busy) };
+    unsafe { crate::remote::ibgda::serve_model(qps, nqp as u32, stop, header) };
 }
 /// `quiet_on_stream`: completes everything earlier on the stream at system scope.
 #[no_mangle]

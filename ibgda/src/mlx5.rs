@@ -256,6 +256,13 @@ impl CtrlSeg {
     pub const fn ds(&self) -> u8 {
         self.qpn_ds.0[3] & DS_MASK
     }
+    /// Whether the WQE asks for a CQE: its completion-event bits say CQ update (with or without an
+    /// event), which is what a NIC checks.
+    #[inline(always)]
+    pub const fn signalled(&self) -> bool {
+        let ce = self.fm_ce_se & fm_ce_se::CE_MASK;
+        ce == fm_ce_se::CQ_UPDATE || ce == fm_ce_se::CQ_UPDATE_EQE
+    }
     #[inline(always)]
     pub fn set_wqe_index(&mut self, idx: u16) {
         let b = idx.to_be_bytes();

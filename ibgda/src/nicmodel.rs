@@ -94,10 +94,11 @@ pub const fn atomic_ds(op: u8, om: u8) -> Option<usize> {
     }
 }
 
-/// The shape of a well-framed WQE as the model checks it (it reads no further segments): an opcode
-/// the NIC runs, its opmod, and enough segments. Returns the (syndrome, reason) of its error CQE.
+/// The shape of a well-framed WQE as the model checks it (it reads no further segments), and as the
+/// emulator checks it before reading the rest: an opcode the NIC runs, its opmod, and enough segments
+/// (exactly the atomic's, for atomics). Returns the (syndrome, reason) of its error CQE.
 #[inline(always)]
-fn check_kind(op: u8, om: u8, ds: usize) -> Result<(), (u8, Reason)> {
+pub fn check_kind(op: u8, om: u8, ds: usize) -> Result<(), (u8, Reason)> {
     let qp_op = |r| Err((syndrome::LOCAL_QP_OP, r));
     let plain = |min: usize| if om != 0 { qp_op(Reason::BadOpmod) } else if ds < min { qp_op(Reason::BadDs) } else { Ok(()) };
     match op {
@@ -202,8 +203,7 @@ fn check_wqe(c: [u32; 4], at: u64, end: u64, qpn: u32) -> Result<(u32, bool, u8)
     let (op, om, ds) = (ctrl.opcode(), ctrl.opmod(), ctrl.ds() as usize);
     let nbb = check_framing(&ctrl, at as u16, qpn, end.saturating_sub(at).min(u32::MAX as u64) as u32).map_err(|r| (at as u16, op, syndrome::LOCAL_QP_OP, r))?;
     check_kind(op, om, ds).map_err(|(syn, r)| (at as u16, op, syn, r))?;
-    let ce = ctrl.fm_ce_se & fm_ce_se::CE_MASK;
-    Ok((nbb, ce == fm_ce_se::CQ_UPDATE || ce == fm_ce_se::CQ_UPDATE_EQE, op))
+    Ok((nbb, ctrl.signalled(), op))
 }
 
 /// The model's pass over one QP: completes every WQE its doorbell record announced since the last pass
@@ -310,36 +310,60 @@ fn field(q: *mut ModelQp, off: usize) -> *mut u64 {
     (q as usize + off) as *mut u64
 }
 
+/// The words the threads of one launch of the model share (the runtime's device-resident NIC keeps it
+/// in front of its [`ModelQp`]s).
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug, Pod, Zeroable)]
+pub struct ModelHeader {
+    /// Passes that found work, counted by every serving thread ([`serve`]).
+    pub busy: u64,
+    /// 0 while the launch serves; set (to 1) by the deciding thread (the one serving from QP 0) once
+    /// none of the launch's threads found work for as long as [`Sys::idle`] allows: every thread ends
+    /// on seeing it. Whoever starts a launch zeroes it first.
+    pub end: u32,
+    /// Unused (0).
+    pub pad: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<ModelHeader>() == 16);
+
 /// Why [`serve`] returned.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Served {
     /// The stop word was set.
     Stopped,
-    /// [`Sys::idle`] gave up: nothing to do for as long as it allows (the GPU kernel ends then, so that
-    /// a context synchronization elsewhere does not wait for it; the runtime starts it again when a
-    /// doorbell record moves).
+    /// The launch's deciding thread found it idle: [`Sys::idle`] gave up there while no thread found
+    /// work, and it set the header's `end` word (the GPU kernel ends then, so that a context
+    /// synchronization elsewhere does not wait for it; the runtime starts it again when a doorbell
+    /// record moves).
     Idle,
 }
 
-/// How often a busy [`serve`] looks at the stop word (in passes over its QPs).
+/// How often a busy [`serve`] looks at the stop and end words (in passes over its QPs).
 const STOP_EVERY: u64 = 1024;
 
 /// Runs the model over QPs `first, first + stride, ...` below `nqp` of the array at `qps`: passes of
-/// [`step`] over them until the 32-bit word at `stop` is not 0 (looked at after every pass that found
-/// nothing to do, and every [`STOP_EVERY`] passes otherwise), or until [`Sys::idle`] gives up while
-/// the 64-bit word at `busy`, which every caller serving other QPs of the same array adds 1 to after
-/// each pass that found work, stayed the same: so the callers that share one array (the threads of
-/// one GPU kernel) end together, once none of them had work for as long as `idle` allows. Returns why
-/// it ended.
+/// [`step`] over them until the 32-bit word at `stop` is not 0, or the header's `end` word is not 0
+/// (both looked at after every pass that found nothing to do, and every [`STOP_EVERY`] passes
+/// otherwise). Every caller serving QPs of the same array (the threads of one launch) adds 1 to the
+/// header's `busy` word after each pass that found work. Only the caller with `first == 0` decides
+/// when the launch ends: when [`Sys::idle`] gives up there while `busy` stayed the same, it sets `end`;
+/// the others never end on their own idleness (their `idle` giving up only starts another wait), so
+/// the launch's callers end together, and none leaves its QPs unserved while another keeps the launch
+/// alive. Returns why it ended.
 ///
 /// # Safety
 /// As [`step`] for each of those QPs (no other caller serves them meanwhile); `stop` must point to a
-/// live, 4-aligned word, and `busy` to a live 8-aligned word, that others access only atomically.
-pub unsafe fn serve<S: Sys>(s: &S, qps: *mut ModelQp, nqp: u32, first: u32, stride: u32, stop: *const u32, busy: *mut u64) -> Served {
+/// live, 4-aligned word, and `header` to a live [`ModelHeader`] (8-aligned), that others access only
+/// atomically; one caller of the launch has `first == 0`, and `end` was 0 when the launch began.
+pub unsafe fn serve<S: Sys>(s: &S, qps: *mut ModelQp, nqp: u32, first: u32, stride: u32, stop: *const u32, header: *mut ModelHeader) -> Served {
     let stride = stride.max(1);
+    let busy = (header as usize + offset_of!(ModelHeader, busy)) as *mut u64;
+    let end = (header as usize + offset_of!(ModelHeader, end)) as *mut u32;
+    let decides = first == 0;
     let mut spins = 0u64;
     let mut passes = 0u64;
-    // SAFETY: the caller's busy word.
+    // SAFETY: the caller's header.
     let mut seen = unsafe { s.load_u64(busy) };
     loop {
         let mut done = 0;
@@ -355,18 +379,27 @@ pub unsafe fn serve<S: Sys>(s: &S, qps: *mut ModelQp, nqp: u32, first: u32, stri
             if unsafe { s.load_acquire_u32(stop) } != 0 {
                 return Served::Stopped;
             }
+            // SAFETY: the caller's header.
+            if unsafe { s.load_acquire_u32(end) } != 0 {
+                return Served::Idle;
+            }
         }
         if done != 0 {
             spins = 0;
-            // SAFETY: the caller's busy word.
+            // SAFETY: the caller's header.
             unsafe { s.fetch_add_u64(busy, 1) };
         } else if !s.idle(&mut spins) {
-            // SAFETY: as above.
-            let now = unsafe { s.load_u64(busy) };
-            if now == seen {
-                return Served::Idle;
+            spins = 0;
+            if decides {
+                // SAFETY: as above.
+                let now = unsafe { s.load_u64(busy) };
+                if now == seen {
+                    // SAFETY: as above.
+                    unsafe { s.store_release_u32(end, 1) };
+                    return Served::Idle;
+                }
+                seen = now;
             }
-            (seen, spins) = (now, 0);
         }
     }
 }

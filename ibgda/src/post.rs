@@ -151,10 +151,10 @@ impl QpDesc {
         Ok(ring)
     }
 
-    /// Announces every WQEBB below `new` to the NIC, if not done yet, without a lock: after an acquire
-    /// fence (over the WQEs the caller saw marked ready), `old = fetch_max(prod_idx, new)`; if that did
-    /// not raise it, a ringer that did announces these WQEs, and this returns. Otherwise this thread
-    /// waits until [`QpCounters::rung`] says the ringer before it (the one that raised `prod_idx` to
+    /// Announces every WQEBB below `new` to the NIC, if not done yet, without a lock:
+    /// `old = fetch_max(prod_idx, new)`; if that did not raise it, a ringer that did announces these
+    /// WQEs, and this returns. Otherwise, after an acquire fence (over the WQEs the caller saw marked
+    /// ready), this thread waits until [`QpCounters::rung`] says the ringer before it (the one that raised `prod_idx` to
     /// `old`) has rung, then stores the doorbell record (`new & 0xffff`, big-endian) and the 8-byte
     /// doorbell with release stores, and passes `rung` on with a release store. Doorbell records and
     /// doorbells of one QP thus reach the NIC in increasing order (research note §3.2, §6.2 step 5;
@@ -169,14 +169,16 @@ impl QpDesc {
     /// As [`mark_ready`](Self::mark_ready); every WQEBB below `new` must be ready.
     #[inline(never)]
     pub unsafe fn post_send<S: Sys>(&self, s: &S, new: u64) -> Result<(), PollError> {
-        // Acquire: the WQEs below `new` that other threads marked ready (each before its release of
-        // `ready_head`, which the caller observed) happen before what follows.
-        s.fence_acq_rel();
         // SAFETY: the QP's counters (caller's contract).
         let old = unsafe { s.fetch_max_u64(self.prod_idx(), new) };
         if new <= old {
+            // Another ringer announces these WQEs; this thread stores nothing, so it needs no fence.
             return Ok(());
         }
+        // Acquire: the WQEs below `new` that other threads marked ready (each before its release of
+        // `ready_head`, which the caller observed, in program order before this fence) happen before
+        // the doorbell record below. Only the ringer that raised `prod_idx` pays it.
+        s.fence_acq_rel();
         let rung = self.field::<u32>(offset_of!(QpCounters, rung));
         let mut spins = 0;
         // SAFETY: as above. Acquire: the previous ringer's doorbell record and doorbell come before ours.

@@ -43,7 +43,9 @@ pub unsafe trait Sys {
     unsafe fn load_u32(&self, p: *const u32) -> u32;
     /// Atomic (relaxed) or volatile store of one WQE word.
     unsafe fn store_u32(&self, p: *mut u32, v: u32);
-    /// Store with release ordering (the doorbell record, CQ doorbell record, lock release).
+    /// Store with release ordering: the doorbell record, the `rung` ticket word that passes the
+    /// doorbell on to the next ringer ([`QpCounters::rung`]), the CQ doorbell record, the poll lock's
+    /// release; the NIC model's CQE words and its header's `end` word (`nicmodel`).
     unsafe fn store_release_u32(&self, p: *mut u32, v: u32);
     /// 64-bit store with release ordering: the doorbell write to the UAR.
     unsafe fn store_release_u64(&self, p: *mut u64, v: u64);

@@ -334,8 +334,9 @@ sh::kernels! {
     /// [`BenchPost`] { dst (u64 per thread), per_thread, peer } — posting rate: every thread `p`s
     /// `per_thread` values to its own word on `peer`, then its block quiets once. Against a PE on
     /// another node through IBGDA every `p` is one inline RDMA WRITE WQE this thread builds and posts
-    /// (with RSHMEM_IBGDA_EMULATOR=ack the emulated NIC completes them without moving data, so the time
-    /// is the posting side's).
+    /// (with RSHMEM_IBGDA_EMULATOR=ack the host-side emulated NIC completes them without moving data,
+    /// and with RSHMEM_IBGDA_EMULATOR=device the device-resident NIC model does the same over queues
+    /// in GPU memory, as a real ConnectX's are: either way the time is the posting side's).
     fn bench_post(a: BenchPost) {
         let (dst, n, peer) = (a.dst.as_ptr(), a.per_thread, a.peer);
         let t = (T::block_index() * T::block_size() + T::block_rank()) as usize;

@@ -9,7 +9,7 @@ use super::reason::{Reason, RemoteError};
 use super::remote::{Remote, RemoteDone, RemoteOp};
 use super::setup::{ErrorInfo, QpSetup, QpStats};
 use crate::mlx5::{self, cqe_opcode, fm_ce_se, opcode, opmod, syndrome, AtomicSeg, CtrlSeg, Cqe64, DataSeg, ErrCqe, InlineHdr, MaskedCs32Seg, MaskedCs64Seg, MaskedFa32Seg, MaskedFa64Seg, RaddrSeg};
-use crate::nicmodel::{atomic_ds, check_framing, store_cqe};
+use crate::nicmodel::{atomic_ds, check_framing, check_kind, store_cqe};
 use crate::qp::HostSys;
 use crate::wqe::Atomic;
 use std::collections::VecDeque;
@@ -234,12 +234,11 @@ pub(super) fn issue(q: &mut EmuQp, mrs: &MrTable, ack_only: bool) -> usize {
         let advance = nbb.min(posted).max(1);
         let tag = q.next_tag;
         q.next_tag += 1;
-        let ce = ctrl.fm_ce_se & fm_ce_se::CE_MASK;
         let mut f = Inflight {
             tag,
             index: hw16,
             opcode: ctrl.opcode(),
-            signalled: ce == fm_ce_se::CQ_UPDATE || ce == fm_ce_se::CQ_UPDATE_EQE,
+            signalled: ctrl.signalled(),
             wqebbs: advance,
             fetches: matches!(ctrl.opcode(), opcode::RDMA_READ | opcode::ATOMIC_CS | opcode::ATOMIC_FA | opcode::ATOMIC_MASKED_CS | opcode::ATOMIC_MASKED_FA),
             bytes: 0,
@@ -449,14 +448,16 @@ pub(super) fn segments(rest: &[u8], mrs: &MrTable, access: Access) -> Result<(Pi
     Ok((parts, total as usize))
 }
 
-/// Starts one well-framed WQE (`wqe` = its `ds * 16` bytes): checks it, does what is local and hands
-/// the remote half to `remote` (None: acknowledge-only mode, which checks and completes). Returns
-/// Some(byte count) when the WQE is complete already (local-only kinds, acknowledge-only), None when
-/// it waits for the peer's answer; `f` gets what to do then.
+/// Starts one well-framed WQE (`wqe` = its `ds * 16` bytes): checks it (its shape first, as the NIC
+/// model does, [`check_kind`]; then its segments), does what is local and hands the remote half to
+/// `remote` (None: acknowledge-only mode, which checks and completes). Returns Some(byte count) when
+/// the WQE is complete already (local-only kinds, acknowledge-only), None when it waits for the
+/// peer's answer; `f` gets what to do then.
 pub(super) fn start(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, f: &mut Inflight, remote: Option<&mut dyn Remote>) -> Result<Option<u32>, Failure> {
     let ds = wqe.len() / 16;
     let op = ctrl.opcode();
     let om = ctrl.opmod();
+    check_kind(op, om, ds)?;
     let raddr = || seg::<RaddrSeg>(wqe, 1).ok_or(qp_op(Reason::BadDs));
     let tag = f.tag;
     let go = |remote: Option<&mut dyn Remote>, r: RemoteOp, bytes: u32| -> Result<Option<u32>, Failure> {
@@ -466,16 +467,8 @@ pub(super) fn start(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, f: &mut Inflight,
         }
     };
     match op {
-        opcode::NOP => {
-            if om != 0 {
-                return Err(qp_op(Reason::BadOpmod));
-            }
-            Ok(Some(0))
-        }
+        opcode::NOP => Ok(Some(0)),
         opcode::RDMA_WRITE => {
-            if om != 0 {
-                return Err(qp_op(Reason::BadOpmod));
-            }
             let ra = raddr()?;
             let rest = wqe.get(32..).unwrap_or(&[]);
             if remote.is_none() {
@@ -494,14 +487,7 @@ pub(super) fn start(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, f: &mut Inflight,
             let n = f.bytes;
             go(remote, RemoteOp::Write { rkey: ra.rkey.get(), raddr: ra.raddr.get(), data }, n)
         }
-        opcode::RDMA_WRITE_IMM | opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL => Err((syndrome::RNR_RETRY_EXC, Reason::NoReceiveQueue)),
         opcode::RDMA_READ => {
-            if om != 0 {
-                return Err(qp_op(Reason::BadOpmod));
-            }
-            if ds < 3 {
-                return Err(qp_op(Reason::BadDs));
-            }
             let ra = raddr()?;
             let (parts, total) = segments(wqe.get(32..).unwrap_or(&[]), mrs, Access::LOCAL_WRITE)?;
             f.bytes = total as u32;
@@ -523,12 +509,6 @@ pub(super) fn start(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, f: &mut Inflight,
             go(remote, RemoteOp::Atomic { rkey: ra.rkey.get(), raddr: ra.raddr.get(), op: atomic }, n)
         }
         opcode::DUMP => {
-            if om != 0 {
-                return Err(qp_op(Reason::BadOpmod));
-            }
-            if ds < 2 {
-                return Err(qp_op(Reason::BadDs));
-            }
             let d: DataSeg = seg(wqe, 1).ok_or(qp_op(Reason::BadDs))?;
             let bc = d.byte_count.get();
             if bc & mlx5::INLINE_SEG != 0 {
@@ -539,6 +519,7 @@ pub(super) fn start(ctrl: &CtrlSeg, wqe: &[u8], mrs: &MrTable, f: &mut Inflight,
             }
             Ok(Some(bc))
         }
+        // check_kind failed every other opcode (send-type ones, with no receive queue; unknown ones).
         _ => Err(qp_op(Reason::UnknownOpcode)),
     }
 }

@@ -76,6 +76,12 @@ impl FaultConfig {
     pub fn any(&self) -> bool {
         *self != FaultConfig::default()
     }
+    /// Whether any fault other than `wrap` ([`start_index`](Self::start_index)) is switched on: those
+    /// the device-resident NIC model (`crate::nicmodel`, which starts its QPs at any WQE count) cannot
+    /// inject.
+    pub fn any_but_wrap(&self) -> bool {
+        FaultConfig { start_index: 0, ..self.clone() }.any()
+    }
     pub(crate) fn scan_interval(&self) -> Option<Duration> {
         match (self.dbr_scan, self.drop_doorbell_every) {
             (Some(d), _) => Some(d),
@@ -145,5 +151,19 @@ impl core::fmt::Display for FaultCounts {
             write!(f, "{}{mode} {n}", if i == 0 { "" } else { ", " })?;
         }
         write!(f, " ({} WQEs)", self.wqes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FaultConfig;
+
+    #[test]
+    fn wrap_alone_is_a_fault_the_model_can_take() {
+        let wrap = FaultConfig::parse("wrap").unwrap();
+        assert!(wrap.any() && !wrap.any_but_wrap());
+        assert!(FaultConfig::parse("wrap,delay").unwrap().any_but_wrap());
+        assert!(FaultConfig::parse("all").unwrap().any_but_wrap());
+        assert!(!FaultConfig::default().any_but_wrap());
     }
 }

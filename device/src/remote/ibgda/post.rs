@@ -9,7 +9,7 @@ use crate::route::fail;
 use crate::types::{Problem, Rmw};
 use core::mem::offset_of;
 use rshmem_ibgda::mlx5::fm_ce_se;
-use rshmem_ibgda::nicmodel::{serve, ModelQp, Served};
+use rshmem_ibgda::nicmodel::{serve, ModelHeader, ModelQp, Served};
 use rshmem_ibgda::qp::Sys;
 use rshmem_ibgda::wqe::{Local, Wqe};
 use rshmem_ibgda::PollError;
@@ -122,7 +122,7 @@ unsafe impl Sys for Dev {
             arch::backoff(*spins);
             return *spins < MODEL_LINGER_SPINS;
         }
-        // Posting waits are on other threads of this PE (the ready chain, the doorbell lock) or on
+        // Posting waits are on other threads of this PE (the ready chain, the doorbell ticket `rung`) or on
         // the NIC: look at the inbound queue rarely and back off, so that thousands of waiting
         // threads do not flood the host memory the queue lives in.
         idle_every(spins, self.call, 255);
@@ -264,16 +264,19 @@ pub(super) unsafe fn fetch(call: &'static str, pe: i32, t: Tbl, qp: Qp, build: i
 /// The device-resident NIC model's kernel body (`rshmemi_nic_model`, `RSHMEM_IBGDA_EMULATOR=device`):
 /// thread `i` of the launch serves QPs `i`, `i + T`, ... (T: the launch's threads) of the `nqp`
 /// [`ModelQp`]s at `qps` (`rshmem_ibgda::nicmodel::serve`) until the 32-bit stop word at `stop` is
-/// set, or until none of the launch's threads found anything to do for `MODEL_LINGER_SPINS` spins
-/// (the 64-bit word at `busy` counts their passes with work).
+/// set, or until thread 0 found that none of the launch's threads had anything to do for
+/// `MODEL_LINGER_SPINS` spins and set the `end` word of the [`ModelHeader`] at `header` (whose `busy`
+/// word counts the threads' passes with work): every thread ends then.
 ///
 /// # Safety
 /// `qps` must point to `nqp` live [`ModelQp`]s whose queues are live, served by no other thread
-/// meanwhile; `stop` to a live 4-aligned word (pinned host memory) the host sets once; `busy` to a
-/// live 8-aligned word only the model's threads update.
-pub unsafe fn serve_model(qps: u64, nqp: u32, stop: u64, busy: u64) -> Served {
+/// meanwhile; `stop` to a live 4-aligned word (pinned host memory) the host sets once; `header` to a
+/// live [`ModelHeader`] only the model's threads update while it runs, whose `end` word the host
+/// zeroed before the launch.
+pub unsafe fn serve_model(qps: u64, nqp: u32, stop: u64, header: u64) -> Served {
     let first = arch::block_index() * arch::block_size() + arch::block_rank();
     let stride = arch::grid_size() * arch::block_size();
-    // SAFETY: the caller's contract; each thread serves its own QPs (first + k * stride).
-    unsafe { serve(&Dev::model(), qps as *mut ModelQp, nqp, first, stride, stop as *const u32, busy as *mut u64) }
+    // SAFETY: the caller's contract; each thread serves its own QPs (first + k * stride); thread 0 of
+    // the launch (first == 0) decides when it ends.
+    unsafe { serve(&Dev::model(), qps as *mut ModelQp, nqp, first, stride, stop as *const u32, header as *mut ModelHeader) }
 }

@@ -9,23 +9,26 @@
 //! # Why the kernel is (re)started by a host thread
 //! The CUDA backend synchronizes its context in a host quiet, a barrier and a calloc
 //! (`cuCtxSynchronize`), which would wait forever for a kernel that never ends. So the kernel ends
-//! after about 5 ms in which none of its threads found work (`nicmodel::serve`), and a watcher thread
-//! starts it again whenever a doorbell record moved past what the model read while it was not running
+//! after about 5 ms in which none of its threads found work (`nicmodel::serve`: its thread 0 decides
+//! and sets the header's `end` word, on which every thread ends, so that no thread leaves its QPs
+//! unserved while another keeps the kernel running), and a watcher thread starts it again, `end`
+//! zeroed first, whenever a doorbell record moved past what the model read while it was not running
 //! (and once at setup). While posting goes on, it runs without a break; a host quiet, barrier or calloc
 //! waits at most those 5 ms for it.
 //!
 //! # Memory (one allocation of `Services::device_mem`)
-//! A header (the model's `busy` counter), the [`ModelQp`]s, one 256-byte control area per QP (doorbell
-//! record at 0, doorbell word at 64, collapsed CQ at 128), then the send queues, page-aligned. The stop
-//! word is in `Services::host_shared` memory (pinned, mapped host memory on CUDA), which the host sets
-//! once at the end; the model reads it only when idle and every 1024 busy passes.
+//! A header (the model's [`ModelHeader`]: its `busy` counter and `end` word), the [`ModelQp`]s, one
+//! 256-byte control area per QP (doorbell record at 0, doorbell word at 64, collapsed CQ at 128), then
+//! the send queues, page-aligned. The stop word is in `Services::host_shared` memory (pinned, mapped
+//! host memory on CUDA), which the host sets once at the end; the model reads it (and `end`) only when
+//! idle and every 1024 busy passes.
 
 use crate::error::{Error, Result};
 use crate::log;
 use crate::platform::services::{DeviceMem, HostShared, ServiceKernel, Services};
 use rshmem_common::Backoff;
 use rshmem_ibgda::mlx5::{self, CQE_SIZE, WQEBB};
-use rshmem_ibgda::nicmodel::{serve, ModelQp, Served};
+use rshmem_ibgda::nicmodel::{serve, ModelHeader, ModelQp, Served};
 use rshmem_ibgda::qp::{self, HostSys};
 use rshmem_ibgda::CqeError;
 use std::mem::size_of;
@@ -45,8 +48,9 @@ const CTL_BYTES: usize = 256;
 const DBR_AT: usize = 0;
 const DB_AT: usize = 64;
 const CQ_AT: usize = 128;
-/// Where the `ModelQp`s start (after the 64-byte header holding `busy`).
+/// Where the `ModelQp`s start (after the header, a `ModelHeader` at 0).
 const MODELS_AT: usize = 256;
+const _: () = assert!(size_of::<ModelHeader>() <= MODELS_AT);
 
 /// Where one QP's queues are (device addresses; host addresses on the CPU backend).
 #[derive(Clone, Copy, Debug)]
@@ -127,8 +131,8 @@ impl DevNic {
     fn models(&self) -> *mut ModelQp {
         (self.mem.addr as usize + MODELS_AT) as *mut ModelQp
     }
-    fn busy(&self) -> *mut u64 {
-        self.mem.addr as *mut u64
+    fn header(&self) -> *mut ModelHeader {
+        self.mem.addr as *mut ModelHeader
     }
     fn stop_word(&self) -> &AtomicU32 {
         // SAFETY: the first 4 bytes of our host-shared allocation (64-aligned), read by the model with
@@ -139,8 +143,8 @@ impl DevNic {
     /// Starts the model: the watcher of the kernel on CUDA, the model's thread on the CPU backend.
     fn start(&self) -> Result<()> {
         let nqp = self.nqp as u32;
-        let (models, busy) = (self.models() as u64, self.busy() as u64);
-        let kernel = self.services.service_kernel(KERNEL, nqp.clamp(1, 1024), &[models, nqp as u64, self.stop.device_addr(), busy])?;
+        let (models, header) = (self.models() as u64, self.header() as u64);
+        let kernel = self.services.service_kernel(KERNEL, nqp.clamp(1, 1024), &[models, nqp as u64, self.stop.device_addr(), header])?;
         let runner = match kernel {
             None => {
                 let (mem, stop) = (self.mem.clone(), self.stop.clone());
@@ -149,16 +153,16 @@ impl DevNic {
                     .spawn(move || {
                         let _keep = (&mem, &stop);
                         // SAFETY: the models, queues and words are in `mem`/`stop`, which this thread
-                        // keeps alive; only this thread serves the QPs; the CPU backend's device memory
-                        // is this process's memory.
-                        unsafe { serve(&HostSys, models as *mut ModelQp, nqp, 0, 1, stop.host_ptr() as *const u32, busy as *mut u64) }
+                        // keeps alive; only this thread serves the QPs (it is the launch's first, with
+                        // `end` 0 from setup); the CPU backend's device memory is this process's memory.
+                        unsafe { serve(&HostSys, models as *mut ModelQp, nqp, 0, 1, stop.host_ptr() as *const u32, header as *mut ModelHeader) }
                     })
                     .map_err(|e| Error::os("ibgda: starting the NIC model's thread", e))?;
                 Runner::Host(h)
             }
             Some(k) => {
                 // The first launch here, so that a kernel that cannot start fails init, naming it.
-                k.launch().map_err(|e| Error::new(format!("ibgda: starting the device-resident NIC model ({KERNEL}): {e}")))?;
+                self.launch(&*k).map_err(|e| Error::new(format!("ibgda: starting the device-resident NIC model ({KERNEL}): {e}")))?;
                 let quit = Arc::new(AtomicBool::new(false));
                 let q = quit.clone();
                 let watcher = DevNic { services: self.services.clone(), mem: self.mem.clone(), stop: self.stop.clone(), nqp: self.nqp, sq_at: self.sq_at, sq_bytes: self.sq_bytes, runner: Mutex::new(None) };
@@ -202,13 +206,24 @@ impl DevNic {
                 continue;
             }
             if self.snapshot()?.iter().any(|(m, dbr)| !m.settled(*dbr)) {
-                k.launch()?;
+                self.launch(k)?;
                 backoff.reset();
             } else {
                 std::thread::sleep(WATCH_IDLE);
             }
         }
         Ok(())
+    }
+
+    /// Launches the kernel (which has ended, or never ran) after zeroing its header's `end` word, which
+    /// the previous launch's thread 0 set when it ended (`nicmodel::serve`).
+    fn launch(&self, k: &dyn ServiceKernel) -> Result<()> {
+        let zero = 0u32;
+        let end = self.mem.addr as usize + std::mem::offset_of!(ModelHeader, end);
+        // SAFETY: the 4-aligned `end` word of our live allocation's header; no launch runs (the
+        // caller's knowledge), and `copy` is complete when it returns, before the launch below.
+        unsafe { self.services.copy(end as *mut u8, (&zero as *const u32).cast(), size_of::<u32>())? };
+        k.launch()
     }
 
     /// Each QP's model state and doorbell-record send counter.

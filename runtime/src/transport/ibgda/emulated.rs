@@ -114,7 +114,8 @@ pub(super) struct Emulated {
     /// The device-resident NIC model instead of the NIC thread (`RSHMEM_IBGDA_EMULATOR=device`).
     model: Option<DevNic>,
     regions: Arc<MrTable>,
-    /// The QPs' queues and (by default) their return slots (shared with device code).
+    /// The QPs' queues and (by default) their return slots (shared with device code); with the
+    /// device-resident model, a minimal allocation nothing uses (its queues are in `model`).
     _queues: HostShared,
     /// The return slots when they are in device memory (`RSHMEM_IBGDA_RET_SLOTS=device`).
     _ret_device: Option<DeviceMem>,
@@ -174,10 +175,11 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     let Settings { qps_per_pe, log_sq, fault, emulator, ret_in_device } = settings()?;
     let device = emulator == env::IbgdaEmulator::Device;
     let ack_only = emulator != env::IbgdaEmulator::Full;
-    if fault.any() && (me == 0 || device) {
-        if device {
-            return Err(Error::new(format!("ibgda: {}=device has no fault injection: unset {}", env::IBGDA_EMULATOR, env::IBGDA_FAULTS)));
-        }
+    // The model starts its QPs at any WQE count (`wrap`), and injects no other fault.
+    if device && fault.any_but_wrap() {
+        return Err(Error::new(format!("ibgda: {}=device has no fault injection but wrap: unset {} or leave only wrap[=START] in it", env::IBGDA_EMULATOR, env::IBGDA_FAULTS)));
+    }
+    if fault.any() && me == 0 {
         log::warn(format!("ibgda: the emulated NIC injects faults ({}): {fault:?}", env::IBGDA_FAULTS));
     }
     if emulator == env::IbgdaEmulator::Ack && me == 0 {
@@ -223,9 +225,11 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     let proxy = Proxy::new(s, Some(responder.clone() as Arc<dyn Extension>))?;
     let port = NicPort::new(proxy.engine(), responder);
 
-    // 2. The queues (shared memory), the NIC's QPs, and the device table's entries.
+    // 2. The queues (shared memory), the NIC's QPs, and the device table's entries. The device-resident
+    // model keeps its queues (and the return slots) in device memory: the host queues are then a
+    // minimal allocation nothing uses, and there is no NIC thread to set up.
     let layout = QpLayout { log_sq };
-    let queues = services.host_shared((nqp * layout.bytes()).max(4096))?;
+    let queues = services.host_shared(if device { 64 } else { (nqp * layout.bytes()).max(4096) })?;
     // The return slots: beside the CQs in `queues` (default), or in device memory apart from them
     // (`RSHMEM_IBGDA_RET_SLOTS=device`, the real NIC's kind of memory: real.rs). Either way the NIC
     // thread writes a fetched value (directly, or with the platform's copy, which is complete when it
@@ -246,33 +250,39 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     }
     .map_err(|e| Error::new(format!("ibgda: registering the return slots: {e}")))?;
     let table = DeviceTable::alloc(&*services, nqp, n, qps_per_pe as usize, chunks)?;
-    let mut nic = Nic::new(regions.clone(), fault.clone());
-    nic.set_ack_only(ack_only);
+    let mut nic = if device {
+        None
+    } else {
+        let mut nic = Nic::new(regions.clone(), fault.clone());
+        nic.set_ack_only(ack_only);
+        Some(nic)
+    };
     let start = fault.start_index;
     let mut entries = vec![QpEntry::default(); n * qps_per_pe as usize];
     for (q, &(pe, k)) in qps.iter().enumerate() {
         let base = q * layout.bytes();
-        let host = |off: usize| queues.host_ptr() as usize + base + off;
         let devp = |off: usize| queues.device_addr() + (base + off) as u64;
-        // SAFETY: the CQ and DBR of QP q inside `queues` (zeroed, not yet used by anyone).
-        unsafe {
-            qp::init_cq(host(layout.cq()) as *mut u8, 0, true, start);
-            qp::init_dbr(host(layout.dbr()) as *mut u8, start);
-        }
         let qpn = QPN0 + q as u32;
-        let setup = QpSetup {
-            qpn,
-            sq: host(layout.sq()) as *const u8,
-            log_sq,
-            dbr: host(layout.dbr()) as *const u8,
-            db: host(layout.db()) as *const u8,
-            cq: CqSetup { base: host(layout.cq()) as *mut u8, log_n: 0, collapsed: true, dbr: std::ptr::null(), overrun_ignore: true },
-            start,
-        };
-        let wire = WireRemote { port: port.clone(), pe, qp: q, answers: answers.clone() };
-        let at = match &model {
-            Some(m) => m.queues(q),
-            None => {
+        let at = match (&model, &mut nic) {
+            (Some(m), _) => m.queues(q),
+            (None, None) => unreachable!("the NIC thread's NIC is made whenever the model is not"),
+            (None, Some(nic)) => {
+                let host = |off: usize| queues.host_ptr() as usize + base + off;
+                // SAFETY: the CQ and DBR of QP q inside `queues` (zeroed, not yet used by anyone).
+                unsafe {
+                    qp::init_cq(host(layout.cq()) as *mut u8, 0, true, start);
+                    qp::init_dbr(host(layout.dbr()) as *mut u8, start);
+                }
+                let setup = QpSetup {
+                    qpn,
+                    sq: host(layout.sq()) as *const u8,
+                    log_sq,
+                    dbr: host(layout.dbr()) as *const u8,
+                    db: host(layout.db()) as *const u8,
+                    cq: CqSetup { base: host(layout.cq()) as *mut u8, log_n: 0, collapsed: true, dbr: std::ptr::null(), overrun_ignore: true },
+                    start,
+                };
+                let wire = WireRemote { port: port.clone(), pe, qp: q, answers: answers.clone() };
                 // SAFETY: every address lies in `queues`, which this transport keeps until the NIC
                 // thread is stopped (shutdown, and Drop), laid out as the emulator expects.
                 unsafe { nic.add_qp(setup, Box::new(wire)) }.map_err(|e| Error::new(format!("ibgda: QP {q}: {e}")))?;
@@ -312,7 +322,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
         nqp / qps_per_pe.max(1) as usize,
         1u32 << log_sq
     ));
-    let thread = if model.is_some() { None } else { Some(nic.spawn()) };
+    let thread = nic.map(Nic::spawn);
     let emulated = Emulated { thread: Mutex::new(thread), model, regions, _queues: queues, _ret_device: ret_device, dma, locals: Mutex::new(Vec::new()) };
     Ok((Built { proxy, remote, table }, emulated))
 }

@@ -180,14 +180,22 @@ impl Timer {
         // SAFETY: live event and stream.
         check(unsafe { cu::cuEventRecord(self.b, s.0) }, "cuEventRecord")
     }
-    /// Waits for the stop event and returns the elapsed milliseconds.
+    /// Waits for the stop event and returns the elapsed milliseconds. The wait polls the event (not
+    /// `cuEventSynchronize`, which parks this thread in the driver while the timed kernel may wait for
+    /// the proxy's or the emulated NIC's CUDA calls: see [`wait_default_stream`]).
     pub fn elapsed_ms(&self) -> Result<f32> {
-        let mut ms = 0f32;
-        // SAFETY: live events.
-        unsafe {
-            check_ctx(cu::cuEventSynchronize(self.b), "cuEventSynchronize")?;
-            check(cu::cuEventElapsedTime_v2(&mut ms, self.a, self.b), "cuEventElapsedTime")?;
+        let mut backoff = rshmem_common::Backoff::new();
+        loop {
+            // SAFETY: live event.
+            match unsafe { cu::cuEventQuery(self.b) } {
+                cu::CUresult::CUDA_SUCCESS => break,
+                cu::CUresult::CUDA_ERROR_NOT_READY => backoff.snooze(),
+                other => return check_ctx(other, "cuEventQuery (timer)").map(|_| 0.0),
+            }
         }
+        let mut ms = 0f32;
+        // SAFETY: live events, both complete.
+        check(unsafe { cu::cuEventElapsedTime_v2(&mut ms, self.a, self.b) }, "cuEventElapsedTime")?;
         Ok(ms)
     }
 }

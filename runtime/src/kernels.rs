@@ -375,53 +375,55 @@ impl KernelSet {
         }
     }
 
-    /// Launches on the GPU with `args` in a temporary device buffer, waits, and (when `timed`) returns
-    /// the kernel's time from events recorded around the launch.
+    /// Launches on the GPU with `args` in one of the backend's argument blocks (pinned host memory the
+    /// kernel reads through its mapping, reused: no device allocation per launch, see
+    /// `CudaBackend::with_arg_block`), waits, and (when `timed`) returns the kernel's time from events
+    /// recorded around the launch.
     ///
     /// # Safety
     /// As `run`.
     unsafe fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
         self.untyped(name)?;
         let m = self.module_for(name, block)?;
-        let dargs = cuda::device_alloc(args.len().max(1) * 8)?;
-        let bytes: Vec<u8> = args.iter().flat_map(|a| a.to_le_bytes()).collect();
-        let r = (|| {
-            // SAFETY: dargs is a live device allocation of at least bytes.len() bytes (above).
-            unsafe { cuda::copy_to_device(dargs, &bytes)? };
-            let timer = if timed { Some(cuda::Timer::new()?) } else { None };
-            let mut p = dargs as u64;
-            let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
-            if let Some(t) = &timer {
-                t.start(Stream::DEFAULT)?;
-            }
-            // SAFETY: every kernels! kernel takes exactly one pointer parameter (p: the device copy of
-            // args); what the kernel does with the arguments is this function's caller's promise.
-            unsafe {
-                if coop {
-                    m.launch_cooperative(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
-                } else {
-                    m.launch(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
+        cuda::with_backend("rshmem kernel launch", |be| {
+            be.with_arg_block(&format!("kernel {name}"), args, |dargs| {
+                let r = (|| {
+                    let timer = if timed { Some(cuda::Timer::new()?) } else { None };
+                    let mut p = dargs;
+                    let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
+                    if let Some(t) = &timer {
+                        t.start(Stream::DEFAULT)?;
+                    }
+                    // SAFETY: every kernels! kernel takes exactly one pointer parameter (p: the
+                    // argument block, holding args); what the kernel does with the arguments is this
+                    // function's caller's promise.
+                    unsafe {
+                        if coop {
+                            m.launch_cooperative(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
+                        } else {
+                            m.launch(name, grid, block, 0, Stream::DEFAULT, &mut params)?;
+                        }
+                    }
+                    // Not cuCtxSynchronize: see wait_default_stream (the proxy must get through
+                    // meanwhile); the timer's stop event is waited for by polling too.
+                    let ms = match &timer {
+                        Some(t) => {
+                            t.stop(Stream::DEFAULT)?;
+                            Some(t.elapsed_ms()? as f64)
+                        }
+                        None => None,
+                    };
+                    cuda::wait_default_stream(&format!("kernel {name}"))?;
+                    Ok(ms)
+                })();
+                if r.is_err() {
+                    // An early error may leave the kernel running: it must be done with the argument
+                    // block before the block is reused.
+                    let _ = cuda::synchronize();
                 }
-            }
-            let ms = match &timer {
-                Some(t) => {
-                    t.stop(Stream::DEFAULT)?;
-                    Some(t.elapsed_ms()? as f64)
-                }
-                None => None,
-            };
-            // Not cuCtxSynchronize: see wait_default_stream (the proxy must get through meanwhile).
-            cuda::wait_default_stream(&format!("kernel {name}"))?;
-            Ok(ms)
-        })();
-        if r.is_err() {
-            // An early error may leave the kernel running: it must be done with dargs before the free.
-            let _ = cuda::synchronize();
-        }
-        // SAFETY: dargs came from device_alloc above and is freed once here; the kernel that read it
-        // has completed (synchronized on every path) or never started.
-        let _ = unsafe { cuda::device_free(dargs) };
-        r
+                r
+            })
+        })
     }
 
     /// Launches on whichever backend runs and waits.

@@ -101,7 +101,16 @@ pub struct CudaBackend {
     /// any user kernel, and into pageable memory; see `point_op`). The host API is serialized, and the
     /// slot is read before the call returns.
     point_slot: crate::platform::services::HostShared,
+    /// Argument blocks of untyped launches (`KernelSet::run`): pinned host memory mapped for the GPU,
+    /// reused from launch to launch (see `with_arg_block`). Some are made by `new`.
+    arg_blocks: Mutex<Vec<crate::platform::services::HostShared>>,
 }
+
+/// Bytes of one argument block of an untyped launch: 512 `u64` arguments.
+pub(crate) const ARG_BLOCK_BYTES: usize = 4096;
+/// Argument blocks made by `CudaBackend::new` (more are made only when more untyped launches than this
+/// run at once).
+const ARG_BLOCKS: usize = 4;
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (we do so in `bind`);
 // all mutable state is behind the Mutex.
@@ -157,6 +166,38 @@ impl CudaBackend {
         // has completed and nothing else writes it (the host API is serialized).
         Ok(unsafe { std::ptr::read_volatile(slot_host as *const u64) })
     }
+    /// Runs `f` with `args` in an argument block of untyped launches (the `u64`s in order, at the
+    /// device address `f` gets), and gives the block back when `f` returns: `f` must return only once
+    /// nothing reads the block any more (the kernel it launched has completed or never started).
+    ///
+    /// The block is pinned host memory mapped for the GPU, made at start and reused, so a launch makes
+    /// no device allocation and no synchronous copy: `cuMemAlloc` and `cuMemFree` may wait for the
+    /// kernels running on the device, and a thread waiting inside the driver holds up the other
+    /// threads' CUDA calls. A kernel waiting on the emulated NIC, whose thread copies fetched values
+    /// into GPU memory, then never ends (the IBGDA suite's `host_amo` after `contention` hung so on
+    /// 2 x H100 with the return slots in GPU memory: the per-launch argument buffer of the kernel that
+    /// ended first was freed while the host AMOs' kernels still waited on the NIC).
+    pub(crate) fn with_arg_block<R>(&self, call: &str, args: &[u64], f: impl FnOnce(u64) -> Result<R>) -> Result<R> {
+        if args.len() * 8 > ARG_BLOCK_BYTES {
+            return Err(Error::new(format!("{call}: {} arguments; an untyped launch takes at most {}", args.len(), ARG_BLOCK_BYTES / 8)));
+        }
+        let taken = self.arg_blocks.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let block = match taken {
+            Some(b) => b,
+            None => self.services.pinned_shared(ARG_BLOCK_BYTES)?,
+        };
+        for (i, &a) in args.iter().enumerate() {
+            // SAFETY: the block holds ARG_BLOCK_BYTES >= 8 * args.len() bytes (checked above), 64-aligned,
+            // and is ours alone until pushed back below (no kernel reads it: the last one that did has
+            // completed, the contract of `f`).
+            unsafe { (block.host_ptr() as *mut u64).add(i).write_volatile(a) };
+        }
+        // The stores above reach the block before the launch that reads it is enqueued.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let r = f(block.device_addr());
+        self.arg_blocks.lock().unwrap_or_else(|e| e.into_inner()).push(block);
+        r
+    }
     /// Waits for everything queued on the host RMA stream.
     fn rma_sync(&self, call: &str) -> Result<()> {
         let s = self.rma()?;
@@ -209,6 +250,7 @@ impl CudaBackend {
         // kernel runs, not by the first host AMO (which may race a kernel that waits on the emulated
         // NIC, as the suite's host_amo scenario does): allocating then may wait for that kernel.
         let point_slot = services.pinned_shared(64)?;
+        let arg_blocks = (0..ARG_BLOCKS).map(|_| services.pinned_shared(ARG_BLOCK_BYTES)).collect::<Result<Vec<_>>>()?;
         let mut rma: cu::CUstream = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; a non-blocking stream of the context bound above.
         check(unsafe { cu::cuStreamCreate(&mut rma, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }, "cuStreamCreate (host RMA stream)")?;
@@ -223,6 +265,7 @@ impl CudaBackend {
             services,
             rma_stream: rma as usize,
             point_slot,
+            arg_blocks: Mutex::new(arg_blocks),
             modules,
             generation: GENERATION.fetch_add(1, Ordering::Relaxed) + 1,
         };

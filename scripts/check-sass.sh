@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The IBGDA doorbell path in machine code (issue 21): assembles the device library's PTX for sm_90 as
 # the device library is built (ptxas, -maxrregcount=64), disassembles it (nvdisasm) and checks with
-# scripts/sass_doorbell.py that in QpDesc::post_send every system-scope store (the doorbell record, the
-# doorbell, the `rung` ticket's release) follows a system-scope barrier, the record before the doorbell.
+# scripts/sass_doorbell.py that in QpDesc::post_send every strong store (the doorbell record, the
+# doorbell, the `rung` ticket's release; system-scope for queues in host memory, GPU-scope for queues in
+# GPU memory) follows a barrier of its scope on its path, the record before the doorbell at each scope.
 # A compiler change that drops or moves a barrier fails here. scripts/test.sh runs it.
 # Tools: ptxas next to scripts/find-nvcc.sh's nvcc; nvdisasm from NVDISASM, PATH, next to nvcc, else
 # PyPI's nvidia-cuda-nvdisasm into .tools/nvdisasm (13.2: the oldest on PyPI; it reads 13.0's cubins).

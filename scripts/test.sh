@@ -17,7 +17,7 @@
 #     (../shared/seeds/simple_shift.cu, as in CI; otherwise its summary says in one line that it skipped
 #     it, and examples/cuda/ring_shift.cu covers the same path);
 #     Then checks the IBGDA doorbell path in the device library's machine code (scripts/check-sass.sh:
-#     ptxas + nvdisasm, a system-scope barrier before the doorbell record and before the doorbell);
+#     ptxas + nvdisasm, a barrier of the queues' scope before the doorbell record and before the doorbell);
 #  6. reproduces a fresh machine (nightly's rust-src hidden from rustup, then visible again) and checks
 #     that the build stops with the command to run, then builds a library with real PTX
 #     (scripts/check-fresh-build.sh, its own target dir under target/).

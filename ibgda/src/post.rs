@@ -7,16 +7,18 @@
 //! # Order of the stores the NIC sees
 //! WQEs, then the doorbell record, then the doorbell (research note §3.2). The code makes it so with
 //! fences and release stores, as NVSHMEM does when its stores are `st.release` (§6.2, step 5):
-//! 1. the poster writes its WQEs, then [`Sys::fence_nic`] (system scope on the device) before it
-//!    marks them ready (`ready_head`), so they are visible before any thread can announce them;
+//! 1. the poster writes its WQEs, then [`Sys::fence_nic`] before it marks them ready (`ready_head`),
+//!    so they are visible before any thread can announce them;
 //! 2. the thread that rings (after an acquire fence over what it saw marked ready) stores the doorbell
 //!    record with a release store ([`Sys::store_release_u32`]);
 //! 3. then the doorbell with a release store ([`Sys::store_release_u64`]): released after the
 //!    doorbell record, so the NIC never reads a doorbell before its record and WQEs.
 //!
 //! There is no separate fence between the doorbell record and the doorbell: the release stores stand
-//! for it (on GPUs `st.release.sys`; `scripts/check-sass.sh` checks that the SASS keeps the barrier
-//! before each store).
+//! for it. On GPUs their scope is the queues' ([`QP_GPU_MEMORY`](crate::qp::QP_GPU_MEMORY)):
+//! `st.release.sys` for queues in host memory, `st.release.gpu` for queues in GPU memory (NVSHMEM's
+//! order there); `scripts/check-sass.sh` checks that the SASS keeps a barrier of at least the store's
+//! scope before each.
 //!
 //! # What many threads per QP cost (and why nothing here waits on a lock)
 //! Thousands of GPU threads may post to one QP. Every word they share is one QP's [`QpCounters`], so

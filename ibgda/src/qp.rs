@@ -101,6 +101,15 @@ impl QpCounters {
 
 /// `QpDesc::flags`: the CQ is NVSHMEM's collapsed CQ (every CQE in slot 0, owner bit ignored).
 pub const QP_CQ_COLLAPSED: u32 = 1;
+/// `QpDesc::flags`: the send queue, doorbell record, CQ and counters are in the posting GPU's own
+/// memory (a real NIC's queues, NVSHMEM's `nic_buf_on_gpumem`; the device-resident NIC model's), so
+/// posting threads order them at GPU scope, as NVSHMEM's `IBGDA_MEMBAR` does there (`__threadfence`):
+/// what reaches the GPU's L2 is what a NIC reading GPU memory over PCIe (or a model kernel on the
+/// same GPU) sees. That holds for the doorbell record and the doorbell too: NVSHMEM stores both with
+/// `st.release.gpu` (`ibgda_store_release`), the release's GPU-scope barrier putting the WQEs and the
+/// record in L2, where the NIC's PCIe reads find them, before the doorbell's write leaves for the NIC.
+/// Without the flag (queues in host memory, the host-side emulated NIC) every access is system-scope.
+pub const QP_GPU_MEMORY: u32 = 2;
 
 /// Where one RC QP's queues are, as the posting threads see them. Plain data (addresses as `u64`) so
 /// the host can fill it in and the device read it from constant or global memory.

@@ -215,18 +215,31 @@ pub fn fence_acq_rel() {
     // SAFETY: as above.
     unsafe { asm!("fence.acq_rel.sys;") }
 }
+/// `fence_sc` at GPU scope (`fence.sc.gpu`): orders this thread's memory operations for the other
+/// threads of this GPU only.
+#[inline(always)]
+pub fn fence_sc_gpu() {
+    // SAFETY: as above.
+    unsafe { asm!("fence.sc.gpu;") }
+}
+/// `fence_acq_rel` at GPU scope (`fence.acq_rel.gpu`).
+#[inline(always)]
+pub fn fence_acq_rel_gpu() {
+    // SAFETY: as above.
+    unsafe { asm!("fence.acq_rel.gpu;") }
+}
 
 macro_rules! width_ops {
-    ($t:ty, $reg:ident, $b:literal, $load_acq:ident, $load_rlx:ident, $store_rel:ident, $store_rlx:ident, $rmw:ident, $cas:ident) => {
+    ($t:ty, $reg:ident, $b:literal, $sc:literal, $load_acq:ident, $load_rlx:ident, $store_rel:ident, $store_rlx:ident, $rmw:ident, $cas:ident) => {
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $load_acq(p: *const $t) -> $t {
             let v: $t;
-            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // SAFETY: one access at the macro's scope (`sys` or `gpu`) of `p`'s width to `p`, which the caller guarantees is
             // aligned, mapped and accessed only atomically.
-            unsafe { asm!(concat!("ld.acquire.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p) };
+            unsafe { asm!(concat!("ld.acquire.", $sc, ".b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p) };
             v
         }
         /// # Safety
@@ -235,9 +248,9 @@ macro_rules! width_ops {
         #[inline(always)]
         pub unsafe fn $load_rlx(p: *const $t) -> $t {
             let v: $t;
-            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // SAFETY: one access at the macro's scope (`sys` or `gpu`) of `p`'s width to `p`, which the caller guarantees is
             // aligned, mapped and accessed only atomically.
-            unsafe { asm!(concat!("ld.relaxed.sys.b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p) };
+            unsafe { asm!(concat!("ld.relaxed.", $sc, ".b", $b, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) p) };
             v
         }
         /// # Safety
@@ -245,20 +258,20 @@ macro_rules! width_ops {
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rel(p: *mut $t, v: $t) {
-            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // SAFETY: one access at the macro's scope (`sys` or `gpu`) of `p`'s width to `p`, which the caller guarantees is
             // aligned, mapped and accessed only atomically.
-            unsafe { asm!(concat!("st.release.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p) };
+            unsafe { asm!(concat!("st.release.", $sc, ".b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p) };
         }
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
         /// (heap, device or shared memory) that, while this runs, is accessed only atomically.
         #[inline(always)]
         pub unsafe fn $store_rlx(p: *mut $t, v: $t) {
-            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // SAFETY: one access at the macro's scope (`sys` or `gpu`) of `p`'s width to `p`, which the caller guarantees is
             // aligned, mapped and accessed only atomically.
-            unsafe { asm!(concat!("st.relaxed.sys.b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p) };
+            unsafe { asm!(concat!("st.relaxed.", $sc, ".b", $b, " [{p}], {v};"), v = in($reg) v, p = in(reg64) p) };
         }
-        /// Atomic read-modify-write at system scope; returns the old value.
+        /// Atomic read-modify-write at the macro's scope; returns the old value.
         ///
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
@@ -266,21 +279,21 @@ macro_rules! width_ops {
         #[inline(always)]
         pub unsafe fn $rmw(op: Rmw, p: *mut $t, v: $t) -> $t {
             let old: $t;
-            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // SAFETY: one access at the macro's scope (`sys` or `gpu`) of `p`'s width to `p`, which the caller guarantees is
             // aligned, mapped and accessed only atomically.
             unsafe {
                 match op {
-                    Rmw::Add => asm!(concat!("atom.relaxed.sys.add.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                    Rmw::And => asm!(concat!("atom.relaxed.sys.and.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                    Rmw::Or => asm!(concat!("atom.relaxed.sys.or.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                    Rmw::Xor => asm!(concat!("atom.relaxed.sys.xor.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                    Rmw::Swap => asm!(concat!("atom.relaxed.sys.exch.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
-                    Rmw::Max => asm!(concat!("atom.relaxed.sys.max.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Add => asm!(concat!("atom.relaxed.", $sc, ".add.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::And => asm!(concat!("atom.relaxed.", $sc, ".and.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Or => asm!(concat!("atom.relaxed.", $sc, ".or.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Xor => asm!(concat!("atom.relaxed.", $sc, ".xor.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Swap => asm!(concat!("atom.relaxed.", $sc, ".exch.b", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
+                    Rmw::Max => asm!(concat!("atom.relaxed.", $sc, ".max.u", $b, " {o}, [{p}], {v};"), o = out($reg) old, p = in(reg64) p, v = in($reg) v),
                 }
             }
             old
         }
-        /// Atomic compare-and-swap at system scope; returns the old value.
+        /// Atomic compare-and-swap at the macro's scope; returns the old value.
         ///
         /// # Safety
         /// `p` must be non-null, aligned for the type and point to memory mapped in this process
@@ -288,15 +301,20 @@ macro_rules! width_ops {
         #[inline(always)]
         pub unsafe fn $cas(p: *mut $t, cond: $t, v: $t) -> $t {
             let old: $t;
-            // SAFETY: one system-scope access of `p`'s width to `p`, which the caller guarantees is
+            // SAFETY: one access at the macro's scope (`sys` or `gpu`) of `p`'s width to `p`, which the caller guarantees is
             // aligned, mapped and accessed only atomically.
-            unsafe { asm!(concat!("atom.relaxed.sys.cas.b", $b, " {o}, [{p}], {c}, {v};"), o = out($reg) old, p = in(reg64) p, c = in($reg) cond, v = in($reg) v) };
+            unsafe { asm!(concat!("atom.relaxed.", $sc, ".cas.b", $b, " {o}, [{p}], {c}, {v};"), o = out($reg) old, p = in(reg64) p, c = in($reg) cond, v = in($reg) v) };
             old
         }
     };
 }
-width_ops!(u32, reg32, "32", load_acquire_u32, load_relaxed_u32, store_release_u32, store_relaxed_u32, rmw_u32, cas_u32);
-width_ops!(u64, reg64, "64", load_acquire_u64, load_relaxed_u64, store_release_u64, store_relaxed_u64, rmw_u64, cas_u64);
+width_ops!(u32, reg32, "32", "sys", load_acquire_u32, load_relaxed_u32, store_release_u32, store_relaxed_u32, rmw_u32, cas_u32);
+width_ops!(u64, reg64, "64", "sys", load_acquire_u64, load_relaxed_u64, store_release_u64, store_relaxed_u64, rmw_u64, cas_u64);
+
+// The same at GPU scope: for memory only this GPU's threads (and a NIC reading GPU memory through its
+// L2) share, where a system-scope access pays for ordering against the host it does not need.
+width_ops!(u32, reg32, "32", "gpu", load_acquire_u32_gpu, load_relaxed_u32_gpu, store_release_u32_gpu, store_relaxed_u32_gpu, rmw_u32_gpu, cas_u32_gpu);
+width_ops!(u64, reg64, "64", "gpu", load_acquire_u64_gpu, load_relaxed_u64_gpu, store_release_u64_gpu, store_relaxed_u64_gpu, rmw_u64_gpu, cas_u64_gpu);
 
 /// Acquire load of a 16-bit value (wait_until on short types).
 ///

@@ -189,7 +189,7 @@ pub(crate) unsafe fn get(scope: Scope, call: &'static str, dst: *mut u8, src_loc
             } else {
                 // A READ left in flight: a fence must not let later WQEs overtake it.
                 // SAFETY: the QP's counters (a `Qp`: live), accessed only atomically.
-                unsafe { qp.desc.note_read(&Dev::new(call), end) };
+                unsafe { qp.desc.note_read(&Dev::new(call, &qp.desc), end) };
             }
         }
     }
@@ -261,7 +261,7 @@ pub(crate) fn quiet() {
     let Some(t) = table() else { return };
     each_qp(t, false, |pe, qp| {
         // SAFETY: the QP's queues, counters and CQ (a `Qp`: live).
-        if let Err(e) = unsafe { qp.desc.quiet(&Dev::new(CALL)) } {
+        if let Err(e) = unsafe { qp.desc.quiet(&Dev::new(CALL, &qp.desc)) } {
             fail_poll(CALL, pe, e);
         }
     });
@@ -276,7 +276,7 @@ pub(crate) fn fence() {
     each_qp(t, true, |pe, qp| {
         // SAFETY: the QP's counters (a `Qp`: live), read atomically; a NOP has no buffers.
         unsafe {
-            if qp.desc.reads_outstanding(&Dev::new(CALL)) {
+            if qp.desc.reads_outstanding(&Dev::new(CALL, &qp.desc)) {
                 post(CALL, pe, qp, &[Wqe::nop(fm_ce_se::FM_FENCE)]);
             }
         }

@@ -10,7 +10,7 @@ use crate::types::{Problem, Rmw};
 use core::mem::offset_of;
 use rshmem_ibgda::mlx5::fm_ce_se;
 use rshmem_ibgda::nicmodel::{serve, ModelHeader, ModelQp, Served};
-use rshmem_ibgda::qp::Sys;
+use rshmem_ibgda::qp::{QpDesc, Sys, QP_GPU_MEMORY};
 use rshmem_ibgda::wqe::{Local, Wqe};
 use rshmem_ibgda::PollError;
 
@@ -25,15 +25,19 @@ pub(super) fn fail_poll(call: &'static str, pe: i32, e: PollError) -> ! {
     }
 }
 
-/// The atomics and fences the posting code runs on, for device threads: system scope (the queues are
-/// in host memory for the emulated NIC, and NIC-visible memory for a real one), waits through
-/// `wait::idle` (which applies inbound operations and, on the CPU backend, enforces the wait limit).
-/// The device-resident NIC model (`model`) runs on the same atomics with its own waiting policy.
+/// The atomics and fences the posting code runs on, for device threads, at the scope the QP's memory
+/// needs (`QP_GPU_MEMORY`): system scope for queues in host memory (the host-side emulated NIC), GPU
+/// scope for queues in this GPU's memory (a real NIC's, the device-resident model's), the doorbell
+/// record and doorbell included, as NVSHMEM orders them there.
+/// Waits go through `wait::idle` (which applies inbound operations and, on the CPU backend, enforces
+/// the wait limit). The device-resident NIC model runs on the same atomics with its own waiting policy.
 pub(super) struct Dev {
     pub(super) call: &'static str,
     /// The NIC model's waits: back off (up to a microsecond a spin) and give up after
     /// [`MODEL_LINGER_SPINS`] spins without work, applying no inbound operations.
     model: bool,
+    /// The QP's queues and counters are in this GPU's memory (`QP_GPU_MEMORY`): GPU scope.
+    gpu: bool,
 }
 
 /// Spins of the NIC model without work before its kernel ends (about 5 ms at the back-off's
@@ -41,79 +45,88 @@ pub(super) struct Dev {
 pub(super) const MODEL_LINGER_SPINS: u64 = 5000;
 
 impl Dev {
-    /// The posting code's `Sys` for a device call named `call`.
+    /// The posting code's `Sys` for a device call named `call` posting to (or waiting on) `qp`.
     #[inline(always)]
-    pub(super) const fn new(call: &'static str) -> Dev {
-        Dev { call, model: false }
+    pub(super) const fn new(call: &'static str, qp: &QpDesc) -> Dev {
+        Dev { call, model: false, gpu: qp.flags & QP_GPU_MEMORY != 0 }
     }
-    /// The NIC model's `Sys`.
+    /// The NIC model's `Sys`: its queues are in GPU memory, shared with the posting threads of this GPU.
     #[inline(always)]
     pub(super) const fn model() -> Dev {
-        Dev { call: "the device-resident NIC model\0", model: true }
+        Dev { call: "the device-resident NIC model\0", model: true, gpu: true }
     }
 }
 
-// SAFETY: every method is the arch layer's system-scope atomic (or fence) on the given word, which the
-// posting code's callers guarantee is aligned, live and accessed only atomically; the fences are
-// system-scope.
+/// Picks the GPU-scope or the system-scope form of an arch operation by `$self.gpu`.
+macro_rules! scoped {
+    ($self:ident, $gpu:ident, $sys:ident ( $($arg:expr),* )) => {
+        if $self.gpu { arch::$gpu($($arg),*) } else { arch::$sys($($arg),*) }
+    };
+}
+
+// SAFETY: every method is the arch layer's atomic (or fence) on the given word, which the posting
+// code's callers guarantee is aligned, live and accessed only atomically, at system scope, or at GPU
+// scope when the QP's memory is this GPU's (`QP_GPU_MEMORY`: every thread that shares it runs on this
+// GPU, and the NIC reads it through the GPU's L2, after a doorbell whose release store's GPU-scope
+// barrier put everything before it there).
 unsafe impl Sys for Dev {
     #[inline(always)]
     unsafe fn fetch_add_u64(&self, p: *mut u64, v: u64) -> u64 {
         // SAFETY: the trait's contract.
-        unsafe { arch::rmw_u64(Rmw::Add, p, v) }
+        unsafe { scoped!(self, rmw_u64_gpu, rmw_u64(Rmw::Add, p, v)) }
     }
     #[inline(always)]
     unsafe fn fetch_max_u64(&self, p: *mut u64, v: u64) -> u64 {
         // SAFETY: the trait's contract.
-        unsafe { arch::rmw_u64(Rmw::Max, p, v) }
+        unsafe { scoped!(self, rmw_u64_gpu, rmw_u64(Rmw::Max, p, v)) }
     }
     #[inline(always)]
     unsafe fn cas_u64(&self, p: *mut u64, current: u64, new: u64) -> u64 {
         // SAFETY: the trait's contract.
-        unsafe { arch::cas_u64(p, current, new) }
+        unsafe { scoped!(self, cas_u64_gpu, cas_u64(p, current, new)) }
     }
     #[inline(always)]
     unsafe fn cas_u32(&self, p: *mut u32, current: u32, new: u32) -> u32 {
         // SAFETY: the trait's contract.
-        unsafe { arch::cas_u32(p, current, new) }
+        unsafe { scoped!(self, cas_u32_gpu, cas_u32(p, current, new)) }
     }
     #[inline(always)]
     unsafe fn load_u64(&self, p: *const u64) -> u64 {
         // SAFETY: the trait's contract.
-        unsafe { arch::load_relaxed_u64(p) }
+        unsafe { scoped!(self, load_relaxed_u64_gpu, load_relaxed_u64(p)) }
     }
     #[inline(always)]
     unsafe fn load_acquire_u32(&self, p: *const u32) -> u32 {
         // SAFETY: the trait's contract.
-        unsafe { arch::load_acquire_u32(p) }
+        unsafe { scoped!(self, load_acquire_u32_gpu, load_acquire_u32(p)) }
     }
     #[inline(always)]
     unsafe fn load_u32(&self, p: *const u32) -> u32 {
         // SAFETY: the trait's contract.
-        unsafe { arch::load_relaxed_u32(p) }
+        unsafe { scoped!(self, load_relaxed_u32_gpu, load_relaxed_u32(p)) }
     }
     #[inline(always)]
     unsafe fn store_u32(&self, p: *mut u32, v: u32) {
         // SAFETY: the trait's contract.
-        unsafe { arch::store_relaxed_u32(p, v) }
+        unsafe { scoped!(self, store_relaxed_u32_gpu, store_relaxed_u32(p, v)) }
     }
     #[inline(always)]
     unsafe fn store_release_u32(&self, p: *mut u32, v: u32) {
         // SAFETY: the trait's contract.
-        unsafe { arch::store_release_u32(p, v) }
+        unsafe { scoped!(self, store_release_u32_gpu, store_release_u32(p, v)) }
     }
     #[inline(always)]
     unsafe fn store_release_u64(&self, p: *mut u64, v: u64) {
         // SAFETY: the trait's contract.
-        unsafe { arch::store_release_u64(p, v) }
+        unsafe { scoped!(self, store_release_u64_gpu, store_release_u64(p, v)) }
     }
     #[inline(always)]
     fn fence_acq_rel(&self) {
-        arch::fence_acq_rel()
+        scoped!(self, fence_acq_rel_gpu, fence_acq_rel())
     }
     #[inline(always)]
     fn fence_nic(&self) {
-        arch::fence_sc()
+        scoped!(self, fence_sc_gpu, fence_sc())
     }
     #[inline(always)]
     fn idle(&self, spins: &mut u64) -> bool {
@@ -138,7 +151,7 @@ unsafe impl Sys for Dev {
 pub(super) unsafe fn post(call: &'static str, pe: i32, qp: Qp, wqes: &[Wqe]) -> u64 {
     // SAFETY: the runtime's queues (a `Qp`: live by the table invariant); the WQEs' buffers are valid
     // until completion (the caller's contract).
-    match unsafe { qp.desc.post(&Dev::new(call), wqes) } {
+    match unsafe { qp.desc.post(&Dev::new(call, &qp.desc), wqes) } {
         Ok(end) => end,
         Err(e) => fail_poll(call, pe, e),
     }
@@ -170,8 +183,8 @@ pub(super) unsafe fn post_one(call: &'static str, pe: i32, qp: Qp, w: Wqe) {
     let leader = peers.trailing_zeros();
     let n = peers.count_ones();
     let rank = (peers & ((1u32 << lane) - 1)).count_ones();
-    let s = Dev::new(call);
     let d = &qp.desc;
+    let s = Dev::new(call, d);
     let mut base = 0;
     if lane == leader {
         // SAFETY: the QP's queues and counters (a `Qp`: live).
@@ -201,7 +214,7 @@ pub(super) unsafe fn post_one(call: &'static str, pe: i32, qp: Qp, w: Wqe) {
 #[inline(always)]
 pub(super) fn wait(call: &'static str, pe: i32, qp: Qp, end: u64) {
     // SAFETY: the QP's queues, counters and CQ (a `Qp`: live).
-    if let Err(e) = unsafe { qp.desc.poll(&Dev::new(call), end) } {
+    if let Err(e) = unsafe { qp.desc.poll(&Dev::new(call, &qp.desc), end) } {
         fail_poll(call, pe, e);
     }
     arch::fence_acq_rel();
@@ -222,8 +235,8 @@ pub(super) fn discard(t: Tbl, qp: Qp) -> Local {
 /// remote range must stay valid until it completes.
 #[inline(always)]
 pub(super) unsafe fn fetch(call: &'static str, pe: i32, t: Tbl, qp: Qp, build: impl Fn(Local) -> Wqe) -> [u8; 8] {
-    let s = Dev::new(call);
     let d = &qp.desc;
+    let s = Dev::new(call, d);
     // SAFETY: the runtime's queues, counters and return slots (a `Qp`: live); the WQE writes only into
     // its return slot (the caller's contract); the slot protocol of the module docs: the busy word is written only by the holder of the reservation of its WQEBB
     // (set after the previous holder cleared it, cleared after the value is read); the value is read

@@ -18,7 +18,7 @@ use crate::config::env;
 use rshmem_device::remote::ibgda::{self as dev, QpEntry, Table};
 use rshmem_ibgda::emu::{Access, CqSetup, Dma, MrTable, Nic, NicThread, QpSetup, Remote, RemoteDone, RemoteError, RemoteOp};
 use rshmem_ibgda::mlx5;
-use rshmem_ibgda::qp::{self, QpDesc, QP_CQ_COLLAPSED};
+use rshmem_ibgda::qp::{self, QpDesc, QP_CQ_COLLAPSED, QP_GPU_MEMORY};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -300,7 +300,9 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
                 qpn,
                 log_sq,
                 log_cq: 0,
-                flags: QP_CQ_COLLAPSED,
+                // The model's queues are in device memory (GPU scope: `QP_GPU_MEMORY`); the NIC
+                // thread's are in host memory it reads (system scope).
+                flags: QP_CQ_COLLAPSED | if device { QP_GPU_MEMORY } else { 0 },
                 batch: BATCH,
                 reserved: 0,
             },

@@ -16,7 +16,7 @@ use super::sys::{self, errno_text, Mlx5dvDevxObj, Mlx5dvDevxUar, Mlx5dvDevxUmem,
 use crate::error::{Error, Result};
 use rdma_sys::{ibv_cq, ibv_srq};
 use rshmem_ibgda::mlx5::{CQE_SIZE, WQEBB};
-use rshmem_ibgda::qp::{QpDesc, QP_CQ_COLLAPSED};
+use rshmem_ibgda::qp::{QpDesc, QP_CQ_COLLAPSED, QP_GPU_MEMORY};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
@@ -400,7 +400,8 @@ pub struct QueueAddrs {
 }
 
 impl QueueAddrs {
-    /// The posting code's descriptor: collapsed CQ (no CQ doorbell record), counters at `counters`
+    /// The posting code's descriptor: collapsed CQ (no CQ doorbell record), queues in GPU memory
+    /// (`QP_GPU_MEMORY`: every queue is a `NicMem`, GPU memory the NIC reaches), counters at `counters`
     /// (a [`rshmem_ibgda::QpCounters`] the caller placed and initialised where the posting threads
     /// reach it), a doorbell at least every `batch` WQEBBs.
     pub fn desc(&self, counters: u64, batch: u32) -> QpDesc {
@@ -414,7 +415,7 @@ impl QueueAddrs {
             qpn: self.qpn,
             log_sq: self.log_sq,
             log_cq: self.log_sq,
-            flags: QP_CQ_COLLAPSED,
+            flags: QP_CQ_COLLAPSED | QP_GPU_MEMORY,
             batch,
             reserved: 0,
         }
@@ -646,7 +647,7 @@ mod tests {
         let a = QueueAddrs { sq: 0x7f00_0001_0000, dbr: 0x7f00_0002_0000, db: 0x7f10_0000_0800, cq: 0x7f00_0003_0000, qpn: 0x1_2345, log_sq: 10 };
         let d = a.desc(0x7f00_0004_0040, 32);
         assert_eq!((d.sq, d.dbr, d.db, d.cq, d.cq_dbr, d.counters), (a.sq, a.dbr, a.db, a.cq, 0, 0x7f00_0004_0040));
-        assert_eq!((d.qpn, d.log_sq, d.log_cq, d.flags, d.batch, d.reserved), (0x1_2345, 10, 10, QP_CQ_COLLAPSED, 32, 0));
+        assert_eq!((d.qpn, d.log_sq, d.log_cq, d.flags, d.batch, d.reserved), (0x1_2345, 10, 10, QP_CQ_COLLAPSED | QP_GPU_MEMORY, 32, 0));
         // The doorbell the GPU rings is the UAR register's place inside the mapped page.
         let (host_page, _) = gpu::page_span(0x7fff_1234_5800, 8, 4096);
         assert_eq!(host_page, 0x7fff_1234_5000);

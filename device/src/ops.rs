@@ -503,13 +503,18 @@ pub unsafe fn test<T: Wait>(ivar: *const T, cmp: impl Into<i32>, value: T) -> bo
 
 // ---------------------------------------------------------------- signals
 
-/// Sets or adds to the signal word `sig` on `pe` after a release fence.
+/// Sets or adds to the signal word `sig` on `pe`; with `release`, after a release fence (what
+/// put-with-signal needs: the data before the signal). A signal operation alone is an atomic update
+/// with no ordering against this thread's earlier puts (OpenSHMEM's and NVSHMEM's `signal_op`: a
+/// program that needs it calls `fence` first), so on a mapped peer it is one store or atomic: the
+/// system-scope fence is what made `shmem_signal_ping_pong_latency` 2.1 x NVSHMEM's round trip on
+/// 2 x H100 (6.67 against 3.17 us, bench/results/2026-11-27-h100x2.md, call E).
 ///
 /// # Safety
 /// `sig` must be an 8-byte-aligned u64 of a live symmetric allocation (the range is checked), accessed
 /// only atomically.
 #[inline(always)]
-unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, pe: i32) {
+unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, pe: i32, release: bool) {
     let (r, mapped) = locate(call, sig as usize, 8, pe);
     let r = r as *mut u64;
     if !mapped {
@@ -520,9 +525,11 @@ unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, 
         // SAFETY: `sig` is a checked symmetric u64 (`locate`, else the caller's contract).
         return unsafe { remote::signal(call, sig as usize, value, op, pe) };
     }
-    // Release: everything this thread (and, after a group sync, its group) wrote before is visible
-    // to whoever observes the signal.
-    arch::fence_acq_rel();
+    if release {
+        // Everything this thread (and, after a group sync, its group) wrote before is visible to
+        // whoever observes the signal.
+        arch::fence_acq_rel();
+    }
     match op {
         // SAFETY: `r` is the mapping on `pe` of an 8-aligned u64 of a live symmetric allocation, accessed
         // only atomically (the caller's contract; the range checked by `locate`).
@@ -535,14 +542,15 @@ unsafe fn signal_update(call: &'static str, sig: *mut u64, value: u64, op: i32, 
     }
 }
 
-/// Atomically updates the signal `sig` on `pe` (SIGNAL_SET or SIGNAL_ADD).
+/// Atomically updates the signal `sig` on `pe` (SIGNAL_SET or SIGNAL_ADD). Not ordered after this
+/// thread's earlier puts: `fence` first, or `putmem_signal`, when the signal must follow data.
 ///
 /// # Safety
 /// `sig` must be a symmetric u64.
 #[inline(always)]
 pub unsafe fn signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) {
     // SAFETY: the caller's contract (a signal word: an aligned u64 accessed only atomically).
-    unsafe { signal_update("rshmem_signal_op\0", sig, value, op, pe) }
+    unsafe { signal_update("rshmem_signal_op\0", sig, value, op, pe, false) }
 }
 
 /// Puts `bytes` and then updates `sig` on `pe`; the signal is never visible before the data. A remote
@@ -581,7 +589,7 @@ pub unsafe fn putmem_signal_scoped(
     scope.sync();
     if scope.rank() == 0 {
         // SAFETY: `sig` is a symmetric u64 (the caller's contract).
-        unsafe { signal_update(call, sig, value, op, pe) };
+        unsafe { signal_update(call, sig, value, op, pe, true) };
     }
     scope.sync();
 }

@@ -297,9 +297,11 @@ pub unsafe fn step<S: Sys>(s: &S, q: *mut ModelQp) -> u32 {
             let e = CqeError { cqe_opcode: mlx5::cqe_opcode::REQ_ERR, syndrome: syn, vendor_syndrome: r as u8, wqe_opcode: op, wqe_counter: index };
             s.store_release_u64(field(q, offset_of!(ModelQp, error)), e.encode());
         }
+        // The counts are statistics the host reads after the launch: relaxed (one release, not three,
+        // per pass); the consumer index, which a host quiet compares with the doorbell record, last.
+        s.store_u64(field(q, offset_of!(ModelQp, wqes)), m.wqes + n as u64);
+        s.store_u64(field(q, offset_of!(ModelQp, cqes)), m.cqes + cqes);
         s.store_release_u64(field(q, offset_of!(ModelQp, hw_ci)), pos);
-        s.store_release_u64(field(q, offset_of!(ModelQp, wqes)), m.wqes + n as u64);
-        s.store_release_u64(field(q, offset_of!(ModelQp, cqes)), m.cqes + cqes);
     }
     n
 }
@@ -341,11 +343,14 @@ pub enum Served {
 
 /// How often a busy [`serve`] looks at the stop and end words (in passes over its QPs).
 const STOP_EVERY: u64 = 1024;
+/// How often an idle [`serve`] looks at the stop word (in spins without work; the end word, in the
+/// launch's own memory, after every such pass).
+const STOP_IDLE_EVERY: u64 = 64;
 
 /// Runs the model over QPs `first, first + stride, ...` below `nqp` of the array at `qps`: passes of
 /// [`step`] over them until the 32-bit word at `stop` is not 0, or the header's `end` word is not 0
-/// (both looked at after every pass that found nothing to do, and every [`STOP_EVERY`] passes
-/// otherwise). Every caller serving QPs of the same array (the threads of one launch) adds 1 to the
+/// (the end word after every pass that found nothing to do and the stop word every
+/// [`STOP_IDLE_EVERY`] such passes; both every [`STOP_EVERY`] passes otherwise). Every caller serving QPs of the same array (the threads of one launch) adds 1 to the
 /// header's `busy` word after each pass that found work. Only the caller with `first == 0` decides
 /// when the launch ends: when [`Sys::idle`] gives up there while `busy` stayed the same, it sets `end`;
 /// the others never end on their own idleness (their `idle` giving up only starts another wait), so
@@ -375,8 +380,11 @@ pub unsafe fn serve<S: Sys>(s: &S, qps: *mut ModelQp, nqp: u32, first: u32, stri
         }
         passes += 1;
         if done == 0 || passes.is_multiple_of(STOP_EVERY) {
+            // The stop word is in host memory (a PCIe read from a GPU, about a microsecond): an idle
+            // pass looks at it only every STOP_IDLE_EVERY spins, so that the model answers a doorbell
+            // within a pass, not a read of host memory.
             // SAFETY: the caller's stop word.
-            if unsafe { s.load_acquire_u32(stop) } != 0 {
+            if (done != 0 || spins.is_multiple_of(STOP_IDLE_EVERY)) && unsafe { s.load_acquire_u32(stop) } != 0 {
                 return Served::Stopped;
             }
             // SAFETY: the caller's header.

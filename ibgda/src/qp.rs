@@ -43,6 +43,12 @@ pub unsafe trait Sys {
     unsafe fn load_u32(&self, p: *const u32) -> u32;
     /// Atomic (relaxed) or volatile store of one WQE word.
     unsafe fn store_u32(&self, p: *mut u32, v: u32);
+    /// Atomic (relaxed) 64-bit store: the NIC model's statistics words. By default a release store
+    /// (stronger than needed; implementations may relax it).
+    unsafe fn store_u64(&self, p: *mut u64, v: u64) {
+        // SAFETY: the caller's contract is store_release_u64's.
+        unsafe { self.store_release_u64(p, v) }
+    }
     /// Store with release ordering: the doorbell record, the `rung` ticket word that passes the
     /// doorbell on to the next ringer ([`QpCounters::rung`]), the CQ doorbell record, the poll lock's
     /// release; the NIC model's CQE words and its header's `end` word (`nicmodel`).
@@ -417,6 +423,11 @@ mod host {
         unsafe fn store_u32(&self, p: *mut u32, v: u32) {
             // SAFETY: as above.
             unsafe { AtomicU32::from_ptr(p) }.store(v, Ordering::Relaxed)
+        }
+        #[inline(always)]
+        unsafe fn store_u64(&self, p: *mut u64, v: u64) {
+            // SAFETY: as above.
+            unsafe { AtomicU64::from_ptr(p) }.store(v, Ordering::Relaxed)
         }
         #[inline(always)]
         unsafe fn store_release_u32(&self, p: *mut u32, v: u32) {

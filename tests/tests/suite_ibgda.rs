@@ -193,6 +193,8 @@ fn posting_bench_on_the_device_resident_nic_model() {
                 .unwrap_or_else(|| panic!("no {head}... line:\n{t}"));
             assert!(v > lo && v < hi && t.contains(&format!("{head}{v:.4} unit={unit}")), "{case} {grid}x{threads}: {v} {unit} is implausible:\n{t}");
         }
+        // The whole kernel's time with its quiet, beside the posting phase's.
+        assert!(t.contains(&format!("case={case}_kernel_ns scope=thread bytes=8 grid={grid} threads={threads} value=")), "no {case}_kernel_ns line:\n{t}");
     }
     assert!(t.contains("RSHMEM_IBGDA_EMULATOR=device: the NIC is a model in device memory"), "{t}");
     let wqes = 4 * 100 * (1 + 4 + 2 + 2 * 2);

@@ -333,6 +333,12 @@ pub fn fence_sc() {
 pub fn fence_acq_rel() {
     fence(Ordering::AcqRel)
 }
+/// The GPU's global timer in nanoseconds; the host layer has no clock of its own (`no_std`): 0, which
+/// callers read as "no time taken here".
+#[inline(always)]
+pub fn globaltimer_ns() -> u64 {
+    0
+}
 /// `fence_sc` (the GPU's `fence.sc.gpu`; on the host there is one scope).
 #[inline(always)]
 pub fn fence_sc_gpu() {

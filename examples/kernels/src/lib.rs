@@ -129,6 +129,10 @@ pub struct BenchPost {
     pub peer: i32,
     /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
     pub _pad: u32,
+    /// Two u64 of this PE, zeroed before the launch: the posting phase's span as the GPU's global timer
+    /// saw it, `[!earliest start, latest end]` over the launch's threads (both stay 0 where there is no
+    /// timer: the CPU backend).
+    pub span: DevPtr<u64>,
 }
 
 /// The arguments of `bench_rate`.
@@ -331,17 +335,25 @@ sh::kernels! {
             }
         }
     }
-    /// [`BenchPost`] { dst (u64 per thread), per_thread, peer } — posting rate: every thread `p`s
+    /// [`BenchPost`] { dst (u64 per thread), per_thread, peer, span } — posting rate: every thread `p`s
     /// `per_thread` values to its own word on `peer`, then its block quiets once. Against a PE on
     /// another node through IBGDA every `p` is one inline RDMA WRITE WQE this thread builds and posts
     /// (with RSHMEM_IBGDA_EMULATOR=ack the host-side emulated NIC completes them without moving data,
     /// and with RSHMEM_IBGDA_EMULATOR=device the device-resident NIC model does the same over queues
-    /// in GPU memory, as a real ConnectX's are: either way the time is the posting side's).
+    /// in GPU memory, as a real ConnectX's are). The posting phase alone (first `p` to last, before the
+    /// quiet, which waits for the NIC) is recorded in `span` from the global timer: with a send queue
+    /// the phase never fills, it is what the posting threads pay, whatever the NIC's speed.
     fn bench_post(a: BenchPost) {
-        let (dst, n, peer) = (a.dst.as_ptr(), a.per_thread, a.peer);
+        let (dst, n, peer, span) = (a.dst.as_ptr(), a.per_thread, a.peer, a.span.as_ptr());
         let t = (T::block_index() * T::block_size() + T::block_rank()) as usize;
+        let t0 = sh::arch::globaltimer_ns();
         for i in 0..n {
             sh::p(dst.add(t), i, peer);
+        }
+        let t1 = sh::arch::globaltimer_ns();
+        if t1 != 0 {
+            sh::arch::rmw_u64(sh::arch::Rmw::Max, span, !t0);
+            sh::arch::rmw_u64(sh::arch::Rmw::Max, span.add(1), t1);
         }
         T::sync_block();
         if T::block_rank() == 0 {

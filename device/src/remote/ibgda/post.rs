@@ -111,6 +111,11 @@ unsafe impl Sys for Dev {
         unsafe { scoped!(self, store_relaxed_u32_gpu, store_relaxed_u32(p, v)) }
     }
     #[inline(always)]
+    unsafe fn store_u64(&self, p: *mut u64, v: u64) {
+        // SAFETY: the trait's contract.
+        unsafe { scoped!(self, store_relaxed_u64_gpu, store_relaxed_u64(p, v)) }
+    }
+    #[inline(always)]
     unsafe fn store_release_u32(&self, p: *mut u32, v: u32) {
         // SAFETY: the trait's contract.
         unsafe { scoped!(self, store_release_u32_gpu, store_release_u32(p, v)) }

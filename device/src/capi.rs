@@ -461,7 +461,7 @@ pub unsafe extern "ptx-kernel" fn rshmemi_collective(what: u32, team: i32, dest:
     unsafe { coll::run(what, Scope::Block, team, dest as *mut u8, src as *const u8, n, a, b) }
 }
 /// The element pass of a pulled reduction (`coll::reduce::pull`) by every thread of the grid, between
-/// two `rshmemi_collective` launches of `host_op::REDUCE_SYNC` (or `REDUCESCATTER_SYNC`) on the same
+/// `rshmemi_collective` launches of `host_op::REDUCE_SYNC` and `REDUCE_CLOSE` (or the REDUCESCATTER ones) on the same
 /// stream: a large host or on-stream reduction over PEs mapped here uses the whole GPU, where one
 /// block of the collective kernel read one element of each member at a time. `scatter` != 0:
 /// reducescatter.

@@ -321,6 +321,16 @@ fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, 
     (0..d.size).all(mapped).then_some(plan)
 }
 
+/// The closing synchronization of a pulled reduction whose opening one is `sync` (`REDUCE_SYNC` or
+/// `REDUCESCATTER_SYNC`): every member has read the sources.
+fn reduce_close(sync: u32) -> u32 {
+    if sync == host_op::REDUCESCATTER_SYNC {
+        host_op::REDUCESCATTER_CLOSE
+    } else {
+        host_op::REDUCE_CLOSE
+    }
+}
+
 /// The opening and closing synchronizations of a grid fcollect (`alltoall` false) or alltoall.
 fn push_ops(alltoall: bool) -> (u32, u32) {
     if alltoall {
@@ -340,7 +350,7 @@ fn push_ops(alltoall: bool) -> (u32, u32) {
 #[allow(clippy::too_many_arguments)]
 unsafe fn launch_grid(call: &str, plan: Grid, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::cuda::Stream) -> Result<()> {
     let (open, close) = match plan {
-        Grid::Reduce(sync) => (sync, sync),
+        Grid::Reduce(sync) => (sync, reduce_close(sync)),
         Grid::Broadcast => (host_op::BROADCAST_OPEN, host_op::BROADCAST_CLOSE),
         Grid::Push(alltoall) => push_ops(alltoall),
     };
@@ -448,7 +458,7 @@ unsafe fn run_blocking(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *
                 Some(Grid::Reduce(sync)) => {
                     dc::run(sync, scope, team, dest, src, n, a, b);
                     dc::pull(team, dest, src, n as usize, a as u32, b as u32, sync == host_op::REDUCESCATTER_SYNC, 0, 1, "rshmem_reduce (pulled)\0");
-                    dc::run(sync, scope, team, dest, src, n, a, b);
+                    dc::run(reduce_close(sync), scope, team, dest, src, n, a, b);
                 }
                 Some(Grid::Broadcast) => {
                     dc::run(host_op::BROADCAST_OPEN, scope, team, dest, src, n, a, b);

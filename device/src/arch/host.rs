@@ -344,6 +344,11 @@ pub fn globaltimer_ns() -> u64 {
 pub fn fence_sc_gpu() {
     fence_sc()
 }
+/// `fence_acq_rel` (the GPU's `fence.acq_rel.cta`; on the host there is one scope).
+#[inline(always)]
+pub fn fence_acq_rel_cta() {
+    fence_acq_rel()
+}
 /// `fence_acq_rel` (the GPU's `fence.acq_rel.gpu`; on the host there is one scope).
 #[inline(always)]
 pub fn fence_acq_rel_gpu() {

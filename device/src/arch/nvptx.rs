@@ -222,6 +222,14 @@ pub fn fence_sc_gpu() {
     // SAFETY: as above.
     unsafe { asm!("fence.sc.gpu;") }
 }
+/// `fence_acq_rel` at block scope (`fence.acq_rel.cta`, NVSHMEM's `IBGDA_MFENCE`): this thread's
+/// earlier accesses, loads included (their values returned), are performed before its later ones;
+/// costs a fraction of a system-scope fence.
+#[inline(always)]
+pub fn fence_acq_rel_cta() {
+    // SAFETY: as above.
+    unsafe { asm!("fence.acq_rel.cta;") }
+}
 /// `fence_acq_rel` at GPU scope (`fence.acq_rel.gpu`).
 #[inline(always)]
 pub fn fence_acq_rel_gpu() {

@@ -2,7 +2,7 @@
 //! the `coll` module docs).
 
 use crate::arch;
-use crate::coll::sync::{inbox, tag, team_exchange_scoped};
+use crate::coll::sync::{inbox, tag, team_exchange_scoped, Order};
 use crate::coll::teams::{team, Team};
 use crate::ops;
 use crate::route::{fail, locate, St};
@@ -48,13 +48,14 @@ unsafe fn deliver(scope: Scope, call: &'static str, t: &Team, tg: u16, dest: *mu
         if small {
             inbox(t.id)
         } else {
-            team_exchange_scoped(scope, call, t, tg, false);
+            // Every member has entered: nothing published yet.
+            team_exchange_scoped(scope, call, t, tg, Order::Enter);
             dest
         }
     };
     push(base);
     // SAFETY: as above.
-    unsafe { team_exchange_scoped(scope, call, t, tg, true) };
+    unsafe { team_exchange_scoped(scope, call, t, tg, Order::Quiet) };
     if small {
         // SAFETY: `landing` bytes: `dest` is symmetric of that size (checked by the caller) and the
         // inbox holds them (at most half the scratch); the exchange published them; the inbox (scratch)
@@ -118,8 +119,9 @@ pub const fn lands_direct(bytes: usize) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn broadcast_sync(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, bytes: usize, root: i32, with_quiet: bool, call: &'static str) {
     let (t, tg) = bcast_setup(call, team_id, dest, src, bytes, root);
+    let order = if with_quiet { Order::Quiet } else { Order::Enter };
     // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
-    unsafe { team_exchange_scoped(scope, call, &t, tg, with_quiet) };
+    unsafe { team_exchange_scoped(scope, call, &t, tg, order) };
 }
 
 /// The copies of a grid broadcast, by thread `idx` of `stride` (all the grid's) on the root, between its
@@ -202,8 +204,9 @@ fn push_setup(call: &'static str, team_id: i32, alltoall: bool, dest: *mut u8, s
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn push_sync(scope: Scope, team_id: i32, alltoall: bool, dest: *mut u8, src: *const u8, bytes: usize, with_quiet: bool, call: &'static str) {
     let (t, tg, _) = push_setup(call, team_id, alltoall, dest, src, bytes);
+    let order = if with_quiet { Order::Quiet } else { Order::Enter };
     // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
-    unsafe { team_exchange_scoped(scope, call, &t, tg, with_quiet) };
+    unsafe { team_exchange_scoped(scope, call, &t, tg, order) };
 }
 
 /// The copies of a grid fcollect or alltoall, by thread `idx` of `stride` (all the grid's) on every
@@ -281,7 +284,7 @@ pub unsafe fn collect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8,
         }
     }
     // SAFETY: a live team; every member calls (the caller's contract).
-    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [1, 0, 0]), true) };
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [1, 0, 0]), Order::Quiet) };
     let mut offset = 0usize;
     let mut total = 0usize;
     for i in 0..t.size() {
@@ -300,5 +303,5 @@ pub unsafe fn collect(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8,
         unsafe { ops::put_scoped(scope, dest.add(offset), src, bytes, t.pe(i), call, false) };
     }
     // SAFETY: as above.
-    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [2, 0, 0]), true) };
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Collect, [2, 0, 0]), Order::Quiet) };
 }

@@ -3,7 +3,7 @@
 use crate::coll::data::{alltoall, broadcast, broadcast_sync, collect, fcollect, push_sync};
 use crate::coll::elem::op;
 use crate::coll::reduce::{pull_sync, reduce, reduce_as};
-use crate::coll::sync::{tag, team_exchange_scoped, team_sync_scoped};
+use crate::coll::sync::{tag, team_exchange_scoped, team_sync_scoped, Order};
 use crate::coll::teams::team;
 use crate::route::fail;
 use crate::types::{Kind, Problem, Scope};
@@ -35,6 +35,11 @@ pub mod host_op {
     pub const REDUCE_SYNC: u32 = 9;
     /// The same for REDUCESCATTER.
     pub const REDUCESCATTER_SYNC: u32 = 10;
+    /// The second synchronization of a pulled reduction (every member has read the sources; no
+    /// fence: `sync::Order::Enter`), after the element pass.
+    pub const REDUCE_CLOSE: u32 = 17;
+    /// The same for REDUCESCATTER.
+    pub const REDUCESCATTER_CLOSE: u32 = 18;
     /// The opening and closing synchronizations of a large broadcast whose copies run on a whole grid
     /// (`data::broadcast_sync`, `data::broadcast_grid`; `n`, `a` as BROADCAST).
     pub const BROADCAST_OPEN: u32 = 11;
@@ -80,12 +85,16 @@ pub unsafe fn run(what: u32, scope: Scope, team_id: i32, dest: *mut u8, src: *co
                 let call = if alltoall { "rshmem_alltoall (host, on the grid)\0" } else { "rshmem_fcollect (host, on the grid)\0" };
                 push_sync(scope, team_id, alltoall, dest, src, n, close, call)
             }
-            host_op::REDUCE_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, false, "rshmem_reduce (host, pulled)\0"),
-            host_op::REDUCESCATTER_SYNC => pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, true, "rshmem_reducescatter (host, pulled)\0"),
+            host_op::REDUCE_SYNC | host_op::REDUCE_CLOSE => {
+                pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, false, what == host_op::REDUCE_CLOSE, "rshmem_reduce (host, pulled)\0")
+            }
+            host_op::REDUCESCATTER_SYNC | host_op::REDUCESCATTER_CLOSE => {
+                pull_sync(scope, team_id, dest, src, n, a as u32, b as u32, true, what == host_op::REDUCESCATTER_CLOSE, "rshmem_reducescatter (host, pulled)\0")
+            }
             host_op::SPLIT => {
                 let call = "rshmem_team_split (agreement)\0";
                 let t = team(call, team_id);
-                team_exchange_scoped(scope, call, &t, tag(Kind::Split, [a, 0, 0]), false);
+                team_exchange_scoped(scope, call, &t, tag(Kind::Split, [a, 0, 0]), Order::Release);
                 reduce_as::<u64, { op::AND }>(scope, team_id, dest as *mut u64, src as *const u64, 1, false, call);
             }
             _ => fail("rshmem host collective\0", Problem::BadReduction, what as i32, 0, 0),

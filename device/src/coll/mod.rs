@@ -60,5 +60,5 @@ pub use data::{alltoall, lands_direct, broadcast, broadcast_grid, broadcast_sync
 pub use elem::{dtype, dtype_size, op, valid_reduction, Bf16, DoubleLoc, Elem, F16};
 pub use host::{host_op, run};
 pub use reduce::{pull, pull_slice, pull_sync, pulls, reduce, reduce_as};
-pub use sync::{barrier_all, barrier_all_block, barrier_all_warp, sync_all, sync_all_block, sync_all_warp, tag, team_exchange, team_exchange_scoped, team_sync_scoped};
+pub use sync::{barrier_all, barrier_all_block, barrier_all_warp, sync_all, sync_all_block, sync_all_warp, tag, team_exchange, team_exchange_scoped, team_sync_scoped, Order};
 pub use teams::{index_of, index_of_in, lookup, member, member_of, team, team_my_pe, team_n_pes, team_translate_pe, Team};

@@ -3,7 +3,7 @@
 
 use crate::coll::data::{check_sym, push_order};
 use crate::coll::elem::{dtype, dtype_size, op, valid_reduction, Bf16, DoubleLoc, Elem, F16};
-use crate::coll::sync::{inbox, scratch, tag, team_exchange_scoped};
+use crate::coll::sync::{inbox, scratch, tag, team_exchange_scoped, Order};
 use crate::coll::teams::{team, Team};
 use crate::ops;
 use crate::route::{fail, St};
@@ -122,18 +122,19 @@ unsafe fn red_push(scope: Scope, call: &'static str, r: &Red, src: *const u8, sl
         }
     }
     // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
-    unsafe { team_exchange_scoped(scope, call, t, r.tg, true) };
+    unsafe { team_exchange_scoped(scope, call, t, r.tg, Order::Quiet) };
     buf
 }
 
-/// One synchronization of a reduction, out of line.
+/// One synchronization of a reduction, out of line: `Order::Release` when it says this PE's source is
+/// ready (the others read it next), `Order::Enter` when it says this PE is done reading theirs.
 ///
 /// # Safety
 /// As `team_exchange_scoped`.
 #[inline(never)]
-unsafe fn red_exchange(scope: Scope, call: &'static str, r: &Red) {
+unsafe fn red_exchange(scope: Scope, call: &'static str, r: &Red, order: Order) {
     // SAFETY: the caller's contract.
-    unsafe { team_exchange_scoped(scope, call, &r.t, r.tg, false) };
+    unsafe { team_exchange_scoped(scope, call, &r.t, r.tg, order) };
 }
 
 /// Member `i`'s chunk `[c0, c0 + bytes)` of the reduced block, readable here: in its heap when mapped,
@@ -193,7 +194,7 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
     }
     // Large: pull. Every member's source is ready.
     // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
-    unsafe { red_exchange(scope, call, &r) };
+    unsafe { red_exchange(scope, call, &r, Order::Release) };
     if r.all_mapped && !r.in_place {
         // SAFETY: every member mapped, not in place (tested), sources ready (the exchange above) and
         // unchanged until the closing exchange.
@@ -227,7 +228,7 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
             if r.in_place {
                 // Every member has read this chunk of my source before I overwrite it.
                 // SAFETY: as the exchange above.
-                unsafe { red_exchange(scope, call, &r) };
+                unsafe { red_exchange(scope, call, &r, Order::Enter) };
             }
             let mut e = rank;
             while e < len {
@@ -239,9 +240,9 @@ pub unsafe fn reduce_as<T: Elem, const OP: u32>(scope: Scope, team_id: i32, dest
             c0 += len;
         }
     }
-    // No member changes its source before every member has read it.
+    // No member changes its source before every member has read it (what this PE read is in `dest`).
     // SAFETY: as the exchange above.
-    unsafe { red_exchange(scope, call, &r) };
+    unsafe { red_exchange(scope, call, &r, Order::Enter) };
 }
 
 /// Elements `idx, idx + stride, ...` below `n` of a large reduction whose members are all mapped here:
@@ -298,21 +299,22 @@ pub const fn pulls(n: usize, sz: usize, size: usize) -> bool {
     n * sz * size > SCRATCH_BYTES / 2
 }
 
-/// One of the two synchronizations of a pulled reduction (`host_op::REDUCE_SYNC`): the first says
-/// every member's source is ready, the second that every member has read it. With `pull` between the
-/// two, this is `reduce_as`'s pull path split so that the element pass runs on a whole grid.
+/// One of the two synchronizations of a pulled reduction: the first (`host_op::REDUCE_SYNC`, `close`
+/// false) says every member's source is ready, the second (`REDUCE_CLOSE`) that every member has read
+/// it. With `pull` between the two, this is `reduce_as`'s pull path split so that the element pass
+/// runs on a whole grid.
 ///
 /// # Safety
 /// As `reduce`.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn pull_sync(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, n: usize, dt: u32, o: u32, scatter: bool, call: &'static str) {
+pub unsafe fn pull_sync(scope: Scope, team_id: i32, dest: *mut u8, src: *const u8, n: usize, dt: u32, o: u32, scatter: bool, close: bool, call: &'static str) {
     if !valid_reduction(dt, o) {
         fail(call, Problem::BadReduction, dt as i32, o as usize, 0);
     }
     // SAFETY: the caller's contract (`red_setup` checks the ranges and the team).
     let r = unsafe { red_setup(call, team_id, dest, src, n, dtype_size(dt), scatter, dt, o) };
     // SAFETY: a live team; every member calls with the same arguments (the caller's contract).
-    unsafe { red_exchange(scope, call, &r) };
+    unsafe { red_exchange(scope, call, &r, if close { Order::Enter } else { Order::Release }) };
 }
 
 /// The element pass of a pulled reduction, by thread `idx` of `stride` threads (all the grid's), between

@@ -59,14 +59,33 @@ pub(super) unsafe fn inbox(id: i32) -> *mut u8 {
     }
 }
 
+/// What a synchronization orders before this PE's announcement.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Order {
+    /// No publication: the announcement says only that this PE has entered (its buffers may now be
+    /// written by the others) or is done reading the others' data (they may now change it). A
+    /// block-scope fence after the scope's barrier has this thread's earlier reads performed (their
+    /// values returned; the scope's other threads consumed theirs before the barrier: stored into the
+    /// destination or copied out) before the announcement leaves, and nothing else needs ordering. A
+    /// system-scope fence costs 1.6 us on 2 x H100 (`x_quiet_only`, bench/results/2026-11-27-h100x2.md),
+    /// and NVSHMEM's synchronizations pay none.
+    Enter,
+    /// A release fence: every store this PE (its scope, after the scope's barrier) made before is
+    /// visible to a member that sees the announcement (a sync; the sources a pulled reduction's
+    /// members will read).
+    Release,
+    /// A quiet: this PE's outstanding operations are complete at their targets (a barrier; data this
+    /// PE pushed into the others' memory).
+    Quiet,
+}
+
 /// One synchronization of team `t` by one thread of this PE: announce, then wait for every member
-/// (see the module doc). `with_quiet`: complete this PE's outstanding operations first (barrier);
-/// else a release fence (sync).
+/// (see the module doc), `order` saying what the announcement orders before it.
 ///
 /// # Safety
 /// rshmem initialized; `t` a live team this PE is a member of; one thread of this PE at a time per team.
 #[inline(always)]
-pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: bool) {
+pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, order: Order) {
     let sync = sync_words(t.id);
     // SAFETY: the team's synchronization words lie in the internal area of this PE's heap, mapped while
     // rshmem is initialized (the caller's contract); `addr_of_mut!` makes no reference.
@@ -75,12 +94,12 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
     // SAFETY: the epoch is this PE's counter, touched only by the one thread of this PE in a
     // synchronization of the team (the caller's contract).
     let epoch = unsafe { ptr::read_volatile(epoch_ctr) } + 1;
-    if with_quiet {
-        // Remote PEs: this PE's requests must be complete at their targets before any PE can leave (a
-        // PE that leaves may read what we put on a third PE).
-        ops::quiet();
-    } else {
-        arch::fence_acq_rel();
+    match order {
+        // Remote PEs: this PE's requests must be complete at their targets before any PE can leave
+        // (a PE that leaves may read what we put on a third PE).
+        Order::Quiet => ops::quiet(),
+        Order::Release => arch::fence_acq_rel(),
+        Order::Enter => arch::fence_acq_rel_cta(),
     }
     let (me, n) = (t.me(), t.size());
     let word = (epoch << 16) | tag as u64;
@@ -132,24 +151,26 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, with_quiet: 
 /// # Safety
 /// As `team_exchange`; every thread of the scope calls it.
 #[inline(always)]
-pub unsafe fn team_exchange_scoped(scope: Scope, call: &'static str, t: &Team, tag: u16, with_quiet: bool) {
+pub unsafe fn team_exchange_scoped(scope: Scope, call: &'static str, t: &Team, tag: u16, order: Order) {
     scope.sync();
     if scope.rank() == 0 {
         // SAFETY: the caller's contract; one thread of the scope (its rank 0) exchanges.
-        unsafe { team_exchange(call, t, tag, with_quiet) };
+        unsafe { team_exchange(call, t, tag, order) };
     }
     scope.sync();
 }
 
-/// barrier (`with_quiet`) or sync of team `team` by `scope`.
+/// barrier (`with_quiet`: a quiet first) or sync (a release fence first: OpenSHMEM's sync makes this
+/// PE's earlier stores visible) of team `team` by `scope`.
 ///
 /// # Safety
 /// rshmem initialized; every thread of the scope calls it; one scope per PE and team at a time.
 #[inline(always)]
 pub unsafe fn team_sync_scoped(scope: Scope, team_id: i32, with_quiet: bool, call: &'static str) {
     let t = team(call, team_id);
+    let order = if with_quiet { Order::Quiet } else { Order::Release };
     // SAFETY: the caller's contract; `team` checked that the team is live and this PE a member.
-    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Sync, [0; 3]), with_quiet) };
+    unsafe { team_exchange_scoped(scope, call, &t, tag(Kind::Sync, [0; 3]), order) };
 }
 
 /// The barrier (`with_quiet`) or sync of all PEs: the world team's synchronization.

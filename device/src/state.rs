@@ -141,8 +141,9 @@ pub struct DeviceState {
     pub heap_size: u64,
     /// 1: check PE numbers and heap ranges on every call (the default); 0: skip the checks.
     pub checks: u32,
-    /// Padding after `checks` (0), so that the `repr(C)` layout has no implicit hole.
-    pub _pad: u32,
+    /// RSHMEM_WAIT_TIMEOUT in milliseconds (0: none): how long a team synchronization inside a GPU
+    /// kernel may wait for a member's announcement before the PE stops naming it (`coll::sync`).
+    pub wait_timeout_ms: u32,
     /// Node-local PEs of this PE's node: `team_node_my_pe`, count, and the first global PE of the node.
     pub node_my_pe: i32,
     /// Number of PEs on this PE's node (the size of `TEAM_NODE`); `node_pe[..node_n_pes]` are valid.
@@ -186,7 +187,7 @@ impl DeviceState {
         heap_base: 0,
         heap_size: 0,
         checks: 1,
-        _pad: 0,
+        wait_timeout_ms: 0,
         node_my_pe: -1,
         node_n_pes: 0,
         proxy_ring: RingRef { header: 0, slots: 0 },
@@ -227,7 +228,7 @@ pub const fn is_u32_field(off: usize) -> bool {
     off == offset_of!(DeviceState, my_pe)
         || off == offset_of!(DeviceState, n_pes)
         || off == offset_of!(DeviceState, checks)
-        || off == offset_of!(DeviceState, _pad)
+        || off == offset_of!(DeviceState, wait_timeout_ms)
         || off == offset_of!(DeviceState, node_my_pe)
         || off == offset_of!(DeviceState, node_n_pes)
         || (off >= nodes && off < nodes + 4 * MAX_PES && (off - nodes).is_multiple_of(4))
@@ -304,6 +305,8 @@ impl Field<u32> {
     pub const N_PES: Self = Self::u32(core::mem::offset_of!(DeviceState, n_pes));
     /// `checks`: 1 when PE numbers and heap ranges are checked on every call, 0 when not.
     pub const CHECKS: Self = Self::u32(core::mem::offset_of!(DeviceState, checks));
+    /// `wait_timeout_ms`: RSHMEM_WAIT_TIMEOUT in milliseconds, 0 for none.
+    pub const WAIT_TIMEOUT_MS: Self = Self::u32(core::mem::offset_of!(DeviceState, wait_timeout_ms));
     /// `node_my_pe`: this PE's index among the PEs of its node (an i32 read as its bits).
     pub const NODE_MY_PE: Self = Self::u32(core::mem::offset_of!(DeviceState, node_my_pe));
     /// `node_n_pes`: the number of PEs on this PE's node.

@@ -99,6 +99,10 @@ pub enum Problem {
     BadSignalOp,
     /// A wait ran past RSHMEM_WAIT_TIMEOUT (or an IBGDA completion poll gave up).
     WaitTimeout,
+    /// A team synchronization inside a kernel waited past RSHMEM_WAIT_TIMEOUT for a member's
+    /// announcement (the failure's `pe`); `addr` is the synchronization count it waited for and `len`
+    /// the count that member last announced here.
+    SyncTimeout,
     /// The local buffer of a transfer to another node is in thread-local memory, which neither the
     /// proxy nor the NIC can reach.
     LocalBuffer,
@@ -139,6 +143,7 @@ impl Problem {
             Problem::BadCmp => "invalid comparison operator (use CMP_EQ..CMP_GE)\0",
             Problem::BadSignalOp => "invalid signal operator (use SIGNAL_SET or SIGNAL_ADD)\0",
             Problem::WaitTimeout => "wait timed out (RSHMEM_WAIT_TIMEOUT)\0",
+            Problem::SyncTimeout => "team synchronization timed out (RSHMEM_WAIT_TIMEOUT) waiting for the target PE: address = the synchronization this PE is in, bytes = the last one the target PE announced to it (equal counts with different collectives are a mismatch; a lower count: that PE is behind or stopped)\0",
             Problem::LocalBuffer => "the local buffer is a thread-local variable, which the transport to another node cannot reach (use global memory: rshmem_malloc, cudaMalloc or a __device__ array)\0",
             Problem::BadTeam => "invalid team (out of range, never created, or destroyed; target PE is the team handle)\0",
             Problem::NotMember => "this PE is not a member of the team (target PE is the team handle)\0",

@@ -265,6 +265,9 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     st.heap_base = backend.heap_base() as u64;
     st.heap_size = backend.heap_size() as u64;
     st.checks = 1;
+    // Team synchronizations inside kernels stop the PE naming the member they wait for after this
+    // long (the CPU backend's device waits go through the idle hook instead).
+    st.wait_timeout_ms = env::wait_timeout()?.map_or(0, |d| d.as_millis().clamp(1, u32::MAX as u128) as u32);
     st.node_my_pe = boot.local_pe() as i32;
     st.node_n_pes = boot.node_pes().len() as i32;
     for (pe, r) in route.iter().enumerate() {

@@ -137,7 +137,7 @@ pub fn set_state(s: &DeviceState) {
     store_u64(offset_of!(DeviceState, heap_base), s.heap_base);
     store_u64(offset_of!(DeviceState, heap_size), s.heap_size);
     store_u32(offset_of!(DeviceState, checks), s.checks);
-    store_u32(offset_of!(DeviceState, _pad), s._pad);
+    store_u32(offset_of!(DeviceState, wait_timeout_ms), s.wait_timeout_ms);
     store_u32(offset_of!(DeviceState, node_my_pe), s.node_my_pe as u32);
     store_u32(offset_of!(DeviceState, node_n_pes), s.node_n_pes as u32);
     store_u64(offset_of!(DeviceState, proxy_ring), s.proxy_ring.header);

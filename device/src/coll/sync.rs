@@ -7,7 +7,7 @@ use crate::ops;
 use crate::remote;
 use crate::remote::wait::idle;
 use crate::route::{fail, locate, St};
-use crate::state::{Internal, TeamSync, SCRATCH_BYTES, TEAM_WORLD};
+use crate::state::{Field, Internal, TeamSync, SCRATCH_BYTES, TEAM_WORLD};
 use crate::types::{Kind, Problem, Scope};
 use core::mem::{offset_of, size_of};
 use core::ptr;
@@ -125,6 +125,7 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, order: Order
     // SAFETY: as for the read of the epoch above.
     unsafe { ptr::write_volatile(epoch_ctr, epoch) };
     let mut spins = 0u64;
+    let mut since = 0u64;
     for i in 0..n {
         if i == me {
             continue;
@@ -142,7 +143,33 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, order: Order
                 break;
             }
             idle(&mut spins, call);
+            if spins.is_multiple_of(DEADLINE_EVERY) {
+                deadline(call, &mut since, t.pe(i), epoch, v >> 16);
+            }
         }
+    }
+}
+
+/// Spins of a synchronization's wait between looks at the clock.
+const DEADLINE_EVERY: u64 = 4096;
+
+/// The time limit of a synchronization's wait inside a GPU kernel (RSHMEM_WAIT_TIMEOUT, from the
+/// device state; none when 0): the first look starts the clock (`since`), a later one past the limit
+/// stops the PE naming member `pe`, the synchronization count this PE waits for and the last one
+/// `pe` announced here. Where there is no device clock (the CPU backend, whose waits the idle hook
+/// times) it does nothing.
+#[cold]
+#[inline(never)]
+fn deadline(call: &'static str, since: &mut u64, pe: i32, epoch: u64, seen: u64) {
+    let limit_ms = arch::state_u32(Field::WAIT_TIMEOUT_MS) as u64;
+    let now = arch::globaltimer_ns();
+    if limit_ms == 0 || now == 0 {
+        return;
+    }
+    if *since == 0 {
+        *since = now;
+    } else if now.saturating_sub(*since) > limit_ms * 1_000_000 {
+        fail(call, Problem::SyncTimeout, pe, epoch as usize, seen as usize);
     }
 }
 

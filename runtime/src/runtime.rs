@@ -554,7 +554,12 @@ impl Runtime {
                 let inside = self.enter(call);
                 let r = s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call, self.status.as_ref());
                 inside.left(&r);
-                r
+                // A peer that never arrives may be stuck in a device synchronization: say where this
+                // PE's device synchronizations stand.
+                r.map_err(|e| match crate::coll::world_sync_words(self) {
+                    w if w.is_empty() => e,
+                    w => Error::new(format!("{e}\n{w}")),
+                })
             }
             // Through the bootstrap: every collective carries its name and sequence number.
             None => self.collective(call, |b| b.barrier(call)),

@@ -8,7 +8,7 @@ use crate::remote;
 use crate::remote::wait::idle;
 use crate::route::{fail, locate, St};
 use crate::state::{Field, Internal, TeamSync, SCRATCH_BYTES, TEAM_WORLD};
-use crate::types::{Kind, Problem, Scope};
+use crate::types::{Kind, Problem, Rmw, Scope};
 use core::mem::{offset_of, size_of};
 use core::ptr;
 
@@ -54,7 +54,7 @@ pub(super) unsafe fn inbox(id: i32) -> *mut u8 {
     // heap, mapped while rshmem is initialized (the caller's contract); the epoch is written only by
     // this PE's thread in a synchronization of the team, which the scope's threads are not in now.
     unsafe {
-        let next = ptr::read_volatile(ptr::addr_of!((*sync).epoch)) + 1;
+        let next = arch::load_acquire_u64_gpu(ptr::addr_of!((*sync).epoch)) + 1;
         scratch(id).add((next as usize & 1) * (SCRATCH_BYTES / 2))
     }
 }
@@ -90,10 +90,15 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, order: Order
     // SAFETY: the team's synchronization words lie in the internal area of this PE's heap, mapped while
     // rshmem is initialized (the caller's contract); `addr_of_mut!` makes no reference.
     let (epoch_ctr, flags) = unsafe { (ptr::addr_of_mut!((*sync).epoch), ptr::addr_of_mut!((*sync).flags) as *mut u64) };
-    // The counter is read before the fence so that its load overlaps the fence's wait.
-    // SAFETY: the epoch is this PE's counter, touched only by the one thread of this PE in a
-    // synchronization of the team (the caller's contract).
-    let epoch = unsafe { ptr::read_volatile(epoch_ctr) } + 1;
+    // The counter is advanced before the fence so that its round trip overlaps the fence's wait. An
+    // atomic add at GPU scope (the counter is this PE's alone), not a load and a later store: the
+    // increment is made at the GPU's L2 whatever SM the kernel of the previous synchronization ran
+    // on, so no kernel can start from a count an earlier one already passed (sync_latency hung on
+    // 2 x H100 with one PE re-announcing counts five below the other's).
+    // SAFETY: the epoch is this PE's counter, an aligned u64 of its internal area, touched only by the
+    // one thread of this PE in a synchronization of the team (the caller's contract) and read by the
+    // scope's threads before it (`inbox`).
+    let epoch = unsafe { arch::rmw_u64_gpu(Rmw::Add, epoch_ctr, 1) } + 1;
     match order {
         // Remote PEs: this PE's requests must be complete at their targets before any PE can leave
         // (a PE that leaves may read what we put on a third PE).
@@ -122,8 +127,6 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, order: Order
             }
         }
     }
-    // SAFETY: as for the read of the epoch above.
-    unsafe { ptr::write_volatile(epoch_ctr, epoch) };
     let mut spins = 0u64;
     let mut since = 0u64;
     for i in 0..n {

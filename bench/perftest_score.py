@@ -61,6 +61,12 @@ CAVEATS = {
         "barrier_latency.cu times the block-scoped barrier_all with the warm-up count and divides by the "
         "iteration count: both libraries' figures are off by the same factor, so the score still compares them",
 }
+for _scope in ("thread", "warp", "block"):
+    CAVEATS[("sync_latency", "sync_all_device", _scope)] = (
+        "sync_latency.cu launches its sync_all kernels (two parameters) with one-element argument arrays "
+        "(`{&skip}`, `{&iter}`): the launch reads past them, so what those kernels run is undefined; the PEs "
+        "fall out of step (no wait, hence sub-microsecond figures) or the program hangs, under either "
+        "library (bench/results/2026-11-27-h100x2.md, calls M-P): not a comparison")
 # Targets measured by other programs of the same call: (name, goal or None to record only, what).
 EXTRA_TARGETS = [
     ("put_bw_ratio", 1.08, "block put at 256 MiB, rshmem / NVSHMEM (bench/run-compare.sh); the copy engine's "

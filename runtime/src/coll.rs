@@ -225,23 +225,6 @@ pub fn team_destroy(team: i32) -> Result<()> {
     teams.remove(rt.backend(), team as usize)
 }
 
-/// What this PE's device-side synchronization words of the world team hold (its synchronization
-/// count and what each PE last announced to it), for the message of a host collective that timed out
-/// while a PE may be stuck in a device synchronization. Empty if they cannot be read.
-pub(crate) fn world_sync_words(rt: &Runtime) -> String {
-    let n = (rt.boot.npes()).min(rshmem_device::state::MAX_PES);
-    let at = rt.backend().heap_base() + offset_of!(Internal, sync) + TEAM_WORLD as usize * size_of::<TeamSync>();
-    let mut buf = vec![0u8; offset_of!(TeamSync, flags) + 8 * n];
-    // SAFETY: the world team's synchronization words lie in this PE's internal area (heap offset 0),
-    // `buf.len()` bytes of it; a plain read of them.
-    if unsafe { rt.backend().copy_out(&mut buf, at as *const u8) }.is_err() {
-        return String::new();
-    }
-    let word = |o: usize| u64::from_le_bytes(buf[o..o + 8].try_into().unwrap());
-    let flags: Vec<String> = (0..n).map(|j| format!("PE {j}: {}", word(offset_of!(TeamSync, flags) + 8 * j) >> 16)).collect();
-    format!("device synchronizations of the world team on this PE: {} entered; last announced here by {}", word(0), flags.join(", "))
-}
-
 /// Host barrier of `team`: completes this PE's operations, then waits for every member.
 pub fn barrier(team: i32) -> Result<()> {
     if team == TEAM_WORLD {

@@ -556,7 +556,7 @@ impl Runtime {
                 inside.left(&r);
                 // A peer that never arrives may be stuck in a device synchronization: say where this
                 // PE's device synchronizations stand.
-                r.map_err(|e| match crate::coll::world_sync_words(self) {
+                r.map_err(|e| match self.world_sync_words() {
                     w if w.is_empty() => e,
                     w => Error::new(format!("{e}\n{w}")),
                 })
@@ -564,6 +564,25 @@ impl Runtime {
             // Through the bootstrap: every collective carries its name and sequence number.
             None => self.collective(call, |b| b.barrier(call)),
         }
+    }
+
+    /// What this PE's device-side synchronization words of the world team hold (its synchronization
+    /// count and what each PE last announced to it), for the message of a host collective that timed
+    /// out while a PE may be stuck in a device synchronization. Empty if they cannot be read.
+    fn world_sync_words(&self) -> String {
+        use rshmem_device::state::{Internal, TeamSync, MAX_PES, TEAM_WORLD};
+        use std::mem::{offset_of, size_of};
+        let n = self.boot.npes().min(MAX_PES);
+        let at = self.backend().heap_base() + offset_of!(Internal, sync) + TEAM_WORLD as usize * size_of::<TeamSync>();
+        let mut buf = vec![0u8; offset_of!(TeamSync, flags) + 8 * n];
+        // SAFETY: the world team's synchronization words lie in this PE's internal area (heap offset
+        // 0), `buf.len()` bytes of it; a plain read of them.
+        if unsafe { self.backend().copy_out(&mut buf, at as *const u8) }.is_err() {
+            return String::new();
+        }
+        let word = |o: usize| u64::from_le_bytes(buf[o..o + 8].try_into().expect("8 bytes"));
+        let flags: Vec<String> = (0..n).map(|j| format!("PE {j}: {}", word(offset_of!(TeamSync, flags) + 8 * j) >> 16)).collect();
+        format!("device synchronizations of the world team on this PE: {} entered; last announced here by {}", word(0), flags.join(", "))
     }
 
     /// An all-gather of `payload` among all PEs through the bootstrap, as host collective `call` (named

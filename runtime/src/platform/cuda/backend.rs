@@ -295,18 +295,25 @@ impl CudaBackend {
         let id = SEG_GRANULE0 + idx as u32;
         let off = inner.backed;
         let size = want - off;
-        // Ours: create, map into our own range, export.
+        // Ours: create, map into our own range, export. Each step is timed for the log (RSHMEM_DEBUG=info):
+        // a large allocation's cost is these driver calls and the exchange.
+        let t0 = std::time::Instant::now();
         let h = driver::create(self.dev, size)?;
         inner.own.push(h);
+        let t_create = t0.elapsed();
         let va = self.bases[self.me] + off as u64;
         driver::map(va, size, h, self.dev)?;
         inner.mapped.push((va, size));
+        let t_map = t0.elapsed();
         let fd = driver::export_fd(h)?;
+        let t_export = t0.elapsed();
+        let mut t_peers = std::time::Duration::ZERO;
         let what = format!("heap piece {idx} (bytes {off}..{want})");
         let export = Export { id, fd, size: size as u64, what: &what, size_var: crate::config::env::CUMEM_GRANULE };
         let (dev, bases) = (self.dev, &self.bases);
         let mapped = &mut inner.mapped;
         exchange(c, "rshmem_malloc (heap growth)", export, |pe, pfd| {
+            let tp = std::time::Instant::now();
             let ph = driver::import_fd(&pfd).map_err(|e| e.context(format!("importing PE {pe}'s heap piece {idx}")))?;
             let pva = bases[pe] + off as u64;
             let r = driver::map(pva, size, ph, dev).map_err(|e| e.context(format!("mapping PE {pe}'s heap (peer access between GPUs?)")));
@@ -315,10 +322,22 @@ impl CudaBackend {
             unsafe { driver::release(ph) };
             r?;
             mapped.push((pva, size));
+            t_peers += tp.elapsed();
             Ok(())
         })?;
         inner.backed = want;
         inner.chunks += 1;
+        let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+        log::info(format!(
+            "PE {}: heap growth by {size} bytes in {:.0} us: cuMemCreate {:.0}, map and access {:.0}, export {:.0}, exchange {:.0} (of which importing and mapping the peers' pieces {:.0})",
+            self.me,
+            us(t0.elapsed()),
+            us(t_create),
+            us(t_map - t_create),
+            us(t_export - t_map),
+            us(t0.elapsed() - t_export),
+            us(t_peers)
+        ));
         Ok(())
     }
 

@@ -163,9 +163,9 @@ impl QpDesc {
     /// the module docs say why no other fence is needed).
     ///
     /// Never inlined: the doorbell path is one function in the device library's machine code, whose
-    /// instruction order `scripts/check-sass.sh` checks in CI (a system-scope barrier before the
-    /// doorbell record's store, before the doorbell's and before `rung`'s); a call per doorbell costs
-    /// nothing beside the MMIO write.
+    /// instruction order `scripts/check-sass.sh` checks in CI (a barrier of the queues' scope, system
+    /// or GPU, before the doorbell record's store, before the doorbell's and before `rung`'s); a call
+    /// per doorbell costs nothing beside the MMIO write.
     ///
     /// # Safety
     /// As [`mark_ready`](Self::mark_ready); every WQEBB below `new` must be ready.

@@ -110,6 +110,11 @@ struct Cli {
     /// Fewer sizes (x16 steps) and 3 repeats instead of 5.
     #[arg(long)]
     quick: bool,
+    /// Microseconds the host waits between the timed launches of a case (default 0: back to back). A
+    /// harness that did work between launches (as this one once allocated and freed each launch's
+    /// argument buffer) left the GPU idle meanwhile; this compares like with like.
+    #[arg(long, default_value_t = 0)]
+    rep_pause_us: u64,
     /// Largest transfer (bytes; k/m/g suffixes; default 256m on GPUs, 16m on the CPU backend).
     #[arg(long, value_parser = parse_bytes)]
     max_bytes: Option<usize>,
@@ -317,12 +322,19 @@ unsafe fn time_kernel<A: bytemuck::Pod>(k: Kernel<A>, cfg: LaunchConfig, args: &
     unsafe { k.launch(cfg, args)? };
     cfg.stream.synchronize()?;
     let mut v = vec![];
+    let pause = std::time::Duration::from_micros(REP_PAUSE_US.load(std::sync::atomic::Ordering::Relaxed));
     for _ in 0..reps {
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
         // SAFETY: the caller's contract (launch_timed waits for the kernel).
         v.push(unsafe { k.launch_timed(cfg, args)? });
     }
     Ok(median(v))
 }
+
+/// `--rep-pause-us`, for `time_kernel`.
+static REP_PAUSE_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A blocking host put of the first `bytes` of this PE's `src` into `dst` on PE `pe`.
 fn put_sym(dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, pe: i32) -> Result<(), rshmem::Error> {
@@ -521,6 +533,7 @@ fn quiet(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
 
 fn main() -> Result<(), rshmem::Error> {
     let cli = Cli::parse();
+    REP_PAUSE_US.store(cli.rep_pause_us, std::sync::atomic::Ordering::Relaxed);
     // As the NVSHMEM side does: create the CUDA context first (when a GPU is there), so init_s
     // compares the libraries' own initialization; the context time is printed separately.
     let tc = Instant::now();

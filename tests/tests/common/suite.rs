@@ -350,6 +350,11 @@ pub fn stuck_pe_is_named_with_what_it_last_entered(l: &Layout) {
                 line.contains("rshmem_barrier_all (host collective #3)") && line.contains("PE 1, which last entered rshmem_free (host collective #2)"),
                 "{line}\n{t}"
             );
+            // The shared host barrier also says where this PE's device synchronizations stand (a PE
+            // that never arrives may be stuck in one): its count and what each PE announced to it.
+            let words = format!("[pe {pe}] device synchronizations of the world team on this PE: ");
+            let w = t.lines().find(|l| l.starts_with(&words)).unwrap_or_else(|| panic!("PE {pe} did not print its device synchronization words:\n{t}"));
+            assert!(w.contains(" entered; last announced here by PE 0: ") && w.contains(", PE 2: "), "{w}\n{t}");
         } else {
             let board = format!("[pe {pe}] job status: PEs 0, 2 wait in rshmem_barrier_all (host collective #3) for PE 1, which last entered rshmem_free (host collective #2)");
             assert!(t.contains(&board), "PE {pe} did not quote the status board:\n{t}");

@@ -339,21 +339,11 @@ pub fn fence_acq_rel() {
 pub fn globaltimer_ns() -> u64 {
     0
 }
-/// `fence_sc` (the GPU's `fence.sc.gpu`; on the host there is one scope).
-#[inline(always)]
-pub fn fence_sc_gpu() {
-    fence_sc()
-}
-/// `fence_acq_rel` (the GPU's `fence.acq_rel.cta`; on the host there is one scope).
-#[inline(always)]
-pub fn fence_acq_rel_cta() {
-    fence_acq_rel()
-}
-/// `fence_acq_rel` (the GPU's `fence.acq_rel.gpu`; on the host there is one scope).
-#[inline(always)]
-pub fn fence_acq_rel_gpu() {
-    fence_acq_rel()
-}
+// The nvptx layer's narrower scopes (`fence.sc.gpu`, `fence.acq_rel.cta`, `fence.acq_rel.gpu`): on the
+// host there is one scope, the process's, so they are the same fences.
+pub use fence_acq_rel as fence_acq_rel_cta;
+pub use fence_acq_rel as fence_acq_rel_gpu;
+pub use fence_sc as fence_sc_gpu;
 
 macro_rules! width_ops {
     ($t:ty, $at:ty, $load_acq:ident, $load_rlx:ident, $store_rel:ident, $store_rlx:ident, $rmw:ident, $cas:ident) => {
@@ -419,9 +409,14 @@ macro_rules! width_ops {
 }
 width_ops!(u32, AtomicU32, load_acquire_u32, load_relaxed_u32, store_release_u32, store_relaxed_u32, rmw_u32, cas_u32);
 width_ops!(u64, AtomicU64, load_acquire_u64, load_relaxed_u64, store_release_u64, store_relaxed_u64, rmw_u64, cas_u64);
-// The GPU-scope names of the nvptx layer: on the host there is one scope, the process's.
-width_ops!(u32, AtomicU32, load_acquire_u32_gpu, load_relaxed_u32_gpu, store_release_u32_gpu, store_relaxed_u32_gpu, rmw_u32_gpu, cas_u32_gpu);
-width_ops!(u64, AtomicU64, load_acquire_u64_gpu, load_relaxed_u64_gpu, store_release_u64_gpu, store_relaxed_u64_gpu, rmw_u64_gpu, cas_u64_gpu);
+// The GPU-scope names of the nvptx layer: on the host there is one scope, the process's, so they are
+// the same operations.
+pub use {
+    cas_u32 as cas_u32_gpu, cas_u64 as cas_u64_gpu, load_acquire_u32 as load_acquire_u32_gpu, load_acquire_u64 as load_acquire_u64_gpu,
+    load_relaxed_u32 as load_relaxed_u32_gpu, load_relaxed_u64 as load_relaxed_u64_gpu, rmw_u32 as rmw_u32_gpu, rmw_u64 as rmw_u64_gpu,
+    store_relaxed_u32 as store_relaxed_u32_gpu, store_relaxed_u64 as store_relaxed_u64_gpu, store_release_u32 as store_release_u32_gpu,
+    store_release_u64 as store_release_u64_gpu,
+};
 
 /// Acquire load of a 16-bit value.
 ///

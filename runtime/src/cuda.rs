@@ -184,15 +184,8 @@ impl Timer {
     /// `cuEventSynchronize`, which parks this thread in the driver while the timed kernel may wait for
     /// the proxy's or the emulated NIC's CUDA calls: see [`wait_default_stream`]).
     pub fn elapsed_ms(&self) -> Result<f32> {
-        let mut backoff = rshmem_common::Backoff::new();
-        loop {
-            // SAFETY: live event.
-            match unsafe { cu::cuEventQuery(self.b) } {
-                cu::CUresult::CUDA_SUCCESS => break,
-                cu::CUresult::CUDA_ERROR_NOT_READY => backoff.snooze(),
-                other => return check_ctx(other, "cuEventQuery (timer)").map(|_| 0.0),
-            }
-        }
+        // SAFETY: the stop event is live (made by `new`), of this PE's context.
+        backend_op("rshmem::cuda::Timer::elapsed_ms", || unsafe { driver::wait_event_polling(self.b, "waiting for the timer's stop event") })?;
         let mut ms = 0f32;
         // SAFETY: live events, both complete.
         check(unsafe { cu::cuEventElapsedTime_v2(&mut ms, self.a, self.b) }, "cuEventElapsedTime")?;

@@ -54,20 +54,30 @@ pub unsafe fn wait_stream_polling(s: cu::CUstream, what: &str) -> Result<()> {
         // SAFETY: ev is a live event of the current context; `s` is a live stream of it or null (the
         // caller's contract).
         check_ctx(unsafe { cu::cuEventRecord(ev, s) }, "cuEventRecord")?;
-        let mut backoff = rshmem_common::Backoff::new();
-        loop {
-            // SAFETY: ev is live.
-            match unsafe { cu::cuEventQuery(ev) } {
-                cu::CUresult::CUDA_SUCCESS => return Ok(()),
-                cu::CUresult::CUDA_ERROR_NOT_READY => {}
-                other => return check_ctx(other, what),
-            }
-            backoff.snooze();
-        }
+        // SAFETY: ev is a live, recorded event of the current context.
+        unsafe { wait_event_polling(ev, what) }
     })();
     // SAFETY: ev was created above and is destroyed once.
     unsafe { cu::cuEventDestroy_v2(ev) };
     r
+}
+
+/// Returns when recorded event `ev` has completed, polling it between back-offs (not
+/// `cuEventSynchronize`, for `wait_stream_polling`'s reason). `what` names the wait in errors.
+///
+/// # Safety
+/// `ev` must be a live event of the current context.
+pub unsafe fn wait_event_polling(ev: cu::CUevent, what: &str) -> Result<()> {
+    let mut backoff = rshmem_common::Backoff::new();
+    loop {
+        // SAFETY: ev is live (the caller's contract).
+        match unsafe { cu::cuEventQuery(ev) } {
+            cu::CUresult::CUDA_SUCCESS => return Ok(()),
+            cu::CUresult::CUDA_ERROR_NOT_READY => {}
+            other => return check_ctx(other, what),
+        }
+        backoff.snooze();
+    }
 }
 
 /// Number of GPUs, or why none is usable.

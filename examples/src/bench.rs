@@ -233,10 +233,12 @@ fn posting(k: &Kernels, o: &Opt, me: i32, peer: i32, gpu: bool, sweep: &[u32]) -
     rshmem::barrier_all()?;
     if me == 0 {
         let nic = std::env::var("RSHMEM_IBGDA_EMULATOR").unwrap_or_else(|_| "full".into());
-        // The send queues' size and count, as the runtime reads them (defaults 512 WQEBBs, 2 QPs): the
-        // WQEs per thread are chosen so that no queue fills during the posting phase.
-        let env_num = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(default);
-        let (depth, qps) = (env_num("RSHMEM_IBGDA_QP_DEPTH", 512), env_num("RSHMEM_IBGDA_QPS_PER_PE", 2));
+        // The send queues' size and count, read with the runtime's own parsers (init already refused a
+        // bad value; unset: the runtime's defaults, 512 WQEBBs and 2 QPs): the WQEs per thread are
+        // chosen so that no queue fills during the posting phase.
+        use rshmem::config::env;
+        let depth = std::env::var(env::IBGDA_QP_DEPTH).ok().and_then(|v| env::parse_ibgda_depth(&v).ok()).map_or(512, |log| 1u64 << log);
+        let qps = std::env::var(env::IBGDA_QPS_PER_PE).ok().and_then(|v| env::parse_ibgda_qps(&v).ok()).map_or(2, u64::from);
         println!("# posting: route={} RSHMEM_IBGDA_EMULATOR={nic} RSHMEM_IBGDA_QPS_PER_PE={qps} RSHMEM_IBGDA_QP_DEPTH={depth}", o.route);
         println!("# posting: *_ns and *_rate time the posting phase (first p to last, the global timer, before the quiet); *_kernel_ns the whole kernel with its quiet (waiting for the NIC)");
         let mut cases = vec![("post_1thread", 1u32, 1u32), ("post_block", 1, o.threads)];

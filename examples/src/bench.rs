@@ -118,6 +118,12 @@ struct Cli {
     /// Largest transfer (bytes; k/m/g suffixes; default 256m on GPUs, 16m on the CPU backend).
     #[arg(long, value_parser = parse_bytes)]
     max_bytes: Option<usize>,
+    /// bw: the rounds of a row rotate over this many bytes of both buffers (k/m/g suffixes), region
+    /// after region of the row's size, so that they measure the link and not lines cached from the
+    /// round before (the device method: rotate inputs larger than the caches). Default 0: every round
+    /// moves the same bytes, as NVSHMEM's perftests do. A row larger than this does not rotate.
+    #[arg(long, value_parser = parse_bytes, default_value = "0")]
+    rotate_bytes: usize,
     /// PE 0's partner (default: the first PE on another node, else PE 1).
     #[arg(long)]
     peer: Option<usize>,
@@ -373,6 +379,87 @@ fn stream_put_ms(timer: &rshmem::cuda::Timer, dst: &SymSlice<u8>, src: &SymSlice
     timed
 }
 
+/// How an on-stream put of `bytes` bytes (this PE's `src` into `pe`'s `dst`) is enqueued: rshmem's
+/// `putmem_on_stream`, or the driver's copy called directly, device to device (`cuMemcpyDtoDAsync`, what
+/// NVSHMEM's `cudaMemcpyDeviceToDevice` amounts to) or by unified address (`cuMemcpyAsync`).
+#[derive(Clone, Copy)]
+enum Enqueue {
+    Rshmem,
+    DtoD,
+    Unified,
+}
+
+/// One enqueue of `how` on stream `s`.
+///
+/// # Safety
+/// `dst_peer` is `pe`'s address of `dst` mapped here, and both buffers hold at least `bytes` bytes and
+/// stay live until `s` has run the copy.
+unsafe fn enqueue(how: Enqueue, dst: &SymSlice<u8>, dst_peer: u64, src: &SymSlice<u8>, bytes: usize, pe: i32, s: rshmem::cuda::Stream) -> Result<(), rshmem::Error> {
+    use rshmem::interop::cudarc::driver::sys as cu;
+    let r = match how {
+        // SAFETY: the caller's contract (live symmetric buffers of at least `bytes` bytes).
+        Enqueue::Rshmem => return unsafe { rshmem::cuda::putmem_on_stream(dst.as_ptr(), src.as_ptr(), bytes, pe, s) },
+        // SAFETY: device memory this context reaches (the peer's heap is mapped here), the caller's
+        // sizes; the context is current (the caller's Timer bound it).
+        Enqueue::DtoD => unsafe { cu::cuMemcpyDtoDAsync_v2(dst_peer, src.as_ptr() as u64, bytes, s.0) },
+        // SAFETY: as above, by unified address.
+        Enqueue::Unified => unsafe { cu::cuMemcpyAsync(dst_peer, src.as_ptr() as u64, bytes, s.0) },
+    };
+    if r != cu::CUresult::CUDA_SUCCESS {
+        return Err(rshmem::Error::new(format!("enqueueing a copy of {bytes} bytes: {r:?}")));
+    }
+    Ok(())
+}
+
+/// Issue 20's host `bw` rows at small sizes, taken apart (GPUs, mapped peer): what one on-stream put of
+/// `bytes` bytes costs the host to enqueue (`host_enqueue_us`: the wall clock of 200 enqueues without
+/// waiting, per call; 200 stay below the stream's queue depth, so the host never waits for the GPU),
+/// and what it costs the stream to run (`stream_copy_us`: events around 200 copies enqueued back to
+/// back, per copy). A loop of puts runs at the larger of the two. Each for rshmem's
+/// `putmem_on_stream` and for the driver's copy called directly (device to device, and by unified
+/// address), on the legacy default stream. Prints `RESULT` lines; PE 0 only.
+fn enqueue_costs(o: &Opt, dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, pe: i32) -> Result<(), rshmem::Error> {
+    let Some(dst_peer) = dst.peer_ptr(pe) else {
+        println!("# host_enqueue_us, stream_copy_us left out: PE {pe}'s heap is not mapped here");
+        return Ok(());
+    };
+    if bytes > src.len() || bytes > dst.len() {
+        return Err(rshmem::Error::new(format!("enqueue costs: {bytes} bytes between buffers of {} and {}", src.len(), dst.len())));
+    }
+    let timer = rshmem::cuda::Timer::new()?;
+    let s = rshmem::cuda::Stream::DEFAULT;
+    let n = 200;
+    for (how, name) in [(Enqueue::Rshmem, "rshmem"), (Enqueue::DtoD, "dtod"), (Enqueue::Unified, "unified")] {
+        let (mut host, mut dev) = (vec![], vec![]);
+        for rep in 0..=o.reps {
+            let t = Instant::now();
+            for _ in 0..n {
+                // SAFETY: live symmetric buffers of at least `bytes` bytes (checked above), borrowed
+                // until the synchronize below; dst_peer is `pe`'s address of dst.
+                unsafe { enqueue(how, dst, dst_peer as u64, src, bytes, pe, s)? };
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            s.synchronize()?;
+            timer.start(s)?;
+            for _ in 0..n {
+                // SAFETY: as above.
+                unsafe { enqueue(how, dst, dst_peer as u64, src, bytes, pe, s)? };
+            }
+            timer.stop(s)?;
+            let ms = timer.elapsed_ms()? as f64;
+            s.synchronize()?;
+            // The first round warms up.
+            if rep > 0 {
+                host.push(us);
+                dev.push(ms * 1e3 / n as f64);
+            }
+        }
+        result("host_enqueue_us", name, bytes, o, median(host), "us");
+        result("stream_copy_us", name, bytes, o, median(dev), "us");
+    }
+    Ok(())
+}
+
 /// The sizes of the raw copy kernel's rows (`x_put_bw_deep8` / `x_get_bw_deep8`), the hardware bound of
 /// the block rows at 8-64 KiB; the block rows run at each of them too.
 const DEEP_SIZES: [usize; 4] = [8 << 10, 16 << 10, 32 << 10, 64 << 10];
@@ -614,8 +701,14 @@ fn main() -> Result<(), rshmem::Error> {
     let maxb = o.max_bytes;
     let mut x = 0x9E3779B97F4A7C15u64 ^ me as u64;
     let data: Vec<u8> = (0..maxb).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
-    let sbuf = SymSlice::from_slice(&data)?;
-    let rbuf = SymSlice::from_slice(&vec![0xA5u8; maxb])?;
+    // The bw rows' rotation (--rotate-bytes) needs both buffers that large; past maxb they hold more of
+    // the same random bytes.
+    let bufb = maxb.max(cli.rotate_bytes);
+    let sbuf = if bufb == maxb { SymSlice::from_slice(&data)? } else { SymSlice::from_slice(&data.iter().copied().cycle().take(bufb).collect::<Vec<u8>>())? };
+    let rbuf = SymSlice::from_slice(&vec![0xA5u8; bufb])?;
+    if me == 0 && cli.rotate_bytes > 0 {
+        println!("# bw rows: rounds rotate over {} bytes of both buffers (--rotate-bytes), region after region of the row's size", cli.rotate_bytes);
+    }
     rshmem::barrier_all()?;
     let reps = o.reps;
     // Launch shapes: the command line's grid and block, and one thread.
@@ -657,7 +750,8 @@ fn main() -> Result<(), rshmem::Error> {
                         // To another node every transfer is a network operation of tens of microseconds
                         // (thousands of them per round at thread scope): fewer rounds.
                         let iters = if o.route == "remote" { (iters / 50).max(1) } else { iters };
-                        let args = BenchBw { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: bytes as u64, iters, peer, scope, dir, _pad: 0 };
+                        let slots = (cli.rotate_bytes / bytes).clamp(1, u32::MAX as usize) as u32;
+                        let args = BenchBw { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: bytes as u64, iters, peer, scope, dir, slots };
                         // SAFETY: bench_bw's documented arguments: both buffers are live symmetric
                         // allocations of maxb >= bytes bytes.
                         let ms = unsafe { time_kernel(k.bw, wide, &args, reps)? };
@@ -744,7 +838,7 @@ fn main() -> Result<(), rshmem::Error> {
         rshmem::barrier_all()?;
         // Delivery check of the largest put: PE 0's partner holds PE 0's data.
         if me == 0 {
-            let args = BenchBw { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: maxb as u64, iters: 1, peer, scope: 2, dir: 0, _pad: 0 };
+            let args = BenchBw { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: maxb as u64, iters: 1, peer, scope: 2, dir: 0, slots: 1 };
             // SAFETY: bench_bw's documented arguments: both buffers are live symmetric allocations of
             // maxb bytes, and the launch is waited for below.
             unsafe { k.bw.launch(wide, &args)? };
@@ -932,6 +1026,13 @@ fn main() -> Result<(), rshmem::Error> {
                         v.push(stream_put_ms(&timer, &rbuf, &sbuf, bytes, peer, iters)?);
                     }
                     result("stream_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e6, "GBps");
+                }
+            }
+            if gpu {
+                for &bytes in &[4usize << 10, 64 << 10] {
+                    if bytes <= maxb {
+                        enqueue_costs(&o, &rbuf, &sbuf, bytes, peer)?;
+                    }
                 }
             }
         }

@@ -34,8 +34,10 @@ pub struct BenchBw {
     pub scope: u32,
     /// 0 put, 1 get.
     pub dir: u32,
-    /// Explicit padding to a multiple of 8 bytes (a Pod struct has no implicit padding); 0.
-    pub _pad: u32,
+    /// Round r uses the region `r % slots` of `bytes` bytes at `(r % slots) * bytes` of both buffers
+    /// (which then hold `slots * bytes` bytes), so that repeated rounds do not rewrite or re-read the
+    /// same cached lines; 0 or 1: every round the same region.
+    pub slots: u32,
 }
 
 /// The arguments of `x_bw_deep`.
@@ -210,8 +212,9 @@ sh::kernels! {
     }
 
     /// [`BenchBw`] { dst, src, bytes, iters, peer, scope (0 thread, 1 warp, 2 block), dir (0 put,
-    /// 1 get) } — bandwidth: `bytes` split over the launch's units of the scope (threads, warps or
-    /// blocks), chunks of at least 8 bytes; `iters` rounds of nbi transfers, then quiet.
+    /// 1 get), slots } — bandwidth: `bytes` split over the launch's units of the scope (threads, warps
+    /// or blocks), chunks of at least 8 bytes; `iters` rounds of nbi transfers (round r in region
+    /// `r % slots`), then quiet.
     fn bench_bw(a: BenchBw) {
         // One specialized loop per case (as NVSHMEM's program instantiates a template per case).
         match (a.scope, a.dir) {
@@ -469,13 +472,19 @@ unsafe fn bw_loop<const SCOPE: u32, const DIR: u32>(a: BenchBw) {
     }
     if (unit as usize) < active {
         let off = unit as usize * chunk;
-        // SAFETY: unit < active, so `[off, off + chunk)` lies in both buffers of `bytes` bytes (the
-        // caller's contract; the device calls check the ranges too); the group scopes are called by
+        // SAFETY: unit < active, so `[at, at + chunk)` lies in region `r % slots` of both buffers of
+        // `slots * bytes` bytes (the caller's contract; the device calls check the ranges too); the group scopes are called by
         // every thread of the warp / block (the unit's members, all active alike); the buffers are not
         // read or changed before the quiet below.
         unsafe {
-            let (d, s2) = (dst.add(off), src.add(off));
+            let span = bytes * (a.slots.max(1) as usize);
+            let mut at = off;
             for _ in 0..iters {
+                let (d, s2) = (dst.add(at), src.add(at));
+                at += bytes;
+                if at >= span {
+                    at = off;
+                }
                 match (SCOPE, DIR) {
                     (0, 0) => sh::putmem_nbi(d, s2, chunk, peer),
                     (1, 0) => sh::putmem_nbi_warp(d, s2, chunk, peer),

@@ -299,10 +299,14 @@ enum Grid {
 fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64) -> Option<Grid> {
     let d = desc_of(rt, "", team).ok()?;
     let size = d.size as usize;
+    // Below RSHMEM_ONSTREAM_GRID_MIN bytes the two extra launches cost more than one block's copies
+    // (init refused a malformed value).
+    static GRID_MIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let grid_min = *GRID_MIN.get_or_init(|| crate::config::env::get_size(crate::config::env::ONSTREAM_GRID_MIN, crate::config::env::ONSTREAM_GRID_MIN_DEFAULT).unwrap_or(crate::config::env::ONSTREAM_GRID_MIN_DEFAULT)) as usize;
     let plan = match what {
         host_op::REDUCE | host_op::REDUCESCATTER => {
             let sz = dc::dtype_size(a as u32);
-            if sz == 0 || !dc::pulls(n as usize, sz, size) {
+            if sz == 0 || !dc::pulls(n as usize, sz, size) || (n as usize) * sz * size < grid_min {
                 return None;
             }
             let src_len = if what == host_op::REDUCESCATTER { n as usize * size } else { n as usize };
@@ -312,8 +316,8 @@ fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, 
             }
             Grid::Reduce(if what == host_op::REDUCE { host_op::REDUCE_SYNC } else { host_op::REDUCESCATTER_SYNC })
         }
-        host_op::BROADCAST if dc::lands_direct(n as usize) => Grid::Broadcast,
-        host_op::FCOLLECT | host_op::ALLTOALL if dc::lands_direct(n as usize * size) => Grid::Push(what == host_op::ALLTOALL),
+        host_op::BROADCAST if dc::lands_direct(n as usize) && n as usize >= grid_min => Grid::Broadcast,
+        host_op::FCOLLECT | host_op::ALLTOALL if dc::lands_direct(n as usize * size) && n as usize * size >= grid_min => Grid::Push(what == host_op::ALLTOALL),
         _ => return None,
     };
     let teams = rt.teams.lock().unwrap_or_else(|e| e.into_inner());

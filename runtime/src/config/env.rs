@@ -48,6 +48,10 @@ pub const WAIT_TIMEOUT: &str = "RSHMEM_WAIT_TIMEOUT";
 pub const STATUS_FD: &str = "RSHMEM_STATUS_FD";
 /// CUDA backend: the size of the granules that back the heap.
 pub const CUMEM_GRANULE: &str = "RSHMEM_CUMEM_GRANULE";
+/// CUDA backend: the smallest host-issued or on-stream collective whose bulk runs on a whole grid.
+pub const ONSTREAM_GRID_MIN: &str = "RSHMEM_ONSTREAM_GRID_MIN";
+/// `RSHMEM_ONSTREAM_GRID_MIN`'s default (bytes).
+pub const ONSTREAM_GRID_MIN_DEFAULT: u64 = 0;
 /// Transport to PEs on other nodes: auto, none, proxy or ibgda (NVSHMEM: `NVSHMEM_REMOTE_TRANSPORT`).
 pub const REMOTE_TRANSPORT: &str = "RSHMEM_REMOTE_TRANSPORT";
 /// Proxy transport: slots of each channel's request ring.
@@ -93,6 +97,7 @@ pub const VARS: &[EnvVar] = &[
     EnvVar { name: BOOTSTRAP_TIMEOUT, default: "30", meaning: "seconds to wait for all PEs to reach the bootstrap at init; after that every PE fails, naming the missing PEs", check: is_positive_secs },
     EnvVar { name: BOOTSTRAP_IFNAME, default: "", meaning: "network interface for the bootstrap listener (unique-id API); default: the interface of the default route, else the first non-loopback IPv4 interface, else loopback", check: is_ifname },
     EnvVar { name: SYMMETRIC_SIZE, default: "1G", meaning: "room for symmetric allocations per PE in bytes (the runtime's 1 MiB internal area comes on top, as in NVSHMEM); suffixes k, m, g, t (powers of 1024)", check: is_size },
+    EnvVar { name: ONSTREAM_GRID_MIN, default: "0", meaning: "CUDA backend: a host-issued or on-stream broadcast, fcollect, alltoall or reduction of at least this many bytes (the bytes each member receives or, for a reduction, reads from all members) and above 8 KiB, among PEs of this node, runs in three kernels: a synchronization, the data on a whole grid, a synchronization; a smaller one runs in one kernel of one block (one launch instead of three, one block's copies). 0: every one above 8 KiB uses the grid (2 x H100: 64k and 1m were no faster overall, bench/results/2026-11-27-h100x2.md call W). Suffixes k, m", check: is_size },
     EnvVar { name: CUMEM_GRANULE, default: "512m", meaning: "CUDA backend: the heap is backed (and grows) in granules of this size (rounded up to the GPU's allocation granularity)", check: is_size },
     EnvVar { name: BACKEND, default: "auto", meaning: "auto (CUDA when a GPU is usable, else CPU), cuda or cpu", check: is_backend },
     EnvVar { name: REMOTE_TRANSPORT, default: "auto", meaning: "transport for PEs on other nodes: auto (when the job has PEs on other nodes: ibgda on a NIC that passes every `rshmrun --diagnose` check, else proxy; nothing for a single-node job), none (they are not reachable; device calls to them fail naming the PE), proxy (a CPU proxy thread per PE carries requests over TCP to the peer's proxy) or ibgda (GPU threads post mlx5 work requests to the NIC themselves; without a usable NIC, to rshmem's emulated NIC, which carries them over TCP; `rshmrun --diagnose` says which). PEs of this node always use p2p (mapped heaps)", check: is_remote_transport },

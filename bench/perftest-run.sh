@@ -20,7 +20,9 @@
 # (seconds per run, default 60), BUDGET (seconds for all runs, default 540: a run that cannot start in
 # time is listed as skipped), PROGS (only these, e.g. "device/coll/reduction_on_stream"), SHORT=1 (caps
 # -n at 20 and -w at 5 in every argument line, to fit one device call), RSHMEM_LIBDIR (put on
-# LD_LIBRARY_PATH for the rshmem set, default the directory of RSHMRUN).
+# LD_LIBRARY_PATH for the rshmem set, default the directory of RSHMRUN), LIBS (which sets run, default
+# "rshmem nvshmem"; e.g. LIBS=rshmem to rerun the rshmem set under other settings, scoring it against
+# NVSHMEM logs already in OUTDIR/logs/nvshmem).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "perftest-run: FAILED: $*" >&2; exit 1; }
@@ -78,9 +80,9 @@ for p in "${progs[@]}"; do
   while IFS= read -r line; do
     log=$name; [ "$i" -gt 0 ] && log=$name.$i
     # shellcheck disable=SC2086 # an argument line is a list of words
-    run rshmem "$out/rshmem/$p" "$log" $line
+    case " ${LIBS:-rshmem nvshmem} " in *" rshmem "*) run rshmem "$out/rshmem/$p" "$log" $line ;; esac
     # shellcheck disable=SC2086
-    [ -x "$out/nvshmem/$p" ] && run nvshmem "$out/nvshmem/$p" "$log" $line
+    case " ${LIBS:-rshmem nvshmem} " in *" nvshmem "*) [ -x "$out/nvshmem/$p" ] && run nvshmem "$out/nvshmem/$p" "$log" $line ;; esac
     i=$((i + 1))
   done < <(arg_lines "$p")
 done

@@ -276,6 +276,14 @@ impl CudaBackend {
     }
 
     pub(crate) fn bind(&self) -> Result<()> {
+        // Most calls find the context already current on their thread: asking is a thread-local read,
+        // setting it again is not free (host-issued on-stream puts paid 0.4 us a call above the
+        // driver's own copy, bench/results/2026-11-27-h100x2.md call U).
+        let mut cur: cu::CUcontext = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        if unsafe { cu::cuCtxGetCurrent(&mut cur) } == cu::CUresult::CUDA_SUCCESS && cur == self.ctx {
+            return Ok(());
+        }
         // SAFETY: ctx is the retained primary context, valid for the backend's life.
         check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What limits the rows still below target (issues 20 and 23), in one device call, from the repository
 # root with carry/ (and carry-before/) present:
-#   OUT=dir scripts/gpu-why.sh [PARTS]      PARTS: any of ab ab-rotate ncu-bench ncu-perftest perftest host
-#                                           (default: all but ab-rotate)
+#   OUT=dir scripts/gpu-why.sh [PARTS]      PARTS: any of ab ab-rotate ncu-bench ncu-perftest ncu-coll
+#                                           ncu-latency perftest grid-sweep host (default: ab ncu-bench
+#                                           ncu-perftest perftest host)
 # - ab:           ROUNDS=3 scripts/gpu-p2p-ab.sh before=$AB_BEFORE now=carry (the P2P rows of Rust kernels;
 #                 AB_BEFORE default carry-before)
 # - ab-rotate:    the same with --rotate-bytes 128m (every round of a row on lines no cache holds); the
@@ -79,6 +80,17 @@ if has ncu-coll; then
   for p in reducescatter_on_stream broadcast_on_stream fcollect_on_stream; do
     NP=1 LIBDIR=carry OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "coll_${p}_rshmem" rshmemi_collective 40 -- "carry/perftest-cmp/rshmem/host/coll/$p" -n 20 -w 5 -b 4 -e 4k
     NP=1 LIBDIR=$nv_home/lib OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "coll_${p}_nvshmem" regex:on_stream_kernel 40 --pmi -- "carry/perftest-cmp/nvshmem/host/coll/$p" -n 20 -w 5 -b 4 -e 4k
+  done
+fi
+if has ncu-latency; then
+  # The block-scope 4-byte rows of shmem_put_latency and shmem_get_latency (one block of 1024 threads:
+  # a block put or get, then thread 0 quiets between two block barriers): their first timed launch
+  # under each library. The kernels wait for no other PE.
+  stamp "ncu-latency"
+  stalls='regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$'
+  for p in shmem_put_latency shmem_get_latency; do
+    LIBDIR=carry OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "lat_${p}_rshmem" latency_kern_block 1 -- "carry/perftest-cmp/rshmem/device/pt-to-pt/$p" -e 4 -t 1024 -n 20 -w 5
+    LIBDIR=$nv_home/lib OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "lat_${p}_nvshmem" latency_kern_block 1 --pmi -- "carry/perftest-cmp/nvshmem/device/pt-to-pt/$p" -e 4 -t 1024 -n 20 -w 5
   done
 fi
 if has grid-sweep; then

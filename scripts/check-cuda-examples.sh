@@ -306,6 +306,8 @@ check_program nvshmem_api_coverage "$root/tests/cuda/nvshmem_api_coverage.cu" \
   "tests/cuda/nvshmem_api_coverage.cu (every nvshmem.h/nvshmemx.h/rshmem.h device call)" 1
 check_program device_families "$root/tests/cuda/device_families.cu" \
   "tests/cuda/device_families.cu (half/bfloat16 RMA, strided RMA at 3 scopes, host and device AMOs; runs on GPUs)" 0
+check_program inline_rma "$root/tests/cuda/inline_rma.cu" \
+  "tests/cuda/inline_rma.cu (the header's inline put/get at every alignment and scope, every byte checked; runs on GPUs)" 0
 
 # ---------------------------------------------------------------- NVSHMEM 3.4.5's names (issue 22)
 # Every name of tests/api/nvshmem-3.4.5.names declared in the same pass (scripts/check-api-names.sh; the

@@ -263,9 +263,10 @@ if has families; then
   # Issue 22's families on GPUs: the C program of host AMOs, strided RMA and on-stream point operations
   # (tests/c/point_ops.c), the CUDA program of half/bfloat16 RMA, device strided RMA at three scopes and
   # host AMOs racing device AMOs (tests/cuda/device_families.cu), teams from unique ids
-  # (tests/c/team_init.c), on one node and across two, and
+  # (tests/c/team_init.c), the header's inline put/get at every alignment (tests/cuda/inline_rma.cu), on
+  # one node and across two, and
   # nvshmem_global_exit through rshmrun (tests/c/global_exit.c: rshmrun must exit with the status).
-  for prog in c_point_ops device_families c_team_init; do
+  for prog in c_point_ops device_families inline_rma c_team_init; do
     if [ -x "$c/$prog" ]; then
       step "$prog, one node, 2 PEs"
       LOG=$prog.log RSHMEM_SYMMETRIC_SIZE=1g prun "${prog}_node" 60 "$c" "$c/$prog"

@@ -12,13 +12,13 @@
  *
  * What: for a PE whose heap is mapped here (NVLink/PCIe peers, and this PE itself) these calls run
  * inline, in the user's kernel, with the kernel's own registers:
- *   - put/get (putmem/getmem and the typed forms; thread, warp and block scope; blocking and nbi) whose
- *     two pointers and size are multiples of 8 bytes;
+ *   - put/get (putmem/getmem and the typed forms; thread, warp and block scope; blocking and nbi), in
+ *     16- or 8-byte units where both pointers and the size allow, else in 4-, 2- or 1-byte units;
  *   - p/g of 1, 2, 4 and 8 bytes;
  *   - the 32- and 64-bit atomics: fetch_add/add, fetch_and/and, fetch_or/or, fetch_xor/xor,
  *     fetch_inc/inc, swap, compare_swap, fetch, set (every NVSHMEM AMO type: nvshmem.h bit-casts).
- * Everything else - PEs on other nodes, unaligned transfers, calls whose PE or address fail the checks,
- * calls before init - goes to the library function of the same name, which is the one implementation
+ * Everything else - PEs on other nodes, calls whose PE or address fail the checks, calls before init -
+ * goes to the library function of the same name, which is the one implementation
  * of the semantics and of the error messages. The fast path only decides "mapped and simple" (the same
  * decision as route::locate, from the same device state) and then moves the bytes or does the one memory
  * operation that the library's mapped arm does (device/src/ops.rs): the same instruction, ordering and
@@ -107,15 +107,26 @@ static __device__ __forceinline__ void rshmemi_copy_units(T *__restrict__ d, con
     if (i < units) d[i] = s[i];
 }
 
-/* Moves `n` bytes as member `rank` of a group of `nthreads` when both pointers and `n` are multiples of
- * 8 (the tests are uniform across the group); false, with nothing moved, otherwise (the library takes
- * the call). Same 16-byte phase: an 8-byte head and tail (0 or 8 bytes each) by the first member, the
- * rest in 16-byte units; else 8-byte units. */
-static __device__ __forceinline__ bool rshmemi_inline_copy(char *dst, const char *src, size_t n, unsigned rank,
+/* Moves `n` bytes as member `rank` of a group of `nthreads` (the tests are uniform across the group).
+ * Both pointers and `n` multiples of 8: with the same 16-byte phase, an 8-byte head and tail (0 or 8
+ * bytes each) by the first member and the rest in 16-byte units; else 8-byte units. Otherwise units of
+ * the widest of 4, 2 and 1 bytes that divides both pointers and `n` (an int or short array, a few
+ * bytes): such transfers are small or rare, and calling the library for them cost a block put of 4
+ * bytes 1.5 us against NVSHMEM's inlined one (bench/results/2026-11-27-h100x2.md, call Z). */
+static __device__ __forceinline__ void rshmemi_inline_copy(char *dst, const char *src, size_t n, unsigned rank,
                                                            unsigned nthreads) {
     typedef unsigned long long u64;
     const u64 d = (u64)dst, s = (u64)src;
-    if ((d | s | n) & 7) return false;
+    if ((d | s | n) & 7) {
+        if (((d | s | n) & 3) == 0) {
+            rshmemi_copy_units((unsigned *)dst, (const unsigned *)src, n / 4, rank, nthreads);
+        } else if (((d | s | n) & 1) == 0) {
+            rshmemi_copy_units((unsigned short *)dst, (const unsigned short *)src, n / 2, rank, nthreads);
+        } else {
+            rshmemi_copy_units((unsigned char *)dst, (const unsigned char *)src, n, rank, nthreads);
+        }
+        return;
+    }
     if ((d ^ s) & 15) {
         rshmemi_copy_units((u64 *)dst, (const u64 *)src, n / 8, rank, nthreads);
     } else {
@@ -126,7 +137,6 @@ static __device__ __forceinline__ bool rshmemi_inline_copy(char *dst, const char
         }
         rshmemi_copy_units((int4 *)(dst + head), (const int4 *)(src + head), body, rank, nthreads);
     }
-    return true;
 }
 
 static __device__ __forceinline__ unsigned rshmemi_block_rank(void) {
@@ -155,9 +165,9 @@ static __device__ __forceinline__ void rshmemi_sync_warp(unsigned n) { __syncwar
     static __device__ __forceinline__ void rshmemi_inline_##NAME(void *dst, const void *src, size_t bytes,   \
                                                                  int pe) {                                 \
         char *r;                                                                                            \
-        if (rshmemi_fast(PUT ? dst : src, bytes, pe, &r) &&                                                 \
+        if (rshmemi_fast(PUT ? dst : src, bytes, pe, &r)) {                                                 \
             rshmemi_inline_copy(PUT ? r : (char *)dst, PUT ? (const char *)src : r, bytes,                 \
-                                RSHMEMI_RANK_##SCOPE, RSHMEMI_SIZE_##SCOPE)) {                              \
+                                RSHMEMI_RANK_##SCOPE, RSHMEMI_SIZE_##SCOPE);                                \
             RSHMEMI_SYNC_##SCOPE();                                                                         \
             return;                                                                                         \
         }                                                                                                   \

@@ -256,16 +256,17 @@ unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, 
     let local = if put { src as usize } else { dst as usize };
     let (base, size) = (rt.backend().heap_base(), rt.backend().heap_size());
     let local_in_heap = local >= base && local - base <= size && size - (local - base) >= bytes;
-    let b = rt.backend().as_any().downcast_ref::<CudaBackend>().ok_or_else(|| Error::new(format!("{call}: needs the CUDA backend")))?;
-    b.bind()?;
-    if local_in_heap {
-        // SAFETY: both ranges lie in device memory reachable from this context (this PE's heap and the
-        // peer's mapped heap, checked); the stream is the caller's.
-        check_ctx(unsafe { cu::cuMemcpyDtoDAsync_v2(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyDtoDAsync"))
-    } else {
-        // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing.
-        check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyAsync"))
-    }
+    with_backend(call, |b| {
+        b.bind()?;
+        if local_in_heap {
+            // SAFETY: both ranges lie in device memory reachable from this context (this PE's heap and
+            // the peer's mapped heap, checked); the stream is the caller's.
+            check_ctx(unsafe { cu::cuMemcpyDtoDAsync_v2(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyDtoDAsync"))
+        } else {
+            // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing.
+            check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyAsync"))
+        }
+    })
 }
 
 /// An on-stream put/get to a PE on another node: a one-thread kernel on `s` (`rshmemi_proxy_request`)

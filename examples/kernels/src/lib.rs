@@ -473,9 +473,9 @@ unsafe fn bw_loop<const SCOPE: u32, const DIR: u32>(a: BenchBw) {
     if (unit as usize) < active {
         let off = unit as usize * chunk;
         // SAFETY: unit < active, so `[at, at + chunk)` lies in region `r % slots` of both buffers of
-        // `slots * bytes` bytes (the caller's contract; the device calls check the ranges too); the group scopes are called by
-        // every thread of the warp / block (the unit's members, all active alike); the buffers are not
-        // read or changed before the quiet below.
+        // `slots * bytes` bytes (the caller's contract; the device calls check the ranges too); the
+        // group scopes are called by every thread of the warp / block (the unit's members, all active
+        // alike); the buffers are not read or changed before the quiet below.
         unsafe {
             let span = bytes * (a.slots.max(1) as usize);
             let mut at = off;

@@ -299,10 +299,8 @@ enum Grid {
 fn grid_plan(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64) -> Option<Grid> {
     let d = desc_of(rt, "", team).ok()?;
     let size = d.size as usize;
-    // Below RSHMEM_ONSTREAM_GRID_MIN bytes the two extra launches cost more than one block's copies
-    // (init refused a malformed value).
-    static GRID_MIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let grid_min = *GRID_MIN.get_or_init(|| crate::config::env::get_size(crate::config::env::ONSTREAM_GRID_MIN, crate::config::env::ONSTREAM_GRID_MIN_DEFAULT).unwrap_or(crate::config::env::ONSTREAM_GRID_MIN_DEFAULT)) as usize;
+    // Below RSHMEM_ONSTREAM_GRID_MIN bytes one block's kernel takes the whole collective.
+    let grid_min = rt.onstream_grid_min;
     let plan = match what {
         host_op::REDUCE | host_op::REDUCESCATTER => {
             let sz = dc::dtype_size(a as u32);

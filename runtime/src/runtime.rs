@@ -41,6 +41,9 @@ pub struct Runtime {
     status: Option<JobStatus>,
     /// The team table as this PE wrote it into its internal area.
     pub(crate) teams: Mutex<crate::teams::Teams>,
+    /// `RSHMEM_ONSTREAM_GRID_MIN`, read at init: the smallest host or on-stream collective (bytes)
+    /// whose data runs on a whole grid (`coll::grid_plan`).
+    pub(crate) onstream_grid_min: usize,
 }
 
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
@@ -187,6 +190,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     // in NVSHMEM: the runtime's internal area comes on top of it, so a program that asks for exactly
     // what it allocates (NVSHMEM's collective perftests ask for 2 x 4 KiB) gets it.
     let user_size = env::get_size(env::SYMMETRIC_SIZE, 1 << 30)? as usize;
+    let onstream_grid_min = env::get_size(env::ONSTREAM_GRID_MIN, env::ONSTREAM_GRID_MIN_DEFAULT)? as usize;
     if user_size == 0 {
         return Err(Error::new(format!("{}=0: the symmetric heap needs at least one byte", env::SYMMETRIC_SIZE)));
     }
@@ -324,6 +328,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
         job,
         status,
         teams: Mutex::new(teams),
+        onstream_grid_min,
     })
 }
 

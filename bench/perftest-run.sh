@@ -71,6 +71,7 @@ run() {
   echo "perftest-run: $lib $log: $(tail -1 "$out/logs/$lib/$log.log")" >&2
 }
 
+libs=" ${LIBS:-rshmem nvshmem} "
 mapfile -t progs < <(if [ -n "${PROGS:-}" ]; then printf '%s\n' $PROGS; else cd "$out/rshmem" && find . -type f -perm -u+x | sed 's|^\./||' | sort; fi)
 for p in "${progs[@]}"; do
   [ -x "$out/rshmem/$p" ] || { echo "perftest-run: $p: no rshmem build, skipped" >&2; continue; }
@@ -80,9 +81,9 @@ for p in "${progs[@]}"; do
   while IFS= read -r line; do
     log=$name; [ "$i" -gt 0 ] && log=$name.$i
     # shellcheck disable=SC2086 # an argument line is a list of words
-    case " ${LIBS:-rshmem nvshmem} " in *" rshmem "*) run rshmem "$out/rshmem/$p" "$log" $line ;; esac
+    case $libs in *" rshmem "*) run rshmem "$out/rshmem/$p" "$log" $line ;; esac
     # shellcheck disable=SC2086
-    case " ${LIBS:-rshmem nvshmem} " in *" nvshmem "*) [ -x "$out/nvshmem/$p" ] && run nvshmem "$out/nvshmem/$p" "$log" $line ;; esac
+    case $libs in *" nvshmem "*) [ -x "$out/nvshmem/$p" ] && run nvshmem "$out/nvshmem/$p" "$log" $line ;; esac
     i=$((i + 1))
   done < <(arg_lines "$p")
 done

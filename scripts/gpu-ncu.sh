@@ -35,4 +35,4 @@ wrap='r=${PMI_RANK:-${RSHMEM_PE:-0}}; if [ "$r" = 0 ]; then exec "$NCU_BIN" --cl
   echo "# exit: $?"
 } >"$out" 2>&1
 echo "== ncu $name ($(tail -1 "$out"))"
-grep -E "stalled|gpu__time_duration|sm__cycles_elapsed.avg.per_second|smsp__inst_executed.sum|global_op_(st|ld)|lts__t_bytes.sum|nvl[a-z]*__|Duration|SM Frequency|Memory Throughput|Registers Per|Achieved Occupancy|Stall|Warp Cycles Per Issued|==PROF==|==ERROR==|==WARNING==" "$out" | head -40
+grep -E "stalled|gpu__time_duration|sm__cycles_elapsed.avg.per_second|smsp__inst_executed.sum|global_op_(st|ld)|lts__t_bytes.sum|Duration|SM Frequency|Memory Throughput|Registers Per|Achieved Occupancy|Stall|Warp Cycles Per Issued|==PROF==|==ERROR==|==WARNING==" "$out" | head -40

@@ -14,6 +14,12 @@
 # - ncu-perftest: ncu on the first timed launch (1 KiB) of NVSHMEM's shmem_p_bw and shmem_g_bw, linked
 #                 against each library
 # - perftest:     those two and host/pt-to-pt/bw under both libraries (scripts/gpu-perftest.sh)
+# - ncu-coll:     ncu on one PE's on-stream collective kernel (reducescatter, broadcast, fcollect at
+#                 4 B-4 KiB), with every warp stall reason; NVSHMEM launches no kernel on one PE
+# - ncu-latency:  ncu on the block-scope 4-byte launch of shmem_put_latency and shmem_get_latency,
+#                 under each library
+# - grid-sweep:   the five on-stream collective perftests under RSHMEM_ONSTREAM_GRID_MIN = 8k, 64k, 1m,
+#                 each scored against one NVSHMEM run
 # - host:         rshmem-bench --cases host (the on-stream enqueue rows, host_enqueue_us / stream_copy_us)
 # Logs and tables in OUT (default /tmp/why); the key lines on stdout.
 set -uo pipefail
@@ -31,6 +37,8 @@ bench=(--grid 132 --threads 256 --quick --max-bytes 8m --cases bw)
 # 8 Ki and 16 Ki (DEEP_SIZES), deaba1f's do not.
 SKIP_PUT512K_BEFORE=77 SKIP_PUT512K_NOW=85 SKIP_GET8M_BEFORE=165 SKIP_GET8M_NOW=181
 before=${AB_BEFORE:-carry-before}
+# Every warp stall reason, per issued instruction (ncu-coll, ncu-latency).
+stalls='regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$'
 if has ab; then
   stamp "ab ($before against carry)"
   ROUNDS=3 OUT=$out/ab timeout 200 bash scripts/gpu-p2p-ab.sh before=$before now=carry | grep -E "^\| (put|get)_bw \| block"
@@ -42,8 +50,6 @@ if has ab-rotate; then
 fi
 if has ncu-bench; then
   stamp "ncu-bench"
-  ncu_bin=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | sort -V | tail -1)
-  echo "NVLink metrics this ncu knows (gh100): $("$ncu_bin" --query-metrics --chip gh100 2>/dev/null | awk '/^nvl/ {print $1}' | paste -sd ' ')"
   for b in before now; do
     d=carry; [ $b = before ] && d=carry-before
     eval "sp=\$SKIP_PUT512K_${b^^}; sg=\$SKIP_GET8M_${b^^}"
@@ -76,7 +82,6 @@ if has ncu-coll; then
   # One on-stream collective kernel of each library on ONE PE (no partner to wait for, so ncu may
   # replay it): its duration, instructions and where its warps stall (the .1 rows' limit).
   stamp "ncu-coll"
-  stalls='regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$'
   for p in reducescatter_on_stream broadcast_on_stream fcollect_on_stream; do
     NP=1 LIBDIR=carry OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "coll_${p}_rshmem" rshmemi_collective 40 -- "carry/perftest-cmp/rshmem/host/coll/$p" -n 20 -w 5 -b 4 -e 4k
     NP=1 LIBDIR=$nv_home/lib OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "coll_${p}_nvshmem" regex:on_stream_kernel 40 --pmi -- "carry/perftest-cmp/nvshmem/host/coll/$p" -n 20 -w 5 -b 4 -e 4k
@@ -87,7 +92,6 @@ if has ncu-latency; then
   # a block put or get, then thread 0 quiets between two block barriers): their first timed launch
   # under each library. The kernels wait for no other PE.
   stamp "ncu-latency"
-  stalls='regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$'
   for p in shmem_put_latency shmem_get_latency; do
     LIBDIR=carry OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "lat_${p}_rshmem" latency_kern_block 1 -- "carry/perftest-cmp/rshmem/device/pt-to-pt/$p" -e 4 -t 1024 -n 20 -w 5
     LIBDIR=$nv_home/lib OUT=$out T=60 METRICS_EXTRA=$stalls bash scripts/gpu-ncu.sh "lat_${p}_nvshmem" latency_kern_block 1 --pmi -- "carry/perftest-cmp/nvshmem/device/pt-to-pt/$p" -e 4 -t 1024 -n 20 -w 5
@@ -95,7 +99,7 @@ if has ncu-latency; then
 fi
 if has grid-sweep; then
   # Issue 20's on-stream collectives under three settings of RSHMEM_ONSTREAM_GRID_MIN (8k: every size
-  # above 8 KiB in three kernels, as before the setting; 64k, the default; 1m), NVSHMEM once, each
+  # above 8 KiB in three kernels, as the default 0 does; 64k; 1m), NVSHMEM once, each
   # rshmem set scored against the same NVSHMEM logs.
   stamp "grid-sweep"
   cmp=carry/perftest-cmp

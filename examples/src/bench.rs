@@ -753,7 +753,7 @@ fn main() -> Result<(), rshmem::Error> {
                         let slots = (cli.rotate_bytes / bytes).clamp(1, u32::MAX as usize) as u32;
                         let args = BenchBw { dst: rbuf.dev_ptr(), src: sbuf.dev_ptr(), bytes: bytes as u64, iters, peer, scope, dir, slots };
                         // SAFETY: bench_bw's documented arguments: both buffers are live symmetric
-                        // allocations of maxb >= bytes bytes.
+                        // allocations of bufb >= slots * bytes (and >= maxb >= bytes) bytes.
                         let ms = unsafe { time_kernel(k.bw, wide, &args, reps)? };
                         result(case, sname, bytes, &o, bytes as f64 * iters as f64 / ms / 1e6, "GBps");
                         if !gpu && dir == 0 && scope == 2 {

@@ -579,31 +579,17 @@ pub unsafe extern "ptx-kernel" fn rshmemi_proxy_request(w0: u64, offset: u64, le
     unsafe { crate::remote::post_from_device(&req, wait != 0) }
 }
 
-/// How long `rshmemi_inbound_service` keeps polling after the last operation it applied. Remote
-/// operations come in bursts (a lock's compare_swap loop, an all-to-all's signals): one launch then
-/// serves the whole burst at the cost of a poll of pinned host memory per operation (about a
-/// microsecond), where a launch per operation costs several (the proxy applies inbound operations one
-/// at a time, so with a launch each, 256 threads spinning on a remote lock made too little progress for
-/// the suite's `lock` scenario to finish in a minute on 2 x H200). The price is one GPU thread held for
-/// this long after a burst: a `cudaDeviceSynchronize` in that window waits for it.
-const INBOUND_LINGER_NS: u64 = 200_000;
-
-/// The proxy's fallback for inbound operations nobody waiting took (`remote::inbound`): one thread
-/// applies every published one, and keeps polling until none has come for `INBOUND_LINGER_NS`.
-/// Launched by the proxy without waiting for it.
+/// The runtime's apply kernel (`remote::lane::serve`): its warps apply the frames that arrive on this
+/// PE's lanes, in order, until none has come for `linger_ns`. Launched by the host on a stream of its
+/// own when frames arrive and no apply kernel runs; a kernel that waits for something remote applies
+/// them itself meanwhile (`remote::lane::help`). `gen` points to the launch's number.
+///
+/// # Safety
+/// Launched by the runtime only while initialized; it waits for the kernel to end before it frees
+/// the lanes.
 #[no_mangle]
-pub extern "ptx-kernel" fn rshmemi_inbound_service() {
-    if crate::arch::block_rank() != 0 || crate::arch::block_index() != 0 {
-        return;
-    }
-    let mut last = crate::arch::globaltimer_ns();
-    loop {
-        // SAFETY: the runtime launches this only while initialized, and the proxy waits for the last
-        // launch to end before it frees the queue (`Backend::inbound_release`).
-        if unsafe { crate::remote::inbound::progress(u32::MAX) } > 0 {
-            last = crate::arch::globaltimer_ns();
-        } else if crate::arch::globaltimer_ns().wrapping_sub(last) > INBOUND_LINGER_NS {
-            return;
-        }
-    }
+pub unsafe extern "ptx-kernel" fn rshmemi_apply(gen: *const u64, linger_ns: u64) {
+    // SAFETY: the caller's contract: `gen` is the host's launch counter (host-shared memory), written
+    // before the launch.
+    unsafe { crate::remote::lane::serve(crate::arch::load_acquire_u64(gen), linger_ns) }
 }

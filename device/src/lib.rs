@@ -10,7 +10,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 // The layers, bottom to top: each module names only modules listed before it (the workspace's layer
-// test checks it): types, state, arch, route, remote (proxy, inbound, wait, ibgda, then its mod.rs),
+// test checks it): types, state, arch, route, remote (frame, proxy, lane, wait, ibgda, then its mod.rs),
 // ops, coll, capi, and this file.
 pub mod types;
 pub mod state;

@@ -211,15 +211,15 @@ pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 // ---------------------------------------------------------------- ordering
 
 /// Orders this thread's earlier puts/AMOs to each PE before its later ones to the same PE. P2P: the
-/// fence. Proxy with one channel: requests are applied in the order they were posted (see
-/// `crate::remote`), so the same fence covers them; with several, the remote fence waits for every
-/// channel. IBGDA: fenced NOPs on the thread's QPs (`remote::ibgda`).
+/// fence. Remote engine: a FENCE request, after which the engine applies every request to a PE after
+/// every earlier one to it (see `crate::remote`). IBGDA: fenced NOPs on the thread's QPs
+/// (`remote::ibgda`).
 #[inline(always)]
 pub fn fence() {
     let ibgda = arch::state_u64(Field::IBGDA);
     let channels = arch::state_u64(Field::PROXY_CHANNELS);
     arch::fence_sc_after(ibgda | channels);
-    if ibgda != 0 || channels > 1 {
+    if ibgda != 0 || channels != 0 {
         remote::fence();
     }
 }
@@ -471,8 +471,8 @@ unsafe fn spin_until<T: Wait>(call: &'static str, ivar: *const T, cmp: i32, valu
         if compare(cmp, v, value) {
             return v;
         }
-        // What is waited for may come from another node: this thread also applies the inbound
-        // operations queued here (remote::wait::idle).
+        // What is waited for may come from another node: this thread also applies what arrives
+        // when no apply kernel runs (remote::wait::idle).
         idle(&mut spins, call);
     }
 }

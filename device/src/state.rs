@@ -155,10 +155,9 @@ pub struct DeviceState {
     /// [`ReturnSlot`](crate::remote::proxy::ReturnSlot)s, where the proxy delivers fetched values. 0
     /// when there is no proxy transport.
     pub proxy_ret: u64,
-    /// Address (as device code sees it) of this PE's inbound queue (`remote::inbound`): small
-    /// operations other nodes' PEs sent here (AMOs, signals, inline puts), which device threads that
-    /// wait for the proxy apply. 0 when there is no proxy transport.
-    pub inbound: u64,
+    /// Address (as device code sees it) of this PE's target table (`remote::lane::TargetTable`): the
+    /// lanes whose frames device threads apply; 0 without a remote engine.
+    pub target: u64,
     /// `route[pe]`: how device code reaches PE `pe` (`ROUTE_*`). Read only on the cold path: a PE with
     /// a non-zero `peer_base` is reached by loads and stores whatever this says.
     pub route: [u8; MAX_PES],
@@ -192,7 +191,7 @@ impl DeviceState {
         node_n_pes: 0,
         proxy_ring: RingRef { header: 0, slots: 0 },
         proxy_ret: 0,
-        inbound: 0,
+        target: 0,
         route: [ROUTE_NONE; MAX_PES],
         peer_base: [0; MAX_PES],
         node_pe: [0; MAX_PES],
@@ -213,7 +212,7 @@ pub const fn is_u64_field(off: usize) -> bool {
         || off == offset_of!(DeviceState, proxy_ring)
         || off == offset_of!(DeviceState, proxy_ring) + 8
         || off == offset_of!(DeviceState, proxy_ret)
-        || off == offset_of!(DeviceState, inbound)
+        || off == offset_of!(DeviceState, target)
         || off == offset_of!(DeviceState, ibgda)
         || off == offset_of!(DeviceState, proxy_channels)
         || (off >= offset_of!(DeviceState, proxy) && off < offset_of!(DeviceState, proxy) + 64 * MAX_CHANNELS && off.is_multiple_of(8))
@@ -274,8 +273,8 @@ impl Field<u64> {
     pub const PROXY_RING_SLOTS: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ring) + 8);
     /// `proxy_ret`: the address of the proxy ring's return area (0 without a proxy transport).
     pub const PROXY_RET: Self = Self::u64(core::mem::offset_of!(DeviceState, proxy_ret));
-    /// `inbound`: the address of this PE's inbound queue (0 without a proxy transport).
-    pub const INBOUND: Self = Self::u64(core::mem::offset_of!(DeviceState, inbound));
+    /// `target`: the address of this PE's target table (0 without a remote engine).
+    pub const TARGET: Self = Self::u64(core::mem::offset_of!(DeviceState, target));
     /// `ibgda`: the address of the IBGDA table (0 without that transport).
     pub const IBGDA: Self = Self::u64(core::mem::offset_of!(DeviceState, ibgda));
     /// `proxy_channels`: how many proxy channels are in use (0: no proxy transport).
@@ -402,14 +401,8 @@ pub struct TeamSync {
 /// The runtime's synchronization variables, at offset 0 of every PE's symmetric heap.
 #[repr(C)]
 pub struct Internal {
-    /// Inbound operations (`remote::inbound`) applied so far (`InboundCursor::next`): advanced only by
-    /// the consumer holding `inbound_lock`, so operations are applied one at a time, in ticket order.
-    pub inbound_claim: u64,
-    /// 1 while a consumer (a device thread, or on the CPU backend a proxy thread) applies the inbound
-    /// queue (compare-and-swap 0 -> 1, release store of 0).
-    pub inbound_lock: u64,
-    /// Padding: the inbound words have the first 128 bytes to themselves; `teams` starts at 128.
-    pub _pad: [u64; 14],
+    /// Reserved (0): `teams` starts at 128.
+    pub _reserved: [u64; 16],
     /// The team table (written by the host at init and at every split and destroy).
     pub teams: [TeamDesc; MAX_TEAMS],
     /// Source and result words of the host's own team operations (the slot agreement of a split).

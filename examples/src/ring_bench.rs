@@ -6,8 +6,8 @@
 //! Prints requests per second and the proxy's mean batch (entries per tail store) for each count.
 
 use rshmem::platform::services::HostShared;
-use rshmem::transport::proxy::ring::{deadline, init_ring, op, ring_bytes, Channel, Completion, Drain, Request, COUNTERS_BYTES};
-use rshmem_device::remote::proxy::{post_with, wait_completed_with};
+use rshmem::transport::proxy::ring::{deadline, init_ring, op, ring_bytes, Channel, Drain, Request, COUNTERS_BYTES};
+use rshmem_device::remote::proxy::{post_with, wait_completed_with, COMPLETED_OFF};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,9 @@ fn run(total: u64, posters: u64) -> (f64, f64) {
     let (stats, sum) = std::thread::scope(|s| {
         let proxy = s.spawn(|| {
             // The proxy engine's drain loop, completing each request as it is taken.
-            // SAFETY: the ring lives in `mem` for the whole scope; this is its only drain and completion.
-            let (mut d, completion) = unsafe { (Drain::attach(mem.host_ptr(), mem.len(), std::ptr::null(), 0).expect("drain"), Completion::attach(mem.host_ptr())) };
+            // SAFETY: the ring lives in `mem` for the whole scope; this is its only drain, and `completed` an
+            // 8-aligned word of its header, accessed atomically.
+            let (mut d, completed) = unsafe { (Drain::attach(mem.host_ptr(), mem.len(), std::ptr::null(), 0).expect("drain"), std::sync::atomic::AtomicU64::from_ptr(mem.host_ptr().add(COMPLETED_OFF) as *mut u64)) };
             let mut sum = 0u64;
             let st = d
                 .run(
@@ -34,7 +35,8 @@ fn run(total: u64, posters: u64) -> (f64, f64) {
                     || stop.load(Ordering::Acquire),
                     |sum, e| {
                         *sum = sum.wrapping_add(e.req.value);
-                        completion.done(e.seq);
+                        // In order: the ring's `completed` (release).
+                        completed.store(e.seq, Ordering::Release);
                         Ok(())
                     },
                     |_| Ok(()),

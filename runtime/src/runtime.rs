@@ -292,7 +292,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
         st.proxy[..ch.channels.len()].copy_from_slice(&ch.channels);
         st.proxy_ring = ch.channels[0].ring_ref();
         st.proxy_ret = ch.channels[0].ret;
-        st.inbound = ch.inbound;
+        st.target = ch.target;
     }
     st.ibgda = transports.iter().map(|t| t.device_table()).find(|&a| a != 0).unwrap_or(0);
     for (i, &pe) in boot.node_pes().iter().enumerate() {

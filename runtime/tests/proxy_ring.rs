@@ -5,7 +5,7 @@
 //! after the proxy finished the request.
 
 use rshmem::platform::services::HostShared;
-use rshmem::transport::proxy::ring::{check_request, deadline, init_ring, op, ring_bytes, Channel, Completion, Drain, DrainStats, Request, COUNTERS_BYTES};
+use rshmem::transport::proxy::ring::{check_request, deadline, init_ring, op, ring_bytes, Channel, Drain, DrainStats, Request, COUNTERS_BYTES};
 use rshmem::{Error, Result};
 use rshmem_device::remote::proxy::{head, post, post_with, publish, reserve_with, stage_copy, tickets, wait_completed, wait_completed_with, Stalled, HEADER_BYTES, SEQ_OFF, SLOT_BYTES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,12 +60,12 @@ impl RingBuf {
         // SAFETY: the memory is this RingBuf's, mapped for the borrow's lifetime; one drain per test.
         unsafe { Drain::attach(self.mem.host_ptr(), self.mem.len(), self.stage.host_ptr(), self.slots * self.chunk as usize) }
     }
-    /// Runs the proxy engine's drain loop (`Drain::run`) with completion through the ring's
-    /// `Completion`, as the engine completes requests: `f` handles each request, which is complete
-    /// when it returns Ok.
+    /// Runs the drain loop (`Drain::run`), completing each request (in order: the ring's `completed`
+    /// stored with release) when `f` returns Ok for it.
     fn run(&self, stop: impl FnMut() -> bool, mut f: impl FnMut(&Request) -> Result<()>) -> Result<DrainStats> {
-        // SAFETY: the header is this RingBuf's, alive while the completion is used (this call).
-        let completion = unsafe { Completion::attach(self.mem.host_ptr()) };
+        // SAFETY: `completed` is an 8-aligned word of this RingBuf's header, alive for this call and
+        // accessed atomically.
+        let completed = unsafe { std::sync::atomic::AtomicU64::from_ptr(self.mem.host_ptr().add(rshmem_device::remote::proxy::COMPLETED_OFF) as *mut u64) };
         self.drain()?.run(
             &mut (),
             stop,
@@ -73,7 +73,7 @@ impl RingBuf {
                 let mut r = e.req;
                 r.seq = e.seq;
                 f(&r)?;
-                completion.done_tickets(e.seq, e.tickets);
+                completed.store(e.seq + e.tickets - 1, std::sync::atomic::Ordering::Release);
                 Ok(())
             },
             |_| Ok(()),
@@ -532,44 +532,6 @@ fn fuzz_check_request() {
     assert!(check_request(&g(16, 0), 4, heap).unwrap_err().message().contains("return slot of 16 bytes"));
     assert!(check_request(&g(8, 64), 4, heap).unwrap_err().message().contains("return slot"));
     assert!(check_request(&Request { sub: 0, ..g(8, 0) }, 4, heap).unwrap_err().message().contains("null local address"));
-}
-
-/// Completion out of order: `completed` is always the largest complete prefix.
-#[test]
-fn completion_advances_over_the_complete_prefix_only() {
-    let ring = RingBuf::new(16).unwrap();
-    let r = ring.channel();
-    // SAFETY: the RingBuf's header, alive for the test.
-    let c = unsafe { rshmem::transport::proxy::ring::Completion::attach(r.ring as usize as *mut u8) };
-    let completed = || ring.counters().2;
-    c.done(3);
-    c.done(2);
-    assert_eq!(completed(), 0, "1 is not complete yet");
-    c.done(1);
-    assert_eq!(completed(), 3);
-    c.done(5);
-    c.done(5);
-    c.done(2);
-    assert_eq!(completed(), 3);
-    c.done(4);
-    assert_eq!(completed(), 5);
-    assert_eq!(c.completed(), 5);
-    // Many threads completing a shuffled range.
-    let c = std::sync::Arc::new(c);
-    let hs: Vec<_> = (0..4u64)
-        .map(|t| {
-            let c = c.clone();
-            std::thread::spawn(move || {
-                for i in (0..1000u64).rev() {
-                    c.done(6 + i * 4 + t);
-                }
-            })
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
-    assert_eq!(completed(), 4005);
 }
 
 // ---------------------------------------------------------------- processes sharing one ring

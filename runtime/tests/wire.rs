@@ -1,7 +1,9 @@
-//! The proxy transport's TCP wire between real processes on 127.0.0.1. The test itself is PE 1 (it
-//! listens, accepts and serves a heap); PE 0 is this test binary re-run as a child restricted to the
-//! `probe` test (see there), which connects. Some scenarios speak the wire by hand, from a raw socket,
-//! to send what a correct peer never would. Every wait is bounded: a hang fails the test.
+//! The proxy transport's connection set-up (the hellos of `proxy::connect` and `proxy::accept`)
+//! between real processes on 127.0.0.1. The test itself is PE 1 (it listens and accepts); PE 0 is this
+//! test binary re-run as a child restricted to the `probe` test (see there), which connects. Some
+//! tests speak the hello by hand, from a raw socket, to send what a correct peer never would. Every
+//! wait is bounded: a hang fails the test. (What follows the hellos, the frames, is tested by the
+//! wire's own unit tests and, against real engines, by the multi-process suites.)
 
 mod common;
 
@@ -9,7 +11,7 @@ use common::*;
 use rshmem::transport::proxy::accept::{accept as tcp_accept, Acceptor, MAX_PENDING};
 use rshmem::transport::proxy::connect;
 use rshmem::transport::proxy::tcp::{Connection, Endpoint};
-use rshmem::transport::wire::{self, AmoOp, Context, FrameReader, Hello, Message, OpHeader, Signal, SignalOp, Width};
+use rshmem::transport::wire::{self, Hello};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -17,74 +19,19 @@ use std::time::{Duration, Instant};
 /// Set in a child: "<scenario> <arg> <port>" for `probe` to run.
 const PROBE_VAR: &str = "WIRE_TEST_PROBE";
 const KEY: [u8; 16] = *b"wire-test-key-01";
-/// The transfer lands behind a first page that holds the signal word.
-const DATA_AT: u64 = 4096;
-const DATA_LEN: u64 = 64 << 20;
-const HEAP: u64 = DATA_AT + DATA_LEN;
+const HEAP: u64 = 64 << 20;
 
 fn endpoint(pe: u32) -> Endpoint {
     Endpoint { key: KEY, pe, npes: 2, heap_size: HEAP, max_chunk: wire::DEFAULT_MAX_CHUNK }
 }
 
-fn pattern(len: usize, salt: u8) -> Vec<u8> {
-    (0..len).map(|i| ((i as u64).wrapping_mul(0x9e37_79b9) >> 7) as u8 ^ salt).collect()
-}
-
 // ---- PE 0: runs in the child process ----
 
 /// Scenarios:
-///   transfer        a 64 MiB put with signal, quiet, fetch_add, a 64 MiB get; every byte checked
 ///   refuse WHAT     connect with another key / PE count / heap size; prints the refusal
-///   die             a hand-made hello, then half a PUT frame, then SIGKILL
-///   stall           the same, then silence
-///   garbage WHAT    a hand-made hello, a valid PUT, then a PUT outside the heap (offset) or random
-///                   bytes (random); prints the ERROR frame PE 1 answers with
 fn scenario(name: &str, arg: &str, addr: SocketAddr) -> Result<String, String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     match name {
-        "transfer" => {
-            let mut c = connect::connect(addr, &endpoint(0), 1, 0, 1, deadline).map_err(|e| e.to_string())?;
-            let data = pattern(DATA_LEN as usize, 0x5a);
-            let signal = Signal { offset: 0, op: SignalOp::Add, value: 1 };
-            c.put(1, DATA_AT, &data, Some(signal)).map_err(|e| e.to_string())?;
-            c.send_message(&Message::Quiet { seq: 2 }).map_err(|e| e.to_string())?;
-            match c.recv().map_err(|e| e.to_string())? {
-                Message::QuietAck { seq: 2 } => {}
-                m => return Err(format!("expected the quiet completion, got {m:?}")),
-            }
-            let amo = Message::Amo { seq: 3, op: AmoOp::FetchAdd, width: Width::W8, offset: 0, value: 5, compare: 0 };
-            c.send_message(&amo).map_err(|e| e.to_string())?;
-            match c.recv().map_err(|e| e.to_string())? {
-                Message::AmoResponse { seq: 3, width: Width::W8, value: 1 } => {}
-                m => return Err(format!("expected fetch_add to return the signal (1), got {m:?}")),
-            }
-            c.send_message(&Message::GetRequest { seq: 4, offset: 0, len: HEAP }).map_err(|e| e.to_string())?;
-            let mut got = vec![0u8; HEAP as usize];
-            let mut chunks = 0;
-            loop {
-                match c.recv().map_err(|e| e.to_string())? {
-                    Message::GetResponse { seq: 4, offset, data, last } => {
-                        got[offset as usize..][..data.len()].copy_from_slice(data);
-                        chunks += 1;
-                        if last {
-                            break;
-                        }
-                    }
-                    m => return Err(format!("expected a GET response, got {m:?}")),
-                }
-            }
-            if got[..8] != 6u64.to_le_bytes() {
-                return Err(format!("signal word after signal + fetch_add: {:?}", &got[..8]));
-            }
-            if got[DATA_AT as usize..] != data[..] {
-                return Err("the GET returned other bytes than the PUT wrote".into());
-            }
-            if c.awaiting() != 0 {
-                return Err(format!("{} requests still awaiting", c.awaiting()));
-            }
-            c.close().map_err(|e| e.to_string())?;
-            Ok(format!("transfer checked, GET in {chunks} chunks"))
-        }
         "refuse" => {
             let mut me = endpoint(0);
             match arg {
@@ -98,81 +45,10 @@ fn scenario(name: &str, arg: &str, addr: SocketAddr) -> Result<String, String> {
                 Err(e) => Ok(format!("REFUSED: {e}")),
             }
         }
-        "die" | "stall" => {
-            let mut s = raw_connect(addr)?;
-            let h = OpHeader { kind: wire::Kind::Put as u8, src_pe: 0, seq: 9, offset: 0, len: 1 << 20, payload_len: 1 << 20, ..Default::default() };
-            s.write_all(bytemuck::bytes_of(&h)).map_err(|e| e.to_string())?;
-            s.write_all(&vec![7u8; 100 << 10]).map_err(|e| e.to_string())?;
-            s.flush().map_err(|e| e.to_string())?;
-            println!("HALF SENT");
-            if name == "die" {
-                std::thread::sleep(Duration::from_millis(100));
-                // SAFETY: kill(2) on this process: it ends here, as a crashing PE would.
-                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_secs(30));
-            Err("not killed".into())
-        }
-        "garbage" => {
-            let mut s = raw_connect(addr)?;
-            let ok = OpHeader { kind: wire::Kind::Put as u8, flags: wire::FLAG_LAST, src_pe: 0, seq: 1, offset: 8, len: 16, payload_len: 16, ..Default::default() };
-            let mut bytes = wire::encode_frame(&ok, &[1u8; 16]);
-            match arg {
-                "offset" => {
-                    let bad = OpHeader { offset: HEAP - 8, ..ok };
-                    bytes.extend(wire::encode_frame(&bad, &[2u8; 16]));
-                }
-                "random" => {
-                    let mut x = 0x1234_5678_9abc_def0u64;
-                    bytes.extend((0..256).map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    }));
-                }
-                other => return Err(format!("unknown garbage {other}")),
-            }
-            s.write_all(&bytes).map_err(|e| e.to_string())?;
-            let ctx = Context { me: 0, peer: 1, npes: 2, heap_size: HEAP, max_chunk: wire::DEFAULT_MAX_CHUNK };
-            s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
-            let mut r = FrameReader::new();
-            match r.read(&mut s, &ctx) {
-                Ok(Message::Error { text }) => Ok(format!("GOT ERROR: {text}")),
-                Ok(m) => Err(format!("expected an ERROR frame, got {m:?}")),
-                Err(e) => Err(format!("expected an ERROR frame: {e:?}")),
-            }
-        }
         other => Err(format!("unknown scenario {other:?}")),
     }
 }
 
-/// A connection with a hand-made hello (so that what follows can be anything).
-fn raw_connect(addr: SocketAddr) -> Result<TcpStream, String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    let me = endpoint(0);
-    let h = Hello {
-        magic: wire::MAGIC,
-        version: wire::VERSION,
-        key: me.key,
-        src_pe: 0,
-        dst_pe: 1,
-        npes: 2,
-        lane: 0,
-        lanes: 1,
-        heap_size: me.heap_size,
-        max_chunk: me.max_chunk,
-        ..bytemuck::Zeroable::zeroed()
-    };
-    s.write_all(bytemuck::bytes_of(&h)).map_err(|e| e.to_string())?;
-    let mut answer = [0u8; wire::HELLO_LEN];
-    s.read_exact(&mut answer).map_err(|e| format!("reading the answer to the hello: {e}"))?;
-    let a: Hello = bytemuck::pod_read_unaligned(&answer);
-    if a.status != 0 {
-        return Err(format!("hello refused with status {}", a.status));
-    }
-    Ok(s)
-}
 
 /// In a child process (PROBE_VAR set): runs PE 0's scenario, prints "OK ..." and exits 0, or prints
 /// "ERROR: <message>" and exits 1. In the test run itself: does nothing.
@@ -200,61 +76,8 @@ fn accept(listener: &TcpListener) -> rshmem::Result<Connection> {
     tcp_accept(listener, &endpoint(1), Instant::now() + Duration::from_secs(20))
 }
 
-/// PE 1's side of a proxy, enough for the tests: applies puts, signals and AMOs to `heap` and answers
-/// quiet, AMO and get requests, until CLOSE. Every range comes from the decoder: if it let an
-/// out-of-heap range through, the slicing here would panic.
-fn serve(c: &mut Connection, heap: &mut [u8]) -> rshmem::Result<u64> {
-    let mut frames = 0;
-    let signal = |heap: &mut [u8], s: Signal| {
-        let w = &mut heap[s.offset as usize..][..8];
-        let old = u64::from_le_bytes(w.try_into().unwrap());
-        let new = match s.op {
-            SignalOp::Set => s.value,
-            SignalOp::Add => old.wrapping_add(s.value),
-        };
-        w.copy_from_slice(&new.to_le_bytes());
-    };
-    loop {
-        frames += 1;
-        match c.recv()? {
-            Message::Put { offset, data, .. } => heap[offset as usize..][..data.len()].copy_from_slice(data),
-            Message::PutSignal { offset, data, signal: s, .. } => {
-                heap[offset as usize..][..data.len()].copy_from_slice(data);
-                signal(heap, s);
-            }
-            Message::Signal { signal: s, .. } => signal(heap, s),
-            Message::Quiet { seq } => c.send_message(&Message::QuietAck { seq })?,
-            Message::Amo { seq, op: AmoOp::FetchAdd, width: Width::W8, offset, value, .. } => {
-                let w = &mut heap[offset as usize..][..8];
-                let old = u64::from_le_bytes(w.try_into().unwrap());
-                w.copy_from_slice(&old.wrapping_add(value).to_le_bytes());
-                c.send_message(&Message::AmoResponse { seq, width: Width::W8, value: old })?;
-            }
-            Message::GetRequest { seq, offset, len } => c.get_response(seq, offset, &heap[offset as usize..][..len as usize])?,
-            Message::Close => return Ok(frames),
-            m => return Err(rshmem::Error::new(format!("the test's server does not handle {m:?}"))),
-        }
-    }
-}
-
 fn outcome(p: Proc) -> Outcome {
     wait_all(vec![p], Duration::from_secs(30)).pop().unwrap()
-}
-
-#[test]
-fn a_64_mib_transfer_in_chunks_arrives_intact() {
-    let (listener, pe0) = start_pe0("transfer", "-");
-    let mut c = accept(&listener).unwrap();
-    assert_eq!((c.peer(), c.lane(), c.send_chunk()), (0, 0, wire::DEFAULT_MAX_CHUNK));
-    let mut heap = vec![0u8; HEAP as usize];
-    let frames = serve(&mut c, &mut heap).unwrap();
-    let o = outcome(pe0);
-    assert_eq!(o.code, Some(0), "PE 0: {}", o.out);
-    assert!(o.out.contains("OK transfer checked, GET in 65 chunks"), "{}", o.out);
-    // 64 chunks of 1 MiB, the quiet, the AMO, the GET request, the CLOSE.
-    assert_eq!(frames, 64 + 4);
-    assert!(heap[DATA_AT as usize..] == pattern(DATA_LEN as usize, 0x5a)[..]);
-    assert_eq!(heap[..8], 6u64.to_le_bytes());
 }
 
 #[test]
@@ -278,165 +101,8 @@ fn a_bad_hello_is_refused_on_both_sides() {
     }
 }
 
-#[test]
-fn a_peer_killed_mid_frame_is_named() {
-    let (listener, pe0) = start_pe0("die", "-");
-    let mut c = accept(&listener).unwrap();
-    c.set_io_timeout(Duration::from_secs(5));
-    let t = Instant::now();
-    let err = c.recv().expect_err("a frame from a dead PE").to_string();
-    assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
-    assert!(err.contains("PE 0 (127.0.0.1:"), "{err}");
-    assert!(err.contains("closed the connection in the middle of a PUT frame (seq 9, offset 0x0, 1048576 payload bytes)"), "{err}");
-    assert!(err.contains("(102400 of 1048576 bytes arrived)"), "{err}");
-    // The connection stays failed.
-    let again = c.recv().err().unwrap().to_string();
-    assert!(again.contains("failed earlier") && again.contains("PE 0"), "{again}");
-    let o = outcome(pe0);
-    assert_eq!(o.code, None, "PE 0 was not killed: {}", o.out);
-    assert!(o.out.contains("HALF SENT"), "{}", o.out);
-}
-
-#[test]
-fn a_peer_stalled_mid_frame_is_named_within_the_deadline() {
-    let (listener, mut pe0) = start_pe0("stall", "-");
-    let mut c = accept(&listener).unwrap();
-    c.set_io_timeout(Duration::from_secs(1));
-    let t = Instant::now();
-    let err = c.recv().expect_err("a frame from a silent PE").to_string();
-    let took = t.elapsed();
-    let _ = pe0.child.kill();
-    let o = outcome(pe0);
-    assert!(took < Duration::from_secs(3), "took {took:?}");
-    assert!(err.contains("PE 0 (127.0.0.1:") && err.contains("sent nothing for 1s in the middle of a PUT frame"), "{err}");
-    assert!(o.out.contains("HALF SENT"), "{}", o.out);
-}
-
-#[test]
-fn garbage_drops_the_connection_naming_the_peer() {
-    for (what, field) in [("offset", "field `offset` names heap bytes"), ("random", "PE 0 sent")] {
-        let (listener, pe0) = start_pe0("garbage", what);
-        let mut c = accept(&listener).unwrap();
-        let mut heap = vec![0u8; HEAP as usize];
-        match c.recv().unwrap() {
-            Message::Put { offset: 8, data, last: true, .. } => heap[8..24].copy_from_slice(data),
-            m => panic!("{what}: first frame {m:?}"),
-        }
-        let err = c.recv().err().unwrap_or_else(|| panic!("{what}: garbage accepted")).to_string();
-        assert!(err.contains("dropped the connection to PE 0 (127.0.0.1:"), "{what}: {err}");
-        assert!(err.contains(field), "{what}: {err}");
-        let again = c.recv().err().unwrap().to_string();
-        assert!(again.contains("failed earlier"), "{again}");
-        let o = outcome(pe0);
-        assert_eq!(o.code, Some(0), "{what}: PE 0: {}", o.out);
-        assert!(o.out.contains("GOT ERROR: PE 1 dropped the connection: PE 0 sent"), "{what}: {}", o.out);
-        assert!(o.out.contains(field), "{what}: {}", o.out);
-        // Nothing but the valid PUT reached the heap.
-        assert!(heap[8..24].iter().all(|&b| b == 1));
-        assert_eq!(heap.iter().filter(|&&b| b != 0).count(), 16, "{what}");
-    }
-}
-
-/// Single-stream loopback throughput of the send/recv path (receiver copies into its heap), for many
-/// 64 KiB transfers and one 256 MiB transfer. Prints the figures; checks the bytes.
-#[test]
-fn loopback_throughput() {
-    const BIG: usize = 256 << 20;
-    const SMALL: usize = 64 << 10;
-    const SMALL_COUNT: usize = 4096;
-    let ep = |pe| Endpoint { key: KEY, pe, npes: 2, heap_size: BIG as u64, max_chunk: wire::DEFAULT_MAX_CHUNK };
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = std::thread::spawn(move || {
-        let mut c = tcp_accept(&listener, &ep(1), Instant::now() + Duration::from_secs(10)).unwrap();
-        let mut heap = vec![0u8; BIG];
-        serve(&mut c, &mut heap).unwrap();
-        heap
-    });
-    let mut c = connect::connect(addr, &ep(0), 1, 0, 1, Instant::now() + Duration::from_secs(10)).unwrap();
-    let small = pattern(SMALL, 1);
-    let big = pattern(BIG, 2);
-    let quiet = |c: &mut Connection, seq| {
-        c.send_message(&Message::Quiet { seq }).unwrap();
-        assert_eq!(c.recv().unwrap(), Message::QuietAck { seq });
-    };
-    quiet(&mut c, 0);
-    let t = Instant::now();
-    for i in 0..SMALL_COUNT {
-        c.put(i as u64, (i % (BIG / SMALL) * SMALL) as u64, &small, None).unwrap();
-    }
-    quiet(&mut c, 1);
-    let small_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    c.put(2, 0, &big, None).unwrap();
-    quiet(&mut c, 3);
-    let big_s = t.elapsed().as_secs_f64();
-    c.close().unwrap();
-    let heap = server.join().unwrap();
-    assert!(heap == big, "the 256 MiB put arrived damaged");
-    let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
-    println!(
-        "loopback_throughput: 64 KiB puts: {:.2} GB/s ({} transfers, {:.1} us each); 256 MiB put: {:.2} GB/s ({:.1} ms)",
-        gbs(SMALL * SMALL_COUNT, small_s),
-        SMALL_COUNT,
-        small_s * 1e6 / SMALL_COUNT as f64,
-        gbs(BIG, big_s),
-        big_s * 1e3
-    );
-}
-
-/// The medium's limit next to `loopback_throughput`: the same bytes through a bare TcpStream
-/// (write_all of each block, read_exact into the destination), no headers, no checks.
-#[test]
-fn loopback_baseline() {
-    const BIG: usize = 256 << 20;
-    const SMALL: usize = 64 << 10;
-    const SMALL_COUNT: usize = 4096;
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        s.set_nodelay(true).unwrap();
-        let mut heap = vec![0u8; BIG];
-        for i in 0..SMALL_COUNT {
-            let at = i % (BIG / SMALL) * SMALL;
-            s.read_exact(&mut heap[at..at + SMALL]).unwrap();
-        }
-        s.write_all(&[1]).unwrap();
-        for c in heap.chunks_mut(1 << 20) {
-            s.read_exact(c).unwrap();
-        }
-        s.write_all(&[2]).unwrap();
-        heap
-    });
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_nodelay(true).unwrap();
-    let small = pattern(SMALL, 1);
-    let big = pattern(BIG, 2);
-    let mut ack = [0u8];
-    let t = Instant::now();
-    for _ in 0..SMALL_COUNT {
-        s.write_all(&small).unwrap();
-    }
-    s.read_exact(&mut ack).unwrap();
-    let small_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    for c in big.chunks(1 << 20) {
-        s.write_all(c).unwrap();
-    }
-    s.read_exact(&mut ack).unwrap();
-    let big_s = t.elapsed().as_secs_f64();
-    assert!(server.join().unwrap() == big);
-    let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
-    println!(
-        "loopback_baseline: 64 KiB writes: {:.2} GB/s; 256 MiB in 1 MiB writes: {:.2} GB/s",
-        gbs(SMALL * SMALL_COUNT, small_s),
-        gbs(BIG, big_s)
-    );
-}
-
-/// Threads, real sockets: several connections per pair, a stranger, a connection meant for another
-/// PE, and a frame the peer would refuse, which `send` refuses instead of sending.
+/// Threads, real sockets: several connections per pair, a stranger, and a connection meant for
+/// another PE.
 #[test]
 fn lanes_strangers_and_wrong_targets() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -471,21 +137,6 @@ fn lanes_strangers_and_wrong_targets() {
     let err = client.join().unwrap();
     assert!(err.contains("PE 2 at 127.0.0.1") && err.contains("meant for another PE"), "{err}");
 
-    // A frame outside the peer's heap is refused before it is sent; the connection stays usable.
-    let client = std::thread::spawn(move || {
-        let mut c = connect::connect(addr, &endpoint(0), 1, 0, 1, deadline()).unwrap();
-        let err = c.put(1, HEAP - 4, &[0u8; 8], None).unwrap_err().to_string();
-        assert!(err.contains("refusing to send to PE 1") && err.contains("`offset`"), "{err}");
-        let err = c.send(&OpHeader { kind: 99, src_pe: 0, ..Default::default() }, &[]).unwrap_err().to_string();
-        assert!(err.contains("unknown kind 99"), "{err}");
-        c.put(2, HEAP - 8, &[3u8; 8], None).unwrap();
-        c.close().unwrap();
-    });
-    let mut c = accept(&listener).unwrap();
-    let mut heap = vec![0u8; HEAP as usize];
-    assert_eq!(serve(&mut c, &mut heap).unwrap(), 2);
-    client.join().unwrap();
-    assert_eq!(heap[HEAP as usize - 8..], [3u8; 8]);
 }
 
 /// A raw client's hello, answered: the 64 bytes of the answer (empty when none came).

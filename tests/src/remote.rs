@@ -473,18 +473,13 @@ pub(crate) fn hello_v(version: u32, key: [u8; 16], src: u32, dst: u32, npes: u32
     h
 }
 
-/// A PUT frame header (wire layout, little-endian), with `reserved` in its `key` field (an rkey, which
-/// only the emulated NIC's frames use).
-fn put_header(src: u32, offset: u64, len: u64, reserved: u32) -> Vec<u8> {
-    let mut h = vec![1u8, 1, 0, 0];
-    h.extend_from_slice(&src.to_le_bytes());
-    for v in [1u64, offset, len] {
-        h.extend_from_slice(&v.to_le_bytes());
-    }
-    h.extend_from_slice(&(len as u32).to_le_bytes());
-    h.extend_from_slice(&reserved.to_le_bytes());
-    h.extend_from_slice(&[0u8; 24]);
-    assert_eq!(h.len(), 64);
+/// A PUT frame's head (wire layout, little-endian: `rshmem_device::remote::frame::Head`), with `op`
+/// set to `op` (a PUT uses none: non-zero is a bad field).
+fn put_header(offset: u64, len: u32, op: u8) -> Vec<u8> {
+    let mut h = vec![rshmem_device::remote::frame::PUT, op, 0, 0];
+    h.extend_from_slice(&len.to_le_bytes());
+    h.extend_from_slice(&offset.to_le_bytes());
+    assert_eq!(h.len(), 16);
     h
 }
 
@@ -524,21 +519,21 @@ pub fn garbage(c: &Ctx) {
             die(format!("rogue with a wrong key: answer status {status:?}, expected 1 (wrong key)"));
         }
         println!("PE 2: rogue with a wrong key refused (status 1)");
-        // 2. The right key, then a PUT into the watched buffer with a non-zero `key` field (unused by PUT).
-        let mut frame = put_header(2, off(watched), 16, 7);
+        // 2. The right key, then a PUT into the watched buffer with a non-zero `op` field (unused by PUT).
+        let mut frame = put_header(off(watched), 16, 7);
         frame.extend_from_slice(&[0xee; 16]);
         let ans = rogue(addr, &hello(key, 2, 0, n, heap), &frame);
         let text = String::from_utf8_lossy(ans.get(64..).unwrap_or_default()).into_owned();
-        if !text.contains("`key`") {
+        if !text.contains("`op`") {
             die(format!("rogue with a bad frame: PE 0 did not answer with an error naming the field: {text:?}"));
         }
         println!("PE 2: rogue bad frame answered: {}", text.chars().filter(|c| !c.is_control()).collect::<String>());
         // 3. The right key, then a PUT reaching past the end of the heap.
-        let mut frame = put_header(2, heap - 8, 16, 0);
+        let mut frame = put_header(heap - 8, 16, 0);
         frame.extend_from_slice(&[0xee; 16]);
         let ans = rogue(addr, &hello(key, 2, 0, n, heap), &frame);
         let text = String::from_utf8_lossy(ans.get(64..).unwrap_or_default()).into_owned();
-        if !text.contains("outside") {
+        if !text.contains("beyond the") {
             die(format!("rogue with an out-of-heap frame: no error naming it: {text:?}"));
         }
     }

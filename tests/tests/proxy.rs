@@ -272,8 +272,9 @@ fn group_puts(fence: &str) {
 }
 
 /// `RSHMEM_PROXY_STATS=1`: every PE prints its stage counters at finalize, and they count what the job
-/// did: PE 0 drained the requests of its puts, AMOs and signals and PE 1 applied their frames, its
-/// words and AMOs through the inbound queue; a bad value stops init naming the variable.
+/// did: every PE drained the requests of its puts, AMOs and signals into frames and sent them, and
+/// received, checked and acknowledged the frames of the others; a bad value stops init naming the
+/// variable.
 #[test]
 fn stats_count_the_stages() {
     let (ok, text, _) = run_with(&["proxy_ops"], false, &[("RSHMEM_PROXY_STATS", "1")]);
@@ -285,9 +286,10 @@ fn stats_count_the_stages() {
     };
     for pe in 0..4 {
         assert!(field(pe, "requests") > 0, "PE {pe} drained no request:\n{text}");
-        assert!(field(pe, "frames") > 0, "PE {pe} applied no frame:\n{text}");
-        assert!(field(pe, "inbound_ops") > 0 && field(pe, "inbound_waits") > 0, "PE {pe} queued no inbound operation:\n{text}");
-        assert!(field(pe, "settles") > 0, "PE {pe} settled nothing:\n{text}");
+        assert!(field(pe, "frames") > 0, "PE {pe} received no frame:\n{text}");
+        assert!(field(pe, "sends") > 0 && field(pe, "sent_bytes") > 0, "PE {pe} sent nothing:\n{text}");
+        assert!(field(pe, "recvs") > 0 && field(pe, "recv_bytes") > 0, "PE {pe} received nothing:\n{text}");
+        assert!(field(pe, "acks") > 0, "PE {pe} acknowledged nothing:\n{text}");
     }
     let (ok, text, _) = run_with(&["proxy_ops"], false, &[("RSHMEM_PROXY_STATS", "maybe")]);
     assert!(!ok && text.contains("RSHMEM_PROXY_STATS"), "a bad RSHMEM_PROXY_STATS was not refused:\n{text}");

@@ -143,7 +143,7 @@ pub fn set_state(s: &DeviceState) {
     store_u64(offset_of!(DeviceState, proxy_ring), s.proxy_ring.header);
     store_u64(offset_of!(DeviceState, proxy_ring) + 8, s.proxy_ring.slots);
     store_u64(offset_of!(DeviceState, proxy_ret), s.proxy_ret);
-    store_u64(offset_of!(DeviceState, inbound), s.inbound);
+    store_u64(offset_of!(DeviceState, target), s.target);
     for (i, w) in s.route.chunks_exact(4).enumerate() {
         store_u32(offset_of!(DeviceState, route) + 4 * i, u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
     }

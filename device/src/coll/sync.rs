@@ -99,13 +99,25 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, order: Order
     // one thread of this PE in a synchronization of the team (the caller's contract) and read by the
     // scope's threads before it (`inbox`).
     let epoch = unsafe { arch::rmw_u64_gpu(Rmw::Add, epoch_ctr, 1) } + 1;
-    match order {
-        // Remote PEs: this PE's requests must be complete at their targets before any PE can leave
-        // (a PE that leaves may read what we put on a third PE).
-        Order::Quiet => ops::quiet(),
-        Order::Release => arch::fence_acq_rel(),
-        Order::Enter => arch::fence_acq_rel_cta(),
-    }
+    // A quiet of the world team with a remote engine overlaps the flags' journey: the flags to PEs
+    // the engine reaches go fenced (each is applied after everything this PE sent that PE before), so
+    // the wait for this PE's earlier requests to complete (`barrier_complete`, below) need not come
+    // first: a barrier of two nodes costs one exchange, not a round trip and then an exchange. Every
+    // PE of the world team gets such a flag, so each sees this PE's data before it sees the flag.
+    let overlap = order == Order::Quiet && t.id == TEAM_WORLD && arch::state_u64(Field::PROXY_RING_HEADER) != 0;
+    let mark = if overlap {
+        arch::fence_sc();
+        remote::barrier_mark()
+    } else {
+        match order {
+            // Remote PEs: this PE's requests must be complete at their targets before any PE can
+            // leave (a PE that leaves may read what we put on a third PE).
+            Order::Quiet => ops::quiet(),
+            Order::Release => arch::fence_acq_rel(),
+            Order::Enter => arch::fence_acq_rel_cta(),
+        }
+        0
+    };
     let (me, n) = (t.me(), t.size());
     let word = (epoch << 16) | tag as u64;
     // SAFETY: `me` < size <= MAX_PES: a slot of the flags array.
@@ -122,10 +134,13 @@ pub unsafe fn team_exchange(call: &'static str, t: &Team, tag: u16, order: Order
                 if mapped {
                     arch::store_relaxed_u64(r as *mut u64, word);
                 } else {
-                    remote::put_inline(call, my_slot, 8, word, pe);
+                    remote::put_inline_with(call, my_slot, 8, word, pe, overlap);
                 }
             }
         }
+    }
+    if overlap {
+        remote::barrier_complete(mark);
     }
     let mut spins = 0u64;
     let mut since = 0u64;

@@ -118,8 +118,11 @@ pub struct RingHeader {
     pub completed: u64,
     /// The rest of line 2: `completed` has its cache line to itself.
     pub _r2: [u64; 7],
-    /// Line 3, reserved (0): the header is `HEADER_BYTES`.
-    pub _r3: [u64; 8],
+    /// Tickets below it have been drained and the sources they name read: a blocking put that names
+    /// its source (not staged) may return once `consumed` passes its ticket (proxy: release store).
+    pub consumed: u64,
+    /// The rest of line 3: the header is `HEADER_BYTES`.
+    pub _r3: [u64; 7],
 }
 
 /// A channel's counters in device memory (posters update them), one cache line each.
@@ -172,8 +175,11 @@ pub mod op {
     pub const PUT_STAGED: u16 = 8;
     /// As `PUT_STAGED`, then the signal (as `PUT_SIGNAL`) once the data is visible at the target.
     pub const PUT_SIGNAL_STAGED: u16 = 9;
+    /// A fence: every later request to a PE is applied there after every earlier one to it (`pe`,
+    /// `offset`, `len` unused).
+    pub const FENCE: u16 = 10;
     /// The largest valid kind.
-    pub const LAST: u16 = PUT_SIGNAL_STAGED;
+    pub const LAST: u16 = FENCE;
 }
 
 /// One request: 64 bytes, one slot. `seq` is the valid word and is written last (release); every
@@ -215,6 +221,11 @@ const _: () = assert!(core::mem::size_of::<ChannelCounters>() == COUNTERS_BYTES)
 /// the return area): the old value of a fetching AMO, or the `len` (1, 2, 4 or 8) bytes of a GET with
 /// `src == 0` (`g`), zero-extended into `ReturnSlot::value`.
 pub const SUB_RETURN: u16 = 0x8000;
+
+/// Flag in `Request::sub` of a `PUT_INLINE`, `SIGNAL` or `AMO`: applied at the target after every
+/// earlier request of this PE to it, whatever lanes they took (a fence just before it: a barrier's
+/// flag, which must follow the data the barrier completes).
+pub const SUB_FENCED: u16 = 0x4000;
 
 /// AMO codes (`Request::sub & 0xff` of an `op::AMO`; signals use `SET`/`ADD` on 8 bytes). The same
 /// numbers as the wire's `AmoOp` (the runtime asserts it), so a request is forwarded without mapping.
@@ -345,6 +356,8 @@ pub const CHUNK_OFF: usize = core::mem::offset_of!(RingHeader, chunk);
 pub const TAIL_OFF: usize = core::mem::offset_of!(RingHeader, tail);
 /// Byte offset of [`RingHeader::completed`] (128: line 2).
 pub const COMPLETED_OFF: usize = core::mem::offset_of!(RingHeader, completed);
+/// Byte offset of [`RingHeader::consumed`] (192: line 3).
+pub const CONSUMED_OFF: usize = core::mem::offset_of!(RingHeader, consumed);
 /// Byte offset of [`ChannelCounters::head`].
 pub const HEAD_OFF: usize = core::mem::offset_of!(ChannelCounters, head);
 /// Byte offset of [`ChannelCounters::tail_seen`].
@@ -563,6 +576,22 @@ pub unsafe fn wait_completed_with(ch: &Channel, seq: u64, mut wait: impl FnMut(u
         if !wait(spins) {
             return Err(Stalled::NotCompleted { seq, completed: c });
         }
+    }
+}
+
+/// Waits until the engine has read the source of request `seq` (`RingHeader::consumed`: a blocking
+/// put that names its source returns then), through `arch::idle`.
+///
+/// # Safety
+/// As `reserve_with` (a valid channel).
+#[inline(always)]
+pub unsafe fn wait_consumed(ch: &Channel, seq: u64) {
+    const CALL: &str = "rshmem put (waiting for the engine to read the source)\0";
+    let p = (ch.ring as usize + CONSUMED_OFF) as *const u64;
+    let mut s = 0u64;
+    // SAFETY: forwarded contract: an 8-aligned u64 of the header, accessed only atomically.
+    while unsafe { arch::load_acquire_u64(p) } < seq {
+        arch::idle(&mut s, CALL);
     }
 }
 

@@ -34,7 +34,6 @@ mod setup;
 mod wire;
 
 pub use launch::{parse_launch_env, pe_list, LaunchEnv};
-pub(crate) use wire::truncate;
 pub(crate) use ratelimit::WarnLimiter;
 pub(crate) use wire::poll;
 

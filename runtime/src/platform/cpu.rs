@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::node::fdpass::FdServer;
 use crate::platform::backend::Backend;
 use crate::platform::segment::Segment;
-use crate::platform::services::{CopyList, CopyQueue, DeviceMem, HostShared, Services};
+use crate::platform::services::{DeviceMem, HostShared, Services};
 use rshmem_device::arch::host::{install_hooks, Coords, Hooks};
 use rshmem_device::Dim3;
 use rshmem_device::Failure;
@@ -90,7 +90,7 @@ impl Backend for CpuBackend {
 }
 
 /// The CPU platform's services: device code runs on host threads, so memory both sides see is ordinary
-/// memory, and the proxy applies inbound operations itself.
+/// memory, and the remote engine's lane threads apply what arrives themselves (no service kernel).
 pub struct CpuServices;
 
 impl Services for CpuServices {
@@ -101,16 +101,6 @@ impl Services for CpuServices {
         let h = HostShared::host_alloc(bytes)?;
         Ok(DeviceMem { addr: h.device_addr(), bytes, _keep: Box::new(h) })
     }
-    fn inbound_on_host(&self) -> bool {
-        true
-    }
-    fn kick_inbound(&self) -> Result<()> {
-        // Device code runs on host threads here: the proxy thread applies the queued operations itself,
-        // with the same function device threads use while they wait.
-        // SAFETY: called by the proxy while the runtime (its queue and heap) is alive.
-        unsafe { rshmem_device::remote::inbound::progress(u32::MAX) };
-        Ok(())
-    }
     unsafe fn load_u64(&self, addr: u64) -> Result<u64> {
         // SAFETY: the caller's contract: an aligned word of a live allocation, updated only atomically.
         Ok(unsafe { std::sync::atomic::AtomicU64::from_ptr(addr as *mut u64) }.load(std::sync::atomic::Ordering::Acquire))
@@ -119,9 +109,6 @@ impl Services for CpuServices {
         // SAFETY: forwarded contract.
         unsafe { cpu_copy(dst, src, len) };
         Ok(())
-    }
-    fn copy_queue(&self) -> Result<Option<Box<dyn CopyQueue>>> {
-        Ok(Some(Box::new(CpuCopyQueue::new()?)))
     }
 }
 
@@ -151,62 +138,6 @@ unsafe fn cpu_copy(dst: *mut u8, src: *const u8, len: usize) {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }
 
-/// The CPU backend's `CopyQueue`: a worker thread of its own does the copies, in order, and publishes
-/// the last mark done (release), so that a proxy receiver goes on reading frames meanwhile, as on a GPU
-/// with the copy engine.
-struct CpuCopyQueue {
-    /// Batches for the worker: (dst, src, len) as addresses, and the batch's mark.
-    tx: Option<std::sync::mpsc::Sender<(CopyList, u64)>>,
-    done: Arc<AtomicU64>,
-    next: u64,
-    worker: Option<std::thread::JoinHandle<()>>,
-}
-
-impl CpuCopyQueue {
-    fn new() -> Result<CpuCopyQueue> {
-        let (tx, rx) = std::sync::mpsc::channel::<(CopyList, u64)>();
-        let done = Arc::new(AtomicU64::new(0));
-        let d = Arc::clone(&done);
-        let worker = std::thread::Builder::new()
-            .name("rshmem-copies".into())
-            .spawn(move || {
-                for (list, mark) in rx {
-                    for (dst, src, len) in list {
-                        // SAFETY: `start`'s contract: valid, non-overlapping, unchanged until this
-                        // mark is published.
-                        unsafe { cpu_copy(dst as *mut u8, src as *const u8, len) };
-                    }
-                    // Release: the copies happen before a waiter's acquire of the mark.
-                    d.store(mark, Ordering::Release);
-                }
-            })
-            .map_err(|e| crate::error::Error::os("proxy: starting the copy thread", e))?;
-        Ok(CpuCopyQueue { tx: Some(tx), done, next: 0, worker: Some(worker) })
-    }
-}
-
-impl CopyQueue for CpuCopyQueue {
-    unsafe fn start(&mut self, copies: &[(*mut u8, *const u8, usize)]) -> Result<u64> {
-        self.next += 1;
-        let list = copies.iter().map(|&(d, s, n)| (d as usize, s as usize, n)).collect();
-        let tx = self.tx.as_ref().expect("the sender lives until drop");
-        tx.send((list, self.next)).map_err(|_| crate::error::Error::new("proxy: the copy thread ended"))?;
-        Ok(self.next)
-    }
-    fn landed(&mut self, mark: u64) -> Result<bool> {
-        Ok(self.done.load(Ordering::Acquire) >= mark)
-    }
-}
-
-impl Drop for CpuCopyQueue {
-    fn drop(&mut self) {
-        // The worker finishes every batch sent, then sees the channel closed.
-        drop(self.tx.take());
-        if let Some(w) = self.worker.take() {
-            let _ = w.join();
-        }
-    }
-}
 
 // ------------------------------------------------------------------ CPU kernels
 

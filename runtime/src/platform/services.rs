@@ -1,4 +1,4 @@
-//! What host threads that serve this PE's device code need from the platform: the proxy transport's
+//! What host threads that serve this PE's device code need from the platform: the remote engine's
 //! threads and the emulated NIC use it (`Backend::services` hands it out). Kept apart from the
 //! platform's own interface (`platform::backend::Backend`: the heap, copies in and out, quiet), which
 //! the runtime uses.
@@ -22,26 +22,6 @@ pub trait Services: Send + Sync {
     /// # Safety
     /// `src` must be readable and `dst` writable for `len` bytes; the ranges must not overlap.
     unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<()>;
-    /// Copies every `(dst, src, len)` of `copies` in order (a later copy to the same bytes wins), all
-    /// complete when it returns: the proxy's receivers apply a burst of puts with one call (CUDA: on
-    /// one stream, one synchronization for all).
-    ///
-    /// # Safety
-    /// As `copy`, for each of them; and every `dst` lies in this PE's heap and every `src` in memory
-    /// `host_shared` returned (CUDA: both known to the driver, so no copy is bounced or checked).
-    unsafe fn copy_batch(&self, copies: &[(*mut u8, *const u8, usize)]) -> Result<()> {
-        for &(d, s, n) in copies {
-            // SAFETY: forwarded contract.
-            unsafe { self.copy(d, s, n)? };
-        }
-        Ok(())
-    }
-    /// A queue of copies into this PE's heap that land in the background, in order (a proxy receiver's:
-    /// see [`CopyQueue`]), made at setup; None where `copy_batch` is the only way (the caller then
-    /// copies synchronously).
-    fn copy_queue(&self) -> Result<Option<Box<dyn CopyQueue>>> {
-        Ok(None)
-    }
     /// Reads the u64 at `addr` (device memory from `device_mem`, which device code updates with
     /// atomics) from a host thread: CUDA: a copy of 8 bytes; CPU backend: an atomic load.
     ///
@@ -53,9 +33,9 @@ pub trait Services: Send + Sync {
         unsafe { self.copy(&mut v as *mut u64 as *mut u8, addr as *const u8, 8)? };
         Ok(v)
     }
-    /// Prepares `copy` and the inbound service at proxy setup, so that the first remote request does not pay for it
-    /// (CUDA: loading the runtime's module, which JIT-compiles the device library, can take seconds
-    /// that a peer's sends would otherwise wait for).
+    /// Prepares `copy` and the service kernels at the remote engine's setup, so that the first remote
+    /// request does not pay for it (CUDA: loading the runtime's module, which JIT-compiles the device
+    /// library, can take seconds that a peer's sends would otherwise wait for).
     fn prepare_proxy(&self) -> Result<()> {
         Ok(())
     }
@@ -75,21 +55,6 @@ pub trait Services: Send + Sync {
     unsafe fn post_request(&self, _req: &rshmem_device::remote::proxy::Request, _stream: Option<u64>) -> Result<bool> {
         Ok(false)
     }
-    /// Applies the inbound operations queued for this PE (`rshmem_device::remote::inbound`) when no
-    /// device thread took them: CPU backend: at once, on the calling (proxy) thread; CUDA: a launch of
-    /// the service kernel, not waited for.
-    fn kick_inbound(&self) -> Result<()> {
-        Ok(())
-    }
-    /// Whether `kick_inbound` applies the queue on the calling thread (so the proxy calls it at once
-    /// and as often as it polls) rather than asking for a launch (asked once, after a grace period).
-    fn inbound_on_host(&self) -> bool {
-        false
-    }
-    /// Called before the proxy frees its inbound queue: ends whatever `kick_inbound` started that may
-    /// still read the queue (CUDA: waits, at most about a second, for the last service kernel, which
-    /// keeps polling the queue for a while after its last operation).
-    fn inbound_release(&self) {}
     /// Kernel `name` of the runtime's device library, taking `args` (each a u64 parameter), in one
     /// block of `threads` threads, on a non-blocking stream of its own made now (at setup, so that it
     /// gets a hardware queue of its own and never waits behind a user kernel that waits for it),
@@ -101,41 +66,13 @@ pub trait Services: Send + Sync {
 }
 
 /// A kernel of the runtime's device library that a host thread (re)starts: `Services::service_kernel`
-/// (the device-resident NIC model of `transport::ibgda::devnic`).
+/// (the remote engine's apply kernel, `transport::proxy::target`; the device-resident NIC model of
+/// `transport::ibgda::devnic`).
 pub trait ServiceKernel: Send + Sync {
     /// Launches the kernel on its stream (after the previous launch, in stream order).
     fn launch(&self) -> Result<()>;
     /// Whether the last launch still runs; never blocks.
     fn running(&self) -> Result<bool>;
-}
-
-/// Copies as addresses, `(dst, src, len)` each: a batch of a `CopyQueue` held for later (by a worker
-/// thread, or a test's late queue).
-pub type CopyList = Vec<(usize, usize, usize)>;
-
-/// Copies into this PE's heap that complete in the background (`Services::copy_queue`): a proxy
-/// receiver starts a burst's copies and goes on reading frames while they land, and waits only where
-/// order needs it (before an operation that must follow them, before it acknowledges a QUIET, before it
-/// reuses the bounce memory they read). Copies land in the order started. Marks are 1, 2, 3... in
-/// start order; each covers its batch and every earlier one. A queue is used by one thread at a time.
-pub trait CopyQueue: Send {
-    /// Starts `copies` (as `Services::copy_batch`: every `dst` in the heap, every `src` in memory from
-    /// `host_shared`) after everything started before, and returns their mark.
-    ///
-    /// # Safety
-    /// As `Services::copy_batch`, and the sources stay unchanged and alive until `landed` or `wait`
-    /// said the mark landed (or the queue is dropped, which waits for everything started).
-    unsafe fn start(&mut self, copies: &[(*mut u8, *const u8, usize)]) -> Result<u64>;
-    /// Whether everything up to `mark` has landed (visible to this PE's device code), without waiting.
-    fn landed(&mut self, mark: u64) -> Result<bool>;
-    /// Waits until everything up to `mark` has landed.
-    fn wait(&mut self, mark: u64) -> Result<()> {
-        let mut backoff = rshmem_common::Backoff::new();
-        while !self.landed(mark)? {
-            backoff.snooze();
-        }
-        Ok(())
-    }
 }
 
 /// Memory device code reads and updates fastest (`Services::device_mem`): its device address, freed on

@@ -94,14 +94,14 @@ pub trait Transport: Send + Sync {
     }
 }
 
-/// Where device code finds a remote transport's channels (device addresses): each channel's ring,
-/// return area, staging and counters, and the inbound queue (`rshmem_device::remote::inbound`).
+/// Where device code finds a remote transport's engine (device addresses): its request ring (return
+/// area, staging and counters) and its target table (`rshmem_device::remote::lane`).
 #[derive(Clone, Debug)]
 pub struct DeviceChannel {
-    /// Each channel's ring, return area, staging and counters, by channel number.
+    /// The request ring, return area, staging and counters (one: the engine's).
     pub channels: Vec<Channel>,
-    /// Device address of the inbound queue (`rshmem_device::remote::inbound`).
-    pub inbound: u64,
+    /// Device address of the target table (`rshmem_device::remote::lane::TargetTable`).
+    pub target: u64,
 }
 
 /// What a remote transport gets to set itself up (collectively, at init).

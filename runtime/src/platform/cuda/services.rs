@@ -44,7 +44,7 @@ use super::driver::{check, check_ctx};
 use super::module::Stream;
 use super::modules::Modules;
 use crate::error::{Error, Result};
-use crate::platform::services::{CopyQueue, DeviceMem, HostShared, ServiceKernel, Services};
+use crate::platform::services::{DeviceMem, HostShared, ServiceKernel, Services};
 use cudarc::driver::sys as cu;
 use std::sync::{Arc, Mutex};
 
@@ -60,11 +60,6 @@ pub struct CudaServices {
     made: std::sync::atomic::AtomicUsize,
     /// Pinned bounce buffers (BOUNCE_BYTES each) for copies whose host side is pageable.
     bounce: Mutex<Vec<HostShared>>,
-    /// Wakes the kicker thread, which launches the inbound service (see `launch_inbound_service`),
-    /// and hears from it when it has ended (`inbound_release`).
-    kicker: Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
-    /// The stream of every `CopyQueue` (made by the first).
-    copy_stream: Mutex<Option<usize>>,
 }
 
 /// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per proxy thread that
@@ -87,11 +82,6 @@ impl Drop for CudaServices {
             // backend is being dropped).
             unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
         }
-        if let Some(s) = self.copy_stream.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
-            // SAFETY: the copy queues' stream, destroyed once; every queue waited for its copies when
-            // it was dropped (the proxy's receivers, before the backend).
-            unsafe { cu::cuStreamDestroy_v2(s as cu::CUstream) };
-        }
     }
 }
 
@@ -105,8 +95,6 @@ impl CudaServices {
             streams: Mutex::new(vec![]),
             made: Default::default(),
             bounce: Mutex::new(vec![]),
-            kicker: Mutex::new(None),
-            copy_stream: Mutex::new(None),
         }
     }
 
@@ -261,38 +249,6 @@ impl CudaServices {
 
 
 
-    /// `Services::copy_batch` on CUDA: every copy on one stream of the pool, in order, synchronized
-    /// once. Both sides are known to the driver by the trait's contract (a receiver's pinned bounce
-    /// buffer and the heap), so no copy asks the driver what its addresses are (two
-    /// `cuPointerGetAttribute` calls per copy, as `proxy_copy` does, were as many driver calls as the
-    /// copies themselves); debug builds still check.
-    ///
-    /// # Safety
-    /// As `Services::copy_batch`.
-    unsafe fn proxy_copy_batch(&self, copies: &[(*mut u8, *const u8, usize)]) -> Result<()> {
-        if copies.is_empty() {
-            return Ok(());
-        }
-        debug_assert!(copies.iter().all(|&(d, s, _)| driver_visible(d as u64) && driver_visible(s as u64)), "copy_batch with an address the driver does not know");
-        self.bind()?;
-        let s = self.take_stream()?;
-        let mut r = Ok(());
-        for &(dst, src, len) in copies {
-            if len != 0 {
-                // SAFETY: the caller's contract; s is a live stream of our context.
-                r = check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, s.0) }, "proxy copy: cuMemcpyAsync");
-                if r.is_err() {
-                    break;
-                }
-            }
-        }
-        // Synchronized even after an error: the stream goes back to the pool empty.
-        // SAFETY: s is a live stream.
-        let synced = check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy copy: cuStreamSynchronize");
-        self.give_stream(s);
-        r.and(synced)
-    }
-
     /// `Services::post_request` on CUDA: `rshmemi_proxy_request` on `stream` (None: one of the services'
     /// non-blocking streams, synchronized before returning). The request travels in the kernel's
     /// parameters (copied at launch), so nothing here must outlive the call.
@@ -323,90 +279,6 @@ impl CudaServices {
             .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy request from the GPU: cuStreamSynchronize"));
         self.give_stream(s);
         r
-    }
-
-    /// Asks for a launch of `rshmemi_inbound_service` (one thread applies the queued inbound
-    /// operations) and returns at once. The launch itself is made by a kicker thread of its own: the
-    /// launch call may block in the driver while a program thread waits inside it (the hang this
-    /// queue exists for), and the proxy's receiver must keep polling the operation's `done` word,
-    /// which a waiting device thread may set first. Kicks that arrive while a launch is under way are
-    /// folded into the next one.
-    fn launch_inbound_service(&self) -> Result<()> {
-        let mut k = self.kicker.lock().unwrap();
-        if k.is_none() {
-            let module = self.modules.own()?;
-            let ctx = self.ctx as usize;
-            let (tx, rx) = std::sync::mpsc::channel::<()>();
-            let (ended_tx, ended_rx) = std::sync::mpsc::channel::<()>();
-            std::thread::Builder::new()
-                .name("rshmem-inbound-kick".into())
-                .spawn(move || {
-                    // SAFETY: ctx is the retained primary context (valid for the process's life).
-                    unsafe { cu::cuCtxSetCurrent(ctx as cu::CUcontext) };
-                    let mut s: cu::CUstream = std::ptr::null_mut();
-                    // SAFETY: out-pointer to a local; a non-blocking stream of its own.
-                    if unsafe { cu::cuStreamCreate(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) } != cu::CUresult::CUDA_SUCCESS {
-                        return;
-                    }
-                    // Recorded after each launch: while it is not reached, the last service kernel
-                    // still runs (it polls for a while, `rshmemi_inbound_service`) and will take the
-                    // new operation, so no second one is launched. If it ends just before taking it,
-                    // the receiver's next kick (it kicks again while the operation waits) launches one.
-                    let mut ev: cu::CUevent = std::ptr::null_mut();
-                    // SAFETY: out-pointer to a local.
-                    if unsafe { cu::cuEventCreate(&mut ev, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) } != cu::CUresult::CUDA_SUCCESS {
-                        ev = std::ptr::null_mut();
-                    }
-                    while rx.recv().is_ok() {
-                        while rx.try_recv().is_ok() {}
-                        // SAFETY: ev is null or this thread's live event.
-                        if !ev.is_null() && unsafe { cu::cuEventQuery(ev) } == cu::CUresult::CUDA_ERROR_NOT_READY {
-                            continue;
-                        }
-                        // SAFETY: the kernel takes no parameters; s is this thread's live stream; the
-                        // module is held (Arc) by this thread.
-                        if let Err(e) = unsafe { module.launch("rshmemi_inbound_service", 1, 1, 0, Stream(s), &mut []) } {
-                            crate::log::warn(format!("proxy: launching the inbound service: {e}"));
-                        } else if !ev.is_null() {
-                            // SAFETY: live event and stream of this thread.
-                            unsafe { cu::cuEventRecord(ev, s) };
-                        }
-                    }
-                    // The proxy is going (`inbound_release`): let the last service kernel end before
-                    // its queue is freed. It ends INBOUND_LINGER after its last operation; a kernel
-                    // that does not end within a second is left (the error path, never a hang).
-                    let start = std::time::Instant::now();
-                    // SAFETY: ev is null or this thread's live event.
-                    while !ev.is_null() && unsafe { cu::cuEventQuery(ev) } == cu::CUresult::CUDA_ERROR_NOT_READY && start.elapsed() < std::time::Duration::from_secs(1) {
-                        std::thread::sleep(std::time::Duration::from_micros(50));
-                    }
-                    // SAFETY: s and ev were created above and are destroyed once, after the last use.
-                    unsafe {
-                        if !ev.is_null() {
-                            cu::cuEventDestroy_v2(ev);
-                        }
-                        cu::cuStreamDestroy_v2(s)
-                    };
-                    let _ = ended_tx.send(());
-                })
-                .map_err(|e| Error::os("proxy: starting the inbound kicker thread", e))?;
-            *k = Some((tx, ended_rx));
-        }
-        if let Some((tx, _)) = k.as_ref() {
-            let _ = tx.send(());
-        }
-        Ok(())
-    }
-
-    /// `Services::inbound_release`: stops the kicker thread, which first waits (at most a second) for
-    /// the last service kernel to end; waits for that at most two seconds (a kicker stuck in the
-    /// driver is left behind rather than hanging the finalize).
-    fn release_inbound_service(&self) {
-        let k = self.kicker.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some((tx, ended)) = k {
-            drop(tx);
-            let _ = ended.recv_timeout(std::time::Duration::from_secs(2));
-        }
     }
 
     /// Allocates what the proxy's copies need before any kernel runs (see the module notes).
@@ -484,36 +356,9 @@ impl Services for CudaServices {
         // SAFETY: forwarded contract.
         unsafe { self.proxy_copy(dst, src, len) }
     }
-    unsafe fn copy_batch(&self, copies: &[(*mut u8, *const u8, usize)]) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.proxy_copy_batch(copies) }
-    }
-    fn copy_queue(&self) -> Result<Option<Box<dyn CopyQueue>>> {
-        // One stream for every queue (not the pool's: its copies stay queued while the receivers go
-        // on), made at setup like the pool's: each stream may take one of the device's few hardware
-        // queues, and one shared with a user kernel spinning on the proxy would hold the copies behind
-        // it (see `take_stream`). Each queue's events are its own, so its marks say when its copies
-        // landed (and, conservatively, whatever other queues put on the stream before them).
-        let mut cs = self.copy_stream.lock().unwrap_or_else(|e| e.into_inner());
-        let stream = match *cs {
-            Some(s) => s as cu::CUstream,
-            None => {
-                let s = self.create_stream()?.0;
-                *cs = Some(s as usize);
-                s
-            }
-        };
-        Ok(Some(Box::new(CudaCopyQueue { ctx: self.ctx, stream, events: std::collections::VecDeque::new(), spare: Vec::new(), next: 0, landed: 0 })))
-    }
     fn prepare_proxy(&self) -> Result<()> {
         self.prepare_services()?;
         self.modules.own().map(|_| ())
-    }
-    fn kick_inbound(&self) -> Result<()> {
-        self.launch_inbound_service()
-    }
-    fn inbound_release(&self) {
-        self.release_inbound_service()
     }
     unsafe fn post_request(&self, req: &rshmem_device::remote::proxy::Request, stream: Option<u64>) -> Result<bool> {
         // SAFETY: forwarded contract.
@@ -588,95 +433,6 @@ impl Drop for CudaServiceKernel {
     }
 }
 
-/// The CUDA `CopyQueue`: the copies of each batch on the copy stream (shared by the queues), then an
-/// event of this queue recorded behind them; a mark has landed once its event has (events complete in stream order).
-/// `landed` asks the driver with `cuEventQuery`, never blocking in it, and `wait` polls it: a
-/// blocking synchronization is what the module's notes avoid.
-struct CudaCopyQueue {
-    ctx: cu::CUcontext,
-    stream: cu::CUstream,
-    /// (mark, event recorded after its batch), oldest first, not yet seen complete.
-    events: std::collections::VecDeque<(u64, cu::CUevent)>,
-    /// Events seen complete, for reuse.
-    spare: Vec<cu::CUevent>,
-    next: u64,
-    landed: u64,
-}
-
-// SAFETY: the context, stream and events are driver handles usable from any thread once the context is
-// current there (`start` makes it so); the queue is used by one thread at a time (`&mut self`).
-unsafe impl Send for CudaCopyQueue {}
-
-impl CopyQueue for CudaCopyQueue {
-    unsafe fn start(&mut self, copies: &[(*mut u8, *const u8, usize)]) -> Result<u64> {
-        // SAFETY: ctx is the retained primary context, valid for the process's life.
-        check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
-        debug_assert!(copies.iter().all(|&(d, s, _)| driver_visible(d as u64) && driver_visible(s as u64)), "a queued copy with an address the driver does not know");
-        for &(dst, src, len) in copies {
-            if len != 0 {
-                // SAFETY: the caller's contract (both sides known to the driver, valid until the mark
-                // lands); the stream is ours.
-                check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, self.stream) }, "proxy copy: cuMemcpyAsync (queued)")?;
-            }
-        }
-        let ev = match self.spare.pop() {
-            Some(e) => e,
-            None => {
-                let mut e: cu::CUevent = std::ptr::null_mut();
-                // SAFETY: out-pointer to a local.
-                check(unsafe { cu::cuEventCreate(&mut e, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate")?;
-                e
-            }
-        };
-        // SAFETY: a live event and our live stream.
-        if let Err(e) = check_ctx(unsafe { cu::cuEventRecord(ev, self.stream) }, "proxy copy: cuEventRecord") {
-            self.spare.push(ev);
-            return Err(e);
-        }
-        self.next += 1;
-        self.events.push_back((self.next, ev));
-        Ok(self.next)
-    }
-    fn landed(&mut self, mark: u64) -> Result<bool> {
-        if mark > self.landed {
-            // SAFETY: ctx is the retained primary context, valid for the process's life.
-            check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")?;
-        }
-        while mark > self.landed {
-            let Some(&(m, ev)) = self.events.front() else { break };
-            // SAFETY: a live event of ours.
-            match unsafe { cu::cuEventQuery(ev) } {
-                cu::CUresult::CUDA_SUCCESS => {
-                    self.events.pop_front();
-                    self.spare.push(ev);
-                    self.landed = m;
-                }
-                cu::CUresult::CUDA_ERROR_NOT_READY => break,
-                r => check_ctx(r, "proxy copy: cuEventQuery")?,
-            }
-        }
-        Ok(mark <= self.landed)
-    }
-}
-
-impl Drop for CudaCopyQueue {
-    fn drop(&mut self) {
-        // SAFETY: our events, each destroyed once, after the last one completed (so every copy of this
-        // queue is done: they read bounce memory their owner frees after this); the shared stream stays.
-        unsafe {
-            cu::cuCtxSetCurrent(self.ctx);
-            if let Some(&(_, last)) = self.events.back() {
-                cu::cuEventSynchronize(last);
-            }
-            for (_, e) in self.events.drain(..) {
-                cu::cuEventDestroy_v2(e);
-            }
-            for e in self.spare.drain(..) {
-                cu::cuEventDestroy_v2(e);
-            }
-        }
-    }
-}
 
 /// Whether the driver knows `p` (device memory, or host memory it pinned/registered): such addresses
 /// are copied by DMA without the driver's pageable staging.

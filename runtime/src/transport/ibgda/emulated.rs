@@ -12,7 +12,6 @@ use crate::transport::ibgda::devnic::{DevNic, Queues};
 use crate::transport::ibgda::responder::{NicPort, NicResponder};
 use crate::transport::ibgda::setup::{exchange_keys, peers, settings, Built, DeviceTable, Settings, BATCH, KEY_SHIFT};
 use crate::transport::interface::RemoteSetup;
-use crate::transport::proxy::engine::Extension;
 use crate::transport::proxy::Proxy;
 use crate::config::env;
 use rshmem_device::remote::ibgda::{self as dev, QpEntry, Table};
@@ -221,8 +220,8 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
             _ => log::warn(format!("ibgda: PE {peer} answered NIC frame {seq:#x}, which names none of this PE's queue pairs to it; ignored")),
         }
     });
-    let responder = Arc::new(NicResponder::new(n, regions.clone(), answer));
-    let proxy = Proxy::new(s, Some(responder.clone() as Arc<dyn Extension>))?;
+    let responder = Arc::new(NicResponder::new(n, regions.clone(), heap_base, heap_size, answer));
+    let proxy = Proxy::new(s)?;
     let port = NicPort::new(proxy.engine(), responder);
 
     // 2. The queues (shared memory), the NIC's QPs, and the device table's entries. The device-resident

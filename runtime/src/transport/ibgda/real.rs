@@ -134,7 +134,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
         mine.as_ref().map(|_| ()).map_err(|e| e.to_string()),
     )?;
     let (nic, ibgda, mrs, ret, ret_mr, mut made) = mine?;
-    let proxy = Proxy::new(s, None)?;
+    let proxy = Proxy::new(s)?;
 
     // The QPs' handles all-gathered, each connected to its twin.
     let mut handles = vec![RcHandle::default(); n * qps_per_pe as usize];

@@ -1,44 +1,43 @@
-//! The proxy transport: every PE on another node is reached through this PE's CPU proxy.
+//! The proxy transport: every PE on another node is reached through this PE's remote engine.
 //!
-//! # Shape
-//! - **Channels.** Each PE has `RSHMEM_PROXY_CHANNELS` channels (`ring`, layout in
-//!   `rshmem_device::remote::proxy`): a request ring with its return area and staging chunks in
-//!   `Services::host_shared` memory (pinned and mapped on CUDA), and its counters in device memory. A
-//!   warp always posts to the same channel (`rshmem_device::remote::channel_of`); host threads (the
-//!   host API, the on-stream calls) post to channel 0.
-//! - **Engines** ([`engine`]): one per channel, with its drain thread and, per connection, a receiver
-//!   and a responder; what a peer's frames do to this PE's heap is [`target`]'s (shared by the
-//!   channels, with the inbound queue); the per-peer state is [`link`]'s.
-//! - **Connections** ([`setup`], [`tcp`], [`accept`]). One TCP connection per pair of PEs on different nodes and
-//!   per channel (its *lane*; lower PE connects, higher accepts; hello with the job key). Channel `c`
-//!   of every PE sends on lane `c`, so a channel's frames to a peer arrive in order, which gives the
-//!   order of one thread's requests to one PE (`fence` with one channel) for free. Frames are the
-//!   wire's (`transport::wire`), validated on receipt by its decoder: nothing outside the heap is ever
-//!   written. The listener serves all its connections at once, at setup and after it (a listener
-//!   thread then refuses, or with a valid hello cuts off, every connection: the job's are all made);
-//!   its warnings about strangers are rate-limited.
-//! - **Providers.** The engine talks to its peers through `link::FrameLink` (send, queue and flush
-//!   frames, receive one, close), implemented by the TCP provider's `tcp::Connection`; only the setup
-//!   is TCP's. With the `verbs` feature and a usable NIC ([`provider`]: `RSHMEM_PROXY_PROVIDER`, the
-//!   host checks, a job-wide agreement), each engine also gets an RDMA path (`engine::Rdma`, the
-//!   `verbs` module, planned by `rdma`): RDMA WRITE/READ/atomics on an RC QP per peer, with the TCP
-//!   connections kept for what the NIC cannot do. A verbs setup that fails on any PE leaves every PE
-//!   on TCP (auto) or stops the job (`verbs` asked for).
-//! - **Extensions.** The IBGDA transport runs this engine with its emulated NIC's responder
-//!   (`engine::Extension`, on channel 0's engine), which serves the NIC frames; the proxy itself knows
-//!   no NIC.
+//! # Shape (the files, in the order a remote put meets them)
+//! ```text
+//! device threads --(requests; staged payload)--> ring: the request ring, host memory
+//!   --> send: the sender drains it in ticket order, frames on the lanes by address, coalesced
+//!   --> lanes: L connections to every peer (providers: tcp), one gathered sendmsg per burst
+//!   --> the peer's lane thread: recv() straight into its receive ring (pinned, mapped into the GPU),
+//!       checked in place, `written` published
+//!   --> target: the apply code (GPU: the apply kernel; CPU backend: the lane thread) applies the
+//!       frames in order; `applied` published
+//!   --> the peer's lane thread acknowledges by count (ACK); our lanes' `acked` moves, and with it
+//!       the ring's `completed` (engine::Completion), which quiet waits for
+//! ```
+//! - [`ring`]: the request ring's host side (set-up, the drain); its layout and the device side are
+//!   `rshmem_device::remote::proxy`.
+//! - [`send`]: the sender thread (coalescing, lanes by address, fences across lanes, credits).
+//! - [`lanes`]: a lane's memory, queue and thread (receive, check, acknowledge, reply, send).
+//! - [`target`]: this PE's target table and who applies (`rshmem_device::remote::lane` has the apply
+//!   code and the layouts); the emulated NIC's hooks.
+//! - [`engine`]: what they share: completion, failure (recorded once; the reaper ends the PE).
+//! - Providers: [`tcp`] (with [`setup`], [`accept`], [`connect`]: listening, the hellos); with the
+//!   `verbs` feature, `verbs`/`rdma` (RDMA for what a NIC can carry; see [`provider`]).
+//! - [`stats`]: `RSHMEM_PROXY_STATS`.
+//!
+//! The IBGDA transport runs this engine too (host-initiated operations, and the emulated NIC's frames
+//! through the same lanes and apply code).
 
 pub mod accept;
 pub mod connect;
 pub mod engine;
-pub mod link;
+pub mod lanes;
 pub mod provider;
 #[cfg(feature = "verbs")]
 pub(crate) mod rdma;
 pub mod ring;
+pub mod send;
 pub mod setup;
-pub mod target;
 pub mod stats;
+pub mod target;
 pub mod tcp;
 #[cfg(test)]
 mod tests;
@@ -49,18 +48,19 @@ use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;
 use crate::platform::backend::Backend;
+use crate::platform::services::HostShared;
 use crate::transport::interface::{DeviceChannel, RemoteSetup, Transport};
-use crate::transport::proxy::engine::{Engine, Extension};
-use crate::transport::proxy::link::{FrameLink, Link};
+use crate::transport::proxy::engine::{Engine, Settings};
+use crate::transport::proxy::lanes::Lane;
 use crate::transport::proxy::provider::{Provider, Want};
 use crate::transport::proxy::ring::{Channel, Request};
 use crate::transport::proxy::target::Target;
-use crate::transport::proxy::tcp::{Connection, Endpoint};
+use crate::transport::proxy::tcp::Endpoint;
 use crate::transport::wire::{self, AmoOp};
-use rshmem_device::remote::proxy::{amo, op, post_with, wait_completed_with, DEFAULT_CHUNK, HEAD_OFF};
+use rshmem_device::remote::proxy::{amo, op, post_with, DEFAULT_CHUNK, HEAD_OFF};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -71,32 +71,45 @@ const _: () = {
     assert!(amo::FETCH_ADD as u8 == AmoOp::FetchAdd as u8 && amo::LAST as u8 == AmoOp::Xor as u8);
 };
 
-/// Default slots of a channel's request ring (`RSHMEM_PROXY_SLOTS`).
+/// Default slots of the request ring (`RSHMEM_PROXY_SLOTS`).
 pub const DEFAULT_SLOTS: usize = 4096;
-/// Keepalive period of the peer connections (`tcp::Connection::set_liveness`).
+/// Keepalive period of the lanes (`tcp::Connection::set_liveness`).
 const LIVENESS: Duration = Duration::from_secs(1);
-/// Most channels `RSHMEM_PROXY_CHANNELS=auto` gives a PE.
-const AUTO_CHANNELS: usize = 4;
+/// Most lanes `RSHMEM_PROXY_LANES=auto` gives a pair of PEs.
+const AUTO_LANES: usize = 4;
+/// `RSHMEM_PROXY_THREAD_STAGE`'s default: a GPU thread copies about one load latency's worth of bytes
+/// at a time (a few hundred bytes per microsecond), so beyond a few KiB the engine's DMA copy is
+/// faster; below, staging saves the engine a copy per request.
+pub(crate) const DEFAULT_THREAD_STAGE: u64 = 4096;
+/// Bytes of a lane's receive ring and reply ring.
+pub const DEFAULT_RING_BYTES: u64 = 4 << 20;
+const REPLY_BYTES: u64 = 2 << 20;
+/// Heap bytes one lane serves before the next (a request's lane is its offset shifted by this).
+pub const DEFAULT_LANE_SHIFT: u32 = 14;
+/// Bytes of the pinned buffer host gets go through on a GPU (the apply code cannot write pageable
+/// host memory).
+const HOST_GET_BOUNCE: usize = 1 << 20;
 
 /// The proxy transport of one PE.
 pub struct Proxy {
-    engines: Vec<Arc<Engine>>,
-    target: Arc<Target>,
+    eng: Arc<Engine>,
     /// `remote[pe]`: the proxy reaches PE `pe` (it is on another node).
     remote: Vec<bool>,
     threads: Mutex<Vec<(String, JoinHandle<()>)>>,
+    /// Pinned memory for host gets on GPUs (None on the CPU backend), one get at a time.
+    get_bounce: Option<Mutex<HostShared>>,
     /// The verbs provider's shared state (heap keys), for heap growth.
     #[cfg(feature = "verbs")]
     verbs: Option<Arc<verbs::Shared>>,
 }
 
-/// This process's first proxy channel as host threads address it — for tests and tools that post
-/// requests the way device code does. None when no proxy transport is running.
+/// This process's request ring as host threads address it — for tests and tools that post requests
+/// the way device code does. None when no proxy transport is running.
 static HOST_CHANNEL: Mutex<Option<Channel>> = Mutex::new(None);
 /// This process's proxy listen address, while a proxy transport runs.
 static LISTEN: Mutex<Option<SocketAddr>> = Mutex::new(None);
 
-/// The running proxy's first channel (host addresses; its counters are host memory on the CPU
+/// The running proxy's request ring (host addresses; its counters are host memory on the CPU
 /// backend only), for tests and tools that post requests as device code does
 /// (`rshmem_device::remote::proxy::post`); None without a proxy.
 pub fn host_channel() -> Option<Channel> {
@@ -111,7 +124,7 @@ pub fn listen_addr() -> Option<SocketAddr> {
 /// `RSHMEM_PROXY_PROVIDER` and the NIC decide (verbs when usable on every PE, else TCP). Collective:
 /// every PE calls it.
 pub fn create(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
-    Ok(Box::new(Proxy::build(s, None, true)?))
+    Ok(Box::new(Proxy::build(s, true)?))
 }
 
 /// The provider the PEs agree on (collective): each PE's own choice (`RSHMEM_PROXY_PROVIDER`, its
@@ -134,96 +147,119 @@ fn agree_provider(s: &RemoteSetup) -> Result<(Provider, Want)> {
     Ok((p, want))
 }
 
-/// Collective: the verbs provider on every PE's engines, or the agreed failure (`provider::SETUP_FAILED`).
+/// Collective: the verbs provider on the engine, or the agreed failure (`provider::SETUP_FAILED`).
 #[cfg(feature = "verbs")]
-fn start_verbs(s: &RemoteSetup, engines: &mut [Engine], remote: &[bool], explicit: bool) -> Result<Option<Arc<verbs::Shared>>> {
-    verbs::setup(s, engines, remote, explicit).map(Some)
+fn start_verbs(s: &RemoteSetup, eng: &Arc<Engine>, remote: &[bool], explicit: bool) -> Result<Option<Arc<verbs::Shared>>> {
+    verbs::setup(s, eng, remote, explicit).map(Some)
 }
 
 /// Without the `verbs` feature the setup fails alike on every PE (a PE can only get here through the
 /// test hook `provider::VERBS_HOOK`).
 #[cfg(not(feature = "verbs"))]
-fn start_verbs(s: &RemoteSetup, _engines: &mut [Engine], _remote: &[bool], _explicit: bool) -> Result<Option<()>> {
+fn start_verbs(s: &RemoteSetup, _eng: &Arc<Engine>, _remote: &[bool], _explicit: bool) -> Result<Option<()>> {
     provider::agree_step(s.boot, "opening the NIC", Err("this build of rshmem lacks the `verbs` feature".into()))?;
     Ok(None)
 }
 
-/// The channels this PE asks for: `RSHMEM_PROXY_CHANNELS`, or (auto) one per two CPUs this process
-/// may use per PE of its node, from 1 to `AUTO_CHANNELS`.
-fn wanted_channels(local_pes: usize) -> Result<usize> {
+/// The lanes this PE asks for per peer: `RSHMEM_PROXY_CHANNELS`, or (auto) one per two CPUs this
+/// process may use per PE of its node, from 1 to `AUTO_LANES`.
+fn wanted_lanes(local_pes: usize) -> Result<usize> {
     if let Some(v) = env::get(env::PROXY_CHANNELS) {
         if let Some(n) = env::parse_proxy_channels(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_CHANNELS)))? {
             return Ok(n);
         }
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok((cpus / (2 * local_pes.max(1))).clamp(1, AUTO_CHANNELS))
+    Ok((cpus / (2 * local_pes.max(1))).clamp(1, AUTO_LANES))
+}
+
+/// The engine's settings from the environment (checked at init).
+fn settings() -> Result<Settings> {
+    let slots = match env::get(env::PROXY_SLOTS) {
+        Some(v) => env::parse_proxy_slots(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_SLOTS)))?,
+        None => DEFAULT_SLOTS,
+    };
+    let thread_stage = match env::get(env::PROXY_THREAD_STAGE) {
+        Some(v) => env::parse_thread_stage(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_THREAD_STAGE)))?,
+        None => DEFAULT_THREAD_STAGE,
+    };
+    let flags = match env::get(env::PROXY_GROUP_FENCE) {
+        Some(v) => match env::parse_group_fence(&v) {
+            Ok(true) => rshmem_device::state::CHANNEL_FENCE_EVERY,
+            Ok(false) => 0,
+            Err(e) => return Err(Error::new(format!("{}={v:?}: {e}", env::PROXY_GROUP_FENCE))),
+        },
+        None => 0,
+    };
+    let spin = match env::get(env::PROXY_SPIN) {
+        Some(v) => env::parse_proxy_spin(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_SPIN)))?.unwrap_or_else(tcp::spin_by_default),
+        None => tcp::spin_by_default(),
+    };
+    let wait_limit = env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600));
+    let trace = env::get(env::DEBUG).is_some_and(|v| v.trim().eq_ignore_ascii_case("trace"));
+    Ok(Settings {
+        slots,
+        chunk: DEFAULT_CHUNK,
+        thread_stage,
+        flags,
+        ring_bytes: DEFAULT_RING_BYTES,
+        reply_bytes: REPLY_BYTES,
+        lane_shift: DEFAULT_LANE_SHIFT,
+        spin,
+        wait_limit,
+        linger: target::DEFAULT_LINGER,
+        trace,
+    })
 }
 
 impl Proxy {
-    /// Channel 0's engine, for an extension's sending side (the emulated NIC's).
+    /// The engine, for an extension (the IBGDA transport's emulated NIC).
     pub(crate) fn engine(&self) -> Arc<Engine> {
-        self.engines[0].clone()
+        self.eng.clone()
     }
 
-    /// Collective: sets up the channels, listens, exchanges listen addresses through the bootstrap,
-    /// connects to every PE on another node (one connection per channel) and starts the threads.
-    /// `ext`: the frames an extension serves (the emulated NIC's, when the IBGDA transport runs the
-    /// engine).
-    pub(crate) fn new(s: &RemoteSetup, ext: Option<Arc<dyn Extension>>) -> Result<Proxy> {
-        Proxy::build(s, ext, false)
+    /// Collective: the engine over TCP (the IBGDA transport's: its NIC hooks go on the engine).
+    pub(crate) fn new(s: &RemoteSetup) -> Result<Proxy> {
+        Proxy::build(s, false)
     }
 
-    /// [`Proxy::new`], choosing the provider (`choose`: verbs when agreed, else TCP) or TCP only.
-    fn build(s: &RemoteSetup, ext: Option<Arc<dyn Extension>>, choose: bool) -> Result<Proxy> {
+    /// Collective: listens, exchanges listen addresses through the bootstrap, connects `L` lanes to
+    /// every PE on another node, sets the engine up and starts its threads. `choose`: the provider
+    /// the PEs agree on (verbs when agreed, else TCP); otherwise TCP.
+    fn build(s: &RemoteSetup, choose: bool) -> Result<Proxy> {
         let boot = s.boot;
         let (me, n) = (boot.pe() as u32, boot.npes() as u32);
-        let slots = match env::get(env::PROXY_SLOTS) {
-            Some(v) => env::parse_proxy_slots(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_SLOTS)))?,
-            None => DEFAULT_SLOTS,
-        };
-        let wanted = wanted_channels(boot.node_pes().len())?;
-        s.services.prepare_proxy()?;
+        let wanted = wanted_lanes(boot.node_pes().len())?;
         let remote: Vec<bool> = (0..n as usize).map(|pe| !boot.node_pes().contains(&pe)).collect();
-
-        let (listener, listen, addrs, channels) = setup::listen(boot, wanted)?;
+        let (listener, listen, addrs, lanes_n) = setup::listen(boot, wanted)?;
+        let set = settings()?;
         let ep = Endpoint { key: boot.job_key(), pe: me, npes: n, heap_size: s.platform.heap_size() as u64, max_chunk: wire::DEFAULT_MAX_CHUNK };
-        let conns = setup::connect_all(boot, &listener, &addrs, &ep, &remote, channels)?;
-        let mut conns: Vec<std::vec::IntoIter<Connection>> = conns.into_iter().map(|v| v.into_iter()).collect();
-
-        let wait_limit = env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600));
-        let target = Arc::new(Target::new(me, s.platform.clone(), s.services.clone(), wait_limit)?);
-        let (mut provider, want) = if choose { agree_provider(s)? } else { (Provider::Tcp, Want::Tcp) };
-        let mut engines = Vec::with_capacity(channels);
-        // Per channel: its receiving halves (with an applier each) and its responders' queues.
-        let mut receivers = Vec::new();
-        for c in 0..channels {
-            let mut links = Vec::with_capacity(n as usize);
-            let mut halves = Vec::new();
-            let mut job_rx = Vec::new();
-            for (q, lane) in conns.iter_mut().enumerate() {
-                match lane.next() {
-                    Some(conn) => {
-                        // A peer host that vanishes without closing is noticed within about 4 s when
-                        // the connection is quiet, 10 s with data in flight.
-                        conn.set_liveness(LIVENESS, Duration::from_secs(10))?;
-                        let (tx, rx) = conn.split()?;
-                        let (jtx, jrx) = mpsc::channel();
-                        links.push(Some(Link::new(q as u32, Some(Box::new(tx)), Some(jtx))));
-                        halves.push((Box::new(rx) as Box<dyn FrameLink>, target.applier()?));
-                        job_rx.push((q, jrx));
-                    }
-                    None => links.push(None),
-                }
+        let conns = setup::connect_all(boot, &listener, &addrs, &ep, &remote, lanes_n)?;
+        let services = s.services.clone();
+        let mut lanes = Vec::new();
+        let mut peer_lanes = Vec::with_capacity(n as usize);
+        for (q, cs) in conns.into_iter().enumerate() {
+            let start = lanes.len();
+            let count = cs.len() as u32;
+            for c in cs {
+                // A peer host that vanishes without closing is noticed within about 4 s when the lane
+                // is quiet, 10 s with data in flight.
+                c.set_liveness(LIVENESS, Duration::from_secs(10))?;
+                let index = c.lane() as u32;
+                let sock = c.into_stream()?;
+                let mem = services.host_shared(Lane::mem_bytes(set.ring_bytes, set.reply_bytes))?;
+                let bounce = services.host_shared(wire::MAX_PAYLOAD as usize)?;
+                lanes.push(Arc::new(Lane::new(q as u32, index, count, sock, mem, set.ring_bytes, set.reply_bytes, bounce)?));
             }
-            let e = Engine::new(target.clone(), c, n, slots, DEFAULT_CHUNK, links, wire::DEFAULT_MAX_CHUNK, if c == 0 { ext.clone() } else { None })?;
-            engines.push(e);
-            receivers.push((halves, job_rx));
+            peer_lanes.push(start..lanes.len());
         }
+        let target = Target::new(s.platform.clone(), services.clone(), &lanes, &peer_lanes, set.linger)?;
+        let (mut provider, want) = if choose { agree_provider(s)? } else { (Provider::Tcp, Want::Tcp) };
+        let eng = Arc::new(Engine::new(me, n, set, services.clone(), lanes, peer_lanes, target)?);
         #[allow(unused_variables)]
         let verbs = match provider {
             Provider::Tcp => None,
-            Provider::Verbs => match start_verbs(s, &mut engines, &remote, want == Want::Verbs) {
+            Provider::Verbs => match start_verbs(s, &eng, &remote, want == Want::Verbs) {
                 Ok(v) => v,
                 // Agreed: every PE got it, so every PE goes on over TCP alike.
                 Err(e) if want != Want::Verbs && provider::agreed_setup_failure(&e) => {
@@ -236,62 +272,73 @@ impl Proxy {
                 Err(e) => return Err(e),
             },
         };
-        let engines: Vec<Arc<Engine>> = engines.into_iter().map(Arc::new).collect();
+        let get_bounce = if eng.target.host_applies() { None } else { Some(Mutex::new(services.host_shared(HOST_GET_BOUNCE)?)) };
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| -> Result<(String, JoinHandle<()>)> {
             let h = std::thread::Builder::new().name(name.clone()).spawn(f).map_err(|e| Error::os(format!("proxy: starting thread {name}"), e))?;
             Ok((name, h))
         };
-        for (c, (halves, job_rx)) in receivers.into_iter().enumerate() {
-            let engine = &engines[c];
-            for (rx, ap) in halves {
-                let q = rx.peer();
-                let i = engine.clone();
-                threads.push(spawn(format!("rshmem-proxy{c}-rx{q}"), Box::new(move || i.receive(rx, ap)))?);
-            }
-            for (q, jrx) in job_rx {
-                let i = engine.clone();
-                threads.push(spawn(format!("rshmem-proxy{c}-tx{q}"), Box::new(move || i.respond(q, jrx)))?);
-            }
-            // The drain's staging buffers are made here, before the threads start, so that init has
-            // allocated all it will (a caller measuring memory after init sees the same every time).
-            let i = engine.clone();
-            let st = engine.staging()?;
-            threads.push(spawn(format!("rshmem-proxy{c}-drain"), Box::new(move || i.drain(st)))?);
+        for i in 0..eng.lanes.len() {
+            let name = format!("rshmem-lane{}-pe{}", eng.lanes[i].index, eng.lanes[i].peer);
+            threads.push((name, lanes::spawn(&eng, i)?));
         }
-        let t = target.clone();
-        threads.push(spawn("rshmem-proxy-listen".into(), Box::new(move || setup::serve_late(t, listener, ep)))?);
-        log::info(format!("proxy: PE {me} listens on {listen}, {channels} channels of {slots} slots, over {}", provider.name()));
+        let e = eng.clone();
+        threads.push(spawn("rshmem-proxy-send".into(), Box::new(move || send::run(e)))?);
+        let e = eng.clone();
+        threads.push(spawn("rshmem-proxy-listen".into(), Box::new(move || setup::serve_late(e, listener, ep)))?);
+        log::info(format!(
+            "proxy: PE {me} listens on {listen}, {lanes_n} lanes per peer, a ring of {} slots, over {}",
+            eng.set.slots,
+            provider.name()
+        ));
         let p = Proxy {
-            engines,
-            target,
+            eng,
             remote,
             threads: Mutex::new(threads),
+            get_bounce,
             #[cfg(feature = "verbs")]
             verbs,
         };
-        *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.engines[0].host_channel());
+        let reaper = p.eng.clone();
+        let lanes_of: Vec<Arc<Lane>> = p.eng.lanes.clone();
+        std::thread::Builder::new()
+            .name("rshmem-proxy-reaper".into())
+            .spawn(move || {
+                reaper.reap(|limit| {
+                    // The engine's threads stop on the fault; give them `limit` to go.
+                    let start = std::time::Instant::now();
+                    while lanes_of.iter().any(|l| !l.ended.load(Ordering::Acquire)) && start.elapsed() < limit {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                })
+            })
+            .map_err(|e| Error::os("proxy: starting the reaper thread", e))?;
+        *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.eng.host_channel());
         *LISTEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(listen);
         Ok(p)
     }
 
     /// Posts `r` from a host thread and waits for its completion.
     fn post_and_wait(&self, call: &str, r: &Request) -> Result<()> {
+        if let Some(e) = self.eng.failed() {
+            return Err(e.context(call.to_string()));
+        }
         // On GPUs the request is posted by a GPU thread (see `Services::post_request`), which also
         // waits for its completion.
         // SAFETY: the caller checked the request; its buffers stay valid until this returns.
-        if unsafe { self.target.services().post_request(r, None) }.map_err(|e| e.context(format!("{call}: proxy request to PE {}", r.pe)))? {
-            return Ok(());
+        if unsafe { self.eng.services.post_request(r, None) }.map_err(|e| e.context(format!("{call}: proxy request to PE {}", r.pe)))? {
+            return match self.eng.failed() {
+                Some(e) => Err(e.context(call.to_string())),
+                None => Ok(()),
+            };
         }
-        let ch = self.engines[0].host_channel();
-        let limit = self.target.wait_limit;
-        // SAFETY: the channel is set up in engine 0's memory, which lives as long as self; its counters
-        // are host memory here (the platform posts itself otherwise, above).
+        let ch = self.eng.host_channel();
+        let limit = self.eng.set.wait_limit;
+        // SAFETY: the ring is the engine's (alive with self); its counters are host memory here (the
+        // platform posts itself otherwise, above).
         let seq = unsafe { post_with(&ch, r, ring::deadline(limit)) }
             .map_err(|s| Error::new(format!("{call}: proxy request to PE {}: no free slot in the request ring within {limit:?} ({s:?})", r.pe)))?;
-        // SAFETY: as above.
-        unsafe { wait_completed_with(&ch, seq, ring::deadline(limit)) }
-            .map_err(|s| Error::new(format!("{call}: proxy request to PE {}: not completed within {limit:?} ({s:?})", r.pe)))
+        self.eng.wait_completed_host(call, seq)
     }
 }
 
@@ -314,7 +361,7 @@ impl Transport for Proxy {
         rshmem_device::state::ROUTE_PROXY
     }
     fn device_channel(&self) -> Option<DeviceChannel> {
-        Some(DeviceChannel { channels: self.engines.iter().map(|e| e.device_channel()).collect(), inbound: self.target.queue_device_addr() })
+        Some(DeviceChannel { channels: vec![self.eng.device_channel()], target: self.eng.target.table_addr() })
     }
     unsafe fn putmem(&self, platform: &dyn Backend, dst: *mut u8, src: *const u8, bytes: usize, pe: usize) -> Result<()> {
         if bytes == 0 {
@@ -329,69 +376,62 @@ impl Transport for Proxy {
             return Ok(());
         }
         let offset = src as u64 - platform.heap_base() as u64;
-        let r = Request { op: op::GET, pe: pe as u32, offset, len: bytes as u64, src: dst as u64, ..Request::default() };
-        self.post_and_wait("rshmem_getmem", &r)
-    }
-    fn quiet(&self) -> Result<()> {
-        let limit = self.target.wait_limit;
-        for e in &self.engines {
-            // SAFETY: the counters are the engine's device memory (alive with it), read as a whole word.
-            let head = unsafe { self.target.services().load_u64(e.counters.addr + HEAD_OFF as u64)? };
-            if head == 0 {
-                continue;
-            }
-            // SAFETY: the ring header lives in the engine's memory, alive with self.
-            unsafe { ring::wait_completed_host(e.host_channel().ring_ref(), head, limit) }.map_err(|(seq, c)| {
-                Error::new(format!(
-                    "rshmem quiet: the proxy did not complete this PE's requests on channel {} within {limit:?} (waiting for {seq}, completed {c})",
-                    e.index
-                ))
-            })?;
+        let Some(bounce) = &self.get_bounce else {
+            let r = Request { op: op::GET, pe: pe as u32, offset, len: bytes as u64, src: dst as u64, ..Request::default() };
+            return self.post_and_wait("rshmem_getmem", &r);
+        };
+        // On a GPU the apply kernel writes the bytes: through pinned memory, then to `dst` (which may
+        // be pageable host memory).
+        let b = bounce.lock().unwrap_or_else(|e| e.into_inner());
+        let mut at = 0usize;
+        while at < bytes {
+            let n = (bytes - at).min(b.len());
+            let r = Request { op: op::GET, pe: pe as u32, offset: offset + at as u64, len: n as u64, src: b.device_addr(), ..Request::default() };
+            self.post_and_wait("rshmem_getmem", &r)?;
+            // SAFETY: the caller promised `dst` writable for `bytes`; the bounce holds the `n` bytes
+            // just received (the GET is complete); the ranges are distinct memory.
+            unsafe { self.eng.services.copy(dst.add(at), b.host_ptr(), n)? };
+            at += n;
         }
         Ok(())
     }
-    fn shutdown(&self, clean: bool) -> Result<()> {
-        if !clean {
-            for e in &self.engines {
-                e.abort.store(true, Ordering::Release);
-            }
+    fn quiet(&self) -> Result<()> {
+        // SAFETY: the counters are the engine's device memory (alive with it), read as a whole word.
+        let head = unsafe { self.eng.services.load_u64(self.eng.counters.addr + HEAD_OFF as u64)? };
+        if head == 0 {
+            return Ok(());
         }
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap());
+        self.eng.wait_completed_host("rshmem quiet", head)
+    }
+    fn shutdown(&self, clean: bool) -> Result<()> {
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
         if threads.is_empty() {
             return Ok(());
         }
+        if !clean {
+            self.eng.abort.store(true, Ordering::Release);
+        }
         *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) = None;
         *LISTEN.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        // Everything is complete (the final barrier quieted): stop the drains, then the responders.
-        for e in &self.engines {
-            e.stop.store(true, Ordering::Release);
-        }
-        let (mut drain, mut rest): (Vec<_>, Vec<_>) = threads.into_iter().partition(|(n, _)| n.ends_with("-drain"));
-        for (_, h) in drain.drain(..) {
+        // Everything is complete (the final barrier quieted): stop the sender, then close the lanes
+        // (each sends CLOSE once its queue is out, and ends on the peer's).
+        self.eng.stop.store(true, Ordering::Release);
+        let (send, rest): (Vec<_>, Vec<_>) = threads.into_iter().partition(|(n, _)| n.ends_with("-send"));
+        for (_, h) in send {
             let _ = h.join();
         }
-        self.target.closing.store(true, Ordering::Release);
-        let links = || self.engines.iter().flat_map(|e| e.links.iter().flatten());
-        for l in links() {
-            l.jobs.lock().unwrap().take();
+        self.eng.closing.store(true, Ordering::Release);
+        self.eng.end_reaper();
+        for l in &self.eng.lanes {
+            l.wake();
         }
-        let (tx_threads, others): (Vec<_>, Vec<_>) = rest.drain(..).partition(|(n, _)| n.contains("-tx"));
-        for (_, h) in tx_threads {
+        for (_, h) in rest {
             let _ = h.join();
         }
-        for l in links() {
-            if let Some(c) = l.tx.lock().unwrap().take() {
-                if let Err(e) = c.close() {
-                    log::debug(format!("proxy: closing the connection to PE {}: {e}", l.peer));
-                }
-            }
-        }
-        for (_, h) in others {
-            let _ = h.join();
-        }
+        let stopped = self.eng.target.stop(Duration::from_secs(2));
         if let Some(line) = stats::report() {
-            eprintln!("rshmem proxy stats [PE {}]: {line}", self.target.me);
+            eprintln!("rshmem proxy stats [PE {}]: {line}", self.eng.me);
         }
-        Ok(())
+        stopped
     }
 }

@@ -10,11 +10,9 @@
 //! 3. after a batch of consecutive published entries, store `tail` (release): posters waiting for those
 //!    slots may now reuse them (their acquire of `tail` orders our reads and clears before their
 //!    writes). The slots are freed before the callbacks run, since the entries were copied out;
-//! 4. hand each entry to the callback, in ticket order. Completion is decoupled from draining: whoever
-//!    finishes an operation marks it done in the ring's [`Completion`], which stores `completed`
-//!    (release) as the largest complete prefix; `wait_completed` on the device acquires it. An
-//!    operation that moves data into GPU memory must have finished that copy (synchronized) before it
-//!    is marked done, so the GPU never sees `completed` ahead of the data.
+//! 4. hand each entry to the callback, in ticket order. Completion is decoupled from draining: the
+//!    remote engine raises `completed` (release) as the targets acknowledge the lanes' requests
+//!    (`engine::Completion`); `wait_completed` on the device acquires it.
 
 use crate::error::{Error, Result};
 pub use rshmem_device::remote::proxy::{op, ring_bytes, tickets, Request, RingHeader, RingRef, COUNTERS_BYTES, HEADER_BYTES, MAX_SLOTS, RING_MAGIC, SLOT_BYTES};
@@ -106,7 +104,7 @@ pub struct DrainStats {
 /// end). The pieces stay valid until the drain's next `release`.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
-    /// Its sequence number: its first ticket + 1 (what it is marked done under in the [`Completion`]).
+    /// Its sequence number: its first ticket + 1 (what its poster waits on).
     pub seq: u64,
     /// Ring slots (tickets) the request holds: 1, or more for a staged put's chunks.
     pub tickets: u64,
@@ -205,7 +203,7 @@ impl<'a> Drain<'a> {
     /// Takes every published request in order (at most `MAX_BATCH`), without freeing their slots or
     /// completing them: `f` gets each with its sequence number and tickets, in order; the caller frees
     /// the slots with [`Drain::release`] once it no longer needs their staged bytes, and reports
-    /// completion separately (a [`Completion`]). Returns how many it took (0: the next slot is not
+    /// completion separately. Returns how many it took (0: the next slot is not
     /// published yet). A slot holding a foreign sequence number, or a request claiming more tickets
     /// or staged bytes than the ring holds, is an error; an error of `f` ends the drain and names the
     /// request.
@@ -268,6 +266,18 @@ impl<'a> Drain<'a> {
         Ok(n)
     }
 
+    /// Frees the slots and staging chunks of the requests taken so far below ticket `t` (one `tail`
+    /// store, release, when it moves: see `release`). The sender keeps those whose staged bytes a
+    /// lane has not sent yet.
+    pub fn release_to(&mut self, t: u64) {
+        let t = t.min(self.next);
+        // SAFETY: tail is an 8-aligned u64 in the checked header.
+        let w = unsafe { word(self.base, TAIL_OFF) };
+        if w.load(Ordering::Relaxed) < t {
+            w.store(t, Ordering::Release);
+        }
+    }
+
     /// Frees the slots and staging chunks of every request taken so far (one `tail` store, release:
     /// our reads of their bodies and staged bytes and the clears of `seq` happen before a poster's
     /// reuse).
@@ -293,7 +303,7 @@ impl<'a> Drain<'a> {
 
     /// The drain loop the proxy engine runs: polls until `stop()` returns true while the ring is idle,
     /// handing every request to `entry(state, entry)` in order (`poll_entries`: completion is the
-    /// caller's, through a [`Completion`]), calling `batch_done(state)` after each batch (the engine
+    /// caller's), calling `batch_done(state)` after each batch (the engine
     /// sends the batch's frames and its QUIETs there), then releasing the batch's slots. Idle back-off:
     /// `rshmem_common::Backoff`. An error of either callback ends the loop.
     pub fn run<S>(
@@ -320,69 +330,6 @@ impl<'a> Drain<'a> {
             }
             idle.snooze();
         }
-    }
-}
-
-/// Completion decoupled from draining: requests are complete in any order ([`Completion::done`]),
-/// and the ring's `completed` is advanced (release store) to the largest complete prefix of sequence
-/// numbers, which is what `wait_completed` on the device requires. Shared by the proxy's threads.
-pub struct Completion {
-    completed: &'static AtomicU64,
-    state: std::sync::Mutex<Prefix>,
-}
-
-/// `base`: every sequence number `<= base` is complete; `done[i]` says whether `base + 1 + i` is.
-struct Prefix {
-    base: u64,
-    done: std::collections::VecDeque<bool>,
-}
-
-impl Completion {
-    /// Over the ring whose header is at `base`, starting at its current `completed`.
-    ///
-    /// # Safety
-    /// `base` must point to a set-up ring header that stays mapped while the Completion is used (the
-    /// caller keeps the memory alive); only this Completion stores `completed` from now on.
-    pub unsafe fn attach(base: *mut u8) -> Completion {
-        // SAFETY: the caller's contract: the header's completed word, mapped while we are used.
-        let completed: &'static AtomicU64 = unsafe { word(base, COMPLETED_OFF) };
-        let start = completed.load(Ordering::Acquire);
-        Completion { completed, state: std::sync::Mutex::new(Prefix { base: start, done: Default::default() }) }
-    }
-    /// Marks the `n` tickets of a request from `seq` on complete (its effects must be finished and
-    /// visible): a request of several tickets (a staged put) completes all of them at once.
-    pub fn done_tickets(&self, seq: u64, n: u64) {
-        for s in seq..seq + n.max(1) {
-            self.done(s);
-        }
-    }
-    /// Marks request `seq` complete (its effects must be finished and visible) and advances
-    /// `completed` over every complete prefix. Marking a sequence number twice, or one at or below the
-    /// prefix, is a no-op.
-    pub fn done(&self, seq: u64) {
-        let mut p = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if seq <= p.base {
-            return;
-        }
-        let i = (seq - p.base - 1) as usize;
-        if p.done.len() <= i {
-            p.done.resize(i + 1, false);
-        }
-        p.done[i] = true;
-        let mut advanced = 0u64;
-        while p.done.front() == Some(&true) {
-            p.done.pop_front();
-            advanced += 1;
-        }
-        if advanced > 0 {
-            p.base += advanced;
-            // Release: the effects of every request up to base happen before a poster's acquire.
-            self.completed.store(p.base, Ordering::Release);
-        }
-    }
-    /// The largest complete prefix.
-    pub fn completed(&self) -> u64 {
-        self.completed.load(Ordering::Acquire)
     }
 }
 
@@ -418,7 +365,7 @@ pub fn check_request(r: &Request, n_pes: u32, heap_bytes: u64) -> Result<()> {
         return bad(format!("{} bytes at heap offset {:#x} are outside the {heap_bytes}-byte heap", r.len, r.offset));
     }
     match r.op {
-        op::PUT_INLINE if !matches!(r.len, 1 | 2 | 4 | 8) => return bad(format!("inline put of {} bytes (1, 2, 4 or 8)", r.len)),
+        op::PUT_INLINE if !(1..=8).contains(&r.len) => return bad(format!("inline put of {} bytes (1 to 8)", r.len)),
         op::AMO if !matches!(r.len, 4 | 8) || !r.offset.is_multiple_of(r.len.max(1)) => {
             return bad(format!("atomic on {} bytes at offset {:#x} (4 or 8, aligned)", r.len, r.offset))
         }

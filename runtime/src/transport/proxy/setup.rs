@@ -8,10 +8,9 @@ use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;
 use crate::transport::proxy::accept::Acceptor;
-use crate::transport::proxy::target::Target;
+use crate::transport::proxy::engine::Engine;
 use crate::transport::proxy::connect;
 use crate::transport::proxy::tcp::{Connection, Endpoint};
-use rshmem_device::state::MAX_CHANNELS;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -40,9 +39,10 @@ pub(crate) fn listen(boot: &Bootstrap, channels: usize) -> Result<(TcpListener, 
     for (pe, a) in all.iter().enumerate() {
         let text = String::from_utf8_lossy(a);
         let parsed = text.split_once(' ').and_then(|(a, c)| Some((a.parse::<SocketAddr>().ok()?, c.parse::<usize>().ok()?)));
-        let Some((addr, c)) = parsed.filter(|&(_, c)| (1..=MAX_CHANNELS).contains(&c)) else {
+        let Some((addr, c)) = parsed.filter(|&(_, c)| (1..=crate::transport::wire::MAX_LANES as usize).contains(&c)) else {
             return Err(boot.abort(Error::new(format!(
-                "proxy: PE {pe} sent {text:?} as its proxy address and channel count (expected \"ip:port n\", n from 1 to {MAX_CHANNELS})"
+                "proxy: PE {pe} sent {text:?} as its proxy address and lane count (expected \"ip:port n\", n from 1 to {})",
+                crate::transport::wire::MAX_LANES
             ))));
         };
         addrs.push(addr);
@@ -128,8 +128,8 @@ pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[Soc
 /// connections at once; a valid hello (someone with the key) is cut off at its first frame, which is
 /// named. Neither ends this PE, and nothing is applied. Warnings are rate-limited: a flood of
 /// strangers prints a few lines and a count.
-pub(crate) fn serve_late(target: Arc<Target>, listener: TcpListener, ep: Endpoint) {
-    let me = target.me;
+pub(crate) fn serve_late(eng: Arc<Engine>, listener: TcpListener, ep: Endpoint) {
+    let me = eng.me;
     let mut warns = WarnLimiter::new(STRANGERS);
     let mut acc = match Acceptor::new(&listener, &ep) {
         Ok(a) => a,
@@ -138,25 +138,66 @@ pub(crate) fn serve_late(target: Arc<Target>, listener: TcpListener, ep: Endpoin
             return;
         }
     };
-    while !target.closing.load(Ordering::Acquire) {
+    while !eng.closing.load(Ordering::Acquire) && !eng.abort.load(Ordering::Acquire) {
         warns.tick();
         match acc.next(Instant::now() + Duration::from_millis(100)) {
             None => {}
             Some(Err(e)) => warns.warn(format!("proxy: {e}")),
-            Some(Ok(mut c)) => {
-                // Only a holder of the job key gets here; its first frame is read (bounded) to name it.
+            Some(Ok(c)) => {
+                // Only a holder of the job key gets here; its first frame's head is read (bounded)
+                // to name it, and nothing of it is applied.
                 let peer = c.peer();
-                c.set_io_timeout(Duration::from_secs(2));
-                let why = match c.recv_timeout(Duration::from_secs(2)) {
-                    Ok(true) => match c.current() {
-                        Ok(m) => format!("its first frame ({}) was not applied", m.kind().name()),
-                        Err(e) => e.to_string(),
-                    },
-                    Ok(false) => "it sent nothing".to_string(),
+                let addr = c.peer_addr();
+                let why = match c.into_stream() {
+                    Ok(s) => first_frame(&eng, peer, &s),
                     Err(e) => e.to_string(),
                 };
-                warns.warn(format!("proxy: PE {me}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}", c.peer_addr()));
+                warns.warn(format!("proxy: PE {me}: cut off a connection from {} claiming to be PE {peer}, opened after setup: {why}", addr));
             }
         }
     }
+}
+
+/// What a late connection sent first (at most 2 s of waiting), checked as a lane checks frames: the
+/// connection is answered with an ERROR naming what is wrong with it (or, for a valid frame, that a
+/// connection opened after setup is not the job's), and nothing of it is applied. Returns the text.
+fn first_frame(eng: &Engine, peer: u32, s: &std::net::TcpStream) -> String {
+    use crate::transport::wire::{check, frame_size, Context, Frames, Head, HEAD_BYTES};
+    let start = Instant::now();
+    let read = |b: &mut [u8]| -> std::result::Result<(), String> {
+        let mut got = 0;
+        while got < b.len() {
+            if start.elapsed() > Duration::from_secs(2) {
+                return Err("it sent no whole frame".into());
+            }
+            match crate::transport::proxy::tcp::recv_some(s, &mut b[got..]) {
+                Ok(Some(0)) => return Err("it closed before a whole frame".into()),
+                Ok(Some(n)) => got += n,
+                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+                Err(e) => return Err(format!("reading its first frame: {e}")),
+            }
+        }
+        Ok(())
+    };
+    let mut head = [0u8; HEAD_BYTES];
+    if let Err(e) = read(&mut head) {
+        return e;
+    }
+    let h: Head = bytemuck::pod_read_unaligned(&head);
+    let ctx = Context { peer, lanes: 1, lane: 0, backed: eng.target.backed() };
+    let verdict = frame_size(&h, &ctx).and_then(|n| {
+        let mut f = vec![0u8; n];
+        f[..HEAD_BYTES].copy_from_slice(&head);
+        read(&mut f[HEAD_BYTES..])?;
+        check(&f, &ctx).map(|_| ())
+    });
+    let text = match verdict {
+        Err(e) => format!("its first frame was refused: {e}"),
+        Ok(()) => "a connection opened after setup is not one of the job's lanes: nothing it sends is applied".to_string(),
+    };
+    let mut b = Vec::new();
+    Frames::error(&mut b, &text);
+    let _ = crate::transport::proxy::tcp::send_some(s, &[std::io::IoSlice::new(&b)]);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    text
 }

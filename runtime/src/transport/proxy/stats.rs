@@ -1,20 +1,18 @@
-//! What the proxy spent its time on, for finding what limits a remote figure (`RSHMEM_PROXY_STATS=1`):
-//! counts and times of each stage of the path a request takes, printed by every PE at finalize as one
-//! line (`rshmem proxy stats [PE n]: ...`). Off by default; when off, each counting point costs one
-//! load of a cached flag and no clock read.
+//! What the remote engine spent its time on, for finding what limits a remote figure
+//! (`RSHMEM_PROXY_STATS=1`): counts and times of each stage of the path a request takes, printed by
+//! every PE at finalize as one line (`rshmem proxy stats [PE n]: ...`). Off by default; when off, each
+//! counting point costs one load of a cached flag and no clock read.
 //!
 //! The stages, in the order a remote put meets them:
-//! - **drain** (origin): requests taken off the rings, batches (one gathered send per peer each), and
-//!   the time spent queueing and sending them (`send_ns`);
-//! - **receive** (target): frames applied, and *settles* (the end of a burst: its copies and inbound
-//!   operations completed before anything ordered after them) with their time;
-//! - **copies** (target): `copy_batch` calls, the copies and bytes they carried, and their time (on a
-//!   GPU: the copy engine and one stream synchronization per batch);
-//! - **inbound** (target): operations queued for the device threads (words, signals, AMOs), waits for
-//!   them and their time, and the service-kernel launches asked for (`kicks`).
+//! - **send** (origin): requests taken off the ring, batches, the time spent turning them into
+//!   frames (`send_us`), puts that joined the previous frame (`merged`), fences that needed marks,
+//!   waits for the peer's reply room (`credit_waits`), and the `sendmsg` calls with their bytes;
+//! - **receive** (target): `recv` calls with their bytes, frames checked, frames moved behind a WRAP;
+//! - **apply** (target): apply-kernel launches (GPUs; the CPU backend's lane threads apply);
+//! - **answer** (target): ACKs and reply runs (GET data, fetched values) queued.
 //!
-//! Per operation, `send_ns / requests`, `settle_ns / frames` and `inbound_wait_ns / inbound_ops` then
-//! say which stage holds a figure back.
+//! Per request, `send_us / requests`, `recv_bytes / recvs` and `frames / acks` then say which stage
+//! holds a figure back.
 
 use crate::config::env;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,17 +25,18 @@ pub(crate) struct Stats {
     pub(crate) requests: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) send_ns: AtomicU64,
+    pub(crate) merged: AtomicU64,
+    pub(crate) fences: AtomicU64,
+    pub(crate) credit_waits: AtomicU64,
+    pub(crate) sends: AtomicU64,
+    pub(crate) sent_bytes: AtomicU64,
+    pub(crate) recvs: AtomicU64,
+    pub(crate) recv_bytes: AtomicU64,
     pub(crate) frames: AtomicU64,
-    pub(crate) settles: AtomicU64,
-    pub(crate) settle_ns: AtomicU64,
-    pub(crate) copy_batches: AtomicU64,
-    pub(crate) copies: AtomicU64,
-    pub(crate) copy_bytes: AtomicU64,
-    pub(crate) copy_ns: AtomicU64,
-    pub(crate) inbound_ops: AtomicU64,
-    pub(crate) inbound_waits: AtomicU64,
-    pub(crate) inbound_wait_ns: AtomicU64,
-    pub(crate) kicks: AtomicU64,
+    pub(crate) wraps: AtomicU64,
+    pub(crate) apply_launches: AtomicU64,
+    pub(crate) acks: AtomicU64,
+    pub(crate) replies: AtomicU64,
 }
 
 static STATS: OnceLock<Option<Stats>> = OnceLock::new();
@@ -76,28 +75,27 @@ impl Timer {
 pub(crate) fn report() -> Option<String> {
     let s = get()?;
     let v = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let per = |ns: u64, n: u64| if n == 0 { 0.0 } else { ns as f64 / n as f64 / 1000.0 };
+    let per = |a: u64, n: u64| if n == 0 { 0.0 } else { a as f64 / n as f64 };
     Some(format!(
-        "requests={} batches={} send_us={:.1} ({:.2} us/request) | frames={} settles={} settle_us={:.1} ({:.2} us/settle, {:.1} frames/settle) | \
-         copy_batches={} copies={} copy_bytes={} copy_us={:.1} ({:.2} us/batch) | inbound_ops={} inbound_waits={} inbound_wait_us={:.1} ({:.2} us/wait) kicks={}",
+        "requests={} batches={} send_us={:.1} ({:.3} us/request) merged={} fences={} credit_waits={} | sends={} sent_bytes={} ({:.0} B/send) | \
+         recvs={} recv_bytes={} ({:.0} B/recv) frames={} wraps={} | apply_launches={} | acks={} replies={}",
         v(&s.requests),
         v(&s.batches),
         v(&s.send_ns) as f64 / 1000.0,
-        per(v(&s.send_ns), v(&s.requests)),
+        per(v(&s.send_ns), v(&s.requests)) / 1000.0,
+        v(&s.merged),
+        v(&s.fences),
+        v(&s.credit_waits),
+        v(&s.sends),
+        v(&s.sent_bytes),
+        per(v(&s.sent_bytes), v(&s.sends)),
+        v(&s.recvs),
+        v(&s.recv_bytes),
+        per(v(&s.recv_bytes), v(&s.recvs)),
         v(&s.frames),
-        v(&s.settles),
-        v(&s.settle_ns) as f64 / 1000.0,
-        per(v(&s.settle_ns), v(&s.settles)),
-        if v(&s.settles) == 0 { 0.0 } else { v(&s.frames) as f64 / v(&s.settles) as f64 },
-        v(&s.copy_batches),
-        v(&s.copies),
-        v(&s.copy_bytes),
-        v(&s.copy_ns) as f64 / 1000.0,
-        per(v(&s.copy_ns), v(&s.copy_batches)),
-        v(&s.inbound_ops),
-        v(&s.inbound_waits),
-        v(&s.inbound_wait_ns) as f64 / 1000.0,
-        per(v(&s.inbound_wait_ns), v(&s.inbound_waits)),
-        v(&s.kicks),
+        v(&s.wraps),
+        v(&s.apply_launches),
+        v(&s.acks),
+        v(&s.replies),
     ))
 }

@@ -1,254 +1,300 @@
-//! Validation of frames from a peer: every header is checked against the connection's [`Context`]
-//! before its payload is read, and a checked frame becomes a [`Message`].
+//! Validation of the frames a peer sends on a lane: the decoder of bytes that come from outside. A
+//! receiver calls [`frame_size`] as soon as a head is in (so that it never waits for, nor makes room
+//! for, more than one frame of at most `MAX_PAYLOAD` bytes), then [`check`] on the whole frame before
+//! anything of it is applied or believed. Every error names the peer, the kind and the field.
+//!
+//! What is checked: a known kind that may travel (never `WRAP`), the flags the kind allows, zero in
+//! every field and reserved word the kind does not use, payload and GET lengths from 1 to
+//! `MAX_PAYLOAD`, heap ranges inside what this PE has backed (without overflow), AMO codes, widths and
+//! alignment, signal operators, wait masks of existing other lanes, and an ERROR's UTF-8 text. What
+//! a frame names of this PE's own requests (an ACK's count, an answer's tag) is checked by the lane
+//! against what it sent.
 
-use crate::error::Error;
-use crate::transport::wire::frame::{AmoOp, Context, Kind, Message, OpHeader, Signal, SignalOp, Width, FLAG_LAST, HEADER_LEN, MAX_ERROR_TEXT};
-use rshmem_ibgda::Atomic;
+use crate::transport::wire::frame::{self as f, AmoOp, Head, HEAD_BYTES};
 
-// Which header fields each kind uses (the others must be zero).
-const F_OP: u16 = 1;
-const F_WIDTH: u16 = 2;
-const F_OFFSET: u16 = 4;
-const F_LEN: u16 = 8;
-const F_VALUE: u16 = 16;
-const F_COMPARE: u16 = 32;
-const F_SIGNAL: u16 = 64;
-const F_PAYLOAD: u16 = 128;
-const F_KEY: u16 = 256;
-
-fn fields(kind: Kind) -> u16 {
-    match kind {
-        Kind::Put | Kind::GetResponse => F_OFFSET | F_LEN | F_PAYLOAD,
-        Kind::PutSignal => F_OFFSET | F_LEN | F_PAYLOAD | F_OP | F_VALUE | F_SIGNAL,
-        Kind::GetRequest => F_OFFSET | F_LEN,
-        Kind::Amo => F_OP | F_WIDTH | F_OFFSET | F_VALUE | F_COMPARE,
-        Kind::AmoResponse => F_WIDTH | F_VALUE,
-        Kind::Signal => F_OP | F_VALUE | F_SIGNAL,
-        Kind::Quiet | Kind::QuietAck | Kind::Close => 0,
-        Kind::Error => F_PAYLOAD,
-        Kind::NicWrite => F_KEY | F_OFFSET | F_LEN | F_PAYLOAD,
-        Kind::NicRead => F_KEY | F_OFFSET | F_LEN,
-        Kind::NicAtomic => F_KEY | F_OFFSET | F_OP | F_WIDTH | F_VALUE | F_COMPARE | F_SIGNAL | F_LEN,
-        Kind::NicReadResponse => F_OFFSET | F_LEN | F_PAYLOAD,
-        Kind::NicAck => F_OP | F_WIDTH | F_VALUE,
-    }
-}
-
-/// A header that passed [`check_header`]: its kind and how many payload bytes follow.
+/// What the receiving side knows when it checks a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Checked {
-    /// The frame's kind.
-    pub kind: Kind,
-    /// Payload bytes after the header (within the chunk limit, or the error text limit).
-    pub payload_len: usize,
+pub struct Context {
+    /// The peer PE (for messages).
+    pub peer: u32,
+    /// Lanes between the two PEs, and this one's index.
+    pub lanes: u32,
+    /// This lane's index.
+    pub lane: u32,
+    /// Bytes of this PE's heap backed now: every heap range must lie below it.
+    pub backed: u64,
 }
 
-/// Validates a header from the peer against the connection's context. The error names the peer PE,
-/// the kind and the field.
-pub fn check_header(h: &OpHeader, ctx: &Context) -> Result<Checked, Error> {
+/// A frame that passed [`check`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// A request for the apply code (PUT, AMO, SIGNAL, GET, MARK, WAIT).
+    Request,
+    /// An emulated NIC's request (NIC_WRITE, NIC_READ, NIC_ATOMIC): its key and remote address are
+    /// the NIC responder's to check; the frame is rewritten before the apply code sees it.
+    Nic {
+        /// The rkey.
+        key: u32,
+        /// The remote address.
+        raddr: u64,
+        /// Bytes it touches.
+        len: u64,
+        /// The requester's tag.
+        seq: u64,
+    },
+    /// An acknowledgement of `count` of this PE's requests.
+    Ack {
+        /// Requests applied at the peer.
+        count: u64,
+    },
+    /// A fetched value for the fetch tagged `tag`.
+    AmoReply {
+        /// The fetch's tag.
+        tag: u32,
+        /// The old value.
+        value: u64,
+    },
+    /// `len` bytes for the GET tagged `tag`.
+    GetData {
+        /// The GET's tag.
+        tag: u64,
+        /// Its bytes.
+        len: u32,
+    },
+    /// An emulated NIC's answer (NIC_ACK, NIC_READ_DATA): the NIC's to act on.
+    NicAnswer,
+    /// The peer's last word.
+    Error(String),
+    /// An orderly end.
+    Close,
+}
+
+fn bad(peer: u32, kind: u8, field: &str, why: impl std::fmt::Display) -> String {
+    format!("PE {peer} sent a bad {} frame: field `{field}` {why}", f::kind_name(kind))
+}
+
+/// The whole size of the frame whose head is `h` (what the receiver must have before `check`), after
+/// checking the kind and the length against their limits.
+pub fn frame_size(h: &Head, ctx: &Context) -> Result<usize, String> {
     let peer = ctx.peer;
-    let Some(kind) = Kind::from_u8(h.kind) else {
-        return Err(Error::new(format!("PE {peer} sent a frame of unknown kind {} (field `kind`)", h.kind)));
-    };
-    let bad = |field: &str, why: String| Error::new(format!("PE {peer} sent a bad {} frame (seq {}): field `{field}` {why}", kind.name(), h.seq));
-    if h.src_pe != peer {
-        return Err(bad("src_pe", format!("is {}, but this connection is from PE {peer}", h.src_pe)));
+    if h.kind == f::WRAP || f::fixed_bytes(h.kind).is_none() || h.kind == f::NIC_REFUSED {
+        return Err(format!("PE {peer} sent a frame of unknown kind {} (field `kind`)", h.kind));
     }
-    let used = fields(kind);
-    let allowed_flags = match kind {
-        Kind::Put | Kind::PutSignal | Kind::GetResponse | Kind::NicWrite | Kind::NicReadResponse => FLAG_LAST,
-        _ => 0,
-    };
-    if h.flags & !allowed_flags != 0 {
-        return Err(bad("flags", format!("has unknown bits {:#04x}", h.flags & !allowed_flags)));
-    }
-    for (bit, name, v) in [
-        (F_KEY, "key", h.key as u64),
-        (F_OP, "op", h.op as u64),
-        (F_WIDTH, "width", h.width as u64),
-        (F_OFFSET, "offset", h.offset),
-        (F_LEN, "len", h.len),
-        (F_VALUE, "value", h.value),
-        (F_COMPARE, "compare", h.compare),
-        (F_SIGNAL, "signal_offset", h.signal_offset),
-        (F_PAYLOAD, "payload_len", h.payload_len as u64),
-    ] {
-        if used & bit == 0 && v != 0 {
-            return Err(bad(name, format!("is {v:#x}, but a {} frame does not use it (must be 0)", kind.name())));
+    if f::has_payload(h.kind) {
+        let max = if h.kind == f::ERROR { f::MAX_ERROR_TEXT } else { f::MAX_PAYLOAD };
+        if h.len == 0 && h.kind != f::ERROR || h.len > max {
+            return Err(bad(peer, h.kind, "len", format_args!("is {} (from 1 to {max})", h.len)));
         }
     }
-    let heap = ctx.heap_size;
-    // A range [offset, offset + len) inside this PE's heap, without overflow.
-    let in_heap = |field: &str, offset: u64, len: u64| -> Result<(), Error> {
-        match offset.checked_add(len) {
-            Some(end) if end <= heap => Ok(()),
-            _ => Err(bad(field, format!("names heap bytes [{offset:#x}, +{len:#x}) outside this PE's heap of {heap:#x} bytes"))),
-        }
-    };
-    if used & F_SIGNAL != 0 && kind != Kind::NicAtomic {
-        if SignalOp::from_u8(h.op).is_none() {
-            return Err(bad("op", format!("is {}, not a signal operation (1 set, 2 add)", h.op)));
-        }
-        if !h.signal_offset.is_multiple_of(8) {
-            return Err(bad("signal_offset", format!("{:#x} is not 8-byte aligned", h.signal_offset)));
-        }
-        in_heap("signal_offset", h.signal_offset, 8)?;
-    }
-    let mut payload_len = 0usize;
-    match kind {
-        Kind::Put | Kind::PutSignal | Kind::GetResponse => {
-            if h.len > ctx.max_chunk as u64 {
-                return Err(bad("len", format!("{} exceeds the chunk limit of {} bytes", h.len, ctx.max_chunk)));
-            }
-            if h.payload_len as u64 != h.len {
-                return Err(bad("payload_len", format!("is {}, but `len` is {}", h.payload_len, h.len)));
-            }
-            in_heap("offset", h.offset, h.len)?;
-            payload_len = h.len as usize;
-        }
-        Kind::GetRequest => in_heap("offset", h.offset, h.len)?,
-        Kind::Amo => {
-            let op = AmoOp::from_u8(h.op).ok_or_else(|| bad("op", format!("is {}, not an AMO operation", h.op)))?;
-            let w = Width::from_u8(h.width).ok_or_else(|| bad("width", format!("is {}, not 4 or 8", h.width)))?;
-            if !h.offset.is_multiple_of(w.bytes()) {
-                return Err(bad("offset", format!("{:#x} is not aligned to the {}-byte operand", h.offset, w.bytes())));
-            }
-            in_heap("offset", h.offset, w.bytes())?;
-            if !op.has_operand() && h.value != 0 {
-                return Err(bad("value", format!("is {:#x}, but {} takes no operand", h.value, op.name())));
-            }
-            if !w.fits(h.value) {
-                return Err(bad("value", format!("{:#x} does not fit the 4-byte operand", h.value)));
-            }
-            if op != AmoOp::CompareSwap && h.compare != 0 {
-                return Err(bad("compare", format!("is {:#x}, but only compare_swap uses it", h.compare)));
-            }
-            if !w.fits(h.compare) {
-                return Err(bad("compare", format!("{:#x} does not fit the 4-byte operand", h.compare)));
-            }
-        }
-        Kind::AmoResponse => {
-            let w = Width::from_u8(h.width).ok_or_else(|| bad("width", format!("is {}, not 4 or 8", h.width)))?;
-            if !w.fits(h.value) {
-                return Err(bad("value", format!("{:#x} does not fit the 4-byte operand", h.value)));
-            }
-        }
-        Kind::Error => {
-            if h.payload_len > MAX_ERROR_TEXT {
-                return Err(bad("payload_len", format!("{} exceeds the error text limit of {MAX_ERROR_TEXT}", h.payload_len)));
-            }
-            payload_len = h.payload_len as usize;
-        }
-        Kind::Signal | Kind::Quiet | Kind::QuietAck | Kind::Close => {}
-        // NIC frames: framing only; the responder checks the rkey and the range (module docs).
-        Kind::NicWrite | Kind::NicReadResponse => {
-            if h.len > ctx.max_chunk as u64 {
-                return Err(bad("len", format!("{} exceeds the chunk limit of {} bytes", h.len, ctx.max_chunk)));
-            }
-            if h.payload_len as u64 != h.len {
-                return Err(bad("payload_len", format!("is {}, but `len` is {}", h.payload_len, h.len)));
-            }
-            if h.offset.checked_add(h.len).is_none() {
-                return Err(bad("offset", format!("{:#x} + {} bytes wraps around the address space", h.offset, h.len)));
-            }
-            payload_len = h.len as usize;
-        }
-        Kind::NicRead => {
-            if h.len > rshmem_ibgda::mlx5::MAX_MSG as u64 {
-                return Err(bad("len", format!("{} exceeds the 2 GiB an RDMA READ may move", h.len)));
-            }
-            if h.offset.checked_add(h.len).is_none() {
-                return Err(bad("offset", format!("{:#x} + {} bytes wraps around the address space", h.offset, h.len)));
-            }
-        }
-        Kind::NicAtomic => {
-            let (width, operands) = Atomic::kind_shape(h.op).ok_or_else(|| bad("op", format!("is {}, not a NIC atomic (1..=6)", h.op)))?;
-            let name = Atomic::kind_name(h.op);
-            if h.width as u32 != width {
-                return Err(bad("width", format!("is {}, but a {name} is {width} bytes wide", h.width)));
-            }
-            let o = [h.value, h.compare, h.signal_offset, h.len];
-            for (i, (field, v)) in ["value", "compare", "signal_offset", "len"].into_iter().zip(o).enumerate() {
-                if i >= operands && v != 0 {
-                    return Err(bad(field, format!("is {v:#x}, but a {name} has {operands} operands")));
-                }
-                if width == 4 && v > u32::MAX as u64 {
-                    return Err(bad(field, format!("{v:#x} does not fit the 4-byte operand")));
-                }
-            }
-        }
-        Kind::NicAck => {}
-    }
-    Ok(Checked { kind, payload_len })
+    Ok(f::frame_bytes(h).expect("a known kind"))
 }
 
-/// Builds the message of a checked header and its payload (`payload.len()` must be the checked
-/// length; anything else is an error, never a panic).
-pub fn message<'a>(h: &OpHeader, checked: Checked, payload: &'a [u8], ctx: &Context) -> Result<Message<'a>, Error> {
-    if payload.len() != checked.payload_len {
-        return Err(Error::new(format!(
-            "PE {}: {} frame with {} payload bytes where its header announces {}",
-            ctx.peer,
-            checked.kind.name(),
-            payload.len(),
-            checked.payload_len
-        )));
-    }
-    let signal = || Signal { offset: h.signal_offset, op: SignalOp::from_u8(h.op).unwrap_or(SignalOp::Set), value: h.value };
-    let width = || Width::from_u8(h.width).unwrap_or(Width::W8);
-    let seq = h.seq;
-    Ok(match checked.kind {
-        Kind::Put => Message::Put { seq, offset: h.offset, data: payload, last: h.flags & FLAG_LAST != 0 },
-        Kind::PutSignal => Message::PutSignal { seq, offset: h.offset, data: payload, signal: signal() },
-        Kind::GetRequest => Message::GetRequest { seq, offset: h.offset, len: h.len },
-        Kind::GetResponse => Message::GetResponse { seq, offset: h.offset, data: payload, last: h.flags & FLAG_LAST != 0 },
-        Kind::Amo => Message::Amo {
-            seq,
-            op: AmoOp::from_u8(h.op).unwrap_or(AmoOp::Fetch),
-            width: width(),
-            offset: h.offset,
-            value: h.value,
-            compare: h.compare,
-        },
-        Kind::AmoResponse => Message::AmoResponse { seq, width: width(), value: h.value },
-        Kind::Signal => Message::Signal { seq, signal: signal() },
-        Kind::Quiet => Message::Quiet { seq },
-        Kind::QuietAck => Message::QuietAck { seq },
-        Kind::Error => Message::Error { text: sanitize(payload) },
-        Kind::Close => Message::Close,
-        Kind::NicWrite => Message::NicWrite { seq, rkey: h.key, raddr: h.offset, data: payload, last: h.flags & FLAG_LAST != 0 },
-        Kind::NicRead => Message::NicRead { seq, rkey: h.key, raddr: h.offset, len: h.len },
-        Kind::NicAtomic => Message::NicAtomic {
-            seq,
-            rkey: h.key,
-            raddr: h.offset,
-            op: Atomic::decode(h.op, [h.value, h.compare, h.signal_offset, h.len]).unwrap_or(Atomic::Fa64 { add: 0 }),
-        },
-        Kind::NicReadResponse => Message::NicReadResponse { seq, offset: h.offset, data: payload, last: h.flags & FLAG_LAST != 0 },
-        Kind::NicAck => Message::NicAck { seq, syndrome: h.op, reason: h.width, value: h.value },
-    })
+fn word(b: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"))
 }
 
-/// A peer's text made safe to print: lossy UTF-8, control characters other than newline and tab
-/// replaced.
+/// Checks the whole frame `b` (head, body, payload, padding: `frame_size` bytes) from the peer.
+pub fn check(b: &[u8], ctx: &Context) -> Result<Checked, String> {
+    let peer = ctx.peer;
+    if b.len() < HEAD_BYTES {
+        return Err(format!("PE {peer}: a frame of {} bytes, shorter than its head", b.len()));
+    }
+    let h: Head = bytemuck::pod_read_unaligned(&b[..HEAD_BYTES]);
+    let size = frame_size(&h, ctx)?;
+    if b.len() != size {
+        return Err(format!("PE {peer}: a {} frame of {} bytes where its head says {size}", f::kind_name(h.kind), b.len()));
+    }
+    let k = h.kind;
+    let e = |field: &str, why: String| bad(peer, k, field, why);
+    let zero = |field: &str, v: u64| if v != 0 { Err(e(field, format!("is {v:#x} (must be 0 for this kind)"))) } else { Ok(()) };
+    let flags_ok = |allowed: u8| if h.flags & !allowed != 0 { Err(e("flags", format!("has unknown bits {:#x}", h.flags & !allowed))) } else { Ok(()) };
+    let in_heap = |offset: u64, len: u64| {
+        if offset.checked_add(len).is_none_or(|end| end > ctx.backed) {
+            Err(e("offset", format!("names heap bytes [{offset:#x}, +{len:#x}) beyond the {:#x} bytes backed here", ctx.backed)))
+        } else {
+            Ok(())
+        }
+    };
+    let payload_at = f::fixed_bytes(k).expect("checked");
+    // The padding after a payload is zero (so that no byte of a frame is unchecked).
+    if f::has_payload(k) && b[payload_at + h.len as usize..].iter().any(|&x| x != 0) {
+        return Err(e("padding", "is not zero".into()));
+    }
+    match k {
+        f::PUT => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            in_heap(h.offset, h.len as u64)?;
+            Ok(Checked::Request)
+        }
+        f::AMO => {
+            flags_ok(f::FLAG_FETCH)?;
+            let Some(op) = AmoOp::from_u8(h.op) else { return Err(e("op", format!("is {} (not an AMO code)", h.op))) };
+            if h.width != 4 && h.width != 8 {
+                return Err(e("width", format!("is {} (4 or 8)", h.width)));
+            }
+            if !h.offset.is_multiple_of(h.width as u64) {
+                return Err(e("offset", format!("{:#x} is not aligned to the width {}", h.offset, h.width)));
+            }
+            in_heap(h.offset, h.width as u64)?;
+            let fetch = h.flags & f::FLAG_FETCH != 0;
+            if fetch != op.fetches() {
+                return Err(e("flags", format!("{} a fetch for {}", if fetch { "ask" } else { "do not ask" }, op.name())));
+            }
+            if !fetch {
+                zero("len", h.len as u64)?;
+            }
+            let (value, compare) = (word(b, 16), word(b, 24));
+            let mask = if h.width == 4 { u32::MAX as u64 } else { u64::MAX };
+            if value & !mask != 0 {
+                return Err(e("value", format!("{value:#x} does not fit {} bytes", h.width)));
+            }
+            if op == AmoOp::CompareSwap {
+                if compare & !mask != 0 {
+                    return Err(e("compare", format!("{compare:#x} does not fit {} bytes", h.width)));
+                }
+            } else {
+                zero("compare", compare)?;
+            }
+            Ok(Checked::Request)
+        }
+        f::SIGNAL => {
+            if h.op != f::SIGNAL_OP_SET && h.op != f::SIGNAL_OP_ADD {
+                return Err(e("op", format!("is {} (1 set or 2 add)", h.op)));
+            }
+            if h.width != 8 {
+                return Err(e("width", format!("is {} (8)", h.width)));
+            }
+            flags_ok(0)?;
+            zero("len", h.len as u64)?;
+            if !h.offset.is_multiple_of(8) {
+                return Err(e("offset", format!("{:#x} is not 8-byte aligned", h.offset)));
+            }
+            in_heap(h.offset, 8)?;
+            zero("compare", word(b, 24))?;
+            Ok(Checked::Request)
+        }
+        f::GET => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            if h.len == 0 || h.len > f::MAX_PAYLOAD {
+                return Err(e("len", format!("is {} (from 1 to {})", h.len, f::MAX_PAYLOAD)));
+            }
+            in_heap(h.offset, h.len as u64)?;
+            zero("reserved", word(b, 24))?;
+            Ok(Checked::Request)
+        }
+        f::MARK => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            zero("len", h.len as u64)?;
+            Ok(Checked::Request)
+        }
+        f::WAIT => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            let all = if ctx.lanes >= 32 { u32::MAX } else { (1u32 << ctx.lanes) - 1 };
+            if h.len == 0 || h.len & !all != 0 || h.len & (1 << ctx.lane) != 0 {
+                return Err(e("len", format!("{:#x} is not a mask of other lanes of the {} (this is lane {})", h.len, ctx.lanes, ctx.lane)));
+            }
+            Ok(Checked::Request)
+        }
+        f::NIC_WRITE | f::NIC_READ | f::NIC_ATOMIC => {
+            let (kw, seq) = (word(b, 16), word(b, 24));
+            let key = kw as u32;
+            let at = (kw >> 32) as u32;
+            let len = match k {
+                f::NIC_WRITE => {
+                    zero("op", h.op as u64)?;
+                    zero("width", h.width as u64)?;
+                    flags_ok(f::FLAG_LAST)?;
+                    zero("reserved", at as u64)?;
+                    h.len as u64
+                }
+                f::NIC_READ => {
+                    zero("op", h.op as u64)?;
+                    zero("width", h.width as u64)?;
+                    flags_ok(f::FLAG_LAST)?;
+                    if h.len == 0 || h.len > f::MAX_PAYLOAD {
+                        return Err(e("len", format!("is {} (from 1 to {})", h.len, f::MAX_PAYLOAD)));
+                    }
+                    h.len as u64
+                }
+                _ => {
+                    flags_ok(0)?;
+                    zero("len", h.len as u64)?;
+                    zero("reserved", at as u64)?;
+                    let ops = [word(b, 32), word(b, 40), word(b, 48), word(b, 56)];
+                    let Some(a) = rshmem_ibgda::Atomic::decode(h.op, ops) else {
+                        return Err(e("op", format!("{} with operands {ops:x?} is not a NIC atomic", h.op)));
+                    };
+                    if a.bytes() as u8 != h.width {
+                        return Err(e("width", format!("is {} but the atomic is {} bytes", h.width, a.bytes())));
+                    }
+                    a.bytes() as u64
+                }
+            };
+            Ok(Checked::Nic { key, raddr: h.offset, len, seq })
+        }
+        f::ACK => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            zero("len", h.len as u64)?;
+            Ok(Checked::Ack { count: h.offset })
+        }
+        f::AMO_REPLY => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            Ok(Checked::AmoReply { tag: h.len, value: h.offset })
+        }
+        f::GET_DATA => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            Ok(Checked::GetData { tag: h.offset, len: h.len })
+        }
+        f::NIC_ACK => {
+            flags_ok(0)?;
+            zero("len", h.len as u64)?;
+            zero("offset", h.offset)?;
+            Ok(Checked::NicAnswer)
+        }
+        f::NIC_READ_DATA => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(f::FLAG_LAST)?;
+            zero("offset", h.offset)?;
+            Ok(Checked::NicAnswer)
+        }
+        f::ERROR => {
+            let text = &b[HEAD_BYTES..HEAD_BYTES + h.len as usize];
+            Ok(Checked::Error(sanitize(text)))
+        }
+        f::CLOSE => {
+            zero("op", h.op as u64)?;
+            zero("width", h.width as u64)?;
+            flags_ok(0)?;
+            zero("len", h.len as u64)?;
+            zero("offset", h.offset)?;
+            Ok(Checked::Close)
+        }
+        _ => Err(format!("PE {peer} sent a frame of unknown kind {k} (field `kind`)")),
+    }
+}
+
+/// Text from a peer as this PE prints it: invalid UTF-8 replaced, control characters but newlines
+/// and tabs shown as `?`.
 pub fn sanitize(b: &[u8]) -> String {
     String::from_utf8_lossy(b).chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c }).collect()
 }
 
-/// Decodes exactly one frame from `bytes` (header and payload, nothing after). For tests and tools;
-/// the streaming path is [`FrameReader`](super::reader::FrameReader).
-pub fn decode_frame<'a>(bytes: &'a [u8], ctx: &Context) -> Result<Message<'a>, Error> {
-    if bytes.len() < HEADER_LEN {
-        return Err(Error::new(format!("PE {}: truncated frame header ({} of {HEADER_LEN} bytes)", ctx.peer, bytes.len())));
-    }
-    let h: OpHeader = bytemuck::pod_read_unaligned(&bytes[..HEADER_LEN]);
-    let checked = check_header(&h, ctx)?;
-    message(&h, checked, &bytes[HEADER_LEN..], ctx)
+/// What a head says, for messages: "PUT frame (offset 0x1000, 4096 bytes)".
+pub fn describe(h: &Head) -> String {
+    format!("{} frame (offset {:#x}, len {})", f::kind_name(h.kind), h.offset, h.len)
 }
-
-/// What was on the wire when a read stopped: "PUT frame (seq 5, offset 0x1000, 1048576 payload bytes)".
-pub fn describe(h: &OpHeader) -> String {
-    let kind = Kind::from_u8(h.kind).map(Kind::name).unwrap_or("unknown");
-    format!("{kind} frame (seq {}, offset {:#x}, {} payload bytes)", h.seq, h.offset, h.payload_len)
-}
-

@@ -1,9 +1,9 @@
-//! The frames of the wire: the connection hello, the frame header, the codes, and the messages a
-//! validated frame carries (see the protocol's description in `transport::wire`).
+//! The connection hello and its codes, the AMO codes, and the frames after it: their one definition is
+//! the device crate's (`rshmem_device::remote::frame`, re-exported here), which the apply code on the
+//! GPU reads too; [`Frames`] builds them.
 
-use crate::bootstrap::truncate;
 use bytemuck::{Pod, Zeroable};
-use rshmem_ibgda::Atomic;
+pub use rshmem_device::remote::frame::*;
 
 /// An enum of wire codes: its numbers, its conversion from the raw number (None for an unknown one),
 /// its list and its names, all from one table. Every code of the wire is one of these.
@@ -33,22 +33,19 @@ const _: () = assert!(cfg!(target_endian = "little"), "the rshmem wire is little
 
 /// First bytes of a hello: an rshmem proxy-transport connection.
 pub const MAGIC: [u8; 8] = *b"RSHMWIRE";
-/// Bumped on any incompatible change of the headers or kinds (3: FENCE and BARRIER, never sent, removed).
-pub const VERSION: u32 = 3;
+/// Bumped on any incompatible change of the hello or the frames (4: the frames of the lanes,
+/// `rshmem_device::remote::frame`).
+pub const VERSION: u32 = 4;
 /// Size of [`Hello`] on the wire.
 pub const HELLO_LEN: usize = 64;
-/// Size of [`OpHeader`] on the wire.
-pub const HEADER_LEN: usize = 64;
-/// Default largest payload of one frame (the chunk of a large transfer).
-pub const DEFAULT_MAX_CHUNK: u32 = 1 << 20;
-/// Smallest chunk limit a PE may announce (bounds of a configurable chunk limit, with [`MAX_CHUNK`]).
+/// The largest frame payload every PE accepts (announced in the hello as `max_chunk`).
+pub const DEFAULT_MAX_CHUNK: u32 = rshmem_device::remote::frame::MAX_PAYLOAD;
+/// Smallest chunk limit a PE may announce (bounds of the hello's `max_chunk`, with [`MAX_CHUNK`]).
 pub const MIN_CHUNK: u32 = 4096;
 /// Largest chunk limit a PE may announce.
 pub const MAX_CHUNK: u32 = 64 << 20;
-/// Largest ERROR text.
-pub const MAX_ERROR_TEXT: u32 = 4096;
-/// Most connections between one pair of PEs.
-pub const MAX_LANES: u32 = 16;
+/// Most connections (lanes) between one pair of PEs.
+pub const MAX_LANES: u32 = rshmem_device::remote::frame::MAX_LANES as u32;
 
 /// Connection hello, sent by the connecting side and answered by the accepting side (with `status`
 /// saying whether it accepts; a refusal carries its status alone, see `proxy::accept::refusal`).
@@ -105,64 +102,6 @@ impl HelloStatus {
     }
 }
 
-/// Header of every frame after the hello. Fields a kind does not use must be zero.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq, Eq, Default)]
-pub struct OpHeader {
-    /// [`Kind`].
-    pub kind: u8,
-    /// [`FLAG_LAST`].
-    pub flags: u8,
-    /// [`AmoOp`] (AMO), or [`SignalOp`] (SIGNAL, PUT_SIGNAL).
-    pub op: u8,
-    /// AMO operand width in bytes: 4 or 8.
-    pub width: u8,
-    /// The PE that sent the frame (must be the connection's peer).
-    pub src_pe: u32,
-    /// Sequence number of the operation; answers echo the request's.
-    pub seq: u64,
-    /// Offset in the target's symmetric heap (PUT, PUT_SIGNAL, GET request and response, AMO).
-    pub offset: u64,
-    /// Bytes of the heap range (PUT, PUT_SIGNAL, GET request and response).
-    pub len: u64,
-    /// Bytes of payload after the header.
-    pub payload_len: u32,
-    /// The rkey of a NIC frame (NIC_WRITE, NIC_READ, NIC_ATOMIC); 0 otherwise.
-    pub key: u32,
-    /// AMO operand; AMO response: the fetched value; SIGNAL, PUT_SIGNAL: the signal operand.
-    pub value: u64,
-    /// Compare operand of a compare-and-swap.
-    pub compare: u64,
-    /// Heap offset of the 8-byte signal word (SIGNAL, PUT_SIGNAL).
-    pub signal_offset: u64,
-}
-const _: () = assert!(std::mem::size_of::<OpHeader>() == HEADER_LEN);
-
-/// The last chunk of a transfer (PUT, PUT_SIGNAL, GET response).
-pub const FLAG_LAST: u8 = 1;
-
-codes! {
-    /// Frame kinds.
-    Kind: u8, from_u8 {
-        Put = 1, "PUT";
-        PutSignal = 2, "PUT_SIGNAL";
-        GetRequest = 3, "GET request";
-        GetResponse = 4, "GET response";
-        Amo = 5, "AMO request";
-        AmoResponse = 6, "AMO response";
-        Signal = 7, "SIGNAL";
-        Quiet = 9, "QUIET request";
-        QuietAck = 10, "QUIET completion";
-        Error = 12, "ERROR";
-        Close = 13, "CLOSE";
-        NicWrite = 14, "NIC_WRITE";
-        NicRead = 15, "NIC_READ";
-        NicAtomic = 16, "NIC_ATOMIC";
-        NicReadResponse = 17, "NIC_READ_RESPONSE";
-        NicAck = 18, "NIC_ACK";
-    }
-}
-
 codes! {
     /// Atomic operations at the target. `Fetch*`, `Fetch`, `Swap` and `CompareSwap` answer with the
     /// old value (an AMO response); the others do not.
@@ -182,14 +121,6 @@ codes! {
     }
 }
 
-codes! {
-    /// Signal update of a SIGNAL or PUT_SIGNAL (on a 64-bit word).
-    SignalOp: u8, from_u8 {
-        Set = 1, "set";
-        Add = 2, "add";
-    }
-}
-
 impl AmoOp {
     /// Whether the target answers with the old value.
     pub fn fetches(self) -> bool {
@@ -204,310 +135,125 @@ impl AmoOp {
     }
 }
 
-codes! {
-    /// AMO operand width.
-    Width: u8, from_u8 {
-        W4 = 4, "4 bytes";
-        W8 = 8, "8 bytes";
+
+/// Builds frames into a byte vector (the sender's own bytes: heads, bodies, compact payloads and
+/// padding). Payloads that travel by reference are the caller's: [`Frames::put_head`] writes the head
+/// of a PUT whose payload the caller sends next, then [`pad`] zeros.
+pub struct Frames;
+
+/// Zeros to pad a payload to 16 bytes.
+pub const PAD: [u8; 16] = [0; 16];
+
+/// The zero bytes after a payload of `n` bytes.
+pub fn pad(n: usize) -> &'static [u8] {
+    &PAD[..pad16(n) - n]
+}
+
+fn push_head(out: &mut Vec<u8>, h: Head) {
+    out.extend_from_slice(bytemuck::bytes_of(&h));
+}
+
+fn push_pair(out: &mut Vec<u8>, a: u64, b: u64) {
+    out.extend_from_slice(&a.to_le_bytes());
+    out.extend_from_slice(&b.to_le_bytes());
+}
+
+impl Frames {
+    /// The head of a PUT of `len` bytes to heap offset `offset` (the payload and its padding follow).
+    pub fn put_head(out: &mut Vec<u8>, offset: u64, len: u32) {
+        push_head(out, Head { kind: PUT, len, offset, ..Head::default() });
     }
-}
-
-impl Width {
-    /// The operand width in bytes.
-    pub fn bytes(self) -> u64 {
-        self as u64
+    /// A whole PUT of `data` (at most 16 bytes are worth copying; larger payloads go by reference).
+    pub fn put(out: &mut Vec<u8>, offset: u64, data: &[u8]) {
+        Self::put_head(out, offset, data.len() as u32);
+        out.extend_from_slice(data);
+        out.extend_from_slice(pad(data.len()));
     }
-    /// Whether `v` fits an operand of this width.
-    pub fn fits(self, v: u64) -> bool {
-        self == Width::W8 || v <= u32::MAX as u64
+    /// An AMO (`op` an `AmoOp` code) of `width` bytes; `fetch` with its tag.
+    pub fn amo(out: &mut Vec<u8>, op: u8, width: u8, offset: u64, value: u64, compare: u64, fetch: Option<u32>) {
+        let (flags, len) = match fetch {
+            Some(tag) => (FLAG_FETCH, tag),
+            None => (0, 0),
+        };
+        push_head(out, Head { kind: AMO, op, width, flags, len, offset });
+        push_pair(out, value, compare);
     }
-}
-
-/// A signal update: `op` with `value` on the 8-byte word at heap offset `offset`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Signal {
-    /// Heap offset of the signal word (8-byte aligned).
-    pub offset: u64,
-    /// Set or add.
-    pub op: SignalOp,
-    /// The value set or added.
-    pub value: u64,
-}
-
-/// What the local side knows about a connection; every frame from the peer is checked against it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Context {
-    /// This PE.
-    pub me: u32,
-    /// The PE on the other end.
-    pub peer: u32,
-    /// PEs in the job.
-    pub npes: u32,
-    /// This PE's symmetric heap size: every range a frame names must lie inside it.
-    pub heap_size: u64,
-    /// The largest payload this side accepts in one frame.
-    pub max_chunk: u32,
-}
-
-/// A validated frame. Payloads borrow the reader's buffer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Message<'a> {
-    /// One chunk of a put: `data` goes to heap offset `offset`.
-    Put {
-        /// The transfer's sequence number (the same on all its chunks).
-        seq: u64,
-        /// Heap offset of this chunk's first byte.
-        offset: u64,
-        /// The chunk's bytes.
-        data: &'a [u8],
-        /// Whether this is the transfer's last chunk ([`FLAG_LAST`]).
-        last: bool,
-    },
-    /// The last chunk of a put-with-signal: the data, then the signal.
-    PutSignal {
-        /// The transfer's sequence number.
-        seq: u64,
-        /// Heap offset of this chunk's first byte.
-        offset: u64,
-        /// The chunk's bytes.
-        data: &'a [u8],
-        /// The update applied after the data.
-        signal: Signal,
-    },
-    /// A request for `len` bytes at heap offset `offset`, answered by GET responses.
-    GetRequest {
-        /// Sequence number, echoed by the responses.
-        seq: u64,
-        /// Heap offset of the first byte asked for.
-        offset: u64,
-        /// Bytes asked for (any size inside the heap).
-        len: u64,
-    },
-    /// One chunk of the answer to a GET request.
-    GetResponse {
-        /// The request's sequence number.
-        seq: u64,
-        /// Heap offset (at the responder) of this chunk's first byte.
-        offset: u64,
-        /// The chunk's bytes.
-        data: &'a [u8],
-        /// Whether this is the answer's last chunk ([`FLAG_LAST`]).
-        last: bool,
-    },
-    /// An atomic operation on the target's heap; fetching ops are answered by an AMO response.
-    Amo {
-        /// Sequence number, echoed by the response.
-        seq: u64,
-        /// The operation.
-        op: AmoOp,
-        /// Operand width.
-        width: Width,
-        /// Heap offset of the operand, aligned to its width.
-        offset: u64,
-        /// The operand (0 for `Fetch`).
-        value: u64,
-        /// The compare operand of `CompareSwap` (0 otherwise).
-        compare: u64,
-    },
-    /// The old value of a fetching AMO.
-    AmoResponse {
-        /// The request's sequence number.
-        seq: u64,
-        /// The request's operand width.
-        width: Width,
-        /// The value at the target before the operation.
-        value: u64,
-    },
-    /// A signal update alone.
-    Signal {
-        /// Sequence number of the operation.
-        seq: u64,
-        /// The update.
-        signal: Signal,
-    },
-    /// A request to be answered once everything received before it on this connection is applied.
-    Quiet {
-        /// Sequence number, echoed by the completion.
-        seq: u64,
-    },
-    /// The completion of a QUIET request.
-    QuietAck {
-        /// The request's sequence number.
-        seq: u64,
-    },
-    /// The sender's last word before it closes the connection.
-    Error {
-        /// The text, sanitized for printing.
-        text: String,
-    },
-    /// An orderly end of the connection; nothing follows.
-    Close,
-    /// One chunk of an emulated NIC's RDMA WRITE (`raddr` of this chunk, under `rkey`).
-    NicWrite {
-        /// The requester's tag (its QP and WQE), echoed by the NIC_ACK.
-        seq: u64,
-        /// The remote key the WQE carried.
-        rkey: u32,
-        /// Remote virtual address of this chunk's first byte.
-        raddr: u64,
-        /// The chunk's bytes.
-        data: &'a [u8],
-        /// Whether this is the WRITE's last chunk ([`FLAG_LAST`]), which the NIC_ACK answers.
-        last: bool,
-    },
-    /// An emulated NIC's RDMA READ, answered by NIC_READ_RESPONSE chunks or an error NIC_ACK.
-    NicRead {
-        /// The requester's tag, echoed by the answer.
-        seq: u64,
-        /// The remote key the WQE carried.
-        rkey: u32,
-        /// Remote virtual address of the first byte to read.
-        raddr: u64,
-        /// Bytes to read (at most 2 GiB).
-        len: u64,
-    },
-    /// An emulated NIC's atomic, answered by a NIC_ACK with the old value.
-    NicAtomic {
-        /// The requester's tag, echoed by the NIC_ACK.
-        seq: u64,
-        /// The remote key the WQE carried.
-        rkey: u32,
-        /// Remote virtual address of the operand.
-        raddr: u64,
-        /// The atomic and its operands.
-        op: Atomic,
-    },
-    /// One chunk of a READ's bytes; `offset` is its position in the READ.
-    NicReadResponse {
-        /// The READ's tag.
-        seq: u64,
-        /// Position of this chunk's first byte in the READ.
-        offset: u64,
-        /// The chunk's bytes.
-        data: &'a [u8],
-        /// Whether this is the READ's last chunk ([`FLAG_LAST`]).
-        last: bool,
-    },
-    /// The answer to a NIC_WRITE (after its last chunk), a failed NIC_READ, or a NIC_ATOMIC: `syndrome`
-    /// 0 for success, else the error CQE's PRM syndrome and the emulator's `reason` code.
-    NicAck {
-        /// The request's tag.
-        seq: u64,
-        /// 0 for success, else the PRM syndrome of the error CQE.
-        syndrome: u8,
-        /// The emulator's reason code (`rshmem_ibgda::emu::Reason`).
-        reason: u8,
-        /// An atomic's old value (0 otherwise).
-        value: u64,
-    },
-}
-
-impl Message<'_> {
-    /// The frame kind that carries this message.
-    pub fn kind(&self) -> Kind {
-        match self {
-            Message::Put { .. } => Kind::Put,
-            Message::PutSignal { .. } => Kind::PutSignal,
-            Message::GetRequest { .. } => Kind::GetRequest,
-            Message::GetResponse { .. } => Kind::GetResponse,
-            Message::Amo { .. } => Kind::Amo,
-            Message::AmoResponse { .. } => Kind::AmoResponse,
-            Message::Signal { .. } => Kind::Signal,
-            Message::Quiet { .. } => Kind::Quiet,
-            Message::QuietAck { .. } => Kind::QuietAck,
-            Message::Error { .. } => Kind::Error,
-            Message::Close => Kind::Close,
-            Message::NicWrite { .. } => Kind::NicWrite,
-            Message::NicRead { .. } => Kind::NicRead,
-            Message::NicAtomic { .. } => Kind::NicAtomic,
-            Message::NicReadResponse { .. } => Kind::NicReadResponse,
-            Message::NicAck { .. } => Kind::NicAck,
+    /// A signal (`op` SIGNAL_OP_SET or SIGNAL_OP_ADD) of `value` on the word at `offset`.
+    pub fn signal(out: &mut Vec<u8>, op: u8, offset: u64, value: u64) {
+        push_head(out, Head { kind: SIGNAL, op, width: 8, offset, ..Head::default() });
+        push_pair(out, value, 0);
+    }
+    /// A GET of `len` bytes at `offset`, answered with `tag`.
+    pub fn get(out: &mut Vec<u8>, offset: u64, len: u32, tag: u64) {
+        push_head(out, Head { kind: GET, len, offset, ..Head::default() });
+        push_pair(out, tag, 0);
+    }
+    /// This lane's mark of fence epoch `epoch`.
+    pub fn mark(out: &mut Vec<u8>, epoch: u64) {
+        push_head(out, Head { kind: MARK, offset: epoch, ..Head::default() });
+    }
+    /// A wait for the lanes of `mask` to mark `epoch`.
+    pub fn wait(out: &mut Vec<u8>, epoch: u64, mask: u32) {
+        push_head(out, Head { kind: WAIT, len: mask, offset: epoch, ..Head::default() });
+    }
+    /// An acknowledgement of `count` requests.
+    pub fn ack(out: &mut Vec<u8>, count: u64) {
+        push_head(out, Head { kind: ACK, offset: count, ..Head::default() });
+    }
+    /// The emulated NIC's WRITE head (its payload of `len` bytes and padding follow).
+    pub fn nic_write_head(out: &mut Vec<u8>, key: u32, raddr: u64, len: u32, seq: u64, last: bool) {
+        push_head(out, Head { kind: NIC_WRITE, flags: if last { FLAG_LAST } else { 0 }, len, offset: raddr, ..Head::default() });
+        push_pair(out, key as u64, seq);
+    }
+    /// The emulated NIC's READ of `len` bytes (the part of a READ at `at`; `last` its last part).
+    pub fn nic_read(out: &mut Vec<u8>, key: u32, raddr: u64, len: u32, seq: u64, at: u32, last: bool) {
+        push_head(out, Head { kind: NIC_READ, flags: if last { FLAG_LAST } else { 0 }, len, offset: raddr, ..Head::default() });
+        push_pair(out, key as u64 | (at as u64) << 32, seq);
+    }
+    /// The emulated NIC's atomic (`kind` of `rshmem_ibgda::Atomic::encode`, its four operands).
+    pub fn nic_atomic(out: &mut Vec<u8>, key: u32, raddr: u64, kind: u8, width: u8, seq: u64, ops: [u64; 4]) {
+        push_head(out, Head { kind: NIC_ATOMIC, op: kind, width, offset: raddr, ..Head::default() });
+        push_pair(out, key as u64, seq);
+        push_pair(out, ops[0], ops[1]);
+        push_pair(out, ops[2], ops[3]);
+    }
+    /// An ERROR with `text` (cut to `MAX_ERROR_TEXT` bytes at a character boundary).
+    pub fn error(out: &mut Vec<u8>, text: &str) {
+        let mut n = text.len().min(MAX_ERROR_TEXT as usize);
+        while !text.is_char_boundary(n) {
+            n -= 1;
         }
+        push_head(out, Head { kind: ERROR, len: n as u32, ..Head::default() });
+        out.extend_from_slice(&text.as_bytes()[..n]);
+        out.extend_from_slice(pad(n));
     }
-
-    /// The header and payload that carry this message from `src_pe`.
-    pub fn encode(&self, src_pe: u32) -> (OpHeader, &[u8]) {
-        let mut h = OpHeader { kind: self.kind() as u8, src_pe, ..OpHeader::default() };
-        let set_sig = |h: &mut OpHeader, s: &Signal| {
-            h.op = s.op as u8;
-            h.value = s.value;
-            h.signal_offset = s.offset;
-        };
-        let payload: &[u8] = match self {
-            Message::Put { seq, offset, data, last } | Message::GetResponse { seq, offset, data, last } => {
-                (h.seq, h.offset, h.len, h.payload_len) = (*seq, *offset, data.len() as u64, data.len() as u32);
-                h.flags = if *last { FLAG_LAST } else { 0 };
-                data
-            }
-            Message::PutSignal { seq, offset, data, signal } => {
-                (h.seq, h.offset, h.len, h.payload_len) = (*seq, *offset, data.len() as u64, data.len() as u32);
-                h.flags = FLAG_LAST;
-                set_sig(&mut h, signal);
-                data
-            }
-            Message::GetRequest { seq, offset, len } => {
-                (h.seq, h.offset, h.len) = (*seq, *offset, *len);
-                &[]
-            }
-            Message::Amo { seq, op, width, offset, value, compare } => {
-                (h.seq, h.op, h.width, h.offset, h.value, h.compare) = (*seq, *op as u8, *width as u8, *offset, *value, *compare);
-                &[]
-            }
-            Message::AmoResponse { seq, width, value } => {
-                (h.seq, h.width, h.value) = (*seq, *width as u8, *value);
-                &[]
-            }
-            Message::Signal { seq, signal } => {
-                h.seq = *seq;
-                set_sig(&mut h, signal);
-                &[]
-            }
-            Message::Quiet { seq } | Message::QuietAck { seq } => {
-                h.seq = *seq;
-                &[]
-            }
-            Message::Error { text } => {
-                let t = truncate(text, MAX_ERROR_TEXT as usize);
-                h.payload_len = t.len() as u32;
-                t.as_bytes()
-            }
-            Message::Close => &[],
-            Message::NicWrite { seq, rkey, raddr, data, last } => {
-                (h.seq, h.key, h.offset, h.len, h.payload_len) = (*seq, *rkey, *raddr, data.len() as u64, data.len() as u32);
-                h.flags = if *last { FLAG_LAST } else { 0 };
-                data
-            }
-            Message::NicRead { seq, rkey, raddr, len } => {
-                (h.seq, h.key, h.offset, h.len) = (*seq, *rkey, *raddr, *len);
-                &[]
-            }
-            Message::NicAtomic { seq, rkey, raddr, op } => {
-                let (kind, o) = op.encode();
-                (h.seq, h.key, h.offset, h.op, h.width) = (*seq, *rkey, *raddr, kind, op.bytes() as u8);
-                (h.value, h.compare, h.signal_offset, h.len) = (o[0], o[1], o[2], o[3]);
-                &[]
-            }
-            Message::NicReadResponse { seq, offset, data, last } => {
-                (h.seq, h.offset, h.len, h.payload_len) = (*seq, *offset, data.len() as u64, data.len() as u32);
-                h.flags = if *last { FLAG_LAST } else { 0 };
-                data
-            }
-            Message::NicAck { seq, syndrome, reason, value } => {
-                (h.seq, h.op, h.width, h.value) = (*seq, *syndrome, *reason, *value);
-                &[]
-            }
-        };
-        (h, payload)
+    /// A CLOSE.
+    pub fn close(out: &mut Vec<u8>) {
+        push_head(out, Head { kind: CLOSE, ..Head::default() });
     }
 }
 
-
-/// A frame's bytes (header, then payload): for tests and tools; the TCP path sends the two parts
-/// without joining them.
-pub fn encode_frame(h: &OpHeader, payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEADER_LEN + payload.len());
-    v.extend_from_slice(bytemuck::bytes_of(h));
-    v.extend_from_slice(payload);
-    v
+/// A kind's name, for messages.
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        PUT => "PUT",
+        AMO => "AMO",
+        SIGNAL => "SIGNAL",
+        GET => "GET",
+        MARK => "MARK",
+        WAIT => "WAIT",
+        NIC_WRITE => "NIC_WRITE",
+        NIC_READ => "NIC_READ",
+        NIC_ATOMIC => "NIC_ATOMIC",
+        NIC_REFUSED => "NIC_REFUSED",
+        ACK => "ACK",
+        AMO_REPLY => "AMO_REPLY",
+        GET_DATA => "GET_DATA",
+        NIC_ACK => "NIC_ACK",
+        NIC_READ_DATA => "NIC_READ_DATA",
+        ERROR => "ERROR",
+        CLOSE => "CLOSE",
+        WRAP => "WRAP",
+        _ => "unknown",
+    }
 }
-

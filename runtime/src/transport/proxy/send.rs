@@ -1,0 +1,367 @@
+//! The sender of the remote engine: the one thread that drains this PE's request ring (in ticket
+//! order) and turns its requests into frames on the lanes.
+//!
+//! - **Lanes by address.** A request to PE `q` at heap offset `o` takes lane `(o >> lane_shift) % L`
+//!   of `q` (`Engine::lane_for`): requests to the same bytes take the same lane, and are applied in
+//!   ticket order there; a large transfer is cut at the lanes' boundaries and spread over them, so that
+//!   more blocks and larger puts use more lanes.
+//! - **Coalescing.** A put whose bytes continue the last PUT queued on its lane joins it (one frame for
+//!   the neighbouring blocks' pieces of a transfer, or a thread's consecutive small puts), up to
+//!   `MAX_PAYLOAD`. Staged bytes travel from the ring's staging chunks where the device wrote them (an
+//!   iovec, no copy); an operation of 8 bytes or less is a 32-byte frame. A drained batch leaves with
+//!   one gathered `sendmsg` per lane (`Lane::kick`); what the socket does not take, the lane's thread
+//!   sends.
+//! - **Order across lanes.** A FENCE request marks every PE the sender has sent to; the next request to
+//!   such a PE that takes a lane while other lanes carried requests to it since the last such point is
+//!   preceded by a MARK on each of those lanes and a WAIT on its own (the target holds that lane until
+//!   the others have applied their marks). A fenced request (a barrier's flag) and the signal of a
+//!   put-with-signal whose data took several lanes do the same without a FENCE. Requests on one lane
+//!   need nothing: they are applied in order.
+//! - **Credits.** The answers a lane's requests ask for (GET data, fetched values) must fit the peer's
+//!   reply ring: at most half of it is awaited at a time, so the peer's apply code never waits for room
+//!   while its ring fills (no cycle of two PEs waiting on each other's replies).
+//! - **Completion.** After each batch: a checkpoint (`engine::Completion`), `consumed` for blocking
+//!   puts, and the ring's `tail` (slots and staging chunks whose bytes every lane has sent).
+
+use crate::error::{Error, Result};
+use crate::log;
+use crate::transport::proxy::engine::Engine;
+use crate::transport::proxy::lanes::{Expect, Payload};
+use crate::transport::proxy::ring::{self, Drain, Entry};
+use crate::transport::proxy::stats;
+use crate::transport::wire::{AmoOp, Frames, MAX_PAYLOAD, SIGNAL_OP_ADD, SIGNAL_OP_SET};
+use rshmem_common::Backoff;
+use rshmem_device::remote::proxy::{op, SUB_FENCED, SUB_RETURN};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The sender's order state per peer PE.
+#[derive(Clone, Copy, Default)]
+struct PeerOrder {
+    /// Lanes (bits, counted from the peer's first) that carried requests since the last ordering
+    /// point.
+    used: u32,
+    /// A FENCE came since: the next request orders itself after every lane in `used`.
+    fenced: bool,
+    /// The last fence epoch sent to the peer.
+    epoch: u64,
+}
+
+/// The sender: the ring's drain and what it keeps between requests.
+struct Sender {
+    eng: Arc<Engine>,
+    peers: Vec<PeerOrder>,
+    /// Lanes that got frames in this batch.
+    dirty: Vec<bool>,
+    /// Per lane: the next tag of a GET or fetch.
+    tags: Vec<u64>,
+    heap_size: u64,
+}
+
+/// The sender's thread: drains until the engine stops (once the ring is idle) or fails.
+pub(crate) fn run(eng: Arc<Engine>) {
+    let stage_bytes = eng.set.slots * eng.set.chunk as usize;
+    let base = eng.chan.host_ptr();
+    // SAFETY: the ring and its staging chunks live in `eng.chan`, which this thread keeps alive (Arc)
+    // while it drains; this is the only drain of the ring.
+    let attached = unsafe { Drain::attach(base, crate::transport::proxy::engine::ring_area(eng.set.slots), base.add(crate::transport::proxy::engine::stage_at(eng.set.slots)), stage_bytes) };
+    let mut d: Drain<'static> = match attached {
+        Ok(d) => d,
+        Err(e) => return eng.fault(e),
+    };
+    let n = eng.lanes.len();
+    let mut s = Sender { peers: vec![PeerOrder::default(); eng.npes as usize], dirty: vec![false; n], tags: vec![1; n], heap_size: eng.target.backed().max(1), eng };
+    if let Err(e) = s.drain(&mut d) {
+        if !s.eng.closing.load(Ordering::Acquire) {
+            s.eng.fault(e.context("proxy: the sender"));
+        }
+    }
+}
+
+impl Sender {
+    fn drain(&mut self, d: &mut Drain<'static>) -> Result<()> {
+        let mut idle = Backoff::new();
+        let mut last_work = Instant::now();
+        loop {
+            if self.eng.abort.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let t = stats::Timer::start();
+            let n = d.poll_entries(|e| self.issue(e))?;
+            if n > 0 {
+                self.end_batch(d)?;
+                t.stop(|s| &s.send_ns);
+                stats::add(|s| &s.requests, n as u64);
+                stats::add(|s| &s.batches, 1);
+                idle.reset();
+                last_work = Instant::now();
+                continue;
+            }
+            // Nothing new: lanes may have sent what the tail waits for.
+            self.release(d);
+            if idle.rounds().is_multiple_of(64) && self.eng.stop.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            if self.eng.set.spin && last_work.elapsed() < Duration::from_millis(1) {
+                std::hint::spin_loop();
+            } else {
+                idle.snooze();
+            }
+        }
+    }
+
+    /// The end of a drained batch: every lane that got frames sends them; a checkpoint; `consumed`;
+    /// the tail.
+    fn end_batch(&mut self, d: &mut Drain<'static>) -> Result<()> {
+        for i in 0..self.dirty.len() {
+            if std::mem::take(&mut self.dirty[i]) {
+                self.eng.lanes[i].kick(&self.eng)?;
+            }
+        }
+        let drained = d.next();
+        self.eng.drained.store(drained, Ordering::Release);
+        self.eng.completion.checkpoint(drained, &self.eng.lanes);
+        self.eng.consumed_moved();
+        self.release(d);
+        Ok(())
+    }
+
+    /// Frees the ring's slots and staging chunks up to the oldest ticket a lane still sends from.
+    fn release(&self, d: &mut Drain<'static>) {
+        let oldest = self.eng.lanes.iter().map(|l| l.oldest_ticket.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
+        d.release_to(oldest);
+        self.eng.consumed_moved();
+    }
+
+    /// Queues frames on lane `i` (built by `f` into our own bytes), counting `requests` requests.
+    fn queue(&mut self, i: usize, requests: u64, f: impl FnOnce(&mut Vec<u8>)) {
+        let mut b = Vec::with_capacity(64);
+        f(&mut b);
+        let lane = &self.eng.lanes[i];
+        lane.out.lock().unwrap_or_else(|e| e.into_inner()).frames(&b);
+        lane.issued.fetch_add(requests, Ordering::AcqRel);
+        self.dirty[i] = true;
+    }
+
+    /// Orders the next request to `pe` on lane `i` after every lane that carried requests to it since
+    /// the last ordering point, when a FENCE asked for it or `full`: a MARK on each such lane, a WAIT
+    /// on lane `i`.
+    fn order(&mut self, pe: u32, i: usize, full: bool) {
+        let first = self.eng.peer_lanes[pe as usize].start;
+        let bit = 1u32 << (i - first);
+        let p = self.peers[pe as usize];
+        if p.fenced || full {
+            let others = p.used & !bit;
+            if others != 0 {
+                let epoch = p.epoch + 1;
+                for l in 0..32 {
+                    if others & (1 << l) != 0 {
+                        self.queue(first + l, 1, |b| Frames::mark(b, epoch));
+                    }
+                }
+                self.queue(i, 1, |b| Frames::wait(b, epoch, others));
+                self.peers[pe as usize].epoch = epoch;
+                stats::add(|s| &s.fences, 1);
+            }
+            self.peers[pe as usize].used = bit;
+            self.peers[pe as usize].fenced = false;
+        } else {
+            self.peers[pe as usize].used |= bit;
+        }
+    }
+
+    /// Waits until lane `i` may await `need` more bytes of answers (its credit).
+    fn credit(&mut self, i: usize, need: u64) -> Result<()> {
+        let lane = self.eng.lanes[i].clone();
+        let cap = lane.reply_bytes / 2;
+        let mut wait: Option<(Instant, Backoff)> = None;
+        while lane.credit_used.load(Ordering::Acquire) - lane.credit_back.load(Ordering::Acquire) + need > cap {
+            let (since, b) = wait.get_or_insert_with(|| (Instant::now(), Backoff::new()));
+            if self.dirty[i] {
+                self.dirty[i] = false;
+                lane.kick(&self.eng)?;
+            }
+            if self.eng.abort.load(Ordering::Acquire) {
+                return Err(Error::new("proxy: the engine stopped"));
+            }
+            if since.elapsed() > self.eng.set.wait_limit {
+                return Err(Error::new(format!("proxy: PE {} answered none of this PE's GETs and fetches for {:?} ({})", lane.peer, self.eng.set.wait_limit, lane.in_flight())));
+            }
+            b.snooze();
+        }
+        if wait.is_some() {
+            stats::add(|s| &s.credit_waits, 1);
+        }
+        lane.credit_used.fetch_add(need, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Queues the bytes `[offset, offset + len)` to `pe`, cut at the lanes' boundaries (and at
+    /// MAX_PAYLOAD), each piece's payload from `src(at, n)`. Returns the lanes used (bits from the
+    /// peer's first) and the last one.
+    fn put_bytes(&mut self, pe: u32, offset: u64, len: u64, mut src: impl FnMut(u64, u64) -> (Payload, u64)) -> (u32, usize) {
+        let first = self.eng.peer_lanes[pe as usize].start;
+        let shift = self.eng.set.lane_shift;
+        let (mut used, mut last) = (0u32, first);
+        let mut at = 0u64;
+        while at < len {
+            let o = offset + at;
+            let boundary = ((o >> shift) + 1) << shift;
+            let (payload, most) = src(at, len - at);
+            let n = (len - at).min(boundary - o).min(MAX_PAYLOAD as u64).min(most);
+            let i = self.eng.lane_for(pe, o);
+            self.order(pe, i, false);
+            let lane = &self.eng.lanes[i];
+            let new = {
+                let mut out = lane.out.lock().unwrap_or_else(|e| e.into_inner());
+                let new = out.put(o, payload, n as u32);
+                // Under the lock: the lane's thread recomputes these when it sends.
+                match payload {
+                    Payload::Staged { ticket, .. } => {
+                        lane.oldest_ticket.fetch_min(ticket, Ordering::AcqRel);
+                    }
+                    Payload::Copy { ticket, .. } => {
+                        lane.oldest_ticket.fetch_min(ticket, Ordering::AcqRel);
+                        lane.oldest_copy.fetch_min(ticket, Ordering::AcqRel);
+                    }
+                    Payload::Inline(_) => {}
+                }
+                new
+            };
+            if new {
+                lane.issued.fetch_add(1, Ordering::AcqRel);
+            } else {
+                stats::add(|s| &s.merged, 1);
+            }
+            self.dirty[i] = true;
+            used |= 1 << (i - first);
+            last = i;
+            at += n;
+        }
+        (used, last)
+    }
+
+    /// Queues request `e` (checked first).
+    fn issue(&mut self, e: Entry) -> Result<()> {
+        let r = e.req;
+        let eng = self.eng.clone();
+        ring::check_request(&r, eng.npes, self.heap_size)?;
+        if eng.set.trace {
+            log::debug(format!("proxy trace: issue {}: op {} sub {:#x} to PE {} offset {:#x} len {} value {:#x}", e.seq, r.op, r.sub, r.pe, r.offset, r.len, r.value));
+        }
+        if r.op == op::NOP {
+            return Ok(());
+        }
+        if r.op == op::FENCE {
+            for p in self.peers.iter_mut() {
+                if p.used != 0 {
+                    p.fenced = true;
+                }
+            }
+            return Ok(());
+        }
+        let pe = r.pe;
+        if !eng.reaches(pe) {
+            return Err(Error::new(format!("proxy: request {} to PE {pe}, which the engine does not reach (it is on this node)", e.seq)));
+        }
+        let ticket = e.seq - 1;
+        let signal_op = |sub: u16| -> Result<u8> {
+            match sub as i32 {
+                rshmem_device::SIGNAL_SET => Ok(SIGNAL_OP_SET),
+                rshmem_device::SIGNAL_ADD => Ok(SIGNAL_OP_ADD),
+                s => Err(Error::new(format!("unknown signal operator {s}"))),
+            }
+        };
+        match r.op {
+            op::PUT_STAGED | op::PUT_SIGNAL_STAGED | op::PUT | op::PUT_SIGNAL => {
+                let staged = matches!(r.op, op::PUT_STAGED | op::PUT_SIGNAL_STAGED);
+                let pieces = e.staged;
+                let (used, last) = self.put_bytes(pe, r.offset, r.len, |at, _| {
+                    if staged {
+                        // The staged bytes are one or two pieces of the staging area (two when they
+                        // wrap at its end).
+                        let (p0, n0) = pieces[0];
+                        if at < n0 as u64 {
+                            (Payload::Staged { ptr: p0.wrapping_add(at as usize), ticket }, n0 as u64 - at)
+                        } else {
+                            let (p1, n1) = pieces[1];
+                            let b = at - n0 as u64;
+                            (Payload::Staged { ptr: p1.wrapping_add(b as usize), ticket }, n1 as u64 - b)
+                        }
+                    } else {
+                        (Payload::Copy { src: r.src + at, ticket }, u64::MAX)
+                    }
+                });
+                if matches!(r.op, op::PUT_SIGNAL_STAGED | op::PUT_SIGNAL) {
+                    let sop = signal_op(r.sub)?;
+                    let (i, full) = if r.len == 0 { (eng.lane_for(pe, r.sig_offset), false) } else { (last, used & !(1 << (last - eng.peer_lanes[pe as usize].start)) != 0) };
+                    self.order(pe, i, full);
+                    self.queue(i, 1, |b| Frames::signal(b, sop, r.sig_offset, r.sig_value));
+                }
+            }
+            op::PUT_INLINE => {
+                let i = eng.lane_for(pe, r.offset);
+                self.order(pe, i, r.sub & SUB_FENCED != 0);
+                let mut b = [0u8; 16];
+                b[..8].copy_from_slice(&r.value.to_le_bytes());
+                let lane = &eng.lanes[i];
+                if lane.out.lock().unwrap_or_else(|e| e.into_inner()).put(r.offset, Payload::Inline(b), r.len as u32) {
+                    lane.issued.fetch_add(1, Ordering::AcqRel);
+                } else {
+                    stats::add(|s| &s.merged, 1);
+                }
+                self.dirty[i] = true;
+            }
+            op::SIGNAL => {
+                let sop = signal_op(r.sub)?;
+                let i = eng.lane_for(pe, r.sig_offset);
+                self.order(pe, i, r.sub & SUB_FENCED != 0);
+                self.queue(i, 1, |b| Frames::signal(b, sop, r.sig_offset, r.sig_value));
+            }
+            op::AMO => {
+                let code = (r.sub & 0xff) as u8;
+                let aop = AmoOp::from_u8(code).ok_or_else(|| Error::new(format!("unknown AMO code {code}")))?;
+                let width = r.len as u32;
+                let mask = if width == 4 { u32::MAX as u64 } else { u64::MAX };
+                let value = if aop.has_operand() { r.value & mask } else { 0 };
+                let compare = if aop == AmoOp::CompareSwap { r.sig_value & mask } else { 0 };
+                let i = eng.lane_for(pe, r.offset);
+                self.order(pe, i, r.sub & SUB_FENCED != 0);
+                let fetch = if aop.fetches() {
+                    let tag = self.tags[i];
+                    self.tags[i] += 1;
+                    let x = Expect::Fetch { tag: tag as u32, ret: r.sub & SUB_RETURN != 0, dst: r.src, width, seq: e.seq };
+                    self.credit(i, x.credit())?;
+                    eng.lanes[i].expect.lock().unwrap_or_else(|e| e.into_inner()).push_back(x);
+                    Some(tag as u32)
+                } else {
+                    None
+                };
+                self.queue(i, 1, |b| Frames::amo(b, code, width as u8, r.offset, value, compare, fetch));
+            }
+            op::GET => {
+                let ret = r.sub & SUB_RETURN != 0;
+                let shift = eng.set.lane_shift;
+                let mut at = 0u64;
+                while at < r.len {
+                    let o = r.offset + at;
+                    let boundary = ((o >> shift) + 1) << shift;
+                    // A return-slot GET (at most 8 bytes) is one frame wherever it lies.
+                    let n = if ret { r.len } else { (r.len - at).min(boundary - o).min(MAX_PAYLOAD as u64) };
+                    let i = eng.lane_for(pe, o);
+                    self.order(pe, i, false);
+                    let tag = self.tags[i];
+                    self.tags[i] += 1;
+                    let x = Expect::Get { tag, len: n as u32, dst: if ret { 0 } else { r.src + at }, ret, seq: e.seq };
+                    self.credit(i, x.credit())?;
+                    eng.lanes[i].expect.lock().unwrap_or_else(|e| e.into_inner()).push_back(x);
+                    self.queue(i, 1, |b| Frames::get(b, o, n as u32, tag));
+                    at += n;
+                }
+            }
+            other => return Err(Error::new(format!("unknown operation {other}"))),
+        }
+        Ok(())
+    }
+}

@@ -25,7 +25,8 @@ pub struct Cli {
         short = 'n',
         long = "np",
         value_name = "N",
-        value_parser = clap::value_parser!(u32).range(1..),
+        value_parser = parse_np,
+        allow_negative_numbers = true,
         required_unless_present_any = ["info", "diagnose", "selftest"]
     )]
     pub np: Option<u32>,
@@ -34,7 +35,7 @@ pub struct Cli {
     /// block; when K does not divide N, the first N % K nodes get one PE more). PEs of different nodes
     /// share nothing (no mapped heaps, no shared-memory host barrier), exactly as on separate machines:
     /// they reach each other only through the bootstrap and the remote transport. K is 1 to N.
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32))]
+    #[arg(long, value_name = "K", value_parser = parse_nodes, allow_negative_numbers = true)]
     pub nodes: Option<u32>,
 
     /// Run each node in its own private network namespace (needs root), joined to the others by a
@@ -46,7 +47,7 @@ pub struct Cli {
 
     /// Terminate the job if it runs longer than SECS seconds, start-up included (rshmrun then names the
     /// PEs still running and, where the PEs record it, the collective they wait in, and exits with 124).
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<u64>,
 
     /// Forward the PEs' output without the `[pe N] ` prefix (still line by line).
@@ -63,7 +64,9 @@ pub struct Cli {
     /// Serve PMI-1 to the PEs (the "simple PMI" wire of MPICH's process managers): each PE also gets
     /// PMI_FD, PMI_RANK and PMI_SIZE, so that a program whose bootstrap is a PMI-1 client (NVSHMEM's
     /// default) starts under rshmrun unchanged. A PE's `PMI_Abort(code)` ends the job with that status,
-    /// naming the PE.
+    /// naming the PE (1 for a code whose low 8 bits are 0, such as 256); a PE that spoke PMI and exits
+    /// or closes PMI_FD without PMI finalize ends the job at once, named. The key-value space holds at
+    /// most 4096 keys and 1 MiB per PE.
     #[arg(long)]
     pub pmi: bool,
 
@@ -88,6 +91,34 @@ pub struct Cli {
     /// `-`).
     #[arg(value_name = "PROGRAM", trailing_var_arg = true, num_args = 1.., required_unless_present_any = ["info", "diagnose", "selftest"])]
     pub command: Vec<OsString>,
+}
+
+/// `text` as a whole number from `min` up to `T`'s largest, or an error saying what `what` takes (a
+/// negative number, zero or garbage is named as such, never mistaken for an option).
+fn whole<T: TryFrom<u128>>(text: &str, min: u128, what: &str) -> Result<T, String> {
+    let t = text.trim();
+    let takes = format!("{what} takes a whole number of at least {min}");
+    if t.starts_with('-') && t[1..].bytes().all(|b| b.is_ascii_digit()) && t.len() > 1 {
+        return Err(format!("{t} is negative: {takes}"));
+    }
+    match t.parse::<u128>() {
+        Ok(n) if n < min => Err(format!("{n} is too small: {takes}")),
+        Ok(n) => T::try_from(n).map_err(|_| format!("{n} is too large: {takes}")),
+        Err(_) => Err(format!("{t:?} is not a number: {takes}")),
+    }
+}
+
+/// `-np N`: a number of PEs, at least 1.
+fn parse_np(text: &str) -> Result<u32, String> {
+    whole(text, 1, "-np (the number of PEs)")
+}
+/// `--nodes K`: checked against -np after parsing.
+fn parse_nodes(text: &str) -> Result<u32, String> {
+    whole(text, 0, "--nodes (the number of simulated nodes)")
+}
+/// `--timeout SECS`: at least 1 s.
+fn parse_timeout(text: &str) -> Result<u64, String> {
+    whole(text, 1, "--timeout (seconds)")
 }
 
 /// What `--info` says about simulated nodes.
@@ -325,6 +356,25 @@ mod tests {
         assert!(parse_from(args(&["rshmrun", "--info"])).unwrap().info);
         let cli = parse_from(args(&["rshmrun", "--diagnose"])).unwrap();
         assert!(cli.diagnose && !cli.info && cli.np.is_none() && cli.command.is_empty());
+    }
+
+    #[test]
+    fn negative_and_bad_numbers_are_named() {
+        for (a, want) in [
+            (&["rshmrun", "-np", "-1", "prog"][..], "invalid value '-1' for '--np <N>': -1 is negative: -np (the number of PEs) takes a whole number of at least 1"),
+            (&["rshmrun", "-np=-4", "prog"], "-4 is negative: -np (the number of PEs)"),
+            (&["rshmrun", "-n", "-2", "prog"], "-2 is negative: -np"),
+            (&["rshmrun", "-np", "0", "prog"], "0 is too small: -np (the number of PEs) takes a whole number of at least 1"),
+            (&["rshmrun", "-np", "x", "prog"], "\"x\" is not a number: -np"),
+            (&["rshmrun", "-np", "99999999999", "prog"], "99999999999 is too large: -np"),
+            (&["rshmrun", "-np", "2", "--timeout", "-5", "prog"], "-5 is negative: --timeout (seconds)"),
+            (&["rshmrun", "-np", "2", "--nodes", "-1", "prog"], "-1 is negative: --nodes"),
+        ] {
+            let e = parse_from(args(a)).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{a:?}");
+            assert!(e.to_string().contains(want), "{a:?}: {e}");
+            assert!(!e.to_string().contains("unexpected argument"), "{a:?}: {e}");
+        }
     }
 
     #[test]

@@ -41,6 +41,10 @@ const KILL_WAIT: Duration = Duration::from_secs(5);
 const DRAIN_IDLE: Duration = Duration::from_secs(1);
 /// Exit status after `--timeout`, as timeout(1).
 const TIMEOUT_EXIT: i32 = 124;
+/// With `--pmi`: how long after a PE's PMI connection closed before finalize rshmrun waits to see the
+/// PE exit (then it says "exited with status N"; else "closed its PMI connection"), and how long after a
+/// PE that spoke PMI exited it waits for the server to read the rest of what the PE sent (a finalize).
+const PMI_EOF_WAIT: Duration = Duration::from_millis(250);
 /// Open files rshmrun needs besides the two pipes per PE: stdio, the listener, the status board, the
 /// epoll instance and wake-up pipes, and the pipes of the PE being started.
 const FD_RESERVE: u64 = 64;
@@ -183,7 +187,7 @@ pub fn run(spec: &JobSpec) -> i32 {
         ns_fds: net.as_ref().map(|n| n.nodes.iter().map(|node| node.ns_fd()).collect()).unwrap_or_default(),
         pmi_fds: pmi.as_ref().map(|p| (0..spec.np as usize).filter_map(|pe| p.child_fd(pe)).collect()).unwrap_or_default(),
     };
-    let mut job = Job { deadline: spec.timeout.map(|t| (t, started + t)), board, ..Job::default() };
+    let mut job = Job { deadline: spec.timeout.map(|t| (t, started + t)), board, pmi: pmi.as_ref().map(|p| p.watch()), ..Job::default() };
     for pe in 0..spec.np {
         job.service();
         if output.open_pipes() as u64 + 2 > fds.pipes {
@@ -376,6 +380,12 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
             io::ErrorKind::PermissionDenied => 126,
             _ => 1,
         };
+        // ENOENT for a file that exists: what the kernel could not find is the file's interpreter.
+        if e.kind() == io::ErrorKind::NotFound {
+            if let Some(why) = missing_interpreter(&spec.program) {
+                return (format!("cannot run '{program}' for PE {pe}: {why}"), code);
+            }
+        }
         let hint = if e.kind() == io::ErrorKind::NotFound && !program.contains('/') { " (searched PATH)" } else { "" };
         (format!("cannot run '{program}' for PE {pe}: {e}{hint}"), code)
     })?;
@@ -391,6 +401,66 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
         .add(OwnedFd::from(stdout), &prefix, format!("PE {pe} stdout"), Sink::Stdout)
         .and_then(|()| output.add(OwnedFd::from(stderr), &prefix, format!("PE {pe} stderr"), Sink::Stderr))
         .map_err(|e| (format!("cannot forward the output of PE {pe}: {e}"), 1))
+}
+
+/// The file `program` names, as exec finds it (through PATH when it has no `/`), if it exists.
+fn program_file(program: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    if program.as_encoded_bytes().contains(&b'/') {
+        return Path::new(program).is_file().then(|| PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// Why exec of an existing `program` failed with "No such file or directory": the interpreter its
+/// first line names (`#!/no/such/sh`), or the ELF program interpreter (dynamic loader) it asks for, does
+/// not exist. None when the file does not exist (the plain error says it) or neither is the cause.
+fn missing_interpreter(program: &std::ffi::OsStr) -> Option<String> {
+    use std::io::{Seek, SeekFrom};
+    use std::path::Path;
+    let file = program_file(program)?;
+    let mut f = File::open(&file).ok()?;
+    let mut head = [0u8; 256];
+    let n = f.read(&mut head).ok()?;
+    let head = &head[..n];
+    if let Some(line) = head.strip_prefix(b"#!") {
+        let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+        let line = String::from_utf8_lossy(line);
+        let interp = line.split_whitespace().next()?;
+        if Path::new(interp).exists() {
+            return None;
+        }
+        return Some(format!("its interpreter {interp} does not exist (the script's first line is #!{})", line.trim_end()));
+    }
+    // A 64-bit little-endian ELF file: its PT_INTERP segment names the dynamic loader.
+    if n < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]) as u64;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let (phoff, phentsize, phnum) = (u64_at(head, 0x20), u16_at(0x36), u16_at(0x38));
+    if phentsize < 56 {
+        return None;
+    }
+    for i in 0..phnum.min(64) {
+        let mut ph = [0u8; 56];
+        f.seek(SeekFrom::Start(phoff.checked_add(i * phentsize)?)).ok()?;
+        f.read_exact(&mut ph).ok()?;
+        if u32::from_le_bytes(ph[..4].try_into().unwrap()) != 3 {
+            continue; // not PT_INTERP
+        }
+        let (off, size) = (u64_at(&ph, 8), u64_at(&ph, 32).min(4096));
+        let mut name = vec![0u8; size as usize];
+        f.seek(SeekFrom::Start(off)).ok()?;
+        f.read_exact(&mut name).ok()?;
+        let name = String::from_utf8_lossy(&name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())]).into_owned();
+        if Path::new(&name).exists() {
+            return None;
+        }
+        return Some(format!("its ELF interpreter (dynamic loader) {name} does not exist on this machine (built for another system?)"));
+    }
+    None
 }
 
 /// One PE: its pid, which is also its process group id.
@@ -429,6 +499,43 @@ struct Job {
     last_sent: Option<libc::c_int>,
     /// Start-up had to wait for open files, and said so.
     fd_wait_said: bool,
+    /// The job status board held what no PE writes, and rshmrun said so: it is not read again for
+    /// global-exit requests.
+    board_corrupt: bool,
+    /// With `--pmi`: the PEs' PMI connections.
+    pmi: Option<crate::pmi::Watch>,
+    /// PEs that spoke PMI and exited before the server saw their connection through: (PE, status,
+    /// when), decided in `check_pmi`.
+    pmi_exits: Vec<(usize, ExitStatus, Instant)>,
+}
+
+/// How a PE left PMI without finalize.
+enum PmiEnd {
+    Exited(ExitStatus),
+    Closed,
+}
+
+/// "exited with status 3", "was killed by signal SIGKILL (core dumped)".
+fn describe_status(status: ExitStatus, word: &str) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with {word} {code}"),
+        (None, Some(sig)) => {
+            let core = if status.core_dumped() { " (core dumped)" } else { "" };
+            format!("was killed by signal {}{core}", signals::name(sig))
+        }
+        (None, None) => format!("ended with {status}"),
+    }
+}
+
+/// The exit status rshmrun ends with for a PE's abort or global exit with `code` (never 0 for a
+/// nonzero code: `rshmem::node::jobstatus::exit_status_of`), and a line to say when it is not the code's
+/// low 8 bits.
+fn requested_status(code: i32, what: &str) -> (ExitStatus, Option<String>) {
+    let status = rshmem::node::jobstatus::exit_status_of(code);
+    let note = (status != code & 0xff).then(|| {
+        format!("{what} {code}: an exit status keeps only the low 8 bits of {code}, which are 0 (success); rshmrun exits with {status} instead")
+    });
+    (ExitStatus::from_raw(status << 8), note)
 }
 
 impl Job {
@@ -454,9 +561,20 @@ impl Job {
         if let Some((pe, code)) = crate::pmi::take_abort() {
             self.on_abort(pe, code);
         }
-        if let Some((pe, code)) = self.board.as_ref().and_then(|b| b.exit_request()) {
-            self.on_global_exit(pe, code);
+        if !self.board_corrupt {
+            match self.board.as_ref().map(|b| b.exit_request()) {
+                Some(Ok(Some((pe, code)))) => self.on_global_exit(pe, code),
+                Some(Err(e)) => {
+                    say(format!(
+                        "the job status board is corrupt ({e}): a PE wrote over it; rshmrun ignores it from now on (no \
+                         nvshmem_global_exit through it, no description of a stall)"
+                    ));
+                    self.board_corrupt = true;
+                }
+                _ => {}
+            }
         }
+        self.check_pmi();
         let now = Instant::now();
         if let Some((limit, at)) = self.deadline {
             if !self.timed_out && !self.ending() && now >= at {
@@ -487,6 +605,14 @@ impl Job {
         if let Some(at) = self.killed_at {
             next = next.min(at + KILL_WAIT);
         }
+        if let (Some(w), false) = (&self.pmi, self.ending()) {
+            for (_, _, at) in &self.pmi_exits {
+                next = next.min(*at + PMI_EOF_WAIT);
+            }
+            for (_, at) in w.closed_unfinished() {
+                next = next.min(at + PMI_EOF_WAIT);
+            }
+        }
         next.saturating_duration_since(now)
     }
 
@@ -494,7 +620,7 @@ impl Job {
     fn watch(&mut self) {
         loop {
             self.service();
-            if self.running == 0 {
+            if self.running == 0 && self.pmi_exits.is_empty() {
                 return;
             }
             if self.killed_at.is_some_and(|at| at.elapsed() >= KILL_WAIT) {
@@ -539,10 +665,14 @@ impl Job {
             format!(" with {} still running (pid {}{more})", pe_list(&running), pids.join(", "))
         };
         say(format!("job exceeded --timeout of {} s{which}; terminating all PEs", limit.as_secs()));
-        if let Some(stall) = self.board.as_ref().and_then(|b| b.describe_stall()) {
-            for line in stall.lines().filter(|l| !l.trim().is_empty()) {
-                say(format!("stalled: {line}"));
+        match self.board.as_ref().filter(|_| !self.board_corrupt).map(|b| b.stall_report()) {
+            Some(Ok(Some(stall))) => {
+                for line in stall.lines().filter(|l| !l.trim().is_empty()) {
+                    say(format!("stalled: {line}"));
+                }
             }
+            Some(Err(e)) => say(format!("the job status board is corrupt ({e}): it cannot say what the PEs wait for")),
+            _ => {}
         }
         self.timed_out = true;
         self.begin_termination();
@@ -574,22 +704,27 @@ impl Job {
         self.running -= 1;
         // Most PEs leave nothing behind: note the empty group now, so that it is never signalled again.
         self.pes[i].gone = !group_alive(self.pes[i].pid);
-        if status.success()
-            || self.terminating
-            || self.interrupted.is_some()
-            || self.killed_at.is_some()
-            || self.first_failure.is_some()
-        {
+        if self.ending() || self.first_failure.is_some() {
             return;
         }
-        let how = match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exited with code {code}"),
-            (None, Some(sig)) => {
-                let core = if status.core_dumped() { " (core dumped)" } else { "" };
-                format!("was killed by signal {}{core}", signals::name(sig))
+        // A PE that spoke PMI: did it finalize? Decided once the server has read all it sent.
+        if let Some(c) = self.pmi.as_ref().map(|w| w.conn(i)).filter(|c| c.unfinished()) {
+            if c.closed.is_some() {
+                self.pmi_failure(i, PmiEnd::Exited(status));
+            } else {
+                self.pmi_exits.push((i, status, Instant::now()));
             }
-            (None, None) => format!("ended with {status}"),
-        };
+            return;
+        }
+        self.exit_failure(i, status);
+    }
+
+    /// PE `i` ended with `status` (its PMI, if any, finalized): a failure unless it exited 0.
+    fn exit_failure(&mut self, i: usize, status: ExitStatus) {
+        if status.success() {
+            return;
+        }
+        let how = describe_status(status, "code");
         let rest = if self.running > 0 { "; terminating the other PEs" } else { "" };
         say(format!("PE {i} (pid {}) {how}{rest}", self.pes[i].pid));
         self.first_failure = Some((i, status));
@@ -604,7 +739,64 @@ impl Job {
         }
         let rest = if self.running > 1 { "; terminating the other PEs" } else { "" };
         say(format!("PE {pe} called PMI abort with exit code {code}{rest}"));
-        self.first_failure = Some((pe, ExitStatus::from_raw((code & 0xff) << 8)));
+        let (status, note) = requested_status(code, "PMI abort with exit code");
+        if let Some(note) = note {
+            say(note);
+        }
+        self.first_failure = Some((pe, status));
+        self.begin_termination();
+    }
+
+    /// With `--pmi`: ends the job when a PE that spoke PMI left it without finalize, exited or not.
+    /// Decides the exits `on_exit` deferred (the server read everything the PE sent, or
+    /// [`PMI_EOF_WAIT`] passed), and connections closed by PEs still running [`PMI_EOF_WAIT`] later.
+    fn check_pmi(&mut self) {
+        let Some(w) = self.pmi.clone() else { return };
+        if self.ending() || self.first_failure.is_some() {
+            self.pmi_exits.clear();
+            return;
+        }
+        for (pe, status, at) in std::mem::take(&mut self.pmi_exits) {
+            let c = w.conn(pe);
+            if self.ending() || self.first_failure.is_some() {
+                break;
+            }
+            if !c.unfinished() {
+                self.exit_failure(pe, status);
+            } else if c.closed.is_some() || at.elapsed() >= PMI_EOF_WAIT {
+                self.pmi_failure(pe, PmiEnd::Exited(status));
+            } else {
+                self.pmi_exits.push((pe, status, at));
+            }
+        }
+        if self.ending() || self.first_failure.is_some() {
+            self.pmi_exits.clear();
+            return;
+        }
+        for (pe, at) in w.closed_unfinished() {
+            let running = self.pes.get(pe).is_some_and(|p| p.status.is_none());
+            if running && at.elapsed() >= PMI_EOF_WAIT {
+                self.pmi_failure(pe, PmiEnd::Closed);
+                return;
+            }
+        }
+    }
+
+    /// PE `pe` left PMI without finalize: the job ends now, naming the PE and what it did; rshmrun exits
+    /// with the PE's status, or 1 where that was 0 (or the PE still runs).
+    fn pmi_failure(&mut self, pe: usize, end: PmiEnd) {
+        let pid = self.pes[pe].pid;
+        let (what, status) = match end {
+            PmiEnd::Exited(s) => (
+                format!("{} without PMI finalize (pid {pid})", describe_status(s, "status")),
+                if s.success() { ExitStatus::from_raw(1 << 8) } else { s },
+            ),
+            PmiEnd::Closed => (format!("closed its PMI connection without finalize (pid {pid}, still running)"), ExitStatus::from_raw(1 << 8)),
+        };
+        let others = self.running_pes().into_iter().filter(|&p| p != pe).count();
+        let rest = if others > 0 { "; terminating the other PEs" } else { "" };
+        say(format!("PE {pe} {what}{rest}"));
+        self.first_failure = Some((pe, status));
         self.begin_termination();
     }
 
@@ -616,7 +808,11 @@ impl Job {
         }
         let rest = if self.running > 0 { "; ending every PE" } else { "" };
         say(format!("PE {pe} called nvshmem_global_exit({code}){rest}"));
-        self.first_failure = Some((pe, ExitStatus::from_raw((code & 0xff) << 8)));
+        let (status, note) = requested_status(code, "nvshmem_global_exit with status");
+        if let Some(note) = note {
+            say(note);
+        }
+        self.first_failure = Some((pe, status));
         self.begin_termination();
     }
 

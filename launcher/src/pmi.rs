@@ -22,14 +22,20 @@
 //! | `cmd=abort exitcode=N` | none: rshmrun ends the job with status N, naming the PE |
 //!
 //! Anything else, or a request that breaks the limits, is answered `cmd=<request>_result rc=-1
-//! msg=<why>` (words joined by `_`: a value has no spaces) and named on rshmrun's stderr, once per PE;
-//! a PE that closes its end without `finalize` is the launcher's business (its exit status).
+//! msg=<why>` (words joined by `_`: a value has no spaces) and named on rshmrun's stderr, once per PE.
+//! The key-value space holds at most [`KVS_KEYS_PER_PE`] keys and [`KVS_BYTES_PER_PE`] bytes of keys and
+//! values per PE of the job; a `put` beyond that is refused, naming the limit.
+//!
+//! A PE that has spoken PMI and then closes its end (or exits) without `finalize` or `abort` would leave
+//! the others waiting in a barrier forever: the server tells the launcher ([`Watch`]), which ends the
+//! job naming the PE and what it did.
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 /// Longest line a client reads or writes (MPICH's and NVSHMEM's simple PMI client: 1024 bytes).
 pub const MAX_LINE: usize = 1024;
@@ -40,6 +46,11 @@ pub const KEYLEN_MAX: usize = 64;
 pub const VALLEN_MAX: usize = 512;
 /// The one key-value space of a job.
 const KVSNAME: &str = "rshmrun_kvs_0";
+/// The key-value space holds at most this many keys per PE of the job (a PMI bootstrap puts a few per
+/// PE and per collective)...
+pub const KVS_KEYS_PER_PE: usize = 4096;
+/// ...and at most this many bytes of keys and values per PE of the job (1 MiB).
+pub const KVS_BYTES_PER_PE: usize = 1 << 20;
 
 /// The first `abort` of the job: (PE, exit code).
 static ABORT: Mutex<Option<(usize, i32)>> = Mutex::new(None);
@@ -49,42 +60,102 @@ pub fn take_abort() -> Option<(usize, i32)> {
     ABORT.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
-/// The job's PMI state: the key-value space and the barrier.
+/// The job's PMI state: the key-value space, the barrier and each PE's connection.
 struct Shared {
     np: usize,
     state: Mutex<State>,
     barrier: Condvar,
+    conns: Mutex<Vec<Conn>>,
 }
 
 #[derive(Default)]
 struct State {
     kvs: HashMap<String, String>,
+    /// Bytes of the keys and values in `kvs`.
+    kvs_bytes: usize,
     /// PEs in the current barrier, and how many barriers completed.
     arrived: usize,
     generation: u64,
+}
+
+/// What PE's PMI connection did so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conn {
+    /// It sent a request (the PE speaks PMI).
+    pub started: bool,
+    /// It sent `finalize` or `abort`: its end may close now.
+    pub done: bool,
+    /// When the server saw its end close (end of file or a broken connection), after reading every
+    /// request sent before.
+    pub closed: Option<Instant>,
+}
+
+impl Conn {
+    /// The PE spoke PMI and its connection is not through (no finalize, no abort).
+    pub fn unfinished(&self) -> bool {
+        self.started && !self.done
+    }
+}
+
+/// The launcher's view of the PEs' PMI connections.
+#[derive(Clone)]
+pub struct Watch(Arc<Shared>);
+
+impl Watch {
+    /// PE `pe`'s connection (the default for a PE out of range).
+    pub fn conn(&self, pe: usize) -> Conn {
+        self.0.conns.lock().unwrap_or_else(|e| e.into_inner()).get(pe).copied().unwrap_or_default()
+    }
+    /// The PEs whose connection closed before finalize (or abort), with when it closed.
+    pub fn closed_unfinished(&self) -> Vec<(usize, Instant)> {
+        let conns = self.0.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns.iter().enumerate().filter(|(_, c)| c.unfinished()).filter_map(|(pe, c)| Some((pe, c.closed?))).collect()
+    }
 }
 
 /// The server of one job: one thread per PE serves its end of the socket pair.
 pub struct Server {
     /// The PEs' ends, until each PE is started (then closed here: the PE has its own copy).
     child_ends: Vec<Option<OwnedFd>>,
+    shared: Arc<Shared>,
 }
 
 impl Server {
     /// Makes the socket pairs of `np` PEs and starts the threads that serve them; `wake` is called when
     /// a PE asks for the job to end (`abort`).
     pub fn start(np: usize, wake: fn()) -> io::Result<Server> {
-        let shared = Arc::new(Shared { np, state: Mutex::new(State::default()), barrier: Condvar::new() });
+        let shared = Arc::new(Shared {
+            np,
+            state: Mutex::new(State::default()),
+            barrier: Condvar::new(),
+            conns: Mutex::new(vec![Conn::default(); np]),
+        });
         let mut child_ends = Vec::with_capacity(np);
         for pe in 0..np {
             // Both ends close-on-exec (std's default): each PE keeps its own end only, clearing the
             // flag between fork and exec (`ChildSetup`).
             let (mine, theirs) = UnixStream::pair()?;
             let shared = Arc::clone(&shared);
-            std::thread::Builder::new().name(format!("rshmrun-pmi-{pe}")).spawn(move || serve(&shared, pe, mine, wake))?;
+            std::thread::Builder::new().name(format!("rshmrun-pmi-{pe}")).spawn(move || {
+                serve(&shared, pe, mine, wake);
+                // End of file (or a broken wire): every request sent before was read and answered.
+                let unfinished = {
+                    let mut conns = shared.conns.lock().unwrap_or_else(|e| e.into_inner());
+                    conns[pe].closed = Some(Instant::now());
+                    conns[pe].unfinished()
+                };
+                if unfinished {
+                    wake();
+                }
+            })?;
             child_ends.push(Some(OwnedFd::from(theirs)));
         }
-        Ok(Server { child_ends })
+        Ok(Server { child_ends, shared })
+    }
+
+    /// What the launcher watches: each PE's connection.
+    pub fn watch(&self) -> Watch {
+        Watch(Arc::clone(&self.shared))
     }
 
     /// The descriptor PE `pe` gets as `PMI_FD` (the same number in the PE: it is inherited).
@@ -158,6 +229,8 @@ fn respond(shared: &Shared, pe: usize, line: &str, wake: fn()) -> Result<Option<
     let words = parse(line).ok_or(("request", format!("a word without '=' in {line:?}")))?;
     let get = |k: &str| words.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
     let cmd = get("cmd").ok_or(("request", format!("no cmd= in {line:?}")))?;
+    let mark = |f: fn(&mut Conn)| f(&mut shared.conns.lock().unwrap_or_else(|e| e.into_inner())[pe]);
+    mark(|c| c.started = true);
     let kvsname = |name: &'static str| -> Result<(), (&'static str, String)> {
         match get("kvsname") {
             Some(KVSNAME) => Ok(()),
@@ -182,7 +255,24 @@ fn respond(shared: &Shared, pe: usize, line: &str, wake: fn()) -> Result<Option<
             if key.len() > KEYLEN_MAX || value.len() > VALLEN_MAX {
                 return Err(("put", format!("key of {} or value of {} bytes (at most {KEYLEN_MAX} and {VALLEN_MAX})", key.len(), value.len())));
             }
-            shared.state.lock().unwrap_or_else(|e| e.into_inner()).kvs.insert(key.to_string(), value.to_string());
+            let mut s = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (max_keys, max_bytes) = (KVS_KEYS_PER_PE.saturating_mul(np), KVS_BYTES_PER_PE.saturating_mul(np));
+            let old = s.kvs.get(key).map(|v| key.len() + v.len());
+            let keys = s.kvs.len() + usize::from(old.is_none());
+            let bytes = s.kvs_bytes - old.unwrap_or(0) + key.len() + value.len();
+            if keys > max_keys || bytes > max_bytes {
+                return Err((
+                    "put",
+                    format!(
+                        "the key-value space is full: it holds at most {max_keys} keys and {max_bytes} bytes of keys and values \
+                         ({KVS_KEYS_PER_PE} keys and {KVS_BYTES_PER_PE} bytes per PE of the job); it has {} keys and {} bytes",
+                        s.kvs.len(),
+                        s.kvs_bytes
+                    ),
+                ));
+            }
+            s.kvs_bytes = bytes;
+            s.kvs.insert(key.to_string(), value.to_string());
             "cmd=put_result rc=0".into()
         }
         "get" => {
@@ -209,8 +299,12 @@ fn respond(shared: &Shared, pe: usize, line: &str, wake: fn()) -> Result<Option<
             }
             "cmd=barrier_out".into()
         }
-        "finalize" => "cmd=finalize_ack".into(),
+        "finalize" => {
+            mark(|c| c.done = true);
+            "cmd=finalize_ack".into()
+        }
         "abort" => {
+            mark(|c| c.done = true);
             let code = get("exitcode").and_then(|c| c.parse::<i32>().ok()).unwrap_or(1);
             let mut a = ABORT.lock().unwrap_or_else(|e| e.into_inner());
             if a.is_none() {

@@ -735,3 +735,68 @@ fn sigterm_ends_the_job_when_nobody_reads_its_output() {
     assert_eq!(status.code(), Some(128 + 15), "{stderr}");
     assert!(stderr.contains("received SIGTERM"), "{stderr}");
 }
+
+#[test]
+fn a_negative_number_of_pes_is_named() {
+    for args in [&["-np", "-1", "true"][..], &["-np=-1", "true"], &["-n", "-1", "true"]] {
+        let f = run(args);
+        assert_eq!(f.status.code(), Some(2), "{args:?}: {}", f.stderr);
+        assert!(f.stderr.contains("-1 is negative: -np (the number of PEs) takes a whole number of at least 1"), "{args:?}: {}", f.stderr);
+        assert!(!f.stderr.contains("unexpected argument"), "{args:?}: {}", f.stderr);
+    }
+}
+
+#[test]
+fn a_script_whose_interpreter_is_missing_is_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Scratch::new("interp");
+    let script = dir.0.join("x.sh");
+    fs::write(&script, "#!/no/such/sh -e\necho hi\n").unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let f = run(&["-np", "2", script.to_str().unwrap()]);
+    assert_eq!(f.status.code(), Some(127), "{}", f.stderr);
+    assert!(
+        f.stderr.contains(&format!("cannot run '{}' for PE 0: its interpreter /no/such/sh does not exist", script.display())),
+        "{}",
+        f.stderr
+    );
+    assert!(!f.stderr.contains("No such file"), "{}", f.stderr);
+}
+
+/// `bytes` repeated to `len` bytes, in a file of `dir`.
+fn pattern_file(dir: &Scratch, name: &str, bytes: [u8; 8], len: usize) -> PathBuf {
+    let p = dir.0.join(name);
+    fs::write(&p, bytes.iter().copied().cycle().take(len).collect::<Vec<u8>>()).unwrap();
+    p
+}
+
+/// A PE that writes over the job status board (as a stray pointer could) is not believed: rshmrun says
+/// the board is corrupt instead of acting on a global-exit request no PE made, or quoting garbage as
+/// what the PEs wait for.
+#[test]
+fn a_scribbled_status_board_is_called_corrupt() {
+    let dir = Scratch::new("board");
+    // The whole board of 2 PEs (64 + 2 x 128 bytes) holding the word that read as "PE 215850783 called
+    // nvshmem_global_exit(-1618508988)" where the global-exit word lies.
+    let word = (1u64 << 63) | (215_850_783u64 << 32) | (-1_618_508_988i32 as u32 as u64);
+    let all = pattern_file(&dir, "all", word.to_le_bytes(), 320);
+    let scribble = r#"[ -n "$RSHMEM_STATUS_FD" ] || { echo "no board"; exit 9; }
+        if [ "$RSHMEM_PE" = 0 ]; then dd if="$0" of=/proc/self/fd/$RSHMEM_STATUS_FD bs=64 seek="$1" conv=notrunc status=none || exit 8; fi
+        sleep "$2""#;
+    let f = run(&["-np", "2", "sh", "-c", scribble, all.to_str().unwrap(), "0", "2"]);
+    assert_eq!(f.status.code(), Some(0), "{}{}", f.stdout, f.stderr);
+    assert!(f.stderr.contains("rshmrun: the job status board is corrupt (its header was overwritten"), "{}", f.stderr);
+    assert!(!f.stderr.contains("nvshmem_global_exit("), "{}", f.stderr);
+
+    // Only the records (after the 64-byte header): on --timeout no stall is described from them.
+    let records = pattern_file(&dir, "records", 0xfedc_ba98_7654_3210u64.to_le_bytes(), 256);
+    let job = Running::start(&["-np", "2", "--timeout", "2", "sh", "-c", scribble, records.to_str().unwrap(), "1", "30"]);
+    let f = job.finish(JOB_LIMIT);
+    assert_eq!(f.status.code(), Some(124), "{}{}", f.stdout, f.stderr);
+    assert!(
+        f.stderr.contains("rshmrun: the job status board is corrupt (PE 0's record: its in-a-collective flag is 0xfedcba9876543210): it cannot say what the PEs wait for"),
+        "{}",
+        f.stderr
+    );
+    assert!(!f.stderr.contains("stalled:"), "{}", f.stderr);
+}

@@ -381,9 +381,11 @@ pub fn finalize() -> Result<()> {
 /// `nvshmem_global_exit(status)`: ends every PE of the job with exit status `status`. Under rshmrun the
 /// request goes on the job status board, and rshmrun ends all PEs and exits with `status`; this PE waits
 /// for that (up to 30 s) and then exits itself. Without rshmrun this process exits with `status`, and its
-/// peers see a PE that exited.
+/// peers see a PE that exited. An exit status keeps only the low 8 bits of `status`: a nonzero status
+/// whose low 8 bits are 0 (256, ...) exits with 1 instead, saying so, never with 0.
 pub fn global_exit(status: i32) -> ! {
     let me = my_pe();
+    let code = crate::node::jobstatus::exit_status_of(status);
     // Output the program wrote through C's stdio must not be lost with the process.
     // SAFETY: fflush(NULL) flushes every open output stream; no pointer is involved.
     unsafe { libc::fflush(std::ptr::null_mut()) };
@@ -397,7 +399,12 @@ pub fn global_exit(status: i32) -> ! {
         }
         log::warn(format!("nvshmem_global_exit({status}): rshmrun did not end the job within 30 s; exiting this PE"));
     }
-    std::process::exit(status)
+    if code != status & 0xff {
+        log::warn(format!(
+            "nvshmem_global_exit({status}): an exit status keeps only the low 8 bits of {status}, which are 0 (success); exiting with status {code} instead"
+        ));
+    }
+    std::process::exit(code)
 }
 
 /// This PE's number, -1 when rshmem is not initialized.

@@ -465,9 +465,10 @@ fn fd_sockets_never_talk_to_another_user() {
     assert!(o[0].out.contains("OK peer got 0 reply bytes"), "{}", o[0].out);
     drop(server);
 
-    // A stranger of another user holds the name a PE's server would have: the PE does not send it the key.
+    // A stranger of another user holds the name a PE's server would have (which only a holder of the
+    // job key can know): the PE does not send it the key.
     let job = [0x43u8; 16];
-    let squat = "rshmem-43434343434343434343434343434343-5";
+    let squat = String::from_utf8(rshmem::node::fdpass::socket_name(&key, &job, 5)).unwrap();
     let squatter = spawn_as_nobody(&exe, &format!("fdsquat {squat}"), &[]);
     wait_for_line(&squatter.out, "BOUND");
     let me = FdServer::start(job, key, 0).unwrap();

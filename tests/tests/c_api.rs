@@ -177,6 +177,36 @@ fn global_exit_ends_every_pe_with_the_status() {
     }
 }
 
+/// nvshmem_global_exit(256): an exit status keeps only the low 8 bits of a code, and those of 256 are 0,
+/// which would read as success. Under rshmrun the job ends with 1 and rshmrun names the code; without
+/// rshmrun (one PE) the process itself exits with 1, saying why.
+#[test]
+fn global_exit_with_256_never_ends_with_0() {
+    let Some((code, t)) = global_exit_job("2", false, &["global_exit", "256"]) else { return };
+    assert_eq!(code, 1, "{t}");
+    assert!(t.contains("PE 1 called nvshmem_global_exit(256)"), "{t}");
+    assert!(t.contains("an exit status keeps only the low 8 bits of 256, which are 0 (success); rshmrun exits with 1 instead"), "{t}");
+
+    let prog = program("global_exit").unwrap();
+    // Alone, outside any launcher: none of the test's environment may make it a PE of some job.
+    let out = Command::new(prog)
+        .args(["global_exit", "256"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("RSHMEM_BACKEND", "cpu")
+        .env("RSHMEM_SYMMETRIC_SIZE", "16m")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("PE 0: before global_exit"), "{t}");
+    assert!(
+        t.contains("nvshmem_global_exit(256): an exit status keeps only the low 8 bits of 256, which are 0 (success); exiting with status 1 instead"),
+        "{t}"
+    );
+}
+
 /// NVSHMEMX_INIT_WITH_SHMEM needs an OpenSHMEM bootstrap that rshmem does not have: a clear exit.
 #[test]
 fn init_with_shmem_is_refused_by_name() {

@@ -4,6 +4,11 @@
  *                         PE's value and check it, barrier, finalize; prints "rank R of N: ok"
  *   pmi_client abort P C  the same up to the first barrier, then PE P calls abort with exit code C
  *                         (the others wait in a second barrier that never completes)
+ *   pmi_client exit P C   the same, but PE P exits with status C without finalize
+ *   pmi_client close P    the same, but PE P closes PMI_FD without finalize and keeps running
+ *   pmi_client flood P L  after the first barrier, PE P puts keys flood-0, flood-1, ... with values of L
+ *                         bytes until a put is refused (then prints "put N refused: <answer>" and goes
+ *                         on as without arguments), or exits 3 after 50000 accepted puts
  * Written for this test from the protocol's description; no PMI library code. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +95,39 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 200; i++) want[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[(p * 7 + i) % 36];
     want[200] = 0;
     if (!val(line, "value", v, sizeof v) || strcmp(v, want) != 0) die("wrong value", line);
+  }
+  if (argc == 4 && strcmp(argv[1], "exit") == 0 && rank == atoi(argv[2])) {
+    printf("rank %d exits with %d without finalize\n", rank, atoi(argv[3]));
+    fflush(stdout);
+    exit(atoi(argv[3]));
+  }
+  if (argc == 3 && strcmp(argv[1], "close") == 0 && rank == atoi(argv[2])) {
+    close(fd);
+    printf("rank %d closed PMI_FD\n", rank);
+    fflush(stdout);
+    pause(); /* the launcher ends this process */
+    die("still running after closing PMI_FD", NULL);
+  }
+  if (argc == 4 && strcmp(argv[1], "flood") == 0 && rank == atoi(argv[2])) {
+    int len = atoi(argv[3]);
+    if (len < 1 || len > 500) die("flood: L must be 1 to 500", NULL);
+    char value[501];
+    memset(value, 'v', (size_t)len);
+    value[len] = 0;
+    int i;
+    for (i = 0; i < 50000; i++) {
+      snprintf(req, sizeof req, "cmd=put kvsname=%s key=flood-%d value=%s\n", kvs, i, value);
+      ask(req, line, sizeof line);
+      if (!val(line, "rc", v, sizeof v)) die("put answer without rc", line);
+      if (strcmp(v, "0") != 0) {
+        printf("put %d refused: %s\n", i, line);
+        break;
+      }
+    }
+    if (i == 50000) {
+      printf("no put refused after %d keys of %d bytes\n", i, len);
+      exit(3);
+    }
   }
   if (argc == 4 && strcmp(argv[1], "abort") == 0 && rank == atoi(argv[2])) {
     snprintf(req, sizeof req, "cmd=abort exitcode=%d\n", atoi(argv[3]));

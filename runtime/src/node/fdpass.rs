@@ -1,12 +1,16 @@
 //! Hands file descriptors (heap segments: memfds on the CPU backend, cuMem POSIX handles on CUDA) to
 //! same-node PEs over Unix-domain sockets with SCM_RIGHTS. Every PE runs a small server thread on an
-//! abstract socket named after the job; a peer connects, presents the job key and a segment id, and
-//! receives the descriptor. Abstract sockets leave nothing in the file system, even after a crash.
+//! abstract socket; a peer connects, presents the job key and a segment id, and receives the
+//! descriptor. Abstract sockets leave nothing in the file system, even after a crash.
 //!
-//! Abstract socket names are visible to every local user (/proc/net/unix), so both ends check who is
-//! on the other side: the server serves only processes of its own user (SO_PEERCRED) that present
-//! the job key (compared in constant time), and the client sends the key only to a server of its own
-//! user. The server watches all its clients at once with poll(2) and gives each a short deadline for
+//! Abstract socket names are visible to every local user (/proc/net/unix), and any user may bind a
+//! name first. So no name can be guessed from another: PE `p`'s name is `rshmem-` and 32 hex digits of
+//! HMAC-SHA-256 keyed with the job key over the job id (random, chosen by PE 0 and sent over the
+//! authenticated bootstrap) and `p` ([`socket_name`]). A stranger who sees one PE's name in
+//! /proc/net/unix learns nothing about the others'; a name found taken anyway is reported with the
+//! user id and pid of the process that holds it. Both ends also check who is on the other side: the
+//! server serves only processes of its own user (SO_PEERCRED) that present the job key (compared in
+//! constant time), and the client sends the key only to a server of its own user. The server watches all its clients at once with poll(2) and gives each a short deadline for
 //! its request, so a client that connects and says nothing delays no other fetch and is dropped.
 //! Warnings about refused clients are rate-limited.
 
@@ -43,9 +47,31 @@ pub struct FdServer {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn socket_name(job: &[u8; 16], pe: usize) -> Vec<u8> {
-    let hex: String = job.iter().map(|b| format!("{b:02x}")).collect();
-    format!("rshmem-{hex}-{pe}").into_bytes()
+/// The abstract socket name (without the leading NUL) of PE `pe`'s fd server in job `job` with key
+/// `key`: `rshmem-` and the first 16 bytes, in hex, of HMAC-SHA-256(`key`, "rshmem fd-passing socket" |
+/// `job` | `pe` as 8 bytes little-endian). Without the key, one PE's name says nothing about another's.
+pub fn socket_name(key: &[u8; 16], job: &[u8; 16], pe: usize) -> Vec<u8> {
+    use hmac::{KeyInit, Mac};
+    let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(b"rshmem fd-passing socket");
+    mac.update(job);
+    mac.update(&(pe as u64).to_le_bytes());
+    let tag = mac.finalize().into_bytes();
+    let hex: String = tag[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("rshmem-{hex}").into_bytes()
+}
+
+/// Who holds the abstract name `name` (bind failed with EADDRINUSE): the user id and pid of the process
+/// that listens on it (SO_PEERCRED of a connection to it), or why that is unknown.
+fn holder(name: &[u8]) -> String {
+    let Ok(addr) = abstract_addr(name) else { return "a process".into() };
+    match UnixStream::connect_addr(&addr) {
+        Ok(s) => match peer_cred(&s) {
+            Ok(c) => format!("a process of uid {} (pid {}; this PE runs as uid {})", c.uid, c.pid, my_uid()),
+            Err(e) => format!("a process whose credentials are unknown ({e})"),
+        },
+        Err(e) => format!("a socket that accepts no connection, so its owner is unknown ({e}; see /proc/net/unix)"),
+    }
 }
 
 fn abstract_addr(name: &[u8]) -> Result<std::os::unix::net::SocketAddr> {
@@ -86,16 +112,22 @@ fn key_eq(a: &[u8], b: &[u8; 16]) -> bool {
 }
 
 impl FdServer {
-    /// Starts the server of PE `pe` for job `job` (a per-job random id) with access key `key`.
+    /// Starts the server of PE `pe` for job `job` (a per-job random id) with access key `key`, on the
+    /// abstract name [`socket_name`] gives.
     pub fn start(job: [u8; 16], key: [u8; 16], pe: usize) -> Result<FdServer> {
-        let name = socket_name(&job, pe);
+        let name = socket_name(&key, &job, pe);
         let listener = UnixListener::bind_addr(&abstract_addr(&name)?).map_err(|e| {
-            let hint = if e.kind() == io::ErrorKind::AddrInUse {
-                " (another process holds its name @rshmem-<job>-<pe>: see /proc/net/unix)"
-            } else {
-                ""
-            };
-            Error::os(format!("PE {pe}: cannot open the fd-passing socket{hint}"), e)
+            if e.kind() == io::ErrorKind::AddrInUse {
+                // The name comes from the job key: nobody without the key can know it in advance.
+                return Error::new(format!(
+                    "PE {pe}: cannot open the fd-passing socket @{}: {} holds its name, which is derived from the job key: \
+                     has {} leaked, or does another job use the same key?",
+                    String::from_utf8_lossy(&name),
+                    holder(&name),
+                    crate::config::env::JOB_KEY
+                ));
+            }
+            Error::os(format!("PE {pe}: cannot open the fd-passing socket"), e)
         })?;
         listener.set_nonblocking(true).map_err(|e| Error::os(format!("PE {pe}: fd-passing socket"), e))?;
         let (stop, stopped) = UnixStream::pair().map_err(|e| Error::os("fd server: socketpair", e))?;
@@ -120,7 +152,7 @@ impl FdServer {
 
     /// Fetches segment `id` from PE `pe`'s server. Retries while the server is not up yet.
     pub fn fetch(&self, job: [u8; 16], pe: usize, id: u32) -> Result<(OwnedFd, u64)> {
-        let name = socket_name(&job, pe);
+        let name = socket_name(&self.key, &job, pe);
         let addr = abstract_addr(&name)?;
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut s = loop {
@@ -156,7 +188,7 @@ impl FdServer {
         }
     }
 
-    /// The server's abstract socket name (`rshmem-<job id in hex>-<pe>`, without the leading NUL).
+    /// The server's abstract socket name (see [`socket_name`]), without the leading NUL.
     pub fn name(&self) -> &[u8] {
         &self.name
     }
@@ -368,4 +400,38 @@ pub fn memfd(name: &str, size: u64) -> Result<OwnedFd> {
         return Err(Error::os(format!("cannot size shared memory to {size} bytes"), std::io::Error::last_os_error()));
     }
     Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each PE's name is its own, and none follows from another without the key: another key, job or PE
+    /// gives an unrelated name of the same form.
+    #[test]
+    fn names_come_from_the_key() {
+        let (key, job) = ([7u8; 16], [9u8; 16]);
+        let name = |k: &[u8; 16], j: &[u8; 16], pe| String::from_utf8(socket_name(k, j, pe)).unwrap();
+        let n0 = name(&key, &job, 0);
+        assert_eq!(n0.len(), "rshmem-".len() + 32, "{n0}");
+        assert!(n0.starts_with("rshmem-") && n0[7..].bytes().all(|b| b.is_ascii_hexdigit()), "{n0}");
+        assert_eq!(n0, name(&key, &job, 0));
+        let others = [name(&key, &job, 1), name(&key, &job, 2), name(&[8u8; 16], &job, 0), name(&key, &[10u8; 16], 0)];
+        for o in &others {
+            assert_ne!(&n0, o);
+            // No shared prefix beyond chance: the job id is not in the name.
+            assert_ne!(n0[7..15], o[7..15], "{n0} {o}");
+        }
+        assert!(!n0.contains(&"09".repeat(4)), "the job id shows in {n0}");
+    }
+
+    /// A taken name is reported with the holder's uid and pid.
+    #[test]
+    fn a_taken_name_names_its_holder() {
+        let (key, job) = ([3u8; 16], std::array::from_fn(|i| i as u8 ^ std::process::id() as u8));
+        let first = FdServer::start(job, key, 4).unwrap();
+        let e = FdServer::start(job, key, 4).err().unwrap().to_string();
+        assert!(e.contains(&format!("uid {} (pid {}", my_uid(), std::process::id())), "{e}");
+        assert!(e.contains(&String::from_utf8_lossy(first.name()).into_owned()) && e.contains("derived from the job key"), "{e}");
+    }
 }

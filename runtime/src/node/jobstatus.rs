@@ -11,6 +11,12 @@
 //! Each PE writes only its own record; anyone may read any record. A record is a seqlock: its version
 //! is odd while the PE rewrites it, and a reader retries until it reads the same even version before
 //! and after the fields (see `Slot`).
+//!
+//! Every PE can write anywhere in the board (a stray pointer of the program can too), so the launcher
+//! trusts nothing it reads there: the header must be as it made it, a global-exit request must name a
+//! PE of the job and match the check word that PE wrote in its own record, and a record must hold a
+//! state a PE can write (a flag 0 or 1, a process id, a printable name). Anything else makes the board
+//! *corrupt*: the launcher says so instead of acting on it or quoting it.
 
 use crate::bootstrap::pe_list;
 use crate::error::{Error, Result};
@@ -33,7 +39,7 @@ pub struct PeStatus {
     pub pid: u32,
 }
 
-const MAGIC: u64 = u64::from_le_bytes(*b"RSHMJSB1");
+const MAGIC: u64 = u64::from_le_bytes(*b"RSHMJSB2");
 const HEADER: usize = 64;
 const NAME_WORDS: usize = 8;
 /// The call name is kept to this many bytes (names are short: "rshmem_barrier_all").
@@ -51,6 +57,8 @@ struct Header {
 const EXIT_SET: u64 = 1 << 63;
 
 /// One PE's record. `ver` is the seqlock version: odd while the owner rewrites the other fields.
+/// `exit_check` is written once, outside the seqlock, just before the PE's global-exit request
+/// ([`exit_check`] of the request's word): a request the PE did not make has no matching check.
 #[repr(C)]
 struct Slot {
     ver: AtomicU64,
@@ -58,10 +66,34 @@ struct Slot {
     inside: AtomicU64,
     pid: AtomicU64,
     name: [AtomicU64; NAME_WORDS],
-    _pad: [u64; 4],
+    exit_check: AtomicU64,
+    _pad: [u64; 3],
 }
 const RECORD: usize = std::mem::size_of::<Slot>();
 const _: () = assert!(RECORD == 128 && std::mem::size_of::<Header>() <= HEADER);
+
+/// The largest process id Linux gives (PID_MAX_LIMIT on 64-bit systems).
+const PID_MAX: u64 = 1 << 22;
+/// More host collectives than any PE enters (one per nanosecond for a day): a larger count is garbage.
+const SEQ_MAX: u64 = 1 << 47;
+
+/// The check word of global-exit request `v` (never 0, and unlike any value a PE writes elsewhere).
+fn exit_check(v: u64) -> u64 {
+    (v.rotate_left(23) ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xff51_afd7_ed55_8ccd) | 1
+}
+
+/// The exit status a process shows for exit code `code` (what `exit(code)` gives the parent is its low 8
+/// bits), except that a nonzero code whose low 8 bits are 0 (256, -256, 512, ...) gives 1: an
+/// abort or global exit with a nonzero code must never read as success.
+pub fn exit_status_of(code: i32) -> i32 {
+    match code & 0xff {
+        0 if code != 0 => 1,
+        low => low,
+    }
+}
+
+/// What a corrupt board looked like, for messages ("the job status board is corrupt (...)").
+pub type Corrupt = String;
 
 /// Bytes of a board for `npes` PEs.
 fn board_bytes(npes: usize) -> Option<usize> {
@@ -231,31 +263,67 @@ impl JobStatus {
     }
 
     /// Seqlock reader: a consistent copy of PE `pe`'s record, or None if it stayed inconsistent (its
-    /// writer died in the middle of an update, or keeps rewriting it).
-    fn read(&self, pe: usize) -> Option<PeStatus> {
+    /// writer died in the middle of an update, or keeps rewriting it); Err when it holds what no PE
+    /// writes.
+    fn read(&self, pe: usize) -> Option<std::result::Result<PeStatus, Corrupt>> {
         let s = self.slot(pe);
-        crate::node::seqlock::read(&s.ver, 10_000, || {
+        let (seq, inside, pid, name) = crate::node::seqlock::read(&s.ver, 10_000, || {
             let name: Vec<u64> = s.name.iter().map(|w| w.load(Ordering::Relaxed)).collect();
-            PeStatus {
-                pe,
-                seq: s.seq.load(Ordering::Relaxed),
-                call: unpack_name(&name),
-                inside: s.inside.load(Ordering::Relaxed) != 0,
-                pid: u32::try_from(s.pid.load(Ordering::Relaxed)).unwrap_or(0),
-            }
-        })
+            (s.seq.load(Ordering::Relaxed), s.inside.load(Ordering::Relaxed), s.pid.load(Ordering::Relaxed), name)
+        })?;
+        Some(check_record(pe, seq, inside, pid, &name))
+    }
+
+    /// The header as [`JobStatus::create`] wrote it, or what is wrong with it.
+    fn check_header(&self) -> std::result::Result<(), Corrupt> {
+        let h = self.header();
+        let (magic, npes, record) = (h.magic.load(Ordering::Acquire), h.npes.load(Ordering::Relaxed), h.record.load(Ordering::Relaxed));
+        if magic != MAGIC || npes != self.npes as u64 || record != RECORD as u64 {
+            return Err(format!(
+                "its header was overwritten: magic {magic:#018x}, {npes} PEs, records of {record} bytes, where rshmrun wrote \
+                 {MAGIC:#018x}, {} PEs, {RECORD} bytes",
+                self.npes
+            ));
+        }
+        Ok(())
     }
 
     /// Asks the launcher to end the job with exit status `status` on behalf of PE `pe`
-    /// (`nvshmem_global_exit`); false when another PE asked first (its status is the job's).
+    /// (`nvshmem_global_exit`); false when another PE asked first (its status is the job's), when this
+    /// PE asked before, or when `pe` is outside the board.
     pub fn request_exit(&self, pe: usize, status: i32) -> bool {
+        if pe >= self.npes {
+            return false;
+        }
         let v = EXIT_SET | ((pe as u64 & 0x7fff_ffff) << 32) | status as u32 as u64;
+        // The check first, in this PE's own record (no other PE writes it), and only once: whatever wins
+        // the request word below then has its check in place (the launcher's acquire load of the word
+        // sees it).
+        if self.slot(pe).exit_check.compare_exchange(0, exit_check(v), Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return false;
+        }
         self.header().exit.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
-    /// The launcher's side: the PE that asked for the job's end and its status, once one has.
-    pub fn exit_request(&self) -> Option<(usize, i32)> {
+    /// The launcher's side: the PE that asked for the job's end and its status, once one has; Err when
+    /// the board is corrupt (its header overwritten, or a request word no PE of the job wrote).
+    pub fn exit_request(&self) -> std::result::Result<Option<(usize, i32)>, Corrupt> {
+        self.check_header()?;
         let v = self.header().exit.load(Ordering::Acquire);
-        (v & EXIT_SET != 0).then_some((((v >> 32) & 0x7fff_ffff) as usize, v as u32 as i32))
+        if v == 0 {
+            return Ok(None);
+        }
+        let (pe, status) = (((v >> 32) & 0x7fff_ffff) as usize, v as u32 as i32);
+        if v & EXIT_SET == 0 || pe >= self.npes {
+            return Err(format!("its global-exit word holds {v:#018x}, which no PE of the job's {} wrote", self.npes));
+        }
+        let check = self.slot(pe).exit_check.load(Ordering::Acquire);
+        if check != exit_check(v) {
+            return Err(format!(
+                "its global-exit word holds {v:#018x} (PE {pe}, status {status}), but PE {pe}'s record has no matching check \
+                 ({check:#018x}): PE {pe} did not write it"
+            ));
+        }
+        Ok(Some((pe, status)))
     }
 
     /// Records that this PE enters host collective `call`; returns its number (1, 2, ...).
@@ -274,16 +342,62 @@ impl JobStatus {
         let s = self.slot(me);
         crate::node::seqlock::write(&s.ver, || s.inside.store(0, Ordering::Relaxed));
     }
-    /// Every PE's record (a PE whose record cannot be read consistently is left out).
+    /// Every PE's record (a PE whose record cannot be read consistently, or holds what no PE writes,
+    /// is left out).
     pub fn snapshot(&self) -> Vec<PeStatus> {
-        (0..self.npes).filter_map(|pe| self.read(pe)).collect()
+        (0..self.npes).filter_map(|pe| self.read(pe)?.ok()).collect()
+    }
+
+    /// Every PE's record, checked: Err when the header or a record holds what rshmrun and the PEs never
+    /// write.
+    fn checked_snapshot(&self) -> std::result::Result<Vec<PeStatus>, Corrupt> {
+        self.check_header()?;
+        let mut snap = Vec::with_capacity(self.npes);
+        for pe in 0..self.npes {
+            if let Some(r) = self.read(pe) {
+                snap.push(r?);
+            }
+        }
+        Ok(snap)
     }
 
     /// One line per group of PEs for a stalled job, e.g. "PEs 0, 2-3 wait in rshmem_barrier_all (host
     /// collective #5) for PE 1, which last entered rshmem_malloc (#4) and left it"; None if nothing useful
-    /// is recorded.
+    /// is recorded; Err (what is wrong) when the board is corrupt, so that nothing on it can be believed.
+    pub fn stall_report(&self) -> std::result::Result<Option<String>, Corrupt> {
+        Ok(describe(&self.checked_snapshot()?))
+    }
+
+    /// [`JobStatus::stall_report`] as one text: a corrupt board is described as such ("the job status
+    /// board is corrupt (...)").
     pub fn describe_stall(&self) -> Option<String> {
-        describe(&self.snapshot())
+        self.stall_report()
+            .unwrap_or_else(|e| Some(format!("the job status board is corrupt ({e}): it cannot say what the PEs wait for")))
+    }
+}
+
+/// PE `pe`'s record from its raw words, or what in it no PE writes: a flag other than 0 or 1, a process
+/// id Linux never gives, a count beyond any job's, a name that is not printable ASCII padded with
+/// zeros, or a state without a process.
+fn check_record(pe: usize, seq: u64, inside: u64, pid: u64, name: &[u64]) -> std::result::Result<PeStatus, Corrupt> {
+    let bytes: Vec<u8> = name.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let why = if inside > 1 {
+        Some(format!("its in-a-collective flag is {inside:#x}"))
+    } else if pid > PID_MAX {
+        Some(format!("its process id is {pid}"))
+    } else if seq > SEQ_MAX {
+        Some(format!("its count of host collectives is {seq}"))
+    } else if !bytes[..len].iter().all(|b| b.is_ascii_graphic() || *b == b' ') || bytes[len..].iter().any(|&b| b != 0) {
+        Some(format!("its collective's name holds the bytes {:02x?}", &bytes[..len.max(1).min(bytes.len())]))
+    } else if pid == 0 && (seq != 0 || inside != 0 || len != 0) {
+        Some("it records a collective but no process".to_string())
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(format!("PE {pe}'s record: {why}")),
+        None => Ok(PeStatus { pe, seq, call: String::from_utf8_lossy(&bytes[..len]).into_owned(), inside: inside != 0, pid: pid as u32 }),
     }
 }
 
@@ -406,6 +520,72 @@ mod tests {
     }
 
     #[test]
+    fn exit_statuses_never_read_as_success() {
+        for (code, status) in [(0, 0), (1, 1), (7, 7), (255, 255), (256, 1), (512, 1), (-256, 1), (257, 1), (300, 44), (-1, 255), (i32::MIN, 1)] {
+            assert_eq!(exit_status_of(code), status, "{code}");
+        }
+    }
+
+    /// Global-exit requests: a PE's own is believed once; a word no PE wrote (outside the job, without
+    /// its check, with another status than checked) and an overwritten header make the board corrupt.
+    #[test]
+    fn global_exit_requests_are_checked() {
+        let (launcher, fd) = JobStatus::create(4).unwrap();
+        let pe = JobStatus::open(fd.as_fd(), 2, 4).unwrap();
+        assert_eq!(launcher.exit_request(), Ok(None));
+        assert!(!pe.request_exit(4, 1), "a PE outside the board");
+        assert!(pe.request_exit(2, 256));
+        assert!(!pe.request_exit(2, 3), "a second request of the same PE");
+        assert_eq!(launcher.exit_request(), Ok(Some((2, 256))));
+
+        // The issue's scribble: a word that names PE 215850783.
+        let h = launcher.header();
+        let word = EXIT_SET | (215_850_783u64 << 32) | (-1_618_508_988i32 as u32 as u64);
+        h.exit.store(word, Ordering::Release);
+        let e = launcher.exit_request().unwrap_err();
+        assert!(e.contains("which no PE of the job's 4 wrote"), "{e}");
+        // A PE of the job, but without its check; then with PE 2's check but another status.
+        h.exit.store(EXIT_SET | (1 << 32) | 5, Ordering::Release);
+        let e = launcher.exit_request().unwrap_err();
+        assert!(e.contains("(PE 1, status 5), but PE 1's record has no matching check"), "{e}");
+        h.exit.store(EXIT_SET | (2 << 32) | 9, Ordering::Release);
+        assert!(launcher.exit_request().unwrap_err().contains("PE 2 did not write it"));
+        h.exit.store(0x1234, Ordering::Release);
+        assert!(launcher.exit_request().unwrap_err().contains("holds 0x0000000000001234"));
+        h.exit.store(0, Ordering::Release);
+        assert_eq!(launcher.exit_request(), Ok(None));
+        h.npes.store(215_850_783, Ordering::Relaxed);
+        let e = launcher.exit_request().unwrap_err();
+        assert!(e.contains("its header was overwritten") && e.contains("215850783 PEs"), "{e}");
+        assert!(launcher.describe_stall().unwrap().starts_with("the job status board is corrupt (its header was overwritten"));
+    }
+
+    /// Records holding what no PE writes make the stall report say the board is corrupt, naming the PE.
+    #[test]
+    fn scribbled_records_are_not_quoted() {
+        type Scribble = fn(&Slot);
+        let cases: [(Scribble, &str); 4] = [
+            (|s| s.inside.store(7, Ordering::Relaxed), "PE 1's record: its in-a-collective flag is 0x7"),
+            (|s| s.pid.store(1 << 40, Ordering::Relaxed), "PE 1's record: its process id is 1099511627776"),
+            (|s| s.name[0].store(u64::from_le_bytes(*b"ab\x01cdefg"), Ordering::Relaxed), "PE 1's record: its collective's name holds the bytes"),
+            (|s| s.seq.store(u64::MAX, Ordering::Relaxed), "PE 1's record: its count of host collectives is"),
+        ];
+        for (scribble, want) in cases {
+            let (launcher, fd) = JobStatus::create(2).unwrap();
+            let pes: Vec<JobStatus> = (0..2).map(|pe| JobStatus::open(fd.as_fd(), pe, 2).unwrap()).collect();
+            pes[0].enter("rshmem_barrier_all");
+            pes[1].enter("rshmem_malloc");
+            assert!(launcher.stall_report().unwrap().unwrap().contains("PE 0 waits in rshmem_barrier_all"));
+            scribble(launcher.slot(1));
+            let e = launcher.stall_report().unwrap_err();
+            assert!(e.contains(want), "{e}");
+            assert!(launcher.describe_stall().unwrap().contains(want));
+            // The snapshot leaves the scribbled record out.
+            assert_eq!(launcher.snapshot().iter().map(|r| r.pe).collect::<Vec<_>>(), [0]);
+        }
+    }
+
+    #[test]
     fn concurrent_reader_never_sees_a_torn_record() {
         let (launcher, fd) = JobStatus::create(1).unwrap();
         let pe = JobStatus::open(fd.as_fd(), 0, 1).unwrap();
@@ -418,6 +598,7 @@ mod tests {
             });
             for _ in 0..20_000 {
                 if let Some(r) = launcher.read(0) {
+                    let r = r.unwrap();
                     if r.seq > 0 {
                         let want = &names[(r.seq as usize - 1) % 2][..NAME_BYTES];
                         assert_eq!(r.call, want, "torn record at #{}", r.seq);

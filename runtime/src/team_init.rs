@@ -79,7 +79,7 @@ fn rendezvous(rt: &Runtime, call: &str, uid: u64, npes: i32, index: i32, free: u
     let mut seen = vec![false; rt.npes()];
     seen[me] = true;
     let at = rt.backend().heap_base() + offset_of!(Internal, team_init);
-    let limit = env::wait_timeout()?;
+    let limit = rt.config.wait_timeout;
     let start = Instant::now();
     let mut warned = false;
     let mut backoff = rshmem_common::Backoff::new();

@@ -1,5 +1,6 @@
-//! Every environment variable rshmem reads, in one table. `rshmrun --info` prints this table; the runtime
-//! reads variables only through the helpers here, so the table cannot fall behind the code.
+//! Every environment variable rshmem reads, in one table, with the check of each value and the parsers
+//! of the values. `rshmrun --info` prints this table (`config::info_text`); init reads the environment
+//! once and types it from this table (`config::Config`), so the table cannot fall behind the code.
 
 use crate::error::{Error, Result};
 
@@ -126,7 +127,7 @@ pub const VARS: &[EnvVar] = &[
 pub const ALIASES: &[(&str, &str)] = &[("NVSHMEM_SYMMETRIC_SIZE", SYMMETRIC_SIZE)];
 
 /// The NVSHMEM alias of rshmem variable `name`, if it has one.
-fn alias_of(name: &str) -> Option<&'static str> {
+pub(crate) fn alias_of(name: &str) -> Option<&'static str> {
     ALIASES.iter().find(|(_, r)| *r == name).map(|(a, _)| *a)
 }
 
@@ -365,8 +366,9 @@ pub fn validate_vars(vars: &[(String, String)]) -> Result<Vec<String>> {
     for (name, value) in vars {
         let target = ALIASES.iter().find(|(a, _)| a == name).map(|(_, r)| *r).unwrap_or(name.as_str());
         if let Some(v) = VARS.iter().find(|v| v.name == target) {
-            if value.is_empty() {
-                continue; // empty means unset, as everywhere in rshmem
+            if value.trim().is_empty() {
+                // An empty value is a mistake (a script that meant to set it), not the default.
+                return Err(Error::new(format!("{name} is set but empty: give it a value or unset it")));
             }
             if let Err(why) = (v.check)(value) {
                 return Err(Error::new(format!("{name}={value:?} is not valid: {why}")));
@@ -379,19 +381,6 @@ pub fn validate_vars(vars: &[(String, String)]) -> Result<Vec<String>> {
         }
     }
     Ok(warnings)
-}
-
-/// [`validate_vars`] over this process's environment: the first bad value is the error; the warnings
-/// about unknown names are returned (init logs them). Called once by init.
-pub fn validate() -> Result<Vec<String>> {
-    let vars: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| {
-            let k = k.into_string().ok()?;
-            // A value that is not UTF-8 is garbage too: keep it, lossily, so the check names it.
-            (k.starts_with("RSHMEM_") || ALIASES.iter().any(|(a, _)| *a == k)).then(|| (k, v.to_string_lossy().into_owned()))
-        })
-        .collect();
-    validate_vars(&vars)
 }
 
 /// Levenshtein distance (for "did you mean").
@@ -418,6 +407,11 @@ pub fn parse_positive_secs(v: &str) -> std::result::Result<std::time::Duration, 
     }
 }
 
+/// A `RSHMEM_WAIT_TIMEOUT` value: None for 0 (no limit), else the duration; `Err` says what is expected.
+pub fn parse_wait_secs(v: &str) -> std::result::Result<Option<std::time::Duration>, String> {
+    parse_secs(v).ok_or_else(|| "expected a number of seconds (examples: 30, 0.5; 0 = no limit)".into())
+}
+
 /// Seconds: None when malformed, Some(None) for 0 (no limit), Some(Some(d)) otherwise.
 fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
     match v.trim().parse::<f64>() {
@@ -427,22 +421,12 @@ fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
     }
 }
 
-/// Reads a variable as text (None when unset or empty), else its NVSHMEM alias (`ALIASES`).
+/// Reads a variable of this process's environment now, as text (None when unset or empty), else its
+/// NVSHMEM alias (`ALIASES`). For the layers that still read a variable themselves; the runtime's
+/// layers get their settings from init's `config::Config` instead.
 pub fn get(name: &str) -> Option<String> {
     let read = |n: &str| std::env::var(n).ok().filter(|s| !s.is_empty());
     read(name).or_else(|| alias_of(name).and_then(read))
-}
-
-/// Reads a variable that must parse as an integer, naming the variable and the value on error.
-pub fn get_usize(name: &str) -> Result<Option<usize>> {
-    match get(name) {
-        None => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .map(Some)
-            .map_err(|_| Error::new(format!("{name}={v:?} is not a non-negative integer"))),
-    }
 }
 
 /// Parses a size with an optional k/m/g/t suffix (powers of 1024).
@@ -458,18 +442,8 @@ pub fn parse_size(text: &str) -> Option<u64> {
     num.trim().parse::<u64>().ok()?.checked_mul(mult)
 }
 
-/// Reads a size variable, default when unset, clear error when malformed.
-pub fn get_size(name: &str, default: u64) -> Result<u64> {
-    match get(name) {
-        None => Ok(default),
-        Some(v) => parse_size(&v).ok_or_else(|| {
-            Error::new(format!("{name}={v:?} is not a size (examples: 1073741824, 512m, 2g)"))
-        }),
-    }
-}
-
 /// Reads a duration in seconds (fractions allowed; 0 means "none"), naming the variable on error.
-pub fn get_secs(name: &str) -> Result<Option<std::time::Duration>> {
+fn get_secs(name: &str) -> Result<Option<std::time::Duration>> {
     match get(name) {
         None => Ok(None),
         Some(v) => parse_secs(&v)
@@ -477,22 +451,11 @@ pub fn get_secs(name: &str) -> Result<Option<std::time::Duration>> {
     }
 }
 
-/// RSHMEM_WAIT_TIMEOUT: how long any wait (device waits on the CPU backend, host barriers, collectives)
-/// may last before the PE fails naming what it waits for; None = wait forever.
+/// RSHMEM_WAIT_TIMEOUT as set now: how long any wait (device waits on the CPU backend, host barriers,
+/// collectives) may last before the PE fails naming what it waits for; None = wait forever. For the
+/// layers that still read it themselves; the runtime's layers use `config::Config::wait_timeout`.
 pub fn wait_timeout() -> Result<Option<std::time::Duration>> {
     get_secs(WAIT_TIMEOUT)
-}
-
-/// Renders the table for `rshmrun --info`.
-pub fn info_text() -> String {
-    let mut s = String::from("Environment variables read by rshmem:\n\n");
-    for v in VARS {
-        let dflt = if v.default.is_empty() { "(unset)" } else { v.default };
-        let cur = get(v.name).map(|c| format!("  [now: {c}]")).unwrap_or_default();
-        let alias = alias_of(v.name).map(|a| format!("\n    also read as {a} (NVSHMEM's name; {} wins when both are set)", v.name)).unwrap_or_default();
-        s.push_str(&format!("{}\n    default: {dflt}{cur}\n    {}{alias}\n", v.name, v.meaning));
-    }
-    s
 }
 
 #[cfg(test)]
@@ -515,7 +478,6 @@ mod tests {
         // Every alias names a variable of the table.
         for (a, r) in ALIASES {
             assert!(VARS.iter().any(|v| v.name == *r), "{a} aliases {r}, which is not in VARS");
-            assert!(info_text().contains(a), "--info does not list {a}");
         }
     }
 
@@ -540,9 +502,11 @@ mod tests {
             (CUMEM_GRANULE, "1q"),
             (REMOTE_TRANSPORT, "tcp"),
             (REMOTE_TRANSPORT, "p2p"),
+            (DEBUG, ""),
+            (PROXY_SPIN, " "),
         ] {
             let e = validate_vars(&vars(&[(name, bad)])).expect_err(name).to_string();
-            assert!(e.contains(name) && e.contains(bad), "{e}");
+            assert!(e.contains(name) && (e.contains(bad) || e.contains("is set but empty")), "{e}");
         }
     }
 
@@ -560,7 +524,6 @@ mod tests {
             (REMOTE_TRANSPORT, "none"),
             (REMOTE_TRANSPORT, "proxy"),
             (REMOTE_TRANSPORT, "IBGDA"),
-            (DEBUG, ""),
             ("RSHMEM_TEST_THREADS", "4"),
             ("RSHMEM_SKIP_PTX", "1"),
         ];

@@ -40,10 +40,11 @@ pub(crate) fn is_agreed_failure(e: &Error, prefix: &str) -> bool {
     e.to_string().starts_with(prefix)
 }
 
-/// What test hook `var` says of PE `pe`: None when it is unset; else whether its value names `pe`
-/// ([`names`]).
+/// What test hook `var` says of PE `pe`, as the environment sets it now: None when it is unset; else
+/// whether its value names `pe` ([`names`]). A transport gets the hooks from init's configuration
+/// (`Config::hooks`) instead.
 pub(crate) fn hook_names(var: &str, pe: usize) -> Option<bool> {
-    std::env::var(var).ok().map(|v| names(&v, pe))
+    crate::config::env::get(var).map(|v| names(&v, pe))
 }
 
 /// Whether a test hook's value, `all` or a comma-separated list of PEs, names PE `pe`.

@@ -7,6 +7,7 @@
 
 use super::driver::{self, check, check_ctx};
 use super::module::{Module, Stream, DEVICE_PTX};
+use crate::config::Config;
 use super::modules::Modules;
 use super::services::CudaServices;
 use crate::bootstrap::Bootstrap;
@@ -208,7 +209,7 @@ impl CudaBackend {
     /// Binds this PE's GPU (node-local PE number modulo the GPU count), reserves the heap ranges of every
     /// node-local PE and backs the first granule (collective over the node). `heap_size` is rounded up
     /// to whole granules (`RSHMEM_CUMEM_GRANULE`).
-    pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> std::result::Result<CudaBackend, CudaInitError> {
+    pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize, cfg: &Config) -> std::result::Result<CudaBackend, CudaInitError> {
         let ndev = driver::device_count().map_err(CudaInitError::NoGpu)?;
         if DEVICE_PTX.trim().is_empty() {
             // Recorded by build.rs (rshmem-ptxbuild) when it made the empty PTX.
@@ -227,7 +228,7 @@ impl CudaBackend {
         }
         let (dev, ctx) = driver::bind_primary(ordinal)?;
         let granule = driver::granularity(dev)?;
-        let g = crate::config::env::get_size(crate::config::env::CUMEM_GRANULE, 512 << 20)? as usize;
+        let g = cfg.cumem_granule.max(1);
         let granule = g.div_ceil(granule) * granule;
         let heap_size = heap_size.div_ceil(granule) * granule;
         let me = boot.pe();

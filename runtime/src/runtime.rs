@@ -291,7 +291,13 @@ fn build(boot: Bootstrap, status: Option<JobStatus>, cfg: Arc<Config>) -> Result
     // Last, when nothing can fail any more: a failed init must not leave device calls pointed at a heap
     // that is unmapped when the backend is dropped.
     #[cfg(not(target_arch = "nvptx64"))]
-    rshmem_device::arch::host::set_state(state);
+    // SAFETY: init holds the runtime's slot (no other init or finalize runs), and every address the
+    // state names (the heap, the peers' mappings, the transports' channels) stays valid until finalize
+    // calls `clear_state` before it releases them; nothing of the runtime is dropped past this point
+    // of a successful init.
+    unsafe {
+        rshmem_device::arch::host::set_state(state)
+    };
     log::info(format!("PE {me}/{n}: {} backend, heap {heap_size} bytes at {:#x}", backend.name(), state.heap_base));
     if let Some(s) = &status {
         s.leave(); // init done
@@ -372,7 +378,11 @@ pub fn finalize() -> Result<()> {
     }
     // Device calls from now on fail naming the call instead of using the heap unmapped below.
     #[cfg(not(target_arch = "nvptx64"))]
-    rshmem_device::arch::host::clear_state();
+    // SAFETY: finalize took the runtime out of its slot (no init runs until it returns); clearing only
+    // withdraws the state, which makes every later device call fail by name.
+    unsafe {
+        rshmem_device::arch::host::clear_state()
+    };
     MY_PE.store(-1, Ordering::Release);
     N_PES.store(0, Ordering::Release);
     crate::heap::register::clear();

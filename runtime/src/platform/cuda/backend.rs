@@ -139,15 +139,16 @@ impl CudaBackend {
     /// has run on the stream.
     pub(crate) unsafe fn point_op(&self, call: &str, op: &rshmem_device::point::Op, stream: Option<Stream>, want: bool) -> Result<u64> {
         let s = match stream {
-            Some(s) => s.0 as cu::CUstream,
+            Some(s) => s.as_raw(),
             None => self.rma()?,
         };
         let (slot, slot_host) = if want { self.point_slot() } else { (0, 0) };
         let mut params = [op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot];
         let mut args = params.each_mut().map(|p| p as *mut u64 as *mut std::ffi::c_void);
         // SAFETY: the parameters match rshmemi_point_op(u64 x 9) in order and size; the operation was
-        // checked (our caller's contract).
-        unsafe { self.module()?.launch("rshmemi_point_op", 1, 1, 0, Stream(s as _), &mut args)? };
+        // checked (our caller's contract); `s` is the caller's `Stream` (valid by `Stream::from_raw`'s
+        // contract) or our live host RMA stream.
+        unsafe { self.module()?.launch("rshmemi_point_op", 1, 1, 0, Stream::from_raw(s), &mut args)? };
         if stream.is_none() || want {
             // Polled, not cuStreamSynchronize: the kernel may wait for the proxy or the emulated NIC,
             // whose CUDA calls must get through meanwhile (driver::wait_stream_polling).

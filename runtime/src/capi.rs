@@ -144,17 +144,20 @@ pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
     entry("rshmem_team_n_pes", OnFail::Return(-1), || Ok(crate::team_n_pes(team)))
 }
 
-/// `nvshmem_malloc` (collective): the symmetric allocation, or null on error (printed).
+/// `nvshmem_malloc` (collective): the symmetric allocation, or null on error (printed); null without a
+/// message (and without a barrier) for 0 bytes, as OpenSHMEM says.
 #[no_mangle]
 pub extern "C" fn rshmem_malloc(bytes: usize) -> *mut c_void {
     entry("rshmem_malloc", OnFail::Return(std::ptr::null_mut()), || crate::malloc(bytes).map(|p| p as *mut c_void))
 }
-/// `nvshmem_calloc` (collective): `count * size` zeroed symmetric bytes, or null on error (printed).
+/// `nvshmem_calloc` (collective): `count * size` zeroed symmetric bytes, or null on error (printed);
+/// null for 0 bytes, as `rshmem_malloc`.
 #[no_mangle]
 pub extern "C" fn rshmem_calloc(count: usize, size: usize) -> *mut c_void {
     entry("rshmem_calloc", OnFail::Return(std::ptr::null_mut()), || crate::calloc(count, size).map(|p| p as *mut c_void))
 }
-/// `nvshmem_align` (collective): a symmetric allocation aligned to `alignment`, or null on error (printed).
+/// `nvshmem_align` (collective): a symmetric allocation aligned to `alignment`, or null on error
+/// (printed); null for 0 bytes, as `rshmem_malloc`.
 #[no_mangle]
 pub extern "C" fn rshmem_align(alignment: usize, bytes: usize) -> *mut c_void {
     entry("rshmem_align", OnFail::Return(std::ptr::null_mut()), || crate::align(alignment, bytes).map(|p| p as *mut c_void))
@@ -248,7 +251,7 @@ fn on_gpu(call: &str) -> crate::Result<bool> {
 /// `nvshmemx_barrier_all_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
 ///
 /// # Safety
-/// `s` is NULL or a live stream of this PE's context until the barrier has run ([`c_stream`]).
+/// `s` is NULL or a live stream of this PE's context until the barrier has run ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
     let call = "rshmem_barrier_all_on_stream";
@@ -277,7 +280,7 @@ pub unsafe extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
 }
 /// # Safety
 /// As `rshmem_putmem`; the copy runs later on `s`, so `src` must stay valid until then; `s` is NULL or
-/// a live stream of this PE's context until then ([`c_stream`]).
+/// a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_putmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
     let call = "rshmem_putmem_on_stream";
@@ -479,7 +482,7 @@ pub extern "C" fn rshmem_team_sync(team: i32) -> i32 {
 ///
 /// # Safety
 /// The buffers satisfy the collective's contract (`coll::collective`); on a stream they stay valid until
-/// it has run, and the stream is NULL or a live stream of this PE's context until then ([`c_stream`]).
+/// it has run, and the stream is NULL or a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
 #[allow(clippy::too_many_arguments)]
 unsafe fn host_collective(call: &str, what: u32, team: i32, dest: *mut c_void, src: *const c_void, n: usize, a: u64, b: u64, stream: Option<*mut c_void>) -> i32 {
     entry(call, OnFail::Return(1), || {
@@ -499,7 +502,7 @@ unsafe fn host_collective(call: &str, what: u32, team: i32, dest: *mut c_void, s
 /// `nvshmemx_barrier_on_stream`; 0 on success, 1 on error (printed).
 ///
 /// # Safety
-/// `stream` is NULL or a live stream of this PE's context until the barrier has run ([`c_stream`]).
+/// `stream` is NULL or a live stream of this PE's context until the barrier has run ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_barrier_on_stream(team: i32, stream: *mut c_void) -> i32 {
     // SAFETY: a synchronization has no buffers; the stream is this function's contract.
@@ -524,7 +527,7 @@ pub unsafe extern "C" fn rshmem_broadcastmem(team: i32, dest: *mut c_void, src: 
 }
 /// # Safety
 /// As `rshmem_broadcastmem`, valid until the stream has run it; `stream` is NULL or a live stream of
-/// this PE's context until then ([`c_stream`]).
+/// this PE's context until then ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_broadcastmem_on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32, stream: *mut c_void) -> i32 {
     // SAFETY: this function's contract (symmetric buffers and the stream, valid until the stream ran
@@ -543,7 +546,7 @@ macro_rules! host_gather {
         }
         /// # Safety
         /// As the call without `_on_stream`, the buffers valid until the stream has run it; `stream`
-        /// is NULL or a live stream of this PE's context until then ([`c_stream`]).
+        /// is NULL or a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
         #[no_mangle]
         pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, stream: *mut c_void) -> i32 {
             // SAFETY: this function's contract (the buffers' sizes and lifetimes, the stream) is
@@ -571,7 +574,7 @@ macro_rules! host_reduce {
         }
         /// # Safety
         /// As the call without `_on_stream`, the buffers valid until the stream has run it; `stream`
-        /// is NULL or a live stream of this PE's context until then ([`c_stream`]).
+        /// is NULL or a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32, stream: *mut c_void) -> i32 {
@@ -719,7 +722,7 @@ macro_rules! strided_host {
         ///
         /// # Safety
         /// As above, until the operation has run on the stream; `stream` is NULL or a live stream of
-        /// this PE's context until then ([`c_stream`]).
+        /// this PE's context until then ([`Stream::from_raw`]'s contract).
         #[no_mangle]
         pub unsafe extern "C" fn $stream_name(dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, width: u32, pe: i32, stream: *mut c_void) {
             // SAFETY: the caller's contract (above): the local buffer and the stream.
@@ -737,7 +740,7 @@ strided_host! {
 /// Runs a point operation that names no local buffer, on `stream`; `want`: wait and return its value.
 ///
 /// # Safety
-/// `stream` is NULL or a live stream of this PE's context until the operation has run ([`c_stream`]).
+/// `stream` is NULL or a live stream of this PE's context until the operation has run ([`Stream::from_raw`]'s contract).
 unsafe fn point_on_stream(call: &str, op: PointOp, stream: *mut c_void, want: bool) -> u64 {
     // SAFETY: `op` names no local buffer (p, g, signal_op, a single wait); the stream is this
     // function's contract.
@@ -747,7 +750,7 @@ unsafe fn point_on_stream(call: &str, op: PointOp, stream: *mut c_void, want: bo
 /// `p` of the low `width` bytes of `value` to `dest` on `pe`, enqueued on `stream`.
 ///
 /// # Safety
-/// `stream` is NULL or a live stream of this PE's context until the operation has run ([`c_stream`]).
+/// `stream` is NULL or a live stream of this PE's context until the operation has run ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_p_on_stream(dest: *mut c_void, value: u64, width: u32, pe: i32, stream: *mut c_void) {
     let op = PointOp { what: pw::P, width, pe, dest: dest as u64, value, ..PointOp::default() };
@@ -798,7 +801,7 @@ pub unsafe extern "C" fn rshmem_wait_until_on_stream(ivar: *mut c_void, cmp: i32
 ///
 /// # Safety
 /// `status` and `values` as above, valid until the wait has run on the stream; `stream` is NULL or a
-/// live stream of this PE's context until then ([`c_stream`]).
+/// live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn rshmem_wait_until_all_on_stream(

@@ -242,8 +242,8 @@ pub unsafe fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i
 /// As `putmem_on_stream` (`put`) or `getmem_on_stream` for the local side and the stream.
 unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
     let rt = crate::runtime::get(call)?;
-    let sym = if put { dst } else { src as *mut u8 };
-    let t = rt.check_rma(call, sym, bytes, pe)?;
+    let (sym, local) = if put { (dst, src) } else { (src as *mut u8, dst as *const u8) };
+    let t = rt.check_rma_local(call, sym, local, bytes, pe, put)?;
     if t.peer_base(pe as usize) == 0 {
         // SAFETY: forwarded contract; the range and the route were checked.
         return unsafe { onstream_remote(call, dst, src, bytes, pe, s, put) };

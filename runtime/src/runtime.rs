@@ -450,8 +450,13 @@ impl Runtime {
         self.boot.npes()
     }
 
-    /// Collective allocation. Every PE must call with the same arguments in the same order.
+    /// Collective allocation. Every PE must call with the same arguments in the same order. `bytes` 0
+    /// is no allocation: null, at once and without a barrier (OpenSHMEM's and NVSHMEM's `malloc`,
+    /// `calloc` and `align` with size 0).
     pub fn alloc(&self, call: &str, bytes: usize, align: usize, zero: bool) -> Result<*mut u8> {
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
         if align == 0 || !align.is_power_of_two() {
             return Err(Error::new(format!("{call}: alignment {align} is not a power of two")));
         }
@@ -529,8 +534,12 @@ impl Runtime {
         size.ok_or_else(|| Error::new(format!("{call}: {p:p} is not the start of a live symmetric allocation")))
     }
 
-    /// Collective free.
+    /// Collective free. A null `p` is no action, at once and without a barrier (OpenSHMEM's and
+    /// NVSHMEM's `free`), so the null of a `malloc(0)` can be freed like any allocation.
     pub fn free(&self, call: &str, p: *mut u8) -> Result<()> {
+        if p.is_null() {
+            return Ok(());
+        }
         // Work already enqueued (a kernel, an on-stream collective) may still use the memory: it runs
         // to completion before the memory can be handed out again (NVSHMEM's free implies a barrier).
         self.backend.quiet()?;
@@ -649,16 +658,37 @@ impl Runtime {
         Inside(self.status.as_ref())
     }
 
-    /// Checks a host RMA's PE and symmetric range; returns the transport that reaches the PE.
+    /// Checks a host RMA's PE and symmetric range; returns the transport that reaches the PE. The range
+    /// must lie in the part of the heap the program allocates from: the runtime's internal area at the
+    /// heap's start (team tables, synchronization words) is refused like any address outside the heap.
     pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<&dyn Transport> {
         if pe < 0 || pe as usize >= self.npes() {
             return Err(Error::new(format!("{call}: PE {pe} out of range (n_pes {})", self.npes())));
+        }
+        if sym.is_null() {
+            return Err(Error::new(format!("{call}: the symmetric address is NULL")));
         }
         let off = (sym as usize).wrapping_sub(self.state.heap_base as usize);
         if off >= self.backend.heap_size() || bytes > self.backend.heap_size() - off {
             return Err(Error::new(format!("{call}: {sym:p} + {bytes} bytes is not inside the symmetric heap")));
         }
+        if off < INTERNAL_BYTES {
+            return Err(Error::new(format!(
+                "{call}: {sym:p} is in the runtime's internal area (the first {} of the symmetric heap, below every allocation), not in a symmetric allocation",
+                log::size_text(INTERNAL_BYTES as u64)
+            )));
+        }
         self.transport_to(call, pe as usize)
+    }
+
+    /// [`Runtime::check_rma`] of a host put (`put`) or get, with its local buffer `local` (the source of
+    /// a put, the destination of a get), which must not be NULL.
+    pub(crate) fn check_rma_local(&self, call: &str, sym: *const u8, local: *const u8, bytes: usize, pe: i32, put: bool) -> Result<&dyn Transport> {
+        if local.is_null() {
+            let what = if put { "source" } else { "destination" };
+            return Err(Error::new(format!("{call}: the {what} is NULL (a local buffer of {bytes} bytes was expected)")));
+        }
+        self.check_rma(call, sym, bytes, pe)
     }
 
     /// The transport that reaches PE `pe` (in range), from the per-PE table; an error naming the PE and
@@ -683,28 +713,28 @@ impl Runtime {
     /// # Safety
     /// `src` must be readable for `bytes`.
     pub unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_putmem", dst, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_putmem", dst, src, bytes, pe, true)?;
         // SAFETY: the symmetric range and the route were checked; the local one is the caller's promise.
         unsafe { t.putmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// `dst` must be writable for `bytes`.
     pub unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_getmem", src, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_getmem", src, dst, bytes, pe, false)?;
         // SAFETY: as in putmem.
         unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// As `putmem`; `src` stays valid and unchanged until the next quiet.
     pub unsafe fn putmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_putmem_nbi", dst, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_putmem_nbi", dst, src, bytes, pe, true)?;
         // SAFETY: as in putmem.
         unsafe { t.putmem_nbi(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// As `getmem`; `dst` is not read before the next quiet.
     pub unsafe fn getmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_getmem_nbi", src, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_getmem_nbi", src, dst, bytes, pe, false)?;
         // SAFETY: as in getmem.
         unsafe { t.getmem_nbi(&*self.backend, dst, src, bytes, pe as usize) }
     }

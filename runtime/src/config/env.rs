@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 
 /// One environment variable: name, default (as text; "" = unset), meaning, and the check its value
-/// must pass (run for every set variable at init by [`validate`]; `Err` says what is expected).
+/// must pass (run for every set variable at init by [`validate_vars`]; `Err` says what is expected).
 pub struct EnvVar {
     /// The variable's name (`RSHMEM_...`).
     pub name: &'static str,

@@ -1,7 +1,7 @@
-//! Which transport reaches which PE: the one place that decides. `RSHMEM_REMOTE_TRANSPORT` and the
-//! NIC checks choose the transport for PEs on other nodes ([`choose_remote`]), every PE's choice is
-//! agreed job-wide ([`decide`]); the registry finds its constructor by name ([`remote_by_name`],
-//! [`factory`]); [`route_table`] says, per PE, which transport reaches it.
+//! Which transport reaches which PE: the one place that decides. `RSHMEM_REMOTE_TRANSPORT` (parsed
+//! once, in init's `Config`) and the NIC checks choose the transport for PEs on other nodes
+//! ([`local_choice`], [`choose`]), every PE's choice is agreed job-wide ([`decide`]); the registry
+//! finds its constructor ([`factory`]); [`route_table`] says, per PE, which transport reaches it.
 //! Also the diagnosis behind the choice, for `rshmrun --diagnose`: the host probes of `crate::probe`
 //! with the verbs library's checks (feature `verbs`) handed in (the probes import no transport, so
 //! the dependency runs one way).

@@ -236,9 +236,9 @@ mod tests {
 
     #[test]
     fn every_check_ends_with_a_clear_line() {
-        let quick: Vec<String> = quick_checks().into_iter().map(|c| c.name).collect();
+        let quick: Vec<String> = quick_checks(&HcaList::default()).into_iter().map(|c| c.name).collect();
         assert_eq!(quick, [LIBS, DEVICES, DEVX]);
-        let checks = diagnose();
+        let checks = diagnose(&HcaList::default());
         let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, [LIBS, DEVICES, DEVX, GPU_REG, UAR]);
         for c in &checks {

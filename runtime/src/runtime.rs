@@ -662,6 +662,11 @@ impl Runtime {
     /// must lie in the part of the heap the program allocates from: the runtime's internal area at the
     /// heap's start (team tables, synchronization words) is refused like any address outside the heap.
     pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<&dyn Transport> {
+        self.check_range(call, sym, bytes, pe, false)
+    }
+
+    /// [`Runtime::check_rma`], the internal area allowed when `internal` (the runtime's own reads).
+    fn check_range(&self, call: &str, sym: *const u8, bytes: usize, pe: i32, internal: bool) -> Result<&dyn Transport> {
         if pe < 0 || pe as usize >= self.npes() {
             return Err(Error::new(format!("{call}: PE {pe} out of range (n_pes {})", self.npes())));
         }
@@ -672,7 +677,7 @@ impl Runtime {
         if off >= self.backend.heap_size() || bytes > self.backend.heap_size() - off {
             return Err(Error::new(format!("{call}: {sym:p} + {bytes} bytes is not inside the symmetric heap")));
         }
-        if off < INTERNAL_BYTES {
+        if off < INTERNAL_BYTES && !internal {
             return Err(Error::new(format!(
                 "{call}: {sym:p} is in the runtime's internal area (the first {} of the symmetric heap, below every allocation), not in a symmetric allocation",
                 log::size_text(INTERNAL_BYTES as u64)
@@ -722,6 +727,16 @@ impl Runtime {
     pub unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
         let t = self.check_rma_local("rshmem_getmem", src, dst, bytes, pe, false)?;
         // SAFETY: as in putmem.
+        unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
+    }
+    /// The runtime's own blocking get of `bytes` at `src` on `pe`, which may lie in the internal area
+    /// (a peer's team-init announcement); `call` names it in errors.
+    ///
+    /// # Safety
+    /// `dst` must be writable for `bytes`.
+    pub(crate) unsafe fn get_internal(&self, call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        let t = self.check_range(call, src, bytes, pe, true)?;
+        // SAFETY: as in getmem.
         unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety

@@ -34,7 +34,10 @@
 #endif
 
 /* The stream type of the *_on_stream calls: cudaStream_t when the CUDA runtime headers are in (always
- * under nvcc), otherwise the very same type spelled without them, so C programs need no CUDA headers. */
+ * under nvcc), otherwise the very same type spelled without them, so C programs need no CUDA headers.
+ * A stream passed to rshmem is NULL (the legacy default stream) or a stream of this PE's GPU (created
+ * in its primary context, the one the CUDA runtime uses), not destroyed before the work rshmem
+ * enqueued on it has run: rshmem hands it to the CUDA driver as it is. */
 #if defined(CUDART_VERSION)
 #define RSHMEM_STREAM_T cudaStream_t
 #else

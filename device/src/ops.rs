@@ -213,11 +213,15 @@ pub unsafe fn get<T>(dst: *mut T, src: *const T, nelems: usize, pe: i32) {
 /// Orders this thread's earlier puts/AMOs to each PE before its later ones to the same PE. P2P: the
 /// fence. Remote engine: a FENCE request, after which the engine applies every request to a PE after
 /// every earlier one to it (see `crate::remote`). IBGDA: fenced NOPs on the thread's QPs
-/// (`remote::ibgda`).
+/// (`remote::ibgda`). Stops the PE, naming the call, when rshmem is not initialized (before init,
+/// after finalize): the remote part reads the state's addresses.
 #[inline(always)]
 pub fn fence() {
-    let ibgda = arch::state_u64(Field::IBGDA);
+    let (magic, ibgda) = arch::state_u64_pair(Field::MAGIC, Field::IBGDA);
     let channels = arch::state_u64(Field::PROXY_CHANNELS);
+    if magic != STATE_MAGIC {
+        fail("rshmem_fence\0", Problem::NotInitialized, -1, 0, 0);
+    }
     arch::fence_sc_after(ibgda | channels);
     if ibgda != 0 || channels != 0 {
         remote::fence();
@@ -225,10 +229,14 @@ pub fn fence() {
 }
 /// Completes all of this thread's outstanding puts, gets and AMOs: P2P stores become visible
 /// system-wide (the fence); requests to remote PEs complete at their targets (the proxy's part,
-/// taken only when this PE has a remote transport).
+/// taken only when this PE has a remote transport). Stops the PE, naming the call, when rshmem is not
+/// initialized (before init, after finalize): the remote part reads the state's addresses.
 #[inline(always)]
 pub fn quiet() {
-    let proxy = arch::state_u64(Field::PROXY_RING_HEADER);
+    let (magic, proxy) = arch::state_u64_pair(Field::MAGIC, Field::PROXY_RING_HEADER);
+    if magic != STATE_MAGIC {
+        fail("rshmem_quiet\0", Problem::NotInitialized, -1, 0, 0);
+    }
     arch::fence_sc_after(proxy);
     if proxy != 0 {
         remote::quiet();

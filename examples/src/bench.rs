@@ -401,9 +401,9 @@ unsafe fn enqueue(how: Enqueue, dst: &SymSlice<u8>, dst_peer: u64, src: &SymSlic
         Enqueue::Rshmem => return unsafe { rshmem::cuda::putmem_on_stream(dst.as_ptr(), src.as_ptr(), bytes, pe, s) },
         // SAFETY: device memory this context reaches (the peer's heap is mapped here), the caller's
         // sizes; the context is current (the caller's Timer bound it).
-        Enqueue::DtoD => unsafe { cu::cuMemcpyDtoDAsync_v2(dst_peer, src.as_ptr() as u64, bytes, s.0) },
+        Enqueue::DtoD => unsafe { cu::cuMemcpyDtoDAsync_v2(dst_peer, src.as_ptr() as u64, bytes, s.as_raw()) },
         // SAFETY: as above, by unified address.
-        Enqueue::Unified => unsafe { cu::cuMemcpyAsync(dst_peer, src.as_ptr() as u64, bytes, s.0) },
+        Enqueue::Unified => unsafe { cu::cuMemcpyAsync(dst_peer, src.as_ptr() as u64, bytes, s.as_raw()) },
     };
     if r != cu::CUresult::CUDA_SUCCESS {
         return Err(rshmem::Error::new(format!("enqueueing a copy of {bytes} bytes: {r:?}")));
@@ -503,7 +503,7 @@ fn ce_copy_ms(timer: &rshmem::cuda::Timer, sbuf: &SymSlice<u8>, rbuf: &SymSlice<
             // function returns, after the stream has run the copies (elapsed_ms waits for the stop
             // event; on an error, the synchronize below). The context is current on this thread
             // (Timer::new bound it); s is the legacy default stream.
-            unsafe { memcpy_dtod_async(dst as u64, src as u64, bytes, s.0) }.map_err(|e| rshmem::Error::new(format!("cuMemcpyDtoDAsync of {bytes} bytes: {e:?}")))?;
+            unsafe { memcpy_dtod_async(dst as u64, src as u64, bytes, s.as_raw()) }.map_err(|e| rshmem::Error::new(format!("cuMemcpyDtoDAsync of {bytes} bytes: {e:?}")))?;
         }
         timer.stop(s)?;
         Ok(timer.elapsed_ms()? as f64)

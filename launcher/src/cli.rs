@@ -128,6 +128,12 @@ pub const NODES_INFO: &str = "Simulated nodes:\n\n  \
     --netns    (root) each node in its own network namespace, joined by a bridge; node k is 10.99.0.(k+1) \
     and the bootstrap listens on node 0's 10.99.0.1\n";
 
+/// The CUDA variable rshmrun sets for the PEs unless its own environment sets it, and the value: the
+/// most hardware work queues per GPU, so that the streams of the CUDA backend's proxy (copies, atomics)
+/// do not share a queue with a user kernel that spins waiting for them. The library itself never sets
+/// a variable; under another launcher it prints a hint naming this one.
+pub const CUDA_CONNECTIONS: (&str, &str) = ("CUDA_DEVICE_MAX_CONNECTIONS", "32");
+
 /// The variables rshmrun sets in each PE's environment, with their meaning.
 pub fn set_variables() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -152,6 +158,11 @@ pub fn set_variables() -> Vec<(&'static str, &'static str)> {
             "number of the inherited file descriptor of the job status board (shared memory where each PE \
              records the host collective it is in; rshmrun reads it to name a stuck PE on --timeout); \
              unset when rshmrun could not create one",
+        ),
+        (
+            CUDA_CONNECTIONS.0,
+            "32 unless rshmrun's own environment sets it: the most hardware work queues per GPU, so that \
+             the streams of rshmem's proxy never queue behind a user kernel that waits for them",
         ),
         ("PMI_FD", "with --pmi only: number of the inherited file descriptor of this PE's connection to rshmrun's PMI-1 server"),
         ("PMI_RANK", "with --pmi only: this PE's number (as RSHMEM_PE)"),

@@ -64,6 +64,9 @@ pub struct JobSpec {
     pub netns: bool,
     /// `--pmi`: serve PMI-1 to the PEs (`crate::pmi`).
     pub pmi: bool,
+    /// Set `CUDA_DEVICE_MAX_CONNECTIONS` (`crate::cli::CUDA_CONNECTIONS`) in each PE's environment:
+    /// rshmrun's own environment does not set it.
+    pub cuda_connections: bool,
 }
 
 /// Where PE `pe` of `np` runs when they are split into `nodes` nodes of contiguous PEs (the first
@@ -355,6 +358,9 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
     if let Some(fd) = pmi_fd {
         // PMI_PORT and PMI_ID would make a client connect elsewhere instead of using PMI_FD.
         cmd.env("PMI_FD", fd.to_string()).env("PMI_RANK", pe.to_string()).env("PMI_SIZE", spec.np.to_string()).env_remove("PMI_PORT").env_remove("PMI_ID");
+    }
+    if spec.cuda_connections {
+        cmd.env(crate::cli::CUDA_CONNECTIONS.0, crate::cli::CUDA_CONNECTIONS.1);
     }
     // Without --nodes the variable is not set (the host decides, as ever), and one inherited from
     // rshmrun's own environment must not put every PE on one made-up node.

@@ -27,20 +27,22 @@ fn print_text(text: &str) {
 
 fn main() {
     let cli = cli::parse();
+    // The environment, read once: what --info shows, what --diagnose and --selftest check.
+    let vars = rshmem::config::Vars::from_process();
     if cli.info {
         return print_text(&format!(
             "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}",
-            rshmem::config::env::info_text(),
+            rshmem::config::info_text(&vars),
             cli::set_variables_text(),
             cli::NODES_INFO
         ));
     }
     if cli.diagnose {
         // Every check is bounded and a failing one is a line of the report, not an error: exit 0.
-        return print_text(&rshmem::probe::report::render(&rshmem::transport::select::report()));
+        return print_text(&rshmem::probe::report::render(&rshmem::transport::select::report(&vars)));
     }
     if cli.selftest {
-        std::process::exit(selftest::run());
+        std::process::exit(selftest::run(&vars));
     }
     let mut command = cli.command.into_iter();
     let program = command.next().expect("clap requires PROGRAM unless --info or --diagnose");
@@ -54,6 +56,7 @@ fn main() {
         nodes: cli.nodes,
         netns: cli.netns,
         pmi: cli.pmi,
+        cuda_connections: vars.raw(cli::CUDA_CONNECTIONS.0).is_none(),
     };
     let code = job::run(&spec);
     std::process::exit(code);

@@ -13,6 +13,7 @@
 //! Both programs ship beside rshmrun (`cargo build --release` puts them in `target/release`);
 //! `RSHMRUN_SELFTEST_DIR` names another directory.
 
+use rshmem::config::Vars;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -26,9 +27,10 @@ fn line(ok: bool, what: &str) {
     println!("rshmrun selftest: {} {what}", if ok { "PASS" } else { "FAIL" });
 }
 
-/// Where the helper programs are: RSHMRUN_SELFTEST_DIR, else beside this rshmrun.
-fn helpers_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("RSHMRUN_SELFTEST_DIR") {
+/// Where the helper programs are: RSHMRUN_SELFTEST_DIR (in `vars`, rshmrun's environment), else beside
+/// this rshmrun.
+fn helpers_dir(vars: &Vars) -> PathBuf {
+    if let Some(d) = vars.raw("RSHMRUN_SELFTEST_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
     std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or_else(|| PathBuf::from("."))
@@ -43,8 +45,8 @@ struct Transport {
 }
 
 /// Runs `program args` under this rshmrun on two simulated nodes over transport `t`; (succeeded,
-/// output).
-fn job(t: &Transport, program: &Path, args: &[&str]) -> (bool, String) {
+/// output). `vars`: rshmrun's environment (a heap size set there is kept).
+fn job(t: &Transport, program: &Path, args: &[&str], vars: &Vars) -> (bool, String) {
     let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("rshmrun"));
     let mut cmd = Command::new(me);
     cmd.args(["--nodes", "2", "-np", "2", "--timeout", "120"]).arg(program).args(args);
@@ -53,7 +55,7 @@ fn job(t: &Transport, program: &Path, args: &[&str]) -> (bool, String) {
         // Asked for explicitly: a proxy over verbs that cannot be set up fails instead of passing over TCP.
         cmd.env("RSHMEM_PROXY_PROVIDER", p);
     }
-    if std::env::var_os("RSHMEM_SYMMETRIC_SIZE").is_none() {
+    if vars.lookup(rshmem::config::env::SYMMETRIC_SIZE).is_none() {
         cmd.env("RSHMEM_SYMMETRIC_SIZE", "256m");
     }
     match cmd.output() {
@@ -79,8 +81,9 @@ fn result(text: &str, case: &str, scope: &str, bytes: u64) -> Option<f64> {
 }
 
 /// Runs the self-test; returns rshmrun's exit status (0: every check passed).
-pub fn run() -> i32 {
-    let dir = helpers_dir();
+/// `vars`: rshmrun's environment.
+pub fn run(vars: &Vars) -> i32 {
+    let dir = helpers_dir(vars);
     let (pe, bench) = (dir.join("rshmem-test-pe"), dir.join("rshmem-bench"));
     let mut failed = 0;
     for p in [&pe, &bench] {
@@ -92,7 +95,7 @@ pub fn run() -> i32 {
     if failed > 0 {
         return 1;
     }
-    let nic = rshmem::transport::select::nic_usable();
+    let nic = rshmem::transport::select::nic_usable(vars.get(rshmem::config::env::IB_HCA).as_deref());
     let ibgda = if nic { "ibgda (NIC)" } else { "ibgda (emulated NIC: no usable NIC here)" };
     let mut transports = vec![Transport { remote: "ibgda", provider: None, label: ibgda.into() }];
     match rshmem::transport::proxy::provider::verbs_usable() {
@@ -104,7 +107,7 @@ pub fn run() -> i32 {
     for t in &transports {
         let label = t.label.as_str();
         let start = Instant::now();
-        let (ok, out) = job(t, &pe, &SCENARIOS);
+        let (ok, out) = job(t, &pe, &SCENARIOS, vars);
         for s in SCENARIOS {
             let passed = (0..2).all(|i| out.contains(&format!("PE {i}: {s} ok")));
             if !passed {
@@ -117,7 +120,7 @@ pub fn run() -> i32 {
             line(false, &format!("{label}: the job failed after {:.1} s: {}; {FIX}", start.elapsed().as_secs_f64(), errors(&out, 3)));
             continue;
         }
-        let (ok, out) = job(t, &bench, &["--cases", "lat,bw", "--quick", "--max-bytes", "1m"]);
+        let (ok, out) = job(t, &bench, &["--cases", "lat,bw", "--quick", "--max-bytes", "1m"], vars);
         let p = result(&out, "p_lat", "-", 4);
         let g = result(&out, "g_lat", "-", 4);
         let fadd = result(&out, "amo_fetch_add_lat", "-", 4);

@@ -144,17 +144,20 @@ pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
     entry("rshmem_team_n_pes", OnFail::Return(-1), || Ok(crate::team_n_pes(team)))
 }
 
-/// `nvshmem_malloc` (collective): the symmetric allocation, or null on error (printed).
+/// `nvshmem_malloc` (collective): the symmetric allocation, or null on error (printed); null without a
+/// message (and without a barrier) for 0 bytes, as OpenSHMEM says.
 #[no_mangle]
 pub extern "C" fn rshmem_malloc(bytes: usize) -> *mut c_void {
     entry("rshmem_malloc", OnFail::Return(std::ptr::null_mut()), || crate::malloc(bytes).map(|p| p as *mut c_void))
 }
-/// `nvshmem_calloc` (collective): `count * size` zeroed symmetric bytes, or null on error (printed).
+/// `nvshmem_calloc` (collective): `count * size` zeroed symmetric bytes, or null on error (printed);
+/// null for 0 bytes, as `rshmem_malloc`.
 #[no_mangle]
 pub extern "C" fn rshmem_calloc(count: usize, size: usize) -> *mut c_void {
     entry("rshmem_calloc", OnFail::Return(std::ptr::null_mut()), || crate::calloc(count, size).map(|p| p as *mut c_void))
 }
-/// `nvshmem_align` (collective): a symmetric allocation aligned to `alignment`, or null on error (printed).
+/// `nvshmem_align` (collective): a symmetric allocation aligned to `alignment`, or null on error
+/// (printed); null for 0 bytes, as `rshmem_malloc`.
 #[no_mangle]
 pub extern "C" fn rshmem_align(alignment: usize, bytes: usize) -> *mut c_void {
     entry("rshmem_align", OnFail::Return(std::ptr::null_mut()), || crate::align(alignment, bytes).map(|p| p as *mut c_void))
@@ -227,52 +230,79 @@ pub unsafe extern "C" fn rshmem_host_getmem_nbi(dst: *mut c_void, src: *const c_
 // calling thread's program order (as its on-stream collectives and point operations do).
 use crate::cuda::{self, Stream};
 
+/// The stream a C caller handed to an `_on_stream` entry point, as rshmem's [`Stream`].
+///
+/// # Safety
+/// `s` is NULL (the legacy default stream) or a `cudaStream_t` (`CUstream`) created in this PE's
+/// context (the primary context of its GPU, which rshmem and the CUDA runtime use), not destroyed
+/// before the work enqueued on it has run. Every entry point that takes a stream has this in its
+/// contract (`rshmem.h` says so where it defines the stream type): the C caller promises it, as
+/// NVSHMEM's `_on_stream` calls require of theirs; nothing here can check a stream handle.
+unsafe fn c_stream(s: *mut c_void) -> Stream {
+    // SAFETY: the caller's contract is `Stream::from_raw`'s.
+    unsafe { Stream::from_raw(s as _) }
+}
+
 /// Whether this job runs on the CUDA backend (an uninitialized runtime answers through the call).
 fn on_gpu(call: &str) -> crate::Result<bool> {
     Ok(crate::runtime::get(call)?.backend().name() == "cuda")
 }
 
 /// `nvshmemx_barrier_all_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
+///
+/// # Safety
+/// `s` is NULL or a live stream of this PE's context until the barrier has run ([`Stream::from_raw`]'s contract).
 #[no_mangle]
-pub extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
+pub unsafe extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
     let call = "rshmem_barrier_all_on_stream";
-    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::barrier_all_on_stream(Stream(s as _)) } else { crate::barrier_all() })
+    // SAFETY: `s` is a valid stream: this function's contract (# Safety).
+    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::barrier_all_on_stream(unsafe { c_stream(s) }) } else { crate::barrier_all() })
 }
 /// `nvshmemx_sync_all_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
+///
+/// # Safety
+/// As `rshmem_barrier_all_on_stream`.
 #[no_mangle]
-pub extern "C" fn rshmem_sync_all_on_stream(s: *mut c_void) {
+pub unsafe extern "C" fn rshmem_sync_all_on_stream(s: *mut c_void) {
     let call = "rshmem_sync_all_on_stream";
-    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::sync_all_on_stream(Stream(s as _)) } else { crate::barrier_all() })
+    // SAFETY: `s` is a valid stream: this function's contract (# Safety).
+    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::sync_all_on_stream(unsafe { c_stream(s) }) } else { crate::barrier_all() })
 }
 /// `nvshmemx_quiet_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
+///
+/// # Safety
+/// As `rshmem_barrier_all_on_stream`.
 #[no_mangle]
-pub extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
+pub unsafe extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
     let call = "rshmem_quiet_on_stream";
-    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::quiet_on_stream(Stream(s as _)) } else { crate::quiet() })
+    // SAFETY: `s` is a valid stream: this function's contract (# Safety).
+    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::quiet_on_stream(unsafe { c_stream(s) }) } else { crate::quiet() })
 }
 /// # Safety
-/// As `rshmem_putmem`; the copy runs later on `s`, so `src` must stay valid until then.
+/// As `rshmem_putmem`; the copy runs later on `s`, so `src` must stay valid until then; `s` is NULL or
+/// a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_putmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
     let call = "rshmem_putmem_on_stream";
-    // SAFETY: the local side is the caller's promise (# Safety); the symmetric side is checked.
+    // SAFETY: the local side and the stream are the caller's promise (# Safety); the symmetric side is
+    // checked.
     entry(call, OnFail::Exit, || unsafe {
         if on_gpu(call)? {
-            cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+            cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, c_stream(s))
         } else {
             crate::putmem(dst as *mut u8, src as *const u8, bytes, pe)
         }
     })
 }
 /// # Safety
-/// As `rshmem_getmem`, completing later on `s`.
+/// As `rshmem_getmem`, completing later on `s` (a stream as in `rshmem_putmem_on_stream`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_getmem_on_stream(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32, s: *mut c_void) {
     let call = "rshmem_getmem_on_stream";
     // SAFETY: as in rshmem_putmem_on_stream.
     entry(call, OnFail::Exit, || unsafe {
         if on_gpu(call)? {
-            cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, Stream(s as _))
+            cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, c_stream(s))
         } else {
             crate::getmem(dst as *mut u8, src as *const u8, bytes, pe)
         }
@@ -452,12 +482,13 @@ pub extern "C" fn rshmem_team_sync(team: i32) -> i32 {
 ///
 /// # Safety
 /// The buffers satisfy the collective's contract (`coll::collective`); on a stream they stay valid until
-/// it has run.
+/// it has run, and the stream is NULL or a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
 #[allow(clippy::too_many_arguments)]
 unsafe fn host_collective(call: &str, what: u32, team: i32, dest: *mut c_void, src: *const c_void, n: usize, a: u64, b: u64, stream: Option<*mut c_void>) -> i32 {
     entry(call, OnFail::Return(1), || {
         let (d, s) = (dest as *mut u8, src as *const u8);
-        // SAFETY: forwarded contract (# Safety).
+        // SAFETY: forwarded contract (# Safety): the buffers, and the stream, which is
+        // `collective_on_stream`'s as it is `c_stream`'s.
         unsafe {
             match stream {
                 None => coll::collective(what, team, d, s, n, a, b),
@@ -469,15 +500,21 @@ unsafe fn host_collective(call: &str, what: u32, team: i32, dest: *mut c_void, s
 }
 
 /// `nvshmemx_barrier_on_stream`; 0 on success, 1 on error (printed).
+///
+/// # Safety
+/// `stream` is NULL or a live stream of this PE's context until the barrier has run ([`Stream::from_raw`]'s contract).
 #[no_mangle]
-pub extern "C" fn rshmem_barrier_on_stream(team: i32, stream: *mut c_void) -> i32 {
-    // SAFETY: a synchronization has no buffers.
+pub unsafe extern "C" fn rshmem_barrier_on_stream(team: i32, stream: *mut c_void) -> i32 {
+    // SAFETY: a synchronization has no buffers; the stream is this function's contract.
     unsafe { host_collective("rshmem_barrier_on_stream", host_op::BARRIER, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0, Some(stream)) }
 }
 /// `nvshmemx_team_sync_on_stream`; 0 on success, 1 on error (printed).
+///
+/// # Safety
+/// As `rshmem_barrier_on_stream`.
 #[no_mangle]
-pub extern "C" fn rshmem_team_sync_on_stream(team: i32, stream: *mut c_void) -> i32 {
-    // SAFETY: a synchronization has no buffers.
+pub unsafe extern "C" fn rshmem_team_sync_on_stream(team: i32, stream: *mut c_void) -> i32 {
+    // SAFETY: a synchronization has no buffers; the stream is this function's contract.
     unsafe { host_collective("rshmem_team_sync_on_stream", host_op::SYNC, team, std::ptr::null_mut(), std::ptr::null(), 0, 0, 0, Some(stream)) }
 }
 
@@ -489,10 +526,12 @@ pub unsafe extern "C" fn rshmem_broadcastmem(team: i32, dest: *mut c_void, src: 
     unsafe { host_collective("rshmem_broadcastmem", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, None) }
 }
 /// # Safety
-/// As `rshmem_broadcastmem`, valid until the stream has run it.
+/// As `rshmem_broadcastmem`, valid until the stream has run it; `stream` is NULL or a live stream of
+/// this PE's context until then ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_broadcastmem_on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, root: i32, stream: *mut c_void) -> i32 {
-    // SAFETY: this function's contract (symmetric buffers, valid until the stream ran it) is host_collective's.
+    // SAFETY: this function's contract (symmetric buffers and the stream, valid until the stream ran
+    // it) is host_collective's.
     unsafe { host_collective("rshmem_broadcastmem_on_stream", host_op::BROADCAST, team, dest, src, bytes, root as i64 as u64, 0, Some(stream)) }
 }
 
@@ -506,10 +545,12 @@ macro_rules! host_gather {
             unsafe { host_collective(stringify!($name), $what, team, dest, src, bytes, 0, 0, None) }
         }
         /// # Safety
-        /// As the call without `_on_stream`, the buffers valid until the stream has run it.
+        /// As the call without `_on_stream`, the buffers valid until the stream has run it; `stream`
+        /// is NULL or a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
         #[no_mangle]
         pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, bytes: usize, stream: *mut c_void) -> i32 {
-            // SAFETY: this function's contract (the buffers' sizes and lifetimes) is host_collective's.
+            // SAFETY: this function's contract (the buffers' sizes and lifetimes, the stream) is
+            // host_collective's.
             unsafe { host_collective(stringify!($on_stream), $what, team, dest, src, bytes, 0, 0, Some(stream)) }
         }
     )*};
@@ -532,11 +573,13 @@ macro_rules! host_reduce {
             unsafe { host_collective(stringify!($name), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, None) }
         }
         /// # Safety
-        /// As the call without `_on_stream`, the buffers valid until the stream has run it.
+        /// As the call without `_on_stream`, the buffers valid until the stream has run it; `stream`
+        /// is NULL or a live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "C" fn $on_stream(team: i32, dest: *mut c_void, src: *const c_void, nreduce: usize, dtype: i32, op: i32, stream: *mut c_void) -> i32 {
-            // SAFETY: this function's contract (the buffers' sizes and lifetimes) is host_collective's.
+            // SAFETY: this function's contract (the buffers' sizes and lifetimes, the stream) is
+            // host_collective's.
             unsafe { host_collective(stringify!($on_stream), $what, team, dest, src, nreduce, dtype as u32 as u64, op as u32 as u64, Some(stream)) }
         }
     )*};
@@ -678,12 +721,13 @@ macro_rules! strided_host {
         /// it has run).
         ///
         /// # Safety
-        /// As above, until the operation has run on the stream.
+        /// As above, until the operation has run on the stream; `stream` is NULL or a live stream of
+        /// this PE's context until then ([`Stream::from_raw`]'s contract).
         #[no_mangle]
         pub unsafe extern "C" fn $stream_name(dest: *mut c_void, src: *const c_void, dst: isize, sst: isize, nelems: usize, width: u32, pe: i32, stream: *mut c_void) {
-            // SAFETY: the caller's contract (above).
+            // SAFETY: the caller's contract (above): the local buffer and the stream.
             entry(stringify!($stream_name), OnFail::Exit, || unsafe {
-                point::strided(stringify!($stream_name), $get, dest as *mut u8, src as *const u8, dst, sst, nelems, width, pe, Some(Stream(stream as _)))
+                point::strided(stringify!($stream_name), $get, dest as *mut u8, src as *const u8, dst, sst, nelems, width, pe, Some(c_stream(stream)))
             })
         }
     )*};
@@ -694,22 +738,34 @@ strided_host! {
 }
 
 /// Runs a point operation that names no local buffer, on `stream`; `want`: wait and return its value.
-fn point_on_stream(call: &str, op: PointOp, stream: *mut c_void, want: bool) -> u64 {
-    // SAFETY: `op` names no local buffer (p, g, signal_op, a single wait).
-    entry(call, OnFail::Exit, || unsafe { point::run(call, op, Some(Stream(stream as _)), want) })
+///
+/// # Safety
+/// `stream` is NULL or a live stream of this PE's context until the operation has run ([`Stream::from_raw`]'s contract).
+unsafe fn point_on_stream(call: &str, op: PointOp, stream: *mut c_void, want: bool) -> u64 {
+    // SAFETY: `op` names no local buffer (p, g, signal_op, a single wait); the stream is this
+    // function's contract.
+    entry(call, OnFail::Exit, || unsafe { point::run(call, op, Some(c_stream(stream)), want) })
 }
 
 /// `p` of the low `width` bytes of `value` to `dest` on `pe`, enqueued on `stream`.
+///
+/// # Safety
+/// `stream` is NULL or a live stream of this PE's context until the operation has run ([`Stream::from_raw`]'s contract).
 #[no_mangle]
-pub extern "C" fn rshmem_p_on_stream(dest: *mut c_void, value: u64, width: u32, pe: i32, stream: *mut c_void) {
+pub unsafe extern "C" fn rshmem_p_on_stream(dest: *mut c_void, value: u64, width: u32, pe: i32, stream: *mut c_void) {
     let op = PointOp { what: pw::P, width, pe, dest: dest as u64, value, ..PointOp::default() };
-    point_on_stream("rshmem_p_on_stream", op, stream, false);
+    // SAFETY: the stream is this function's contract.
+    unsafe { point_on_stream("rshmem_p_on_stream", op, stream, false) };
 }
 /// `g` of `width` bytes of `src` on `pe`, in `stream`'s order; waits for the stream up to it.
+///
+/// # Safety
+/// As `rshmem_p_on_stream`.
 #[no_mangle]
-pub extern "C" fn rshmem_g_on_stream(src: *const c_void, width: u32, pe: i32, stream: *mut c_void) -> u64 {
+pub unsafe extern "C" fn rshmem_g_on_stream(src: *const c_void, width: u32, pe: i32, stream: *mut c_void) -> u64 {
     let op = PointOp { what: pw::G, width, pe, dest: src as u64, ..PointOp::default() };
-    point_on_stream("rshmem_g_on_stream", op, stream, true)
+    // SAFETY: the stream is this function's contract.
+    unsafe { point_on_stream("rshmem_g_on_stream", op, stream, true) }
 }
 /// signal_op from the host: `op` (SIGNAL_SET / SIGNAL_ADD) of `value` on the u64 `sig` at `pe`,
 /// complete on return.
@@ -720,23 +776,32 @@ pub extern "C" fn rshmem_signal_op(sig: *mut u64, value: u64, op: i32, pe: i32) 
     entry("rshmem_signal_op", OnFail::Exit, || unsafe { point::run("rshmem_signal_op", o, None, false).map(|_| ()) })
 }
 /// The same, enqueued on `stream`.
+///
+/// # Safety
+/// As `rshmem_p_on_stream`.
 #[no_mangle]
-pub extern "C" fn rshmem_signal_op_on_stream(sig: *mut u64, value: u64, op: i32, pe: i32, stream: *mut c_void) {
+pub unsafe extern "C" fn rshmem_signal_op_on_stream(sig: *mut u64, value: u64, op: i32, pe: i32, stream: *mut c_void) {
     let o = PointOp { what: pw::SIGNAL_OP, code: op as u32, width: 8, pe, dest: sig as u64, value, ..PointOp::default() };
-    point_on_stream("rshmem_signal_op_on_stream", o, stream, false);
+    // SAFETY: the stream is this function's contract.
+    unsafe { point_on_stream("rshmem_signal_op_on_stream", o, stream, false) };
 }
 /// Work later on `stream` waits until this PE's `ivar` (`width` bytes, `signed`) compares true.
+///
+/// # Safety
+/// As `rshmem_p_on_stream`.
 #[no_mangle]
-pub extern "C" fn rshmem_wait_until_on_stream(ivar: *mut c_void, cmp: i32, value: u64, width: u32, signed: bool, stream: *mut c_void) {
+pub unsafe extern "C" fn rshmem_wait_until_on_stream(ivar: *mut c_void, cmp: i32, value: u64, width: u32, signed: bool, stream: *mut c_void) {
     let op = PointOp { what: pw::WAIT, code: cmp as u32, width, signed, dest: ivar as u64, value, n: 1, ..PointOp::default() };
-    point_on_stream("rshmem_wait_until_on_stream", op, stream, false);
+    // SAFETY: the stream is this function's contract.
+    unsafe { point_on_stream("rshmem_wait_until_on_stream", op, stream, false) };
 }
 /// Work later on `stream` waits until every element of `ivars` not excluded by `status` (NULL, or
 /// device-accessible `nelems` ints; non-zero excludes) compares true against `value`, or, with
 /// `values` not NULL (device-accessible `nelems` elements), against its own value.
 ///
 /// # Safety
-/// `status` and `values` as above, valid until the wait has run on the stream.
+/// `status` and `values` as above, valid until the wait has run on the stream; `stream` is NULL or a
+/// live stream of this PE's context until then ([`Stream::from_raw`]'s contract).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn rshmem_wait_until_all_on_stream(
@@ -766,8 +831,8 @@ pub unsafe extern "C" fn rshmem_wait_until_all_on_stream(
         aux: status as u64,
         ..PointOp::default()
     };
-    // SAFETY: the caller's contract (above).
-    entry(call, OnFail::Exit, || unsafe { point::run(call, op, Some(Stream(stream as _)), false).map(|_| ()) })
+    // SAFETY: the caller's contract (above): the buffers and the stream.
+    entry(call, OnFail::Exit, || unsafe { point::run(call, op, Some(c_stream(stream)), false).map(|_| ()) })
 }
 
 // ---------------------------------------------------------------- global_exit, realloc, library init

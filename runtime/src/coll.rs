@@ -261,7 +261,9 @@ pub unsafe fn collective(what: u32, team: i32, dest: *mut u8, src: *const u8, n:
 /// Enqueues host collective `what` on `stream` (GPUs; the CPU backend runs it at once).
 ///
 /// # Safety
-/// As `collective`; the buffers must stay valid until the stream has run it.
+/// As `collective`; the buffers must stay valid until the stream has run it; `stream` is null (the
+/// legacy default stream) or a stream of this PE's context that stays alive until then
+/// (`Stream::from_raw`'s contract).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn collective_on_stream(what: u32, team: i32, dest: *mut u8, src: *const u8, n: usize, a: u64, b: u64, stream: *mut std::ffi::c_void) -> Result<()> {
     let call = name_of(what);
@@ -271,7 +273,8 @@ pub unsafe fn collective_on_stream(what: u32, team: i32, dest: *mut u8, src: *co
         // SAFETY: forwarded contract.
         return unsafe { run_blocking(&rt, what, team, dest, src, n as u64, a, b) };
     }
-    let s = crate::cuda::Stream(stream as _);
+    // SAFETY: `stream` is null or a live stream of this PE's context (this function's contract).
+    let s = unsafe { crate::cuda::Stream::from_raw(stream as _) };
     if let Some(plan) = grid_plan(&rt, what, team, dest, src, n as u64, a) {
         // SAFETY: forwarded contract; `grid_plan` checked the path's conditions.
         return unsafe { launch_grid(call, plan, team, dest, src, n as u64, a, b, s) };

@@ -97,9 +97,9 @@ pub fn wait_default_stream(call: &str) -> Result<()> {
 /// Returns when everything enqueued on stream `s` so far has run, polling an event as
 /// [`wait_default_stream`] does (and for its reason); `call` names the caller in errors.
 pub fn wait_stream(call: &str, s: Stream) -> Result<()> {
-    // SAFETY: `s` is a stream of this PE's context or null (the documented contract of rshmem's
-    // stream handles: a `cudaStream_t` of this context); backend_op made the context current.
-    backend_op(call, || unsafe { driver::wait_stream_polling(s.0, &format!("{call}: waiting for the stream's work")) })
+    // SAFETY: `s` is null or a live stream of this PE's context (every `Stream` is: `Stream::from_raw`'s
+    // contract); backend_op made the context current.
+    backend_op(call, || unsafe { driver::wait_stream_polling(s.as_raw(), &format!("{call}: waiting for the stream's work")) })
 }
 
 impl Stream {
@@ -172,13 +172,13 @@ impl Timer {
     }
     /// Records the start event on stream `s`.
     pub fn start(&self, s: Stream) -> Result<()> {
-        // SAFETY: live event and stream.
-        check(unsafe { cu::cuEventRecord(self.a, s.0) }, "cuEventRecord")
+        // SAFETY: a live event; `s` is null or a live stream of this context (`Stream::from_raw`).
+        check(unsafe { cu::cuEventRecord(self.a, s.as_raw()) }, "cuEventRecord")
     }
     /// Records the stop event on stream `s`.
     pub fn stop(&self, s: Stream) -> Result<()> {
-        // SAFETY: live event and stream.
-        check(unsafe { cu::cuEventRecord(self.b, s.0) }, "cuEventRecord")
+        // SAFETY: as in `start`.
+        check(unsafe { cu::cuEventRecord(self.b, s.as_raw()) }, "cuEventRecord")
     }
     /// Waits for the stop event and returns the elapsed milliseconds. The wait polls the event (not
     /// `cuEventSynchronize`, which parks this thread in the driver while the timed kernel may wait for
@@ -242,8 +242,8 @@ pub unsafe fn getmem_on_stream(dst: *mut u8, src: *const u8, bytes: usize, pe: i
 /// As `putmem_on_stream` (`put`) or `getmem_on_stream` for the local side and the stream.
 unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32, s: Stream, put: bool) -> Result<()> {
     let rt = crate::runtime::get(call)?;
-    let sym = if put { dst } else { src as *mut u8 };
-    let t = rt.check_rma(call, sym, bytes, pe)?;
+    let (sym, local) = if put { (dst, src) } else { (src as *mut u8, dst as *const u8) };
+    let t = rt.check_rma_local(call, sym, local, bytes, pe, put)?;
     if t.peer_base(pe as usize) == 0 {
         // SAFETY: forwarded contract; the range and the route were checked.
         return unsafe { onstream_remote(call, dst, src, bytes, pe, s, put) };
@@ -260,11 +260,13 @@ unsafe fn onstream_copy(call: &str, dst: *mut u8, src: *const u8, bytes: usize, 
         b.bind()?;
         if local_in_heap {
             // SAFETY: both ranges lie in device memory reachable from this context (this PE's heap and
-            // the peer's mapped heap, checked); the stream is the caller's.
-            check_ctx(unsafe { cu::cuMemcpyDtoDAsync_v2(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyDtoDAsync"))
+            // the peer's mapped heap, checked); the stream is null or live in this context
+            // (`Stream::from_raw`).
+            check_ctx(unsafe { cu::cuMemcpyDtoDAsync_v2(d, sr, bytes, s.as_raw()) }, &format!("{call}: cuMemcpyDtoDAsync"))
         } else {
-            // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing.
-            check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.0) }, &format!("{call}: cuMemcpyAsync"))
+            // SAFETY: both ranges checked (symmetric side) or the caller's (local side); unified addressing;
+            // the stream as above.
+            check_ctx(unsafe { cu::cuMemcpyAsync(d, sr, bytes, s.as_raw()) }, &format!("{call}: cuMemcpyAsync"))
         }
     })
 }
@@ -294,7 +296,7 @@ unsafe fn onstream_remote(call: &str, dst: *mut u8, src: *const u8, bytes: usize
     };
     // SAFETY: the symmetric range and the route were checked by the caller (onstream_copy); the local
     // buffer's validity until the stream has run the request is this function's contract.
-    let posted = unsafe { rt.backend().services().post_request(&r, Some(s.0 as u64)) }.map_err(|e| e.context(call))?;
+    let posted = unsafe { rt.backend().services().post_request(&r, Some(s.as_raw() as u64)) }.map_err(|e| e.context(call))?;
     if !posted {
         return Err(Error::new(format!("{call}: this platform posts no proxy requests from a stream")));
     }

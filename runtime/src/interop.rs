@@ -39,16 +39,27 @@ pub fn context() -> Result<Arc<CudaContext>> {
     CudaContext::new(ordinal).map_err(|e| Error::new(format!("{call}: cudarc could not open GPU {ordinal}'s primary context: {e:?}")))
 }
 
-/// `s` as an rshmem stream handle (the same CUDA stream).
-pub fn stream(s: &CudaStream) -> Stream {
-    Stream(s.cu_stream())
+/// `s` as an rshmem stream handle (the same CUDA stream). The handle may be copied and used after `s`
+/// is dropped, so the stream is kept alive for the rest of the process: this holds one reference to
+/// each stream ever converted (a stream converted again is not held twice). Panics when rshmem runs on
+/// a GPU and `s` belongs to another one.
+pub fn stream(s: &Arc<CudaStream>) -> Stream {
+    if let Ok(mine) = cuda::device_ordinal("rshmem::interop::stream") {
+        let theirs = s.context().ordinal();
+        assert!(theirs == mine, "rshmem::interop::stream: the stream belongs to GPU {theirs}, but this PE runs on GPU {mine}");
+    }
+    static KEPT: std::sync::Mutex<Vec<Arc<CudaStream>>> = std::sync::Mutex::new(Vec::new());
+    let mut kept = KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !kept.iter().any(|k| Arc::ptr_eq(k, s)) {
+        kept.push(s.clone());
+    }
+    // SAFETY: a cudarc stream lives in the primary context of its GPU (cudarc's `CudaContext::new`),
+    // which is this PE's (checked above while rshmem runs on a GPU; on the CPU backend no stream
+    // reaches the driver), and the reference kept above keeps it from being destroyed for the life of
+    // the process, so the handle stays valid wherever the `Stream` goes.
+    unsafe { Stream::from_raw(s.cu_stream()) }
 }
 
-impl From<&CudaStream> for Stream {
-    fn from(s: &CudaStream) -> Stream {
-        stream(s)
-    }
-}
 impl From<&Arc<CudaStream>> for Stream {
     fn from(s: &Arc<CudaStream>) -> Stream {
         stream(s)

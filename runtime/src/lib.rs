@@ -132,18 +132,19 @@ pub fn get_unique_id() -> Result<UniqueId> {
     bootstrap::get_unique_id()
 }
 
-/// Collective: allocates `bytes` on every PE's symmetric heap; the same offset everywhere.
+/// Collective: allocates `bytes` on every PE's symmetric heap; the same offset everywhere. `bytes` 0
+/// allocates nothing and returns null (OpenSHMEM's and NVSHMEM's rule; no barrier then).
 pub fn malloc(bytes: usize) -> Result<*mut u8> {
     runtime::get("rshmem_malloc")?.alloc("rshmem_malloc", bytes, heap::alloc::MIN_ALIGN, false)
 }
-/// Collective: `count * size` zeroed bytes.
+/// Collective: `count * size` zeroed bytes (null when either is 0, as [`malloc`]).
 pub fn calloc(count: usize, size: usize) -> Result<*mut u8> {
     let bytes = count
         .checked_mul(size)
         .ok_or_else(|| Error::new(format!("rshmem_calloc({count}, {size}): size overflows")))?;
     runtime::get("rshmem_calloc")?.alloc("rshmem_calloc", bytes, heap::alloc::MIN_ALIGN, true)
 }
-/// Collective: `bytes` aligned to `alignment` (a power of two).
+/// Collective: `bytes` aligned to `alignment` (a power of two); null when `bytes` is 0, as [`malloc`].
 pub fn align(alignment: usize, bytes: usize) -> Result<*mut u8> {
     runtime::get("rshmem_align")?.alloc("rshmem_align", bytes, alignment, false)
 }
@@ -176,7 +177,7 @@ pub unsafe fn realloc(ptr: *mut u8, bytes: usize) -> Result<*mut u8> {
     rt.free(call, ptr)?;
     Ok(new)
 }
-/// Collective: frees a symmetric allocation.
+/// Collective: frees a symmetric allocation; null is no action (the result of `malloc(0)`).
 pub fn free(ptr: *mut u8) -> Result<()> {
     runtime::get("rshmem_free")?.free("rshmem_free", ptr)
 }

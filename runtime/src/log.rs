@@ -1,8 +1,9 @@
-//! Minimal leveled logging to stderr (RSHMEM_DEBUG = error | warn | info | debug). A garbage level is
-//! an init error (env::validate); until then, and in that case, the level is warn.
+//! Minimal leveled logging to stderr (RSHMEM_DEBUG = error | warn | info | debug). Init sets the level
+//! from its configuration ([`set_level`]), every init anew; before the first init, and after a failed
+//! one, the level is warn.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::OnceLock;
+use crate::config::LogLevel;
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
 /// This process's PE number for messages, pushed here by the runtime as soon as it knows it
 /// ([`set_pe`]); -1 until then. Kept after a failed init and after finalize.
@@ -31,15 +32,22 @@ pub enum Level {
     Debug = 3,
 }
 
-/// The level `RSHMEM_DEBUG` sets (warn when unset or garbage), read once per process.
+/// The level messages are printed at: the last init's RSHMEM_DEBUG (warn before any init).
+static LEVEL: AtomicU8 = AtomicU8::new(Level::Warn as u8);
+
+/// Sets the level (init, from its configuration's RSHMEM_DEBUG).
+pub fn set_level(l: LogLevel) {
+    LEVEL.store(l as u8, Ordering::Relaxed);
+}
+
+/// The level set by [`set_level`] (warn before any init).
 pub fn level() -> Level {
-    static L: OnceLock<Level> = OnceLock::new();
-    *L.get_or_init(|| match crate::config::env::get(crate::config::env::DEBUG).as_deref().and_then(crate::config::env::parse_level) {
-        Some(0) => Level::Error,
-        Some(2) => Level::Info,
-        Some(3) => Level::Debug,
-        _ => Level::Warn,
-    })
+    match LEVEL.load(Ordering::Relaxed) {
+        0 => Level::Error,
+        1 => Level::Warn,
+        2 => Level::Info,
+        _ => Level::Debug,
+    }
 }
 
 /// "rshmem {tag} [PE n]: " with the PE number as soon as this process knows it (the runtime sets it

@@ -13,6 +13,8 @@ use crate::transport::interface::{RemoteSetup, Transport};
 use crate::transport::p2p::P2p;
 use crate::transport::select::{self, RemoteChoice};
 use crate::config::env;
+use crate::config::parse::Remote;
+use crate::config::{Config, Vars};
 use crate::log;
 use rshmem_device::state::{DeviceState, INTERNAL_BYTES, MAX_PES, ROUTE_NONE, ROUTE_P2P, STATE_MAGIC};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -44,6 +46,8 @@ pub struct Runtime {
     /// `RSHMEM_ONSTREAM_GRID_MIN`, read at init: the smallest host or on-stream collective (bytes)
     /// whose data runs on a whole grid (`coll::grid_plan`).
     pub(crate) onstream_grid_min: usize,
+    /// This init's configuration (every variable, read and checked once at its start).
+    pub(crate) config: Arc<Config>,
 }
 
 static RT: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
@@ -52,9 +56,9 @@ static N_PES: AtomicI32 = AtomicI32::new(0);
 /// The job's remote transport: this PE's own choice (`RSHMEM_REMOTE_TRANSPORT`, its NIC), all-gathered
 /// when the job spans nodes and decided alike on every PE (`select::decide`: PEs that chose differently
 /// would hang or mix wires).
-fn agree_remote(boot: &Bootstrap, value: Option<&str>, spans_nodes: bool) -> Result<RemoteChoice> {
+fn agree_remote(boot: &Bootstrap, cfg: &Config, spans_nodes: bool) -> Result<RemoteChoice> {
     let var = env::REMOTE_TRANSPORT;
-    let local = select::local_choice(var, value, spans_nodes, boot.pe())?;
+    let local = select::local_choice(cfg, spans_nodes, boot.pe());
     if !spans_nodes {
         return Ok(local);
     }
@@ -67,7 +71,7 @@ fn agree_remote(boot: &Bootstrap, value: Option<&str>, spans_nodes: bool) -> Res
             _ => Err(Error::new(format!("PE {pe} sent {} bytes for its remote transport", v.len()))),
         })
         .collect::<Result<Vec<_>>>()?;
-    let (choice, note) = select::decide(var, select::explicit_ibgda(value), &choices)?;
+    let (choice, note) = select::decide(var, cfg.remote == Remote::Ibgda, &choices)?;
     if let (Some(n), 0) = (note, boot.pe()) {
         log::warn(n);
     }
@@ -92,44 +96,27 @@ pub(crate) fn get(call: &str) -> Result<Arc<Runtime>> {
         .ok_or_else(|| Error::new(format!("{call}: rshmem is not initialized (call rshmem init first)")))
 }
 
-/// Which backend to use.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum BackendKind {
-    /// CUDA when a GPU is usable, else the CPU backend.
-    Auto,
-    /// The CPU backend: PEs are host processes, device code runs on the CPU.
-    Cpu,
-    /// The CUDA backend; init fails without a usable GPU.
-    Cuda,
-}
-
-fn backend_kind() -> Result<BackendKind> {
-    let v = env::get(env::BACKEND);
-    match v.as_deref().map(env::parse_backend) {
-        None | Some(Some("auto")) => Ok(BackendKind::Auto),
-        Some(Some("cpu")) => Ok(BackendKind::Cpu),
-        Some(Some(_)) => Ok(BackendKind::Cuda),
-        Some(None) => Err(Error::new(format!("{}={:?}: expected auto, cpu or cuda", env::BACKEND, v.unwrap_or_default()))),
-    }
-}
+/// Which backend to use (`RSHMEM_BACKEND`).
+pub use crate::config::BackendKind;
 
 /// Initializes this process as a PE of the job the launcher's environment describes (`nvshmem_init`):
-/// checks every `RSHMEM_*` variable, bootstraps, then builds the runtime. Collective over all PEs; an
-/// error if already initialized.
+/// reads and checks every `RSHMEM_*` variable (once: this init's [`Config`]), bootstraps, then builds
+/// the runtime. Collective over all PEs; an error if already initialized.
 pub fn init() -> Result<()> {
+    let vars = Vars::from_process();
     // The PE number from the launcher's variables, for messages, before anything can fail (a bad value
     // is reported by the bootstrap itself below).
-    let hint = crate::bootstrap::parse_launch_env(env::get).ok().map(|le| le.pe);
-    init_with(hint, Bootstrap::from_env)
+    let hint = crate::bootstrap::parse_launch_env(|n| vars.get(n)).ok().map(|le| le.pe);
+    init_with(vars, hint, |cfg| Bootstrap::from_launch_env(crate::bootstrap::parse_launch_env(|n| cfg.vars.get(n))?))
 }
 
 /// Initializes this process as PE `pe` of `npes`, bootstrapping through the unique id PE 0 made
 /// (`nvshmemx_init_attr` with `NVSHMEMX_INIT_WITH_UNIQUEID`). Collective over all PEs.
 pub fn init_with_unique_id(id: &UniqueId, pe: usize, npes: usize) -> Result<()> {
-    init_with((pe < npes).then_some(pe), || Bootstrap::from_unique_id(id, pe, npes))
+    init_with(Vars::from_process(), (pe < npes).then_some(pe), |_| Bootstrap::from_unique_id(id, pe, npes))
 }
 
-fn init_with(pe_hint: Option<usize>, make: impl FnOnce() -> Result<Bootstrap>) -> Result<()> {
+fn init_with(vars: Vars, pe_hint: Option<usize>, make: impl FnOnce(&Config) -> Result<Bootstrap>) -> Result<()> {
     let mut slot = RT.write().unwrap_or_else(PoisonError::into_inner);
     if slot.is_some() {
         return Err(Error::new("rshmem_init: already initialized (call finalize first)"));
@@ -138,14 +125,18 @@ fn init_with(pe_hint: Option<usize>, make: impl FnOnce() -> Result<Bootstrap>) -
         note_pe(pe);
     }
     let ctx = |e: Error| if e.message().starts_with("rshmem_init") { e } else { e.context("rshmem_init") };
-    // Every RSHMEM_* variable is checked here, in one place, before anything uses one.
-    for w in env::validate().map_err(ctx)? {
+    // Every variable is read (above) and checked here, once, before anything uses one; the layers get
+    // the typed result.
+    let (cfg, warnings) = Config::from_vars(vars).map_err(ctx)?;
+    log::set_level(cfg.log_level);
+    for w in warnings {
         log::warn(w);
     }
-    let boot = make().map_err(ctx)?;
+    let cfg = Arc::new(cfg);
+    let boot = make(&cfg).map_err(ctx)?;
     note_pe(boot.pe());
-    let status = JobStatus::from_env(boot.pe(), boot.npes()).map_err(ctx)?;
-    let rt = build(boot, status).map_err(ctx)?;
+    let status = JobStatus::from_fd(cfg.status_fd, boot.pe(), boot.npes()).map_err(ctx)?;
+    let rt = build(boot, status, cfg).map_err(ctx)?;
     MY_PE.store(rt.state.my_pe, Ordering::Release);
     N_PES.store(rt.state.n_pes, Ordering::Release);
     *slot = Some(Arc::new(rt));
@@ -181,22 +172,20 @@ fn fixed_payload<const L: usize>(call: &str, what: &str, root: usize, p: &[u8]) 
     })
 }
 
-fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
+fn build(boot: Bootstrap, status: Option<JobStatus>, cfg: Arc<Config>) -> Result<Runtime> {
     let (me, n) = (boot.pe(), boot.npes());
     if n > MAX_PES {
         return Err(Error::new(format!("{n} PEs requested; this build supports at most {MAX_PES}")));
     }
     // RSHMEM_SYMMETRIC_SIZE (or NVSHMEM_SYMMETRIC_SIZE) is the room for the program's allocations, as
     // in NVSHMEM: the runtime's internal area comes on top of it, so a program that asks for exactly
-    // what it allocates (NVSHMEM's collective perftests ask for 2 x 4 KiB) gets it.
-    let user_size = env::get_size(env::SYMMETRIC_SIZE, 1 << 30)? as usize;
-    let onstream_grid_min = env::get_size(env::ONSTREAM_GRID_MIN, env::ONSTREAM_GRID_MIN_DEFAULT)? as usize;
-    if user_size == 0 {
-        return Err(Error::new(format!("{}=0: the symmetric heap needs at least one byte", env::SYMMETRIC_SIZE)));
-    }
-    let heap_size = user_size.checked_add(INTERNAL_BYTES).ok_or_else(|| {
-        Error::new(format!("{}={user_size} is too large for this machine's address space", env::SYMMETRIC_SIZE))
-    })?;
+    // what it allocates (NVSHMEM's collective perftests ask for 2 x 4 KiB) gets it. Its name in
+    // messages is the one the user set.
+    let (user_size, size_var) = (cfg.symmetric_size, cfg.symmetric_size_var);
+    let onstream_grid_min = cfg.onstream_grid_min;
+    let heap_size = user_size
+        .checked_add(INTERNAL_BYTES)
+        .ok_or_else(|| Error::new(format!("{size_var}={user_size} is too large for this machine's address space")))?;
     // All PEs must agree on the heap size (offsets must mean the same everywhere).
     let sizes = boot.allgather("rshmem_init", &(heap_size as u64).to_le_bytes())?;
     // A malformed payload fails the whole job's bootstrap, so every PE learns which peer sent it.
@@ -204,10 +193,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     for (pe, s) in sizes.into_iter().enumerate() {
         let s = u64::from_le_bytes(s);
         if s != heap_size as u64 {
-            return Err(Error::new(format!(
-                "{} differs between PEs: PE {me} has {heap_size} bytes, PE {pe} has {s}",
-                env::SYMMETRIC_SIZE
-            )));
+            return Err(Error::new(format!("{size_var} differs between PEs: PE {me} has {heap_size} bytes, PE {pe} has {s}")));
         }
     }
     // A random id for this job's local sockets, chosen by PE 0.
@@ -219,23 +205,17 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     let job: [u8; 16] = fixed_payload("rshmem_init", "the job id", 0, &job).map_err(|e| boot.abort(e))?;
     // The remote transport is chosen (and a bad or unbuilt one refused) before anything is mapped.
     let spans_nodes = boot.node_pes().len() < n;
-    let value = env::get(env::REMOTE_TRANSPORT);
-    let choice = agree_remote(&boot, value.as_deref(), spans_nodes)?;
-    let explicit = select::explicit_ibgda(value.as_deref());
+    let choice = agree_remote(&boot, &cfg, spans_nodes)?;
+    let explicit = cfg.remote == Remote::Ibgda;
     let remote = select::factory(choice);
-    if remote.is_some() && std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
-        // The proxy's copies and AMO launches must never queue behind a user kernel that spins waiting
-        // for them. Streams share the device's hardware work queues round-robin (8 by default); with the
-        // most (32), the proxy's few early streams get queues of their own (cuda::services). Read when
-        // the CUDA context is created, which is after this point unless the program made it earlier;
-        // set here, before this runtime starts any thread that could read the environment.
-        std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32");
-    }
     let fds = FdServer::start(job, boot.job_key(), me)?;
-    let backend = make_backend(&boot, &fds, job, heap_size)?;
+    let backend = make_backend(&boot, &fds, job, heap_size, &cfg)?;
+    if remote.is_some() && backend.name() == "cuda" && me == 0 {
+        hint_cuda_connections(&cfg);
+    }
     let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];
     if let Some(make) = remote {
-        let setup = RemoteSetup { boot: &boot, platform: backend.clone(), services: backend.services() };
+        let setup = RemoteSetup { boot: &boot, platform: backend.clone(), services: backend.services(), config: cfg.clone() };
         let t = match make(&setup) {
             Ok(t) => t,
             // Every PE got this error before any collective of the NIC's setup (the setup agrees on it
@@ -258,7 +238,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
             .map_err(|e| e.context(format!("registering the heap with the {} transport", t.name())))?;
     }
     let sync = if boot.node_pes().len() == n && n > 1 {
-        Some(HostSync::new(Collective { boot: &boot, fds: &fds, job })?)
+        Some(HostSync::new(Collective { boot: &boot, fds: &fds, job }, cfg.wait_timeout)?)
     } else {
         None
     };
@@ -271,7 +251,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     st.checks = 1;
     // Team synchronizations inside kernels stop the PE naming the member they wait for after this
     // long (the CPU backend's device waits go through the idle hook instead).
-    st.wait_timeout_ms = env::wait_timeout()?.map_or(0, |d| d.as_millis().clamp(1, u32::MAX as u128) as u32);
+    st.wait_timeout_ms = cfg.wait_timeout.map_or(0, |d| d.as_millis().clamp(1, u32::MAX as u128) as u32);
     st.node_my_pe = boot.local_pe() as i32;
     st.node_n_pes = boot.node_pes().len() as i32;
     for (pe, r) in route.iter().enumerate() {
@@ -311,7 +291,13 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
     // Last, when nothing can fail any more: a failed init must not leave device calls pointed at a heap
     // that is unmapped when the backend is dropped.
     #[cfg(not(target_arch = "nvptx64"))]
-    rshmem_device::arch::host::set_state(state);
+    // SAFETY: init holds the runtime's slot (no other init or finalize runs), and every address the
+    // state names (the heap, the peers' mappings, the transports' channels) stays valid until finalize
+    // calls `clear_state` before it releases them; nothing of the runtime is dropped past this point
+    // of a successful init.
+    unsafe {
+        rshmem_device::arch::host::set_state(state)
+    };
     log::info(format!("PE {me}/{n}: {} backend, heap {heap_size} bytes at {:#x}", backend.name(), state.heap_base));
     if let Some(s) = &status {
         s.leave(); // init done
@@ -329,13 +315,35 @@ fn build(boot: Bootstrap, status: Option<JobStatus>) -> Result<Runtime> {
         status,
         teams: Mutex::new(teams),
         onstream_grid_min,
+        config: cfg,
     })
 }
 
-fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> Result<Arc<dyn Backend>> {
-    let kind = backend_kind()?;
+/// The CUDA variable whose value matters to a job with a remote transport on GPUs.
+const CUDA_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+
+/// Says once per process, when this job runs a remote transport on GPUs and the environment does not
+/// set `CUDA_DEVICE_MAX_CONNECTIONS`, that it should be set (rshmrun sets it for its PEs). The proxy's
+/// copies and atomics must never queue behind a user kernel that spins waiting for them: streams share
+/// the device's hardware work queues round-robin (8 by default), and with the most (32) the proxy's
+/// few early streams get queues of their own. The library does not set it: changing a process's
+/// environment races every other thread's reads of it, and it counts only before the CUDA context is
+/// made.
+fn hint_cuda_connections(cfg: &Config) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if cfg.vars.raw(CUDA_CONNECTIONS).is_none() && !SAID.swap(true, Ordering::Relaxed) {
+        log::warn(format!(
+            "{CUDA_CONNECTIONS} is not set: this job's remote transport shares the GPU's 8 default work queues with the program's streams, \
+             so a kernel that waits for a remote operation can hold up the proxy's copies; set {CUDA_CONNECTIONS}=32 in every PE's \
+             environment (rshmrun does so for its PEs)"
+        ));
+    }
+}
+
+fn make_backend(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize, cfg: &Config) -> Result<Arc<dyn Backend>> {
+    let kind = cfg.backend;
     if kind != BackendKind::Cpu {
-        match crate::platform::cuda::backend::CudaBackend::new(boot, fds, job, heap_size) {
+        match crate::platform::cuda::backend::CudaBackend::new(boot, fds, job, heap_size, cfg) {
             Ok(b) => return Ok(Arc::new(b)),
             Err(e) if kind == BackendKind::Auto && e.is_no_gpu() => {
                 log::info(format!("no usable GPU ({e}); using the CPU backend"));
@@ -370,7 +378,11 @@ pub fn finalize() -> Result<()> {
     }
     // Device calls from now on fail naming the call instead of using the heap unmapped below.
     #[cfg(not(target_arch = "nvptx64"))]
-    rshmem_device::arch::host::clear_state();
+    // SAFETY: finalize took the runtime out of its slot (no init runs until it returns); clearing only
+    // withdraws the state, which makes every later device call fail by name.
+    unsafe {
+        rshmem_device::arch::host::clear_state()
+    };
     MY_PE.store(-1, Ordering::Release);
     N_PES.store(0, Ordering::Release);
     crate::heap::register::clear();
@@ -445,8 +457,13 @@ impl Runtime {
         self.boot.npes()
     }
 
-    /// Collective allocation. Every PE must call with the same arguments in the same order.
+    /// Collective allocation. Every PE must call with the same arguments in the same order. `bytes` 0
+    /// is no allocation: null, at once and without a barrier (OpenSHMEM's and NVSHMEM's `malloc`,
+    /// `calloc` and `align` with size 0).
     pub fn alloc(&self, call: &str, bytes: usize, align: usize, zero: bool) -> Result<*mut u8> {
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
         if align == 0 || !align.is_power_of_two() {
             return Err(Error::new(format!("{call}: alignment {align} is not a power of two")));
         }
@@ -483,7 +500,7 @@ impl Runtime {
                 alloc.largest_free(),
                 alloc.total_free(),
                 alloc.size() - INTERNAL_BYTES,
-                env::SYMMETRIC_SIZE
+                self.config.symmetric_size_var
             ))
         })?;
         if let Err(e) = self.grow(alloc.high_water()) {
@@ -524,8 +541,12 @@ impl Runtime {
         size.ok_or_else(|| Error::new(format!("{call}: {p:p} is not the start of a live symmetric allocation")))
     }
 
-    /// Collective free.
+    /// Collective free. A null `p` is no action, at once and without a barrier (OpenSHMEM's and
+    /// NVSHMEM's `free`), so the null of a `malloc(0)` can be freed like any allocation.
     pub fn free(&self, call: &str, p: *mut u8) -> Result<()> {
+        if p.is_null() {
+            return Ok(());
+        }
         // Work already enqueued (a kernel, an on-stream collective) may still use the memory: it runs
         // to completion before the memory can be handed out again (NVSHMEM's free implies a barrier).
         self.backend.quiet()?;
@@ -617,7 +638,7 @@ impl Runtime {
         r.map_err(|e| {
             // The stuck-PE error may reach a PE that entered after the root did (the root's timeout
             // fired, not ours): that error is late too, whatever our own clock says.
-            let late = env::wait_timeout().ok().flatten().is_some_and(|l| start.elapsed() >= l)
+            let late = self.config.wait_timeout.is_some_and(|l| start.elapsed() >= l)
                 || e.message().contains("did not complete within");
             match (late, self.status.as_ref().and_then(JobStatus::describe_stall)) {
                 (true, Some(d)) => Error::new(format!("{e}\njob status: {}", d.replace('\n', "\njob status: "))),
@@ -644,16 +665,42 @@ impl Runtime {
         Inside(self.status.as_ref())
     }
 
-    /// Checks a host RMA's PE and symmetric range; returns the transport that reaches the PE.
+    /// Checks a host RMA's PE and symmetric range; returns the transport that reaches the PE. The range
+    /// must lie in the part of the heap the program allocates from: the runtime's internal area at the
+    /// heap's start (team tables, synchronization words) is refused like any address outside the heap.
     pub(crate) fn check_rma(&self, call: &str, sym: *const u8, bytes: usize, pe: i32) -> Result<&dyn Transport> {
+        self.check_range(call, sym, bytes, pe, false)
+    }
+
+    /// [`Runtime::check_rma`], the internal area allowed when `internal` (the runtime's own reads).
+    fn check_range(&self, call: &str, sym: *const u8, bytes: usize, pe: i32, internal: bool) -> Result<&dyn Transport> {
         if pe < 0 || pe as usize >= self.npes() {
             return Err(Error::new(format!("{call}: PE {pe} out of range (n_pes {})", self.npes())));
+        }
+        if sym.is_null() {
+            return Err(Error::new(format!("{call}: the symmetric address is NULL")));
         }
         let off = (sym as usize).wrapping_sub(self.state.heap_base as usize);
         if off >= self.backend.heap_size() || bytes > self.backend.heap_size() - off {
             return Err(Error::new(format!("{call}: {sym:p} + {bytes} bytes is not inside the symmetric heap")));
         }
+        if off < INTERNAL_BYTES && !internal {
+            return Err(Error::new(format!(
+                "{call}: {sym:p} is in the runtime's internal area (the first {} of the symmetric heap, below every allocation), not in a symmetric allocation",
+                log::size_text(INTERNAL_BYTES as u64)
+            )));
+        }
         self.transport_to(call, pe as usize)
+    }
+
+    /// [`Runtime::check_rma`] of a host put (`put`) or get, with its local buffer `local` (the source of
+    /// a put, the destination of a get), which must not be NULL.
+    pub(crate) fn check_rma_local(&self, call: &str, sym: *const u8, local: *const u8, bytes: usize, pe: i32, put: bool) -> Result<&dyn Transport> {
+        if local.is_null() {
+            let what = if put { "source" } else { "destination" };
+            return Err(Error::new(format!("{call}: the {what} is NULL (a local buffer of {bytes} bytes was expected)")));
+        }
+        self.check_rma(call, sym, bytes, pe)
     }
 
     /// The transport that reaches PE `pe` (in range), from the per-PE table; an error naming the PE and
@@ -678,28 +725,38 @@ impl Runtime {
     /// # Safety
     /// `src` must be readable for `bytes`.
     pub unsafe fn putmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_putmem", dst, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_putmem", dst, src, bytes, pe, true)?;
         // SAFETY: the symmetric range and the route were checked; the local one is the caller's promise.
         unsafe { t.putmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// `dst` must be writable for `bytes`.
     pub unsafe fn getmem(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_getmem", src, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_getmem", src, dst, bytes, pe, false)?;
         // SAFETY: as in putmem.
+        unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
+    }
+    /// The runtime's own blocking get of `bytes` at `src` on `pe`, which may lie in the internal area
+    /// (a peer's team-init announcement); `call` names it in errors.
+    ///
+    /// # Safety
+    /// `dst` must be writable for `bytes`.
+    pub(crate) unsafe fn get_internal(&self, call: &str, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
+        let t = self.check_range(call, src, bytes, pe, true)?;
+        // SAFETY: as in getmem.
         unsafe { t.getmem(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// As `putmem`; `src` stays valid and unchanged until the next quiet.
     pub unsafe fn putmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_putmem_nbi", dst, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_putmem_nbi", dst, src, bytes, pe, true)?;
         // SAFETY: as in putmem.
         unsafe { t.putmem_nbi(&*self.backend, dst, src, bytes, pe as usize) }
     }
     /// # Safety
     /// As `getmem`; `dst` is not read before the next quiet.
     pub unsafe fn getmem_nbi(&self, dst: *mut u8, src: *const u8, bytes: usize, pe: i32) -> Result<()> {
-        let t = self.check_rma("rshmem_getmem_nbi", src, bytes, pe)?;
+        let t = self.check_rma_local("rshmem_getmem_nbi", src, dst, bytes, pe, false)?;
         // SAFETY: as in getmem.
         unsafe { t.getmem_nbi(&*self.backend, dst, src, bytes, pe as usize) }
     }

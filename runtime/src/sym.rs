@@ -198,8 +198,9 @@ impl<T: Pod> SymSlice<T> {
         self.coll_check("rshmem::SymSlice::broadcast_on_stream", src, src.len, src.len)?;
         let bytes = src.len * std::mem::size_of::<T>();
         // SAFETY: live symmetric allocations of at least `src.len` values (checked above), valid until
-        // the stream has run the collective (`free` waits for it).
-        unsafe { coll::collective_on_stream(host_op::BROADCAST, team.0, self.ptr as *mut u8, src.ptr as *const u8, bytes, root as u64, 0, stream.0 as _) }
+        // the stream has run the collective (`free` waits for it); `stream` is null or a live stream of
+        // this PE's context (every `Stream` is: `Stream::from_raw`'s contract).
+        unsafe { coll::collective_on_stream(host_op::BROADCAST, team.0, self.ptr as *mut u8, src.ptr as *const u8, bytes, root as u64, 0, stream.as_raw() as _) }
     }
     /// [`SymSlice::fcollect`] enqueued on `stream`.
     pub fn fcollect_on_stream(&self, team: Team, src: &SymSlice<T>, stream: Stream) -> Result<()> {
@@ -207,7 +208,7 @@ impl<T: Pod> SymSlice<T> {
         self.coll_check("rshmem::SymSlice::fcollect_on_stream", src, n * src.len, src.len)?;
         let bytes = src.len * std::mem::size_of::<T>();
         // SAFETY: as in broadcast_on_stream.
-        unsafe { coll::collective_on_stream(host_op::FCOLLECT, team.0, self.ptr as *mut u8, src.ptr as *const u8, bytes, 0, 0, stream.0 as _) }
+        unsafe { coll::collective_on_stream(host_op::FCOLLECT, team.0, self.ptr as *mut u8, src.ptr as *const u8, bytes, 0, 0, stream.as_raw() as _) }
     }
     /// [`SymSlice::reduce`] enqueued on `stream`.
     pub fn reduce_on_stream(&self, team: Team, op: ReduceOp, src: &SymSlice<T>, stream: Stream) -> Result<()>
@@ -216,7 +217,7 @@ impl<T: Pod> SymSlice<T> {
     {
         self.coll_check("rshmem::SymSlice::reduce_on_stream", src, src.len, src.len)?;
         // SAFETY: as in broadcast_on_stream.
-        unsafe { coll::collective_on_stream(host_op::REDUCE, team.0, self.ptr as *mut u8, src.ptr as *const u8, src.len, T::DTYPE as u64, op.code() as u64, stream.0 as _) }
+        unsafe { coll::collective_on_stream(host_op::REDUCE, team.0, self.ptr as *mut u8, src.ptr as *const u8, src.len, T::DTYPE as u64, op.code() as u64, stream.as_raw() as _) }
     }
 }
 

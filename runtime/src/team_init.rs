@@ -79,7 +79,7 @@ fn rendezvous(rt: &Runtime, call: &str, uid: u64, npes: i32, index: i32, free: u
     let mut seen = vec![false; rt.npes()];
     seen[me] = true;
     let at = rt.backend().heap_base() + offset_of!(Internal, team_init);
-    let limit = env::wait_timeout()?;
+    let limit = rt.config.wait_timeout;
     let start = Instant::now();
     let mut warned = false;
     let mut backoff = rshmem_common::Backoff::new();
@@ -89,14 +89,14 @@ fn rendezvous(rt: &Runtime, call: &str, uid: u64, npes: i32, index: i32, free: u
         for pe in unseen {
             let mut id = [0u8; 8];
             // SAFETY: `id` is 8 writable bytes; `at` is the announcement's symmetric address.
-            unsafe { rt.getmem(id.as_mut_ptr(), at as *const u8, 8, pe as i32)? };
+            unsafe { rt.get_internal(call, id.as_mut_ptr(), at as *const u8, 8, pe as i32)? };
             if u64::from_le_bytes(id) != uid {
                 continue;
             }
             let mut rest = [0u8; size_of::<TeamInitCall>()];
             // SAFETY: as above, for the whole announcement; read after the id (which its PE wrote
             // last), so these are the values of the call that id belongs to.
-            unsafe { rt.getmem(rest.as_mut_ptr(), at as *const u8, rest.len(), pe as i32)? };
+            unsafe { rt.get_internal(call, rest.as_mut_ptr(), at as *const u8, rest.len(), pe as i32)? };
             let c: TeamInitCall = bytemuck::pod_read_unaligned(&rest);
             if c.uid != uid {
                 continue; // that PE left this call between the two reads: it was not one of ours

@@ -14,6 +14,7 @@ use std::process::exit;
 mod coll;
 mod port;
 mod remote;
+mod robust;
 mod scaling;
 
 /// Counts the bytes this process has allocated and not freed, for the re-init scenario's leak check.
@@ -1161,6 +1162,13 @@ fn main() {
             "port_hello" => port::hello_refusals(&c),
             "port_flood" => port::flood(&c),
             "port_cut_idle" | "port_cut_busy" => port::cut(&c, s == "port_cut_busy"),
+            "quiet_after_finalize" => robust::after_finalize(&c, "quiet"),
+            "fence_after_finalize" => robust::after_finalize(&c, "fence"),
+            "null_rma" => robust::null_rma(&c),
+            "null_c_put" | "null_c_get" => robust::null_c(&c, s == "null_c_put"),
+            "internal_area" => robust::internal_area(&c),
+            "alloc_zero" => robust::alloc_zero(&c),
+            "reinit_env" => robust::reinit_env(&c),
             other => die(format!("unknown scenario {other:?}")),
         }
         println!("PE {me}: {s} ok ({} backend, {n} PEs, {threads} threads, {:.2} s)", if gpu { "cuda" } else { "cpu" }, t.elapsed().as_secs_f64());

@@ -123,12 +123,20 @@ fn store_u32(off: usize, v: u32) {
     unsafe { AtomicU32::from_ptr(state_ptr().add(off) as *mut u32) }.store(v, Ordering::Relaxed)
 }
 
-/// Points the device library at a copy of `s` (the runtime calls it in `init`). The fields are written
-/// with the magic cleared first and set last (release), so a reader that sees the magic (acquire)
-/// sees the fields written before it. The runtime calls it only from `init` (and `clear_state` only
-/// from `finalize`); were they to race, across threads, the state could end up cleared or mixed, but
-/// every access is atomic, so never a data race.
-pub fn set_state(s: &DeviceState) {
+/// Points the device library at a copy of `s` (the runtime calls it at the end of `init`). The fields
+/// are written with the magic cleared first and set last (release), so a reader that sees the magic
+/// (acquire) sees the fields written before it. Every access is atomic, so a race is never a data
+/// race; what a race could break is what the state promises, hence the contract.
+///
+/// # Safety
+/// While the state stays published (until [`clear_state`] or the next `set_state`), every address `s`
+/// names must be what device calls take it for: the heap (`heap_base`, `heap_size`) and every nonzero
+/// `peer_base` mapped in this process with the runtime's internal area at its start, the proxy's
+/// channels (ring, return area, staging, counters), the inbound queue and the IBGDA table live and laid
+/// out as the device library expects. No other thread may call `set_state` or [`clear_state`] at the
+/// same time (two publications racing could leave fields of both, with the magic set). The runtime
+/// calls it only from init, which holds the runtime's slot.
+pub unsafe fn set_state(s: &DeviceState) {
     use core::mem::offset_of;
     store_u64(MAGIC_OFF, 0);
     fence(Ordering::Release);
@@ -167,8 +175,14 @@ pub fn set_state(s: &DeviceState) {
 
 /// Marks the device state uninitialized (the runtime calls it in `finalize`): device calls made after
 /// it fail naming the call ("called before rshmem init completed") instead of using the addresses of
-/// a heap that is being unmapped.
-pub fn clear_state() {
+/// a heap that is being unmapped. Only the magic is cleared: every device call that reads an address
+/// of the state checks the magic first.
+///
+/// # Safety
+/// The caller is the runtime that published the state with [`set_state`], withdrawing it before it
+/// releases what the state names; no other thread calls `set_state` at the same time. (Withdrawing a
+/// live runtime's state makes its device calls stop the PE.)
+pub unsafe fn clear_state() {
     store_u64(MAGIC_OFF, 0);
 }
 
@@ -494,20 +508,24 @@ mod tests {
         s.node_n_pes = 2;
         s.peer_base[6] = 0xfeed_0000;
         s.node_pe[1] = 5;
-        set_state(&s);
+        // SAFETY: (test) nothing dereferences the made-up addresses: only the fields are read back, and
+        // this is the only test that publishes a state.
+        unsafe { set_state(&s) };
         assert_eq!(state_u64(Field::MAGIC), crate::state::STATE_MAGIC);
         assert_eq!(state_my_pe(), 3);
         assert_eq!(state_u32(Field::N_PES), 7);
         assert_eq!(state_u64(Field::HEAP_BASE), 0x1234_5678_9abc_def0);
         assert_eq!(state_u64(Field::peer_base(6)), 0xfeed_0000);
         assert_eq!(state_u32(Field::node_pe(1)), 5);
-        clear_state();
+        // SAFETY: (test) withdraws the state this test published.
+        unsafe { clear_state() };
         assert_eq!(state_u64(Field::MAGIC), 0);
         assert_eq!(state_my_pe(), 3, "messages after finalize still name the PE");
         // A second init overwrites everything.
         s.my_pe = 0;
         s.peer_base[6] = 0;
-        set_state(&s);
+        // SAFETY: as above.
+        unsafe { set_state(&s) };
         assert_eq!(state_my_pe(), 0);
         assert_eq!(state_u64(Field::peer_base(6)), 0);
         assert!(!is_u64_field(offset_of!(DeviceState, my_pe)), "a 4-byte field is not a u64 field");

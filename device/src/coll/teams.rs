@@ -55,16 +55,17 @@ pub fn member_of(d: &TeamDesc, i: i32, node_pe: impl FnOnce(i32) -> i32, listed:
 }
 
 /// Entry `j` of member table `row` in this PE's internal area (both indexes taken modulo the table's
-/// bounds).
+/// bounds). Stops the PE when rshmem is not initialized: the table lies in the heap, unmapped after
+/// finalize (a descriptor can outlive the runtime that gave it).
 #[inline(always)]
 fn listed(row: u32, j: i32) -> i32 {
-    let at = St.heap_base() as usize
+    let at = state("rshmem_team (member table)\0").heap_base() as usize
         + offset_of!(Internal, members)
         + (row as usize % MAX_TEAMS) * MAX_PES * size_of::<i32>()
         + (j as usize % MAX_PES) * size_of::<i32>();
-    // SAFETY: the member tables lie in the internal area at the start of this PE's heap (mapped while
-    // the state's magic is set, checked by `lookup`, which gave the descriptor); the host writes a row
-    // only before it publishes the descriptor that names it.
+    // SAFETY: the member tables lie in the internal area at the start of this PE's heap, mapped while
+    // the state's magic is set (checked just above); the host writes a row only before it publishes the
+    // descriptor that names it.
     unsafe { ptr::read_volatile(at as *const i32) }
 }
 

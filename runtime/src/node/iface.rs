@@ -51,28 +51,8 @@ pub fn with_iface(ip: IpAddr) -> String {
     }
 }
 
-/// The network settings the bootstrap and the proxy read.
-#[derive(Clone, Debug, Default)]
-pub struct NetEnv {
-    /// RSHMEM_BOOTSTRAP.
-    pub bootstrap: Option<String>,
-    /// RSHMEM_BOOTSTRAP_IFNAME.
-    pub bootstrap_ifname: Option<String>,
-    /// RSHMEM_PROXY_IFNAME.
-    pub proxy_ifname: Option<String>,
-}
-
-impl NetEnv {
-    /// The environment's settings (the variables, trimmed; empty ones as unset).
-    pub fn current() -> NetEnv {
-        let get = |n: &str| env::get(n).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        NetEnv {
-            bootstrap: get(env::BOOTSTRAP),
-            bootstrap_ifname: get(env::BOOTSTRAP_IFNAME),
-            proxy_ifname: get(env::PROXY_IFNAME),
-        }
-    }
-}
+/// The network settings the bootstrap and the proxy read (init's `Config::net`).
+pub use crate::config::NetEnv;
 
 /// RSHMEM_BOOTSTRAP resolved (bounded): its first IPv4 address, or why not.
 pub fn resolve_bootstrap(addr: &str) -> std::result::Result<SocketAddr, String> {

@@ -4,7 +4,7 @@
 //!
 //! rshmrun creates it with [`JobStatus::create`] and hands the descriptor to each PE in
 //! `RSHMEM_STATUS_FD` (inherited, like the bootstrap listener). A PE opens it with
-//! [`JobStatus::from_env`] during init and records each host collective it enters and leaves
+//! [`JobStatus::from_fd`] during init and records each host collective it enters and leaves
 //! ([`JobStatus::enter`], [`JobStatus::leave`]). Outside rshmrun there is no board and these do nothing.
 //!
 //! Layout (a memfd): a 64-byte header (magic, PE count, record size), then one 128-byte record per PE.
@@ -172,18 +172,13 @@ impl JobStatus {
         Ok((b, fd))
     }
 
-    /// PE side: the board rshmrun handed down, if any. A bad `RSHMEM_STATUS_FD` (not a number, not an
-    /// open descriptor, not a board, a board for another PE count, a PE outside it) is an error naming
-    /// the variable.
-    pub fn from_env(pe: usize, npes: usize) -> Result<Option<JobStatus>> {
+    /// PE side: the board rshmrun handed down as descriptor `fd` (`RSHMEM_STATUS_FD`, from init's
+    /// configuration), if any. A bad one (not an open descriptor, not a board, a board for another PE
+    /// count, a PE outside it) is an error naming the variable.
+    pub fn from_fd(fd: Option<i32>, pe: usize, npes: usize) -> Result<Option<JobStatus>> {
         let name = crate::config::env::STATUS_FD;
-        let Some(v) = crate::config::env::get(name) else { return Ok(None) };
-        let fd: i32 = v
-            .trim()
-            .parse()
-            .ok()
-            .filter(|&fd| fd >= 0)
-            .ok_or_else(|| Error::new(format!("{name}={v:?} is not a file descriptor number")))?;
+        let Some(fd) = fd else { return Ok(None) };
+        let v = fd.to_string();
         // SAFETY: fcntl(F_GETFD) only queries the descriptor table; it fails with EBADF for a number that
         // is not an open descriptor, which is how we validate it before borrowing it.
         if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {

@@ -13,7 +13,7 @@ use rshmem_device::Dim3;
 use rshmem_device::Failure;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// The CPU backend: the symmetric heap is a shared-memory segment every PE of the node maps, and
@@ -200,11 +200,12 @@ fn bcast_warp(v: u64) -> u64 {
     bcast(v, false)
 }
 
-/// RSHMEM_WAIT_TIMEOUT (None: no limit), read once through the one reader, env::wait_timeout(). init
-/// rejects a garbage value before any kernel runs, so an error cannot reach this point.
+/// RSHMEM_WAIT_TIMEOUT of the running init (None: no limit), as that init published it in the device
+/// state (`DeviceState::wait_timeout_ms`, from its configuration). Nothing is kept here: the next init
+/// publishes its own.
 fn wait_timeout() -> Option<Duration> {
-    static T: OnceLock<Option<Duration>> = OnceLock::new();
-    *T.get_or_init(|| crate::config::env::wait_timeout().ok().flatten())
+    let ms = rshmem_device::arch::host::state_u32(rshmem_device::state::Field::WAIT_TIMEOUT_MS);
+    (ms != 0).then(|| Duration::from_millis(ms as u64))
 }
 
 /// Back-off for device wait loops (`rshmem_common::backoff`: spin, then yield, then sleep — PEs may

@@ -71,13 +71,12 @@ type Entries = [(u64, String); 2];
 
 impl HostSync {
     /// Collective over the job at init: creates this PE's record, maps every peer's and waits for all.
-    pub fn new(c: Collective) -> Result<HostSync> {
+    /// `limit`: RSHMEM_WAIT_TIMEOUT from init's configuration (None: wait forever).
+    pub fn new(c: Collective, limit: Option<std::time::Duration>) -> Result<HostSync> {
         let seg = Segment::create(c.boot, c.fds, c.job, SEG_SYNC, 4096, "host sync area")?;
         let me = c.boot.pe();
         record(&seg, me).pid.store(std::process::id() as u64, Ordering::Release);
         c.boot.barrier("rshmem_init")?;
-        // Validated at init (env::validate); a failure here cannot happen, and means "no limit".
-        let limit = crate::config::env::wait_timeout().ok().flatten();
         Ok(HostSync { seg, me, local: c.boot.node_pes().to_vec(), seq: std::sync::Mutex::new(0), limit })
     }
 

@@ -2,7 +2,8 @@
 //! real NIC is usable for IBGDA (every check passes). The verbs library's checks and the transport line
 //! are handed in by the transport layer (`crate::transport::select`): the probes import no transport.
 
-use crate::config::env;
+use crate::config::parse::HcaList;
+use crate::config::{env, Vars};
 use crate::node::iface::NetEnv;
 use crate::probe::affinity::affinity_checks;
 use crate::probe::check::{Check, Status, SYSFS_LIMIT, VERBS_LIMIT};
@@ -12,10 +13,9 @@ use crate::probe::rdma::{hca_filter, rdma_checks, rdma_devices, usable_ports};
 use rshmem_common::bounded;
 use std::path::Path;
 
-/// This process's `RSHMEM_IB_HCA` as text, if set.
-fn hca_env() -> Option<String> {
-    env::get(env::IB_HCA)
-}
+/// The verbs library's checks (`crate::transport::verbs::diagnose` or `quick_checks`, handed in by the
+/// transport layer), given the devices and ports `RSHMEM_IB_HCA` allows.
+pub type VerbsChecks = fn(&HcaList) -> Vec<Check>;
 
 /// The line that stands for the verbs checks in a build without the `verbs` feature.
 pub fn no_verbs_check() -> Check {
@@ -29,7 +29,7 @@ pub fn no_verbs_check() -> Check {
 
 /// Runs the verbs checks (`crate::transport::verbs`, handed in by the transport layer) bounded like
 /// every probe: a NIC that hangs gives a FAIL line.
-pub(crate) fn bounded_verbs(verbs: fn() -> Vec<Check>) -> Vec<Check> {
+pub(crate) fn bounded_verbs(verbs: impl FnOnce() -> Vec<Check> + Send + 'static) -> Vec<Check> {
     bounded(VERBS_LIMIT, verbs).unwrap_or_else(|| {
         vec![Check::new(
             "DevX and GPU-mapped UAR",
@@ -50,7 +50,7 @@ pub(crate) fn decide(port_usable: bool, gpudirect: &Check, verbs: &[Check]) -> b
 /// The decision without the report: stops at the first obstacle, in the order of their cost (sysfs,
 /// then the feature, then the GPU driver, then the verbs library: `verbs`, None without the
 /// feature). No GPU is touched when no RDMA port is usable.
-pub(crate) fn usable_at(root: &Path, hca: Option<&str>, verbs: Option<fn() -> Vec<Check>>) -> bool {
+pub(crate) fn usable_at(root: &Path, hca: Option<&str>, verbs: Option<VerbsChecks>) -> bool {
     let Ok(filter) = hca_filter(hca) else { return false };
     let r = root.to_path_buf();
     let Some(devices) = bounded(SYSFS_LIMIT, move || rdma_devices(&r)) else { return false };
@@ -62,23 +62,23 @@ pub(crate) fn usable_at(root: &Path, hca: Option<&str>, verbs: Option<fn() -> Ve
     if gpudirect.status == Status::Fail {
         return false;
     }
-    decide(port_usable, &gpudirect, &bounded_verbs(verbs))
+    decide(port_usable, &gpudirect, &bounded_verbs(move || verbs(&filter)))
 }
 
 /// Whether a real RDMA NIC is usable for IBGDA by this process, with the verbs library's checks
 /// `verbs` (the transport layer's `crate::transport::verbs::quick_checks`; None in a build without the
 /// `verbs` feature, where it is never usable): every NIC check passes (see the module's
-/// documentation). Cheap when no RDMA device exists (a sysfs listing, no GPU driver call). The
-/// transport layer caches it (`crate::transport::select::nic_usable`).
-pub fn usable_with(verbs: Option<fn() -> Vec<Check>>) -> bool {
-    usable_at(Path::new("/"), hca_env().as_deref(), verbs)
+/// documentation). `hca`: RSHMEM_IB_HCA's value (None: unset; a bad one: not usable). Cheap when no
+/// RDMA device exists (a sysfs listing, no GPU driver call).
+pub fn usable_with(verbs: Option<VerbsChecks>, hca: Option<&str>) -> bool {
+    usable_at(Path::new("/"), hca, verbs)
 }
 
 /// Every check of `rshmrun --diagnose`, on the host under `root` with the given settings (`hca`:
 /// RSHMEM_IB_HCA), the verbs library's checks (`verbs`, None without the feature) and the line that
 /// says which transport a job would use given the NIC decision (`transport`). Returns the lines and
 /// the NIC decision.
-pub(crate) fn report_at(root: &Path, hca: Option<&str>, net: &NetEnv, gpus: GpuProbe, verbs: Option<fn() -> Vec<Check>>, transport: &dyn Fn(bool) -> Check) -> (Vec<Check>, bool) {
+pub(crate) fn report_at(root: &Path, hca: Option<&str>, net: &NetEnv, gpus: GpuProbe, verbs: Option<VerbsChecks>, transport: &dyn Fn(bool) -> Check) -> (Vec<Check>, bool) {
     let r = root.to_path_buf();
     let h = hca.map(str::to_string);
     let scanned = bounded(SYSFS_LIMIT, move || {
@@ -93,7 +93,12 @@ pub(crate) fn report_at(root: &Path, hca: Option<&str>, net: &NetEnv, gpus: GpuP
     });
     let gpudirect = gpudirect_check(root, &gpus);
     checks.push(gpudirect.clone());
-    let verbs = verbs.map_or_else(|| vec![no_verbs_check()], bounded_verbs);
+    let verbs = match (verbs, hca_filter(hca)) {
+        (None, _) => vec![no_verbs_check()],
+        (Some(v), Ok(filter)) => bounded_verbs(move || v(&filter)),
+        // The RDMA lines above name the bad value.
+        (Some(_), Err(why)) => vec![Check::new("DevX and GPU-mapped UAR", Status::Fail, format!("not checked: {why}"))],
+    };
     checks.extend(verbs.iter().cloned());
     checks.extend(affinity_checks(root, &gpus, &devices, &ports));
     checks.push(bootstrap_check(net));
@@ -103,14 +108,14 @@ pub(crate) fn report_at(root: &Path, hca: Option<&str>, net: &NetEnv, gpus: GpuP
     (checks, usable)
 }
 
-/// Every check of `rshmrun --diagnose` on this host, with this process's environment, the verbs
-/// library's checks and the transport line handed in by the transport layer
+/// Every check of `rshmrun --diagnose` on this host, with the environment `vars` (rshmrun's), the
+/// verbs library's checks and the transport line handed in by the transport layer
 /// (`crate::transport::select::report`). Never hangs (every probe is bounded) and never fails: a
-/// check that cannot be made is a line that says so.
-pub fn report_with(verbs: Option<fn() -> Vec<Check>>, transport: &dyn Fn(bool) -> Check) -> Vec<Check> {
-    let hca = hca_env();
+/// check that cannot be made is a line that says so (a bad value of a variable too).
+pub fn report_with(vars: &Vars, verbs: Option<VerbsChecks>, transport: &dyn Fn(bool) -> Check) -> Vec<Check> {
+    let hca = vars.lookup(env::IB_HCA).map(|(_, v)| v);
     let root = Path::new("/");
-    report_at(root, hca.as_deref(), &NetEnv::current(), probe_gpus(root), verbs, transport).0
+    report_at(root, hca, &NetEnv::from_vars(vars), probe_gpus(root), verbs, transport).0
 }
 
 /// The report as `rshmrun --diagnose` prints it: a header, then one line per check.

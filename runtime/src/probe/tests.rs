@@ -217,7 +217,7 @@ fn no_rdma_device() {
         assert!(c.line().contains(". Fix: on a host with a ConnectX"), "{}", c.line());
         std::fs::create_dir_all(under(t.root(), "/sys/class/infiniband")).unwrap(); // empty now
     }
-    assert!(!usable_at(t.root(), None, Some(Vec::new)));
+    assert!(!usable_at(t.root(), None, Some(|_| Vec::new())));
     // mlx5_core bound without mlx5_ib, and a ConnectX without any driver: the hint names them.
     t.pci(SW_NIC, 0, Some("mlx5_core"));
     t.link("/sys/bus/pci/drivers/mlx5_core/0000:19:00.0", "../../../../devices/pci0000:15");
@@ -279,7 +279,7 @@ fn hca_list_parsing_and_filtering() {
     assert!(!ok && find(&checks, "RDMA devices").status == Status::Fail);
     let (_, checks, ok) = scan(&t, Some("mlx5_0:"));
     assert!(!ok && find(&checks, "RDMA devices").detail.contains("RSHMEM_IB_HCA=\"mlx5_0:\" is not valid"), "{}", lines(&checks));
-    assert!(!usable_at(t.root(), Some("mlx5_0:"), Some(Vec::new)));
+    assert!(!usable_at(t.root(), Some("mlx5_0:"), Some(|_| Vec::new())));
 }
 
 fn loc(root: &str, chain: &[&str], numa: Option<u32>) -> PciLoc {
@@ -404,7 +404,7 @@ fn the_whole_report_on_a_synthetic_host() {
     // Without the verbs library's checks (a build without the feature): never usable, one FAIL
     // line; with checks that pass: usable. The transport line is the caller's.
     let transport = |u: bool| Check::new("remote transport", Status::Info, format!("usable: {u}"));
-    let (with_verbs, usable) = report_at(t.root(), None, &net, gpus.clone(), Some(|| vec![Check::new("DevX", Status::Pass, "ok")]), &transport);
+    let (with_verbs, usable) = report_at(t.root(), None, &net, gpus.clone(), Some(|_| vec![Check::new("DevX", Status::Pass, "ok")]), &transport);
     assert!(usable, "{}", lines(&with_verbs));
     assert_eq!(with_verbs.last().unwrap().detail, "usable: true");
     let (checks, usable) = report_at(t.root(), None, &net, gpus, None, &transport);

@@ -40,26 +40,12 @@ pub(crate) fn is_agreed_failure(e: &Error, prefix: &str) -> bool {
     e.to_string().starts_with(prefix)
 }
 
-/// What test hook `var` says of PE `pe`: None when it is unset; else whether its value names `pe`
-/// ([`names`]).
-pub(crate) fn hook_names(var: &str, pe: usize) -> Option<bool> {
-    std::env::var(var).ok().map(|v| names(&v, pe))
-}
-
-/// Whether a test hook's value, `all` or a comma-separated list of PEs, names PE `pe`.
-fn names(value: &str, pe: usize) -> bool {
-    value.trim() == "all" || value.split(',').any(|p| p.trim().parse::<usize>() == Ok(pe))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn hooks_name_all_or_listed_pes_and_failures_are_told_by_prefix() {
-        assert!(names(" all ", 7));
-        assert_eq!((names(" 1, 3 ", 1), names(" 1, 3 ", 2), names(" 1, 3 ", 3)), (true, false, true));
-        assert!(!names("", 0));
+    fn failures_are_told_by_prefix() {
         assert!(is_agreed_failure(&Error::new("p: the NIC could not be set up (x) on PE 0 (PE 0: y)"), "p: the NIC could not be set up"));
         assert!(!is_agreed_failure(&Error::new("something else"), "p:"));
     }

@@ -6,6 +6,7 @@ use crate::node::exchange::Collective;
 use crate::platform::backend::Backend;
 use crate::platform::services::Services;
 use crate::bootstrap::Bootstrap;
+use crate::config::Config;
 use crate::error::Result;
 use rshmem_device::state::Channel;
 use std::ops::Range;
@@ -113,6 +114,11 @@ pub struct RemoteSetup<'a> {
     /// The platform's services, shared with the transport's threads (copies, host-shared memory,
     /// posting and applying operations the way device code does).
     pub services: Arc<dyn Services>,
+    /// This init's configuration: every setting a transport reads (`RSHMEM_PROXY_*`, `RSHMEM_IBGDA_*`,
+    /// `RSHMEM_IB_HCA`, the network settings, RSHMEM_WAIT_TIMEOUT, RSHMEM_BOOTSTRAP_TIMEOUT, the debug
+    /// level, the test hooks), read and checked once at the start of init. A transport's threads may
+    /// keep the `Arc`; nothing may read the environment instead.
+    pub config: Arc<Config>,
 }
 
 /// Builds a remote transport (collective: every PE calls it at init).

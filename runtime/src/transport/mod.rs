@@ -1,7 +1,7 @@
 //! Transports: how this PE reaches another PE's symmetric heap.
 //!
 //! One interface ([`interface::Transport`]), one module per transport, found by name in one registry
-//! (`select::remote_by_name`):
+//! (`select::local_choice`, then `select::factory`):
 //! - [`p2p`]: the peer's heap is mapped into this process (same node): device code loads, stores and
 //!   runs atomics on it directly. It always serves the node-local PEs;
 //! - [`proxy`]: the device code (or a host thread) posts a request into a channel, and this PE's CPU

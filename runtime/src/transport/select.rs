@@ -1,7 +1,7 @@
-//! Which transport reaches which PE: the one place that decides. `RSHMEM_REMOTE_TRANSPORT` and the
-//! NIC checks choose the transport for PEs on other nodes ([`choose_remote`]), every PE's choice is
-//! agreed job-wide ([`decide`]); the registry finds its constructor by name ([`remote_by_name`],
-//! [`factory`]); [`route_table`] says, per PE, which transport reaches it.
+//! Which transport reaches which PE: the one place that decides. `RSHMEM_REMOTE_TRANSPORT` (parsed
+//! once, in init's `Config`) and the NIC checks choose the transport for PEs on other nodes
+//! ([`local_choice`], [`choose`]), every PE's choice is agreed job-wide ([`decide`]); the registry
+//! finds its constructor ([`factory`]); [`route_table`] says, per PE, which transport reaches it.
 //! Also the diagnosis behind the choice, for `rshmrun --diagnose`: the host probes of `crate::probe`
 //! with the verbs library's checks (feature `verbs`) handed in (the probes import no transport, so
 //! the dependency runs one way).
@@ -13,13 +13,12 @@
 //! proxy's provider (tcp, verbs); `rshmrun --diagnose` prints the decision and the reason.
 
 use crate::config::parse::{parse_remote, Remote, REMOTE_VALUES};
+use crate::config::{Config, Vars};
 use crate::error::{Error, Result};
 use crate::probe::check::{Check, Status};
-use crate::probe::report as diagnose;
+use crate::probe::report::{self as diagnose, VerbsChecks};
 use crate::transport::interface::{RemoteFactory, Transport};
 use crate::transport::proxy::provider;
-use std::sync::OnceLock;
-
 
 /// What a job's PEs use to reach PEs on other nodes: the outcome of `RSHMEM_REMOTE_TRANSPORT` and of
 /// the NIC checks (`crate::probe`). `rshmrun --diagnose` prints it; init acts on it.
@@ -47,15 +46,15 @@ impl RemoteChoice {
     }
 }
 
-/// Picks the remote transport from `RSHMEM_REMOTE_TRANSPORT`'s value (`var` names it in messages),
-/// whether the job spans nodes, and whether a real NIC passed every check (`crate::probe::diagnose`):
+/// Picks the remote transport from `RSHMEM_REMOTE_TRANSPORT` (parsed: init's configuration), whether
+/// the job spans nodes, and whether a real NIC passed every check (`crate::probe::diagnose`):
 /// - `auto` (unset): nothing for a single-node job; `ibgda` on a usable NIC, else `proxy`;
 /// - `ibgda`: the NIC when usable, else the emulated NIC (init says so once);
 /// - `proxy`: the proxy across nodes; nothing for a single-node job, where no PE could use it and its
 ///   channels would only add reads of host memory to every `quiet` (1.4 us on 2 x H200, 2026-11-27);
 /// - `none`: as named.
-pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usable: bool) -> Result<RemoteChoice> {
-    Ok(match parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))? {
+pub fn choose(remote: Remote, spans_nodes: bool, nic_usable: bool) -> RemoteChoice {
+    match remote {
         Remote::Auto if !spans_nodes => RemoteChoice::None,
         Remote::Auto if nic_usable => RemoteChoice::IbgdaNic,
         Remote::Auto => RemoteChoice::Proxy,
@@ -64,39 +63,36 @@ pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usab
         Remote::Proxy => RemoteChoice::Proxy,
         Remote::Ibgda if nic_usable => RemoteChoice::IbgdaNic,
         Remote::Ibgda => RemoteChoice::IbgdaEmulated,
-    })
+    }
 }
 
-/// The registry: the constructor of the transport PE `pe` would choose for PEs on other nodes, by name
-/// (`local_choice`, then [`factory`]). `var` is the variable that named it (for messages). `Ok(None)`:
-/// no remote transport (`none`, or a single-node job under `auto`: no threads, no sockets). Init
-/// agrees on the choice job-wide first ([`decide`]) and calls [`factory`] on the outcome.
-pub fn remote_by_name(var: &str, value: Option<&str>, spans_nodes: bool, pe: usize) -> Result<Option<RemoteFactory>> {
-    Ok(factory(local_choice(var, value, spans_nodes, pe)?))
+/// [`choose`] from `RSHMEM_REMOTE_TRANSPORT`'s text (`var` names it in messages): what
+/// `rshmrun --diagnose` reports, where a bad value is a line, not an error of init.
+pub fn choose_remote(var: &str, value: Option<&str>, spans_nodes: bool, nic_usable: bool) -> Result<RemoteChoice> {
+    Ok(choose(parse_remote(value).map_err(|e| Error::new(format!("{var}: {e}")))?, spans_nodes, nic_usable))
 }
 
-/// PE `pe`'s own choice ([`choose_remote`]), asking whether its NIC is usable ([`nic_usable_on`]) only
-/// when the answer matters: the job spans nodes and the value is `auto` or `ibgda`. Init all-gathers
-/// every PE's and [`decide`]s.
-pub fn local_choice(var: &str, value: Option<&str>, spans_nodes: bool, pe: usize) -> Result<RemoteChoice> {
-    let asks_nic = spans_nodes && matches!(parse_remote(value), Ok(Remote::Auto | Remote::Ibgda));
-    choose_remote(var, value, spans_nodes, asks_nic && nic_usable_on(pe))
+/// PE `pe`'s own choice ([`choose`]) under init's configuration `cfg`, asking whether its NIC is usable
+/// ([`nic_usable_on`]) only when the answer matters: the job spans nodes and the value is `auto` or
+/// `ibgda`. Init all-gathers every PE's, [`decide`]s, and calls [`factory`] on the outcome (`None`: no
+/// remote transport, as for `none` or a single-node job under `auto`: no threads, no sockets).
+pub fn local_choice(cfg: &Config, spans_nodes: bool, pe: usize) -> RemoteChoice {
+    let asks_nic = spans_nodes && matches!(cfg.remote, Remote::Auto | Remote::Ibgda);
+    choose(cfg.remote, spans_nodes, asks_nic && nic_usable_on(cfg, pe))
 }
 
-/// Whether `value` asks for IBGDA explicitly (then a NIC that cannot be set up stops the job instead
-/// of falling back to the proxy).
-pub fn explicit_ibgda(value: Option<&str>) -> bool {
-    matches!(parse_remote(value), Ok(Remote::Ibgda))
-}
-
-/// Whether this PE's real NIC is usable ([`nic_usable`]), or what the test hook says:
-/// `RSHMEM_TEST_NIC_USABLE` = `all` or a comma-separated list of PEs makes those PEs (and only them)
-/// believe they have a usable NIC, so that the agreement and the fallback below run where no NIC is.
-pub fn nic_usable_on(pe: usize) -> bool {
-    crate::transport::agree::hook_names(NIC_HOOK, pe).unwrap_or_else(nic_usable)
+/// Whether this PE's real NIC is usable ([`nic_usable`], with `cfg`'s RSHMEM_IB_HCA), or what the test
+/// hook says: `RSHMEM_TEST_NIC_USABLE` ([`NIC_HOOK`]) = `all` or a comma-separated list of PEs makes
+/// those PEs (and only them) believe they have a usable NIC, so that the agreement and the fallback
+/// below run where no NIC is.
+pub fn nic_usable_on(cfg: &Config, pe: usize) -> bool {
+    match &cfg.hooks.nic_usable {
+        Some(set) => set.names(pe),
+        None => nic_usable(cfg.ib_hca_text.as_deref()),
+    }
 }
 /// The test hook of [`nic_usable_on`].
-pub const NIC_HOOK: &str = "RSHMEM_TEST_NIC_USABLE";
+pub use crate::config::NIC_HOOK;
 
 impl RemoteChoice {
     /// A byte for the agreement's all-gather.
@@ -181,7 +177,7 @@ pub fn route_table(npes: usize, transports: &[&dyn Transport]) -> Vec<Option<usi
 /// this build has the `verbs` feature. The full set runs once the choice is IBGDA on a real NIC, at
 /// the start of its setup (`ibgda::real`), in the PE's own GPU context and bounded in time; a failure
 /// there is agreed job-wide and falls back to the proxy (or stops the job when IBGDA was asked for).
-fn verbs_quick() -> Option<fn() -> Vec<Check>> {
+fn verbs_quick() -> Option<VerbsChecks> {
     #[cfg(feature = "verbs")]
     return Some(super::verbs::quick_checks);
     #[cfg(not(feature = "verbs"))]
@@ -189,7 +185,7 @@ fn verbs_quick() -> Option<fn() -> Vec<Check>> {
 }
 
 /// All of the verbs library's checks (`rshmrun --diagnose`), when this build has the `verbs` feature.
-fn verbs_full() -> Option<fn() -> Vec<Check>> {
+fn verbs_full() -> Option<VerbsChecks> {
     #[cfg(feature = "verbs")]
     return Some(super::verbs::diagnose);
     #[cfg(not(feature = "verbs"))]
@@ -197,11 +193,11 @@ fn verbs_full() -> Option<fn() -> Vec<Check>> {
 }
 
 /// Whether a real RDMA NIC is usable for IBGDA by this process: every NIC check of `crate::probe::diagnose`
-/// passes (a build without the `verbs` feature never has one). Cheap when no RDMA device exists;
-/// computed once per process (`RSHMEM_IB_HCA` as set at the first call).
-pub fn nic_usable() -> bool {
-    static USABLE: OnceLock<bool> = OnceLock::new();
-    *USABLE.get_or_init(|| diagnose::usable_with(verbs_quick()))
+/// passes (a build without the `verbs` feature never has one), on the devices and ports `hca`
+/// (RSHMEM_IB_HCA's value; None: unset) allows. Cheap when no RDMA device exists; asked anew each time
+/// (init asks once).
+pub fn nic_usable(hca: Option<&str>) -> bool {
+    diagnose::usable_with(verbs_quick(), hca)
 }
 
 /// What a job with PEs on other nodes would use, for `RSHMEM_REMOTE_TRANSPORT`'s value `value` and
@@ -226,12 +222,14 @@ pub fn transport_check(value: Option<&str>, nic_usable: bool) -> Check {
     }
 }
 
-/// Every check of `rshmrun --diagnose` on this host, with this process's environment: the probes'
-/// lines, the proxy provider's line, then the transport line.
-pub fn report() -> Vec<Check> {
-    let remote = crate::config::env::get(crate::config::env::REMOTE_TRANSPORT);
-    let mut lines = diagnose::report_with(verbs_full(), &|usable| transport_check(remote.as_deref(), usable));
-    let p = provider::provider_check(crate::config::env::get(crate::config::env::PROXY_PROVIDER).as_deref(), &provider::verbs_usable());
+/// Every check of `rshmrun --diagnose` on this host, with the environment `vars` (rshmrun's): the
+/// probes' lines, the proxy provider's line, then the transport line. A bad value of a variable is a
+/// FAIL line naming it.
+pub fn report(vars: &Vars) -> Vec<Check> {
+    let text = |name: &str| vars.lookup(name).map(|(_, v)| v.to_string());
+    let remote = text(crate::config::env::REMOTE_TRANSPORT);
+    let mut lines = diagnose::report_with(vars, verbs_full(), &|usable| transport_check(remote.as_deref(), usable));
+    let p = provider::provider_check(text(crate::config::env::PROXY_PROVIDER).as_deref(), &provider::verbs_usable(text(crate::config::env::IB_HCA).as_deref()));
     lines.insert(lines.len().saturating_sub(1), p);
     lines
 }
@@ -292,15 +290,22 @@ mod tests {
             assert!(e.contains(REMOTE_VALUES) && e.contains(&format!("{bad:?}")), "{bad:?}: {e}");
         }
         const V: &str = "RSHMEM_REMOTE_TRANSPORT";
+        // The registry under init's configuration (no NIC here: RSHMEM_IB_HCA names none).
+        let by_name = |value: Option<&str>, spans: bool| {
+            let mut vars = vec![("RSHMEM_IB_HCA", "no-such-hca0")];
+            vars.extend(value.map(|v| (V, v)));
+            let (cfg, _) = Config::from_vars(Vars::from_pairs(vars)).unwrap();
+            factory(local_choice(&cfg, spans, 0))
+        };
         // auto (unset): the proxy exactly when the job spans nodes.
-        assert!(remote_by_name(V, None, false, 0).unwrap().is_none());
-        assert!(remote_by_name(V, None, true, 0).unwrap().is_some());
-        assert!(remote_by_name(V, Some("auto"), true, 0).unwrap().is_some());
-        assert!(remote_by_name(V, Some("none"), true, 0).unwrap().is_none());
-        assert!(remote_by_name(V, Some("proxy"), false, 0).unwrap().is_none(), "no proxy for a single-node job");
-        assert!(remote_by_name(V, Some("proxy"), true, 0).unwrap().is_some(), "proxy is built");
-        assert!(remote_by_name(V, Some(" PROXY "), true, 0).unwrap().is_some());
-        assert!(remote_by_name(V, Some("ibgda"), true, 0).unwrap().is_some(), "ibgda is built (emulated without a NIC)");
+        assert!(by_name(None, false).is_none());
+        assert!(by_name(None, true).is_some());
+        assert!(by_name(Some("auto"), true).is_some());
+        assert!(by_name(Some("none"), true).is_none());
+        assert!(by_name(Some("proxy"), false).is_none(), "no proxy for a single-node job");
+        assert!(by_name(Some("proxy"), true).is_some(), "proxy is built");
+        assert!(by_name(Some(" PROXY "), true).is_some());
+        assert!(by_name(Some("ibgda"), true).is_some(), "ibgda is built (emulated without a NIC)");
         // The choice itself, with and without a usable NIC.
         assert_eq!(choose_remote(V, None, false, true).unwrap(), RemoteChoice::None);
         assert_eq!(choose_remote(V, None, true, false).unwrap(), RemoteChoice::Proxy);
@@ -311,7 +316,9 @@ mod tests {
         assert_eq!(choose_remote(V, Some("proxy"), true, true).unwrap(), RemoteChoice::Proxy);
         assert_eq!(choose_remote(V, Some("proxy"), false, false).unwrap(), RemoteChoice::None);
         assert_eq!(choose_remote(V, Some("none"), true, true).unwrap(), RemoteChoice::None);
-        let e = remote_by_name(V, Some("tcp"), true, 0).err().unwrap().to_string();
+        let e = choose_remote(V, Some("tcp"), true, false).err().unwrap().to_string();
+        assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
+        let e = Config::from_vars(Vars::from_pairs([(V, "tcp")])).err().unwrap().to_string();
         assert!(e.starts_with(V) && e.contains("\"tcp\""), "{e}");
     }
 
@@ -334,13 +341,14 @@ mod tests {
     }
 
     #[test]
-    fn nic_usable_is_cached_and_false_without_a_nic_here() {
+    fn nic_usable_is_false_without_a_nic_here_and_follows_the_hook() {
         let here = std::fs::read_dir("/sys/class/infiniband").map(|d| d.count()).unwrap_or(0);
-        let first = nic_usable();
-        assert_eq!(first, nic_usable());
         if here == 0 || !cfg!(feature = "verbs") {
-            assert!(!first);
+            assert!(!nic_usable(None));
         }
+        assert!(!nic_usable(Some("no-such-hca0")), "RSHMEM_IB_HCA allows no device here");
+        let (cfg, _) = Config::from_vars(Vars::from_pairs([(NIC_HOOK, "1,2"), ("RSHMEM_IB_HCA", "no-such-hca0")])).unwrap();
+        assert_eq!((nic_usable_on(&cfg, 0), nic_usable_on(&cfg, 1), nic_usable_on(&cfg, 2)), (false, true, true));
     }
 
     /// A port of [`fake_sysfs`]: (state, link layer, LID, RoCE v2 GID or "").

@@ -7,6 +7,7 @@
 
 use super::driver::{self, check, check_ctx};
 use super::module::{Module, Stream, DEVICE_PTX};
+use crate::config::Config;
 use super::modules::Modules;
 use super::services::CudaServices;
 use crate::bootstrap::Bootstrap;
@@ -138,15 +139,16 @@ impl CudaBackend {
     /// has run on the stream.
     pub(crate) unsafe fn point_op(&self, call: &str, op: &rshmem_device::point::Op, stream: Option<Stream>, want: bool) -> Result<u64> {
         let s = match stream {
-            Some(s) => s.0 as cu::CUstream,
+            Some(s) => s.as_raw(),
             None => self.rma()?,
         };
         let (slot, slot_host) = if want { self.point_slot() } else { (0, 0) };
         let mut params = [op.word(), op.dest, op.value, op.cond, op.n, op.aux, op.dst as u64, op.sst as u64, slot];
         let mut args = params.each_mut().map(|p| p as *mut u64 as *mut std::ffi::c_void);
         // SAFETY: the parameters match rshmemi_point_op(u64 x 9) in order and size; the operation was
-        // checked (our caller's contract).
-        unsafe { self.module()?.launch("rshmemi_point_op", 1, 1, 0, Stream(s as _), &mut args)? };
+        // checked (our caller's contract); `s` is the caller's `Stream` (valid by `Stream::from_raw`'s
+        // contract) or our live host RMA stream.
+        unsafe { self.module()?.launch("rshmemi_point_op", 1, 1, 0, Stream::from_raw(s), &mut args)? };
         if stream.is_none() || want {
             // Polled, not cuStreamSynchronize: the kernel may wait for the proxy or the emulated NIC,
             // whose CUDA calls must get through meanwhile (driver::wait_stream_polling).
@@ -208,7 +210,7 @@ impl CudaBackend {
     /// Binds this PE's GPU (node-local PE number modulo the GPU count), reserves the heap ranges of every
     /// node-local PE and backs the first granule (collective over the node). `heap_size` is rounded up
     /// to whole granules (`RSHMEM_CUMEM_GRANULE`).
-    pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize) -> std::result::Result<CudaBackend, CudaInitError> {
+    pub fn new(boot: &Bootstrap, fds: &FdServer, job: [u8; 16], heap_size: usize, cfg: &Config) -> std::result::Result<CudaBackend, CudaInitError> {
         let ndev = driver::device_count().map_err(CudaInitError::NoGpu)?;
         if DEVICE_PTX.trim().is_empty() {
             // Recorded by build.rs (rshmem-ptxbuild) when it made the empty PTX.
@@ -227,7 +229,7 @@ impl CudaBackend {
         }
         let (dev, ctx) = driver::bind_primary(ordinal)?;
         let granule = driver::granularity(dev)?;
-        let g = crate::config::env::get_size(crate::config::env::CUMEM_GRANULE, 512 << 20)? as usize;
+        let g = cfg.cumem_granule.max(1);
         let granule = g.div_ceil(granule) * granule;
         let heap_size = heap_size.div_ceil(granule) * granule;
         let me = boot.pe();

@@ -50,9 +50,11 @@ unsafe impl Send for Module {}
 // SAFETY: &Module only reads the immutable handles and calls the (thread-safe) driver with them.
 unsafe impl Sync for Module {}
 
-/// A CUDA stream handle (a `cudaStream_t` from C is the same thing). Null is the legacy default stream.
+/// A CUDA stream handle (a `cudaStream_t` from C is the same thing) that rshmem may enqueue work on.
+/// Null is the legacy default stream ([`Stream::DEFAULT`]). Only [`Stream::from_raw`] (unsafe) makes
+/// one from a raw handle, so every `Stream` that safe code holds is one whose maker promised it valid.
 #[derive(Clone, Copy, Debug)]
-pub struct Stream(pub cu::CUstream);
+pub struct Stream(cu::CUstream);
 // SAFETY: a stream handle is a plain token usable from any thread.
 unsafe impl Send for Stream {}
 // SAFETY: as for Send: a copyable token with no interior state.
@@ -60,6 +62,21 @@ unsafe impl Sync for Stream {}
 impl Stream {
     /// The legacy default stream (null).
     pub const DEFAULT: Stream = Stream(std::ptr::null_mut());
+
+    /// The stream `handle` (a `CUstream` or `cudaStream_t`).
+    ///
+    /// # Safety
+    /// `handle` is null (the legacy default stream) or a stream created in the context of this PE's
+    /// GPU (its primary context, which rshmem uses), and it stays alive (not destroyed) for as long as
+    /// the returned `Stream`, or a copy of it, is used: rshmem hands it to the CUDA driver.
+    pub const unsafe fn from_raw(handle: cu::CUstream) -> Stream {
+        Stream(handle)
+    }
+
+    /// The raw handle, for the CUDA driver.
+    pub const fn as_raw(self) -> cu::CUstream {
+        self.0
+    }
 }
 
 impl Module {
@@ -218,7 +235,7 @@ impl Module {
         let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
         // SAFETY: f is a kernel of this loaded module; `args` matches its parameters (the caller's
         // contract); the stream is the caller's.
-        let r = unsafe { cu::cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream.0, p, std::ptr::null_mut()) };
+        let r = unsafe { cu::cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared, stream.as_raw(), p, std::ptr::null_mut()) };
         if r == cu::CUresult::CUDA_SUCCESS {
             return Ok(());
         }
@@ -256,7 +273,7 @@ impl Module {
         }
         let p = if args.is_empty() { std::ptr::null_mut() } else { args.as_mut_ptr() };
         // SAFETY: as in `launch`; the grid fits the device (checked above).
-        check_ctx(unsafe { cu::cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, shared, stream.0, p) }, &format!("collective launch of {name}"))
+        check_ctx(unsafe { cu::cuLaunchCooperativeKernel(f, grid, 1, 1, block, 1, 1, shared, stream.as_raw(), p) }, &format!("collective launch of {name}"))
     }
 }
 

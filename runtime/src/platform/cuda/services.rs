@@ -166,9 +166,9 @@ impl CudaServices {
         let mem = DeviceMem { addr: p, bytes, _keep: Box::new(Free(p, self.ctx as usize)) };
         let s = self.take_stream()?;
         // SAFETY: p is a live allocation of `bytes` bytes; s is a live stream of our context.
-        let r = check_ctx(unsafe { cu::cuMemsetD8Async(p, 0, bytes, s.0) }, "cuMemsetD8Async")
+        let r = check_ctx(unsafe { cu::cuMemsetD8Async(p, 0, bytes, s.as_raw()) }, "cuMemsetD8Async")
             // SAFETY: s is a live stream.
-            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "cuStreamSynchronize"));
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.as_raw()) }, "cuStreamSynchronize"));
         self.give_stream(s);
         r.map(|_| mem)
     }
@@ -182,7 +182,9 @@ impl CudaServices {
         let mut backoff = rshmem_common::Backoff::new();
         loop {
             if let Some(s) = self.streams.lock().unwrap().pop() {
-                return Ok(Stream(s as cu::CUstream));
+                // SAFETY: the pool holds only streams `create_stream` made in this context, never
+                // destroyed while the services live.
+                return Ok(unsafe { Stream::from_raw(s as cu::CUstream) });
             }
             if self.made.load(std::sync::atomic::Ordering::Acquire) < PROXY_STREAMS {
                 return self.new_stream();
@@ -209,10 +211,12 @@ impl CudaServices {
             unsafe { cu::cuStreamCreateWithPriority(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32, greatest) },
             "cuStreamCreateWithPriority",
         )?;
-        Ok(Stream(s))
+        // SAFETY: just created in this context; the services destroy none of their streams while they
+        // live.
+        Ok(unsafe { Stream::from_raw(s) })
     }
     fn give_stream(&self, s: Stream) {
-        self.streams.lock().unwrap().push(s.0 as usize);
+        self.streams.lock().unwrap().push(s.as_raw() as usize);
     }
 
     /// A copy between any two addresses (unified addressing), on a non-blocking stream of the pool,
@@ -240,9 +244,9 @@ impl CudaServices {
         }
         let s = self.take_stream()?;
         // SAFETY: the caller's contract; s is a live stream of our context.
-        let r = check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, s.0) }, "proxy copy: cuMemcpyAsync")
+        let r = check_ctx(unsafe { cu::cuMemcpyAsync(dst as u64, src as u64, len, s.as_raw()) }, "proxy copy: cuMemcpyAsync")
             // SAFETY: s is a live stream.
-            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy copy: cuStreamSynchronize"));
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.as_raw()) }, "proxy copy: cuStreamSynchronize"));
         self.give_stream(s);
         r
     }
@@ -269,14 +273,15 @@ impl CudaServices {
         ];
         let mut params: Vec<*mut std::ffi::c_void> = w.iter_mut().map(|v| v as *mut u64 as *mut std::ffi::c_void).collect();
         if let Some(stream) = stream {
-            // SAFETY: eight u64 parameters as the kernel declares them; the stream is the caller's.
-            return unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, Stream(stream as cu::CUstream), &mut params) };
+            // SAFETY: eight u64 parameters as the kernel declares them; `stream` is a `Stream`'s handle
+            // (`cuda::onstream_remote` passes `Stream::as_raw`), valid by `Stream::from_raw`'s contract.
+            return unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, Stream::from_raw(stream as cu::CUstream), &mut params) };
         }
         let s = self.take_stream()?;
         // SAFETY: as above, on our own live non-blocking stream, synchronized before the parameters go.
         let r = unsafe { module.launch("rshmemi_proxy_request", 1, 1, 0, s, &mut params) }
             // SAFETY: s is a live stream.
-            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.0) }, "proxy request from the GPU: cuStreamSynchronize"));
+            .and_then(|_| check_ctx(unsafe { cu::cuStreamSynchronize(s.as_raw()) }, "proxy request from the GPU: cuStreamSynchronize"));
         self.give_stream(s);
         r
     }
@@ -328,12 +333,12 @@ impl CudaServices {
                 if dst_visible {
                     // Pageable source: into the bounce buffer by the CPU, then DMA.
                     std::ptr::copy_nonoverlapping(src.add(done), stage, n);
-                    check_ctx(cu::cuMemcpyAsync(dst.add(done) as u64, stage as u64, n, s.0), "proxy copy: cuMemcpyAsync (bounced)")
-                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.0), "proxy copy: cuStreamSynchronize"))
+                    check_ctx(cu::cuMemcpyAsync(dst.add(done) as u64, stage as u64, n, s.as_raw()), "proxy copy: cuMemcpyAsync (bounced)")
+                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.as_raw()), "proxy copy: cuStreamSynchronize"))
                 } else {
                     // Pageable destination: DMA into the bounce buffer, then the CPU.
-                    check_ctx(cu::cuMemcpyAsync(stage as u64, src.add(done) as u64, n, s.0), "proxy copy: cuMemcpyAsync (bounced)")
-                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.0), "proxy copy: cuStreamSynchronize"))
+                    check_ctx(cu::cuMemcpyAsync(stage as u64, src.add(done) as u64, n, s.as_raw()), "proxy copy: cuMemcpyAsync (bounced)")
+                        .and_then(|_| check_ctx(cu::cuStreamSynchronize(s.as_raw()), "proxy copy: cuStreamSynchronize"))
                         .map(|_| std::ptr::copy_nonoverlapping(stage, dst.add(done), n))
                 }
             };
@@ -367,7 +372,7 @@ impl Services for CudaServices {
     }
     fn service_kernel(&self, name: &'static str, threads: u32, args: &[u64]) -> Result<Option<Box<dyn ServiceKernel>>> {
         let module = self.modules.own()?;
-        let stream = self.create_stream()?.0;
+        let stream = self.create_stream()?.as_raw();
         let mut event: cu::CUevent = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
         if let Err(e) = check(unsafe { cu::cuEventCreate(&mut event, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) }, "cuEventCreate") {
@@ -402,8 +407,9 @@ impl ServiceKernel for CudaServiceKernel {
         let mut a = self.args.clone();
         let mut params: Vec<*mut std::ffi::c_void> = a.iter_mut().map(|v| v as *mut u64 as *mut std::ffi::c_void).collect();
         // SAFETY: the kernel takes `args.len()` u64 parameters (the caller of `service_kernel` named
-        // them); our live stream; the parameters are copied at launch.
-        unsafe { self.module.launch(self.name, 1, self.threads, 0, Stream(self.stream), &mut params)? };
+        // them); our live stream (made in this context, destroyed only in drop); the parameters are
+        // copied at launch.
+        unsafe { self.module.launch(self.name, 1, self.threads, 0, Stream::from_raw(self.stream), &mut params)? };
         // SAFETY: our live event and stream (the module's launch made the context current).
         check_ctx(unsafe { cu::cuEventRecord(self.event, self.stream) }, "cuEventRecord (service kernel)")
     }

@@ -171,7 +171,7 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Emulated)> {
     let platform = s.platform.clone();
     let services = s.services.clone();
     let (me, n) = (boot.pe(), boot.npes());
-    let Settings { qps_per_pe, log_sq, fault, emulator, ret_in_device } = settings()?;
+    let Settings { qps_per_pe, log_sq, fault, emulator, ret_in_device } = settings(&s.config);
     let device = emulator == env::IbgdaEmulator::Device;
     let ack_only = emulator != env::IbgdaEmulator::Full;
     // The model starts its QPs at any WQE count (`wrap`), and injects no other fault.

@@ -80,6 +80,8 @@ pub struct Ibgda {
     /// Registered local buffers: (start, len, key).
     locals: Mutex<Vec<(u64, u64, u32)>>,
     wait_limit: Duration,
+    /// RSHMEM_IBGDA_FAULTS as set at init (None: unset), for the line at shutdown.
+    faults: Option<String>,
 }
 
 /// The registry's constructor for `ibgda` without a usable NIC. Collective.
@@ -112,7 +114,15 @@ pub fn create_nic(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
 
 impl Ibgda {
     fn new(s: &RemoteSetup, built: Built, engine: Engine) -> Ibgda {
-        Ibgda { built, engine, platform: s.platform.clone(), services: s.services.clone(), locals: Mutex::new(Vec::new()), wait_limit: wait_limit() }
+        Ibgda {
+            built,
+            engine,
+            platform: s.platform.clone(),
+            services: s.services.clone(),
+            locals: Mutex::new(Vec::new()),
+            wait_limit: wait_limit(&s.config),
+            faults: s.config.ibgda.faults_text.clone(),
+        }
     }
 
     /// Stops the emulated NIC's thread (it reads the queues), if it runs; returns the NIC.
@@ -205,7 +215,7 @@ impl Transport for Ibgda {
         // Everything is complete (the final barrier quieted): nothing will be posted any more.
         let nic = self.stop_nic();
         // With RSHMEM_IBGDA_FAULTS set, one line saying how often each fault was injected here.
-        if let (Some(nic), Some(list)) = (nic, env::get(env::IBGDA_FAULTS)) {
+        if let (Some(nic), Some(list)) = (nic, &self.faults) {
             log::warn(format!("ibgda: {}={list:?}: this PE's emulated NIC injected {}", env::IBGDA_FAULTS, nic.fault_counts()));
         }
         self.built.proxy.shutdown(clean)

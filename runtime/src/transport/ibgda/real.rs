@@ -83,7 +83,8 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
     let platform = s.platform.clone();
     let services = s.services.clone();
     let (me, n) = (boot.pe(), boot.npes());
-    let Settings { qps_per_pe, log_sq, .. } = settings()?;
+    let Settings { qps_per_pe, log_sq, .. } = settings(&s.config);
+    let hca = s.config.ib_hca.clone();
     let (remote, qps) = peers(boot, qps_per_pe);
     let nqp = qps.len();
     let heap_base = platform.heap_base() as u64;
@@ -100,11 +101,12 @@ pub(super) fn new(s: &RemoteSetup) -> Result<(Built, Real)> {
         // fails the check instead of hanging init), once per init. A failure here is this PE's share of
         // the agreed failure below: every PE falls back to the proxy, naming the check, unless IBGDA was
         // asked for explicitly.
-        let checks = crate::probe::report::bounded_verbs(crate::transport::verbs::diagnose);
+        let for_checks = hca.clone();
+        let checks = crate::probe::report::bounded_verbs(move || crate::transport::verbs::diagnose(&for_checks));
         if let Some(c) = checks.iter().find(|c| c.status == crate::probe::check::Status::Fail) {
             return Err(Error::new(format!("ibgda: the check \"{}\" failed: {}", c.name, c.detail)));
         }
-        let nic = Nic::open().map_err(|e| e.context("ibgda: opening the NIC"))?;
+        let nic = Nic::open_with(&hca).map_err(|e| e.context("ibgda: opening the NIC"))?;
         let ibgda = IbgdaNic::new(nic.clone()).map_err(|e| e.context(format!("ibgda: DevX on {}", nic.name())))?;
         log::info(format!("ibgda: PE {me}: real NIC {} port {}", nic.name(), nic.port_name()));
         // The heap, chunk by chunk (what is backed now; growth registers the rest).

@@ -3,7 +3,7 @@
 //! and which PEs the QPs connect to.
 
 use crate::bootstrap::Bootstrap;
-use crate::config::env;
+use crate::config::{env, Config};
 use crate::error::{Error, Result};
 use crate::platform::services::{DeviceMem, Services};
 use crate::transport::proxy::Proxy;
@@ -26,7 +26,7 @@ pub(super) struct Built {
     pub(super) table: DeviceTable,
 }
 
-/// The transport's settings (`RSHMEM_IBGDA_*`), checked.
+/// The transport's settings (`RSHMEM_IBGDA_*`), from init's configuration.
 pub(super) struct Settings {
     pub(super) qps_per_pe: u32,
     pub(super) log_sq: u32,
@@ -37,22 +37,16 @@ pub(super) struct Settings {
     pub(super) ret_in_device: bool,
 }
 
-/// How long the host's quiet waits for the NIC: RSHMEM_WAIT_TIMEOUT, else (0 or unset) a year.
-pub(super) fn wait_limit() -> Duration {
-    env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600))
+/// How long the host's quiet waits for the NIC: RSHMEM_WAIT_TIMEOUT of init's configuration, else (0 or
+/// unset) a year.
+pub(super) fn wait_limit(cfg: &Config) -> Duration {
+    cfg.wait_timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600))
 }
 
-pub(super) fn settings() -> Result<Settings> {
-    pub(super) fn parsed<T>(name: &str, parse: impl Fn(&str) -> std::result::Result<T, String>) -> Result<Option<T>> {
-        env::get(name).map(|v| parse(&v).map_err(|e| Error::new(format!("{name}={v:?}: {e}")))).transpose()
-    }
-    Ok(Settings {
-        qps_per_pe: parsed(env::IBGDA_QPS_PER_PE, env::parse_ibgda_qps)?.unwrap_or(2),
-        log_sq: parsed(env::IBGDA_QP_DEPTH, env::parse_ibgda_depth)?.unwrap_or(9),
-        fault: parsed(env::IBGDA_FAULTS, FaultConfig::parse)?.unwrap_or_default(),
-        emulator: parsed(env::IBGDA_EMULATOR, env::parse_ibgda_emulator)?.unwrap_or_default(),
-        ret_in_device: parsed(env::IBGDA_RET_SLOTS, env::parse_ibgda_ret_slots)?.unwrap_or(false),
-    })
+/// The settings from init's configuration.
+pub(super) fn settings(cfg: &Config) -> Settings {
+    let i = &cfg.ibgda;
+    Settings { qps_per_pe: i.qps_per_pe, log_sq: i.log_sq, fault: i.faults.clone(), emulator: i.emulator, ret_in_device: i.ret_in_device }
 }
 
 /// The device memory device code reads (one allocation): every QP's posting counters, the [`Table`],

@@ -23,6 +23,8 @@ use crate::log;
 use crate::platform::services::{DeviceMem, HostShared, Services};
 use crate::transport::proxy::lanes::Lane;
 use crate::transport::proxy::ring::{self, Channel};
+use crate::transport::proxy::send::Rdma;
+use crate::transport::proxy::stats::Stats;
 use crate::transport::proxy::target::{Nic, Target, Verdict};
 use rshmem_common::Backoff;
 use rshmem_device::remote::proxy::{ReturnSlot, COMPLETED_OFF, CONSUMED_OFF, RETURN_SLOT_BYTES};
@@ -57,6 +59,8 @@ pub(crate) struct Settings {
     pub(crate) linger: Duration,
     /// Every request and frame is logged.
     pub(crate) trace: bool,
+    /// The stages are counted (`RSHMEM_PROXY_STATS`).
+    pub(crate) stats: bool,
 }
 
 /// The engine of one PE.
@@ -86,6 +90,10 @@ pub(crate) struct Engine {
     fault: Mutex<Option<Error>>,
     fault_cv: Condvar,
     nic: OnceLock<Arc<dyn Nic>>,
+    /// The stage counters, when counting is on.
+    pub(crate) stats: Option<Arc<Stats>>,
+    /// The RDMA provider, when the proxy runs over verbs (set before the threads start).
+    rdma: OnceLock<Box<dyn Rdma>>,
 }
 
 /// Bytes of the ring (header and slots) in the channel memory, 64-aligned: the return area follows.
@@ -131,6 +139,8 @@ impl Engine {
             fault: Mutex::new(None),
             fault_cv: Condvar::new(),
             nic: OnceLock::new(),
+            stats: set.stats.then(|| Arc::new(Stats::default())),
+            rdma: OnceLock::new(),
         })
     }
 
@@ -147,6 +157,25 @@ impl Engine {
         let h = self.chan.host_ptr() as u64;
         let s = self.set.slots;
         Channel { ring: h, slots: s as u64, ret: h + ring_area(s) as u64, stage: h + stage_at(s) as u64, chunk: self.set.chunk, counters: self.counters.addr, thread_stage: self.set.thread_stage, flags: self.set.flags }
+    }
+
+    /// Adds `v` to the stage counter `f` picks, when counting is on.
+    #[inline]
+    pub(crate) fn count(&self, f: impl FnOnce(&Stats) -> &AtomicU64, v: u64) {
+        if let Some(s) = &self.stats {
+            s.add(f, v);
+        }
+    }
+
+    /// Installs the RDMA provider (the proxy over verbs), before the sender starts.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub(crate) fn set_rdma(&self, r: Box<dyn Rdma>) {
+        let _ = self.rdma.set(r);
+    }
+
+    /// The RDMA provider, if any.
+    pub(crate) fn rdma(&self) -> Option<&dyn Rdma> {
+        self.rdma.get().map(|b| &**b)
     }
 
     /// Installs the emulated NIC's hooks (the IBGDA transport), before any NIC frame can arrive.

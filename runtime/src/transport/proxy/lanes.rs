@@ -30,7 +30,6 @@ use crate::log;
 use crate::platform::services::HostShared;
 use crate::transport::proxy::engine::Engine;
 use crate::transport::proxy::target::Verdict;
-use crate::transport::proxy::stats;
 use crate::transport::proxy::tcp::{io_failure, recv_some, send_some};
 use crate::transport::wire::{self, check, Checked, Frames, Head, HEAD_BYTES};
 use rshmem_device::remote::lane::{LaneCtl, APPLIED_OFF, CTL_BYTES, REPLY_SENT_OFF, REPLY_WRITTEN_OFF, WRITTEN_OFF};
@@ -475,8 +474,8 @@ impl Lane {
             self.advance(out, n);
         }
         if total > 0 {
-            stats::add(|s| &s.sends, 1);
-            stats::add(|s| &s.sent_bytes, total as u64);
+            eng.count(|s| &s.sends, 1);
+            eng.count(|s| &s.sent_bytes, total as u64);
             // Drop the own bytes before the first queued own part (all sent).
             let keep = out.parts.iter().find_map(|p| if let Part::Own { at, .. } = p { Some(*at) } else { None }).unwrap_or(out.base + out.own.len());
             let dead = keep - out.base;
@@ -705,8 +704,8 @@ impl Lane {
                 }
                 Some(n) => {
                     st.received += n as u64;
-                    stats::add(|s| &s.recv_bytes, n as u64);
-                    stats::add(|s| &s.recvs, 1);
+                    eng.count(|s| &s.recv_bytes, n as u64);
+                    eng.count(|s| &s.recvs, 1);
                     got = Rx::Data;
                     if let Err(e) = self.parse(eng, st) {
                         // A frame the peer should never have sent: what came before it is applied,
@@ -793,7 +792,7 @@ impl Lane {
                 }
                 st.checked += skip;
                 st.received += skip;
-                stats::add(|s| &s.wraps, 1);
+                eng.count(|s| &s.wraps, 1);
                 continue;
             }
             if have < size {
@@ -805,7 +804,7 @@ impl Lane {
             let end = st.checked + size;
             self.take(eng, st, c, fb, end)?;
             st.checked = end;
-            stats::add(|s| &s.frames, 1);
+            eng.count(|s| &s.frames, 1);
         }
     }
 
@@ -937,7 +936,7 @@ impl Lane {
             }
             st.reply_queued += len;
             out.reply(self.reply().wrapping_add(at), len as usize, st.reply_queued);
-            stats::add(|s| &s.replies, 1);
+            eng.count(|s| &s.replies, 1);
         }
         // The requests applied so far.
         let mut count = st.acked_out;
@@ -955,7 +954,7 @@ impl Lane {
             b.copy_from_slice(&v);
             out.frames(&b);
             st.acked_out = count;
-            stats::add(|s| &s.acks, 1);
+            eng.count(|s| &s.acks, 1);
         }
         drop(out);
         // ACKs held behind GET data that has now landed.

@@ -45,6 +45,7 @@ mod tests;
 pub(crate) mod verbs;
 
 use crate::config::env;
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::log;
 use crate::platform::backend::Backend;
@@ -77,15 +78,6 @@ pub const DEFAULT_SLOTS: usize = 4096;
 const LIVENESS: Duration = Duration::from_secs(1);
 /// Most lanes `RSHMEM_PROXY_LANES=auto` gives a pair of PEs.
 const AUTO_LANES: usize = 4;
-/// `RSHMEM_PROXY_THREAD_STAGE`'s default: a GPU thread copies about one load latency's worth of bytes
-/// at a time (a few hundred bytes per microsecond), so beyond a few KiB the engine's DMA copy is
-/// faster; below, staging saves the engine a copy per request.
-pub(crate) const DEFAULT_THREAD_STAGE: u64 = 4096;
-/// Bytes of a lane's receive ring and reply ring.
-pub const DEFAULT_RING_BYTES: u64 = 4 << 20;
-const REPLY_BYTES: u64 = 2 << 20;
-/// Heap bytes one lane serves before the next (a request's lane is its offset shifted by this).
-pub const DEFAULT_LANE_SHIFT: u32 = 14;
 /// Bytes of the pinned buffer host gets go through on a GPU (the apply code cannot write pageable
 /// host memory).
 const HOST_GET_BOUNCE: usize = 1 << 20;
@@ -131,8 +123,8 @@ pub fn create(s: &RemoteSetup) -> Result<Box<dyn Transport>> {
 /// NIC) all-gathered with its reason, then `provider::agree`. Returns it and what was asked for.
 fn agree_provider(s: &RemoteSetup) -> Result<(Provider, Want)> {
     let boot = s.boot;
-    let want = provider::parse_want(env::get(env::PROXY_PROVIDER).as_deref()).map_err(Error::new)?;
-    let (mine, why) = provider::local_choice(want, &provider::verbs_usable_on(boot.pe()));
+    let want = s.config.proxy.provider;
+    let (mine, why) = provider::local_choice(want, &provider::verbs_usable_on(&s.config, boot.pe()));
     let all = boot.allgather("rshmem_init (proxy provider)", &[&[mine.code()][..], why.as_bytes()].concat())?;
     let mut choices = Vec::with_capacity(all.len());
     for (pe, b) in all.iter().enumerate() {
@@ -161,55 +153,32 @@ fn start_verbs(s: &RemoteSetup, _eng: &Arc<Engine>, _remote: &[bool], _explicit:
     Ok(None)
 }
 
-/// The lanes this PE asks for per peer: `RSHMEM_PROXY_CHANNELS`, or (auto) one per two CPUs this
-/// process may use per PE of its node, from 1 to `AUTO_LANES`.
-fn wanted_lanes(local_pes: usize) -> Result<usize> {
-    if let Some(v) = env::get(env::PROXY_CHANNELS) {
-        if let Some(n) = env::parse_proxy_channels(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_CHANNELS)))? {
-            return Ok(n);
-        }
-    }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok((cpus / (2 * local_pes.max(1))).clamp(1, AUTO_LANES))
+/// The lanes this PE asks for per peer: `RSHMEM_PROXY_LANES`, or (auto) one per two CPUs this process
+/// may use per PE of its node, from 1 to `AUTO_LANES`.
+fn wanted_lanes(config: &Config, local_pes: usize) -> usize {
+    config.proxy.lanes.unwrap_or_else(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cpus / (2 * local_pes.max(1))).clamp(1, AUTO_LANES)
+    })
 }
 
-/// The engine's settings from the environment (checked at init).
-fn settings() -> Result<Settings> {
-    let slots = match env::get(env::PROXY_SLOTS) {
-        Some(v) => env::parse_proxy_slots(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_SLOTS)))?,
-        None => DEFAULT_SLOTS,
-    };
-    let thread_stage = match env::get(env::PROXY_THREAD_STAGE) {
-        Some(v) => env::parse_thread_stage(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_THREAD_STAGE)))?,
-        None => DEFAULT_THREAD_STAGE,
-    };
-    let flags = match env::get(env::PROXY_GROUP_FENCE) {
-        Some(v) => match env::parse_group_fence(&v) {
-            Ok(true) => rshmem_device::state::CHANNEL_FENCE_EVERY,
-            Ok(false) => 0,
-            Err(e) => return Err(Error::new(format!("{}={v:?}: {e}", env::PROXY_GROUP_FENCE))),
-        },
-        None => 0,
-    };
-    let spin = match env::get(env::PROXY_SPIN) {
-        Some(v) => env::parse_proxy_spin(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", env::PROXY_SPIN)))?.unwrap_or_else(tcp::spin_by_default),
-        None => tcp::spin_by_default(),
-    };
-    let wait_limit = env::wait_timeout().ok().flatten().unwrap_or(Duration::from_secs(365 * 24 * 3600));
-    let trace = env::get(env::DEBUG).is_some_and(|v| v.trim().eq_ignore_ascii_case("trace"));
-    Ok(Settings {
-        slots,
+/// The engine's settings from this init's configuration.
+fn settings(config: &Config) -> Settings {
+    let p = &config.proxy;
+    Settings {
+        slots: p.slots,
         chunk: DEFAULT_CHUNK,
-        thread_stage,
-        flags,
-        ring_bytes: DEFAULT_RING_BYTES,
-        reply_bytes: REPLY_BYTES,
-        lane_shift: DEFAULT_LANE_SHIFT,
-        spin,
-        wait_limit,
+        thread_stage: p.thread_stage,
+        flags: if p.group_fence_every { rshmem_device::state::CHANNEL_FENCE_EVERY } else { 0 },
+        ring_bytes: p.ring,
+        reply_bytes: p.ring,
+        lane_shift: p.lane_bytes.trailing_zeros(),
+        spin: p.busy_poll(),
+        wait_limit: config.wait_timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600)),
         linger: target::DEFAULT_LINGER,
-        trace,
-    })
+        trace: config.trace,
+        stats: p.stats,
+    }
 }
 
 impl Proxy {
@@ -229,12 +198,12 @@ impl Proxy {
     fn build(s: &RemoteSetup, choose: bool) -> Result<Proxy> {
         let boot = s.boot;
         let (me, n) = (boot.pe() as u32, boot.npes() as u32);
-        let wanted = wanted_lanes(boot.node_pes().len())?;
+        let wanted = wanted_lanes(&s.config, boot.node_pes().len());
         let remote: Vec<bool> = (0..n as usize).map(|pe| !boot.node_pes().contains(&pe)).collect();
-        let (listener, listen, addrs, lanes_n) = setup::listen(boot, wanted)?;
-        let set = settings()?;
+        let (listener, listen, addrs, lanes_n) = setup::listen(boot, &s.config.net, wanted)?;
+        let set = settings(&s.config);
         let ep = Endpoint { key: boot.job_key(), pe: me, npes: n, heap_size: s.platform.heap_size() as u64, max_chunk: wire::DEFAULT_MAX_CHUNK };
-        let conns = setup::connect_all(boot, &listener, &addrs, &ep, &remote, lanes_n)?;
+        let conns = setup::connect_all(boot, &listener, &addrs, &ep, &remote, lanes_n, s.config.bootstrap_timeout)?;
         let services = s.services.clone();
         let mut lanes = Vec::new();
         let mut peer_lanes = Vec::with_capacity(n as usize);
@@ -429,8 +398,8 @@ impl Transport for Proxy {
             let _ = h.join();
         }
         let stopped = self.eng.target.stop(Duration::from_secs(2));
-        if let Some(line) = stats::report() {
-            eprintln!("rshmem proxy stats [PE {}]: {line}", self.eng.me);
+        if let Some(st) = &self.eng.stats {
+            eprintln!("rshmem proxy stats [PE {}]: {}", self.eng.me, stats::report(st));
         }
         stopped
     }

@@ -15,7 +15,6 @@ use crate::probe::check::{Check, Status, SYSFS_LIMIT};
 use crate::probe::rdma::{allowed_ports, hca_filter, rdma_devices};
 use crate::transport::agree;
 use std::path::Path;
-use std::sync::OnceLock;
 
 /// What carries the proxy's requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,27 +85,20 @@ pub fn verbs_usable_at(root: &Path, hca: Option<&str>, built: bool) -> std::resu
     Err(format!("no RDMA port is usable ({})", why.join("; ")))
 }
 
-/// The test hook of [`verbs_usable_on`]: `all` or a comma-separated list of PEs that believe their
-/// NIC is usable for host verbs (then the setup fails here, where there is none, and the fallback runs).
-pub const VERBS_HOOK: &str = "RSHMEM_TEST_VERBS_USABLE";
-
-/// [`verbs_usable_at`] for this host, computed once per process.
-pub fn verbs_usable() -> std::result::Result<String, String> {
-    static U: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-    U.get_or_init(|| {
-        let hca = env::get(env::IB_HCA);
-        rshmem_common::bounded(SYSFS_LIMIT, move || verbs_usable_at(Path::new("/"), hca.as_deref(), cfg!(feature = "verbs")))
-            .unwrap_or_else(|| Err("reading /sys/class/infiniband did not finish in time".into()))
-    })
-    .clone()
+/// [`verbs_usable_at`] for this host, with the devices `hca` allows (`RSHMEM_IB_HCA`'s text).
+pub fn verbs_usable(hca: Option<&str>) -> std::result::Result<String, String> {
+    let hca = hca.map(str::to_string);
+    rshmem_common::bounded(SYSFS_LIMIT, move || verbs_usable_at(Path::new("/"), hca.as_deref(), cfg!(feature = "verbs")))
+        .unwrap_or_else(|| Err("reading /sys/class/infiniband did not finish in time".into()))
 }
 
-/// Whether PE `pe`'s NIC is usable for host verbs, or what the test hook says.
-pub fn verbs_usable_on(pe: usize) -> std::result::Result<String, String> {
-    match agree::hook_names(VERBS_HOOK, pe) {
-        Some(true) => Ok(format!("{VERBS_HOOK} says so")),
-        Some(false) => Err(format!("{VERBS_HOOK} says no")),
-        None => verbs_usable(),
+/// Whether PE `pe`'s NIC is usable for host verbs under this init's configuration, or what its test
+/// hook (`RSHMEM_TEST_VERBS_USABLE`) says.
+pub fn verbs_usable_on(config: &crate::config::Config, pe: usize) -> std::result::Result<String, String> {
+    match &config.hooks.verbs_usable {
+        Some(set) if set.names(pe) => Ok(format!("{} says so", crate::config::VERBS_HOOK)),
+        Some(_) => Err(format!("{} says no", crate::config::VERBS_HOOK)),
+        None => verbs_usable(config.ib_hca_text.as_deref()),
     }
 }
 

@@ -36,6 +36,38 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Where a request the RDMA provider was offered goes ([`Rdma::issue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) enum Route {
+    /// Carried by the RDMA path (complete once its `batch_done` returns).
+    Rdma,
+    /// Left to the lanes, whole.
+    Tcp,
+    /// A put-with-signal whose data the RDMA path wrote (complete at the target): only its signal is
+    /// left to the lanes.
+    SignalOnly,
+}
+
+/// What the RDMA provider may ask of the lanes: that every request sent to a PE through them be
+/// complete at the target (before an RDMA operation that must not pass them).
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) trait TcpSide {
+    /// Sends what is queued for `pe` and waits until the lanes to it are acknowledged.
+    fn settle(&mut self, pe: u32) -> Result<()>;
+}
+
+/// A provider that carries requests as RDMA instead of frames (the proxy over verbs,
+/// `proxy::verbs`): offered every request before the lanes, and told when a batch ends (before its
+/// checkpoint, so that it waits there for what it posted). The lanes stay for what it leaves them.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) trait Rdma: Send + Sync {
+    /// Carries request `e`, or leaves it (or its signal) to the lanes.
+    fn issue(&self, eng: &Engine, e: &Entry, tcp: &mut dyn TcpSide) -> Result<Route>;
+    /// The end of a drained batch: every operation it posted completed, and its requests with it.
+    fn batch_done(&self, eng: &Engine) -> Result<()>;
+}
+
 /// The sender's order state per peer PE.
 #[derive(Clone, Copy, Default)]
 struct PeerOrder {
@@ -87,13 +119,13 @@ impl Sender {
             if self.eng.abort.load(Ordering::Acquire) {
                 return Ok(());
             }
-            let t = stats::Timer::start();
+            let t = stats::Timer::start(self.eng.stats.is_some());
             let n = d.poll_entries(|e| self.issue(e))?;
             if n > 0 {
                 self.end_batch(d)?;
-                t.stop(|s| &s.send_ns);
-                stats::add(|s| &s.requests, n as u64);
-                stats::add(|s| &s.batches, 1);
+                t.stop(self.eng.stats.as_deref(), |s| &s.send_ns);
+                self.eng.count(|s| &s.requests, n as u64);
+                self.eng.count(|s| &s.batches, 1);
                 idle.reset();
                 last_work = Instant::now();
                 continue;
@@ -114,6 +146,9 @@ impl Sender {
     /// The end of a drained batch: every lane that got frames sends them; a checkpoint; `consumed`;
     /// the tail.
     fn end_batch(&mut self, d: &mut Drain<'static>) -> Result<()> {
+        if let Some(r) = self.eng.rdma() {
+            r.batch_done(&self.eng)?;
+        }
         for i in 0..self.dirty.len() {
             if std::mem::take(&mut self.dirty[i]) {
                 self.eng.lanes[i].kick(&self.eng)?;
@@ -162,7 +197,7 @@ impl Sender {
                 }
                 self.queue(i, 1, |b| Frames::wait(b, epoch, others));
                 self.peers[pe as usize].epoch = epoch;
-                stats::add(|s| &s.fences, 1);
+                self.eng.count(|s| &s.fences, 1);
             }
             self.peers[pe as usize].used = bit;
             self.peers[pe as usize].fenced = false;
@@ -191,7 +226,7 @@ impl Sender {
             b.snooze();
         }
         if wait.is_some() {
-            stats::add(|s| &s.credit_waits, 1);
+            self.eng.count(|s| &s.credit_waits, 1);
         }
         lane.credit_used.fetch_add(need, Ordering::AcqRel);
         Ok(())
@@ -232,7 +267,7 @@ impl Sender {
             if new {
                 lane.issued.fetch_add(1, Ordering::AcqRel);
             } else {
-                stats::add(|s| &s.merged, 1);
+                self.eng.count(|s| &s.merged, 1);
             }
             self.dirty[i] = true;
             used |= 1 << (i - first);
@@ -264,6 +299,20 @@ impl Sender {
         let pe = r.pe;
         if !eng.reaches(pe) {
             return Err(Error::new(format!("proxy: request {} to PE {pe}, which the engine does not reach (it is on this node)", e.seq)));
+        }
+        if let Some(rdma) = eng.rdma() {
+            match rdma.issue(&eng, &e, self)? {
+                Route::Rdma => return Ok(()),
+                Route::Tcp => {}
+                Route::SignalOnly => {
+                    // The data is at the target (its WRITEs completed): the signal follows it.
+                    let sop = if r.sub as i32 == rshmem_device::SIGNAL_ADD { SIGNAL_OP_ADD } else { SIGNAL_OP_SET };
+                    let i = eng.lane_for(pe, r.sig_offset);
+                    self.order(pe, i, false);
+                    self.queue(i, 1, |b| Frames::signal(b, sop, r.sig_offset, r.sig_value));
+                    return Ok(());
+                }
+            }
         }
         let ticket = e.seq - 1;
         let signal_op = |sub: u16| -> Result<u8> {
@@ -309,7 +358,7 @@ impl Sender {
                 if lane.out.lock().unwrap_or_else(|e| e.into_inner()).put(r.offset, Payload::Inline(b), r.len as u32) {
                     lane.issued.fetch_add(1, Ordering::AcqRel);
                 } else {
-                    stats::add(|s| &s.merged, 1);
+                    self.eng.count(|s| &s.merged, 1);
                 }
                 self.dirty[i] = true;
             }
@@ -361,6 +410,30 @@ impl Sender {
                 }
             }
             other => return Err(Error::new(format!("unknown operation {other}"))),
+        }
+        Ok(())
+    }
+}
+
+impl TcpSide for Sender {
+    fn settle(&mut self, pe: u32) -> Result<()> {
+        let r = self.eng.peer_lanes[pe as usize].clone();
+        for i in r.clone() {
+            if std::mem::take(&mut self.dirty[i]) {
+                self.eng.lanes[i].kick(&self.eng)?;
+            }
+        }
+        let start = Instant::now();
+        let mut b = Backoff::new();
+        while !r.clone().all(|i| self.eng.lanes[i].idle()) {
+            if self.eng.abort.load(Ordering::Acquire) {
+                return Err(Error::new("proxy: the engine stopped"));
+            }
+            if start.elapsed() > self.eng.set.wait_limit {
+                let what: Vec<String> = r.clone().map(|i| self.eng.lanes[i].in_flight()).collect();
+                return Err(Error::new(format!("PE {pe} did not complete the requests sent to it over TCP within {:?} ({})", self.eng.set.wait_limit, what.join("; "))));
+            }
+            b.snooze();
         }
         Ok(())
     }

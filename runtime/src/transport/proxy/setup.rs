@@ -4,7 +4,7 @@
 //! `accept::Acceptor` loop each: every connection at once, strangers reported rate-limited.
 
 use crate::bootstrap::{Bootstrap, WarnLimiter};
-use crate::config::env;
+use crate::config::NetEnv;
 use crate::error::{Error, Result};
 use crate::log;
 use crate::transport::proxy::accept::Acceptor;
@@ -19,17 +19,17 @@ use std::time::{Duration, Instant};
 /// The IPv4 address this PE's proxy listens on (`node::iface::proxy_listen_ip`, which
 /// `rshmrun --diagnose` reports too): RSHMEM_PROXY_IFNAME's, else the address this host uses to reach
 /// the bootstrap rendezvous (with `--netns` every node has its own), else the default interface's.
-fn listen_ip() -> Result<IpAddr> {
-    crate::node::iface::proxy_listen_ip(&crate::node::iface::NetEnv::current()).map(|(ip, _)| ip)
+fn listen_ip(net: &NetEnv) -> Result<IpAddr> {
+    crate::node::iface::proxy_listen_ip(net).map(|(ip, _)| ip)
 }
 
 /// Collective: listens, and all-gathers every PE's listen address and wanted channel count
 /// (`channels`) through the bootstrap. Returns the listener, its address, every PE's, and the job's
 /// channel count: the largest any PE wanted (every PE runs that many, one connection per channel to
 /// each peer).
-pub(crate) fn listen(boot: &Bootstrap, channels: usize) -> Result<(TcpListener, SocketAddr, Vec<SocketAddr>, usize)> {
+pub(crate) fn listen(boot: &Bootstrap, net: &NetEnv, channels: usize) -> Result<(TcpListener, SocketAddr, Vec<SocketAddr>, usize)> {
     let (me, n) = (boot.pe() as u32, boot.npes() as u32);
-    let ip = listen_ip()?;
+    let ip = listen_ip(net)?;
     let listener = TcpListener::bind((ip, 0)).map_err(|e| Error::os(format!("proxy: PE {me}: cannot listen on {ip}"), e))?;
     let listen = listener.local_addr().map_err(|e| Error::os("proxy: listener address", e))?;
     log::info(format!("proxy: PE {me} listens on {listen}"));
@@ -62,9 +62,9 @@ const STRANGERS: &str = "connections to the proxy port";
 /// The listener's connections are served all at once (`accept::Acceptor`): strangers holding idle
 /// connections, or sending garbage, neither delay nor stop the PEs' own; warnings about them are
 /// rate-limited.
-pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[SocketAddr], ep: &Endpoint, remote: &[bool], lanes: usize) -> Result<Vec<Vec<Connection>>> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn connect_all(boot: &Bootstrap, listener: &TcpListener, addrs: &[SocketAddr], ep: &Endpoint, remote: &[bool], lanes: usize, timeout: Duration) -> Result<Vec<Vec<Connection>>> {
     let (me, n) = (boot.pe() as u32, boot.npes() as u32);
-    let timeout = env::get(env::BOOTSTRAP_TIMEOUT).and_then(|v| env::parse_positive_secs(&v).ok()).unwrap_or(Duration::from_secs(30));
     let deadline = Instant::now() + timeout;
     let expect_accept: Vec<u32> = (0..me).filter(|&q| remote[q as usize]).collect();
     let mut conns: Vec<Vec<Connection>> = (0..n).map(|_| Vec::new()).collect();

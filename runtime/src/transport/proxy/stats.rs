@@ -1,5 +1,5 @@
 //! What the remote engine spent its time on, for finding what limits a remote figure
-//! (`RSHMEM_PROXY_STATS=1`): counts and times of each stage of the path a request takes, printed by
+//! (`RSHMEM_PROXY_STATS=1`, the engine's `Config`): counts and times of each stage of the path a request takes, printed by
 //! every PE at finalize as one line (`rshmem proxy stats [PE n]: ...`). Off by default; when off, each
 //! counting point costs one load of a cached flag and no clock read.
 //!
@@ -14,12 +14,10 @@
 //! Per request, `send_us / requests`, `recv_bytes / recvs` and `frames / acks` then say which stage
 //! holds a figure back.
 
-use crate::config::env;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::Instant;
 
-/// The counters (one set per process: a process is one PE).
+/// The counters of one engine (one per PE), when counting is on.
 #[derive(Default)]
 pub(crate) struct Stats {
     pub(crate) requests: AtomicU64,
@@ -39,18 +37,11 @@ pub(crate) struct Stats {
     pub(crate) replies: AtomicU64,
 }
 
-static STATS: OnceLock<Option<Stats>> = OnceLock::new();
-
-/// The counters when `RSHMEM_PROXY_STATS` is on, else None.
-pub(crate) fn get() -> Option<&'static Stats> {
-    STATS.get_or_init(|| env::get(env::PROXY_STATS).is_some_and(|v| env::parse_switch(&v) == Some(true)).then(Stats::default)).as_ref()
-}
-
-/// Adds `v` to the counter `f` picks, when counting is on.
-#[inline]
-pub(crate) fn add(f: impl FnOnce(&Stats) -> &AtomicU64, v: u64) {
-    if let Some(s) = get() {
-        f(s).fetch_add(v, Ordering::Relaxed);
+impl Stats {
+    /// Adds `v` to the counter `f` picks.
+    #[inline]
+    pub(crate) fn add(&self, f: impl FnOnce(&Stats) -> &AtomicU64, v: u64) {
+        f(self).fetch_add(v, Ordering::Relaxed);
     }
 }
 
@@ -58,25 +49,25 @@ pub(crate) fn add(f: impl FnOnce(&Stats) -> &AtomicU64, v: u64) {
 pub(crate) struct Timer(Option<Instant>);
 
 impl Timer {
+    /// Starts when `on` (the engine counts).
     #[inline]
-    pub(crate) fn start() -> Timer {
-        Timer(get().map(|_| Instant::now()))
+    pub(crate) fn start(on: bool) -> Timer {
+        Timer(on.then(Instant::now))
     }
-    /// Adds the nanoseconds since `start` to the counter `f` picks.
+    /// Adds the nanoseconds since `start` to the counter `f` picks of `s`.
     #[inline]
-    pub(crate) fn stop(self, f: impl FnOnce(&Stats) -> &AtomicU64) {
-        if let (Some(t), Some(s)) = (self.0, get()) {
+    pub(crate) fn stop(self, s: Option<&Stats>, f: impl FnOnce(&Stats) -> &AtomicU64) {
+        if let (Some(t), Some(s)) = (self.0, s) {
             f(s).fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
     }
 }
 
-/// The line a PE prints at finalize, or None when counting is off.
-pub(crate) fn report() -> Option<String> {
-    let s = get()?;
+/// The line a PE prints at finalize.
+pub(crate) fn report(s: &Stats) -> String {
     let v = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let per = |a: u64, n: u64| if n == 0 { 0.0 } else { a as f64 / n as f64 };
-    Some(format!(
+    format!(
         "requests={} batches={} send_us={:.1} ({:.3} us/request) merged={} fences={} credit_waits={} | sends={} sent_bytes={} ({:.0} B/send) | \
          recvs={} recv_bytes={} ({:.0} B/recv) frames={} wraps={} | apply_launches={} | acks={} replies={}",
         v(&s.requests),
@@ -97,5 +88,5 @@ pub(crate) fn report() -> Option<String> {
         v(&s.apply_launches),
         v(&s.acks),
         v(&s.replies),
-    ))
+    )
 }

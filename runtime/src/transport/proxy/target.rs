@@ -176,7 +176,6 @@ impl Target {
         g.fetch_add(1, Ordering::Release);
         k.launch().map_err(|e| e.context("proxy: launching the apply kernel"))?;
         self.launches.fetch_add(1, Ordering::Relaxed);
-        crate::transport::proxy::stats::add(|s| &s.apply_launches, 1);
         self.seen_running.store(now, Ordering::Relaxed);
         Ok(())
     }

@@ -274,9 +274,3 @@ pub(crate) fn io_failure(who: &str, sending: Option<String>, e: &io::Error) -> E
 }
 
 
-/// Whether polling briefly before sleeping pays: on when this process may use at least 8 CPUs
-/// (`RSHMEM_PROXY_SPIN` auto), where a woken thread costs several microseconds on every hop; on the
-/// 2-core CI machine polling threads took the CPUs the PEs' threads needed.
-pub(crate) fn spin_by_default() -> bool {
-    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 8)
-}

@@ -1,29 +1,27 @@
-//! The proxy over verbs (feature `verbs`): the proxy thread of each channel carries its requests as
-//! RDMA on an RC QP per peer (`transport::verbs::rc`) instead of TCP frames, as NVSHMEM's IBRC does.
+//! The proxy over verbs (feature `verbs`): the engine's sender carries requests as RDMA on an RC QP per
+//! peer (`transport::verbs::rc`) instead of frames on the lanes, as NVSHMEM's IBRC does.
 //! What each request becomes is [`rdma::plan`]'s (pure, unit-tested); this file sets the QPs up,
 //! posts the plans and acts on their completions.
 //!
 //! - **Setup** ([`setup`], collective, at init): every PE opens its NIC (`RSHMEM_IB_HCA`, else the first
 //!   active port), registers the backed heap (GPU memory: dma-buf, else peer memory; host memory on
-//!   the CPU backend), each channel's memory (ring, return area, staging chunks: staged puts are
-//!   written from there) and a scratch-and-staging buffer per channel, and makes a QP per channel and
-//!   peer on another node. Every PE says whether that worked ([`agree_step`]): a failure anywhere is the
+//!   the CPU backend), the request ring's memory (ring, return area, staging chunks: staged puts are
+//!   written from there) and a scratch-and-staging buffer, and makes a QP per peer on another node. Every PE says whether that worked ([`agree_step`]): a failure anywhere is the
 //!   same error everywhere, and the proxy then runs over TCP on every PE (auto) or the job stops
 //!   (`RSHMEM_PROXY_PROVIDER=verbs`). Then the PEs all-gather one [`PeerDesc`] per channel and peer
 //!   (heap base, QP address, first packet number) and one [`HeapKey`] per registered heap segment,
-//!   both checked by their decoders, and connect each QP to its twin (QP of channel c from PE a to b
-//!   ↔ QP of channel c from b to a).
+//!   both checked by their decoders, and connect each QP to its twin (the QP from PE a to b ↔ the QP
+//!   from b to a).
 //! - **Heap growth** ([`Shared::register`], collective): the new range is registered and its keys
 //!   all-gathered; if that fails on any PE under auto, no PE uses the new range through verbs (the
 //!   planner sends requests on an unregistered range over TCP) and init's log says so.
-//! - **Posting** ([`Lane`], one per channel, used by its drain thread only): the plan's work requests
-//!   are posted in order; a source outside registered memory is copied into one of two staging
-//!   buffers first, a destination outside it is read into one and copied out on completion. The
-//!   drain waits at the end of each batch for every completion (before the ring's staging chunks are
-//!   released), finishing the requests as their last work request completes: tickets done, a
-//!   fetched value delivered to the return slot or copied to the poster's buffer.
-//! - **Both paths, one order**: what the NIC cannot do goes to the engine's TCP path (`Route::Tcp`);
-//!   the plan says when one path must wait for the other to the same peer (see `rdma`).
+//! - **Posting** ([`Lane`], used by the sender only): the plan's work requests are posted in order; a
+//!   source outside registered memory is copied into one of two staging buffers first, a destination
+//!   outside it is read into one and copied out on completion. The sender waits at the end of each
+//!   batch for every completion (before the batch's checkpoint and the ring's tail), delivering a
+//!   fetched value to the return slot or copying it to the poster's buffer.
+//! - **Both paths, one order**: what the NIC cannot do goes to the lanes (`Route::Tcp`); the plan says
+//!   when one path must wait for the other to the same peer (see `rdma`).
 //!
 //! Not run on a real NIC: no machine of this project has one (docs/transports.md).
 
@@ -32,7 +30,8 @@ use crate::log;
 use crate::node::exchange::Collective;
 use crate::platform::services::HostShared;
 use crate::transport::interface::RemoteSetup;
-use crate::transport::proxy::engine::{tracing, Batch, Engine, Rdma, Route};
+use crate::transport::proxy::engine::Engine;
+use crate::transport::proxy::send::{Rdma, Route, TcpSide};
 use crate::transport::proxy::provider::agree_step;
 use crate::transport::proxy::rdma::{self, Finish, Limits, Local, Peer, PeerState, Region, Seg, Tcp};
 use crate::transport::proxy::ring::Entry;
@@ -78,7 +77,7 @@ impl Heap {
     }
 }
 
-/// What the channels' lanes share: the NIC, the heap's keys, every peer's heap base.
+/// What the verbs path shares with heap growth: the NIC, the heap's keys, every peer's heap base.
 pub(crate) struct Shared {
     nic: Arc<Nic>,
     me: u32,
@@ -97,8 +96,8 @@ pub(crate) struct Shared {
     explicit: bool,
 }
 
-/// One channel's verbs: a QP per peer, its registered scratch and staging memory, and its channel
-/// memory's registration.
+/// The engine's verbs: a QP per peer, its registered scratch and staging memory, and the request
+/// ring's registration.
 /// Fields drop in order: the QPs, then the registrations, then the memory they cover.
 pub(crate) struct Lane {
     qps: Vec<Option<HostQp>>,
@@ -115,7 +114,7 @@ pub(crate) struct Lane {
     st: Mutex<LaneState>,
 }
 
-/// The drain thread's bookkeeping (behind a lock only because the engine is shared).
+/// The sender's bookkeeping (behind a lock only because the engine is shared).
 struct LaneState {
     peers: Vec<PeerState>,
     /// Signaled work requests in flight, by `wr_id`.
@@ -131,8 +130,8 @@ struct Action {
     release: Option<usize>,
     /// A bounce buffer's bytes copied to their destination: (buffer, destination, bytes).
     copy_out: Option<(usize, u64, usize)>,
-    /// The request it finishes: (sequence number, tickets, how).
-    finish: Option<(u64, u64, Finish)>,
+    /// The request it finishes: (sequence number, how).
+    finish: Option<(u64, Finish)>,
 }
 
 fn scratch_bytes(slots: usize) -> usize {
@@ -199,82 +198,72 @@ fn exchange_keys(c: &crate::bootstrap::Bootstrap, call: &str, heap_size: u64, ra
 struct Mine {
     nic: Arc<Nic>,
     heap_mr: Option<Mr>,
-    /// Per channel: its QPs by peer, its scratch-and-staging memory and that memory's and the
-    /// channel memory's registrations.
-    lanes: Vec<(Vec<Option<HostQp>>, HostShared, Mr, Mr)>,
+    /// The QPs by peer, the scratch-and-staging memory, its registration and the request ring's.
+    lane: (Vec<Option<HostQp>>, HostShared, Mr, Mr),
 }
 
-fn local_part(s: &RemoteSetup, engines: &[Engine], remote: &[bool], host_heap: bool) -> Result<Mine> {
+fn local_part(s: &RemoteSetup, eng: &Engine, remote: &[bool], host_heap: bool) -> Result<Mine> {
     let me = s.boot.pe() as u32;
-    let nic = Nic::open().map_err(|e| e.context("opening the NIC"))?;
+    let nic = Nic::open_with(&s.config.ib_hca).map_err(|e| e.context("opening the NIC"))?;
     let backed = s.platform.backed() as u64;
     let heap_mr = if backed > 0 { Some(register_heap(&nic, host_heap, s.platform.heap_base() as u64, &(0..backed))?) } else { None };
-    let mut lanes = Vec::with_capacity(engines.len());
-    for (c, e) in engines.iter().enumerate() {
-        // SAFETY: the channel memory lives in the engine, which outlives its lane (the lane is the
-        // engine's field).
-        let chan_mr = unsafe { nic.register_host(e.chan.host_ptr(), e.chan.len()) }.map_err(|e| e.context(format!("registering channel {c}'s ring")))?;
-        let mem = s.services.host_shared(scratch_bytes(e.slots) + STAGES * STAGE_BYTES)?;
-        // SAFETY: `mem` moves into the lane with its registration, which its field order drops first.
-        let mem_mr = unsafe { nic.register_host(mem.host_ptr(), mem.len()) }.map_err(|e| e.context(format!("registering channel {c}'s staging buffers")))?;
-        let mut qps = Vec::with_capacity(remote.len());
-        for (q, &r) in remote.iter().enumerate() {
-            qps.push(if r { Some(HostQp::create(&nic, QP_DEPTH, Traffic::default(), first_psn(me, c, q)).map_err(|e| e.context(format!("channel {c}'s QP to PE {q}")))?) } else { None });
-        }
-        lanes.push((qps, mem, mem_mr, chan_mr));
+    // SAFETY: the ring's memory lives in the engine, which outlives the verbs lane (its field).
+    let chan_mr = unsafe { nic.register_host(eng.chan.host_ptr(), eng.chan.len()) }.map_err(|e| e.context("registering the request ring"))?;
+    let mem = s.services.host_shared(scratch_bytes(eng.set.slots) + STAGES * STAGE_BYTES)?;
+    // SAFETY: `mem` moves into the lane with its registration, which its field order drops first.
+    let mem_mr = unsafe { nic.register_host(mem.host_ptr(), mem.len()) }.map_err(|e| e.context("registering the staging buffers"))?;
+    let mut qps = Vec::with_capacity(remote.len());
+    for (q, &r) in remote.iter().enumerate() {
+        qps.push(if r { Some(HostQp::create(&nic, QP_DEPTH, Traffic::default(), first_psn(me, 0, q)).map_err(|e| e.context(format!("the QP to PE {q}")))?) } else { None });
     }
-    Ok(Mine { nic, heap_mr, lanes })
+    Ok(Mine { nic, heap_mr, lane: (qps, mem, mem_mr, chan_mr) })
 }
 
-/// Collective: sets the proxy over verbs up for `engines` (before their threads start) and installs a
-/// [`Lane`] in each. An error is agreed (the same on every PE, starting with
-/// `provider::SETUP_FAILED`) up to the key exchange: the caller may then fall back to TCP on every PE.
-pub(crate) fn setup(s: &RemoteSetup, engines: &mut [Engine], remote: &[bool], explicit: bool) -> Result<Arc<Shared>> {
+/// Collective: sets the proxy over verbs up for the engine (before its threads start) and installs a
+/// [`Lane`] in it. An error is agreed (the same on every PE, starting with `provider::SETUP_FAILED`)
+/// up to the key exchange: the caller may then fall back to TCP on every PE.
+pub(crate) fn setup(s: &RemoteSetup, eng: &Arc<Engine>, remote: &[bool], explicit: bool) -> Result<Arc<Shared>> {
     let boot = s.boot;
     let (me, n) = (boot.pe(), boot.npes());
     let host_heap = s.platform.name() == "cpu";
     let heap_base = s.platform.heap_base() as u64;
     let heap_size = s.platform.heap_size() as u64;
-    let mine = local_part(s, engines, remote, host_heap);
-    agree_step(boot, "opening the NIC, registering the heap and the channels, making the QPs", mine.as_ref().map(|_| ()).map_err(|e| e.to_string()))?;
-    let Mine { nic, heap_mr, mut lanes } = mine?;
+    let mine = local_part(s, eng, remote, host_heap);
+    agree_step(boot, "opening the NIC, registering the heap and the request ring, making the QPs", mine.as_ref().map(|_| ()).map_err(|e| e.to_string()))?;
+    let Mine { nic, heap_mr, lane } = mine?;
+    let (mut qps, mem, mem_mr, chan_mr) = lane;
     let my_atomics = nic.attr().atomic_cap != 0;
 
-    // Every QP's descriptor, at [channel * n + peer].
-    let channels = engines.len();
-    let mut descs = vec![PeerDesc::default(); channels * n];
-    for (c, (qps, ..)) in lanes.iter().enumerate() {
-        for (q, qp) in qps.iter().enumerate() {
-            if let Some(qp) = qp {
-                descs[c * n + q] = PeerDesc {
-                    magic: PEER_MAGIC,
-                    version: VERSION,
-                    channel: c as u16,
-                    from_pe: me as u32,
-                    to_pe: q as u32,
-                    heap_base,
-                    heap_size,
-                    psn: qp.psn(),
-                    flags: if my_atomics { FLAG_ATOMICS } else { 0 },
-                    qp: qp.handle(),
-                };
-            }
+    // Every QP's descriptor, by peer.
+    let mut descs = vec![PeerDesc::default(); n];
+    for (q, qp) in qps.iter().enumerate() {
+        if let Some(qp) = qp {
+            descs[q] = PeerDesc {
+                magic: PEER_MAGIC,
+                version: VERSION,
+                channel: 0,
+                from_pe: me as u32,
+                to_pe: q as u32,
+                heap_base,
+                heap_size,
+                psn: qp.psn(),
+                flags: if my_atomics { FLAG_ATOMICS } else { 0 },
+                qp: qp.handle(),
+            };
         }
     }
     let all = boot.allgather("rshmem_init (proxy over verbs: QP descriptors)", bytemuck::cast_slice(&descs))?;
     let mut bases = vec![0u64; n];
     let mut atomics = vec![false; n];
     let connected = (|| -> std::result::Result<(), String> {
-        for (c, (qps, ..)) in lanes.iter_mut().enumerate() {
-            for (q, qp) in qps.iter_mut().enumerate() {
-                let Some(qp) = qp else { continue };
-                let at = (c * n + me) * size_of::<PeerDesc>();
-                let bytes = all[q].get(at..at + size_of::<PeerDesc>()).unwrap_or_default();
-                let d = PeerDesc::decode(bytes, &PeerExpect { from_pe: q as u32, to_pe: me as u32, channel: c as u16, heap_size })?;
-                qp.connect(&d.qp, d.psn, q).map_err(|e| e.to_string())?;
-                bases[q] = d.heap_base;
-                atomics[q] = my_atomics && d.atomics();
-            }
+        for (q, qp) in qps.iter_mut().enumerate() {
+            let Some(qp) = qp else { continue };
+            let at = me * size_of::<PeerDesc>();
+            let bytes = all[q].get(at..at + size_of::<PeerDesc>()).unwrap_or_default();
+            let d = PeerDesc::decode(bytes, &PeerExpect { from_pe: q as u32, to_pe: me as u32, channel: 0, heap_size })?;
+            qp.connect(&d.qp, d.psn, q).map_err(|e| e.to_string())?;
+            bases[q] = d.heap_base;
+            atomics[q] = my_atomics && d.atomics();
         }
         Ok(())
     })();
@@ -286,19 +275,16 @@ pub(crate) fn setup(s: &RemoteSetup, engines: &mut [Engine], remote: &[bool], ex
     let segs = keys.iter().map(|k| ranges.iter().zip(k).map(|(r, &rkey)| Seg { start: r.start, end: r.end, rkey }).collect()).collect();
     let mut heap = Heap { mrs: Vec::new(), ranges, segs, regions: Vec::new() };
     heap.add(heap_mr, host_heap);
-    let max_inline = lanes.iter().flat_map(|l| l.0.iter().flatten()).map(HostQp::max_inline).min().unwrap_or(0);
+    let max_inline = qps.iter().flatten().map(HostQp::max_inline).min().unwrap_or(0);
     let shared = Arc::new(Shared { nic, me: me as u32, heap_base, heap_size, host_heap, heap: RwLock::new(heap), bases, atomics, remote: remote.to_vec(), explicit });
-    for (e, (qps, mem, mem_mr, chan_mr)) in engines.iter_mut().zip(lanes) {
-        let st = LaneState { peers: vec![PeerState::default(); n], actions: HashMap::new(), next_wr: 1, busy: [false; STAGES] };
-        let slots = e.slots;
-        let fixed = [&chan_mr, &mem_mr].map(|m| Region { addr: m.addr, len: m.len, lkey: m.lkey, host: true });
-        e.rdma = Some(Box::new(Lane { qps, mem_mr, _chan_mr: chan_mr, mem, shared: shared.clone(), slots, max_inline, fixed, st: Mutex::new(st) }));
-    }
+    let st = LaneState { peers: vec![PeerState::default(); n], actions: HashMap::new(), next_wr: 1, busy: [false; STAGES] };
+    let slots = eng.set.slots;
+    let fixed = [&chan_mr, &mem_mr].map(|m| Region { addr: m.addr, len: m.len, lkey: m.lkey, host: true });
+    eng.set_rdma(Box::new(Lane { qps, mem_mr, _chan_mr: chan_mr, mem, shared: shared.clone(), slots, max_inline, fixed, st: Mutex::new(st) }));
     log::info(format!(
-        "proxy over verbs: PE {me}: {} port {}, {} channels, inline up to {} bytes, NIC atomics {}",
+        "proxy over verbs: PE {me}: {} port {}, inline up to {} bytes, NIC atomics {}",
         shared.nic.name(),
         shared.nic.port_name(),
-        channels,
         max_inline,
         if my_atomics { "on" } else { "off (atomics go over TCP)" }
     ));
@@ -367,7 +353,7 @@ impl Lane {
 
     /// What a completion does: copy a bounce buffer out, free a staging buffer, finish a request.
     fn act(&self, eng: &Engine, st: &mut LaneState, a: Action) -> Result<()> {
-        let services = eng.target.services();
+        let services = &eng.services;
         if let Some((k, dst, n)) = a.copy_out {
             // SAFETY: the poster promised `dst` writable for the GET's bytes until completion; the
             // bounce buffer holds the `n` bytes the READ just completed.
@@ -376,7 +362,7 @@ impl Lane {
         if let Some(k) = a.release {
             st.busy[k] = false;
         }
-        if let Some((seq, tickets, how)) = a.finish {
+        if let Some((seq, how)) = a.finish {
             let old = || {
                 let mut b = [0u8; 8];
                 // SAFETY: the scratch slot is 8 bytes of `mem`, written by the completed READ or atomic.
@@ -392,7 +378,6 @@ impl Lane {
                     unsafe { services.copy(dst as *mut u8, b.as_ptr(), width as usize)? };
                 }
             }
-            eng.completion.done_tickets(seq, tickets);
         }
         Ok(())
     }
@@ -400,7 +385,7 @@ impl Lane {
     /// Polls until `done` holds, within the wait limit; `what` names what is waited for (called only
     /// when the wait fails, so that waiting costs no message).
     fn wait(&self, eng: &Engine, st: &mut LaneState, what: impl FnOnce() -> String, done: impl Fn(&LaneState) -> bool) -> Result<()> {
-        let limit = eng.target.wait_limit;
+        let limit = eng.set.wait_limit;
         let start = Instant::now();
         let mut backoff = Backoff::new();
         while !done(st) {
@@ -425,7 +410,7 @@ impl Lane {
 }
 
 impl Rdma for Lane {
-    fn issue(&self, eng: &Engine, e: &Entry, b: &mut Batch) -> Result<Route> {
+    fn issue(&self, eng: &Engine, e: &Entry, tcp: &mut dyn TcpSide) -> Result<Route> {
         let r = &e.req;
         let pe = r.pe as usize;
         let Some(qp) = self.qps.get(pe).and_then(Option::as_ref) else { return Ok(Route::Tcp) };
@@ -438,25 +423,24 @@ impl Rdma for Lane {
             let lim = Limits { max_msg: MAX_MSG, max_inline: self.max_inline, stage: STAGE_BYTES as u64 };
             rdma::plan(r, e.staged.map(|(p, n)| (p as u64, n as u64)), &local, &peer, &lim, &mut st.peers[pe])
         };
-        if tracing() {
-            log::debug(format!("proxy trace: channel {} verbs plan for {}: {} work requests, tcp {:?}", eng.index, e.seq, plan.wrs.len(), plan.tcp));
+        if eng.set.trace {
+            log::debug(format!("proxy trace: verbs plan for {}: {} work requests, tcp {:?}", e.seq, plan.wrs.len(), plan.tcp));
         }
         if plan.wait_verbs {
             self.wait(eng, &mut st, || format!("before request {} to PE {pe} over TCP", e.seq), |s| s.peers[pe].idle())?;
         }
         if plan.wait_tcp {
-            eng.settle_tcp(b, pe).map_err(|e| e.context(format!("proxy over verbs: before RDMA to PE {pe}")))?;
+            tcp.settle(pe as u32).map_err(|e| e.context(format!("proxy over verbs: before RDMA to PE {pe}")))?;
         }
         if let Tcp::All(_) = plan.tcp {
             return Ok(Route::Tcp);
         }
         if plan.wrs.is_empty() {
-            eng.completion.done_tickets(e.seq, e.tickets);
             return Ok(Route::Rdma);
         }
         let last = plan.wrs.len() - 1;
         for (i, w) in plan.wrs.iter().enumerate() {
-            let finish = (i == last && plan.tcp == Tcp::No).then_some((e.seq, e.tickets, plan.finish));
+            let finish = (i == last && plan.tcp == Tcp::No).then_some((e.seq, plan.finish));
             let mut a = Action { pe, release: None, copy_out: None, finish };
             let lkey = self.mem_mr.lkey;
             let local = match w.local {
@@ -478,7 +462,7 @@ impl Rdma for Lane {
                     let k = self.free_stage(eng, &mut st)?;
                     // SAFETY: the poster promised `src` readable for the put's bytes until completion;
                     // staging buffer k is free and holds STAGE_BYTES >= w.len bytes.
-                    unsafe { eng.target.services().copy(self.stage(k), src as *const u8, w.len as usize)? };
+                    unsafe { eng.services.copy(self.stage(k), src as *const u8, w.len as usize)? };
                     if !w.inline {
                         st.busy[k] = true;
                         a.release = Some(k);
@@ -506,7 +490,7 @@ impl Rdma for Lane {
             let req = WorkRequest { op: w.op, local, remote: RemoteBuf { addr: w.remote, rkey: w.rkey }, signaled, fence: w.fence, inline: w.inline };
             // SAFETY: every local buffer (registered memory the request names, the scratch slot, a
             // staging buffer) stays valid until the completion, which the drain waits for before it
-            // releases the batch; the remote range lies in a segment the peer registered with w.rkey.
+            // ends the batch; the remote range lies in a segment the peer registered with w.rkey.
             unsafe { qp.post(&req, wr_id)? };
             if signaled {
                 st.actions.insert(wr_id, a);

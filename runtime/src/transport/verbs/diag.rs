@@ -7,6 +7,7 @@ use super::devx::Uar;
 use super::gpu::{GpuMem, IoMap};
 use super::mr::Via;
 use super::sys;
+use crate::config::parse::HcaList;
 use crate::probe::check::{Check, Status};
 use std::sync::Arc;
 
@@ -20,18 +21,18 @@ const UAR: &str = "UAR mapped into the GPU";
 /// (a DevX context opens and QUERY_HCA_CAP answers with what IBGDA needs); registering GPU memory
 /// (dma-buf, else peer memory); mapping a UAR into the GPU. Never panics; what cannot be checked
 /// (no device, no GPU) is a SKIP that says why. The GPU checks use the calling thread's CUDA context,
-/// else GPU 0's primary context (which stays bound).
-pub fn diagnose() -> Vec<Check> {
-    run(true)
+/// else GPU 0's primary context (which stays bound). `hca`: the devices and ports RSHMEM_IB_HCA allows.
+pub fn diagnose(hca: &HcaList) -> Vec<Check> {
+    run(true, hca)
 }
 
 /// The same without the two GPU checks (no CUDA call, no GPU memory): for deciding at a PE's init
 /// whether the NIC is usable, where a context on GPU 0 would cost every PE of the node GPU memory.
-pub fn quick_checks() -> Vec<Check> {
-    run(false)
+pub fn quick_checks(hca: &HcaList) -> Vec<Check> {
+    run(false, hca)
 }
 
-fn run(gpu_checks: bool) -> Vec<Check> {
+fn run(gpu_checks: bool, hca: &HcaList) -> Vec<Check> {
     let gpu_names: &[&str] = if gpu_checks { &[GPU_REG, UAR] } else { &[] };
     let mut out = Vec::new();
     let libs = libraries();
@@ -46,7 +47,7 @@ fn run(gpu_checks: bool) -> Vec<Check> {
     let devices = devices();
     let devices_ok = devices.status == Status::Pass;
     out.push(devices);
-    let nic = match Nic::open() {
+    let nic = match Nic::open_with(hca) {
         Ok(nic) => nic,
         Err(e) => {
             // The reason once: the devices line has it already unless it passed.
@@ -235,9 +236,9 @@ mod tests {
 
     #[test]
     fn every_check_ends_with_a_clear_line() {
-        let quick: Vec<String> = quick_checks().into_iter().map(|c| c.name).collect();
+        let quick: Vec<String> = quick_checks(&HcaList::default()).into_iter().map(|c| c.name).collect();
         assert_eq!(quick, [LIBS, DEVICES, DEVX]);
-        let checks = diagnose();
+        let checks = diagnose(&HcaList::default());
         let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, [LIBS, DEVICES, DEVX, GPU_REG, UAR]);
         for c in &checks {

@@ -98,7 +98,7 @@ pub fn run(vars: &Vars) -> i32 {
     let nic = rshmem::transport::select::nic_usable(vars.get(rshmem::config::env::IB_HCA).as_deref());
     let ibgda = if nic { "ibgda (NIC)" } else { "ibgda (emulated NIC: no usable NIC here)" };
     let mut transports = vec![Transport { remote: "ibgda", provider: None, label: ibgda.into() }];
-    match rshmem::transport::proxy::provider::verbs_usable() {
+    match rshmem::transport::proxy::provider::verbs_usable(vars.get(rshmem::config::env::IB_HCA).as_deref()) {
         Ok(port) => transports.push(Transport { remote: "proxy", provider: Some("verbs"), label: format!("proxy (verbs, {port})") }),
         Err(why) => println!("rshmrun selftest: SKIP proxy (verbs): skipped: {why}"),
     }

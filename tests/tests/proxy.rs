@@ -257,7 +257,7 @@ fn group_puts(fence: &str) {
         .env("RSHMEM_REMOTE_TRANSPORT", "proxy")
         .env("RSHMEM_BACKEND", "cpu")
         .env("RSHMEM_SYMMETRIC_SIZE", "64m")
-        .env("RSHMEM_PROXY_CHANNELS", "4")
+        .env("RSHMEM_PROXY_LANES", "4")
         .env("RSHMEM_PROXY_GROUP_FENCE", fence)
         .env_remove("RSHMEM_DEBUG")
         .stdin(Stdio::null())

@@ -45,7 +45,7 @@ fn quiet_after_finalize_fails_by_name_across_nodes() {
 #[test]
 fn fence_after_finalize_fails_by_name_across_nodes() {
     // Two channels, so that the fence takes the proxy's path (what reads the freed channels).
-    after_finalize("rshmem_fence", &[("RSHMEM_PROXY_CHANNELS", "2")]);
+    after_finalize("rshmem_fence", &[("RSHMEM_PROXY_LANES", "2")]);
 }
 
 #[test]

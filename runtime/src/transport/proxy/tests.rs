@@ -93,6 +93,7 @@ fn lane_pair(ring: u64) -> (Arc<Engine>, Arc<Heap>, TcpStream, std::thread::Join
         wait_limit: Duration::from_secs(30),
         linger: Duration::from_millis(1),
         trace: false,
+        stats: false,
     };
     let eng = Arc::new(Engine::new(0, 2, set, services, vec![lane], peer_lanes, target).unwrap());
     let h = lanes::spawn(&eng, 0).unwrap();

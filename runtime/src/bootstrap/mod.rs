@@ -3,11 +3,13 @@
 //! A star through PE 0. PE 0 listens (on the socket rshmrun handed down in RSHMEM_BOOTSTRAP_FD, on
 //! RSHMEM_BOOTSTRAP's address, or on the listener `get_unique_id` made); every other PE connects,
 //! retrying until PE 0 listens or RSHMEM_BOOTSTRAP_TIMEOUT runs out, and says hello: magic, protocol
-//! version, job key, PE number, PE count, host identity and the launcher's job identity. PE 0
-//! refuses connections with another job key or another job identity, telling them why (and keeps
-//! waiting for the right ones), fails the job on disagreements among its own PEs (PE count, duplicate
-//! PE numbers), and once every PE is in sends everyone the table of host identities, from which each
-//! PE derives the PEs of its node.
+//! version, a random nonce, PE number, PE count, host identity and the launcher's job identity. PE 0
+//! answers with a challenge that proves it knows the job key, and the PE answers with its own proof
+//! (auth.rs): the key itself never goes over the wire, and a PE sends nothing that depends on it to a
+//! process that did not prove it first. PE 0 refuses connections that cannot prove the key or that
+//! name another job identity, telling them why (and keeps waiting for the right ones), fails the job
+//! on disagreements among its own PEs (PE count, duplicate PE numbers), and once every PE is in sends
+//! everyone the table of host identities, from which each PE derives the PEs of its node.
 //!
 //! Authentication: every job of several PEs has a secret key. rshmrun and `get_unique_id` draw a
 //! random one; a job started by another launcher (Slurm, Open MPI, PMI variables) must be given one
@@ -23,6 +25,7 @@
 //! Messages are framed (wire.rs): a kind byte, a u64 length, the body; lengths are checked against
 //! per-kind limits before anything is allocated.
 
+mod auth;
 #[cfg(test)]
 mod fuzz;
 mod launch;
@@ -670,10 +673,46 @@ mod tests {
             b.allgather("x", b"0").unwrap()
         });
         let e = stranger.join().unwrap();
-        assert!(e.contains("refused the connection: wrong job key"), "{e}");
+        assert!(e.contains("did not prove that it knows the job key") && e.contains("wrong job key"), "{e}");
         let pe1 = Bootstrap::from_unique_id(&id, 1, 2).unwrap();
         assert_eq!(pe1.allgather("x", b"1").unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
         assert_eq!(pe0.join().unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
+    }
+
+    /// PE 0 tells a connection it drops under a flood so (a BUSY frame): the PE connects again, and
+    /// when its time runs out its error names the flood, not a crash of PE 0.
+    #[test]
+    fn a_pe_dropped_for_a_flood_connects_again_and_names_the_flood() {
+        use wire::{encode_text, FrameReader, Pumped, K_BUSY};
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        l.set_nonblocking(true).unwrap();
+        let busy = std::thread::spawn(move || {
+            let t = Instant::now();
+            let mut hellos = 0;
+            while t.elapsed() < Duration::from_secs(3) {
+                let Ok((mut c, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                c.set_nonblocking(false).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                if let Ok(Pumped::Frame(..)) = FrameReader::default().pump(&mut c, &wire::hello_limit) {
+                    hellos += 1;
+                }
+                c.write_all(&encode_text(K_BUSY, "a flood here")).unwrap();
+            }
+            hellos
+        });
+        let me = net::host_identity();
+        let s = Setup { pe: 1, npes: 2, key: [3; 16], job: "", wait: None, timeout: Duration::from_millis(800), addr: &addr, me: &me };
+        let t = Instant::now();
+        let e = Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string();
+        assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+        assert!(e.contains(&format!("PE 1 could not join PE 0 at {addr} within 0.8 s")), "{e}");
+        assert!(e.contains("because of a flood of connections to its port (last notice: a flood here)"), "{e}");
+        assert!(!e.contains("exited or crashed"), "{e}");
+        assert!(busy.join().unwrap() >= 2, "the PE did not connect again");
     }
 
     #[test]

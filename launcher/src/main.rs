@@ -29,10 +29,11 @@ fn main() {
     let cli = cli::parse();
     if cli.info {
         return print_text(&format!(
-            "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}",
+            "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}\n{}",
             rshmem::config::env::info_text(),
             cli::set_variables_text(),
-            cli::NODES_INFO
+            cli::NODES_INFO,
+            rshmem::bootstrap::bootstrap_info()
         ));
     }
     if cli.diagnose {

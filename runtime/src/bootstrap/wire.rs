@@ -155,6 +155,16 @@ impl FrameBuf {
     }
 }
 
+/// Seconds for messages: "30", "0.5".
+pub(crate) fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{}", (s * 1000.0).round() / 1000.0)
+    }
+}
+
 /// The longest prefix of `s` of at most `max` bytes that ends at a character boundary (shared with the
 /// proxy's wire, which carries peer text the same way).
 pub(crate) fn truncate(s: &str, max: usize) -> &str {

@@ -63,11 +63,13 @@ pub struct NetEnv {
 }
 
 impl NetEnv {
-    /// The environment's settings (the variables, trimmed; empty ones as unset).
+    /// The environment's settings (the variables, trimmed; empty ones as unset). Without
+    /// RSHMEM_BOOTSTRAP, the rendezvous address this process got through the launcher's key-value
+    /// store, if it did.
     pub fn current() -> NetEnv {
         let get = |n: &str| env::get(n).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         NetEnv {
-            bootstrap: get(env::BOOTSTRAP),
+            bootstrap: get(env::BOOTSTRAP).or_else(crate::bootstrap::launcher_addr),
             bootstrap_ifname: get(env::BOOTSTRAP_IFNAME),
             proxy_ifname: get(env::PROXY_IFNAME),
         }

@@ -31,10 +31,11 @@ fn main() {
     let vars = rshmem::config::Vars::from_process();
     if cli.info {
         return print_text(&format!(
-            "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}",
+            "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}\n{}",
             rshmem::config::info_text(&vars),
             cli::set_variables_text(),
-            cli::NODES_INFO
+            cli::NODES_INFO,
+            rshmem::bootstrap::bootstrap_info()
         ));
     }
     if cli.diagnose {

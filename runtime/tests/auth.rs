@@ -25,6 +25,8 @@ const OTHER_KEY: &str = "fedcba9876543210fedcba9876543210";
 const PROBE_VAR: &str = "AUTH_TEST_PROBE";
 /// Set in a child of the fd-server test: the file whose creation lets the PEs set up their segment.
 const GATE_VAR: &str = "AUTH_TEST_GATE";
+/// Set in a flooder of the flood test: the file whose creation ends the flood.
+const STOP_VAR: &str = "AUTH_TEST_STOP";
 
 // ---- the PE side: runs in the child processes ----
 
@@ -44,9 +46,13 @@ fn e2s(e: rshmem::Error) -> String {
 ///   fdsquat NAME binds the abstract socket NAME (as a stranger could), reports what a client sends
 ///   fdpeer NAME  connects to the fd server NAME with the right key (RSHMEM_JOB_KEY), asks for
 ///                segment 7, reports how many reply bytes came
+///   flood PORT   holds up to 400 silent connections to 127.0.0.1:PORT, replacing the 64 oldest
+///                every round, until the file STOP_VAR names exists; reports how many connections
+///                PE 0 dropped saying it was a flood
 fn scenario(name: &str, text_arg: &str) -> Result<String, String> {
     let arg: usize = text_arg.parse().unwrap_or(0);
     match name {
+        "flood" => return flood(arg as u16),
         "fdsquat" => {
             use std::os::linux::net::SocketAddrExt;
             let addr = std::os::unix::net::SocketAddr::from_abstract_name(text_arg.as_bytes()).map_err(|e| e.to_string())?;
@@ -103,6 +109,46 @@ fn scenario(name: &str, text_arg: &str) -> Result<String, String> {
         }
         other => Err(format!("unknown scenario {other:?}")),
     }
+}
+
+/// A flooder of the bootstrap port (see `scenario`).
+fn flood(port: u16) -> Result<String, String> {
+    const HOLD: usize = 400;
+    let stop = PathBuf::from(std::env::var(STOP_VAR).map_err(|_| "no stop file")?);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut conns: std::collections::VecDeque<TcpStream> = Default::default();
+    let (mut busy, mut other_close, mut opened) = (0u64, 0u64, 0u64);
+    let mut buf = [0u8; 4096];
+    while !stop.exists() {
+        for _ in 0..64.min(conns.len()) {
+            conns.pop_front();
+        }
+        while conns.len() < HOLD {
+            match TcpStream::connect_timeout(&addr, Duration::from_millis(20)) {
+                Ok(c) => {
+                    c.set_nonblocking(true).map_err(|e| e.to_string())?;
+                    conns.push_back(c);
+                    opened += 1;
+                }
+                // Nobody listens (between jobs), or the queue is full.
+                Err(_) => break,
+            }
+        }
+        // Connections PE 0 dropped: did it say why?
+        conns.retain_mut(|c| match c.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
+            Ok(n) if n > 9 && buf[0] == 10 && String::from_utf8_lossy(&buf[9..n]).contains("a flood of connections") => {
+                busy += 1;
+                false
+            }
+            _ => {
+                other_close += 1;
+                false
+            }
+        });
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(format!("flood opened={opened} busy={busy} other_close={other_close}"))
 }
 
 fn fdgate() -> Result<String, String> {
@@ -193,12 +239,13 @@ fn wait_listening(port: u16) {
     }
 }
 
-/// A well-formed hello frame (bootstrap protocol version 2) from a process that is no PE of the job.
-fn hello_frame(key: [u8; 16], pe: u32, npes: u32, job: &str) -> Vec<u8> {
+/// A well-formed hello frame (bootstrap protocol version 3, with nonce `nonce`) from a process that
+/// is no PE of the job.
+fn hello_frame(nonce: [u8; 16], pe: u32, npes: u32, job: &str) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(b"RSHM");
-    body.extend_from_slice(&2u32.to_le_bytes());
-    body.extend_from_slice(&key);
+    body.extend_from_slice(&3u32.to_le_bytes());
+    body.extend_from_slice(&nonce);
     body.extend_from_slice(&pe.to_le_bytes());
     body.extend_from_slice(&npes.to_le_bytes());
     for s in ["stranger-host", "0000", job] {
@@ -228,15 +275,55 @@ fn count(text: &str, what: &str) -> usize {
     text.matches(what).count()
 }
 
+/// The frames (kind, body) in `bytes`; a cut last frame is left out.
+fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len = u64::from_le_bytes(bytes[1..9].try_into().unwrap()) as usize;
+        if bytes.len() - 9 < len {
+            break;
+        }
+        out.push((bytes[0], bytes[9..9 + len].to_vec()));
+        bytes = &bytes[9 + len..];
+    }
+    out
+}
+
+/// Reads one frame (kind, body), waiting at most `limit`.
+fn read_frame(s: &mut TcpStream, limit: Duration) -> (u8, Vec<u8>) {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut hdr = [0u8; 9];
+    s.read_exact(&mut hdr).unwrap();
+    let mut body = vec![0u8; u64::from_le_bytes(hdr[1..].try_into().unwrap()) as usize];
+    s.read_exact(&mut body).unwrap();
+    (hdr[0], body)
+}
+
+fn key_bytes(hex: &str) -> [u8; 16] {
+    std::array::from_fn(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
 #[test]
 fn a_strangers_hello_is_refused_and_the_job_completes() {
     let port = free_port();
     let pe0 = spawn(0, 3, port, KEY, "4242", &[], "runtime");
     wait_listening(port);
 
-    // A well-formed hello with another key, claiming to be PE 1: refused, with a frame saying why.
+    // A well-formed hello, claiming to be PE 1: PE 0 answers with its challenge (a nonce and its
+    // proof). The stranger, who does not know the key, answers with PE 0's own proof: refused, with
+    // a frame saying why.
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(&hello_frame([0x5a; 16], 1, 3, "Open MPI job 4242")).unwrap();
+    let (kind, challenge) = read_frame(&mut s, Duration::from_secs(5));
+    assert_eq!((kind, challenge.len()), (8, 48), "no challenge: {challenge:?}");
+    let mut proof = vec![9u8];
+    proof.extend_from_slice(&32u64.to_le_bytes());
+    proof.extend_from_slice(&challenge[16..]);
+    s.write_all(&proof).unwrap();
     let reply = read_to_close(&mut s, Duration::from_secs(5));
     assert!(reply.len() > 9 && reply[0] == 3, "no refusal frame: {reply:?}");
     let text = String::from_utf8_lossy(&reply[9..]);
@@ -373,7 +460,8 @@ fn two_jobs_on_one_port_fail_clearly_and_never_merge() {
         );
     }
     for o in c.iter().filter(|o| o.pe != 0) {
-        assert!(o.out.contains("refused the connection: wrong job key"), "{}", o.out);
+        assert!(o.out.contains(&format!("the process at 127.0.0.1:{port} did not prove that it knows the job key")), "{}", o.out);
+        assert!(o.out.contains("wrong job key"), "{}", o.out);
     }
     // Job A is unaffected: its own PEs join and it completes.
     let mut a = vec![a0];
@@ -477,4 +565,136 @@ fn fd_sockets_never_talk_to_another_user() {
     assert!(e.contains("not sending it the job key"), "{e}");
     let o = wait_all(vec![squatter], Duration::from_secs(20));
     assert!(o[0].out.contains("OK squatter got 0 bytes"), "{}", o[0].out);
+}
+
+/// A stranger that listens on RSHMEM_BOOTSTRAP's port before PE 0 does (a rendezvous outside
+/// rshmrun, where the port is chosen by hand and any local user can bind it first) gets PE 1's
+/// connection. Whatever it answers (a challenge it cannot prove, a welcome at once, or nothing), it
+/// must not learn the job key: the bytes it receives do not contain it, and replayed to the real PE 0
+/// of that job they do not make it PE 1. PE 1 fails with a clear error naming the address, in bounded
+/// time.
+#[test]
+fn a_stranger_on_the_bootstrap_port_learns_nothing_and_the_pe_fails_clearly() {
+    let key = key_bytes(KEY);
+    let cases = ["challenge", "welcome", "silent"].map(|how| {
+        std::thread::spawn(move || {
+            let stranger = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = stranger.local_addr().unwrap().port();
+            let pe1 = spawn(1, 2, port, KEY, "5150", &[("RSHMEM_BOOTSTRAP_TIMEOUT", "1")], "init");
+            stranger.set_nonblocking(true).unwrap();
+            let t = Instant::now();
+            let mut c = loop {
+                match stranger.accept() {
+                    Ok((c, _)) => break c,
+                    Err(_) if t.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(5)),
+                    Err(e) => panic!("{how}: PE 1 never connected: {e}"),
+                }
+            };
+            c.set_nonblocking(false).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut got = vec![0u8; 9];
+            c.read_exact(&mut got).unwrap();
+            let mut body = vec![0u8; u64::from_le_bytes(got[1..9].try_into().unwrap()) as usize];
+            c.read_exact(&mut body).unwrap();
+            got.extend_from_slice(&body);
+            let answer: Vec<u8> = match how {
+                // A challenge as PE 0 would send it: a nonce and 32 bytes in place of a proof.
+                "challenge" => [&[8u8][..], &48u64.to_le_bytes(), &[0x33; 48]].concat(),
+                // A welcome for 2 PEs, as if the handshake were over.
+                "welcome" => {
+                    let mut b = 2u32.to_le_bytes().to_vec();
+                    for _ in 0..2 {
+                        b.extend_from_slice(&[4, 0]);
+                        b.extend_from_slice(b"evil");
+                        b.extend_from_slice(&[0, 0]);
+                    }
+                    [&[2u8][..], &(b.len() as u64).to_le_bytes(), &b].concat()
+                }
+                _ => Vec::new(),
+            };
+            c.write_all(&answer).unwrap();
+            got.extend(read_to_close(&mut c, Duration::from_secs(15)));
+            let pe1 = wait_all(vec![pe1], Duration::from_secs(30)).remove(0);
+            (how, port, got, pe1)
+        })
+    });
+    for case in cases {
+        let (how, port, got, pe1) = case.join().unwrap();
+        // The stranger learned nothing: not the key, not its text.
+        assert!(!contains(&got, &key), "{how}: the stranger received the job key: {got:02x?}");
+        assert!(!contains(&got.to_ascii_lowercase(), KEY.as_bytes()), "{how}: the stranger received the key's text");
+        assert_eq!(pe1.code, Some(1), "{how}: {}", pe1.out);
+        assert!(pe1.out.contains(&format!("127.0.0.1:{port}")), "{how}: the error does not name the address: {}", pe1.out);
+        let want = match how {
+            "challenge" => "did not prove that it knows the job key, so this PE sent it nothing secret",
+            "welcome" => "sent a welcome without a challenge: it did not prove that it knows the job key",
+            _ => "but PE 0 did not complete the bootstrap within 6 s",
+        };
+        assert!(pe1.out.contains(want), "{how}: {}", pe1.out);
+        assert!(pe1.elapsed < Duration::from_secs(10), "{how}: PE 1 took {:?}", pe1.elapsed);
+        // Only the hello (and, after a bad challenge, the PE's refusal) went out.
+        let kinds: Vec<u8> = frames(&got).iter().map(|f| f.0).collect();
+        assert!(kinds == [1] || kinds == [1, 3], "{how}: PE 1 sent frames {kinds:?}");
+
+        // What it received cannot make it PE 1 of the real job: replayed to the real PE 0, it is
+        // answered with a fresh challenge, never a welcome, and PE 0 still waits for PE 1.
+        let port0 = free_port();
+        let pe0 = spawn(0, 2, port0, KEY, "5150", &[("RSHMEM_BOOTSTRAP_TIMEOUT", "3")], "init");
+        wait_listening(port0);
+        let mut r = TcpStream::connect(("127.0.0.1", port0)).unwrap();
+        r.write_all(&got).unwrap();
+        let reply = read_to_close(&mut r, Duration::from_secs(15));
+        let kinds: Vec<u8> = frames(&reply).iter().map(|f| f.0).collect();
+        assert!(!kinds.contains(&2), "{how}: the replay was welcomed: frames {kinds:?}");
+        let pe0 = wait_all(vec![pe0], Duration::from_secs(30)).remove(0);
+        assert_eq!(pe0.code, Some(1), "{how}: {}", pe0.out);
+        assert!(pe0.out.contains("timed out after 3 s waiting for PE 1 of 2"), "{how}: {}", pe0.out);
+    }
+}
+
+/// Two flooders hold hundreds of silent connections to the bootstrap port, more than PE 0 keeps in
+/// its handshake at once, and keep replacing them, while 30 jobs of 4 PEs start one after the other
+/// on that port (PE 0 first, the others once the flood has reached it). No job fails (PE 0 reads a PE's hello before it drops anything, drops silent
+/// connections first, and a PE it drops connects again), and what is dropped is told it was a flood.
+#[test]
+fn a_flood_of_connections_fails_no_job_and_is_named() {
+    let port = free_port();
+    let stop = temp("flood-stop");
+    let flooders: Vec<Proc> = (0..2)
+        .map(|i| {
+            let mut cmd = probe_command();
+            cmd.env(PROBE_VAR, format!("flood {port}")).env(STOP_VAR, &stop);
+            start(100 + i, cmd)
+        })
+        .collect();
+    let mut warned = 0;
+    let mut failed = Vec::new();
+    for j in 0..30 {
+        let jobid = format!("{}", 6000 + j);
+        // PE 0 first, and the others once the flood has reached it.
+        let mut procs = vec![spawn(0, 4, port, KEY, &jobid, &[], "init")];
+        wait_listening(port);
+        std::thread::sleep(Duration::from_millis(100));
+        procs.extend((1..4).map(|pe| spawn(pe, 4, port, KEY, &jobid, &[], "init")));
+        let outs = wait_all(procs, Duration::from_secs(60));
+        for o in &outs {
+            if o.code != Some(0) || !o.out.contains("OK init") {
+                failed.push(format!("job {j}, PE {}: {}", o.pe, o.out));
+            }
+        }
+        warned += usize::from(outs[0].out.contains(&format!("a flood of connections to 127.0.0.1:{port}")));
+    }
+    File::create(&stop).unwrap();
+    let flooders = wait_all(flooders, Duration::from_secs(30));
+    let _ = std::fs::remove_file(&stop);
+    assert_all_ok(&flooders);
+    assert!(failed.is_empty(), "{} PEs failed under the flood:\n{}", failed.len(), failed.join("\n"));
+    let busy: u64 = flooders
+        .iter()
+        .map(|o| o.out.split("busy=").nth(1).unwrap().split_whitespace().next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let stats = |o: &Outcome| o.out.lines().find(|l| l.starts_with("OK flood")).unwrap_or_default().to_string();
+    eprintln!("flood: {} / {}; PE 0 named the flood in {warned} of 30 jobs", stats(&flooders[0]), stats(&flooders[1]));
+    assert!(busy > 0, "no connection was told it was dropped for a flood: {flooders:?}");
+    assert!(warned > 0, "no PE 0 named the flood");
 }

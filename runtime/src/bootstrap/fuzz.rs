@@ -100,6 +100,8 @@ impl XorShift {
 enum Side {
     /// PE 0, reading a hello from a new connection.
     Hello,
+    /// PE 0, reading the answer to its challenge.
+    Proof,
     /// PE 0, reading from a joined PE.
     Peer,
     /// A PE, reading PE 0's answer to its hello.
@@ -115,6 +117,8 @@ enum Msg {
     NotRshmem,
     OtherVersion(u32),
     Welcome(Vec<HostId>),
+    Challenge([u8; 16], [u8; 32]),
+    Proof([u8; 32]),
     Text(u8, String),
     Request(u64, Op, String, Vec<u8>),
     Result(u64, Vec<Vec<u8>>),
@@ -129,10 +133,12 @@ fn decode(side: Side, kind: u8, body: Vec<u8>) -> Result<Msg, String> {
             HelloParse::OtherVersion { version, .. } => Ok(Msg::OtherVersion(version)),
             HelloParse::Garbled(e) => Err(e),
         },
+        (Side::Proof, K_PROOF) => decode_proof(&body).map(Msg::Proof),
+        (Side::Handshake(_), K_CHALLENGE) => decode_challenge(&body).map(|(n, p)| Msg::Challenge(n, p)),
         (Side::Peer, K_REQUEST) => decode_request(body).map(|r| Msg::Request(r.seq, r.op, r.call, r.payload)),
         (Side::Handshake(npes), K_WELCOME) => decode_welcome(&body, npes).map(Msg::Welcome),
         (Side::Result(_), K_RESULT) => decode_result(&body).map(|(s, p)| Msg::Result(s, p)),
-        (_, K_ABORT | K_ERROR | K_REFUSE) => Ok(Msg::Text(kind, decode_text(&body))),
+        (_, K_ABORT | K_ERROR | K_REFUSE | K_BUSY) => Ok(Msg::Text(kind, decode_text(&body))),
         _ => unreachable!("the frame reader let kind {kind} through for {side:?}"),
     }
 }
@@ -140,6 +146,7 @@ fn decode(side: Side, kind: u8, body: Vec<u8>) -> Result<Msg, String> {
 fn limit(side: Side) -> Box<dyn Fn(u8) -> Option<usize>> {
     match side {
         Side::Hello => Box::new(hello_limit),
+        Side::Proof => Box::new(proof_limit),
         Side::Peer => Box::new(peer_limit),
         Side::Handshake(n) => Box::new(handshake_limit(n)),
         Side::Result(n) => Box::new(result_limit(n)),
@@ -220,24 +227,37 @@ fn op(rng: &mut XorShift) -> Op {
 /// One valid frame, the side that reads it and the message it must decode to.
 fn valid_frame(rng: &mut XorShift) -> (Vec<u8>, Side, Msg) {
     let npes = 1 + rng.below(5);
-    match rng.below(8) {
+    match rng.below(10) {
         0 | 1 => {
             let h = Hello {
-                key: rng.bytes(16).try_into().unwrap(),
+                nonce: rng.bytes(16).try_into().unwrap(),
                 pe: rng.below(npes),
                 npes,
                 host: host(rng),
                 job: ["", "Slurm job 12.0", "Open MPI job 978124801"][rng.below(3)].into(),
             };
-            (encode_hello(&h.key, h.pe, h.npes, &h.host, &h.job), Side::Hello, Msg::Hello(h))
+            (encode_hello(&h.nonce, h.pe, h.npes, &h.host, &h.job), Side::Hello, Msg::Hello(h))
         }
         2 => {
             let hosts: Vec<HostId> = (0..npes).map(|_| host(rng)).collect();
             (encode_welcome(&hosts), Side::Handshake(npes), Msg::Welcome(hosts))
         }
+        8 => {
+            let (n, p): ([u8; 16], [u8; 32]) = (rng.bytes(16).try_into().unwrap(), rng.bytes(32).try_into().unwrap());
+            (encode_challenge(&n, &p), Side::Handshake(npes), Msg::Challenge(n, p))
+        }
+        9 => {
+            let p: [u8; 32] = rng.bytes(32).try_into().unwrap();
+            (encode_proof(&p), Side::Proof, Msg::Proof(p))
+        }
         3 => {
-            let (kind, side) = [(K_REFUSE, Side::Handshake(npes)), (K_ERROR, Side::Result(npes)), (K_ABORT, Side::Peer)]
-                [rng.below(3)];
+            let (kind, side) = [
+                (K_REFUSE, Side::Handshake(npes)),
+                (K_BUSY, Side::Handshake(npes)),
+                (K_REFUSE, Side::Proof),
+                (K_ERROR, Side::Result(npes)),
+                (K_ABORT, Side::Peer),
+            ][rng.below(5)];
             let text = ["wrong job key", "", "rshmem bootstrap: PE 3 failed: ünïcode"][rng.below(3)];
             (encode_text(kind, text), side, Msg::Text(kind, text.into()))
         }
@@ -316,7 +336,7 @@ fn random_bytes(rng: &mut XorShift) -> Vec<u8> {
     let mut v = rng.bytes(n);
     if v.len() >= 9 && rng.chance(70) {
         // A plausible header: a known kind and a small length, so that the bodies get decoded.
-        v[0] = 1 + rng.below(7) as u8;
+        v[0] = 1 + rng.below(10) as u8;
         let n = (rng.below(v.len() + 8) as u64).saturating_sub(4);
         v[1..9].copy_from_slice(&n.to_le_bytes());
     }
@@ -378,7 +398,7 @@ fn wire_decoder_survives_mutated_and_random_frames() {
     let pool: Vec<Vec<u8>> = (0..64).map(|_| valid_frame(&mut rng).0).collect();
     let sides = |rng: &mut XorShift| {
         let n = 1 + rng.below(5);
-        [Side::Hello, Side::Peer, Side::Handshake(n), Side::Result(n)][rng.below(4)]
+        [Side::Hello, Side::Proof, Side::Peer, Side::Handshake(n), Side::Result(n)][rng.below(5)]
     };
     let t = std::time::Instant::now();
     let mut stats = Stats::default();

@@ -36,6 +36,9 @@ pub struct LaunchEnv {
     pub job_id: String,
     /// RSHMEM_BOOTSTRAP_TIMEOUT.
     pub timeout: Duration,
+    /// The launcher's key-value store, if the environment names one (PMIx, or a PMI socket): used when
+    /// RSHMEM_BOOTSTRAP or RSHMEM_JOB_KEY is missing. An error (a malformed `PMI_FD`) counts only then.
+    pub launcher_kvs: Result<Option<super::kvs::KvsFound>>,
 }
 
 pub const DEFAULT_TIMEOUT_SECS: f64 = 30.0;
@@ -258,18 +261,11 @@ pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEn
         job_key: parse_job_key(get)?,
         job_id,
         timeout: parse_timeout(get)?,
+        launcher_kvs: super::kvs::find_kvs(get),
     })
 }
 
-/// Seconds for messages: "30", "0.5".
-pub(crate) fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0}")
-    } else {
-        format!("{}", (s * 1000.0).round() / 1000.0)
-    }
-}
+pub(crate) use super::wire::secs;
 
 /// "PE 3" / "PEs 1, 4-7, 9": a PE list for messages, ranges compressed and at most eight runs shown
 /// ("... and 12 more"), so that a thousand PEs make a short line. `pes` ascending. The one formatting of

@@ -3,16 +3,22 @@
 //! A star through PE 0. PE 0 listens (on the socket rshmrun handed down in RSHMEM_BOOTSTRAP_FD, on
 //! RSHMEM_BOOTSTRAP's address, or on the listener `get_unique_id` made); every other PE connects,
 //! retrying until PE 0 listens or RSHMEM_BOOTSTRAP_TIMEOUT runs out, and says hello: magic, protocol
-//! version, job key, PE number, PE count, host identity and the launcher's job identity. PE 0
-//! refuses connections with another job key or another job identity, telling them why (and keeps
-//! waiting for the right ones), fails the job on disagreements among its own PEs (PE count, duplicate
-//! PE numbers), and once every PE is in sends everyone the table of host identities, from which each
-//! PE derives the PEs of its node.
+//! version, a random nonce, PE number, PE count, host identity and the launcher's job identity. PE 0
+//! answers with a challenge that proves it knows the job key, and the PE answers with its own proof
+//! (auth.rs): the key itself never goes over the wire, and a PE sends nothing that depends on it to a
+//! process that did not prove it first. PE 0 refuses connections that cannot prove the key or that
+//! name another job identity, telling them why (and keeps waiting for the right ones), fails the job
+//! on disagreements among its own PEs (PE count, duplicate PE numbers), and once every PE is in sends
+//! everyone the table of host identities, from which each PE derives the PEs of its node.
 //!
 //! Authentication: every job of several PEs has a secret key. rshmrun and `get_unique_id` draw a
-//! random one; a job started by another launcher (Slurm, Open MPI, PMI variables) must be given one
-//! in RSHMEM_JOB_KEY, or it is refused at init with the one-line fix. PE 0 binds only the address
-//! RSHMEM_BOOTSTRAP names, never all interfaces.
+//! random one. Under another launcher, RSHMEM_BOOTSTRAP and RSHMEM_JOB_KEY may be set by hand; where
+//! they are not, and the launcher offers a key-value store (PMIx under Open MPI's mpirun and
+//! `srun --mpi=pmix`, PMI-1 or PMI-2 on `PMI_FD` under MPICH's hydra and `rshmrun --pmi`: kvs/), PE 0
+//! draws the key, listens on a free port of its bootstrap interface, and publishes both there for the
+//! other PEs (a variable that is set wins). Otherwise a job of several PEs is refused at init with the
+//! fix. PE 0 binds only the address RSHMEM_BOOTSTRAP names (or the interface it chose), never all
+//! interfaces.
 //!
 //! Each collective is one request per PE to PE 0 — the call's name, a per-PE sequence number, the
 //! operation and the payload — and one result back. PE 0 checks that all requests name the same
@@ -23,8 +29,10 @@
 //! Messages are framed (wire.rs): a kind byte, a u64 length, the body; lengths are checked against
 //! per-kind limits before anything is allocated.
 
+mod auth;
 #[cfg(test)]
 mod fuzz;
+mod kvs;
 mod launch;
 mod leaf;
 mod net;
@@ -33,6 +41,7 @@ mod root;
 mod setup;
 mod wire;
 
+pub use kvs::{find_kvs, pmix_library, KvsFound, LauncherKvs};
 pub use launch::{parse_launch_env, pe_list, LaunchEnv};
 pub(crate) use ratelimit::WarnLimiter;
 pub(crate) use wire::poll;
@@ -143,13 +152,153 @@ pub fn get_unique_id() -> Result<UniqueId> {
     Ok(id)
 }
 
+/// The launchers whose key-value store rshmem uses, for messages.
+const KVS_LAUNCHERS: &str =
+    "a launcher with PMIx (Open MPI's mpirun, srun --mpi=pmix) or PMI on PMI_FD (MPICH's mpiexec, srun --mpi=pmi2, rshmrun --pmi)";
+
 /// The error for a job of several PEs started without RSHMEM_JOB_KEY outside rshmrun.
 fn no_key_error(pe: usize, npes: usize, source: &str) -> Error {
     Error::new(format!(
-        "rshmem bootstrap: this process is PE {pe} of {npes} according to {source}, but {key} is not set: outside rshmrun, the PEs of a job must share a secret key, or any local user could join the job, read its memory or stop it. Fix: export {key}=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n') before starting the job, and pass it to every PE: mpirun -x {key} -x {boot} ... (srun passes the environment by default)",
+        "rshmem bootstrap: this process is PE {pe} of {npes} according to {source}, but {key} is not set, and the launcher offers no key-value store to exchange one ({KVS_LAUNCHERS} does): outside rshmrun, the PEs of a job must share a secret key, or any local user could join the job, read its memory or stop it. Fix: export {key}=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n') before starting the job, and pass it to every PE: mpirun -x {key} -x {boot} ... (srun passes the environment by default)",
         key = env::JOB_KEY,
         boot = env::BOOTSTRAP,
     ))
+}
+
+/// The key under which PE 0 publishes the bootstrap in the launcher's store.
+const KVS_KEY: &str = "rshmem_bootstrap";
+/// The published value: "rshmem1,ADDR,KEY" (KEY: 32 hex digits, or empty when PE 0's own
+/// RSHMEM_JOB_KEY was set, which then every PE must have).
+const KVS_TAG: &str = "rshmem1";
+
+/// The rendezvous address the launcher's store gave this process (for other listeners that follow
+/// the bootstrap's address, as they follow RSHMEM_BOOTSTRAP).
+static LAUNCHER_ADDR: Mutex<Option<String>> = Mutex::new(None);
+
+/// The rendezvous address this process got through the launcher's store, if it did.
+pub(crate) fn launcher_addr() -> Option<String> {
+    LAUNCHER_ADDR.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// Parses PE 0's published value: the address and the key (None: PE 0 used its own RSHMEM_JOB_KEY).
+fn parse_published(v: &str, via: &str) -> Result<(String, Option<[u8; 16]>)> {
+    let bad = |why: &str| {
+        Error::new(format!(
+            "rshmem bootstrap: PE 0's {KVS_KEY} in {via} is {:?}, not what rshmem publishes ({why}): mixed rshmem builds?",
+            wire::truncate(v, 200)
+        ))
+    };
+    let mut parts = v.split(',');
+    let (Some(tag), Some(addr), Some(key), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(bad("three fields"));
+    };
+    if tag != KVS_TAG {
+        return Err(bad(&format!("version {KVS_TAG}")));
+    }
+    crate::config::parse::addr_syntax(addr).map_err(&bad)?;
+    let key = if key.is_empty() { None } else { Some(crate::config::parse::decode_job_key(key).map_err(|why| bad(&why))?) };
+    Ok((addr.to_string(), key))
+}
+
+/// Which bootstrap an environment selects, and why: for `rshmrun --info` and `rshmrun --diagnose`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BootstrapChoice {
+    /// "single PE", "RSHMEM_BOOTSTRAP", "launcher key-value store" or "none".
+    pub route: &'static str,
+    /// Why, and what happens at init.
+    pub detail: String,
+    /// False when init would fail (what is missing is in `detail`).
+    pub ok: bool,
+}
+
+/// The bootstrap the environment read through `get` selects (the same rules as
+/// [`Bootstrap::from_launch_env`]), without connecting anywhere.
+pub fn bootstrap_choice(get: &dyn Fn(&str) -> Option<String>) -> BootstrapChoice {
+    let (b, k) = (env::BOOTSTRAP, env::JOB_KEY);
+    let le = match parse_launch_env(get) {
+        Ok(le) => le,
+        Err(e) => return BootstrapChoice { route: "none", detail: format!("the launch variables are not valid: {e}"), ok: false },
+    };
+    if le.npes == 1 {
+        return BootstrapChoice {
+            route: "single PE",
+            detail: format!(
+                "{}: nothing to connect. A job of several PEs gets {b} and {k} from rshmrun; under {KVS_LAUNCHERS}, PE 0 publishes them through the launcher's store; under another launcher, set both for every PE",
+                le.source
+            ),
+            ok: true,
+        };
+    }
+    if let (Some(addr), Some(_)) = (&le.bootstrap, le.job_key) {
+        let by = if le.bootstrap_fd.is_some() { " (by rshmrun)" } else { "" };
+        return BootstrapChoice {
+            route: "RSHMEM_BOOTSTRAP",
+            detail: format!("{b}={addr} and {k} are set{by}: PE 0 listens there and the other PEs connect to it; they win over any launcher store"),
+            ok: true,
+        };
+    }
+    let given = |set: bool, name: &str, what: &str| if set { format!("{name} is set (used)") } else { format!("{name} is unset (PE 0 {what})") };
+    match &le.launcher_kvs {
+        Err(e) => BootstrapChoice { route: "none", detail: e.to_string(), ok: false },
+        Ok(Some(found)) => {
+            let lib = match found {
+                KvsFound::Pmix { .. } => match pmix_library() {
+                    Ok(l) => Ok(format!("; the PMIx client library {l} is loaded at run time")),
+                    Err(why) => Err(format!(
+                        "; but the PMIx client library cannot be loaded ({why}): install PMIx (libpmix2), or set {b} and {k} for every PE"
+                    )),
+                },
+                KvsFound::PmiFd { .. } => Ok(String::new()),
+            };
+            let ok = lib.is_ok();
+            BootstrapChoice {
+                route: "launcher key-value store",
+                detail: format!(
+                    "{} starts PE {} of {}, and {} found: {}; {}; PE 0 publishes what the others need through the store{}",
+                    le.source,
+                    le.pe,
+                    le.npes,
+                    found.describe(),
+                    given(le.bootstrap.is_some(), b, "listens on a free port of its bootstrap interface"),
+                    given(le.job_key.is_some(), k, "draws a random key"),
+                    lib.unwrap_or_else(|e| e)
+                ),
+                ok,
+            }
+        }
+        Ok(None) => {
+            let missing: Vec<&str> = [(le.bootstrap.is_none(), b), (le.job_key.is_none(), k)].iter().filter(|m| m.0).map(|m| m.1).collect();
+            BootstrapChoice {
+                route: "none",
+                detail: format!(
+                    "{} starts PE {} of {}, but {} not set and no launcher key-value store was found (PMIx: PMIX_NAMESPACE, PMIX_RANK and PMIX_SERVER_URI*; PMI: PMI_FD): init stops saying so. Set them for every PE, or start the job under {KVS_LAUNCHERS}",
+                    le.source,
+                    le.pe,
+                    le.npes,
+                    missing.join(" and ") + if missing.len() == 1 { " is" } else { " are" },
+                ),
+                ok: false,
+            }
+        }
+    }
+}
+
+/// `rshmrun --info`'s section on the bootstrap: the rules, and what this environment selects.
+pub fn bootstrap_info() -> String {
+    let c = bootstrap_choice(&env::get);
+    format!(
+        "How the PEs of a job find each other (the bootstrap), in this order:\n\
+         \x20 1. one PE: nothing to connect;\n\
+         \x20 2. {b} and {k} both set (rshmrun sets them; set them by hand under any launcher): used as they are;\n\
+         \x20 3. a launcher's key-value store: PMIx (Open MPI's mpirun or prterun, srun --mpi=pmix; the client library libpmix.so.2 is loaded at run time), else PMI-1 or PMI-2 on PMI_FD (MPICH's mpiexec, srun --mpi=pmi2, rshmrun --pmi): PE 0 draws the job key, listens on a free port of its bootstrap interface ({ifn}, else the default route's), and publishes both through the store; {b} or {k}, when set, wins;\n\
+         \x20 4. otherwise a job of several PEs stops at init, saying what to set.\n\
+         In this environment: {}: {}\n",
+        c.route,
+        c.detail,
+        b = env::BOOTSTRAP,
+        k = env::JOB_KEY,
+        ifn = env::BOOTSTRAP_IFNAME,
+    )
 }
 
 enum Link {
@@ -219,9 +368,19 @@ impl Bootstrap {
             };
             return Self::finish(0, 1, vec![me], key, (le.local_pe, le.local_npes), le.source, Link::Single);
         }
+        if le.bootstrap.is_none() || le.job_key.is_none() {
+            match &le.launcher_kvs {
+                Ok(Some(found)) => {
+                    let found = found.clone();
+                    return Self::through_launcher(le, &found);
+                }
+                Err(e) => return Err(e.clone()),
+                Ok(None) => {}
+            }
+        }
         let addr = le.bootstrap.clone().ok_or_else(|| {
             Error::new(format!(
-                "rshmem bootstrap: this process is PE {} of {} according to {}, but {} is not set: set it, for every PE, to host:port of a free port on PE 0's node (e.g. {}=node001:29500; rshmrun sets it by itself)",
+                "rshmem bootstrap: this process is PE {} of {} according to {}, but {} is not set, and the launcher offers no key-value store to exchange it ({KVS_LAUNCHERS} does): set it, for every PE, to host:port of a free port on PE 0's node (e.g. {}=node001:29500; rshmrun sets it by itself)",
                 le.pe,
                 le.npes,
                 le.source,
@@ -240,6 +399,68 @@ impl Bootstrap {
         } else {
             None
         };
+        let setup =
+            Setup { pe: le.pe, npes: le.npes, key, job: &le.job_id, timeout: le.timeout, wait, addr: &addr, me: &me };
+        Self::connect(&setup, listener, (le.local_pe, le.local_npes), le.source)
+    }
+
+    /// A job of several PEs without RSHMEM_BOOTSTRAP or RSHMEM_JOB_KEY, under a launcher with a
+    /// key-value store: PE 0 listens (on RSHMEM_BOOTSTRAP's address if set, else on a free port of the
+    /// bootstrap interface), draws the key (unless RSHMEM_JOB_KEY is set) and publishes both; the
+    /// others read them (their own variables win). Two fences: after the first every PE can read, after
+    /// the second every PE has read, so that PE 0 can leave the store.
+    fn through_launcher(le: LaunchEnv, found: &KvsFound) -> Result<Bootstrap> {
+        let mut store = LauncherKvs::open(found, le.pe, le.npes, le.timeout)?;
+        let via = store.name().to_string();
+        let wait = env::wait_timeout()?;
+        let (listener, addr, key) = if le.pe == 0 {
+            let (listener, addr) = match &le.bootstrap {
+                Some(a) => {
+                    net::check_addr_syntax(a)?;
+                    let l = match le.bootstrap_fd {
+                        Some(fd) => net::handed_listener(fd)?,
+                        None => net::bind(a)?,
+                    };
+                    (l, a.clone())
+                }
+                None => {
+                    let ifname = env::get(env::BOOTSTRAP_IFNAME).filter(|s| !s.trim().is_empty());
+                    let (ip, ifname) = net::choose_ipv4(ifname.as_deref().map(str::trim), env::BOOTSTRAP_IFNAME)?;
+                    let l = TcpListener::bind((ip, 0))
+                        .map_err(|e| Error::os(format!("rshmem bootstrap: cannot listen on {ip} (interface {ifname})"), e))?;
+                    let port = l.local_addr().map_err(|e| Error::os("rshmem bootstrap: listener address", e))?.port();
+                    (l, SocketAddrV4::new(ip, port).to_string())
+                }
+            };
+            let key = match le.job_key {
+                Some(k) => k,
+                None => net::random16()?,
+            };
+            // The key goes through the store only when PE 0 drew it.
+            let shared = if le.job_key.is_some() { String::new() } else { crate::config::parse::encode_hex(&key) };
+            store.put(KVS_KEY, &format!("{KVS_TAG},{addr},{shared}"))?;
+            store.fence()?;
+            (Some(listener), addr, key)
+        } else {
+            store.fence()?;
+            let (addr0, key0) = parse_published(&store.get(0, KVS_KEY)?, &via)?;
+            let key = match (le.job_key, key0) {
+                (Some(k), _) | (None, Some(k)) => k,
+                (None, None) => {
+                    return Err(Error::new(format!(
+                        "rshmem bootstrap: PE {}: PE 0 has {k} set, so it did not publish a key through {via}, but this PE has none: set {k} for every PE, or for none",
+                        le.pe,
+                        k = env::JOB_KEY
+                    )))
+                }
+            };
+            (None, le.bootstrap.clone().unwrap_or(addr0), key)
+        };
+        store.fence()?;
+        store.finish()?;
+        crate::log::debug(format!("rshmem bootstrap: PE {} of {}: through {via}: PE 0 listens on {addr}", le.pe, le.npes));
+        *LAUNCHER_ADDR.lock().unwrap_or_else(PoisonError::into_inner) = Some(addr.clone());
+        let me = net::host_identity();
         let setup =
             Setup { pe: le.pe, npes: le.npes, key, job: &le.job_id, timeout: le.timeout, wait, addr: &addr, me: &me };
         Self::connect(&setup, listener, (le.local_pe, le.local_npes), le.source)
@@ -669,10 +890,46 @@ mod tests {
             b.allgather("x", b"0").unwrap()
         });
         let e = stranger.join().unwrap();
-        assert!(e.contains("refused the connection: wrong job key"), "{e}");
+        assert!(e.contains("did not prove that it knows the job key") && e.contains("wrong job key"), "{e}");
         let pe1 = Bootstrap::from_unique_id(&id, 1, 2).unwrap();
         assert_eq!(pe1.allgather("x", b"1").unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
         assert_eq!(pe0.join().unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
+    }
+
+    /// PE 0 tells a connection it drops under a flood so (a BUSY frame): the PE connects again, and
+    /// when its time runs out its error names the flood, not a crash of PE 0.
+    #[test]
+    fn a_pe_dropped_for_a_flood_connects_again_and_names_the_flood() {
+        use wire::{encode_text, FrameReader, Pumped, K_BUSY};
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        l.set_nonblocking(true).unwrap();
+        let busy = std::thread::spawn(move || {
+            let t = Instant::now();
+            let mut hellos = 0;
+            while t.elapsed() < Duration::from_secs(3) {
+                let Ok((mut c, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                c.set_nonblocking(false).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                if let Ok(Pumped::Frame(..)) = FrameReader::default().pump(&mut c, &wire::hello_limit) {
+                    hellos += 1;
+                }
+                c.write_all(&encode_text(K_BUSY, "a flood here")).unwrap();
+            }
+            hellos
+        });
+        let me = net::host_identity();
+        let s = Setup { pe: 1, npes: 2, key: [3; 16], job: "", wait: None, timeout: Duration::from_millis(800), addr: &addr, me: &me };
+        let t = Instant::now();
+        let e = Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string();
+        assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+        assert!(e.contains(&format!("PE 1 could not join PE 0 at {addr} within 0.8 s")), "{e}");
+        assert!(e.contains("because of a flood of connections to its port (last notice: a flood here)"), "{e}");
+        assert!(!e.contains("exited or crashed"), "{e}");
+        assert!(busy.join().unwrap() >= 2, "the PE did not connect again");
     }
 
     #[test]

@@ -1,20 +1,28 @@
-//! PE 0's side of the star: accepts the other PEs and checks their hellos, then serves every
-//! collective: one request from every PE, checked against PE 0's own, answered with the result.
-//! All sockets are non-blocking and watched together with poll(2), so that the end of any PE is
-//! noticed at once, even while another PE is being waited for.
+//! PE 0's side of the star: accepts the other PEs and runs the handshake with each (its hello, PE 0's
+//! challenge, its proof of the job key: auth.rs), then serves every collective: one request from
+//! every PE, checked against PE 0's own, answered with the result. All sockets are non-blocking and
+//! watched together with poll(2), so that the end of any PE is noticed at once, even while another
+//! PE is being waited for.
 //!
-//! Strangers never disturb the job: a connection with another job key, or with this key but another
-//! launcher job identity, is refused with a REFUSE frame that says why (so that a PE of another job
-//! fails at once, with a clear message); garbage and silence are dropped (a silent connection after
-//! HELLO_DEADLINE). Only a connection with the right key and identity can fail the job (duplicate PE
-//! numbers, another PE count, another protocol version). Warnings about refused and dropped
-//! connections are rate-limited.
+//! Strangers never disturb the job: a connection that cannot prove the job key, or that proves it
+//! but names another launcher job identity, is refused with a REFUSE frame that says why (so that a
+//! PE of another job fails at once, with a clear message); garbage and silence are dropped (a silent
+//! connection after HELLO_DEADLINE). Only a connection that proved the key can fail the job
+//! (duplicate PE numbers, another PE count, another protocol version). Warnings about refused and
+//! dropped connections are rate-limited.
+//!
+//! A flood of connections: at most MAX_PENDING connections may be in the handshake at once. When a
+//! new one would pass that, PE 0 first reads every one of them (so that a PE whose hello has arrived
+//! is moved on, not mistaken for a silent stranger), then drops the least advanced (silent ones
+//! first, oldest first) with a BUSY frame that names the flood; a PE that gets one connects again.
+//! A connection that proved the key has joined and is never dropped.
 //!
 //! With RSHMEM_WAIT_TIMEOUT set, a collective that not every PE has entered within that time fails,
 //! naming the PEs PE 0 waits for and what each last entered; every PE gets that error.
 
+use super::auth::{self, NONCE};
 use super::launch::{pe_list, secs};
-use super::net::is_self_connection;
+use super::net::{is_self_connection, random16};
 use super::ratelimit::WarnLimiter;
 use super::wire::*;
 use super::setup::{check_local, describe, Setup};
@@ -25,21 +33,48 @@ use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-/// At most this many connections may sit unidentified at once (port scanners, stray clients).
-const MAX_PENDING: usize = 512;
+/// At most this many connections may be in the handshake at once (port scanners, stray clients, a
+/// flood); see the module's description.
+pub(super) const MAX_PENDING: usize = 512;
+/// Under a flood, PE 0 drops connections down to this many, so that it reads them all once per
+/// MAX_PENDING - FLOOD_LOW_WATER new connections, not once per connection.
+const FLOOD_LOW_WATER: usize = MAX_PENDING * 3 / 4;
 /// How long PE 0 tries to hand an error to a PE that does not read, before giving up on it.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
-/// A connection must complete its hello within this time (a PE sends it right after connecting).
+/// A connection must complete its handshake within this time (a PE sends its hello right after
+/// connecting, and its proof right after PE 0's challenge).
 const HELLO_DEADLINE: Duration = Duration::from_secs(10);
 /// At most this many of the PEs PE 0 waits for are described one by one in a stall error.
 const STALL_DETAIL: usize = 8;
 
-/// An accepted connection whose hello has not fully arrived.
+/// Where a connection stands in the handshake.
+enum Stage {
+    /// Waiting for its hello.
+    Hello,
+    /// Its hello arrived (body `body`) and PE 0 sent its challenge with nonce `nonce`: waiting for its
+    /// proof of the key.
+    Proof { hello: Hello, body: Vec<u8>, nonce: [u8; NONCE] },
+}
+
+/// An accepted connection that has not proved the job key yet.
 struct Pending {
     stream: TcpStream,
     addr: SocketAddr,
     reader: FrameReader,
     since: Instant,
+    stage: Stage,
+}
+
+impl Pending {
+    /// Under a flood, lower ranks are dropped first: silent connections, then those that sent part
+    /// of a hello, then those that are answering PE 0's challenge.
+    fn rank(&self) -> u8 {
+        match self.stage {
+            Stage::Hello if !self.reader.started() => 0,
+            Stage::Hello => 1,
+            Stage::Proof { .. } => 2,
+        }
+    }
 }
 
 /// A PE that passed the handshake.
@@ -59,11 +94,6 @@ pub(super) struct Root {
     last: Vec<Option<(String, Op, u64)>>,
     /// RSHMEM_WAIT_TIMEOUT.
     wait: Option<Duration>,
-}
-
-/// Constant-time comparison of job keys (no early exit on the first differing byte).
-fn key_eq(a: &[u8; 16], b: &[u8; 16]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Sends `err` to every stream (bounded wait), then closes them without resetting unread data.
@@ -86,10 +116,14 @@ enum Outcome {
 /// Refuses a connection: tells it why in a REFUSE frame (so that it fails at once, instead of
 /// retrying until its timeout), warns (rate-limited) and closes it. The job goes on.
 fn refuse(mut p: Pending, claimed: Option<usize>, why: &str, missing: &str, warns: &mut WarnLimiter) {
-    let claim = claimed.map(|pe| format!(" (claiming to be PE {pe})")).unwrap_or_default();
-    warns.warn(format!("rshmem bootstrap: refused a connection from {}{claim}: {why}; still waiting for {missing}", p.addr));
+    warn_refused(&p, claimed, why, missing, warns);
     let _ = send_all(&p.stream, &encode_text(K_REFUSE, why), Some(NOTIFY_TIMEOUT));
     drain(&mut p.stream);
+}
+
+fn warn_refused(p: &Pending, claimed: Option<usize>, why: &str, missing: &str, warns: &mut WarnLimiter) {
+    let claim = claimed.map(|pe| format!(" (claiming to be PE {pe})")).unwrap_or_default();
+    warns.warn(format!("rshmem bootstrap: refused a connection from {}{claim}: {why}; still waiting for {missing}", p.addr));
 }
 
 fn wrong_key() -> String {
@@ -107,12 +141,21 @@ fn show_job(job: &str) -> &str {
     }
 }
 
+/// Reads what `p` has sent and moves it on in the handshake.
 fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>], warns: &mut WarnLimiter) -> Outcome {
     let missing = || pe_list(&(1..s.npes).filter(|&pe| joined[pe].is_none()).collect::<Vec<_>>());
-    let body = match p.reader.pump(&mut p.stream, &hello_limit) {
+    let limit: &dyn Fn(u8) -> Option<usize> = match p.stage {
+        Stage::Hello => &hello_limit,
+        Stage::Proof { .. } => &proof_limit,
+    };
+    let (kind, body) = match p.reader.pump(&mut p.stream, limit) {
         Ok(Pumped::Pending) => return Outcome::Keep(p),
         Ok(Pumped::Eof) | Err(ReadFail::Io(_)) => {
-            log::debug(format!("rshmem bootstrap: {} closed the connection before its hello", p.addr));
+            let when = match p.stage {
+                Stage::Hello => "before its hello",
+                Stage::Proof { .. } => "after PE 0's challenge, without a proof of the job key",
+            };
+            log::debug(format!("rshmem bootstrap: {} closed the connection {when}", p.addr));
             return Outcome::Gone;
         }
         Err(ReadFail::Bad(m)) => {
@@ -122,34 +165,21 @@ fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>], warns: &mu
             ));
             return Outcome::Gone;
         }
-        Ok(Pumped::Frame(_, body)) => body,
+        Ok(Pumped::Frame(kind, body)) => (kind, body),
     };
-    let h = match decode_hello(&body) {
-        HelloParse::Ok(h) => h,
-        HelloParse::NotRshmem => {
-            warns.warn(format!(
-                "rshmem bootstrap: ignoring a connection from {} that is not an rshmem bootstrap client",
-                p.addr
-            ));
-            return Outcome::Gone;
-        }
-        HelloParse::Garbled(m) => {
-            warns.warn(format!("rshmem bootstrap: ignoring a connection from {} with a garbled hello ({m})", p.addr));
-            return Outcome::Gone;
-        }
-        HelloParse::OtherVersion { version, key } => {
-            if !key_eq(&key, &s.key) {
-                refuse(p, None, &wrong_key(), &missing(), warns);
-                return Outcome::Gone;
-            }
-            let err = Error::new(format!(
-                "rshmem bootstrap: a PE at {} speaks bootstrap protocol version {version}, but PE 0 speaks version {VERSION}: all PEs of a job must run the same rshmem build",
-                p.addr
-            ));
-            return Outcome::Fatal(err, Some(p.stream));
-        }
+    if let Stage::Hello = p.stage {
+        return on_hello(s, p, body, &missing, warns);
+    }
+    let Stage::Proof { hello: h, body: hello_body, nonce } = std::mem::replace(&mut p.stage, Stage::Hello) else {
+        unreachable!("handled above")
     };
-    if !key_eq(&h.key, &s.key) {
+    if kind == K_REFUSE {
+        // The PE could not check PE 0's proof: its key differs. It has closed; say why here.
+        warn_refused(&p, Some(h.pe), &wrong_key(), &missing(), warns);
+        return Outcome::Gone;
+    }
+    let proven = decode_proof(&body).is_ok_and(|proof| auth::check_leaf(&s.key, &hello_body, &nonce, &proof));
+    if !proven {
         refuse(p, Some(h.pe), &wrong_key(), &missing(), warns);
         return Outcome::Gone;
     }
@@ -200,126 +230,140 @@ fn handle_pending(s: &Setup, mut p: Pending, joined: &[Option<Peer>], warns: &mu
     Outcome::Joined(Peer { pe: h.pe, stream: p.stream, addr: p.addr, host: h.host, reader: FrameReader::default() })
 }
 
+/// A hello arrived: answers it with PE 0's challenge (or refuses a peer of another version).
+fn on_hello(s: &Setup, mut p: Pending, body: Vec<u8>, missing: &dyn Fn() -> String, warns: &mut WarnLimiter) -> Outcome {
+    let h = match decode_hello(&body) {
+        HelloParse::Ok(h) => h,
+        HelloParse::NotRshmem => {
+            warns.warn(format!(
+                "rshmem bootstrap: ignoring a connection from {} that is not an rshmem bootstrap client",
+                p.addr
+            ));
+            return Outcome::Gone;
+        }
+        HelloParse::Garbled(m) => {
+            warns.warn(format!("rshmem bootstrap: ignoring a connection from {} with a garbled hello ({m})", p.addr));
+            return Outcome::Gone;
+        }
+        HelloParse::OtherVersion { version, clear_key } => {
+            let why = format!(
+                "it speaks bootstrap protocol version {version}, but PE 0 speaks version {VERSION}: all PEs of a job must run the same rshmem build"
+            );
+            return match clear_key {
+                // An older build sent the key in clear: it is a PE of this job.
+                Some(key) if auth::key_eq(&key, &s.key) => {
+                    let err = Error::new(format!("rshmem bootstrap: a PE at {}: {why}", p.addr));
+                    Outcome::Fatal(err, Some(p.stream))
+                }
+                Some(_) => {
+                    refuse(p, None, &wrong_key(), &missing(), warns);
+                    Outcome::Gone
+                }
+                // A newer build: nothing here can tell whether it belongs to this job.
+                None => {
+                    refuse(p, None, &why, &missing(), warns);
+                    Outcome::Gone
+                }
+            };
+        }
+    };
+    let nonce = match random16() {
+        Ok(n) => n,
+        Err(e) => return Outcome::Fatal(e, None),
+    };
+    let proof = auth::root_proof(&s.key, &body, &nonce);
+    if let Err(e) = send_all(&p.stream, &encode_challenge(&nonce, &proof), Some(NOTIFY_TIMEOUT)) {
+        log::debug(format!("rshmem bootstrap: {}: cannot send the challenge: {e}", p.addr));
+        return Outcome::Gone;
+    }
+    p.stage = Stage::Proof { hello: h, body, nonce };
+    Outcome::Keep(p)
+}
+
+/// PE 0 waiting for the other PEs: who has joined, who is in the handshake.
+struct Gate<'a> {
+    s: &'a Setup<'a>,
+    joined: Vec<Option<Peer>>,
+    n_joined: usize,
+    pending: Vec<Pending>,
+    warns: WarnLimiter,
+}
+
+/// The job cannot start: the error, and the connection that caused it (told too), if any.
+type Stop = (Error, Option<TcpStream>);
+
+impl Gate<'_> {
+    /// Reads what `p` has sent and moves it on.
+    fn advance(&mut self, p: Pending) -> std::result::Result<(), Stop> {
+        match handle_pending(self.s, p, &self.joined, &mut self.warns) {
+            Outcome::Keep(p) => self.pending.push(p),
+            Outcome::Gone => {}
+            Outcome::Joined(peer) => {
+                let pe = peer.pe;
+                self.joined[pe] = Some(peer);
+                self.n_joined += 1;
+            }
+            Outcome::Fatal(err, offender) => return Err((err, offender)),
+        }
+        Ok(())
+    }
+
+    /// More than MAX_PENDING connections in the handshake: reads them all, then drops the least
+    /// advanced down to FLOOD_LOW_WATER, telling each that it was a flood.
+    fn shed(&mut self) -> std::result::Result<(), Stop> {
+        for p in std::mem::take(&mut self.pending) {
+            self.advance(p)?;
+        }
+        if self.pending.len() <= MAX_PENDING {
+            return Ok(());
+        }
+        let excess = self.pending.len() - FLOOD_LOW_WATER;
+        self.pending.sort_by_key(|p| (p.rank(), p.since));
+        let text = format!(
+            "rshmem bootstrap: PE 0 at {} dropped this connection before its handshake completed: a flood of connections to that port ({} or more at once that had not proved the job key); a PE connects again",
+            self.s.addr, MAX_PENDING
+        );
+        let frame = encode_text(K_BUSY, &text);
+        let mut silent = 0;
+        for mut p in self.pending.drain(..excess) {
+            silent += usize::from(p.rank() == 0);
+            // A small frame on a socket with an empty send buffer: it goes out at once, or not at all.
+            let _ = send_all(&p.stream, &frame, Some(Duration::ZERO));
+            drain(&mut p.stream);
+        }
+        self.warns.warn(format!(
+            "rshmem bootstrap: a flood of connections to {}: more than {MAX_PENDING} at once that had not proved the job key; dropped {excess} of them ({silent} silent), telling each it was a flood (a PE among them connects again)",
+            self.s.addr
+        ));
+        Ok(())
+    }
+
+    /// Tells every joined PE (and the offender) `err`, closes everything, returns `err`.
+    fn abort(self, (err, offender): Stop) -> Error {
+        notify_and_close(self.joined.into_iter().flatten().map(|p| p.stream).chain(offender), &err);
+        err
+    }
+}
+
 /// Accepts and checks the other PEs until all are in or the deadline passes, then sends everyone the
 /// table of host identities. Returns the root's side and that table.
 pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId>)> {
     let deadline = Instant::now() + s.timeout;
     listener.set_nonblocking(true).map_err(|e| Error::os(format!("rshmem bootstrap: listener on {}", s.addr), e))?;
-    let mut joined: Vec<Option<Peer>> = (0..s.npes).map(|_| None).collect();
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut n_joined = 1;
-    let mut warns = WarnLimiter::new("connections to the bootstrap port");
-    let abort = |joined: Vec<Option<Peer>>, offender: Option<TcpStream>, err: Error| -> Error {
-        notify_and_close(joined.into_iter().flatten().map(|p| p.stream).chain(offender), &err);
-        err
+    let mut g = Gate {
+        s,
+        joined: (0..s.npes).map(|_| None).collect(),
+        n_joined: 1,
+        pending: Vec::new(),
+        warns: WarnLimiter::new("connections to the bootstrap port"),
     };
-    while n_joined < s.npes {
-        let now = Instant::now();
-        if now >= deadline {
-            let missing: Vec<usize> = (1..s.npes).filter(|&pe| joined[pe].is_none()).collect();
-            let err = Error::new(format!(
-                "rshmem bootstrap: timed out after {} s waiting for {} of {} to connect to {} ({})",
-                secs(s.timeout),
-                pe_list(&missing),
-                s.npes,
-                s.addr,
-                env::BOOTSTRAP_TIMEOUT
-            ));
-            return Err(abort(joined, None, err));
-        }
-        // Connections that did not say hello in time are dropped.
-        pending.retain(|p| {
-            let keep = now.duration_since(p.since) < HELLO_DEADLINE;
-            if !keep {
-                warns.warn(format!(
-                    "rshmem bootstrap: dropping a connection from {} that sent no hello within {} s",
-                    p.addr,
-                    HELLO_DEADLINE.as_secs()
-                ));
-            }
-            keep
-        });
-        let wake = pending.iter().map(|p| p.since + HELLO_DEADLINE).fold(deadline, Instant::min);
-        let joined_pes: Vec<usize> = (1..s.npes).filter(|&pe| joined[pe].is_some()).collect();
-        let mut fds = vec![pollfd(&listener)];
-        fds.extend(pending.iter().map(|p| pollfd(&p.stream)));
-        fds.extend(joined_pes.iter().map(|&pe| pollfd(&joined[pe].as_ref().unwrap().stream)));
-        if let Err(e) = poll(&mut fds, Some(wake.saturating_duration_since(now))) {
-            return Err(abort(joined, None, Error::os("rshmem bootstrap: poll", e)));
-        }
-
-        // Joined PEs say nothing until the welcome: readable means gone (or garbage).
-        for (i, &pe) in joined_pes.iter().enumerate() {
-            if fds[1 + pending.len() + i].revents == 0 {
-                continue;
-            }
-            let peer = joined[pe].as_mut().unwrap();
-            let what = match peer.reader.pump(&mut peer.stream, &|_| None) {
-                Ok(Pumped::Pending) => continue,
-                Ok(Pumped::Eof) | Err(ReadFail::Io(_)) => {
-                    "disconnected from the bootstrap before all PEs had connected: it has probably exited or crashed"
-                }
-                Ok(Pumped::Frame(..)) | Err(ReadFail::Bad(_)) => {
-                    "sent an unexpected message before all PEs had connected (protocol error)"
-                }
-            };
-            let err =
-                Error::new(format!("rshmem bootstrap: PE {pe} (host {}, {}) {what}", peer.host.hostname, peer.addr));
-            return Err(abort(joined, None, err));
-        }
-
-        let ready: Vec<bool> = fds[1..1 + pending.len()].iter().map(|f| f.revents != 0).collect();
-        for (p, ready) in std::mem::take(&mut pending).into_iter().zip(ready) {
-            if !ready {
-                pending.push(p);
-                continue;
-            }
-            match handle_pending(s, p, &joined, &mut warns) {
-                Outcome::Keep(p) => pending.push(p),
-                Outcome::Gone => {}
-                Outcome::Joined(peer) => {
-                    let pe = peer.pe;
-                    joined[pe] = Some(peer);
-                    n_joined += 1;
-                }
-                Outcome::Fatal(err, offender) => return Err(abort(joined, offender, err)),
-            }
-        }
-
-        if fds[0].revents != 0 {
-            loop {
-                match listener.accept() {
-                    Ok((stream, addr)) => {
-                        if is_self_connection(&stream) {
-                            continue;
-                        }
-                        if let Err(e) = stream.set_nonblocking(true) {
-                            log::warn(format!("rshmem bootstrap: connection from {addr}: {e}"));
-                            continue;
-                        }
-                        tune(&stream);
-                        if pending.len() >= MAX_PENDING {
-                            let old = pending.remove(0);
-                            warns.warn(format!(
-                                "rshmem bootstrap: too many unidentified connections; dropping the one from {}",
-                                old.addr
-                            ));
-                        }
-                        pending.push(Pending { stream, addr, reader: FrameReader::default(), since: Instant::now() });
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
-                    Err(e) => {
-                        // Out of descriptors or similar: say so, and do not spin on the listener.
-                        warns.warn(format!("rshmem bootstrap: accept on {}: {e}", s.addr));
-                        std::thread::sleep(Duration::from_millis(20));
-                        break;
-                    }
-                }
-            }
+    while g.n_joined < s.npes {
+        if let Err(stop) = gate_step(&mut g, &listener, deadline) {
+            return Err(g.abort(stop));
         }
     }
     drop(listener);
+    let Gate { joined, pending, .. } = g;
     drop(pending);
 
     let mut hosts = vec![s.me.clone()];
@@ -340,6 +384,118 @@ pub(super) fn init(s: &Setup, listener: TcpListener) -> Result<(Root, Vec<HostId
     }
     log::debug(format!("rshmem bootstrap: all {} PEs connected to {}", s.npes, s.addr));
     Ok((root, hosts))
+}
+
+/// One round of PE 0's wait for the other PEs: a poll of the listener and every connection, then
+/// whatever became ready.
+fn gate_step(g: &mut Gate, listener: &TcpListener, deadline: Instant) -> std::result::Result<(), Stop> {
+    let s = g.s;
+    let now = Instant::now();
+    if now >= deadline {
+        let missing: Vec<usize> = (1..s.npes).filter(|&pe| g.joined[pe].is_none()).collect();
+        let err = Error::new(format!(
+            "rshmem bootstrap: timed out after {} s waiting for {} of {} to connect to {} ({})",
+            secs(s.timeout),
+            pe_list(&missing),
+            s.npes,
+            s.addr,
+            env::BOOTSTRAP_TIMEOUT
+        ));
+        return Err((err, None));
+    }
+    // Connections that did not complete their handshake in time are dropped.
+    let warns = &mut g.warns;
+    g.pending.retain(|p| {
+        let keep = now.duration_since(p.since) < HELLO_DEADLINE;
+        if !keep {
+            warns.warn(format!(
+                "rshmem bootstrap: dropping a connection from {} that did not complete its handshake within {} s",
+                p.addr,
+                HELLO_DEADLINE.as_secs()
+            ));
+        }
+        keep
+    });
+    let wake = g.pending.iter().map(|p| p.since + HELLO_DEADLINE).fold(deadline, Instant::min);
+    let joined_pes: Vec<usize> = (1..s.npes).filter(|&pe| g.joined[pe].is_some()).collect();
+    let mut fds = vec![pollfd(listener)];
+    fds.extend(g.pending.iter().map(|p| pollfd(&p.stream)));
+    fds.extend(joined_pes.iter().map(|&pe| pollfd(&g.joined[pe].as_ref().unwrap().stream)));
+    if let Err(e) = poll(&mut fds, Some(wake.saturating_duration_since(now))) {
+        return Err((Error::os("rshmem bootstrap: poll", e), None));
+    }
+
+    // Joined PEs say nothing until the welcome: readable means gone (or garbage).
+    let n_pending = g.pending.len();
+    for (i, &pe) in joined_pes.iter().enumerate() {
+        if fds[1 + n_pending + i].revents == 0 {
+            continue;
+        }
+        let peer = g.joined[pe].as_mut().unwrap();
+        let what = match peer.reader.pump(&mut peer.stream, &|_| None) {
+            Ok(Pumped::Pending) => continue,
+            Ok(Pumped::Eof) | Err(ReadFail::Io(_)) => {
+                "disconnected from the bootstrap before all PEs had connected: it has probably exited or crashed"
+            }
+            Ok(Pumped::Frame(..)) | Err(ReadFail::Bad(_)) => {
+                "sent an unexpected message before all PEs had connected (protocol error)"
+            }
+        };
+        let err = Error::new(format!("rshmem bootstrap: PE {pe} (host {}, {}) {what}", peer.host.hostname, peer.addr));
+        return Err((err, None));
+    }
+
+    let ready: Vec<bool> = fds[1..1 + n_pending].iter().map(|f| f.revents != 0).collect();
+    for (p, ready) in std::mem::take(&mut g.pending).into_iter().zip(ready) {
+        if ready {
+            g.advance(p)?;
+        } else {
+            g.pending.push(p);
+        }
+    }
+
+    if fds[0].revents != 0 {
+        // A bounded batch, so that a flood that never lets the listener run dry does not keep PE 0
+        // from its deadline and from the connections it already has.
+        for _ in 0..MAX_PENDING / 4 {
+            match listener.accept() {
+                Ok((stream, addr)) => {
+                    if is_self_connection(&stream) {
+                        continue;
+                    }
+                    if let Err(e) = stream.set_nonblocking(true) {
+                        log::warn(format!("rshmem bootstrap: connection from {addr}: {e}"));
+                        continue;
+                    }
+                    tune(&stream);
+                    // A PE sends its hello right after connecting, so it is usually here already:
+                    // read it now, so that the PE never counts as a silent connection.
+                    g.advance(Pending {
+                        stream,
+                        addr,
+                        reader: FrameReader::default(),
+                        since: Instant::now(),
+                        stage: Stage::Hello,
+                    })?;
+                    if g.pending.len() > MAX_PENDING {
+                        g.shed()?;
+                    }
+                    if g.n_joined == s.npes {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted) => {}
+                Err(e) => {
+                    // Out of descriptors or similar: say so, and do not spin on the listener.
+                    g.warns.warn(format!("rshmem bootstrap: accept on {}: {e}", s.addr));
+                    std::thread::sleep(Duration::from_millis(20));
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Root {

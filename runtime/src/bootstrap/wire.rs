@@ -8,6 +8,7 @@
 //! inside a body is checked against what is left of the body before it is used. Integers in bodies
 //! are little-endian; strings are a u16 length and UTF-8 bytes; payloads a u64 length and the bytes.
 
+use super::auth::{NONCE, PROOF};
 use std::io::{self, Read};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
@@ -17,7 +18,11 @@ use std::time::{Duration, Instant};
 pub(super) const MAGIC: [u8; 4] = *b"RSHM";
 /// Bumped on any incompatible change of the messages below.
 /// Version 2: the hello carries the launcher's job identity.
-pub(super) const VERSION: u32 = 2;
+/// Version 3: the hello carries a nonce instead of the job key; PE 0 answers with a challenge (its
+/// nonce and its proof of the key), the PE with its proof (auth.rs).
+pub(super) const VERSION: u32 = 3;
+/// Versions before 3 carried the job key in clear at bytes 8..24 of the hello.
+const LAST_CLEAR_KEY_VERSION: u32 = 2;
 /// Largest payload of one PE in one collective.
 pub(super) const MAX_PAYLOAD: usize = 1 << 30;
 /// Largest text message (errors, refusals), and the most of a call name we put on the wire.
@@ -28,13 +33,14 @@ pub(super) const MAX_HOSTNAME: usize = 1024;
 pub(super) const MAX_BOOT_ID: usize = 128;
 /// Largest job identity (launcher's job id, e.g. "Slurm job 1234.0").
 pub(super) const MAX_JOB_ID: usize = 256;
-/// Largest hello (magic, version, key, pe, npes, host identity, job identity).
+/// Largest hello (magic, version, nonce, pe, npes, host identity, job identity).
 pub(super) const MAX_HELLO: usize = 4 + 4 + 16 + 4 + 4 + 2 + MAX_HOSTNAME + 2 + MAX_BOOT_ID + 2 + MAX_JOB_ID;
 /// The first allocation for a frame body; it then grows (doubling) as the bytes arrive.
 const BODY_CHUNK: usize = 64 << 10;
 pub(super) const HEADER: usize = 9;
 
-// Frame kinds. PE -> root: HELLO, REQUEST, ABORT. Root -> PE: WELCOME, REFUSE, ERROR, RESULT.
+// Frame kinds. PE -> root: HELLO, PROOF, REFUSE (PE 0's proof failed), REQUEST, ABORT. Root -> PE:
+// CHALLENGE, WELCOME, REFUSE, BUSY, ERROR, RESULT.
 pub(super) const K_HELLO: u8 = 1;
 pub(super) const K_WELCOME: u8 = 2;
 pub(super) const K_REFUSE: u8 = 3;
@@ -42,6 +48,12 @@ pub(super) const K_ERROR: u8 = 4;
 pub(super) const K_REQUEST: u8 = 5;
 pub(super) const K_RESULT: u8 = 6;
 pub(super) const K_ABORT: u8 = 7;
+pub(super) const K_CHALLENGE: u8 = 8;
+pub(super) const K_PROOF: u8 = 9;
+/// PE 0 dropped the connection unidentified because of a flood of connections; the PE may retry.
+pub(super) const K_BUSY: u8 = 10;
+/// Largest REFUSE a PE sends PE 0 (its proof did not check).
+pub(super) const MAX_LEAF_REFUSE: usize = 1024;
 
 pub(super) fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -52,6 +64,9 @@ pub(super) fn kind_name(kind: u8) -> &'static str {
         K_REQUEST => "collective request",
         K_RESULT => "collective result",
         K_ABORT => "abort",
+        K_CHALLENGE => "challenge",
+        K_PROOF => "proof",
+        K_BUSY => "busy",
         _ => "unknown",
     }
 }
@@ -140,6 +155,16 @@ impl FrameBuf {
     }
 }
 
+/// Seconds for messages: "30", "0.5".
+pub(crate) fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{}", (s * 1000.0).round() / 1000.0)
+    }
+}
+
 /// The longest prefix of `s` of at most `max` bytes that ends at a character boundary (shared with the
 /// proxy's wire, which carries peer text the same way).
 pub(crate) fn truncate(s: &str, max: usize) -> &str {
@@ -220,7 +245,8 @@ impl<'a> BodyReader<'a> {
 
 #[derive(Debug, PartialEq)]
 pub(super) struct Hello {
-    pub key: [u8; 16],
+    /// The PE's fresh random nonce (auth.rs).
+    pub nonce: [u8; NONCE],
     pub pe: usize,
     pub npes: usize,
     pub host: HostId,
@@ -229,11 +255,11 @@ pub(super) struct Hello {
     pub job: String,
 }
 
-pub(super) fn encode_hello(key: &[u8; 16], pe: usize, npes: usize, host: &HostId, job: &str) -> Vec<u8> {
+pub(super) fn encode_hello(nonce: &[u8; NONCE], pe: usize, npes: usize, host: &HostId, job: &str) -> Vec<u8> {
     let mut f = FrameBuf::new(K_HELLO, MAX_HELLO);
     f.raw(&MAGIC)
         .u32(VERSION)
-        .raw(key)
+        .raw(nonce)
         .u32(pe as u32)
         .u32(npes as u32)
         .str16(&host.hostname, MAX_HOSTNAME)
@@ -242,15 +268,16 @@ pub(super) fn encode_hello(key: &[u8; 16], pe: usize, npes: usize, host: &HostId
     f.finish()
 }
 
-/// What a hello says, as far as it could be read. Magic, version and key sit at fixed offsets in every
+/// What a hello says, as far as it could be read. Magic and version sit at fixed offsets in every
 /// protocol version, so a peer of another version can still be told apart from a stranger.
 pub(super) enum HelloParse {
     /// Not an rshmem bootstrap client at all.
     NotRshmem,
-    /// An rshmem client of another protocol version (its key, to tell "another job" from "another build").
+    /// An rshmem client of another protocol version. Versions before 3 sent the job key in clear
+    /// (`clear_key`), which tells "another job" from "another build"; later versions cannot be checked.
     OtherVersion {
         version: u32,
-        key: [u8; 16],
+        clear_key: Option<[u8; 16]>,
     },
     Ok(Hello),
     Garbled(String),
@@ -261,9 +288,10 @@ pub(super) fn decode_hello(body: &[u8]) -> HelloParse {
         return HelloParse::NotRshmem;
     }
     let version = u32::from_le_bytes(body[4..8].try_into().unwrap());
-    let key: [u8; 16] = body[8..24].try_into().unwrap();
+    let nonce: [u8; NONCE] = body[8..24].try_into().unwrap();
     if version != VERSION {
-        return HelloParse::OtherVersion { version, key };
+        let clear_key = (version <= LAST_CLEAR_KEY_VERSION).then_some(nonce);
+        return HelloParse::OtherVersion { version, clear_key };
     }
     let mut r = BodyReader::new(&body[24..], "hello");
     let parsed = (|| -> Result<Hello, String> {
@@ -273,12 +301,37 @@ pub(super) fn decode_hello(body: &[u8]) -> HelloParse {
         let boot_id = r.str16(MAX_BOOT_ID)?;
         let job = r.str16(MAX_JOB_ID)?;
         r.end()?;
-        Ok(Hello { key, pe, npes, host: HostId { hostname, boot_id }, job })
+        Ok(Hello { nonce, pe, npes, host: HostId { hostname, boot_id }, job })
     })();
     match parsed {
         Ok(h) => HelloParse::Ok(h),
         Err(e) => HelloParse::Garbled(e),
     }
+}
+
+/// CHALLENGE: PE 0's nonce and its proof of the key.
+pub(super) fn encode_challenge(nonce: &[u8; NONCE], proof: &[u8; PROOF]) -> Vec<u8> {
+    let mut f = FrameBuf::new(K_CHALLENGE, NONCE + PROOF);
+    f.raw(nonce).raw(proof);
+    f.finish()
+}
+
+pub(super) fn decode_challenge(body: &[u8]) -> Result<([u8; NONCE], [u8; PROOF]), String> {
+    if body.len() != NONCE + PROOF {
+        return Err(format!("challenge of {} bytes, expected {}", body.len(), NONCE + PROOF));
+    }
+    Ok((body[..NONCE].try_into().unwrap(), body[NONCE..].try_into().unwrap()))
+}
+
+/// PROOF: a PE's answer to the challenge.
+pub(super) fn encode_proof(proof: &[u8; PROOF]) -> Vec<u8> {
+    let mut f = FrameBuf::new(K_PROOF, PROOF);
+    f.raw(proof);
+    f.finish()
+}
+
+pub(super) fn decode_proof(body: &[u8]) -> Result<[u8; PROOF], String> {
+    body.try_into().map_err(|_| format!("proof of {} bytes, expected {PROOF}", body.len()))
 }
 
 pub(super) fn encode_welcome(hosts: &[HostId]) -> Vec<u8> {
@@ -311,7 +364,7 @@ pub(super) fn max_welcome(npes: usize) -> usize {
     4usize.saturating_add(npes.saturating_mul(4 + MAX_HOSTNAME + MAX_BOOT_ID))
 }
 
-/// A text frame (REFUSE, ERROR, ABORT).
+/// A text frame (REFUSE, BUSY, ERROR, ABORT).
 pub(super) fn encode_text(kind: u8, text: &str) -> Vec<u8> {
     let t = truncate(text, MAX_TEXT);
     let mut f = FrameBuf::new(kind, t.len());
@@ -319,7 +372,7 @@ pub(super) fn encode_text(kind: u8, text: &str) -> Vec<u8> {
     f.finish()
 }
 
-/// The text of a REFUSE/ERROR/ABORT frame, with control characters (other than newline and tab)
+/// The text of a REFUSE/BUSY/ERROR/ABORT frame, with control characters (other than newline and tab)
 /// replaced, so that a peer's message cannot drive the terminal it is printed on.
 pub(super) fn decode_text(body: &[u8]) -> String {
     String::from_utf8_lossy(body).chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c }).collect()
@@ -391,6 +444,15 @@ pub(super) fn hello_limit(kind: u8) -> Option<usize> {
     (kind == K_HELLO).then_some(MAX_HELLO)
 }
 
+/// PE 0, from a connection it has sent its challenge: the PE's proof, or its refusal of PE 0's proof.
+pub(super) fn proof_limit(kind: u8) -> Option<usize> {
+    match kind {
+        K_PROOF => Some(PROOF),
+        K_REFUSE => Some(MAX_LEAF_REFUSE),
+        _ => None,
+    }
+}
+
 /// PE 0, from a PE that has joined: its collective requests, or its abort.
 pub(super) fn peer_limit(kind: u8) -> Option<usize> {
     match kind {
@@ -400,11 +462,13 @@ pub(super) fn peer_limit(kind: u8) -> Option<usize> {
     }
 }
 
-/// A PE, from PE 0 during the handshake: the welcome, a refusal or an error.
+/// A PE, from PE 0 during the handshake: the challenge, the welcome, a refusal, a flood notice or an
+/// error.
 pub(super) fn handshake_limit(npes: usize) -> impl Fn(u8) -> Option<usize> {
     move |kind| match kind {
+        K_CHALLENGE => Some(NONCE + PROOF),
         K_WELCOME => Some(max_welcome(npes)),
-        K_REFUSE | K_ERROR => Some(MAX_TEXT),
+        K_REFUSE | K_ERROR | K_BUSY => Some(MAX_TEXT),
         _ => None,
     }
 }
@@ -449,6 +513,11 @@ pub(super) struct FrameReader {
 }
 
 impl FrameReader {
+    /// Whether part of a frame has arrived and waits for the rest.
+    pub(super) fn started(&self) -> bool {
+        self.hdr_got > 0 || self.in_body
+    }
+
     /// Reads until a whole frame is in, the socket has nothing more (`Pending`) or is closed.
     /// `limit(kind)` gives the largest body accepted for a kind, None for kinds not expected here.
     pub(super) fn pump(&mut self, s: &mut impl Read, limit: &dyn Fn(u8) -> Option<usize>) -> Result<Pumped, ReadFail> {
@@ -621,7 +690,7 @@ mod tests {
 
     fn all_kinds(k: u8) -> Option<usize> {
         match k {
-            1..=7 => Some(1 << 20),
+            1..=10 => Some(1 << 20),
             _ => None,
         }
     }
@@ -663,11 +732,23 @@ mod tests {
         let f = encode_hello(&[5u8; 16], 3, 8, &host, "Slurm job 12.0");
         let Ok(Pumped::Frame(K_HELLO, body)) = read_one(&f) else { panic!("no frame") };
         let HelloParse::Ok(h) = decode_hello(&body) else { panic!("bad hello") };
-        assert_eq!((h.pe, h.npes, h.key, h.job.as_str()), (3, 8, [5u8; 16], "Slurm job 12.0"));
+        assert_eq!((h.pe, h.npes, h.nonce, h.job.as_str()), (3, 8, [5u8; 16], "Slurm job 12.0"));
         assert_eq!(h.host, host);
         let mut other = body.clone();
         other[4] = 99;
-        assert!(matches!(decode_hello(&other), HelloParse::OtherVersion { version: 99, .. }));
+        assert!(matches!(decode_hello(&other), HelloParse::OtherVersion { version: 99, clear_key: None }));
+        // Version 2 carried the key in clear where the nonce is now.
+        other[4] = 2;
+        assert!(matches!(decode_hello(&other), HelloParse::OtherVersion { version: 2, clear_key: Some(k) } if k == [5u8; 16]));
+
+        let f = encode_challenge(&[1u8; NONCE], &[2u8; PROOF]);
+        let Ok(Pumped::Frame(K_CHALLENGE, body)) = read_one(&f) else { panic!("no frame") };
+        assert_eq!(decode_challenge(&body).unwrap(), ([1u8; NONCE], [2u8; PROOF]));
+        assert!(decode_challenge(&body[1..]).is_err());
+        let f = encode_proof(&[3u8; PROOF]);
+        let Ok(Pumped::Frame(K_PROOF, body)) = read_one(&f) else { panic!("no frame") };
+        assert_eq!(decode_proof(&body).unwrap(), [3u8; PROOF]);
+        assert!(decode_proof(&body[1..]).is_err());
         assert!(matches!(decode_hello(b"GET / HTTP/1.1\r\n\r\n......"), HelloParse::NotRshmem));
 
         let hosts = vec![host.clone(), HostId { hostname: "n2".into(), boot_id: String::new() }];

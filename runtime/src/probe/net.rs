@@ -41,7 +41,7 @@ pub(crate) fn bootstrap_check(e: &NetEnv) -> Check {
                 None => format!("the default route's interface, else the first non-loopback one; {ifvar} overrides"),
             };
             let mut detail = format!(
-                "{var} unset: rshmrun gives its jobs 127.0.0.1:PORT (with --netns 10.99.0.1:PORT); under mpirun or srun set it to PE 0's host:port. The unique-id API listens on {}: {why}",
+                "{var} unset: rshmrun gives its jobs 127.0.0.1:PORT (with --netns 10.99.0.1:PORT); under a launcher with PMIx or PMI, PE 0 listens on the interface below and publishes its address through the launcher; under another launcher set it to PE 0's host:port. The unique-id API listens on {}: {why}",
                 with_iface(IpAddr::V4(ip))
             );
             if ip.is_loopback() {

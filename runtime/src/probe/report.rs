@@ -115,7 +115,24 @@ pub(crate) fn report_at(root: &Path, hca: Option<&str>, net: &NetEnv, gpus: GpuP
 pub fn report_with(vars: &Vars, verbs: Option<VerbsChecks>, transport: &dyn Fn(bool) -> Check) -> Vec<Check> {
     let hca = vars.lookup(env::IB_HCA).map(|(_, v)| v);
     let root = Path::new("/");
-    report_at(root, hca, &NetEnv::from_vars(vars), probe_gpus(root), verbs, transport).0
+    let mut checks = report_at(root, hca, &NetEnv::from_vars(vars), probe_gpus(root), verbs, transport).0;
+    let at = checks.iter().position(|c| c.name == "bootstrap interface").unwrap_or(checks.len());
+    checks.insert(at, bootstrap_route_check(&crate::bootstrap::bootstrap_choice(&|n: &str| vars.get(n))));
+    checks
+}
+
+/// Which bootstrap this environment selects, and why, as a line.
+pub(crate) fn bootstrap_route_check(c: &crate::bootstrap::BootstrapChoice) -> Check {
+    let line = Check::new("bootstrap", if c.ok { Status::Info } else { Status::Fail }, format!("{}: {}", c.route, c.detail));
+    if c.ok {
+        line
+    } else {
+        line.with_fix(format!(
+            "set {} and {} for every PE, or start the job under rshmrun or a launcher with PMIx or PMI",
+            crate::config::env::BOOTSTRAP,
+            crate::config::env::JOB_KEY
+        ))
+    }
 }
 
 /// The report as `rshmrun --diagnose` prints it: a header, then one line per check.

@@ -200,7 +200,13 @@ impl Proxy {
         let (me, n) = (boot.pe() as u32, boot.npes() as u32);
         let wanted = wanted_lanes(&s.config, boot.node_pes().len());
         let remote: Vec<bool> = (0..n as usize).map(|pe| !boot.node_pes().contains(&pe)).collect();
-        let (listener, listen, addrs, lanes_n) = setup::listen(boot, &s.config.net, wanted)?;
+        // Without RSHMEM_BOOTSTRAP, the rendezvous address the launcher's store gave (the proxy listens
+        // where this PE reaches it).
+        let mut net = s.config.net.clone();
+        if net.bootstrap.is_none() {
+            net.bootstrap = crate::bootstrap::launcher_addr();
+        }
+        let (listener, listen, addrs, lanes_n) = setup::listen(boot, &net, wanted)?;
         let set = settings(&s.config);
         let ep = Endpoint { key: boot.job_key(), pe: me, npes: n, heap_size: s.platform.heap_size() as u64, max_chunk: wire::DEFAULT_MAX_CHUNK };
         let conns = setup::connect_all(boot, &listener, &addrs, &ep, &remote, lanes_n, s.config.bootstrap_timeout)?;

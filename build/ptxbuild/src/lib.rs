@@ -57,7 +57,8 @@
 //! `RSHMEM_SKIP_PTX=1` writes an empty PTX and records why in the `RSHMEM_PTX_MISSING_WHY` compile-time
 //! variable of the crate being built (empty when the PTX was built), so the CUDA backend's run-time
 //! error states the real reason. `RSHMEM_SKIP_PTX=0` or empty means "build the PTX"; any other value
-//! is an error.
+//! is an error. On docs.rs (`DOCS_RS` set), which documents crates without network or rustup, the PTX
+//! is empty in the same way.
 //!
 //! Several build scripts that use this may run at the same time (rshmem's own and the caller's): a
 //! file lock in the target directory serializes the toolchain check, any install, and the nightly
@@ -134,6 +135,14 @@ impl PtxBuilder {
         println!("cargo:rerun-if-env-changed=RUSTUP_HOME");
         println!("cargo:rerun-if-changed={}", crate_dir.join("src").display());
         println!("cargo:rerun-if-changed={}", manifest.display());
+        // docs.rs documents crates with no network and no rustup to install rust-src with: the docs
+        // need no device code.
+        println!("cargo:rerun-if-env-changed=DOCS_RS");
+        if std::env::var_os("DOCS_RS").is_some() {
+            println!("cargo:rustc-env=RSHMEM_PTX_MISSING_WHY=it was built for its documentation (DOCS_RS), with no device code");
+            std::fs::write(&out, "").unwrap_or_else(|e| stop(&[format!("cannot write {}: {e}", out.display())]));
+            return out;
+        }
         match skip_requested() {
             Err(e) => stop(&[e]),
             Ok(true) => {

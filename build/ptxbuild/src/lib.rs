@@ -189,7 +189,7 @@ impl PtxBuilder {
 
         let mut cmd = rustup();
         cmd.current_dir(&crate_dir)
-            .args(["run", "nightly", "cargo", "rustc", "-q", "--release", "--manifest-path"])
+            .args(["run", "nightly", "cargo", "rustc", "-q", "--message-format", "json", "--release", "--manifest-path"])
             .arg(&manifest)
             .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"]);
         for c in &config {
@@ -202,30 +202,33 @@ impl PtxBuilder {
             .env("RUSTFLAGS", "-Zunstable-options -Cpanic=immediate-abort");
         let release = target_dir.join("nvptx64-nvidia-cuda/release");
         let deps = release.join("deps");
-        let find = || {
-            std::fs::read_dir(&deps)
-                .ok()
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter(|e| {
-                    let n = e.file_name().to_string_lossy().to_string();
-                    n.starts_with(&format!("{lib}-")) && n.ends_with(".s")
-                })
-                .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
-                .map(|e| e.path())
-        };
+        // The .s of this very build: cargo's report of the kernel crate's artifact names its files
+        // (`deps/lib<lib>-<hash>.rmeta`), and rustc wrote `deps/<lib>-<hash>.s` beside them. (Another
+        // project sharing this target directory may have a crate of the same name.)
+        let mut ptx = None;
         for attempt in 0..2 {
-            match cmd.output() {
-                Ok(o) if o.status.success() => {}
+            let o = match cmd.output() {
+                Ok(o) if o.status.success() => o,
                 Ok(o) => stop(&[
                     format!("the PTX build of {} (nightly cargo) failed:", crate_dir.display()),
                     tail(&o.stderr, 40),
                     "For a CPU-only build on purpose, build with RSHMEM_SKIP_PTX=1.".to_string(),
                 ]),
                 Err(e) => stop(&[format!("cannot run rustup for the PTX build of {}: {e}", crate_dir.display())]),
+            };
+            let Some(hash) = artifact_hash(&String::from_utf8_lossy(&o.stdout), &manifest, &lib) else {
+                stop(&[format!(
+                    "the nightly build of {} succeeded but cargo reported no artifact of library {lib} for {}",
+                    crate_dir.display(),
+                    manifest.display()
+                )])
+            };
+            let s = deps.join(format!("{lib}-{hash}.s"));
+            if s.is_file() {
+                ptx = Some(s);
+                break;
             }
-            if find().is_some() || attempt == 1 {
+            if attempt == 1 {
                 break;
             }
             // Up to date but its .s was removed: clean that package and build again.
@@ -240,8 +243,8 @@ impl PtxBuilder {
             clean_env(&mut clean);
             let _ = clean.env("CARGO_TARGET_DIR", &target_dir).output();
         }
-        let Some(ptx) = find() else {
-            stop(&[format!("the nightly build of {} succeeded but left no PTX ({lib}-*.s) in {}", crate_dir.display(), deps.display())])
+        let Some(ptx) = ptx else {
+            stop(&[format!("the nightly build of {} succeeded but left no PTX ({lib}-<hash>.s) in {}", crate_dir.display(), deps.display())])
         };
         // Every source file of the PTX: the kernel crate's and its path dependencies' (rshmem-device's
         // and rshmem-ibgda's wherever they lie), from cargo's dep-info of the nightly build.
@@ -326,6 +329,40 @@ fn lib_name(manifest: &str) -> Result<String, String> {
     }
 }
 
+/// From cargo's JSON messages (`--message-format json`), the hash of the library `lib` built from
+/// `manifest`: its `compiler-artifact` message lists `.../deps/lib<lib>-<hash>.rmeta`.
+fn artifact_hash(messages: &str, manifest: &Path, lib: &str) -> Option<String> {
+    let want = format!("\"manifest_path\":{}", json_string(&manifest.display().to_string()));
+    let prefix = format!("/deps/lib{lib}-");
+    messages
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains(&want))
+        .find_map(|l| {
+            let start = l.find(&prefix)? + prefix.len();
+            let rest = &l[start..];
+            let hash = &rest[..rest.find(".rmeta\"")?];
+            (!hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit())).then(|| hash.to_string())
+        })
+}
+
+/// `s` as a JSON string, as cargo writes it.
+fn json_string(s: &str) -> String {
+    let mut t = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => t.push_str("\\\""),
+            '\\' => t.push_str("\\\\"),
+            '\n' => t.push_str("\\n"),
+            '\t' => t.push_str("\\t"),
+            '\r' => t.push_str("\\r"),
+            c if (c as u32) < 0x20 => t.push_str(&format!("\\u{:04x}", c as u32)),
+            c => t.push(c),
+        }
+    }
+    t.push('"');
+    t
+}
+
 /// The files of a cargo dep-info file (`target: file file ...`, spaces in names escaped as `\ `).
 fn dep_info_files(text: &str) -> Vec<String> {
     let mut files = Vec::new();
@@ -390,7 +427,7 @@ fn workspace_root(manifest: &Path) -> Result<PathBuf, String> {
         .output()
         .map_err(|e| format!("cannot run cargo ({}) to find the workspace of {}: {e}", Path::new(&cargo).display(), manifest.display()))?;
     if !o.status.success() {
-        return Err(format!("cargo cannot find the workspace of {}: {}", manifest.display(), tail(&o.stderr, 5)));
+        return Err(format!("cargo cannot find the workspace of {}: {}", manifest.display(), tail(&o.stderr, 12)));
     }
     let root = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
     Ok(root.parent().map(Path::to_path_buf).unwrap_or(root))
@@ -595,6 +632,21 @@ mod tests {
         let odd = base.join("somewhere/out");
         assert_eq!(target_root(&odd), odd);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn artifact_hash_is_that_of_the_kernel_crate() {
+        let m = Path::new("/w/my \"app\"/kernels/Cargo.toml");
+        let msgs = [
+            r#"{"reason":"compiler-artifact","package_id":"x","manifest_path":"/w/dev/Cargo.toml","target":{"name":"rshmem_device"},"filenames":["/t/release/librshmem_device.rlib","/t/release/deps/librshmem_device-0123456789abcdef.rmeta"],"fresh":true}"#,
+            r#"{"reason":"compiler-artifact","package_id":"y","manifest_path":"/w/other/kernels/Cargo.toml","target":{"name":"k"},"filenames":["/t/release/deps/libk-1111111111111111.rmeta"],"fresh":false}"#,
+            r#"{"reason":"compiler-artifact","package_id":"z","manifest_path":"/w/my \"app\"/kernels/Cargo.toml","target":{"name":"k"},"filenames":["/t/release/libk.rlib","/t/release/deps/libk-fedcba9876543210.rmeta"],"fresh":false}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+        ]
+        .join("\n");
+        assert_eq!(artifact_hash(&msgs, m, "k").as_deref(), Some("fedcba9876543210"));
+        assert_eq!(artifact_hash(&msgs, m, "other"), None);
+        assert_eq!(artifact_hash(&msgs, Path::new("/w/none/Cargo.toml"), "k"), None);
     }
 
     #[test]

@@ -90,7 +90,9 @@ impl PtxBuilder {
         PtxBuilder { crate_dir: crate_dir.into(), arch: DEFAULT_ARCH.to_string(), file_name: None }
     }
 
-    /// The GPU architecture (`sm_90`, the default, `sm_80`, ...), passed as `-C target-cpu`.
+    /// The GPU architecture (`sm_90`, the default, `sm_90a`, ...), passed as `-C target-cpu`. On GPUs
+    /// the kernels are JIT-linked with the device library PTX that rshmem embeds, built for
+    /// [`DEFAULT_ARCH`]: another architecture is for a device library built for it too.
     pub fn arch(mut self, arch: impl Into<String>) -> PtxBuilder {
         self.arch = arch.into();
         self

@@ -12,8 +12,9 @@
 #  4. a normal build after that has the PTX again;
 #  5. on a machine that can download, the build installs rust-src itself, says so, and has PTX.
 # It uses its own CARGO_TARGET_DIR (target/fresh-check) so the main build is not disturbed; the
-# nightly PTX build itself is shared with the main build (target/ptx-sm_90). About 20-30 s once the
-# dependencies in target/fresh-check are built (the first run also builds cudarc & co., ~15 s).
+# nightly PTX build goes into that target directory too (target/fresh-check/ptx-sm_90, as any project's
+# goes into its own). About 20-30 s once the dependencies in target/fresh-check are built (the first
+# run also builds cudarc & co. and the nightly core library, about a minute).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -29,6 +29,12 @@ if [ ! -f "$home/include/nv/target" ]; then
   cp -rn "$inc"/. "$home/include/"
   rm -rf "$tmp"
 fi
+# nvcc's profile (bin/nvcc.profile) and CMake's CUDA support look for libcudart_static.a and
+# libcudadevrt.a in lib64/, where a CUDA toolkit keeps them; the PyPI packages put them in lib/. A
+# lib64 link to lib lets both link CUDA programs with these tools as with a toolkit.
+if [ ! -e "$home/lib64" ] && [ -f "$home/lib/libcudart_static.a" ]; then
+  ln -s lib "$home/lib64"
+fi
 # nvml.h for NVSHMEM's perftests (their common/utils.h includes it), in its own tree so that an
 # existing compiler tree is not touched. Only --nvml-include needs it: otherwise a failed install is a
 # warning, and the compiler tools are usable all the same.

@@ -3,7 +3,8 @@
 #  - the nightly toolchain's rust-src (the device library is compiled to PTX with -Zbuild-std=core);
 #  - CUDA compiler tools from PyPI into .tools/ (ptxas/nvcc/nvlink: CI assembles and device-links the
 #    device library and the CUDA C++ examples; no GPU needed);
-#  - Open MPI (the ring shift also runs under mpirun in the tests).
+#  - Open MPI (the ring shift also runs under mpirun in the tests);
+#  - CMake (scripts/check-install.sh builds a CMake project against an installed prefix).
 # Each part is skipped when present; SETUP_SKIP_MPI=1 / SETUP_SKIP_CUDA=1 skip parts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,10 +36,12 @@ have_verbs_build() {
 }
 pkgs=()
 if [ "${SETUP_SKIP_MPI:-0}" != 1 ] && ! have_mpi; then pkgs+=(openmpi-bin libopenmpi-dev); fi
+# CMake: find_package(rshmem) from a prefix made by scripts/install.sh (scripts/check-install.sh).
+if ! command -v cmake >/dev/null 2>&1; then pkgs+=(cmake); fi
 if ! have_mlx5dv; then pkgs+=(libibverbs-dev); fi
 if ! have_verbs_build; then pkgs+=(pkg-config libibverbs-dev librdmacm-dev libclang-dev); fi
 if [ ${#pkgs[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null) >&2 \
-    || echo "setup: could not install ${pkgs[*]} (the MPI tests / the mlx5 golden-byte test will be skipped; the verbs feature will not build)" >&2
+    || echo "setup: could not install ${pkgs[*]} (the MPI tests / the mlx5 golden-byte test will be skipped; the verbs feature will not build; scripts/check-install.sh will fail without cmake)" >&2
 fi
 echo "setup: ok" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of rshmem on this machine (CI runs exactly this through .ci/run):
-#  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI);
+#  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI, CMake);
 #  2. builds the workspace (release; the device library and kernels are also compiled to PTX) and
 #     checks the workspace lints with clippy (every unsafe block says why it is sound), then the API
 #     docs (`cargo doc`, no warning; missing docs are errors in both library crates);
@@ -20,7 +20,14 @@
 #     ptxas + nvdisasm, a barrier of the queues' scope before the doorbell record and before the doorbell);
 #  6. reproduces a fresh machine (nightly's rust-src hidden from rustup, then visible again) and checks
 #     that the build stops with the command to run, then builds a library with real PTX
-#     (scripts/check-fresh-build.sh, its own target dir under target/).
+#     (scripts/check-fresh-build.sh, its own target dir under target/);
+#  7. builds and runs projects of a user's own, from outside this clone: examples/template (a Rust host
+#     crate and kernel crate) with rshmem as a path dependency (scripts/check-template.sh) and from
+#     rshmem's packages as from a registry (scripts/check-package.sh: `cargo package` of every published
+#     crate, its metadata and contents, then the template built from the unpacked packages), each run
+#     under rshmrun -np 2; and installs rshmem into a prefix (scripts/install.sh) and builds the CMake
+#     project examples/cmake (NVSHMEM code, find_package(rshmem), device-linked) against it
+#     (scripts/check-install.sh). The template's builds share target/consumer-check.
 # Nothing is skipped: RSHMEM_TEST_NO_SKIP=1 makes every test that cannot run here (no root for network
 # namespaces or another user, no mpirun, no rdma-core headers, no C compiler) fail, saying why, instead
 # of passing without testing (rshmem_test_support::skip; plain `cargo test` prints one line per skip).
@@ -47,4 +54,7 @@ cargo test --release -p rshmem --features verbs --test verbs_layout
 scripts/check-cuda-examples.sh
 scripts/check-sass.sh
 scripts/check-fresh-build.sh
+scripts/check-template.sh
+scripts/check-package.sh
+scripts/check-install.sh
 echo "all tests passed"

@@ -40,7 +40,7 @@ pub struct Runtime {
     fds: FdServer,
     job: [u8; 16],
     /// rshmrun's job status board (None outside rshmrun): every host collective is recorded there.
-    status: Option<JobStatus>,
+    status: Option<Arc<JobStatus>>,
     /// The team table as this PE wrote it into its internal area.
     pub(crate) teams: Mutex<crate::teams::Teams>,
     /// `RSHMEM_ONSTREAM_GRID_MIN`, read at init: the smallest host or on-stream collective (bytes)
@@ -135,7 +135,7 @@ fn init_with(vars: Vars, pe_hint: Option<usize>, make: impl FnOnce(&Config) -> R
     let cfg = Arc::new(cfg);
     let boot = make(&cfg).map_err(ctx)?;
     note_pe(boot.pe());
-    let status = JobStatus::from_fd(cfg.status_fd, boot.pe(), boot.npes()).map_err(ctx)?;
+    let status = JobStatus::from_fd(cfg.status_fd, boot.pe(), boot.npes()).map_err(ctx)?.map(Arc::new);
     let rt = build(boot, status, cfg).map_err(ctx)?;
     MY_PE.store(rt.state.my_pe, Ordering::Release);
     N_PES.store(rt.state.n_pes, Ordering::Release);
@@ -172,7 +172,7 @@ fn fixed_payload<const L: usize>(call: &str, what: &str, root: usize, p: &[u8]) 
     })
 }
 
-fn build(boot: Bootstrap, status: Option<JobStatus>, cfg: Arc<Config>) -> Result<Runtime> {
+fn build(boot: Bootstrap, status: Option<Arc<JobStatus>>, cfg: Arc<Config>) -> Result<Runtime> {
     let (me, n) = (boot.pe(), boot.npes());
     if n > MAX_PES {
         return Err(Error::new(format!("{n} PEs requested; this build supports at most {MAX_PES}")));
@@ -215,7 +215,7 @@ fn build(boot: Bootstrap, status: Option<JobStatus>, cfg: Arc<Config>) -> Result
     }
     let mut transports: Vec<Box<dyn Transport>> = vec![Box::new(P2p::new((0..n).map(|pe| backend.peer_base(pe)).collect()))];
     if let Some(make) = remote {
-        let setup = RemoteSetup { boot: &boot, platform: backend.clone(), services: backend.services(), config: cfg.clone() };
+        let setup = RemoteSetup { boot: &boot, platform: backend.clone(), services: backend.services(), config: cfg.clone(), status: status.clone() };
         let t = match make(&setup) {
             Ok(t) => t,
             // Every PE got this error before any collective of the NIC's setup (the setup agrees on it
@@ -402,7 +402,7 @@ pub fn global_exit(status: i32) -> ! {
     // SAFETY: fflush(NULL) flushes every open output stream; no pointer is involved.
     unsafe { libc::fflush(std::ptr::null_mut()) };
     let rt = RT.read().unwrap_or_else(PoisonError::into_inner).clone();
-    let board = rt.as_ref().and_then(|r| r.status.as_ref());
+    let board = rt.as_ref().and_then(|r| r.status.as_deref());
     if let (Some(b), true) = (board, me >= 0) {
         b.request_exit(me as usize, status);
         let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -585,7 +585,7 @@ impl Runtime {
             // RSHMEM_WAIT_TIMEOUT) stuck peers detected. It announces the collective itself.
             Some(s) => {
                 let inside = self.enter(call);
-                let r = s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call, self.status.as_ref());
+                let r = s.barrier(Collective { boot: &self.boot, fds: &self.fds, job: self.job }, call, self.status.as_deref());
                 inside.left(&r);
                 // A peer that never arrives may be stuck in a device synchronization: say where this
                 // PE's device synchronizations stand.
@@ -640,7 +640,7 @@ impl Runtime {
             // fired, not ours): that error is late too, whatever our own clock says.
             let late = self.config.wait_timeout.is_some_and(|l| start.elapsed() >= l)
                 || e.message().contains("did not complete within");
-            match (late, self.status.as_ref().and_then(JobStatus::describe_stall)) {
+            match (late, self.status.as_deref().and_then(JobStatus::describe_stall)) {
                 (true, Some(d)) => Error::new(format!("{e}\njob status: {}", d.replace('\n', "\njob status: "))),
                 _ => e,
             }
@@ -662,7 +662,7 @@ impl Runtime {
         if let Some(s) = &self.status {
             s.enter(call);
         }
-        Inside(self.status.as_ref())
+        Inside(self.status.as_deref())
     }
 
     /// Checks a host RMA's PE and symmetric range; returns the transport that reaches the PE. The range

@@ -119,6 +119,9 @@ pub struct RemoteSetup<'a> {
     /// level, the test hooks), read and checked once at the start of init. A transport's threads may
     /// keep the `Arc`; nothing may read the environment instead.
     pub config: Arc<Config>,
+    /// rshmrun's job status board (None outside rshmrun): a transport that fails records its cause
+    /// there once, so that rshmrun and the other PEs can name it.
+    pub status: Option<Arc<crate::node::jobstatus::JobStatus>>,
 }
 
 /// Builds a remote transport (collective: every PE calls it at init).

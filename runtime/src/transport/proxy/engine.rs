@@ -20,6 +20,7 @@
 
 use crate::error::{Error, Result};
 use crate::log;
+use crate::node::jobstatus::JobStatus;
 use crate::platform::services::{DeviceMem, HostShared, Services};
 use crate::transport::proxy::lanes::Lane;
 use crate::transport::proxy::ring::{self, Channel};
@@ -94,6 +95,8 @@ pub(crate) struct Engine {
     pub(crate) stats: Option<Arc<Stats>>,
     /// The RDMA provider, when the proxy runs over verbs (set before the threads start).
     rdma: OnceLock<Box<dyn Rdma>>,
+    /// rshmrun's job status board, where a failure is recorded (None outside rshmrun).
+    board: OnceLock<Arc<JobStatus>>,
 }
 
 /// Bytes of the ring (header and slots) in the channel memory, 64-aligned: the return area follows.
@@ -141,6 +144,7 @@ impl Engine {
             nic: OnceLock::new(),
             stats: set.stats.then(|| Arc::new(Stats::default())),
             rdma: OnceLock::new(),
+            board: OnceLock::new(),
         })
     }
 
@@ -165,6 +169,11 @@ impl Engine {
         if let Some(s) = &self.stats {
             s.add(f, v);
         }
+    }
+
+    /// Records failures on rshmrun's job status board too.
+    pub(crate) fn set_board(&self, b: Arc<JobStatus>) {
+        let _ = self.board.set(b);
     }
 
     /// Installs the RDMA provider (the proxy over verbs), before the sender starts.
@@ -269,6 +278,10 @@ impl Engine {
     pub(crate) fn fault(&self, e: Error) {
         let mut f = self.fault.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() && !self.closing.load(Ordering::Acquire) {
+            if let Some(b) = self.board.get() {
+                // What rshmrun names when it reports this PE (its last entry on the board).
+                b.enter(&format!("remote engine failed: {e}"));
+            }
             *f = Some(e);
             self.abort.store(true, Ordering::Release);
             for l in &self.lanes {

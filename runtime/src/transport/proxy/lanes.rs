@@ -100,7 +100,7 @@ pub(crate) struct Out {
 unsafe impl Send for Out {}
 
 impl Out {
-    fn new() -> Out {
+    pub(crate) fn new() -> Out {
         Out { own: Vec::with_capacity(64 << 10), base: 0, parts: VecDeque::new(), first_sent: 0, open: None, copied: false }
     }
 
@@ -123,6 +123,24 @@ impl Out {
         if let Some(o) = self.open.take() {
             self.push_own(wire::pad(o.len as usize));
         }
+    }
+
+    /// Moves everything `other` holds to the end of this queue (the sender's frames of a batch).
+    pub(crate) fn append(&mut self, other: &mut Out) {
+        self.close_put();
+        other.close_put();
+        let shift = self.base + self.own.len();
+        let from = other.base;
+        self.own.extend_from_slice(&other.own);
+        for p in other.parts.drain(..) {
+            self.parts.push_back(match p {
+                Part::Own { at, len } => Part::Own { at: at - from + shift, len },
+                p => p,
+            });
+        }
+        other.own.clear();
+        other.base = 0;
+        other.first_sent = 0;
     }
 
     /// Queues whole frames of our own (copied).
@@ -514,7 +532,7 @@ impl Lane {
         }
     }
 
-    fn publish_oldest(&self, out: &Out) {
+    pub(crate) fn publish_oldest(&self, out: &Out) {
         let (ext, copy) = out.oldest();
         self.oldest_ticket.store(ext, Ordering::Release);
         self.oldest_copy.store(copy, Ordering::Release);

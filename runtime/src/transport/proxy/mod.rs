@@ -231,6 +231,9 @@ impl Proxy {
         let target = Target::new(s.platform.clone(), services.clone(), &lanes, &peer_lanes, set.linger)?;
         let (mut provider, want) = if choose { agree_provider(s)? } else { (Provider::Tcp, Want::Tcp) };
         let eng = Arc::new(Engine::new(me, n, set, services.clone(), lanes, peer_lanes, target)?);
+        if let Some(b) = &s.status {
+            eng.set_board(b.clone());
+        }
         #[allow(unused_variables)]
         let verbs = match provider {
             Provider::Tcp => None,

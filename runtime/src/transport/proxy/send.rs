@@ -26,7 +26,7 @@
 use crate::error::{Error, Result};
 use crate::log;
 use crate::transport::proxy::engine::Engine;
-use crate::transport::proxy::lanes::{Expect, Payload};
+use crate::transport::proxy::lanes::{Expect, Out, Payload};
 use crate::transport::proxy::ring::{self, Drain, Entry};
 use crate::transport::proxy::stats;
 use crate::transport::wire::{AmoOp, Frames, MAX_PAYLOAD, SIGNAL_OP_ADD, SIGNAL_OP_SET};
@@ -86,6 +86,10 @@ struct Sender {
     peers: Vec<PeerOrder>,
     /// Lanes that got frames in this batch.
     dirty: Vec<bool>,
+    /// Per lane, the frames of this batch (handed to the lane at its end, one lock per lane and
+    /// batch), and how many requests they hold.
+    local: Vec<Out>,
+    local_requests: Vec<u64>,
     /// Per lane: the next tag of a GET or fetch.
     tags: Vec<u64>,
     heap_size: u64,
@@ -103,7 +107,15 @@ pub(crate) fn run(eng: Arc<Engine>) {
         Err(e) => return eng.fault(e),
     };
     let n = eng.lanes.len();
-    let mut s = Sender { peers: vec![PeerOrder::default(); eng.npes as usize], dirty: vec![false; n], tags: vec![1; n], heap_size: eng.target.backed().max(1), eng };
+    let mut s = Sender {
+        peers: vec![PeerOrder::default(); eng.npes as usize],
+        dirty: vec![false; n],
+        local: (0..n).map(|_| Out::new()).collect(),
+        local_requests: vec![0; n],
+        tags: vec![1; n],
+        heap_size: eng.target.backed().max(1),
+        eng,
+    };
     if let Err(e) = s.drain(&mut d) {
         if !s.eng.closing.load(Ordering::Acquire) {
             s.eng.fault(e.context("proxy: the sender"));
@@ -150,8 +162,8 @@ impl Sender {
             r.batch_done(&self.eng)?;
         }
         for i in 0..self.dirty.len() {
-            if std::mem::take(&mut self.dirty[i]) {
-                self.eng.lanes[i].kick(&self.eng)?;
+            if self.dirty[i] {
+                self.hand_over(i)?;
             }
         }
         let drained = d.next();
@@ -169,13 +181,26 @@ impl Sender {
         self.eng.consumed_moved();
     }
 
+    /// Hands lane `i` this batch's frames (counted before they can leave: an ACK never names more
+    /// requests than `issued`) and sends what the socket takes.
+    fn hand_over(&mut self, i: usize) -> Result<()> {
+        self.dirty[i] = false;
+        let lane = &self.eng.lanes[i];
+        {
+            let mut out = lane.out.lock().unwrap_or_else(|e| e.into_inner());
+            lane.issued.fetch_add(std::mem::take(&mut self.local_requests[i]), Ordering::AcqRel);
+            out.append(&mut self.local[i]);
+            lane.publish_oldest(&out);
+        }
+        lane.kick(&self.eng)
+    }
+
     /// Queues frames on lane `i` (built by `f` into our own bytes), counting `requests` requests.
     fn queue(&mut self, i: usize, requests: u64, f: impl FnOnce(&mut Vec<u8>)) {
         let mut b = Vec::with_capacity(64);
         f(&mut b);
-        let lane = &self.eng.lanes[i];
-        lane.out.lock().unwrap_or_else(|e| e.into_inner()).frames(&b);
-        lane.issued.fetch_add(requests, Ordering::AcqRel);
+        self.local[i].frames(&b);
+        self.local_requests[i] += requests;
         self.dirty[i] = true;
     }
 
@@ -214,8 +239,7 @@ impl Sender {
         while lane.credit_used.load(Ordering::Acquire) - lane.credit_back.load(Ordering::Acquire) + need > cap {
             let (since, b) = wait.get_or_insert_with(|| (Instant::now(), Backoff::new()));
             if self.dirty[i] {
-                self.dirty[i] = false;
-                lane.kick(&self.eng)?;
+                self.hand_over(i)?;
             }
             if self.eng.abort.load(Ordering::Acquire) {
                 return Err(Error::new("proxy: the engine stopped"));
@@ -247,26 +271,11 @@ impl Sender {
             let n = (len - at).min(boundary - o).min(MAX_PAYLOAD as u64).min(most);
             let i = self.eng.lane_for(pe, o);
             self.order(pe, i, false);
-            let lane = &self.eng.lanes[i];
-            let new = {
-                let mut out = lane.out.lock().unwrap_or_else(|e| e.into_inner());
-                let new = out.put(o, payload, n as u32);
-                // Under the lock: the lane's thread recomputes these when it sends.
-                match payload {
-                    Payload::Staged { ticket, .. } => {
-                        lane.oldest_ticket.fetch_min(ticket, Ordering::AcqRel);
-                    }
-                    Payload::Copy { ticket, .. } => {
-                        lane.oldest_ticket.fetch_min(ticket, Ordering::AcqRel);
-                        lane.oldest_copy.fetch_min(ticket, Ordering::AcqRel);
-                    }
-                    Payload::Inline(_) => {}
-                }
-                new
-            };
+            let new = self.local[i].put(o, payload, n as u32);
             if new {
-                lane.issued.fetch_add(1, Ordering::AcqRel);
-            } else {
+                self.local_requests[i] += 1;
+            }
+            if !new {
                 self.eng.count(|s| &s.merged, 1);
             }
             self.dirty[i] = true;
@@ -354,9 +363,8 @@ impl Sender {
                 self.order(pe, i, r.sub & SUB_FENCED != 0);
                 let mut b = [0u8; 16];
                 b[..8].copy_from_slice(&r.value.to_le_bytes());
-                let lane = &eng.lanes[i];
-                if lane.out.lock().unwrap_or_else(|e| e.into_inner()).put(r.offset, Payload::Inline(b), r.len as u32) {
-                    lane.issued.fetch_add(1, Ordering::AcqRel);
+                if self.local[i].put(r.offset, Payload::Inline(b), r.len as u32) {
+                    self.local_requests[i] += 1;
                 } else {
                     self.eng.count(|s| &s.merged, 1);
                 }
@@ -419,8 +427,8 @@ impl TcpSide for Sender {
     fn settle(&mut self, pe: u32) -> Result<()> {
         let r = self.eng.peer_lanes[pe as usize].clone();
         for i in r.clone() {
-            if std::mem::take(&mut self.dirty[i]) {
-                self.eng.lanes[i].kick(&self.eng)?;
+            if self.dirty[i] {
+                self.hand_over(i)?;
             }
         }
         let start = Instant::now();

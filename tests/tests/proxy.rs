@@ -185,15 +185,15 @@ fn a_killed_pe_ends_the_job_within_5_s_naming_it() {
 }
 
 /// A stranger with a wrong key is refused; one with the job's key and a bad frame (a PUT into a watched
-/// buffer with a non-zero `key` field (which only the emulated NIC's frames use); a PUT past the end of the heap) is cut off with an error
-/// naming the field, and nothing is written. The job goes on.
+/// buffer with a non-zero `op` field, which a PUT does not use; a PUT past the end of the heap) is cut
+/// off with an error naming the field, answered with it, and nothing is written. The job goes on.
 #[test]
 fn garbage_is_cut_off_and_writes_nothing() {
     let text = assert_ok_allowing_errors(&["proxy_garbage"]);
     assert!(text.contains("refused the connection") && text.contains("wrong job key"), "no refusal of the wrong key:\n{text}");
-    assert!(text.contains("PE 2 sent a bad PUT frame (seq 1): field `key` is 0x7"), "the bad field is not named:\n{text}");
-    assert!(text.contains("outside this PE's heap"), "the out-of-heap frame is not named:\n{text}");
-    assert!(text.contains("PE 2: rogue bad frame answered: ") && text.contains("dropped the connection"), "{text}");
+    assert!(text.contains("PE 2 sent a bad PUT frame: field `op` is 0x7"), "the bad field is not named:\n{text}");
+    assert!(text.contains("beyond the") && text.contains("bytes backed here"), "the out-of-heap frame is not named:\n{text}");
+    assert!(text.contains("PE 2: rogue bad frame answered: ") && text.contains("cut off a connection"), "{text}");
 }
 
 fn assert_ok_allowing_errors(scenarios: &[&str]) -> String {

@@ -1,12 +1,12 @@
 //! The remote engine of one PE: what its threads share (see `transport::proxy` for the shape).
 //!
 //! - the request ring (`ring`), with its return area and staging chunks, that device threads (and
-//!   host threads) post to, and its counters: `completed` ([`Completion`]) and `consumed`;
+//!   host threads) post to, and its counters: `completed` (`Completion`) and `consumed`;
 //! - the lanes (`lanes`): `L` connections to every PE on another node, each with its receive and
 //!   reply rings and its thread;
 //! - this PE as a target (`target`): the table of lanes the apply code walks, and who applies (the
 //!   lane threads on the CPU backend, the apply kernel on a GPU);
-//! - the failure of the engine ([`Engine::fault`]): recorded once, with its cause; every thread of the
+//! - the failure of the engine (`Engine::fault`): recorded once, with its cause; every thread of the
 //!   engine stops, host calls that wait on the engine return the error, and the PE is ended from one
 //!   place (the engine's reaper) once its threads stopped.
 //!

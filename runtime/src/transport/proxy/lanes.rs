@@ -1,11 +1,11 @@
 //! Lanes: the connections of the remote engine, `L` between every pair of PEs on different nodes.
 //!
-//! A [`Lane`] owns one socket and, in one host-shared allocation (pinned and mapped into the GPU on
+//! A `Lane` owns one socket and, in one host-shared allocation (pinned and mapped into the GPU on
 //! CUDA), its receive ring, its reply ring and their control words (`rshmem_device::remote::lane`):
 //! ```text
 //! [ LaneCtl 256 B | receive ring: R bytes | reply ring: Q bytes ]
 //! ```
-//! Its thread ([`Lane::run`]) does everything the lane needs, without ever blocking on the GPU:
+//! Its thread (`Lane::run`) does everything the lane needs, without ever blocking on the GPU:
 //! 1. **Receive**: reads the socket straight into the receive ring (no other copy), checks every whole
 //!    frame in place (`wire::check`; a NIC frame's key through the NIC hooks, rewritten to the heap
 //!    offset; a GET_DATA's tag rewritten to its destination; a value of at most 8 bytes delivered to
@@ -15,13 +15,13 @@
 //!    (`remote::lane::apply`, the GPU's code); on a GPU the apply kernel does (`target::Apply`).
 //! 3. **Acknowledge**: when `applied` passes a request, the peer is sent a cumulative ACK(count), with
 //!    the replies the apply code wrote before it (GET data, fetched values, NIC answers).
-//! 4. **Send**: frames the sender queued ([`Out`]) leave with one gathered `sendmsg` per burst, from
+//! 4. **Send**: frames the sender queued (`Out`) leave with one gathered `sendmsg` per burst, from
 //!    where they are (the request ring's staging chunks, the reply ring), without copies.
 //!
 //! # The requester's side of a lane
 //! The sender counts the requests it queued (`issued`); the peer's ACKs set `acked`. The answers to
 //! GETs and fetching AMOs come back in the order their requests went (the peer applies in order), so
-//! the lane checks each against the oldest one it awaits ([`Expect`]). An ACK that covers a GET whose
+//! the lane checks each against the oldest one it awaits (`Expect`). An ACK that covers a GET whose
 //! data is still in the ring, not yet copied to its destination, takes effect once `applied` passes
 //! the data: a quiet never returns before a GET's bytes are in place.
 
@@ -67,6 +67,9 @@ enum Part {
     Copy { src: u64, len: usize, ticket: u64 },
     /// Bytes of the reply ring; `end` is the reply stream position after them.
     Reply { ptr: *const u8, len: usize, end: u64 },
+    /// Bytes of a named source in host memory, sent from where they are (the CPU backend: every
+    /// source is host memory); `ticket`: the request's, whose `consumed` waits for them.
+    Src { ptr: *const u8, len: usize, ticket: u64 },
 }
 
 /// A PUT whose head is queued and whose payload may still grow (the next put to the bytes after it,
@@ -188,6 +191,10 @@ impl Out {
                 _ => self.parts.push_back(Part::Ext { ptr, len, ticket }),
             },
             Payload::Copy { src, ticket } => self.parts.push_back(Part::Copy { src, len, ticket }),
+            Payload::Src { ptr, ticket } => match self.parts.back_mut() {
+                Some(Part::Src { ptr: q, len: l, ticket: t }) if q.wrapping_add(*l) == ptr && *t <= ticket => *l += len,
+                _ => self.parts.push_back(Part::Src { ptr, len, ticket }),
+            },
         }
     }
 
@@ -197,21 +204,21 @@ impl Out {
         self.parts.push_back(Part::Reply { ptr, len, end });
     }
 
-    /// The oldest request-ring ticket whose bytes are still queued (u64::MAX: none), and the oldest one
-    /// whose named source was not read yet.
+    /// The oldest request-ring ticket whose staged bytes are still queued (u64::MAX: none: the ring's
+    /// tail may pass every ticket), and the oldest one whose named source was not read yet (`consumed`
+    /// waits for it). Tickets are queued in order, so each is the first part of its kind.
     fn oldest(&self) -> (u64, u64) {
         let mut ext = u64::MAX;
         let mut copy = u64::MAX;
         for (i, p) in self.parts.iter().enumerate() {
             match *p {
-                Part::Ext { ticket, .. } => ext = ext.min(ticket),
-                Part::Copy { ticket, .. } => {
-                    ext = ext.min(ticket);
-                    if !(i == 0 && self.copied) {
-                        copy = copy.min(ticket);
-                    }
-                }
+                Part::Ext { ticket, .. } if ext == u64::MAX => ext = ticket,
+                Part::Src { ticket, .. } if copy == u64::MAX => copy = ticket,
+                Part::Copy { ticket, .. } if copy == u64::MAX && !(i == 0 && self.copied) => copy = ticket,
                 _ => {}
+            }
+            if ext != u64::MAX && copy != u64::MAX {
+                break;
             }
         }
         (ext, copy)
@@ -234,6 +241,13 @@ pub(crate) enum Payload {
     Copy {
         /// The address.
         src: u64,
+        /// The request's ticket.
+        ticket: u64,
+    },
+    /// At a source in host memory, sent from there (the CPU backend).
+    Src {
+        /// Where.
+        ptr: *const u8,
         /// The request's ticket.
         ticket: u64,
     },
@@ -317,6 +331,8 @@ pub(crate) struct Lane {
     pub(crate) oldest_copy: AtomicU64,
     /// The bounce buffer for named sources (one frame's payload).
     bounce: HostShared,
+    /// A named source's bytes were sent (`consumed` may move).
+    src_sent: AtomicBool,
     /// The peer sent CLOSE; the lane ended (its thread left).
     pub(crate) peer_closed: AtomicBool,
     pub(crate) ended: AtomicBool,
@@ -351,6 +367,7 @@ impl Lane {
     /// A lane to `peer` (lane `index` of `count`) over `sock` (non-blocking), with `mem` as its
     /// control block and rings (`CTL_BYTES + ring + reply` bytes, zeroed) and `bounce` for named
     /// sources.
+    #[allow(clippy::too_many_arguments)] // a lane's identity, socket and memory: all are needed, none has a default
     pub(crate) fn new(peer: u32, index: u32, count: u32, sock: TcpStream, mem: HostShared, ring_bytes: u64, reply_bytes: u64, bounce: HostShared) -> Result<Lane> {
         debug_assert!(mem.len() >= CTL_BYTES + (ring_bytes + reply_bytes) as usize);
         let least = Lane::least_ring();
@@ -375,6 +392,7 @@ impl Lane {
             oldest_ticket: AtomicU64::new(u64::MAX),
             oldest_copy: AtomicU64::new(u64::MAX),
             bounce,
+            src_sent: AtomicBool::new(false),
             peer_closed: AtomicBool::new(false),
             ended: AtomicBool::new(false),
         })
@@ -472,7 +490,7 @@ impl Lane {
                 let s: &[u8] = match *p {
                     Part::Own { at, len } => &out.own[at - out.base + skip..at - out.base + len],
                     // SAFETY: see `Out`'s Send: the memory stays valid and unchanged until sent.
-                    Part::Ext { ptr, len, .. } | Part::Reply { ptr, len, .. } => unsafe { std::slice::from_raw_parts(ptr.add(skip), len - skip) },
+                    Part::Ext { ptr, len, .. } | Part::Reply { ptr, len, .. } | Part::Src { ptr, len, .. } => unsafe { std::slice::from_raw_parts(ptr.add(skip), len - skip) },
                     Part::Copy { len, .. } => {
                         if i != 0 {
                             break;
@@ -492,6 +510,10 @@ impl Lane {
             self.advance(out, n);
         }
         if total > 0 {
+            if self.src_sent.swap(false, Ordering::AcqRel) {
+                self.publish_oldest(out);
+                eng.consumed_moved();
+            }
             eng.count(|s| &s.sends, 1);
             eng.count(|s| &s.sent_bytes, total as u64);
             // Drop the own bytes before the first queued own part (all sent).
@@ -512,7 +534,7 @@ impl Lane {
         while n > 0 {
             let Some(front) = out.parts.front() else { break };
             let len = match *front {
-                Part::Own { len, .. } | Part::Ext { len, .. } | Part::Copy { len, .. } | Part::Reply { len, .. } => len,
+                Part::Own { len, .. } | Part::Ext { len, .. } | Part::Copy { len, .. } | Part::Reply { len, .. } | Part::Src { len, .. } => len,
             };
             let left = len - out.first_sent;
             if n < left {
@@ -527,6 +549,7 @@ impl Lane {
             match out.parts.pop_front() {
                 Some(Part::Reply { end, .. }) => self.ctl(REPLY_SENT_OFF).store(end, Ordering::Release),
                 Some(Part::Copy { .. }) => out.copied = false,
+                Some(Part::Src { .. }) => self.src_sent.store(true, Ordering::Release),
                 _ => {}
             }
         }

@@ -21,7 +21,7 @@
 //! - [`engine`]: what they share: completion, failure (recorded once; the reaper ends the PE).
 //! - Providers: [`tcp`] (with [`setup`], [`accept`], [`connect`]: listening, the hellos); with the
 //!   `verbs` feature, `verbs`/`rdma` (RDMA for what a NIC can carry; see [`provider`]).
-//! - [`stats`]: `RSHMEM_PROXY_STATS`.
+//! - [`stats`][]: the stage counters that `RSHMEM_PROXY_STATS` prints.
 //!
 //! The IBGDA transport runs this engine too (host-initiated operations, and the emulated NIC's frames
 //! through the same lanes and apply code).
@@ -199,6 +199,9 @@ impl Proxy {
         let boot = s.boot;
         let (me, n) = (boot.pe() as u32, boot.npes() as u32);
         let wanted = wanted_lanes(&s.config, boot.node_pes().len());
+        // The platform's copies and service kernels ready before any kernel runs (CUDA: the runtime's
+        // module loaded, pinned buffers and streams made).
+        s.services.prepare_proxy()?;
         let remote: Vec<bool> = (0..n as usize).map(|pe| !boot.node_pes().contains(&pe)).collect();
         // Without RSHMEM_BOOTSTRAP, the rendezvous address the launcher's store gave (the proxy listens
         // where this PE reaches it).

@@ -334,6 +334,7 @@ impl Sender {
         match r.op {
             op::PUT_STAGED | op::PUT_SIGNAL_STAGED | op::PUT | op::PUT_SIGNAL => {
                 let staged = matches!(r.op, op::PUT_STAGED | op::PUT_SIGNAL_STAGED);
+                let direct = eng.target.host_applies();
                 let pieces = e.staged;
                 let (used, last) = self.put_bytes(pe, r.offset, r.len, |at, _| {
                     if staged {
@@ -347,6 +348,9 @@ impl Sender {
                             let b = at - n0 as u64;
                             (Payload::Staged { ptr: p1.wrapping_add(b as usize), ticket }, n1 as u64 - b)
                         }
+                    } else if direct {
+                        // Host memory (the CPU backend): sent from where it is.
+                        (Payload::Src { ptr: (r.src + at) as *const u8, ticket }, u64::MAX)
                     } else {
                         (Payload::Copy { src: r.src + at, ticket }, u64::MAX)
                     }

@@ -4,13 +4,13 @@
 //! - **CPU backend**: each lane's thread applies the frames it received, at once, with the device
 //!   code's `apply` on a host thread (the platform has no service kernel).
 //! - **GPU**: the apply kernel (`rshmemi_apply`, a warp per lane at a time) on a stream of its own:
-//!   launched by a lane's thread when frames wait and none runs ([`Target::ensure_running`]); it
+//!   launched by a lane's thread when frames wait and none runs (`Target::ensure_running`); it
 //!   lingers while frames come and ends after a quiet spell, so that nothing (a
 //!   `cudaDeviceSynchronize`, the runtime's own context synchronizations) waits on it for longer.
 //!   Device threads that wait for something remote apply frames themselves whenever no apply kernel is
 //!   active (`remote::lane::help`): a kernel that fills the GPU while it waits still sees its data.
 //!
-//! The emulated NIC of the IBGDA transport checks its frames' keys through [`Nic`], installed on
+//! The emulated NIC of the IBGDA transport checks its frames' keys through `Nic`, installed on
 //! the engine; the apply code then applies them like any other frame.
 
 use crate::error::{Error, Result};
@@ -85,8 +85,7 @@ impl Target {
         let heap = platform.heap_base() as u64;
         let mut descs = Vec::with_capacity(n);
         for (pi, r) in peers.iter().enumerate() {
-            for i in r.start..r.end {
-                let l = &lanes[i];
+            for (i, l) in lanes.iter().enumerate().take(r.end).skip(r.start) {
                 let (ctl, ring, reply) = l.device_addrs();
                 descs.push((
                     i,

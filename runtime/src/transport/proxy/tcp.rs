@@ -6,10 +6,10 @@
 //!   with an error naming the peer on both sides. A refusal carries its status alone: nothing of the
 //!   acceptor's identity. The checked connection is a [`Connection`].
 //! - After the hellos the lane owns the socket, non-blocking: it writes gathered frames with
-//!   [`send_some`] (one `sendmsg`, MSG_NOSIGNAL) and reads straight into its receive ring with
-//!   [`recv_some`]. TCP_NODELAY is on: small frames leave at once.
+//!   `send_some` (one `sendmsg`, MSG_NOSIGNAL) and reads straight into its receive ring with
+//!   `recv_some`. TCP_NODELAY is on: small frames leave at once.
 //! - A network link that fails (the kernel ends the connection with ETIMEDOUT, EHOSTUNREACH, ...) is
-//!   named as one, with the errno ([`io_failure`], [`link_failed`]); a peer whose process ended is told
+//!   named as one, with the errno (`io_failure`, `link_failed`); a peer whose process ended is told
 //!   apart from it.
 
 use crate::error::{Error, Result};

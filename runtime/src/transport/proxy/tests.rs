@@ -249,7 +249,7 @@ fn random_streams_apply_as_the_model_says() {
         }
         assert!(eng.failed().is_none(), "{:?}", eng.failed());
         assert!(heap_bytes(&heap) == &model[..], "seed {seed}: the heap differs from the model");
-        assert!(eng.lanes[0].ended.load(Ordering::Acquire) == false);
+        assert!(!eng.lanes[0].ended.load(Ordering::Acquire));
         eng.abort.store(true, Ordering::Release);
         eng.lanes[0].wake();
         h.join().unwrap();

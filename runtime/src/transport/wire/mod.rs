@@ -8,12 +8,12 @@
 //! a payload padded to 16 bytes. **The wire is little-endian**: the crates refuse to build for a
 //! big-endian target, so the in-memory bytes are the wire bytes.
 //!
-//! Nothing here knows about TCP. Every frame from a peer is validated ([`check`]) before anything of
+//! Nothing here knows about TCP. Every frame from a peer is validated (`check`) before anything of
 //! it is applied or believed: a known kind, the flags it allows, zero in the fields it does not use,
 //! lengths within `MAX_PAYLOAD`, heap ranges inside what is backed, AMO codes, widths and alignment.
 //! No accepted frame reaches outside the heap.
 //!
-//! Files: [`frame`] (the hello, its codes, the AMO codes, frame builders), [`check`] (validation).
+//! Files: `frame` (the hello, its codes, the AMO codes, frame builders), `check` (validation).
 
 pub mod check;
 pub mod frame;

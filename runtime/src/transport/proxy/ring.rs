@@ -22,8 +22,9 @@ use rshmem_common::Backoff;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Most entries the drain takes in one batch before it frees their slots (one `tail` store).
-pub const MAX_BATCH: usize = 64;
+/// Most entries the drain takes in one batch before it frees their slots (one `tail` store); the
+/// sender reorders runs of puts within a batch to merge them (`send::merge_order`).
+pub const MAX_BATCH: usize = 256;
 
 fn check_slots(slots: u64) -> Result<()> {
     if slots == 0 || slots > MAX_SLOTS || !slots.is_power_of_two() {

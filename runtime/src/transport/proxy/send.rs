@@ -31,7 +31,7 @@ use crate::transport::proxy::ring::{self, Drain, Entry};
 use crate::transport::proxy::stats;
 use crate::transport::wire::{AmoOp, Frames, MAX_PAYLOAD, SIGNAL_OP_ADD, SIGNAL_OP_SET};
 use rshmem_common::Backoff;
-use rshmem_device::remote::proxy::{op, SUB_FENCED, SUB_RETURN};
+use rshmem_device::remote::proxy::{op, Request, SUB_FENCED, SUB_RETURN};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -93,6 +93,8 @@ struct Sender {
     /// Per lane: the next tag of a GET or fetch.
     tags: Vec<u64>,
     heap_size: u64,
+    /// The batch being issued (kept to reuse its memory).
+    batch: Vec<Entry>,
 }
 
 /// The sender's thread: drains until the engine stops (once the ring is idle) or fails.
@@ -114,6 +116,7 @@ pub(crate) fn run(eng: Arc<Engine>) {
         local_requests: vec![0; n],
         tags: vec![1; n],
         heap_size: eng.target.backed().max(1),
+        batch: Vec::with_capacity(ring::MAX_BATCH),
         eng,
     };
     if let Err(e) = s.drain(&mut d) {
@@ -132,7 +135,15 @@ impl Sender {
                 return Ok(());
             }
             let t = stats::Timer::start(self.eng.stats.is_some());
-            let n = d.poll_entries(|e| self.issue(e))?;
+            let mut batch = std::mem::take(&mut self.batch);
+            let n = d.poll_entries(|e| {
+                batch.push(e);
+                Ok(())
+            })?;
+            let issued = self.issue_batch(&mut batch);
+            batch.clear();
+            self.batch = batch;
+            issued?;
             if n > 0 {
                 self.end_batch(d)?;
                 t.stop(self.eng.stats.as_deref(), |s| &s.send_ns);
@@ -286,8 +297,35 @@ impl Sender {
         (used, last)
     }
 
-    /// Queues request `e` (checked first).
-    fn issue(&mut self, e: Entry) -> Result<()> {
+    /// Queues a drained batch in an order that merges more: each run of plain puts (no signal, no
+    /// fence) is reordered by `merge_order`, the rest stays in ring order.
+    fn issue_batch(&mut self, batch: &mut [Entry]) -> Result<()> {
+        let mut i = 0;
+        while i < batch.len() {
+            let j = i + batch[i..].iter().take_while(|e| plain_put(&e.req)).count();
+            if j - i < 2 {
+                let e = batch[i];
+                self.issue(e, e.seq - 1)?;
+                i += 1;
+                continue;
+            }
+            let run = &mut batch[i..j];
+            // The ring's tail and `consumed` follow the oldest ticket a lane still holds, found as
+            // the first queued part's: parts of a reordered run all carry the run's oldest ticket,
+            // so tickets stay in queue order.
+            let floor = run.iter().map(|e| e.seq - 1).min().unwrap_or(0);
+            merge_order(run);
+            for e in run.iter() {
+                self.issue(*e, floor)?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Queues request `e` (checked first); `ticket`: the ticket its queued parts carry (its own, or
+    /// an older one of its batch: see `issue_batch`).
+    fn issue(&mut self, e: Entry, ticket: u64) -> Result<()> {
         let r = e.req;
         let eng = self.eng.clone();
         ring::check_request(&r, eng.npes, self.heap_size)?;
@@ -323,7 +361,6 @@ impl Sender {
                 }
             }
         }
-        let ticket = e.seq - 1;
         let signal_op = |sub: u16| -> Result<u8> {
             match sub as i32 {
                 rshmem_device::SIGNAL_SET => Ok(SIGNAL_OP_SET),
@@ -448,5 +485,104 @@ impl TcpSide for Sender {
             b.snooze();
         }
         Ok(())
+    }
+}
+
+/// A put that carries no signal and no fence: runs of them may be reordered (`merge_order`).
+fn plain_put(r: &Request) -> bool {
+    r.len > 0 && (matches!(r.op, op::PUT_STAGED | op::PUT) || (r.op == op::PUT_INLINE && r.sub & SUB_FENCED == 0))
+}
+
+/// Reorders a run of plain puts so that puts to adjacent bytes follow each other and merge into one
+/// frame, across the blocks that posted them (NVSHMEM's shmem_put_bw: the blocks of a grid put
+/// neighbouring slices, again and again). Puts without a fence between them have no order of
+/// delivery (OpenSHMEM), except what this keeps: puts to the same bytes stay in the order they were
+/// posted. So the run is sorted by layer, then PE and address, where a put's layer is the number of
+/// earlier puts in the run to exactly its bytes; a run where two puts overlap without naming the same
+/// bytes keeps its order.
+fn merge_order(run: &mut [Entry]) {
+    let key = |e: &Entry| (e.req.pe, e.req.offset, e.req.len);
+    let mut idx: Vec<(u32, u64, u64, usize)> = run.iter().enumerate().map(|(i, e)| { let (p, o, l) = key(e); (p, o, l, i) }).collect();
+    idx.sort_unstable();
+    let mut layer = vec![0u32; run.len()];
+    for w in 1..idx.len() {
+        let (a, b) = (idx[w - 1], idx[w]);
+        if (a.0, a.1, a.2) == (b.0, b.1, b.2) {
+            layer[b.3] = layer[a.3] + 1;
+        } else if a.0 == b.0 && a.1 + a.2 > b.1 {
+            // Overlapping, different bytes: keep the ring's order.
+            return;
+        }
+    }
+    // (Distinct ranges sorted by start do not overlap once neighbours do not: a longer earlier range
+    // would overlap its neighbour.) Ties (same bytes, same layer) cannot occur.
+    let mut order: Vec<(u32, u32, u64, usize)> = idx.iter().map(|&(p, o, _, i)| (layer[i], p, o, i)).collect();
+    order.sort_unstable();
+    let copy: Vec<Entry> = run.to_vec();
+    for (k, &(_, _, _, i)) in order.iter().enumerate() {
+        run[k] = copy[i];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, pe: u32, offset: u64, len: u64) -> Entry {
+        Entry { seq, tickets: 1, req: Request { op: op::PUT, pe, offset, len, ..Request::default() }, staged: [(std::ptr::null(), 0); 2] }
+    }
+
+    /// Applies the run to a memory model: each put writes its sequence number over its bytes.
+    fn apply(run: &[Entry]) -> Vec<u64> {
+        let mut m = vec![0u64; 2 * 512];
+        for e in run {
+            for b in e.req.offset..e.req.offset + e.req.len {
+                m[e.req.pe as usize * 512 + b as usize] = e.seq;
+            }
+        }
+        m
+    }
+
+    /// Random runs (slices of a grid, repeated, sometimes overlapping): the reordered run is a
+    /// permutation that leaves every byte as the ring's order does, and adjacent slices follow each
+    /// other when nothing overlaps.
+    #[test]
+    fn merge_order_keeps_what_each_byte_ends_as() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut reordered = 0;
+        for _ in 0..2000 {
+            let slices = 1 + rnd(8);
+            let width = 8 << rnd(3);
+            let n = 2 + rnd(40) as usize;
+            let run: Vec<Entry> = (0..n)
+                .map(|i| {
+                    let (pe, s) = (rnd(2) as u32, rnd(slices));
+                    let (o, l) = if rnd(30) == 0 { (rnd(400), 1 + rnd(100)) } else { (s * width, width) };
+                    entry(i as u64 + 1, pe, o, l)
+                })
+                .collect();
+            let mut got = run.clone();
+            merge_order(&mut got);
+            let mut seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
+            seqs.sort_unstable();
+            assert_eq!(seqs, (1..=n as u64).collect::<Vec<_>>(), "not a permutation");
+            assert_eq!(apply(&got), apply(&run), "a byte ends differently");
+            if got.iter().zip(&run).any(|(a, b)| a.seq != b.seq) {
+                reordered += 1;
+            }
+        }
+        assert!(reordered > 500, "only {reordered} runs were reordered");
+        // A grid's slices posted twice, interleaved: one contiguous pass, then the second.
+        let run: Vec<Entry> = [3u64, 1, 0, 2, 1, 3, 2, 0].iter().enumerate().map(|(i, &s)| entry(i as u64 + 1, 0, s * 64, 64)).collect();
+        let mut got = run.clone();
+        merge_order(&mut got);
+        assert_eq!(got.iter().map(|e| e.req.offset / 64).collect::<Vec<_>>(), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 2, 4, 1, 8, 5, 7, 6]);
     }
 }

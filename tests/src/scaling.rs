@@ -14,6 +14,7 @@
 //! `RSHMEM_TEST_SCALE_REPS` (default 5) of each, and the best of each is printed as
 //!   `PE 0: remote_scaling: B bytes to PE T: one stream of P1-byte puts X ms, 32 streams of P-byte puts
 //!    Y ms, one stream of P-byte puts Z ms (best of R); ratio 32 streams / one stream Y/X`
+//! `RSHMEM_TEST_SCALE_SHAPE=one` or `many` runs only that shape (its stage counters then count it alone).
 //! Before every launch the target poisons its buffer, after it the target checks every byte.
 
 use super::{barrier, ck, die, fill, get_bytes, put_bytes, run, Ctx};
@@ -32,6 +33,12 @@ pub fn scenario(c: &Ctx) {
     let total = env_num("RSHMEM_TEST_SCALE_BYTES", 16 << 20);
     let piece = env_num("RSHMEM_TEST_SCALE_PIECE", 4096);
     let reps = env_num("RSHMEM_TEST_SCALE_REPS", 5).max(1);
+    // Which shapes run: all (default), or one of them (`one`, `many`): a job's stage counters then
+    // count that shape alone.
+    let only = std::env::var("RSHMEM_TEST_SCALE_SHAPE").unwrap_or_default();
+    if !["", "all", "one", "many"].contains(&only.as_str()) {
+        die(format!("RSHMEM_TEST_SCALE_SHAPE={only:?}: expected all, one or many"));
+    }
     let big = STREAMS * piece;
     if piece == 0 || !total.is_multiple_of(big) {
         die(format!("remote_scaling: {total} bytes do not split into {STREAMS} streams of {piece}-byte puts and one of {big}-byte puts"));
@@ -60,6 +67,9 @@ pub fn scenario(c: &Ctx) {
     let mut best = [f64::INFINITY; 3];
     for rep in 0..reps {
         for (k, &(grid, p)) in shapes.iter().enumerate() {
+            if (only == "one" && k != 0) || (only == "many" && k != 1) {
+                continue;
+            }
             if c.me == target {
                 put_bytes(dst, &poison);
             }

@@ -1,11 +1,11 @@
-//! What the proxy transport needs from the CUDA platform (`platform::services::Services`: `host_shared`,
-//! `copy`, `kick_inbound`...): pinned mapped host memory, copies on the runtime's own non-blocking streams, and
-//! the fallback launch of the inbound service (remote AMOs, signals and small puts are applied on the
-//! GPU by device threads, `rshmem_device::remote::inbound`: a CPU read-modify-write on GPU memory is
-//! not atomic with the GPU's own atomics).
+//! What the remote engine needs from the CUDA platform (`platform::services::Services`: `host_shared`,
+//! `copy`, `service_kernel`...): pinned mapped host memory, copies on the runtime's own non-blocking
+//! streams, and the launches of the runtime's service kernels (the engine's apply kernel applies what
+//! arrives from other nodes on the GPU, `rshmem_device::remote::lane`: a CPU read-modify-write on GPU
+//! memory is not atomic with the GPU's own atomics).
 //!
 //! # Why never the legacy default stream or `cuCtxSynchronize`
-//! The proxy thread serves requests posted by the user's kernels, and those kernels may be spinning
+//! The engine's threads serve requests posted by the user's kernels, and those kernels may be spinning
 //! (in `quiet`, `g`, a fetching AMO, a barrier) until the proxy completes them. The legacy default
 //! stream synchronizes with every blocking stream, and `cuCtxSynchronize` waits for every kernel of the
 //! context: either would wait for the spinning kernel, which waits for the proxy — a deadlock. Every
@@ -17,28 +17,30 @@
 //! user thread waits in such a copy (`cudaMemcpyAsync` of a kernel's result into a local variable,
 //! behind a kernel spinning on the proxy, as NVSHMEM's own `simple_shift` does), another thread's
 //! pageable copy waits for it (seen on 2 x H200: the proxy's receiver stuck in the driver, both
-//! kernels spinning, the job hung). So the proxy never hands the driver a pageable address: a copy
-//! whose host side is pageable (frame buffers, a host `getmem`'s destination) is bounced through a
-//! pinned buffer of the pool, which is allocated up front (`prepare`), because allocating pinned
-//! memory later may also wait for the device.
+//! kernels spinning, the job hung). So the engine never hands the driver a pageable address: a copy
+//! whose host side is pageable (a value delivered to a return slot, a host `getmem`'s destination) is
+//! bounced through a pinned buffer of the pool, which is allocated up front (`prepare`), because
+//! allocating pinned memory later may also wait for the device.
 //! Measured on 2 x H200 (bench/results/2026-11-23-h200x2-remote-pes.md, call 5), with the earlier
 //! design (one synchronized launch of an AMO service kernel per AMO): a remote fetch_add across two
 //! simulated nodes took 52.2 us end to end, against 44.4 us for a remote `g` (no launch).
 //!
-//! # The proxy's CUDA work while the target's kernel waits for it
+//! # The engine's CUDA work while the target's kernel waits for it
 //! On 2 x H200 (bench/results/2026-11-23-h200x2-remote-pes.md) the proxy's CUDA work sometimes did
 //! not complete while a kernel on the target GPU spun waiting for the proxy, and the suite hung across
-//! nodes. Three things answer it, and the suite now passes there:
-//! - AMOs, signals and puts of at most 8 bytes need no CUDA call: device threads that wait for the
-//!   proxy apply them from the inbound queue (`rshmem_device::remote::inbound`), and the service
-//!   kernel (`launch_inbound_service`) is the fallback when no thread waits;
+//! nodes. What answers it now:
+//! - what arrives (puts, AMOs, signals, GET answers) needs no CUDA call of a host thread: the apply
+//!   kernel, on a stream of its own made at setup (`service_kernel`), applies it from the lane's
+//!   receive ring, and device threads that wait for something remote apply it themselves whenever no
+//!   apply kernel runs (`rshmem_device::remote::lane`);
 //! - every kernel of the runtime's modules is loaded up front (`Module::load_functions`): a lazily
 //!   loaded kernel's first launch waited for the spinning kernel, and held up the proxy's copies too;
 //! - the runtime's own waits do not park in `cuCtxSynchronize` (`cuda::wait_default_stream`).
 //!
-//! Larger puts and GET data still use CUDA copies. A program thread waiting in a copy to or from
-//! pageable memory behind a spinning kernel can hold them up (seen with the CUDA C++ ring shift
-//! before its barrier flag went through the inbound queue).
+//! A few things still use CUDA copies (a thread's named source read for sending, a host get's bytes,
+//! values delivered to return slots). A program thread waiting in a copy to or from pageable memory
+//! behind a spinning kernel can hold them up (seen with the CUDA C++ ring shift under the engine's
+//! earlier design).
 
 use super::driver::{check, check_ctx};
 use super::module::Stream;
@@ -62,11 +64,13 @@ pub struct CudaServices {
     bounce: Mutex<Vec<HostShared>>,
 }
 
-/// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per proxy thread that
-/// copies at once: the drain, and per peer a receiver and a responder; more callers wait for one).
+/// Bytes of one pinned bounce buffer, and how many `prepare` allocates (one per thread that copies
+/// through one at once: the engine's lane threads, a host get, the emulated NIC; more callers wait for
+/// one).
 const BOUNCE_BYTES: usize = 4 << 20;
 const BOUNCE_BUFFERS: usize = 6;
-/// Streams of the pool (see `take_stream`): the drain, one receiver and one responder copy at once.
+/// Streams of the pool (see `take_stream`): this many of the engine's threads copy at once; more wait
+/// for a stream.
 const PROXY_STREAMS: usize = 3;
 
 // SAFETY: CUcontext is a handle usable from any thread once made current there (`bind`); all mutable

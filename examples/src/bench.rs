@@ -356,18 +356,18 @@ fn put_sym(dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, pe: i32) -> Res
 
 /// GPUs: `iters` puts of the first `bytes` of this PE's `src` into `dst` on PE `pe`, enqueued on the
 /// default stream between `timer`'s events; returns the milliseconds between them (waiting for them).
-fn stream_put_ms(timer: &rshmem::cuda::Timer, dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, pe: i32, iters: usize) -> Result<f64, rshmem::Error> {
+fn stream_put_ms(timer: &rshmem::stream::Timer, dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, pe: i32, iters: usize) -> Result<f64, rshmem::Error> {
     if bytes > src.len() || bytes > dst.len() {
         return Err(rshmem::Error::new(format!("put of {bytes} bytes from {} into {} bytes", src.len(), dst.len())));
     }
-    let s = rshmem::cuda::Stream::DEFAULT;
+    let s = rshmem::stream::Stream::DEFAULT;
     let timed = (|| {
         timer.start(s)?;
         for _ in 0..iters {
             // SAFETY: src is a live symmetric buffer of at least `bytes` bytes (checked above), borrowed
             // until this function returns, which is after the stream has run the copies (elapsed_ms
             // waits for the stop event; on an error, the synchronize below); s is the default stream.
-            unsafe { rshmem::cuda::putmem_on_stream(dst.as_ptr(), src.as_ptr(), bytes, pe, s)? };
+            unsafe { rshmem::stream::putmem_on_stream(dst.as_ptr(), src.as_ptr(), bytes, pe, s)? };
         }
         timer.stop(s)?;
         Ok(timer.elapsed_ms()? as f64)
@@ -394,11 +394,11 @@ enum Enqueue {
 /// # Safety
 /// `dst_peer` is `pe`'s address of `dst` mapped here, and both buffers hold at least `bytes` bytes and
 /// stay live until `s` has run the copy.
-unsafe fn enqueue(how: Enqueue, dst: &SymSlice<u8>, dst_peer: u64, src: &SymSlice<u8>, bytes: usize, pe: i32, s: rshmem::cuda::Stream) -> Result<(), rshmem::Error> {
+unsafe fn enqueue(how: Enqueue, dst: &SymSlice<u8>, dst_peer: u64, src: &SymSlice<u8>, bytes: usize, pe: i32, s: rshmem::stream::Stream) -> Result<(), rshmem::Error> {
     use rshmem::interop::cudarc::driver::sys as cu;
     let r = match how {
         // SAFETY: the caller's contract (live symmetric buffers of at least `bytes` bytes).
-        Enqueue::Rshmem => return unsafe { rshmem::cuda::putmem_on_stream(dst.as_ptr(), src.as_ptr(), bytes, pe, s) },
+        Enqueue::Rshmem => return unsafe { rshmem::stream::putmem_on_stream(dst.as_ptr(), src.as_ptr(), bytes, pe, s) },
         // SAFETY: device memory this context reaches (the peer's heap is mapped here), the caller's
         // sizes; the context is current (the caller's Timer bound it).
         Enqueue::DtoD => unsafe { cu::cuMemcpyDtoDAsync_v2(dst_peer, src.as_ptr() as u64, bytes, s.as_raw()) },
@@ -426,8 +426,8 @@ fn enqueue_costs(o: &Opt, dst: &SymSlice<u8>, src: &SymSlice<u8>, bytes: usize, 
     if bytes > src.len() || bytes > dst.len() {
         return Err(rshmem::Error::new(format!("enqueue costs: {bytes} bytes between buffers of {} and {}", src.len(), dst.len())));
     }
-    let timer = rshmem::cuda::Timer::new()?;
-    let s = rshmem::cuda::Stream::DEFAULT;
+    let timer = rshmem::stream::Timer::new()?;
+    let s = rshmem::stream::Stream::DEFAULT;
     let n = 200;
     for (how, name) in [(Enqueue::Rshmem, "rshmem"), (Enqueue::DtoD, "dtod"), (Enqueue::Unified, "unified")] {
         let (mut host, mut dev) = (vec![], vec![]);
@@ -480,7 +480,7 @@ fn bw_iters(bytes: usize) -> u64 {
 /// through cudarc, not rshmem's put path) enqueued on the default stream between `timer`'s events:
 /// put, this PE's `sbuf` into `pe`'s `rbuf` through its mapped address (`SymSlice::peer_ptr`); get,
 /// `pe`'s `sbuf` into this PE's `rbuf`. Returns the milliseconds between the events (waiting for them).
-fn ce_copy_ms(timer: &rshmem::cuda::Timer, sbuf: &SymSlice<u8>, rbuf: &SymSlice<u8>, bytes: usize, pe: i32, put: bool, iters: usize) -> Result<f64, rshmem::Error> {
+fn ce_copy_ms(timer: &rshmem::stream::Timer, sbuf: &SymSlice<u8>, rbuf: &SymSlice<u8>, bytes: usize, pe: i32, put: bool, iters: usize) -> Result<f64, rshmem::Error> {
     use rshmem::interop::cudarc::driver::result::memcpy_dtod_async;
     if bytes > sbuf.len() || bytes > rbuf.len() {
         return Err(rshmem::Error::new(format!("copy-engine copy of {bytes} bytes between buffers of {} and {} bytes", sbuf.len(), rbuf.len())));
@@ -493,7 +493,7 @@ fn ce_copy_ms(timer: &rshmem::cuda::Timer, sbuf: &SymSlice<u8>, rbuf: &SymSlice<
     let (Some(dst), Some(src)) = (dst, src) else {
         return Err(rshmem::Error::new(format!("copy-engine copy: PE {pe}'s heap is not mapped here (no peer address)")));
     };
-    let s = rshmem::cuda::Stream::DEFAULT;
+    let s = rshmem::stream::Stream::DEFAULT;
     let timed = (|| {
         timer.start(s)?;
         for _ in 0..iters {
@@ -820,7 +820,7 @@ fn main() -> Result<(), rshmem::Error> {
             } else if large.is_empty() {
                 println!("# ce_put_bw, ce_get_bw left out: they run at the bandwidth sizes from 8 MiB on, above --max-bytes {maxb}");
             } else {
-                let timer = rshmem::cuda::Timer::new()?;
+                let timer = rshmem::stream::Timer::new()?;
                 for (put, case) in [(true, "ce_put_bw"), (false, "ce_get_bw")] {
                     for &bytes in &large {
                         let iters = bw_iters(bytes) as usize;
@@ -1020,7 +1020,7 @@ fn main() -> Result<(), rshmem::Error> {
                 }
                 result("host_put_bw", "-", bytes, &o, bytes as f64 * iters as f64 / median(v) / 1e9, "GBps");
                 if gpu {
-                    let timer = rshmem::cuda::Timer::new()?;
+                    let timer = rshmem::stream::Timer::new()?;
                     let mut v = vec![];
                     for _ in 0..reps {
                         v.push(stream_put_ms(&timer, &rbuf, &sbuf, bytes, peer, iters)?);

@@ -3,7 +3,9 @@
 //! nodes through a CPU proxy or GPU-initiated networking (IBGDA). This crate is the host side: init,
 //! the symmetric heap, host and on-stream calls, teams and collectives, kernel launches, the C ABI
 //! behind `nvshmem.h`. Device code uses `rshmem_device`. Programs run under `rshmrun`; without a GPU
-//! everything runs on the CPU backend (kernels on host threads), which is how this example runs in CI:
+//! everything runs on the CPU backend (kernels on host threads). This example carries only the CPU
+//! backend's kernels (no PTX), so it runs there: CI runs the documentation's examples with
+//! `RSHMEM_BACKEND=cpu` (`scripts/test.sh`), which a machine without a GPU also picks by itself:
 //!
 //! ```
 //! use rshmem::kernels::{DevPtr, KernelSet, LaunchConfig};
@@ -28,8 +30,6 @@
 //! static KERNELS: KernelSet = KernelSet::new(kernels::CPU_KERNELS, "");
 //!
 //! fn main() -> Result<(), rshmem::Error> {
-//! #   // CI has no GPU; on a GPU machine this example's empty PTX would not do: ask for the CPU.
-//! #   std::env::set_var("RSHMEM_BACKEND", "cpu");
 //!     rshmem::init()?;
 //!     let (me, n) = (rshmem::my_pe(), rshmem::n_pes());
 //!     let inbox = rshmem::Sym::<i32>::new(-1)?; // collective: every PE allocates it
@@ -79,10 +79,10 @@
 //!    with `runtime::get`. This file only re-exports them: every public path is `rshmem::<module>` or
 //!    `rshmem::<item>`, never `rshmem::api::..`.
 //!
-//! The untyped forms remain for code that works with raw symmetric addresses:
+//! The untyped forms remain for code that works with raw symmetric addresses (a CPU-backend launch
+//! here, so, like the example above, it runs with `RSHMEM_BACKEND=cpu` on a GPU machine):
 //!
 //! ```
-//! # std::env::set_var("RSHMEM_BACKEND", "cpu");
 //! rshmem::init().unwrap();
 //! let me = rshmem::my_pe();
 //! let n = rshmem::n_pes();

@@ -7,8 +7,9 @@
 //! checked against the kernel's. Untyped kernels (`fn name(a)`, `u64` arguments) keep
 //! [`KernelSet::run`], which waits.
 //!
-//! A 3-D launch, where every thread records its coordinates (on the CPU backend here, as in CI; on GPUs
-//! the set would carry its crate's PTX):
+//! A 3-D launch, where every thread records its coordinates (on the CPU backend here: the set carries no
+//! PTX, so on a GPU machine it runs with `RSHMEM_BACKEND=cpu`, as CI runs it; on GPUs the set would
+//! carry its crate's PTX):
 //!
 //! ```
 //! use rshmem::kernels::{DevPtr, KernelSet, LaunchConfig};
@@ -35,7 +36,6 @@
 //! static K: KernelSet = KernelSet::new(k::CPU_KERNELS, "");
 //!
 //! fn main() -> Result<(), rshmem::Error> {
-//! #   std::env::set_var("RSHMEM_BACKEND", "cpu");
 //!     rshmem::init()?;
 //!     let out = rshmem::SymSlice::<u32>::zeroed(2 * 3 * 1 * 4 * 2 * 1)?;
 //!     let cfg = LaunchConfig::new((2, 3), (4, 2)); // 2 x 3 blocks of 4 x 2 threads

@@ -3,7 +3,6 @@
 //!
 //! ```
 //! # fn main() -> Result<(), rshmem::Error> {
-//! # std::env::set_var("RSHMEM_BACKEND", "cpu"); // CI: no GPU
 //! rshmem::init()?;
 //! let (me, n) = (rshmem::my_pe(), rshmem::n_pes());
 //! let inbox = rshmem::SymSlice::<i64>::zeroed(4)?; // collective: every PE calls it

@@ -1,6 +1,6 @@
 // msg_rate: issue 19's message-rate and every-thread-quiet measurements through the NVSHMEM API only,
 // so that the same source builds against rshmem's nvshmem.h and against NVSHMEM 3.4.5. The Rust
-// twins are `rshmem-bench --cases rate,quiet` (examples/src/bench.rs); the cases and lines are the same:
+// twins are `rshmem-bench --cases rate,quiet` (examples/src/bench/); the cases and lines are the same:
 //
 //   RESULT lib=<rshmem|nvshmem> case=<case> scope=<scope> bytes=<n> grid=<G> threads=<T> value=<x> unit=<u> route=<p2p|remote>
 //

@@ -26,7 +26,7 @@
 // every case each PE poisons its destination (0xA5) and after it the peer checks every word the case
 // wrote against PE 0's hash, on the GPU, and stops the run on the first difference.
 //
-// Build: against rshmem (scripts/gpu-prepare.sh does this; D = the device library's directory)
+// Build: against rshmem (scripts/gpu.sh prepare does this; D = the device library's directory)
 //   nvcc -rdc=true -arch=sm_90 -O2 -I device/include bench/nvshmem/msg_rate.cu D/librshmem_device.a
 //        -L D -lrshmem -o msg_rate
 // and against NVSHMEM (NV = the nvidia.nvshmem package directory)

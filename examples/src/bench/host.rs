@@ -124,7 +124,7 @@ unsafe fn enqueue(how: Enqueue, dst: &SymSlice<u8>, dst_peer: u64, src: &SymSlic
     Ok(())
 }
 
-/// Issue 20's host `bw` rows at small sizes, taken apart (GPUs, mapped peer): what one on-stream put of
+/// The host `bw` rows at small sizes, taken apart (GPUs, mapped peer): what one on-stream put of
 /// `bytes` bytes costs the host to enqueue (`host_enqueue_us`: the wall clock of 200 enqueues without
 /// waiting, per call; 200 stay below the stream's queue depth, so the host never waits for the GPU),
 /// and what it costs the stream to run (`stream_copy_us`: events around 200 copies enqueued back to

@@ -23,13 +23,13 @@
 //!
 //! `--cases` picks the sections (comma-separated; default `bw,lat,pingpong,barrier,all_pairs,host`,
 //! `all` adds the two below):
-//! - `rate` (issue 19's message rate): thread 0 of each of 1, 32 and 132 blocks (`--rate-grids`)
+//! - `rate` (the message rate): thread 0 of each of 1, 32 and 132 blocks (`--rate-grids`)
 //!   issues `putmem_nbi` of 8 B, 64 B, 512 B and 4 KiB (`--rate-sizes`), and `p` of 8 bytes, back to back
 //!   to the peer, then one quiet; `--rate-ops` operations per launch in all (default 20000 to another
 //!   node, 10x that to a mapped one). Cases `msg_rate_put` / `msg_rate_p`, operations per second
 //!   (`Mops`, 10^6/s) over the whole launch, the quiet included. The destination slots are poisoned
 //!   before and checked on the peer after each case.
-//! - `quiet` (issue 19's every-thread-quiet kernel): `--quiet-grid` x `--quiet-threads` (32 x 1024 on
+//! - `quiet` (the every-thread-quiet kernel): `--quiet-grid` x `--quiet-threads` (32 x 1024 on
 //!   GPUs), each block makes `--quiet-calls` (100) `putmem_nbi_block` calls, `--quiet-sizes` (1 MiB,
 //!   16 MiB, 256 MiB) in all per launch; then every thread quiets (`quiet_bw_all`), thread 0 of each
 //!   block (`quiet_bw_block`), or thread 0 of the last block to arrive (`quiet_bw_one`, the one quiet of

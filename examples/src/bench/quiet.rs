@@ -7,7 +7,7 @@ use rshmem::kernels::LaunchConfig;
 use rshmem::Sym;
 use rshmem_example_kernels::BenchQuiet;
 
-/// `--cases quiet`: issue 19's every-thread-quiet kernel beside the same with fewer quiets.
+/// `--cases quiet`: the every-thread-quiet kernel beside the same with fewer quiets.
 pub fn run(c: &Ctx, cli: &Cli) -> Result<(), rshmem::Error> {
     let grid = cli.quiet_grid.unwrap_or(if c.gpu { 32 } else { 2 });
     let threads = cli.quiet_threads.unwrap_or(if c.gpu { 1024 } else { 4 });

@@ -61,7 +61,7 @@ TARGETS = [
 def parse_line(line):
     """One line of a benchmark log: (row, None) for a RESULT line, its numbers converted (bytes, grid,
     threads as int, value as float); (None, why) for a malformed RESULT line; (None, None) for any other
-    line. The one reader of the RESULT format (hw_bounds.py and scripts/gpu-p2p-ab.sh use it too)."""
+    line. The one reader of the RESULT format (hw_bounds.py uses it too)."""
     line = TAG.sub("", line.rstrip("\r\n"), count=1)
     if not line.startswith("RESULT "):
         return None, None

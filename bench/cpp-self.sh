@@ -5,7 +5,7 @@
 # calls cost from a C++ kernel (call overhead, register cap, copy loop), without any link: the part of
 # issue 11's C++ gap that is in the call path. Link figures need two GPUs (bench/run-compare.sh).
 #
-#   bash bench/cpp-self.sh prepare        (CPU machine, after scripts/gpu-prepare.sh: builds carry/cpp/)
+#   bash bench/cpp-self.sh prepare        (CPU machine, after scripts/gpu.sh prepare: builds carry/cpp/)
 #   OUT=dir bash bench/cpp-self.sh run [ARGS]   (GPU machine, carry/ carried: runs everything, logs in OUT)
 #
 # Variants (each a full program; the same source):
@@ -31,7 +31,7 @@
 # on one H100 (each run a few seconds; every run is stopped after 90 s).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-bash scripts/gpu-unpack.sh || exit 1
+bash scripts/gpu.sh unpack || exit 1
 root=$PWD
 c=$root/carry
 mode=${1:-}
@@ -39,7 +39,7 @@ shift || true
 
 if [ "$mode" = prepare ]; then
   set -e
-  [ -f "$c/rshmem_device.ptx" ] && [ -f "$c/librshmem.so" ] || { echo "cpp-self: run scripts/gpu-prepare.sh first" >&2; exit 1; }
+  [ -f "$c/rshmem_device.ptx" ] && [ -f "$c/librshmem.so" ] || { echo "cpp-self: run scripts/gpu.sh prepare first" >&2; exit 1; }
   nvcc=$(scripts/find-nvcc.sh)
   cudalib=$(cd "$(dirname "$nvcc")/../lib" && pwd)
   mkdir -p "$c/cpp"

@@ -14,7 +14,7 @@
 #   python3 bench/perftest_score.py OUTDIR/logs --out OUTDIR/perftest-score.md --csv OUTDIR/perftest-score.csv
 # prints the table, `perftest_min_geomean:`, `perftest_worst_row:` and the issue's targets marked pass or
 # miss (`perftest_targets:`; PERFTEST_EXTRA names files of `name: value` lines for the targets that other
-# programs of the same call measure). scripts/gpu-perftest.sh runs this on the GPU machine in one call.
+# programs of the same call measure). `scripts/gpu.sh perftest` runs this on the GPU machine in one call.
 # Environment: RSHMRUN (default carry/rshmrun, else target/release/rshmrun), NVSHMEM_HOME (default: the
 # nvidia.nvshmem Python package; its lib/ goes on LD_LIBRARY_PATH for the NVSHMEM set), NP (2), T
 # (seconds per run, default 60), BUDGET (seconds for all runs, default 540: a run that cannot start in

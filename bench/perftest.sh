@@ -40,8 +40,8 @@
 # set, e.g. for carry/), NVSHMEM_RPATH (the same for the NVSHMEM set; default NVSHMEM_HOME/lib; MODE=run
 # puts the NVSHMEM install's lib/ on LD_LIBRARY_PATH). Where no libcuda.so exists (a CPU machine with the
 # PyPI toolkit) MODE=full links against a stub libcuda.so.1 made from the driver calls the objects make;
-# the executables then load the driver's at run time, on the GPU machine. scripts/gpu-perftest.sh
-# prepare builds both sets this way on the CPU machine for one device call (issue 20).
+# the executables then load the driver's at run time, on the GPU machine. `scripts/gpu.sh perftest
+# prepare` builds both sets this way on the CPU machine for one device call.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${MODE:-check}
@@ -165,7 +165,7 @@ cflags=(-rdc=true -arch="$arch" -std=c++17 -O2)
 set_inc() { if [ "$1" = rshmem ]; then echo "$root/device/include"; else echo "$nv_home/include"; fi; }
 # OBJCACHE: a directory of objects by the hash of everything a compile reads (nvcc's version, the
 # flags, the set's include tree, nvml.h, perftest/common, the source and the headers beside it), so
-# a later run compiles only what changed (gpu-perftest.sh prepare keeps one in target/).
+# a later run compiles only what changed (`scripts/gpu.sh perftest prepare` keeps one in target/).
 set_key() { # set_key SET: the hash of what every compile of SET reads
   {
     "$nvcc" --version

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot and table of the remote-PE benchmarks (issue 8), from the files scripts/gpu-remote.sh writes.
+"""Plot and table of the remote-PE benchmarks (issue 8), from the files `scripts/gpu.sh remote` writes.
 
     python3 bench/plot_remote.py RESULTS_DIR OUT_DIR [--prefix remote]
 

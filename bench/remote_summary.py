@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 19's summary from the logs of one `scripts/gpu-remote.sh` call (PART=targets and/or checks):
+"""Issue 19's summary from the logs of one `scripts/gpu.sh remote` call (PART=targets and/or checks):
 
     python3 bench/remote_summary.py DIR      (DIR: the call's logs/, or logs.tar.gz unpacked)
 

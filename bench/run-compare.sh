@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rshmem vs NVSHMEM with the same cases and parameters, on the GPU machine (device tool, with
-# carry=["carry"] made by scripts/gpu-prepare.sh: carry/rshmrun, carry/rshmem-bench, carry/librshmem.so).
+# carry=["carry"] made by scripts/gpu.sh prepare: carry/rshmrun, carry/rshmem-bench, carry/librshmem.so).
 #   1. builds bench/nvshmem/nvshmem_perf.cu with the image's nvcc against the image's NVSHMEM (the
 #      nvidia.nvshmem Python package), as ../shared/anchor/run.sh does;
 #   2. runs  carry/rshmrun -np $NP carry/rshmem-bench --grid G --threads T [ARGS]   (RSHMEM_SYMMETRIC_SIZE=2g);
@@ -55,7 +55,7 @@ if [ -x "$c/rshmrun" ] && [ -x "$c/rshmem-bench" ]; then
   say "rshmem-bench exit status $r_rc"
   [ "$r_rc" -eq 0 ] || status=1
 else
-  say "carry/rshmrun or carry/rshmem-bench missing (run scripts/gpu-prepare.sh and carry carry/)"; status=1
+  say "carry/rshmrun or carry/rshmem-bench missing (run scripts/gpu.sh prepare and carry carry/)"; status=1
 fi
 
 # 3. NVSHMEM: one process per PE, unique id through a file, as the anchor does. When a PE fails the

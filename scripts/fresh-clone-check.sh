@@ -11,8 +11,8 @@
 # stale CPU-only build), so this changes your toolchain: the build puts rust-src back by itself.
 # Each clone is made in a fresh mode-700 directory with nothing beside it (no ../shared, as on a user's
 # machine) and deleted afterwards; its rshmrun and ring_shift are kept in target/<order>/ for a GPU run
-# (gpu-prepare.sh carries them). Each must hold real device PTX (checked here) and is run on the GPUs by
-# scripts/gpu-run.sh. Logs: target/<order>.log. Takes several minutes per order on 2 cores.
+# (`scripts/gpu.sh extras` carries them). Each must hold real device PTX (checked here) and is run on the
+# GPUs by `scripts/gpu.sh run`. Logs: target/<order>.log. Takes several minutes per order on 2 cores.
 # `scripts/fresh-clone-check.sh private` runs the first alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

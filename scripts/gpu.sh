@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one entry point for GPU runs. Build here, run there, in one device call:
+# The one entry point for GPU runs: `scripts/gpu.sh SUBCOMMAND [ARGS]`. Build here, run there, in one
+# device call (`bash scripts/gpu.sh ...` there, from the repository root, with carry/ carried):
 #
 #   scripts/gpu.sh prepare            (here, on the CPU machine) builds carry/ (git-ignored): the release
 #                                     binaries, the host library, the device library, the CUDA C++
@@ -19,10 +20,41 @@
 #                                     through the proxy and through IBGDA (emulated NIC), and NVSHMEM's
 #                                     anchor benchmark (two PEs on the GPU, under MPS).
 #
-# Output: $OUT (default /tmp/gpu-out): run.log (everything, step by step, with exit codes and seconds),
+# remote1gpu's output: $OUT (default /tmp/gpu-out): run.log (everything, step by step, with exit codes and seconds),
 # summary.txt (the figures the issue records, `name: value` lines) and logs.tar.gz (every step's log).
 # BUDGET (seconds, default 540) bounds the run: a step gets at most what is left, and one that cannot
 # start is listed as skipped. STEPS picks steps (default: all, in order).
+#
+# The other subcommands; each one's body is scripts/gpu/NAME.sh, whose top says what it runs, what it
+# reads from the environment and where its output goes:
+#   extras            (here, after prepare) adds to carry/ what run, remote and perftest use beyond
+#                     prepare's set (rshmem-soak, cudarc_interop, the C test programs, the fresh-clone
+#                     builds); BEFORE=<commit> makes carry-before/ (an earlier build, for the same-node
+#                     comparison), PERFTEST=1 also runs `perftest prepare`.
+#   unpack [DIR...]   (there) unpacks carry/'s packs in place; the subcommands below call it first.
+#   single            one GPU: the suite twice (2 PEs on the GPU), the collectives scenarios, the CUDA C++
+#                     call path in self mode (bench/cpp-self.sh), a few of NVSHMEM's perftests.
+#   run               one node, 2 GPUs (NP): the suite twice, the bad-input scenarios, the soak, the ring
+#                     shifts, rshmem-bench beside NVSHMEM (bench/run-compare.sh), NVSHMEM's anchor;
+#                     NODES=2 runs `remote` instead.
+#   nodes             simulated nodes on one machine: the `nodes` scenario with and without --netns, ring
+#                     shifts across the nodes.
+#   remote            two simulated nodes, one GPU each: ring shifts, the suite through the proxy and
+#                     IBGDA, rshmem-bench, NCCL's socket transport and loopback TCP as references;
+#                     PART=targets|checks|issue19|perftest|families picks the message-rate targets, the
+#                     checks that must still hold, NVSHMEM's perftests or the API families.
+#   perftest [prepare|run]
+#                     NVSHMEM's perftests linked against rshmem and against NVSHMEM (prepare, here), run
+#                     under both libraries and scored (run, there).
+#   ncu NAME KERNEL SKIP [--pmi] -- PROGRAM ARGS...
+#                     one kernel launch of PE 0 under Nsight Compute.
+# scripts/gpu-node-card.sh is not a subcommand: rshmrun runs it for each PE (`rshmrun --nodes K
+# scripts/gpu-node-card.sh PROGRAM`) to give each simulated node its own GPU.
+#
+# Results recorded in bench/results name the scripts these subcommands replace: gpu-prepare.sh (prepare,
+# extras), gpu-unpack.sh, gpu-single.sh, gpu-run.sh, gpu-nodes.sh, gpu-remote.sh, gpu-perftest.sh and
+# gpu-ncu.sh (the subcommand of that name); gpu-remote-check.sh and gpu-remote-evidence.sh (`remote`
+# with STEPS), and the one-off gpu-issue20.sh, gpu-why.sh and gpu-p2p-ab.sh are in the history.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -150,5 +182,6 @@ remote1gpu() {
 case "$cmd" in
   prepare) prepare "$@" ;;
   remote1gpu) remote1gpu "$@" ;;
-  *) echo "usage: scripts/gpu.sh prepare | remote1gpu   (see the notes at the top)" >&2; exit 2 ;;
+  extras | unpack | single | run | nodes | remote | perftest | ncu) GPU_SH_PART=$cmd exec bash "$root/scripts/gpu/$cmd.sh" "$@" ;;
+  *) echo "usage: scripts/gpu.sh prepare | remote1gpu | extras | unpack | single | run | nodes | remote | perftest | ncu   (see the notes at the top)" >&2; exit 2 ;;
 esac

@@ -6,7 +6,7 @@
 # the directory that holds nvml.h instead.
 # `scripts/install-cuda-tools.sh --nvshmem-home` installs NVSHMEM 3.4.5's PyPI package (headers, host and
 # device libraries: NVSHMEM_PYPI, default nvidia-nvshmem-cu13==3.4.5) into .tools/nvshmem, for building
-# the comparison programs against NVSHMEM here (scripts/gpu-perftest.sh, scripts/gpu-issue20.sh), and
+# the comparison programs against NVSHMEM here (`scripts/gpu.sh perftest prepare`), and
 # prints its home (the directory with include/nvshmem.h).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -44,11 +44,13 @@ cargo clippy --workspace --all-targets --release
 cargo clippy -p rshmem --features verbs --all-targets --release
 # The API documentation: every public item of rshmem and rshmem-device is documented (both crates deny
 # missing_docs, so the builds above checked it) and the docs build without a warning (broken links
-# included), with and without the verbs feature. Their examples run as doc tests in `cargo test` below,
-# on the CPU backend.
+# included), with and without the verbs feature. Their examples run as doc tests below.
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --release -p rshmem -p rshmem-device
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --release -p rshmem --features verbs
-cargo test --workspace --release
+cargo test --workspace --release --lib --bins --tests
+# The documentation's examples carry the CPU backend's kernels, not PTX: they run on the CPU backend,
+# GPU or not (the library never sets a variable of its own, so the choice is made here).
+RSHMEM_BACKEND=cpu cargo test --workspace --release --doc
 cargo test --release -p rshmem --features verbs --lib
 cargo test --release -p rshmem --features verbs --test verbs_layout
 scripts/check-cuda-examples.sh

@@ -1,6 +1,6 @@
 // msg_rate: issue 19's message-rate and every-thread-quiet measurements through the NVSHMEM API only,
 // so that the same source builds against rshmem's nvshmem.h and against NVSHMEM 3.4.5. The Rust
-// twins are `rshmem-bench --cases rate,quiet` (examples/src/bench.rs); the cases and lines are the same:
+// twins are `rshmem-bench --cases rate,quiet` (examples/src/bench/); the cases and lines are the same:
 //
 //   RESULT lib=<rshmem|nvshmem> case=<case> scope=<scope> bytes=<n> grid=<G> threads=<T> value=<x> unit=<u> route=<p2p|remote>
 //
@@ -26,7 +26,7 @@
 // every case each PE poisons its destination (0xA5) and after it the peer checks every word the case
 // wrote against PE 0's hash, on the GPU, and stops the run on the first difference.
 //
-// Build: against rshmem (scripts/gpu-prepare.sh does this; D = the device library's directory)
+// Build: against rshmem (scripts/gpu.sh prepare does this; D = the device library's directory)
 //   nvcc -rdc=true -arch=sm_90 -O2 -I device/include bench/nvshmem/msg_rate.cu D/librshmem_device.a
 //        -L D -lrshmem -o msg_rate
 // and against NVSHMEM (NV = the nvidia.nvshmem package directory)

@@ -1,5 +1,5 @@
 // nvshmem_perf: the NVSHMEM side of rshmem's benchmark comparison. It measures the same cases as
-// rshmem-bench (examples/src/bench.rs) with the same parameters and prints the same lines:
+// rshmem-bench (examples/src/bench/) with the same parameters and prints the same lines:
 //
 //   RESULT lib=nvshmem case=<case> scope=<scope> bytes=<n> grid=<G> threads=<T> value=<x> unit=<unit>
 //

@@ -9,7 +9,7 @@
  * tests/api/nvshmem-3.4.5.names, checked by scripts/check-api-names.sh). Declared but failing at
  * run time with a message: nvshmemx_buffer_register_symmetric / _unregister_symmetric (NVSHMEM's perftest
  * helper references them). The host AMOs, strided RMA, on-stream point operations and global_exit are
- * rshmem's own implementations (runtime/src/point.rs, device/src/point.rs); see README.md's compatibility
+ * rshmem's own implementations (runtime/src/api/point.rs, device/src/point.rs); see README.md's compatibility
  * section for where their semantics go beyond NVSHMEM's.
  *
  * Teams and collectives (barrier, team_sync, broadcast, fcollect, alltoall, reduce, reducescatter, at

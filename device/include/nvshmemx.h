@@ -293,7 +293,7 @@ NVSHMEMI_FOR_STANDARD_RMA_TYPES(NVSHMEMXI_TYPED_ON_STREAM)
 NVSHMEMI_FOR_SIZES(NVSHMEMXI_SIZED_ON_STREAM)
 #undef NVSHMEMXI_SIZED_ON_STREAM
 
-/* On-stream p / g, strided put / get, put_signal, signal_op and waits (runtime/src/point.rs). `g` waits
+/* On-stream p / g, strided put / get, put_signal, signal_op and waits (runtime/src/api/point.rs). `g` waits
  * for the stream up to it and returns the value; the others are enqueued. put_signal on a stream is the
  * put then the signal in stream order, so the signal is seen after the data. */
 #define NVSHMEMXI_TYPED_POINT_ON_STREAM(NAME, TYPE, BITS)                                                  \

@@ -136,7 +136,7 @@ void rshmem_getmem_on_stream(void *dst, const void *src, size_t bytes, int pe, R
 void rshmem_host_putmem_nbi(void *dst, const void *src, size_t bytes, int pe);
 void rshmem_host_getmem_nbi(void *dst, const void *src, size_t bytes, int pe);
 
-/* Point operations from the host (runtime/src/point.rs), run by the device library's implementation:
+/* Point operations from the host (runtime/src/api/point.rs), run by the device library's implementation:
  * host AMOs (`code`: 1 fetch, 2 set, 3 swap, 4 compare_swap, 5 fetch_add, 6 add, 7 fetch_and, 8 and,
  * 9 fetch_or, 10 or, 11 fetch_xor, 12 xor; `width` 4 or 8; the old value returned by the fetching codes),
  * and the on-stream p, g, signal_op and waits (`width` 2, 4 or 8 bytes; `is_signed` for the comparison).

@@ -135,7 +135,7 @@ pub const NODES_INFO: &str = "Simulated nodes:\n\n  \
 pub const CUDA_CONNECTIONS: (&str, &str) = ("CUDA_DEVICE_MAX_CONNECTIONS", "32");
 
 /// The variables rshmrun sets in each PE's environment, with their meaning.
-pub fn set_variables() -> Vec<(&'static str, &'static str)> {
+pub fn pe_variables() -> Vec<(&'static str, &'static str)> {
     vec![
         (env::PE, "this PE's number, 0 to N-1"),
         (env::NPES, "N, the number of PEs"),
@@ -171,10 +171,10 @@ pub fn set_variables() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The variable table as text, one variable per line.
-pub fn set_variables_text() -> String {
-    let width = set_variables().iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+pub fn pe_variables_text() -> String {
+    let width = pe_variables().iter().map(|(n, _)| n.len()).max().unwrap_or(0);
     let mut s = String::new();
-    for (name, meaning) in set_variables() {
+    for (name, meaning) in pe_variables() {
         s.push_str(&format!("  {name:width$}  {meaning}\n"));
     }
     s
@@ -225,7 +225,7 @@ fn long_help_tail() -> String {
          reached rshmrun (SIGHUP gives 129); 124 after --timeout; 126 or 127 when PROGRAM cannot be run; 2 \
          for a bad command line; 1 when the job cannot be started for another reason.\n\n\
          Example:\n  rshmrun -np 4 ./my_app --size 1m",
-        set_variables_text()
+        pe_variables_text()
     )
 }
 
@@ -423,7 +423,7 @@ mod tests {
     fn help_lists_the_variables() {
         let e = parse_from(args(&["rshmrun", "--help"])).unwrap_err();
         let help = e.to_string();
-        for (name, _) in set_variables() {
+        for (name, _) in pe_variables() {
             assert!(help.contains(name), "{name} missing from --help");
         }
         assert!(help.contains("-np N"));

@@ -33,7 +33,7 @@ fn main() {
         return print_text(&format!(
             "{}\nEnvironment variables rshmrun sets for each PE:\n\n{}\n{}\n{}",
             rshmem::config::info_text(&vars),
-            cli::set_variables_text(),
+            cli::pe_variables_text(),
             cli::NODES_INFO,
             rshmem::bootstrap::bootstrap_info()
         ));

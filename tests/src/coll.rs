@@ -837,7 +837,7 @@ unsafe fn host_call(c: &Ctx, t: &TeamM, op: &Op, a: *mut u8, idx: usize, k: usiz
             } else {
                 hc::collective_on_stream(op.what, t.handle, dest, src, n, x, op.o as u64, std::ptr::null_mut())?;
                 if rshmem::backend_name()? == "cuda" {
-                    rshmem::cuda::wait_default_stream("collective_on_stream (test)")?;
+                    rshmem::stream::wait_default_stream("collective_on_stream (test)")?;
                 }
                 Ok(())
             };

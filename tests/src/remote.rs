@@ -358,11 +358,11 @@ fn on_stream(c: &Ctx, w: *mut u8, remote: &[usize]) {
     // SAFETY: pointer arithmetic: words 32.. of the allocation (room for 4 KiB per PE).
     let dst = unsafe { w.add(8 * (32 + c.me * 512)) };
     // SAFETY: dst is symmetric with 4 KiB of room; data lives until the synchronize below.
-    ck(unsafe { rshmem::cuda::putmem_on_stream(dst, data.as_ptr(), data.len(), pe as i32, rshmem::cuda::Stream::DEFAULT) });
+    ck(unsafe { rshmem::stream::putmem_on_stream(dst, data.as_ptr(), data.len(), pe as i32, rshmem::stream::Stream::DEFAULT) });
     let mut back = vec![0u8; 4096];
     // SAFETY: back holds 4 KiB and lives until the synchronize below.
-    ck(unsafe { rshmem::cuda::getmem_on_stream(back.as_mut_ptr(), dst, 4096, pe as i32, rshmem::cuda::Stream::DEFAULT) });
-    ck(rshmem::cuda::synchronize());
+    ck(unsafe { rshmem::stream::getmem_on_stream(back.as_mut_ptr(), dst, 4096, pe as i32, rshmem::stream::Stream::DEFAULT) });
+    ck(rshmem::stream::synchronize());
     if back != data {
         die(format!("proxy_ops: putmem_on_stream then getmem_on_stream to PE {pe}: the bytes read back differ"));
     }

@@ -76,10 +76,13 @@ const CRATES: &[Crate] = &[
             ("transport", &["transport"]),
             ("teams", &["teams"]),
             ("runtime", &["runtime"]),
-            // The API of user programs: the free functions of lib.rs, kernels, collectives, the CUDA
-            // helpers, MPI and the C ABI. They find the running instance with runtime::get.
-            ("api", &["", "kernels", "coll", "team_init", "cuda", "mpi", "point", "sym", "interop"]),
-            ("c abi", &["capi"]),
+            // The API of user programs (api/): the plain host calls, typed memory, kernels, streams,
+            // collectives, MPI. They find the running instance with runtime::get.
+            ("api", &["api"]),
+            // The C ABI, over the Rust API.
+            ("c abi", &["api/capi"]),
+            // lib.rs: the crate's index, re-exporting the API.
+            ("crate root", &[""]),
         ],
     },
     Crate { name: "rshmem-launcher", src: "launcher/src", layers: &[("parts", &["cli", "output", "signals", "netns", "pmi", "child", "selftest"]), ("job", &["job"]), ("main", &[""])] },

@@ -182,6 +182,28 @@ pub unsafe fn set_state(s: &DeviceState) {
 /// The caller is the runtime that published the state with [`set_state`], withdrawing it before it
 /// releases what the state names; no other thread calls `set_state` at the same time. (Withdrawing a
 /// live runtime's state makes its device calls stop the PE.)
+///
+/// Only code that takes on that contract can call it (or [`set_state`]):
+/// ```
+/// use rshmem_device::{arch, state::DeviceState};
+/// // SAFETY: no runtime runs in this process: there is no state to withdraw.
+/// unsafe { arch::clear_state() };
+/// // Compiled, never called: publishing is the caller's promise.
+/// fn publish(s: &DeviceState) {
+///     // SAFETY: (an example that only has to compile)
+///     unsafe { arch::set_state(s) }
+/// }
+/// ```
+/// Safe code cannot, so neither of these compiles:
+/// ```compile_fail,E0133
+/// rshmem_device::arch::clear_state();
+/// ```
+/// ```compile_fail,E0133
+/// use rshmem_device::{arch, state::DeviceState};
+/// fn publish(s: &DeviceState) {
+///     arch::set_state(s)
+/// }
+/// ```
 pub unsafe fn clear_state() {
     store_u64(MAGIC_OFF, 0);
 }

@@ -6,7 +6,8 @@
 //! allocator records the largest single allocation made on the test's thread). Valid frames must
 //! decode to what was encoded.
 //!
-//! Reproducible: the seed is printed; RSHMEM_FUZZ_SEED=<n> and RSHMEM_FUZZ_CASES=<n> rerun a case.
+//! Reproducible: the seed is printed; RSHMEM_TEST_FUZZ_SEED=<n> and RSHMEM_TEST_FUZZ_CASES=<n> rerun a
+//! case.
 
 use super::wire::*;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -386,14 +387,24 @@ fn check_case(seed: u64, case: u64, side: Side, input: &[u8], expect: Option<&Ms
     }
 }
 
+/// The seed of the cases (a whole number; default 0x5eed_b007).
+const SEED_VAR: &str = "RSHMEM_TEST_FUZZ_SEED";
+/// How many cases (default 10^6, 10^5 in debug builds).
+const CASES_VAR: &str = "RSHMEM_TEST_FUZZ_CASES";
+
 #[test]
 fn wire_decoder_survives_mutated_and_random_frames() {
-    let seed = std::env::var("RSHMEM_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_b007_u64);
-    let cases = std::env::var("RSHMEM_FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 100_000 } else { 1_000_000u64 });
-    eprintln!("wire fuzz: seed {seed}, {cases} cases (RSHMEM_FUZZ_SEED / RSHMEM_FUZZ_CASES to rerun)");
+    // The test's own knobs, read like every variable through config's one reader of the environment
+    // (RSHMEM_TEST_* names: init's check of RSHMEM_* names leaves them alone). A bad value fails the
+    // test by name instead of quietly fuzzing something else.
+    let vars = crate::config::Vars::from_process();
+    let knob = |name: &str, default: u64| match vars.raw(name) {
+        None => default,
+        Some(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+    };
+    let seed = knob(SEED_VAR, 0x5eed_b007);
+    let cases = knob(CASES_VAR, if cfg!(debug_assertions) { 100_000 } else { 1_000_000 });
+    eprintln!("wire fuzz: seed {seed}, {cases} cases ({SEED_VAR} / {CASES_VAR} to rerun)");
     let mut rng = XorShift(seed | 1);
     let pool: Vec<Vec<u8>> = (0..64).map(|_| valid_frame(&mut rng).0).collect();
     let sides = |rng: &mut XorShift| {

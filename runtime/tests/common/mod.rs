@@ -1,4 +1,4 @@
-//! Process plumbing shared by the multi-process bootstrap tests (bootstrap.rs, auth.rs): each PE is
+//! Process plumbing shared by the multi-process tests of this crate (bootstrap.rs, auth.rs, environment.rs): each PE is
 //! this test binary re-run with `--exact probe`, its output in a temporary file.
 #![allow(dead_code)]
 

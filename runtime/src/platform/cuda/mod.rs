@@ -8,8 +8,8 @@
 //!   service kernels);
 //! - [`backend`]: the heap and the `Backend` implementation.
 //!
-//! The user API over it (`Module::load`, device memory, timers, on-stream calls) is `crate::cuda`,
-//! above the runtime.
+//! The user API over it, above the runtime: `Module::load` in `api/kernels.rs`, streams, device memory,
+//! timers and the on-stream calls in `api/stream.rs`.
 
 pub mod backend;
 pub mod driver;

@@ -53,6 +53,21 @@ unsafe impl Sync for Module {}
 /// A CUDA stream handle (a `cudaStream_t` from C is the same thing) that rshmem may enqueue work on.
 /// Null is the legacy default stream ([`Stream::DEFAULT`]). Only [`Stream::from_raw`] (unsafe) makes
 /// one from a raw handle, so every `Stream` that safe code holds is one whose maker promised it valid.
+///
+/// ```
+/// use rshmem::stream::Stream;
+/// // SAFETY: null is the legacy default stream.
+/// let s = unsafe { Stream::from_raw(std::ptr::null_mut()) };
+/// assert!(s.as_raw().is_null());
+/// ```
+/// Safe code cannot make one from an arbitrary pointer: the field is private,
+/// ```compile_fail,E0423
+/// let s = rshmem::stream::Stream(std::ptr::null_mut());
+/// ```
+/// and the constructor is `unsafe`:
+/// ```compile_fail,E0133
+/// let s = rshmem::stream::Stream::from_raw(std::ptr::null_mut());
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Stream(cu::CUstream);
 // SAFETY: a stream handle is a plain token usable from any thread.

@@ -1,6 +1,6 @@
-#!/usr/bin/env bash
-# What one GPU can check (nvidia-h100-x1 / nvidia-h200), in one device call, with carry/ from
-# scripts/gpu-prepare.sh + bench/cpp-self.sh prepare (+ carry/nvshmem-src/perftest/, NVSHMEM's perftest sources, for step 4):
+# scripts/gpu.sh single: what one GPU can check (nvidia-h100-x1 / nvidia-h200), in one device call, with
+# carry/ from `scripts/gpu.sh prepare` + `bench/cpp-self.sh prepare` (+ carry/nvshmem-src/perftest/,
+# NVSHMEM's perftest sources, for step 4):
 #   1. the suite with 2 PEs on the one GPU (CUDA IPC within a device), twice;
 #   2. the teams-and-collectives scenarios (coll, coll_teams, coll_prop) with 2 PEs, thread/warp/block
 #      device collectives and the host and on-stream ones (the rshmemi_collective kernel);
@@ -8,9 +8,11 @@
 #   4. when carry/nvshmem-src/perftest/ holds NVSHMEM's perftest sources: bench/perftest.sh MODE=full, then a few
 #      perftests under rshmrun -np 2 (smoke run; link figures need two GPUs).
 # Logs (at most 8 files in $OUT, as the device tool returns): suite.log, coll.log, self.tar.gz, perftest.log.
+# This file is the subcommand's body: run it through scripts/gpu.sh.
 set -u
-cd "$(dirname "$0")/.." || exit 1
-bash scripts/gpu-unpack.sh || exit 1
+[ "${GPU_SH_PART:-}" = single ] || { echo "scripts/gpu/single.sh: run it as scripts/gpu.sh single" >&2; exit 2; }
+cd "$(dirname "$0")/../.." || exit 1
+bash scripts/gpu.sh unpack || exit 1
 c=$PWD/carry
 out=${OUT:-/tmp}
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} NVSHMEM_DISABLE_NVLS=1 RSHMEM_BACKEND=cuda

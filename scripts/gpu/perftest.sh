@@ -1,10 +1,9 @@
-#!/usr/bin/env bash
-# Issue 20 in ONE device call: NVSHMEM's perftests (unchanged) run under rshmem and under the image's
-# NVSHMEM 3.4.5, scored row by row, with the issue's targets marked pass or miss. Both sets are compiled
+# scripts/gpu.sh perftest: in ONE device call, NVSHMEM's perftests (unchanged) run under rshmem and under the
+# image's NVSHMEM 3.4.5, scored row by row, with the targets marked pass or miss. Both sets are compiled
 # AND linked here, on the CPU machine, so the GPU machine only unpacks and runs them.
 #
-#   scripts/gpu-perftest.sh prepare      here, after scripts/gpu-prepare.sh (or: PERFTEST=1 scripts/gpu-prepare.sh)
-#   scripts/gpu-perftest.sh [run]        on the GPU machine, from the repository root, with carry/ present
+#   scripts/gpu.sh perftest prepare      here, after scripts/gpu.sh prepare (or: PERFTEST=1 scripts/gpu.sh extras)
+#   scripts/gpu.sh perftest [run]        on the GPU machine, from the repository root, with carry/ present
 #
 # prepare: links every program of bench/perftest.sh twice (MODE=full): against carry/'s librshmem.so and
 #   device library (the rshmem set: run path '$ORIGIN/../../../..' = carry/), and against NVSHMEM 3.4.5's
@@ -15,14 +14,14 @@
 #   Objects are kept by content hash in target/perftest-pre/objcache (OBJCACHE), so a second prepare
 #   compiles only what changed (the links always run: the device library changes with rshmem).
 #   Output: carry/perftest-pre.tar.xz (the two sets, NVSHMEM's argument lines, BUILD.txt with the
-#   commit and tools), additive to what scripts/gpu-prepare.sh made (which it needs: carry/COMMIT, and
+#   commit and tools), additive to what scripts/gpu.sh prepare made (which it needs: carry/COMMIT, and
 #   librshmem.so and rshmem_device.ptx, as files or in carry/pack.tar.xz).
 #   Environment: NVSHMEM_SRC (a checkout of NVIDIA/nvshmem or its git repository; default carry/nvshmem-src
 #   when it has perftest/), NVSHMEM_REF (default v3.4.5-0, for a git repository), NVSHMEM_HOME (default
 #   .tools/nvshmem/nvidia/nvshmem, installed from PyPI when missing: NVSHMEM_PYPI, default
 #   nvidia-nvshmem-cu13==3.4.5), JOBS (default: the number of CPUs), PROGS (as bench/perftest.sh).
 #
-# run: scripts/gpu-unpack.sh, then carry/perftest-pre.tar.xz into carry/perftest-cmp/ (once per copy),
+# run: scripts/gpu.sh unpack, then carry/perftest-pre.tar.xz into carry/perftest-cmp/ (once per copy),
 #   then `MODE=run bench/perftest.sh carry/perftest-cmp` (bench/perftest-run.sh: every program with each
 #   line of its .args, rshmrun -np 2, the NVSHMEM set with --pmi, SHORT=1) and bench/perftest_score.py.
 #   Output, in OUTDIR (PERFTEST_OUT, default $OUT/perftest, $OUT being what the device call brings back;
@@ -38,18 +37,20 @@
 #   PERFTEST_EXTRA (files or directories of `name: value` lines from other programs of the call, for the
 #   targets the perftests do not measure: see bench/perftest_score.py), DRY_RUN=1 (unpack and check,
 #   print the run's command, run nothing), KEEP_LOGS=1 (keep carry/perftest-cmp/logs from an earlier call).
+# This file is the subcommand's body: run it through scripts/gpu.sh.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+[ "${GPU_SH_PART:-}" = perftest ] || { echo "scripts/gpu/perftest.sh: run it as scripts/gpu.sh perftest" >&2; exit 2; }
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
 c=$root/carry
 action=${1:-run}
-die() { echo "gpu-perftest: FAILED: $*" >&2; exit 1; }
+die() { echo "gpu.sh perftest: FAILED: $*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- prepare (CPU machine)
 if [ "$action" = prepare ]; then
   set -e
   t0=$SECONDS
-  [ -f "$c/COMMIT" ] || die "no carry/COMMIT: run scripts/gpu-prepare.sh first"
+  [ -f "$c/COMMIT" ] || die "no carry/COMMIT: run scripts/gpu.sh prepare first"
   pre=$root/target/perftest-pre
   mkdir -p "$pre"
   # The NVSHMEM sources (only perftest/ is used).
@@ -80,7 +81,7 @@ if [ "$action" = prepare ]; then
     if [ -f "$c/$f" ]; then cp "$c/$f" "$lib/"
     elif [ -f "$c/pack.tar.xz" ]; then tar -xJf "$c/pack.tar.xz" -C "$lib" "$f" 2>/dev/null || true
     fi
-    [ -f "$lib/$f" ] || die "no $f in carry/ (nor in carry/pack.tar.xz): run scripts/gpu-prepare.sh"
+    [ -f "$lib/$f" ] || die "no $f in carry/ (nor in carry/pack.tar.xz): run scripts/gpu.sh prepare"
   done
   cmp=$pre/perftest-cmp
   rm -rf "$cmp"
@@ -113,12 +114,12 @@ if [ "$action" = prepare ]; then
   # nothing (about 12 MiB for 340 MiB in 20 s at preset 1, where -6 -T0 makes 45 MiB and preset 6 with
   # this dictionary saves 0.5 MiB in 75 s); unpacking takes about a second and 256 MiB of memory.
   XZ_OPT=${XZ_OPT:---lzma2=preset=1,dict=256MiB -T1} tar -cJf "$c/perftest-pre.tar.xz" -C "$pre" perftest-cmp
-  echo "gpu-perftest: prepared $n_r rshmem and $n_n NVSHMEM programs in $((t1 - t0)) s, packed in $((SECONDS - t1)) s:" \
+  echo "gpu.sh perftest: prepared $n_r rshmem and $n_n NVSHMEM programs in $((t1 - t0)) s, packed in $((SECONDS - t1)) s:" \
     "carry/perftest-pre.tar.xz $(du -h "$c/perftest-pre.tar.xz" | cut -f1) ($(du -sh "$cmp" | cut -f1) unpacked);" \
     "carry/ $(du -sh "$c" | cut -f1), carry-before/ $(du -sh "$root/carry-before" 2>/dev/null | cut -f1 || echo none)" >&2
   exit 0
 fi
-[ "$action" = run ] || die "usage: $0 [prepare|run]"
+[ "$action" = run ] || die "usage: scripts/gpu.sh perftest [prepare|run]"
 
 # ---------------------------------------------------------------- run (GPU machine)
 BUDGET=${BUDGET:-540}
@@ -136,7 +137,7 @@ finish() {
 step "machine"
 nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
 echo "carry built from commit $(cat "$c/COMMIT" 2>/dev/null || echo unknown)"
-bash scripts/gpu-unpack.sh carry || { echo "gpu-perftest: scripts/gpu-unpack.sh failed"; finish 1; }
+bash scripts/gpu.sh unpack carry || { echo "gpu.sh perftest: scripts/gpu.sh unpack failed"; finish 1; }
 cmp=$c/perftest-cmp
 pack=$c/perftest-pre.tar.xz
 if [ -f "$pack" ] && { [ ! -f "$cmp/.unpacked" ] || [ "$pack" -nt "$cmp/.unpacked" ]; }; then
@@ -144,12 +145,12 @@ if [ -f "$pack" ] && { [ ! -f "$cmp/.unpacked" ] || [ "$pack" -nt "$cmp/.unpacke
   rm -rf "$cmp"
   if ! tar -xJf "$pack" -C "$c" 2>/dev/null; then
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$pack" "$c" ||
-      { echo "gpu-perftest: cannot unpack $pack"; finish 1; }
+      { echo "gpu.sh perftest: cannot unpack $pack"; finish 1; }
   fi
   touch "$cmp/.unpacked"
 fi
 if [ ! -d "$cmp/rshmem" ]; then
-  echo "gpu-perftest: no carry/perftest-cmp (carry/perftest-pre.tar.xz): run 'scripts/gpu-perftest.sh prepare' on the CPU machine"
+  echo "gpu.sh perftest: no carry/perftest-cmp (carry/perftest-pre.tar.xz): run 'scripts/gpu.sh perftest prepare' on the CPU machine"
   finish 1
 fi
 cat "$cmp/BUILD.txt" 2>/dev/null
@@ -159,7 +160,7 @@ built_ptx=$(sed -n 's/^ptx_sha1: //p' "$cmp/BUILD.txt" 2>/dev/null)
 carry_ptx=$(sha1sum <"$c/rshmem_device.ptx" 2>/dev/null | cut -c1-40)
 if [ "$built" != "$(cat "$c/COMMIT" 2>/dev/null)" ] || [ "$built_ptx" != "$carry_ptx" ]; then
   echo "WARNING: the perftests were linked for commit '$built' (device PTX $built_ptx), carry/ is" \
-    "'$(cat "$c/COMMIT" 2>/dev/null)' (PTX $carry_ptx): the rshmem set's device code is the former's (scripts/gpu-perftest.sh prepare again)"
+    "'$(cat "$c/COMMIT" 2>/dev/null)' (PTX $carry_ptx): the rshmem set's device code is the former's (scripts/gpu.sh perftest prepare again)"
 else
   echo "the rshmem set was linked with carry/'s device library (PTX $carry_ptx) and runs with carry/librshmem.so"
 fi

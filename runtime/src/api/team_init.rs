@@ -11,7 +11,7 @@
 //! announcement, and only then does each clear its own: none is withdrawn while a member may still
 //! be looking for it.
 
-use crate::coll::{self, TeamConfig};
+use crate::api::coll::{self, TeamConfig};
 use crate::config::env;
 use crate::error::{Error, Result};
 use crate::log;

@@ -21,9 +21,9 @@
 
 pub use cudarc;
 
-use crate::cuda::{self, Stream};
+use crate::api::stream::{device_ordinal, Stream};
 use crate::error::{Error, Result};
-use crate::sym::SymSlice;
+use crate::api::sym::SymSlice;
 use bytemuck::Pod;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr};
 use std::marker::PhantomData;
@@ -35,7 +35,7 @@ use std::sync::Arc;
 /// to the calling thread. An error on the CPU backend.
 pub fn context() -> Result<Arc<CudaContext>> {
     let call = "rshmem::interop::context";
-    let ordinal = cuda::device_ordinal(call)?;
+    let ordinal = device_ordinal(call)?;
     CudaContext::new(ordinal).map_err(|e| Error::new(format!("{call}: cudarc could not open GPU {ordinal}'s primary context: {e:?}")))
 }
 
@@ -44,7 +44,7 @@ pub fn context() -> Result<Arc<CudaContext>> {
 /// each stream ever converted (a stream converted again is not held twice). Panics when rshmem runs on
 /// a GPU and `s` belongs to another one.
 pub fn stream(s: &Arc<CudaStream>) -> Stream {
-    if let Ok(mine) = cuda::device_ordinal("rshmem::interop::stream") {
+    if let Ok(mine) = device_ordinal("rshmem::interop::stream") {
         let theirs = s.context().ordinal();
         assert!(theirs == mine, "rshmem::interop::stream: the stream belongs to GPU {theirs}, but this PE runs on GPU {mine}");
     }
@@ -79,7 +79,7 @@ impl<T: Pod + DeviceRepr> SymSlice<T> {
     /// This PE's values as a cudarc `CudaSlice<T>` whose work is ordered on `stream` (cudarc's event
     /// tracking applies to it as to its own slices). An error on the CPU backend.
     pub fn cuda_view(&self, stream: &Arc<CudaStream>) -> Result<SymCudaSlice<'_, T>> {
-        cuda::device_ordinal("rshmem::SymSlice::cuda_view")?;
+        device_ordinal("rshmem::SymSlice::cuda_view")?;
         // SAFETY: `as_ptr()..+len` is this PE's part of a live symmetric allocation of `len` values of
         // T in device memory of this context (checked: the CUDA backend runs); every value is a valid
         // T (Pod). The slice is never dropped as a CudaSlice (ManuallyDrop, leaked in Drop below), so

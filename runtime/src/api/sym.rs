@@ -3,7 +3,6 @@
 //!
 //! ```
 //! # fn main() -> Result<(), rshmem::Error> {
-//! # std::env::set_var("RSHMEM_BACKEND", "cpu"); // CI: no GPU
 //! rshmem::init()?;
 //! let (me, n) = (rshmem::my_pe(), rshmem::n_pes());
 //! let inbox = rshmem::SymSlice::<i64>::zeroed(4)?; // collective: every PE calls it
@@ -22,8 +21,8 @@
 //! mismatch that corrupts the heap's symmetry). A handle dropped without `free` keeps its memory until
 //! finalize and says so once in a warning naming its size.
 
-use crate::coll::{self, ReduceElem, ReduceOp, Team};
-use crate::cuda::Stream;
+use crate::api::coll::{self, ReduceElem, ReduceOp, Team};
+use crate::api::stream::Stream;
 use crate::error::{Error, Result};
 use crate::heap::alloc::MIN_ALIGN;
 use rshmem_device::coll::host_op;
@@ -85,8 +84,8 @@ impl<T: Pod> SymSlice<T> {
     }
     /// The first value's symmetric address as a typed kernel argument (a field of a `kernels!`
     /// argument struct); device code reads it with `DevPtr::as_ptr`.
-    pub fn dev_ptr(&self) -> crate::kernels::DevPtr<T> {
-        crate::kernels::DevPtr::new(self.ptr)
+    pub fn dev_ptr(&self) -> crate::api::kernels::DevPtr<T> {
+        crate::api::kernels::DevPtr::new(self.ptr)
     }
     /// The symmetric address of value `i` (for kernel arguments), or an error past the end.
     pub fn addr_of(&self, i: usize) -> Result<u64> {
@@ -287,7 +286,7 @@ impl<T: Pod> Sym<T> {
         self.0.addr()
     }
     /// The symmetric address as a typed kernel argument (see `SymSlice::dev_ptr`).
-    pub fn dev_ptr(&self) -> crate::kernels::DevPtr<T> {
+    pub fn dev_ptr(&self) -> crate::api::kernels::DevPtr<T> {
         self.0.dev_ptr()
     }
     /// Collective: frees it on every PE.

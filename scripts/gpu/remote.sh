@@ -1,8 +1,7 @@
-#!/usr/bin/env bash
-# Remote PEs on 2 x H200 in ONE device call (issue 8's evidence): `NODES=2 bash scripts/gpu-run.sh`, or
-# this script directly, from the repository root on the GPU machine with carry/ made by
-# scripts/gpu-prepare.sh. Every rshmem program runs under `rshmrun --nodes 2` with
-# RSHMEM_REMOTE_TRANSPORT=proxy and one GPU per simulated node (scripts/gpu-node-card.sh):
+# scripts/gpu.sh remote: remote PEs on 2 GPUs in ONE device call (also `NODES=2 scripts/gpu.sh run`), from
+# the repository root on the GPU machine with carry/ made by `scripts/gpu.sh prepare` (and
+# `scripts/gpu.sh extras` for what PART=families and PART=checks use). Every rshmem program runs under
+# `rshmrun --nodes 2` with RSHMEM_REMOTE_TRANSPORT=proxy and one GPU per simulated node (scripts/gpu-node-card.sh):
 #   1. the three ring shifts: the seed simple_shift.cu unchanged (nvshmem.h), the CUDA C++ ring shift
 #      (examples/cuda, rshmem.h), the Rust ring_shift; -np 2, and the Rust one with -np 4 too;
 #   2. the GPU suite (rshmem-test-pe all), twice, -np 2 (one PE per node: every peer is remote);
@@ -17,11 +16,11 @@
 #   9. (ibgda) posting: rshmem-bench --posting with the emulated NIC acknowledging without moving data
 #      (RSHMEM_IBGDA_EMULATOR=ack, 16 QPs per PE): ns per WQE and WQEs/s per block and per grid;
 #  10. bench_proxy: rshmem-bench over the proxy in the same call, beside an ibgda run.
-# Issue 19 (remote operations at message rate), two parts of at most ~7 minutes each, one device call
+# Remote operations at message rate, two parts of at most ~7 minutes each, one device call
 # each (a command may run 10 minutes; both together would not fit one), nvidia-h200-x2, same warm machine:
-#   PART=targets  the figures of the issue's targets, in this order:
+#   PART=targets  the figures of the message-rate targets, in this order:
 #     perftest     NVSHMEM's shmem_put_bw built unchanged against rshmem (carry/perftest, made by
-#                  gpu-prepare.sh; else built here from carry/nvshmem-src), -n 10 -w 2 -b 4K -e 4M -f 4,
+#                  scripts/gpu.sh prepare; else built here from carry/nvshmem-src), -n 10 -w 2 -b 4K -e 4M -f 4,
 #                  grids 4x1024, 1x1024, 1x32, 32x32, for RSHMEM_REMOTE_TRANSPORT=proxy and ibgda
 #                  (PERFTEST_TRANSPORTS), NVSHMEM_MACHINE_READABLE_OUTPUT=1;
 #     fenceab      shmem_put_bw 4x1024 through the proxy with RSHMEM_PROXY_GROUP_FENCE=every (a fence per
@@ -40,25 +39,25 @@
 #     suite        the GPU suite twice through the proxy (--nodes 2 -np 2), suite_ibgda once through IBGDA;
 #     p2p          same node (-np 2, no --nodes): rshmem-bench --grid 132 --threads 256 --quick
 #                  --max-bytes 64m with this build, then with carry-before/ (a previous build, when it is
-#                  there: gpu-prepare.sh BEFORE=<commit> makes it), then this build again (the spread);
+#                  there: BEFORE=<commit> scripts/gpu.sh extras makes it), then this build again (the spread);
 #     shapes       same node, this build: rshmem-bench --cases bw,lat --quick --max-bytes 16m at 132 x 512,
 #                  4 x 1024 and 32 x 1024 (Rust kernels at 1024 threads per block), and carry-before/ at
 #                  132 x 512;
 #     msgrate_nvshmem  bench/nvshmem/msg_rate.cu built here against the image's NVSHMEM 3.4.5, 2 PEs on
 #                  one node (NVLink: a reference for the program, not a remote figure).
-#   PART=issue19  both (for a command limit of 15 minutes or more).
-#   PART=perftest issue 20: NVSHMEM's perftests (carry/nvshmem-src, unchanged) built here against rshmem
+#   PART=issue19  both targets and checks (for a command limit of 15 minutes or more).
+#   PART=perftest NVSHMEM's perftests (carry/nvshmem-src, unchanged) built here against rshmem
 #                 and against the image's NVSHMEM (MODE=full bench/perftest.sh carry/perftest-cmp, once,
 #                 reused by later calls), then run under both libraries (MODE=run: rshmrun -np 2 and
 #                 rshmrun --pmi -np 2, one node, SHORT=1) and scored (bench/perftest_score.py:
 #                 perftest_min_geomean, perftest_worst_row). PERFTEST_PROGS picks programs (paths under
 #                 perftest/ without extension; default every program): split them over calls, e.g.
 #                 PERFTEST_PROGS="$(cd carry/nvshmem-src/perftest && ls device/coll/*.cu | sed 's/\.cu$//')".
-#   PART=families issue 22's families (C point operations, device families, team_init, global_exit) with
-#                 the suites, issue 23's cudarc example (interop) and same-node P2P before/after (p2p),
+#   PART=families the API families (C point operations, device families, team_init, global_exit) with
+#                 the suites, the cudarc example (interop) and same-node P2P before/after (p2p),
 #                 and NVSHMEM's anchor benchmark in the same call (anchor).
 #   DRY_RUN=1 prints every step's command (with its limit after BUDGET) without running any.
-#   At the end: python3 bench/remote_summary.py prints the issue's lines (remote_put_4KiB_4x1024_GBps:
+#   At the end: python3 bench/remote_summary.py prints the targets' lines (remote_put_4KiB_4x1024_GBps:
 #   ...) and the tables, also into summary.txt. BUDGET (seconds, default 570) bounds the whole script:
 #   a step gets at most what is left, one that cannot start is listed as skipped, so the call ends in
 #   time and returns everything.
@@ -72,15 +71,17 @@
 # stalled PEs); if the call as a whole nears the device tool's 10 minutes, split STEPS over two calls.
 # Output ($OUT, default /tmp/gpu-remote; at most 8 files come back from a device call, so 4 files):
 #   remote.log            everything printed, step by step, with exit codes
-#   summary.txt           bench/remote_summary.py's lines and tables (issue 19)
+#   summary.txt           bench/remote_summary.py's lines and tables
 #   remote_summary.json   machine, commit, each step's command, exit code and seconds
 #   logs.tar.gz           every step's own log (logs/): rshmem_proxy.log (rshmem-bench, RESULT lines),
 #                         nccl_socket.json, loopback_tcp.json, perftest_*.log, msgrate_*.log, p2p_*.log, ...
-# Then, here: tar xzf logs.tar.gz; python3 bench/plot_remote.py logs bench/results/ (issue 8's plot and
-# table) and python3 bench/remote_summary.py logs (issue 19's lines).
+# Then, here: tar xzf logs.tar.gz; python3 bench/plot_remote.py logs bench/results/ (the remote plot and
+# table) and python3 bench/remote_summary.py logs (the targets' lines).
+# This file is the subcommand's body: run it through scripts/gpu.sh.
 set -u
-cd "$(dirname "$0")/.." || exit 1
-bash scripts/gpu-unpack.sh || exit 1
+[ "${GPU_SH_PART:-}" = remote ] || { echo "scripts/gpu/remote.sh: run it as scripts/gpu.sh remote" >&2; exit 2; }
+cd "$(dirname "$0")/../.." || exit 1
+bash scripts/gpu.sh unpack || exit 1
 root=$PWD
 c=$root/carry
 cb=$root/carry-before
@@ -106,7 +107,7 @@ case "${PART:-}" in
   issue19) STEPS=${STEPS:-$T19_TARGETS $T19_CHECKS} ;;
   perftest) STEPS=${STEPS:-perftest_cmp} ;;
   families) STEPS=${STEPS:-suite suite_ibgda families interop teams p2p anchor} SUITE_RUNS=${SUITE_RUNS:-2} ;;
-  *) echo "gpu-remote.sh: PART=$PART: targets, checks, issue19, perftest or families" >&2; exit 2 ;;
+  *) echo "gpu.sh remote: PART=$PART: targets, checks, issue19, perftest or families" >&2; exit 2 ;;
 esac
 card=$root/scripts/gpu-node-card.sh
 netns=(); [ "${NETNS:-0}" = 1 ] && netns=(--netns)
@@ -176,7 +177,7 @@ if [ ! -x "$c/ring_shift_cuda" ] || { [ -f "$c/simple_shift.cu" ] && [ ! -x "$c/
   step "building CUDA C++ programs here"; MODE=full scripts/check-cuda-examples.sh "$c"
 fi
 
-# ---------------------------------------------------------------- issue 19: the targets (PART=targets)
+# ---------------------------------------------------------------- the message-rate targets (PART=targets)
 pt=$c/perftest/rshmem
 PT_PROGS="device/pt-to-pt/shmem_put_bw device/pt-to-pt/shmem_p_latency device/coll/barrier_latency"
 if { has perftest || has platency || has barrier; } && [ ! -x "$pt/device/pt-to-pt/shmem_put_bw" ]; then
@@ -185,7 +186,7 @@ if { has perftest || has platency || has barrier; } && [ ! -x "$pt/device/pt-to-
     MODE=full PROGS=$PT_PROGS NVSHMEM_SRC=$c/nvshmem-src RSHMEM_LIBDIR=$c PTX=$c/rshmem_device.ptx \
       run perftest_build 300 bash bench/perftest.sh "$c/perftest"
   else
-    step "NVSHMEM perftests: none in carry/perftest and no carry/nvshmem-src/perftest (gpu-prepare.sh with NVSHMEM_SRC=...)"
+    step "NVSHMEM perftests: none in carry/perftest and no carry/nvshmem-src/perftest (scripts/gpu.sh prepare with NVSHMEM_SRC=...)"
   fi
 fi
 export NVSHMEM_MACHINE_READABLE_OUTPUT=1
@@ -230,7 +231,7 @@ if has msgrate_cpp; then
       step "message rate and every-thread quiet, CUDA C++ (bench/nvshmem/msg_rate.cu against rshmem) --reps 3, $t, --nodes 2 -np 2"
       LOG=msgrate_cpp_$t.log RSHMEM_REMOTE_TRANSPORT=$t RSHMEM_SYMMETRIC_SIZE=2g rrun "msgrate_cpp_$t" 240 2 "$c/msg_rate" --reps 3
     else
-      step "msg_rate (C++): SKIPPED (no carry/msg_rate: scripts/gpu-prepare.sh builds it)"
+      step "msg_rate (C++): SKIPPED (no carry/msg_rate: scripts/gpu.sh prepare builds it)"
     fi
   done
 fi
@@ -239,7 +240,7 @@ if has ring; then
   if [ -x "$c/simple_shift" ]; then
     step "seed simple_shift.cu (unchanged, nvshmem.h), --nodes 2 -np 2"; rrun simple_shift 60 2 "$c/simple_shift"
   else
-    step "seed simple_shift.cu: SKIPPED (carry/ has none: gpu-prepare.sh found no ../shared/seeds/simple_shift.cu)"
+    step "seed simple_shift.cu: SKIPPED (carry/ has none: scripts/gpu.sh prepare found no ../shared/seeds/simple_shift.cu)"
   fi
   step "ring shift (CUDA C++, rshmem.h), --nodes 2 -np 2"; rrun ring_shift_cuda 60 2 "$c/ring_shift_cuda"
   step "ring shift (Rust kernel), --nodes 2 -np 2"; rrun ring_shift 60 2 "$c/ring_shift"
@@ -253,14 +254,14 @@ if has suite; then
 fi
 if has suite_ibgda; then
   # IBGDA_RUNS runs (default 1); RET_SLOTS=device puts the emulated NIC's return slots in GPU memory (the
-  # real-NIC path's placement, issue 21) instead of beside its CQs in the queues' memory (queues).
+  # real-NIC path's placement) instead of beside its CQs in the queues' memory (queues).
   for r in $(seq 1 "${IBGDA_RUNS:-1}"); do
     step "suite through IBGDA (emulated NIC), run $r: rshmrun --nodes 2 -np 2 rshmem-test-pe all, RSHMEM_REMOTE_TRANSPORT=ibgda, return slots: ${RET_SLOTS:-queues}"
     RSHMEM_IBGDA_RET_SLOTS=${RET_SLOTS:-queues} RSHMEM_REMOTE_TRANSPORT=ibgda RSHMEM_SYMMETRIC_SIZE=2g rrun "suite_ibgda_$r" "${SUITE_TIMEOUT:-150}" 2 "$c/rshmem-test-pe" all
   done
 fi
 if has families; then
-  # Issue 22's families on GPUs: the C program of host AMOs, strided RMA and on-stream point operations
+  # The API families on GPUs: the C program of host AMOs, strided RMA and on-stream point operations
   # (tests/c/point_ops.c), the CUDA program of half/bfloat16 RMA, device strided RMA at three scopes and
   # host AMOs racing device AMOs (tests/cuda/device_families.cu), teams from unique ids
   # (tests/c/team_init.c), the header's inline put/get at every alignment (tests/cuda/inline_rma.cu), on
@@ -273,7 +274,7 @@ if has families; then
       step "$prog, two simulated nodes"
       LOG=${prog}_nodes.log RSHMEM_SYMMETRIC_SIZE=1g rrun "${prog}_nodes" 60 2 "$c/$prog"
     else
-      step "$prog: SKIPPED (not in carry/: scripts/gpu-prepare.sh builds it)"
+      step "$prog: SKIPPED (not in carry/: scripts/gpu.sh prepare or extras builds it)"
     fi
   done
   if [ -x "$c/c_global_exit" ]; then
@@ -282,7 +283,7 @@ if has families; then
   fi
 fi
 if has interop; then
-  # Issue 23: the cudarc example (a cudarc kernel, rshmem's reduction on the cudarc stream, a cudarc copy).
+  # The cudarc example (a cudarc kernel, rshmem's reduction on the cudarc stream, a cudarc copy).
   if [ -x "$c/cudarc_interop" ]; then
     step "cudarc_interop, one node, 2 PEs"
     LOG=cudarc_interop.log RSHMEM_SYMMETRIC_SIZE=1g prun cudarc_interop 60 "$c" "$c/cudarc_interop"
@@ -293,7 +294,7 @@ if has interop; then
   fi
 fi
 if has teams; then
-  # Issue 22: the teams scenario, whose last part makes a team from a unique id (members in reverse order)
+  # The teams scenario, whose last part makes a team from a unique id (members in reverse order)
   # and runs host collectives on it: on GPUs, kernels that read the team's member table.
   step "rshmem-test-pe teams, one node, 2 PEs"
   LOG=teams.log RSHMEM_SYMMETRIC_SIZE=1g prun teams_node 60 "$c" "$c/rshmem-test-pe" teams
@@ -305,7 +306,7 @@ if has anchor; then
     step "NVSHMEM anchor (../shared/anchor, the image's NVSHMEM 3.4.5), same call"
     LOG=anchor.log run anchor 200 bash "$c/anchor/run.sh"
   else
-    step "NVSHMEM anchor: SKIPPED (carry/anchor/ is empty: gpu-prepare.sh found no ../shared/anchor/)"
+    step "NVSHMEM anchor: SKIPPED (carry/anchor/ is empty: scripts/gpu.sh prepare found no ../shared/anchor/)"
   fi
 fi
 if has bench; then
@@ -353,14 +354,14 @@ if has netns; then
   run ring_shift_netns 75 "$c/rshmrun" --nodes 2 --netns -np 4 --timeout 60 "$card" "$c/ring_shift"
 fi
 
-# ---------------------------------------------------------------- issue 20: NVSHMEM's perftests, both libraries (PART=perftest)
+# ---------------------------------------------------------------- NVSHMEM's perftests, both libraries (PART=perftest)
 if has perftest_cmp; then
   cmp=$c/perftest-cmp
   if [ -f "$c/perftest-pre.tar.xz" ]; then
-    # Both sets linked on the CPU machine (scripts/gpu-perftest.sh prepare): unpack, run, score.
-    step "NVSHMEM's perftests, both sets linked on the CPU machine: scripts/gpu-perftest.sh (run and scored)"
+    # Both sets linked on the CPU machine (scripts/gpu.sh perftest prepare): unpack, run, score.
+    step "NVSHMEM's perftests, both sets linked on the CPU machine: scripts/gpu.sh perftest (run and scored)"
     LOG=perftest_cmp_run.log PERFTEST_OUT=$logs/perftest BUDGET=$(($(left) - 30)) \
-      run perftest_cmp_run $(($(left) - 25)) bash scripts/gpu-perftest.sh run
+      run perftest_cmp_run $(($(left) - 25)) bash scripts/gpu.sh perftest run
     cp "$logs/perftest/perftest-score.md" "$logs/perftest/perftest-score.csv" "$logs/" 2>/dev/null
   elif [ -d "$c/nvshmem-src/perftest" ]; then
     step "NVSHMEM's perftests built here against rshmem and against NVSHMEM: MODE=full bench/perftest.sh (once per machine)"
@@ -374,11 +375,11 @@ if has perftest_cmp; then
     cp "$cmp/perftest-score.md" "$cmp/perftest-score.csv" "$logs/" 2>/dev/null
     tar czf "$logs/perftest_cmp_logs.tar.gz" -C "$cmp" logs 2>/dev/null
   else
-    step "perftest_cmp: SKIPPED (no carry/nvshmem-src/perftest: scripts/gpu-prepare.sh with NVSHMEM_SRC=...)"
+    step "perftest_cmp: SKIPPED (no carry/nvshmem-src/perftest: scripts/gpu.sh prepare with NVSHMEM_SRC=...)"
   fi
 fi
 
-# ---------------------------------------------------------------- issue 19: what must still hold (PART=checks)
+# ---------------------------------------------------------------- what must still hold (PART=checks)
 P2P_ARGS=${P2P_ARGS:---grid 132 --threads 256 --quick --max-bytes 64m}
 if has p2p; then
   # shellcheck disable=SC2086 # P2P_ARGS is a list of options

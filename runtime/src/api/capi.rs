@@ -9,7 +9,7 @@
 //! call.
 
 use crate::error::Error;
-use crate::UniqueId;
+use crate::bootstrap::UniqueId;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -33,7 +33,7 @@ enum OnFail<T> {
 }
 
 /// Runs the body of C entry point `call`: catches panics and reports errors as `on_fail` says.
-fn entry<T>(call: &str, on_fail: OnFail<T>, body: impl FnOnce() -> crate::Result<T>) -> T {
+fn entry<T>(call: &str, on_fail: OnFail<T>, body: impl FnOnce() -> crate::error::Result<T>) -> T {
     // AssertUnwindSafe: after a panic nothing the body borrowed is used again; the runtime's shared
     // state is behind locks that tolerate poisoning (runtime::get).
     let (r, panicked) = match catch_unwind(AssertUnwindSafe(body)) {
@@ -73,7 +73,7 @@ pub struct RshmemUniqueId {
 /// `nvshmem_init`: initializes rshmem from the launcher's environment (collective); 0 on success, 1 on error (printed).
 #[no_mangle]
 pub extern "C" fn rshmem_init() -> i32 {
-    entry("rshmem_init", OnFail::Return(1), || crate::init().map(|()| 0))
+    entry("rshmem_init", OnFail::Return(1), || crate::runtime::init().map(|()| 0))
 }
 
 /// 0 when rshmem is not initialized in this process, 2 when it is (`nvshmemx_init_status`).
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn rshmem_init_unique_id(id: *const RshmemUniqueId, pe: i3
         }
         // SAFETY: `id` is not null, and the caller promises it points to a unique id (# Safety).
         let uid = UniqueId(unsafe { (*id).internal });
-        crate::init_with_unique_id(&uid, pe as usize, npes as usize).map(|()| 0)
+        crate::runtime::init_with_unique_id(&uid, pe as usize, npes as usize).map(|()| 0)
     })
 }
 
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn rshmem_get_unique_id(id: *mut RshmemUniqueId) -> i32 {
         if id.is_null() {
             return Err(Error::new("rshmem_get_unique_id: null id"));
         }
-        let u = crate::get_unique_id()?;
+        let u = crate::api::host::get_unique_id()?;
         // SAFETY: `id` is not null, and the caller promises it points to writable storage for one id.
         unsafe { (*id).internal = u.0 };
         Ok(0)
@@ -120,47 +120,47 @@ pub unsafe extern "C" fn rshmem_get_unique_id(id: *mut RshmemUniqueId) -> i32 {
 pub extern "C" fn rshmem_finalize() {
     // A failed finalize is a failed collective (a mismatch, a stuck or dead peer): the job is broken and
     // must not end with status 0.
-    entry("rshmem_finalize", OnFail::Exit, crate::finalize)
+    entry("rshmem_finalize", OnFail::Exit, crate::runtime::finalize)
 }
 
 /// `nvshmem_my_pe`: this PE's number, -1 before init.
 #[no_mangle]
 pub extern "C" fn rshmem_my_pe() -> i32 {
-    entry("rshmem_my_pe", OnFail::Return(-1), || Ok(crate::my_pe()))
+    entry("rshmem_my_pe", OnFail::Return(-1), || Ok(crate::runtime::my_pe()))
 }
 /// `nvshmem_n_pes`: the number of PEs, 0 before init.
 #[no_mangle]
 pub extern "C" fn rshmem_n_pes() -> i32 {
-    entry("rshmem_n_pes", OnFail::Return(-1), || Ok(crate::n_pes()))
+    entry("rshmem_n_pes", OnFail::Return(-1), || Ok(crate::runtime::n_pes()))
 }
 /// `nvshmem_team_my_pe`: this PE's index in `team`, -1 when not a member or no such team.
 #[no_mangle]
 pub extern "C" fn rshmem_team_my_pe(team: i32) -> i32 {
-    entry("rshmem_team_my_pe", OnFail::Return(-1), || Ok(crate::team_my_pe(team)))
+    entry("rshmem_team_my_pe", OnFail::Return(-1), || Ok(crate::api::coll::team_my_pe(team)))
 }
 /// `nvshmem_team_n_pes`: the number of PEs in `team`, -1 when no such team.
 #[no_mangle]
 pub extern "C" fn rshmem_team_n_pes(team: i32) -> i32 {
-    entry("rshmem_team_n_pes", OnFail::Return(-1), || Ok(crate::team_n_pes(team)))
+    entry("rshmem_team_n_pes", OnFail::Return(-1), || Ok(crate::api::coll::team_n_pes(team)))
 }
 
 /// `nvshmem_malloc` (collective): the symmetric allocation, or null on error (printed); null without a
 /// message (and without a barrier) for 0 bytes, as OpenSHMEM says.
 #[no_mangle]
 pub extern "C" fn rshmem_malloc(bytes: usize) -> *mut c_void {
-    entry("rshmem_malloc", OnFail::Return(std::ptr::null_mut()), || crate::malloc(bytes).map(|p| p as *mut c_void))
+    entry("rshmem_malloc", OnFail::Return(std::ptr::null_mut()), || crate::api::host::malloc(bytes).map(|p| p as *mut c_void))
 }
 /// `nvshmem_calloc` (collective): `count * size` zeroed symmetric bytes, or null on error (printed);
 /// null for 0 bytes, as `rshmem_malloc`.
 #[no_mangle]
 pub extern "C" fn rshmem_calloc(count: usize, size: usize) -> *mut c_void {
-    entry("rshmem_calloc", OnFail::Return(std::ptr::null_mut()), || crate::calloc(count, size).map(|p| p as *mut c_void))
+    entry("rshmem_calloc", OnFail::Return(std::ptr::null_mut()), || crate::api::host::calloc(count, size).map(|p| p as *mut c_void))
 }
 /// `nvshmem_align` (collective): a symmetric allocation aligned to `alignment`, or null on error
 /// (printed); null for 0 bytes, as `rshmem_malloc`.
 #[no_mangle]
 pub extern "C" fn rshmem_align(alignment: usize, bytes: usize) -> *mut c_void {
-    entry("rshmem_align", OnFail::Return(std::ptr::null_mut()), || crate::align(alignment, bytes).map(|p| p as *mut c_void))
+    entry("rshmem_align", OnFail::Return(std::ptr::null_mut()), || crate::api::host::align(alignment, bytes).map(|p| p as *mut c_void))
 }
 /// `nvshmem_free` (collective): null is a no-op; an error is printed and the call returns.
 #[no_mangle]
@@ -168,41 +168,41 @@ pub extern "C" fn rshmem_free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    entry("rshmem_free", OnFail::Report(()), || crate::free(p as *mut u8))
+    entry("rshmem_free", OnFail::Report(()), || crate::api::host::free(p as *mut u8))
 }
 /// `nvshmem_ptr`: the address through which this process reaches `p` on `pe` (a PE of this node), else null.
 #[no_mangle]
 pub extern "C" fn rshmem_ptr(p: *const c_void, pe: i32) -> *mut c_void {
-    entry("rshmem_ptr", OnFail::Return(std::ptr::null_mut()), || Ok(crate::ptr(p as *const u8, pe) as *mut c_void))
+    entry("rshmem_ptr", OnFail::Return(std::ptr::null_mut()), || Ok(crate::api::host::ptr(p as *const u8, pe) as *mut c_void))
 }
 /// `nvshmem_barrier_all` from the host; a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_barrier_all() {
-    entry("rshmem_barrier_all", OnFail::Exit, crate::barrier_all)
+    entry("rshmem_barrier_all", OnFail::Exit, crate::api::host::barrier_all)
 }
 /// `nvshmem_sync_all` from the host (a barrier here); a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_sync_all() {
-    entry("rshmem_sync_all", OnFail::Exit, crate::barrier_all)
+    entry("rshmem_sync_all", OnFail::Exit, crate::api::host::barrier_all)
 }
 /// `nvshmem_quiet` from the host; a failure is printed and exits this PE (status 1).
 #[no_mangle]
 pub extern "C" fn rshmem_quiet() {
-    entry("rshmem_quiet", OnFail::Exit, crate::quiet)
+    entry("rshmem_quiet", OnFail::Exit, crate::api::host::quiet)
 }
 /// # Safety
 /// `src` readable for `bytes`; `dst` symmetric (checked).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_putmem(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
     // SAFETY: the local side is the caller's promise (# Safety); the symmetric side is checked.
-    entry("rshmem_putmem", OnFail::Exit, || unsafe { crate::putmem(dst as *mut u8, src as *const u8, bytes, pe) })
+    entry("rshmem_putmem", OnFail::Exit, || unsafe { crate::api::host::putmem(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 /// # Safety
 /// `dst` writable for `bytes`; `src` symmetric (checked).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_getmem(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
     // SAFETY: as in rshmem_putmem.
-    entry("rshmem_getmem", OnFail::Exit, || unsafe { crate::getmem(dst as *mut u8, src as *const u8, bytes, pe) })
+    entry("rshmem_getmem", OnFail::Exit, || unsafe { crate::api::host::getmem(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 
 /// The host's `putmem_nbi` (`nvshmem_putmem_nbi` from host code): complete by the next quiet. A name
@@ -213,7 +213,7 @@ pub unsafe extern "C" fn rshmem_getmem(dst: *mut c_void, src: *const c_void, byt
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_putmem_nbi(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
     // SAFETY: as in rshmem_putmem.
-    entry("rshmem_putmem_nbi", OnFail::Exit, || unsafe { crate::putmem_nbi(dst as *mut u8, src as *const u8, bytes, pe) })
+    entry("rshmem_putmem_nbi", OnFail::Exit, || unsafe { crate::api::host::putmem_nbi(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 /// The host's `getmem_nbi`: complete by the next quiet.
 ///
@@ -222,13 +222,13 @@ pub unsafe extern "C" fn rshmem_host_putmem_nbi(dst: *mut c_void, src: *const c_
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_getmem_nbi(dst: *mut c_void, src: *const c_void, bytes: usize, pe: i32) {
     // SAFETY: as in rshmem_putmem.
-    entry("rshmem_getmem_nbi", OnFail::Exit, || unsafe { crate::getmem_nbi(dst as *mut u8, src as *const u8, bytes, pe) })
+    entry("rshmem_getmem_nbi", OnFail::Exit, || unsafe { crate::api::host::getmem_nbi(dst as *mut u8, src as *const u8, bytes, pe) })
 }
 
 // ---------------------------------------------------------------- on-stream
 // On a GPU, enqueued on the stream; the CPU backend has no streams, so there they run at once, in the
 // calling thread's program order (as its on-stream collectives and point operations do).
-use crate::cuda::{self, Stream};
+use crate::api::stream::{self, Stream};
 
 /// The stream a C caller handed to an `_on_stream` entry point, as rshmem's [`Stream`].
 ///
@@ -244,7 +244,7 @@ unsafe fn c_stream(s: *mut c_void) -> Stream {
 }
 
 /// Whether this job runs on the CUDA backend (an uninitialized runtime answers through the call).
-fn on_gpu(call: &str) -> crate::Result<bool> {
+fn on_gpu(call: &str) -> crate::error::Result<bool> {
     Ok(crate::runtime::get(call)?.backend().name() == "cuda")
 }
 
@@ -256,7 +256,7 @@ fn on_gpu(call: &str) -> crate::Result<bool> {
 pub unsafe extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
     let call = "rshmem_barrier_all_on_stream";
     // SAFETY: `s` is a valid stream: this function's contract (# Safety).
-    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::barrier_all_on_stream(unsafe { c_stream(s) }) } else { crate::barrier_all() })
+    entry(call, OnFail::Exit, || if on_gpu(call)? { stream::barrier_all_on_stream(unsafe { c_stream(s) }) } else { crate::api::host::barrier_all() })
 }
 /// `nvshmemx_sync_all_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
 ///
@@ -266,7 +266,7 @@ pub unsafe extern "C" fn rshmem_barrier_all_on_stream(s: *mut c_void) {
 pub unsafe extern "C" fn rshmem_sync_all_on_stream(s: *mut c_void) {
     let call = "rshmem_sync_all_on_stream";
     // SAFETY: `s` is a valid stream: this function's contract (# Safety).
-    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::sync_all_on_stream(unsafe { c_stream(s) }) } else { crate::barrier_all() })
+    entry(call, OnFail::Exit, || if on_gpu(call)? { stream::sync_all_on_stream(unsafe { c_stream(s) }) } else { crate::api::host::barrier_all() })
 }
 /// `nvshmemx_quiet_on_stream` (at once on the CPU backend); a failure is printed and exits this PE (status 1).
 ///
@@ -276,7 +276,7 @@ pub unsafe extern "C" fn rshmem_sync_all_on_stream(s: *mut c_void) {
 pub unsafe extern "C" fn rshmem_quiet_on_stream(s: *mut c_void) {
     let call = "rshmem_quiet_on_stream";
     // SAFETY: `s` is a valid stream: this function's contract (# Safety).
-    entry(call, OnFail::Exit, || if on_gpu(call)? { cuda::quiet_on_stream(unsafe { c_stream(s) }) } else { crate::quiet() })
+    entry(call, OnFail::Exit, || if on_gpu(call)? { stream::quiet_on_stream(unsafe { c_stream(s) }) } else { crate::api::host::quiet() })
 }
 /// # Safety
 /// As `rshmem_putmem`; the copy runs later on `s`, so `src` must stay valid until then; `s` is NULL or
@@ -288,9 +288,9 @@ pub unsafe extern "C" fn rshmem_putmem_on_stream(dst: *mut c_void, src: *const c
     // checked.
     entry(call, OnFail::Exit, || unsafe {
         if on_gpu(call)? {
-            cuda::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, c_stream(s))
+            stream::putmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, c_stream(s))
         } else {
-            crate::putmem(dst as *mut u8, src as *const u8, bytes, pe)
+            crate::api::host::putmem(dst as *mut u8, src as *const u8, bytes, pe)
         }
     })
 }
@@ -302,16 +302,16 @@ pub unsafe extern "C" fn rshmem_getmem_on_stream(dst: *mut c_void, src: *const c
     // SAFETY: as in rshmem_putmem_on_stream.
     entry(call, OnFail::Exit, || unsafe {
         if on_gpu(call)? {
-            cuda::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, c_stream(s))
+            stream::getmem_on_stream(dst as *mut u8, src as *const u8, bytes, pe, c_stream(s))
         } else {
-            crate::getmem(dst as *mut u8, src as *const u8, bytes, pe)
+            crate::api::host::getmem(dst as *mut u8, src as *const u8, bytes, pe)
         }
     })
 }
 
 // ---------------------------------------------------------------- teams and collectives
 // NVSHMEM's int-returning calls: 0 on success; an error is printed naming the call and 1 returned.
-use crate::coll::{self as coll, TeamConfig};
+use crate::api::coll::{self as coll, TeamConfig};
 use rshmem_device::coll::host_op;
 
 /// NVSHMEM_TEAM_CONFIG_MASK_NUM_CONTEXTS / _UNIQUEID: the fields of a config that a split takes.
@@ -366,7 +366,7 @@ pub unsafe extern "C" fn rshmem_team_get_uniqueid(uniqueid: *mut u64) -> i32 {
         if uniqueid.is_null() {
             return Err(Error::new("rshmem_team_get_uniqueid: uniqueid is null"));
         }
-        let id = crate::team_init::team_get_uniqueid()?;
+        let id = crate::api::team_init::team_get_uniqueid()?;
         // SAFETY: not null and writable (# Safety); any alignment.
         unsafe { uniqueid.write_unaligned(id) };
         Ok(0)
@@ -402,7 +402,7 @@ pub unsafe extern "C" fn rshmem_team_init(team: *mut i32, config: *const c_void,
         // SAFETY: as above.
         let mut c = unsafe { read_config(config, mask) }.unwrap_or_default();
         c.uniqueid = given.uniqueid;
-        let t = crate::team_init::team_init(c, npes, pe_idx_in_team)?;
+        let t = crate::api::team_init::team_init(c, npes, pe_idx_in_team)?;
         // SAFETY: as above.
         unsafe { *team = t };
         Ok(0)
@@ -604,7 +604,7 @@ pub unsafe extern "C" fn rshmemi_register_device_state(addr: *mut c_void, bytes:
 
 /// # Safety
 /// As `rshmemi_register_device_state`.
-unsafe fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::Result<i32> {
+unsafe fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::error::Result<i32> {
     let want = std::mem::size_of::<rshmem_device::state::DeviceState>();
     if bytes != 0 && bytes != want {
         return Err(Error::new(format!(
@@ -616,7 +616,7 @@ unsafe fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::Resul
     // SAFETY: this function's contract (# Safety): `addr` is the program's own rshmemi_device_state
     // (cudaGetSymbolAddress in the device library's init hook), of the size checked above, in a module
     // that stays loaded for the program's life.
-    cuda::with_backend("rshmem_init (device library)", |b| unsafe { b.modules().register_state(addr as u64) }).map(|()| 0)
+    stream::with_backend("rshmem_init (device library)", |b| unsafe { b.modules().register_state(addr as u64) }).map(|()| 0)
 }
 
 /// `rshmem_cumodule_init`: fills in the device state of a module the program loaded itself (and keeps
@@ -628,21 +628,21 @@ unsafe fn register_device_state(addr: *mut c_void, bytes: usize) -> crate::Resul
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_cumodule_init(module: *mut c_void) -> i32 {
     // SAFETY: the caller's contract above is register_module's.
-    entry("rshmem_cumodule_init", OnFail::Report(1), || cuda::with_backend("rshmem_cumodule_init", |b| unsafe { b.register_module(module as _) }).map(|()| 0))
+    entry("rshmem_cumodule_init", OnFail::Report(1), || stream::with_backend("rshmem_cumodule_init", |b| unsafe { b.register_module(module as _) }).map(|()| 0))
 }
 
 /// `rshmem_cumodule_finalize`: stops filling in the module's device state (before it is unloaded).
 #[no_mangle]
 pub extern "C" fn rshmem_cumodule_finalize(module: *mut c_void) -> i32 {
-    entry("rshmem_cumodule_finalize", OnFail::Report(1), || cuda::with_backend("rshmem_cumodule_finalize", |b| b.unregister_module(module as _)).map(|()| 0))
+    entry("rshmem_cumodule_finalize", OnFail::Report(1), || stream::with_backend("rshmem_cumodule_finalize", |b| b.unregister_module(module as _)).map(|()| 0))
 }
 
 /// # Safety
-/// `mpi_comm` must point to a valid `MPI_Comm` of the MPI the program is linked with (see `crate::mpi`).
+/// `mpi_comm` must point to a valid `MPI_Comm` of the MPI the program is linked with (see `crate::api::mpi`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_init_mpi_comm(mpi_comm: *const c_void) -> i32 {
     // SAFETY: the caller's contract is init_with_mpi_comm's.
-    entry("rshmem_init_mpi_comm", OnFail::Return(1), || unsafe { crate::mpi::init_with_mpi_comm(mpi_comm) }.map(|()| 0))
+    entry("rshmem_init_mpi_comm", OnFail::Return(1), || unsafe { crate::api::mpi::init_with_mpi_comm(mpi_comm) }.map(|()| 0))
 }
 
 /// `nvshmemx_buffer_register`: 0, or non-zero with a message (see `crate::heap::register`). As with
@@ -676,7 +676,7 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_the_error_return() {
-        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || -> crate::Result<i32> { panic!("boom") }), 7);
+        assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || -> crate::error::Result<i32> { panic!("boom") }), 7);
         assert_eq!(entry("rshmem_test_call", OnFail::Return(7), || Err(Error::new("bad"))), 7);
         assert_eq!(entry("rshmem_test_call", OnFail::Report(3), || Err(Error::new("bad"))), 3);
         assert_eq!(entry("rshmem_test_call", OnFail::<i32>::Exit, || Ok(5)), 5);
@@ -688,10 +688,10 @@ mod tests {
     }
 }
 
-// ---------------------------------------------------------------- point operations (crate::point)
+// ---------------------------------------------------------------- point operations (crate::api::point)
 // Host AMOs, host strided RMA, and the on-stream p / g / signal / wait forms: checked, then run by the
 // device library's implementation (a one-thread kernel on a GPU; a direct call on the CPU backend).
-use crate::point;
+use crate::api::point;
 use rshmem_device::point::{what as pw, Op as PointOp};
 
 /// A host AMO: `code` (1 fetch, 2 set, 3 swap, 4 compare_swap, 5 fetch_add, 6 add, 7 fetch_and, 8 and,
@@ -836,20 +836,20 @@ pub unsafe extern "C" fn rshmem_wait_until_all_on_stream(
 }
 
 // ---------------------------------------------------------------- global_exit, realloc, library init
-/// `nvshmem_global_exit` from the host: every PE of the job ends with `status` (`crate::global_exit`).
+/// `nvshmem_global_exit` from the host: every PE of the job ends with `status` (`crate::runtime::global_exit`).
 #[no_mangle]
 pub extern "C" fn rshmem_global_exit(status: i32) {
-    crate::global_exit(status)
+    crate::runtime::global_exit(status)
 }
-/// `nvshmem_realloc` (collective): see `crate::realloc`. NULL on an error (printed), the old allocation
+/// `nvshmem_realloc` (collective): see `crate::api::host::realloc`. NULL on an error (printed), the old allocation
 /// kept.
 ///
 /// # Safety
 /// `ptr` is NULL or a live symmetric allocation that nothing uses while it moves.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_realloc(ptr: *mut c_void, bytes: usize) -> *mut c_void {
-    // SAFETY: the caller's contract (above) is crate::realloc's.
-    entry("rshmem_realloc", OnFail::Report(std::ptr::null_mut()), || unsafe { crate::realloc(ptr as *mut u8, bytes) }.map(|p| p as *mut c_void))
+    // SAFETY: the caller's contract (above) is crate::api::host::realloc's.
+    entry("rshmem_realloc", OnFail::Report(std::ptr::null_mut()), || unsafe { crate::api::host::realloc(ptr as *mut u8, bytes) }.map(|p| p as *mut c_void))
 }
 /// `nvshmemx_culibrary_init`: the module of a CUlibrary the program loaded (cuLibraryGetModule), as
 /// `rshmem_cumodule_init`.
@@ -862,7 +862,7 @@ pub unsafe extern "C" fn rshmem_culibrary_init(library: *mut c_void) -> i32 {
     // SAFETY: the caller's contract above.
     entry("rshmem_culibrary_init", OnFail::Report(1), || unsafe {
         let m = library_module("rshmem_culibrary_init", library)?;
-        cuda::with_backend("rshmem_culibrary_init", |b| b.register_module(m)).map(|()| 0)
+        stream::with_backend("rshmem_culibrary_init", |b| b.register_module(m)).map(|()| 0)
     })
 }
 /// `nvshmemx_culibrary_finalize`: as `rshmem_cumodule_finalize` for the library's module.
@@ -874,14 +874,14 @@ pub unsafe extern "C" fn rshmem_culibrary_finalize(library: *mut c_void) -> i32 
     // SAFETY: the caller's contract above.
     entry("rshmem_culibrary_finalize", OnFail::Report(1), || unsafe {
         let m = library_module("rshmem_culibrary_finalize", library)?;
-        cuda::with_backend("rshmem_culibrary_finalize", |b| b.unregister_module(m)).map(|()| 0)
+        stream::with_backend("rshmem_culibrary_finalize", |b| b.unregister_module(m)).map(|()| 0)
     })
 }
 /// The CUmodule of a CUlibrary in the current context.
 ///
 /// # Safety
 /// `library` must be a loaded CUlibrary.
-unsafe fn library_module(call: &str, library: *mut c_void) -> crate::Result<cudarc::driver::sys::CUmodule> {
+unsafe fn library_module(call: &str, library: *mut c_void) -> crate::error::Result<cudarc::driver::sys::CUmodule> {
     use cudarc::driver::sys as cu;
     if library.is_null() {
         return Err(Error::new(format!("{call}: the library is NULL")));

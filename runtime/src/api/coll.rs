@@ -274,7 +274,7 @@ pub unsafe fn collective_on_stream(what: u32, team: i32, dest: *mut u8, src: *co
         return unsafe { run_blocking(&rt, what, team, dest, src, n as u64, a, b) };
     }
     // SAFETY: `stream` is null or a live stream of this PE's context (this function's contract).
-    let s = unsafe { crate::cuda::Stream::from_raw(stream as _) };
+    let s = unsafe { crate::api::stream::Stream::from_raw(stream as _) };
     if let Some(plan) = grid_plan(&rt, what, team, dest, src, n as u64, a) {
         // SAFETY: forwarded contract; `grid_plan` checked the path's conditions.
         return unsafe { launch_grid(call, plan, team, dest, src, n as u64, a, b, s) };
@@ -353,7 +353,7 @@ fn push_ops(alltoall: bool) -> (u32, u32) {
 /// # Safety
 /// As `collective_on_stream`; `grid_plan` said `plan`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch_grid(call: &str, plan: Grid, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::cuda::Stream) -> Result<()> {
+unsafe fn launch_grid(call: &str, plan: Grid, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::api::stream::Stream) -> Result<()> {
     let (open, close) = match plan {
         Grid::Reduce(sync) => (sync, reduce_close(sync)),
         Grid::Broadcast => (host_op::BROADCAST_OPEN, host_op::BROADCAST_CLOSE),
@@ -363,7 +363,7 @@ unsafe fn launch_grid(call: &str, plan: Grid, team: i32, dest: *mut u8, src: *co
     unsafe { launch(call, open, team, dest, src, n, a, b, s)? };
     let (mut team_a, mut dest_a, mut src_a, mut n_a) = (team, dest as u64, src as u64, n);
     let (mut dt, mut o, mut scatter, mut root) = (a as u32, b as u32, u32::from(open == host_op::REDUCESCATTER_SYNC), a as i32);
-    crate::cuda::with_backend(call, |be| match plan {
+    crate::api::stream::with_backend(call, |be| match plan {
         Grid::Reduce(_) => {
             let blocks = n.div_ceil(GRID_THREADS as u64 * 4).clamp(1, GRID_MAX_BLOCKS) as u32;
             let mut args: [*mut std::ffi::c_void; 7] = [
@@ -448,11 +448,11 @@ unsafe fn run_blocking(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *
         if rt.backend().name() == "cuda" {
             match plan {
                 // SAFETY: forwarded contract; `grid_plan` checked the path's conditions.
-                Some(plan) => unsafe { launch_grid(call, plan, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? },
+                Some(plan) => unsafe { launch_grid(call, plan, team, dest, src, n, a, b, crate::api::stream::Stream::DEFAULT)? },
                 // SAFETY: forwarded contract.
-                None => unsafe { launch(call, what, team, dest, src, n, a, b, crate::cuda::Stream::DEFAULT)? },
+                None => unsafe { launch(call, what, team, dest, src, n, a, b, crate::api::stream::Stream::DEFAULT)? },
             }
-            return crate::cuda::wait_default_stream(call);
+            return crate::api::stream::wait_default_stream(call);
         }
         // SAFETY: forwarded contract; on the CPU backend device code runs on host threads, this one a
         // one-thread "block" (and, for a collective with a grid plan, a one-thread grid: the same three
@@ -486,7 +486,7 @@ unsafe fn run_blocking(rt: &Runtime, what: u32, team: i32, dest: *mut u8, src: *
 /// # Safety
 /// As `collective`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch(call: &str, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::cuda::Stream) -> Result<()> {
+unsafe fn launch(call: &str, what: u32, team: i32, dest: *mut u8, src: *const u8, n: u64, a: u64, b: u64, s: crate::api::stream::Stream) -> Result<()> {
     let (mut what, mut team, mut dest, mut src, mut n, mut a, mut b) = (what, team, dest as u64, src as u64, n, a, b);
     let mut args: [*mut std::ffi::c_void; 7] = [
         &mut what as *mut u32 as _,
@@ -497,7 +497,7 @@ unsafe fn launch(call: &str, what: u32, team: i32, dest: *mut u8, src: *const u8
         &mut a as *mut u64 as _,
         &mut b as *mut u64 as _,
     ];
-    crate::cuda::with_backend(call, |be| {
+    crate::api::stream::with_backend(call, |be| {
         // SAFETY: the parameters match rshmemi_collective(u32, i32, u64 x 5) in order and size.
         unsafe { be.module()?.launch("rshmemi_collective", 1, HOST_COLL_THREADS, 0, s, &mut args) }
     })

@@ -5,7 +5,7 @@
 //! host stream and waited for; a direct call on the CPU backend, whose "device" code runs on host
 //! threads (the CPU backend has no streams: an on-stream call there runs at once, in program order).
 
-use crate::cuda::Stream;
+use crate::api::stream::Stream;
 use crate::error::{Error, Result};
 use crate::runtime::{self, Runtime};
 use rshmem_device::point::{what, Op};
@@ -23,7 +23,7 @@ pub(crate) unsafe fn run(call: &str, op: Op, stream: Option<Stream>, want: bool)
     check(&rt, call, &op)?;
     if rt.backend().name() == "cuda" {
         // SAFETY: checked above; the local buffers are our caller's promise.
-        return crate::cuda::with_backend(call, |be| unsafe { be.point_op(call, &op, stream, want) });
+        return crate::api::stream::with_backend(call, |be| unsafe { be.point_op(call, &op, stream, want) });
     }
     // SAFETY: as above; on the CPU backend device operations run on the calling thread.
     Ok(unsafe { rshmem_device::point::run(&op) })

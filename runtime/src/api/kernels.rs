@@ -7,8 +7,9 @@
 //! checked against the kernel's. Untyped kernels (`fn name(a)`, `u64` arguments) keep
 //! [`KernelSet::run`], which waits.
 //!
-//! A 3-D launch, where every thread records its coordinates (on the CPU backend here, as in CI; on GPUs
-//! the set would carry its crate's PTX):
+//! A 3-D launch, where every thread records its coordinates (on the CPU backend here: the set carries no
+//! PTX, so on a GPU machine it runs with `RSHMEM_BACKEND=cpu`, as CI runs it; on GPUs the set would
+//! carry its crate's PTX):
 //!
 //! ```
 //! use rshmem::kernels::{DevPtr, KernelSet, LaunchConfig};
@@ -35,7 +36,6 @@
 //! static K: KernelSet = KernelSet::new(k::CPU_KERNELS, "");
 //!
 //! fn main() -> Result<(), rshmem::Error> {
-//! #   std::env::set_var("RSHMEM_BACKEND", "cpu");
 //!     rshmem::init()?;
 //!     let out = rshmem::SymSlice::<u32>::zeroed(2 * 3 * 1 * 4 * 2 * 1)?;
 //!     let cfg = LaunchConfig::new((2, 3), (4, 2)); // 2 x 3 blocks of 4 x 2 threads
@@ -57,12 +57,48 @@
 //! }
 //! ```
 
-use crate::cuda::{self, Module, Stream};
+use crate::api::stream::{self, with_backend, Stream};
 use crate::error::{Error, Result};
+use crate::platform::cuda::module::state_ptx;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, Weak};
 
+pub use crate::platform::cuda::module::Module;
 pub use rshmem_device::{CpuKernel, DevPtr, Dim3};
+
+impl Module {
+    /// Links `user_ptx` (Rust kernels written against rshmem-device) with the device library, loads
+    /// the result into the runtime's context and fills in its device state.
+    ///
+    /// The module belongs to the running runtime instance: that instance keeps it (and writes its
+    /// device state) until `finalize` drops the instance; then it is unloaded once every `Arc` to it is
+    /// gone. After a second `init`, load the PTX again (`KernelSet` does): a module of an earlier
+    /// instance still holds that instance's (stale) device state. Returns the module and the
+    /// generation of the runtime instance it belongs to (`CudaBackend::generation`).
+    pub fn load(user_ptx: &str) -> Result<(std::sync::Arc<Module>, u64)> {
+        Module::load_bounded(user_ptx, None)
+    }
+
+    /// As [`Module::load`], with every function of the link (the device library's included) compiled
+    /// to at most `max_registers` registers per thread (`CU_JIT_MAX_REGISTERS`; `None`: no bound).
+    /// A kernel's registers are the most that it or any device-library function it may call uses, so
+    /// a kernel that must launch with many threads per block needs the bound on the whole link:
+    /// [`crate::platform::cuda::module::register_bound`] gives the bound for a block size.
+    pub fn load_bounded(user_ptx: &str, max_registers: Option<u32>) -> Result<(std::sync::Arc<Module>, u64)> {
+        with_backend("rshmem::kernels::Module::load", |b| {
+            // Kernels written with rshmem-device inline the whole device API; their only external
+            // symbol is the device state. Linking a PTX that just defines it is far faster than JIT-
+            // compiling the whole device library; fall back to the library if more is needed.
+            let m = match Module::link(b.ctx, &[("rshmem_state.ptx", &state_ptx()), ("kernels.ptx", user_ptx)], max_registers) {
+                Ok(m) => m,
+                Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)], max_registers)?,
+            };
+            let m = std::sync::Arc::new(m);
+            b.adopt(&m)?;
+            Ok((m, b.generation()))
+        })
+    }
+}
 
 /// The shape and stream of a kernel launch (CUDA's `<<<grid, block, shared, stream>>>`).
 #[derive(Clone, Copy, Debug)]
@@ -193,12 +229,12 @@ impl KernelSet {
         };
         // Every check and lookup is done: the events enclose the enqueue alone, as a CUDA program's
         // events around `kernel<<<...>>>` do.
-        let timer = cuda::Timer::new()?;
+        let timer = stream::Timer::new()?;
         timer.start(cfg.stream)?;
         // SAFETY: the caller's contract is launch's; `m` and the checks come from prepare.
         let launched = unsafe { Self::enqueue(&m, name, cfg, args) };
         timer.stop(cfg.stream)?;
-        let waited = cuda::wait_stream(&format!("kernel {name}"), cfg.stream);
+        let waited = stream::wait_stream(&format!("kernel {name}"), cfg.stream);
         launched?;
         waited?;
         Ok(timer.elapsed_ms()? as f64)
@@ -288,7 +324,7 @@ impl KernelSet {
     /// This set's module with register bound `bound` for the running runtime instance, linked on first
     /// use after each `init`.
     fn module(&self, bound: Option<u32>) -> Result<Arc<Module>> {
-        let generation = cuda::with_backend("rshmem kernel launch", |b| Ok(b.generation()))?;
+        let generation = stream::with_backend("rshmem kernel launch", |b| Ok(b.generation()))?;
         let mut ms = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         // Modules of an earlier instance (a finalize and a new init since) are gone or stale.
         ms.retain(|(g, _, w)| *g == generation && w.strong_count() > 0);
@@ -385,10 +421,10 @@ impl KernelSet {
     unsafe fn gpu_launch(&self, name: &str, grid: u32, block: u32, args: &[u64], coop: bool, timed: bool) -> Result<Option<f64>> {
         self.untyped(name)?;
         let m = self.module_for(name, block)?;
-        cuda::with_backend("rshmem kernel launch", |be| {
+        stream::with_backend("rshmem kernel launch", |be| {
             be.with_arg_block(&format!("kernel {name}"), args, |dargs| {
                 let r = (|| {
-                    let timer = if timed { Some(cuda::Timer::new()?) } else { None };
+                    let timer = if timed { Some(stream::Timer::new()?) } else { None };
                     let mut p = dargs;
                     let mut params = [&mut p as *mut u64 as *mut std::ffi::c_void];
                     if let Some(t) = &timer {
@@ -413,13 +449,13 @@ impl KernelSet {
                         }
                         None => None,
                     };
-                    cuda::wait_default_stream(&format!("kernel {name}"))?;
+                    stream::wait_default_stream(&format!("kernel {name}"))?;
                     Ok(ms)
                 })();
                 if r.is_err() {
                     // An early error may leave the kernel running: it must be done with the argument
                     // block before the block is reused.
-                    let _ = cuda::synchronize();
+                    let _ = stream::synchronize();
                 }
                 r
             })

@@ -100,7 +100,7 @@ pub unsafe fn init_with_mpi_comm(mpi_comm: *const c_void) -> Result<()> {
     let c = unsafe { comm(call, mpi_comm)? };
     // Rank 0's id, or its failure (an all-zero id), goes to every rank: no rank is left waiting.
     let mut id = [0u8; 128];
-    let made = if c.rank == 0 { crate::get_unique_id().map(|u| id = u.0) } else { Ok(()) };
+    let made = if c.rank == 0 { crate::api::host::get_unique_id().map(|u| id = u.0) } else { Ok(()) };
     let rc = (c.bcast)(&mut id);
     made.map_err(|e| e.context(call))?;
     if rc != 0 {
@@ -109,7 +109,7 @@ pub unsafe fn init_with_mpi_comm(mpi_comm: *const c_void) -> Result<()> {
     if id.iter().all(|&b| b == 0) {
         return Err(Error::new(format!("{call}: rank 0 of the communicator could not make a unique id (see its error)")));
     }
-    crate::init_with_unique_id(&crate::UniqueId(id), c.rank as usize, c.size as usize)
+    crate::runtime::init_with_unique_id(&crate::bootstrap::UniqueId(id), c.rank as usize, c.size as usize)
 }
 
 #[cfg(test)]

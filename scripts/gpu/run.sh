@@ -1,20 +1,21 @@
-#!/usr/bin/env bash
-# Runs on the GPU machine (device tool) over carry/ made by scripts/gpu-prepare.sh:
+# scripts/gpu.sh run: on the GPU machine (device tool), over carry/ made by `scripts/gpu.sh prepare`
+# (and `scripts/gpu.sh extras` for the soak and the fresh-clone ring shifts), on one node:
 #   (SUITE_RUNS=N, SCENARIOS=0, SOAK=0, SOAK_SEEDS, SOAK_OPS, SOAK_THREADS, SOAK_BLOCKS, SOAK_TIMEOUT, COMPARE_ARGS, ANCHOR=0 select)
 #   1. the multi-process suite on the CUDA backend, 2 PEs, twice (a test that passes once and fails
 #      once is a race), plus the bad-input scenarios;
 #   2. the three ring shifts: Rust kernel, CUDA C++ against rshmem.h, the NVSHMEM seed unchanged;
 #   3. rshmem-bench beside NVSHMEM (bench/run-compare.sh) and, unless ANCHOR=0, NVSHMEM's anchor benchmark.
 # Everything is logged to $OUT/gpu-run.log (when OUT is set) and printed.
-# NODES=2: instead, the remote-PE evidence on 2 GPUs, two simulated nodes with the proxy transport
-# (scripts/gpu-remote.sh: ring shifts, the suite twice, rshmem-bench, NCCL socket, loopback TCP).
+# NODES=2: instead, the remote PEs on 2 GPUs, two simulated nodes (`scripts/gpu.sh remote`).
+# This file is the subcommand's body: run it through scripts/gpu.sh.
 set -u
-cd "$(dirname "$0")/.." || exit 1
-bash scripts/gpu-unpack.sh || exit 1
+[ "${GPU_SH_PART:-}" = run ] || { echo "scripts/gpu/run.sh: run it as scripts/gpu.sh run" >&2; exit 2; }
+cd "$(dirname "$0")/../.." || exit 1
+bash scripts/gpu.sh unpack || exit 1
 case "${NODES:-1}" in
   1) ;;
-  2) exec bash scripts/gpu-remote.sh ;;
-  *) echo "gpu-run.sh: NODES=$NODES: only 1 (this script) or 2 (scripts/gpu-remote.sh)" >&2; exit 2 ;;
+  2) exec bash scripts/gpu.sh remote ;;
+  *) echo "gpu.sh run: NODES=$NODES: only 1 (this subcommand) or 2 (scripts/gpu.sh remote)" >&2; exit 2 ;;
 esac
 c=$PWD/carry
 export LD_LIBRARY_PATH=$c:${LD_LIBRARY_PATH:-} NVSHMEM_DISABLE_NVLS=1 RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda}
@@ -56,7 +57,7 @@ step "ring shift (CUDA C++, rshmem.h)"; "$c/rshmrun" -np $NP "$c/ring_shift_cuda
 if [ -x "$c/simple_shift" ]; then
   step "seed simple_shift.cu (unchanged, nvshmem.h)"; "$c/rshmrun" -np $NP "$c/simple_shift"; echo "exit: $?"
 else
-  step "seed simple_shift.cu: SKIPPED (carry/ has none: gpu-prepare.sh found no ../shared/seeds/simple_shift.cu)"
+  step "seed simple_shift.cu: SKIPPED (carry/ has none: scripts/gpu.sh prepare found no ../shared/seeds/simple_shift.cu)"
 fi
 if [ -f bench/run-compare.sh ]; then
   step "rshmem-bench vs NVSHMEM (bench/run-compare.sh, same parameters)"; NP=$NP bash bench/run-compare.sh ${COMPARE_ARGS:-}; echo "exit: $?"
@@ -66,5 +67,5 @@ fi
 if [ "${ANCHOR:-1}" = 1 ] && [ -f "$c/anchor/run.sh" ]; then
   step "NVSHMEM anchor (same call)"; NP=$NP bash "$c/anchor/run.sh"; echo "exit: $?"
 elif [ "${ANCHOR:-1}" = 1 ]; then
-  step "NVSHMEM anchor: SKIPPED (carry/anchor/ is empty: gpu-prepare.sh found no ../shared/anchor/)"
+  step "NVSHMEM anchor: SKIPPED (carry/anchor/ is empty: scripts/gpu.sh prepare found no ../shared/anchor/)"
 fi

@@ -1,13 +1,14 @@
-//! The CUDA API of user programs: loading kernels into the running runtime (`Module::load`), device
-//! memory, timers, and the on-stream calls. This file is above the runtime (it asks it for the running
-//! instance, `crate::runtime::get`), like `kernels.rs` and `capi.rs`; the CUDA platform it builds on
-//! (`platform::cuda`) is below the runtime and never asks it.
+//! Streams and what runs on them, for user programs: the on-stream calls (NVSHMEM's `*_on_stream`),
+//! waiting for a stream, timers (event pairs on a stream), and the device memory that work uses
+//! (`device_alloc`, copies to and from it). This file is above the runtime (it asks it for the running
+//! instance, `crate::runtime::get`); the CUDA platform it builds on (`platform::cuda`: contexts,
+//! modules, the driver) is below the runtime and never asks it. Loading a module of kernels is
+//! `kernels`' (`Module::load`).
 
 pub use crate::platform::cuda::backend::{CudaBackend, CudaInitError};
-pub use crate::platform::cuda::module::{Module, Stream, DEVICE_PTX};
+pub use crate::platform::cuda::module::{Stream, DEVICE_PTX};
 use crate::error::{Error, Result};
 use crate::platform::cuda::driver::{self, check, check_ctx};
-use crate::platform::cuda::module::state_ptx;
 use cudarc::driver::sys as cu;
 
 /// The CUDA backend of the running runtime, if that is the backend in use.
@@ -18,41 +19,6 @@ pub fn with_backend<R>(call: &str, f: impl FnOnce(&CudaBackend) -> Result<R>) ->
         Some(b) => f(b),
         None => Err(Error::new(format!("{call}: needs the CUDA backend (this job runs on the {} backend)", rt.backend().name()))),
     }
-}
-
-impl Module {
-    /// Links `user_ptx` (Rust kernels written against rshmem-device) with the device library, loads
-    /// the result into the runtime's context and fills in its device state.
-    ///
-    /// The module belongs to the running runtime instance: that instance keeps it (and writes its
-    /// device state) until `finalize` drops the instance; then it is unloaded once every `Arc` to it is
-    /// gone. After a second `init`, load the PTX again (`KernelSet` does): a module of an earlier
-    /// instance still holds that instance's (stale) device state. Returns the module and the
-    /// generation of the runtime instance it belongs to (`CudaBackend::generation`).
-    pub fn load(user_ptx: &str) -> Result<(std::sync::Arc<Module>, u64)> {
-        Module::load_bounded(user_ptx, None)
-    }
-
-    /// As [`Module::load`], with every function of the link (the device library's included) compiled
-    /// to at most `max_registers` registers per thread (`CU_JIT_MAX_REGISTERS`; `None`: no bound).
-    /// A kernel's registers are the most that it or any device-library function it may call uses, so
-    /// a kernel that must launch with many threads per block needs the bound on the whole link:
-    /// [`crate::platform::cuda::module::register_bound`] gives the bound for a block size.
-    pub fn load_bounded(user_ptx: &str, max_registers: Option<u32>) -> Result<(std::sync::Arc<Module>, u64)> {
-        with_backend("rshmem::cuda::Module::load", |b| {
-            // Kernels written with rshmem-device inline the whole device API; their only external
-            // symbol is the device state. Linking a PTX that just defines it is far faster than JIT-
-            // compiling the whole device library; fall back to the library if more is needed.
-            let m = match Module::link(b.ctx, &[("rshmem_state.ptx", &state_ptx()), ("kernels.ptx", user_ptx)], max_registers) {
-                Ok(m) => m,
-                Err(_) => Module::load_in(b.ctx, &[("kernels.ptx", user_ptx)], max_registers)?,
-            };
-            let m = std::sync::Arc::new(m);
-            b.adopt(&m)?;
-            Ok((m, b.generation()))
-        })
-    }
-
 }
 
 // ------------------------------------------------------------------ host helpers for GPU programs
@@ -71,7 +37,7 @@ fn backend_op<R>(call: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
 /// allocation or one from `device_alloc`, still live).
 pub unsafe fn copy_to_device(dst: *mut u8, src: &[u8]) -> Result<()> {
     // SAFETY: src is a live slice; dst is the caller's promise (above).
-    backend_op("rshmem::cuda::copy_to_device", || unsafe { driver::htod(dst as u64, src.as_ptr(), src.len()) })
+    backend_op("rshmem::stream::copy_to_device", || unsafe { driver::htod(dst as u64, src.as_ptr(), src.len()) })
 }
 /// Copies device memory of this PE to host bytes.
 ///
@@ -80,7 +46,7 @@ pub unsafe fn copy_to_device(dst: *mut u8, src: &[u8]) -> Result<()> {
 /// from `device_alloc`).
 pub unsafe fn copy_from_device(dst: &mut [u8], src: *const u8) -> Result<()> {
     // SAFETY: dst is a live, exclusive slice; src is the caller's promise (above).
-    backend_op("rshmem::cuda::copy_from_device", || unsafe { driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) })
+    backend_op("rshmem::stream::copy_from_device", || unsafe { driver::dtoh(dst.as_mut_ptr(), src as u64, dst.len()) })
 }
 /// Waits until everything queued so far on the legacy default stream (and so, by its rules, on every
 /// blocking stream) has run, by polling an event, not in `cuCtxSynchronize`.
@@ -107,12 +73,12 @@ impl Stream {
     /// `KernelSet::launch`, on-stream collectives and RMA). On the CPU backend, where that work runs
     /// when it is enqueued, it returns at once.
     pub fn synchronize(self) -> Result<()> {
-        let rt = crate::runtime::get("rshmem::cuda::Stream::synchronize")?;
+        let rt = crate::runtime::get("rshmem::stream::Stream::synchronize")?;
         if rt.backend().name() != "cuda" {
             return Ok(());
         }
         drop(rt);
-        wait_stream("rshmem::cuda::Stream::synchronize", self)
+        wait_stream("rshmem::stream::Stream::synchronize", self)
     }
 }
 
@@ -130,11 +96,11 @@ pub fn device_ordinal(call: &str) -> Result<usize> {
 /// Waits for all GPU work of this PE.
 pub fn synchronize() -> Result<()> {
     // SAFETY: plain context synchronization.
-    backend_op("rshmem::cuda::synchronize", || check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize"))
+    backend_op("rshmem::stream::synchronize", || check_ctx(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize"))
 }
 /// Allocates ordinary (non-symmetric) device memory.
 pub fn device_alloc(bytes: usize) -> Result<*mut u8> {
-    backend_op("rshmem::cuda::device_alloc", || {
+    backend_op("rshmem::stream::device_alloc", || {
         let mut p = 0;
         // SAFETY: out-pointer.
         check(unsafe { cu::cuMemAlloc_v2(&mut p, bytes.max(1)) }, "cuMemAlloc")?;
@@ -147,7 +113,7 @@ pub fn device_alloc(bytes: usize) -> Result<*mut u8> {
 /// `p` must come from `device_alloc` and not be freed yet, and no kernel or copy may still use it.
 pub unsafe fn device_free(p: *mut u8) -> Result<()> {
     // SAFETY: the caller's contract above.
-    backend_op("rshmem::cuda::device_free", || check(unsafe { cu::cuMemFree_v2(p as u64) }, "cuMemFree"))
+    backend_op("rshmem::stream::device_free", || check(unsafe { cu::cuMemFree_v2(p as u64) }, "cuMemFree"))
 }
 
 /// A pair of events for timing GPU work on a stream (milliseconds between them).
@@ -160,7 +126,7 @@ unsafe impl Send for Timer {}
 impl Timer {
     /// A pair of timing events in this PE's context.
     pub fn new() -> Result<Timer> {
-        backend_op("rshmem::cuda::Timer::new", || {
+        backend_op("rshmem::stream::Timer::new", || {
             let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
             // SAFETY: out-pointers.
             unsafe {
@@ -185,7 +151,7 @@ impl Timer {
     /// the proxy's or the emulated NIC's CUDA calls: see [`wait_default_stream`]).
     pub fn elapsed_ms(&self) -> Result<f32> {
         // SAFETY: the stop event is live (made by `new`), of this PE's context.
-        backend_op("rshmem::cuda::Timer::elapsed_ms", || unsafe { driver::wait_event_polling(self.b, "waiting for the timer's stop event") })?;
+        backend_op("rshmem::stream::Timer::elapsed_ms", || unsafe { driver::wait_event_polling(self.b, "waiting for the timer's stop event") })?;
         let mut ms = 0f32;
         // SAFETY: live events, both complete.
         check(unsafe { cu::cuEventElapsedTime_v2(&mut ms, self.a, self.b) }, "cuEventElapsedTime")?;

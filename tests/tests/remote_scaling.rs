@@ -17,6 +17,7 @@
 //!   - each operation queued for device threads (`inbound_ops`): `INBOUND_US` (0.68 M/s measured);
 //!   - each apply-kernel launch: `LAUNCH_US`;
 //!   - the bytes, at one loopback TCP stream's rate (`BYTES_GBPS`).
+//!
 //! An engine that pays per piece fails (32 x as many frames); one that merges neighbouring puts
 //! across blocks and applies them in order, without settles, passes. The CPU times of both shapes are
 //! printed too.

@@ -24,7 +24,7 @@ use crate::node::jobstatus::JobStatus;
 use crate::platform::services::{DeviceMem, HostShared, Services};
 use crate::transport::proxy::lanes::Lane;
 use crate::transport::proxy::ring::{self, Channel};
-use crate::transport::proxy::send::Rdma;
+use crate::transport::proxy::ring::Entry;
 use crate::transport::proxy::stats::Stats;
 use crate::transport::proxy::target::{Nic, Target, Verdict};
 use rshmem_common::Backoff;
@@ -34,6 +34,39 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
+
+
+/// Where a request the RDMA provider was offered goes ([`Rdma::issue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) enum Route {
+    /// Carried by the RDMA path (complete once its `batch_done` returns).
+    Rdma,
+    /// Left to the lanes, whole.
+    Tcp,
+    /// A put-with-signal whose data the RDMA path wrote (complete at the target): only its signal is
+    /// left to the lanes.
+    SignalOnly,
+}
+
+/// What the RDMA provider may ask of the lanes: that every request sent to a PE through them be
+/// complete at the target (before an RDMA operation that must not pass them).
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) trait TcpSide {
+    /// Sends what is queued for `pe` and waits until the lanes to it are acknowledged.
+    fn settle(&mut self, pe: u32) -> Result<()>;
+}
+
+/// A provider that carries requests as RDMA instead of frames (the proxy over verbs,
+/// `proxy::verbs`): offered every request before the lanes, and told when a batch ends (before its
+/// checkpoint, so that it waits there for what it posted). The lanes stay for what it leaves them.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) trait Rdma: Send + Sync {
+    /// Carries request `e`, or leaves it (or its signal) to the lanes.
+    fn issue(&self, eng: &Engine, e: &Entry, tcp: &mut dyn TcpSide) -> Result<Route>;
+    /// The end of a drained batch: every operation it posted completed, and its requests with it.
+    fn batch_done(&self, eng: &Engine) -> Result<()>;
+}
 
 /// The engine's settings (from the runtime's configuration).
 #[derive(Clone, Copy, Debug)]

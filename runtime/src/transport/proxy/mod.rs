@@ -261,7 +261,7 @@ impl Proxy {
         };
         for i in 0..eng.lanes.len() {
             let name = format!("rshmem-lane{}-pe{}", eng.lanes[i].index, eng.lanes[i].peer);
-            threads.push((name, lanes::spawn(&eng, i)?));
+            threads.push((name, lanes::thread::spawn(&eng, i)?));
         }
         let e = eng.clone();
         threads.push(spawn("rshmem-proxy-send".into(), Box::new(move || send::run(e)))?);

@@ -25,7 +25,7 @@
 
 use crate::error::{Error, Result};
 use crate::log;
-use crate::transport::proxy::engine::Engine;
+use crate::transport::proxy::engine::{Engine, Route, TcpSide};
 use crate::transport::proxy::lanes::{Expect, Out, Payload};
 use crate::transport::proxy::ring::{self, Drain, Entry};
 use crate::transport::proxy::stats;
@@ -35,38 +35,6 @@ use rshmem_device::remote::proxy::{op, Request, SUB_FENCED, SUB_RETURN};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Where a request the RDMA provider was offered goes ([`Rdma::issue`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-pub(crate) enum Route {
-    /// Carried by the RDMA path (complete once its `batch_done` returns).
-    Rdma,
-    /// Left to the lanes, whole.
-    Tcp,
-    /// A put-with-signal whose data the RDMA path wrote (complete at the target): only its signal is
-    /// left to the lanes.
-    SignalOnly,
-}
-
-/// What the RDMA provider may ask of the lanes: that every request sent to a PE through them be
-/// complete at the target (before an RDMA operation that must not pass them).
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-pub(crate) trait TcpSide {
-    /// Sends what is queued for `pe` and waits until the lanes to it are acknowledged.
-    fn settle(&mut self, pe: u32) -> Result<()>;
-}
-
-/// A provider that carries requests as RDMA instead of frames (the proxy over verbs,
-/// `proxy::verbs`): offered every request before the lanes, and told when a batch ends (before its
-/// checkpoint, so that it waits there for what it posted). The lanes stay for what it leaves them.
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
-pub(crate) trait Rdma: Send + Sync {
-    /// Carries request `e`, or leaves it (or its signal) to the lanes.
-    fn issue(&self, eng: &Engine, e: &Entry, tcp: &mut dyn TcpSide) -> Result<Route>;
-    /// The end of a drained batch: every operation it posted completed, and its requests with it.
-    fn batch_done(&self, eng: &Engine) -> Result<()>;
-}
 
 /// The sender's order state per peer PE.
 #[derive(Clone, Copy, Default)]

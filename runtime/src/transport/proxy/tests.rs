@@ -96,7 +96,7 @@ fn lane_pair(ring: u64) -> (Arc<Engine>, Arc<Heap>, TcpStream, std::thread::Join
         stats: false,
     };
     let eng = Arc::new(Engine::new(0, 2, set, services, vec![lane], peer_lanes, target).unwrap());
-    let h = lanes::spawn(&eng, 0).unwrap();
+    let h = lanes::thread::spawn(&eng, 0).unwrap();
     peer.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     (eng, heap, peer, h)
 }

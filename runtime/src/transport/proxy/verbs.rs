@@ -31,7 +31,7 @@ use crate::node::exchange::Collective;
 use crate::platform::services::HostShared;
 use crate::transport::interface::RemoteSetup;
 use crate::transport::proxy::engine::Engine;
-use crate::transport::proxy::send::{Rdma, Route, TcpSide};
+use crate::transport::proxy::engine::{Rdma, Route, TcpSide};
 use crate::transport::proxy::provider::agree_step;
 use crate::transport::proxy::rdma::{self, Finish, Limits, Local, Peer, PeerState, Region, Seg, Tcp};
 use crate::transport::proxy::ring::Entry;

@@ -447,15 +447,18 @@ impl Lane {
         self.wake.signal();
     }
 
-    /// Marks `n` more bytes of `out`'s front as sent.
+    /// Marks `n` more bytes of `out`'s front as sent (and empty parts at the front as gone: a part of
+    /// no bytes never waits for a send that cannot carry it).
     fn advance(&self, out: &mut Out, mut n: usize) {
-        while n > 0 {
-            let Some(front) = out.parts.front() else { break };
+        while let Some(front) = out.parts.front() {
             let len = match *front {
                 Part::Own { len, .. } | Part::Ext { len, .. } | Part::Copy { len, .. } | Part::Reply { len, .. } | Part::Src { len, .. } => len,
             };
             let left = len - out.first_sent;
             if n < left {
+                if n == 0 {
+                    return;
+                }
                 out.first_sent += n;
                 if let Part::Reply { end, .. } = *front {
                     self.ctl(REPLY_SENT_OFF).store(end - (len - out.first_sent) as u64, Ordering::Release);

@@ -73,11 +73,13 @@ impl Lane {
             }
             let n = send_some(&self.sock, &iov).map_err(|e| io_failure(&format!("PE {} (lane {})", self.peer, self.index), Some("frame".into()), &e))?;
             drop(iov);
-            if n == 0 {
+            let before = out.parts.len();
+            // (Empty parts at the front leave with nothing sent.)
+            self.advance(out, n);
+            total += n;
+            if n == 0 && out.parts.len() == before {
                 break;
             }
-            total += n;
-            self.advance(out, n);
         }
         if total > 0 {
             if self.src_sent.swap(false, Ordering::AcqRel) {

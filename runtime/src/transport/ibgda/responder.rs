@@ -20,7 +20,7 @@ use rshmem_ibgda::emu::{Access, MrTable, Reason, RemoteDone, RemoteError, Remote
 use rshmem_ibgda::mlx5::syndrome;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Where the answers to this PE's NIC frames go: (peer, seq, outcome).
 pub(crate) type NicAnswer = dyn Fn(u32, u64, std::result::Result<RemoteDone, RemoteError>) + Send + Sync;
@@ -52,9 +52,10 @@ pub(crate) struct NicResponder {
     answer: Box<NicAnswer>,
     /// Per peer PE.
     links: Vec<Mutex<NicLink>>,
-    /// The heap (base and size in this process), and the engine (set once the engine is made).
+    /// The heap (base and size in this process), and the engine (set once the engine is made; weak:
+    /// the engine holds this responder, and a strong link back would keep both alive after finalize).
     heap: (u64, u64),
-    engine: OnceLock<Arc<Engine>>,
+    engine: OnceLock<Weak<Engine>>,
 }
 
 impl NicResponder {
@@ -76,7 +77,7 @@ impl NicResponder {
         self.regions.check_remote(rkey, raddr, len, need)?;
         let (base, size) = self.heap;
         let off = raddr.wrapping_sub(base);
-        let backed = self.engine.get().map_or(0, |e| e.target.backed());
+        let backed = self.engine.get().and_then(Weak::upgrade).map_or(0, |e| e.target.backed());
         if off >= size || len > size - off || off + len > backed {
             return Err(RemoteError { syndrome: syndrome::REMOTE_ACCESS, reason: Reason::RemoteRange });
         }
@@ -185,7 +186,7 @@ const QP_SHIFT: u32 = 40;
 impl NicPort {
     /// The port over `engine`, whose NIC hooks become `responder`'s.
     pub(crate) fn new(engine: Arc<Engine>, responder: Arc<NicResponder>) -> NicPort {
-        let _ = responder.engine.set(engine.clone());
+        let _ = responder.engine.set(Arc::downgrade(&engine));
         engine.set_nic(responder.clone());
         NicPort { engine, responder }
     }

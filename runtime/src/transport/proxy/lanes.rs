@@ -305,6 +305,8 @@ pub(crate) struct Lane {
     pub(crate) index: u32,
     pub(crate) count: u32,
     sock: TcpStream,
+    /// The peer's address (read at the start: a failed socket no longer knows it).
+    addr: Option<std::net::SocketAddr>,
     /// Control block, receive ring, reply ring.
     mem: HostShared,
     pub(crate) ring_bytes: u64,
@@ -372,6 +374,7 @@ impl Lane {
             return Err(Error::new(format!("proxy: lane rings of {ring_bytes} and {reply_bytes} bytes (powers of two of at least {least}: two frames of the most payload)")));
         }
         Ok(Lane {
+            addr: sock.peer_addr().ok(),
             peer,
             index,
             count,
@@ -483,7 +486,11 @@ impl Lane {
     }
 
 
+    /// The peer as errors name it: its PE, its address and the lane.
     fn who(&self) -> String {
-        format!("PE {} (lane {})", self.peer, self.index)
+        match self.addr {
+            Some(a) => format!("PE {} ({a}, lane {})", self.peer, self.index),
+            None => format!("PE {} (lane {})", self.peer, self.index),
+        }
     }
 }

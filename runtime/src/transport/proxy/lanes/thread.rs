@@ -71,7 +71,7 @@ impl Lane {
                 };
                 iov.push(IoSlice::new(s));
             }
-            let n = send_some(&self.sock, &iov).map_err(|e| io_failure(&format!("PE {} (lane {})", self.peer, self.index), Some("frame".into()), &e))?;
+            let n = send_some(&self.sock, &iov).map_err(|e| io_failure(&self.who(), Some("frame".into()), &e))?;
             drop(iov);
             let before = out.parts.len();
             // (Empty parts at the front leave with nothing sent.)
@@ -651,7 +651,7 @@ impl Lane {
         match r {
             Ok(()) => {}
             Err(e) if eng.closing.load(Ordering::Acquire) => log::debug(format!("proxy: lane {} to PE {} after finalize: {e}", self.index, self.peer)),
-            Err(e) => eng.fault(e.context(format!("proxy: lane {} to PE {}", self.index, self.peer))),
+            Err(e) => eng.fault(e.context(format!("lane {} to PE {}", self.index, self.peer))),
         }
     }
 }

@@ -35,7 +35,7 @@ fn main() {
             rshmem::config::info_text(&vars),
             cli::pe_variables_text(),
             cli::NODES_INFO,
-            rshmem::bootstrap::bootstrap_info()
+            rshmem::bootstrap::bootstrap_info(&vars)
         ));
     }
     if cli.diagnose {

@@ -105,15 +105,16 @@ pub use crate::config::BackendKind;
 pub fn init() -> Result<()> {
     let vars = Vars::from_process();
     // The PE number from the launcher's variables, for messages, before anything can fail (a bad value
-    // is reported by the bootstrap itself below).
-    let hint = crate::bootstrap::parse_launch_env(|n| vars.get(n)).ok().map(|le| le.pe);
-    init_with(vars, hint, |cfg| Bootstrap::from_launch_env(crate::bootstrap::parse_launch_env(|n| cfg.vars.get(n))?))
+    // of those is reported by the check of the configuration, or by the bootstrap, below; a bad value of
+    // any other variable is reported with the PE number).
+    let hint = crate::bootstrap::launcher_pe(|n| vars.get(n));
+    init_with(vars, hint, Bootstrap::from_config)
 }
 
 /// Initializes this process as PE `pe` of `npes`, bootstrapping through the unique id PE 0 made
 /// (`nvshmemx_init_attr` with `NVSHMEMX_INIT_WITH_UNIQUEID`). Collective over all PEs.
 pub fn init_with_unique_id(id: &UniqueId, pe: usize, npes: usize) -> Result<()> {
-    init_with(Vars::from_process(), (pe < npes).then_some(pe), |_| Bootstrap::from_unique_id(id, pe, npes))
+    init_with(Vars::from_process(), (pe < npes).then_some(pe), |cfg| Bootstrap::from_unique_id(id, pe, npes, cfg))
 }
 
 fn init_with(vars: Vars, pe_hint: Option<usize>, make: impl FnOnce(&Config) -> Result<Bootstrap>) -> Result<()> {

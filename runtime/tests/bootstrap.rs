@@ -11,6 +11,7 @@ mod common;
 
 use common::*;
 use rshmem::bootstrap::{get_unique_id, Bootstrap, UniqueId};
+use rshmem::config::Config;
 use std::time::{Duration, Instant};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
@@ -340,16 +341,18 @@ fn barrier_is_fast() {
 
 #[test]
 fn unique_id_threads() {
-    let id = get_unique_id().unwrap();
+    // The configuration of this process's environment, read once, as init reads it.
+    let cfg = std::sync::Arc::new(Config::from_env().unwrap().0);
+    let id = get_unique_id(&cfg).unwrap();
     let hex = id.to_hex();
     assert_eq!(UniqueId::from_hex(&hex).unwrap(), id);
     let threads: Vec<_> = (0..3)
         .map(|pe| {
-            let hex = hex.clone();
+            let (hex, cfg) = (hex.clone(), cfg.clone());
             std::thread::spawn(move || {
                 // Each PE gets the id in text form, as from another launcher.
                 let id = UniqueId::from_hex(&hex).unwrap();
-                let b = Bootstrap::from_unique_id(&id, pe, 3).unwrap();
+                let b = Bootstrap::from_unique_id(&id, pe, 3, &cfg).unwrap();
                 assert_eq!((b.pe(), b.npes(), b.local_npes()), (pe, 3, 3));
                 let all = b.allgather("uid_allgather", &vec![pe as u8; pe * 1000]).unwrap();
                 for (p, d) in all.iter().enumerate() {

@@ -3,7 +3,9 @@
 //! - a second init in the same process with other values uses them: RSHMEM_DEBUG (the log level) and
 //!   RSHMEM_WAIT_TIMEOUT (the CPU backend's device waits), and a bad value then fails naming it;
 //! - an empty value is an error naming the variable, not the default;
-//! - NVSHMEM_SYMMETRIC_SIZE=0 is reported under that name.
+//! - NVSHMEM_SYMMETRIC_SIZE=0 is reported under that name;
+//! - a bad value of a variable the bootstrap uses (RSHMEM_BOOTSTRAP_TIMEOUT) stops init naming it and
+//!   the PE, before any PE waits for another: the bootstrap gets it from init's configuration.
 
 mod common;
 
@@ -13,10 +15,15 @@ use std::time::{Duration, Instant};
 
 /// `rshmrun -np 1 rshmem-test-pe SCENARIO` on the CPU backend with `vars`; (exit code, output, time).
 fn run(scenario: &str, vars: &[(&str, &str)]) -> (Option<i32>, String, Duration) {
+    run_np(1, scenario, vars)
+}
+
+/// [`run`] with `np` PEs.
+fn run_np(np: usize, scenario: &str, vars: &[(&str, &str)]) -> (Option<i32>, String, Duration) {
     let mut cmd = Command::new(tool("rshmrun"));
-    cmd.args(["-np", "1", "--timeout", "30"]).arg(tool("rshmem-test-pe")).arg(scenario);
+    cmd.args(["-np", &np.to_string(), "--timeout", "30"]).arg(tool("rshmem-test-pe")).arg(scenario);
     cmd.env("RSHMEM_BACKEND", "cpu");
-    for v in ["RSHMEM_WAIT_TIMEOUT", "RSHMEM_DEBUG", "RSHMEM_SYMMETRIC_SIZE", "NVSHMEM_SYMMETRIC_SIZE", "RSHMEM_PROXY_SPIN"] {
+    for v in ["RSHMEM_WAIT_TIMEOUT", "RSHMEM_DEBUG", "RSHMEM_SYMMETRIC_SIZE", "NVSHMEM_SYMMETRIC_SIZE", "RSHMEM_PROXY_SPIN", "RSHMEM_BOOTSTRAP_TIMEOUT"] {
         cmd.env_remove(v);
     }
     for (k, v) in vars {
@@ -56,5 +63,21 @@ fn a_zero_heap_size_is_reported_under_the_name_set() {
         let (code, text, _) = run("ring", &[(var, "0")]);
         assert_ne!(code, Some(0), "{var}=0 succeeded:\n{text}");
         assert!(text.contains(&format!("{var}=0: the symmetric heap needs at least one byte")), "{var}=0 is not reported by that name:\n{text}");
+    }
+}
+
+#[test]
+fn a_bad_bootstrap_timeout_stops_init_naming_it_and_the_pe() {
+    for bad in ["soon", "0", "-1"] {
+        let (code, text, took) = run_np(2, "ring", &[("RSHMEM_BOOTSTRAP_TIMEOUT", bad)]);
+        assert_ne!(code, Some(0), "RSHMEM_BOOTSTRAP_TIMEOUT={bad:?} was accepted:\n{text}");
+        assert!(!text.contains("ring ok") && !text.contains("received message"), "RSHMEM_BOOTSTRAP_TIMEOUT={bad:?}: a PE ran past init:\n{text}");
+        // Each PE that reports (rshmrun ends the others after the first failure) names the variable, its
+        // value and its own PE number (known from the launcher's variables although init failed).
+        let want = |pe: usize| format!("[pe {pe}] PE {pe}: FAILED: rshmem_init: RSHMEM_BOOTSTRAP_TIMEOUT={bad:?} is not valid: expected a positive number of seconds");
+        assert!((0..2).any(|pe| text.contains(&want(pe))), "RSHMEM_BOOTSTRAP_TIMEOUT={bad:?}: no PE names it ({}):\n{text}", want(0));
+        assert!(!text.contains("PE ?") && !text.contains("PE -1"), "RSHMEM_BOOTSTRAP_TIMEOUT={bad:?}: a PE without its number:\n{text}");
+        // Refused before the bootstrap: no PE waited for another (the bootstrap would wait up to 30 s).
+        assert!(took < Duration::from_secs(15), "RSHMEM_BOOTSTRAP_TIMEOUT={bad:?}: took {took:?}:\n{text}");
     }
 }

@@ -4,13 +4,17 @@
 //! (`rshmem::malloc`), beside init and finalize; the typed forms are in [`sym`](crate::api::sym).
 
 use crate::bootstrap::{self, UniqueId};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::heap;
 use crate::runtime::{self, my_pe};
 
-/// Creates the unique id PE 0 hands to the other PEs of a job started by another launcher.
+/// Creates the unique id PE 0 hands to the other PEs of a job started by another launcher. Reads this
+/// process's environment once and checks every variable, as init does (a bad value is an error naming
+/// it); the bootstrap interface (`RSHMEM_BOOTSTRAP_IFNAME`) is taken from there.
 pub fn get_unique_id() -> Result<UniqueId> {
-    bootstrap::get_unique_id()
+    let (cfg, _warnings) = Config::from_env()?;
+    bootstrap::get_unique_id(&cfg)
 }
 
 /// Collective: allocates `bytes` on every PE's symmetric heap; the same offset everywhere. `bytes` 0

@@ -145,7 +145,7 @@ fn slurm_local_npes(get: &dyn Fn(&str) -> Option<String>, npes: usize) -> Result
 }
 
 /// Parses RSHMEM_BOOTSTRAP_TIMEOUT (seconds, fractions allowed).
-pub fn parse_timeout(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
+fn parse_timeout(get: &dyn Fn(&str) -> Option<String>) -> Result<Duration> {
     let name = env::BOOTSTRAP_TIMEOUT;
     match lookup(get, name) {
         None => Ok(Duration::from_secs_f64(DEFAULT_TIMEOUT_SECS)),
@@ -185,19 +185,15 @@ fn job_identity(get: &dyn Fn(&str) -> Option<String>, source_pe_var: &str) -> St
     id.map(|s| super::wire::truncate(&s, super::wire::MAX_JOB_ID).to_string()).unwrap_or_default()
 }
 
-/// Reads the launch environment through `get` (a variable's value, None when unset).
-pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEnv> {
-    let get: &dyn Fn(&str) -> Option<String> = &get;
-    let mut found = None;
+/// The first launcher (most specific first) whose PE number and count `get` gives: the source, the
+/// PE and the count (None: no launcher's variables, a single PE).
+fn find_source(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<(&'static Source, usize, usize)>> {
     for src in SOURCES {
         let pe = number(get, src.pe)?;
         let npes = number(get, src.npes)?;
         match (pe, npes) {
             (None, None) => continue,
-            (Some(pe), Some(npes)) => {
-                found = Some((src, pe, npes));
-                break;
-            }
+            (Some(pe), Some(npes)) => return Ok(Some((src, pe, npes))),
             (Some(_), None) | (None, Some(_)) => {
                 let (have, miss) = if pe.is_some() { (src.pe, src.npes) } else { (src.npes, src.pe) };
                 return Err(Error::new(format!(
@@ -206,6 +202,24 @@ pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEn
             }
         }
     }
+    Ok(None)
+}
+
+/// This process's PE number as the launcher's variables give it (through `get`), when they give a
+/// valid one: for messages before the launch environment is checked, so that an error about any
+/// other variable still names the PE.
+pub fn launcher_pe(get: impl Fn(&str) -> Option<String>) -> Option<usize> {
+    match find_source(&get) {
+        Ok(Some((_, pe, npes))) => (pe < npes).then_some(pe),
+        Ok(None) => Some(0),
+        Err(_) => None,
+    }
+}
+
+/// Reads the launch environment through `get` (a variable's value, None when unset).
+pub fn parse_launch_env(get: impl Fn(&str) -> Option<String>) -> Result<LaunchEnv> {
+    let get: &dyn Fn(&str) -> Option<String> = &get;
+    let found = find_source(get)?;
     let job_id = found.map(|(src, _, _)| job_identity(get, src.pe)).unwrap_or_default();
     let (source, pe, npes, local_pe, local_npes) = match found {
         None => ("no launcher variables (a single PE)", 0, 1, None, None),
@@ -434,6 +448,17 @@ mod tests {
         assert_eq!(parse_slurm_tasks_per_node("4"), Some(vec![4]));
         assert_eq!(parse_slurm_tasks_per_node("x"), None);
         assert_eq!(parse_slurm_tasks_per_node("2(x3"), None);
+    }
+
+    #[test]
+    fn the_pe_is_known_when_another_launch_variable_is_bad() {
+        let pe = |pairs: &[(&str, &str)]| launcher_pe(env_of(pairs));
+        assert_eq!(pe(&[("RSHMEM_PE", "1"), ("RSHMEM_NPES", "2"), ("RSHMEM_BOOTSTRAP_TIMEOUT", "soon"), ("RSHMEM_NODE_ID", "x")]), Some(1));
+        assert_eq!(pe(&[("OMPI_COMM_WORLD_RANK", "3"), ("OMPI_COMM_WORLD_SIZE", "4"), ("RSHMEM_JOB_KEY", "abc")]), Some(3));
+        assert_eq!(pe(&[("RSHMEM_BOOTSTRAP_TIMEOUT", "soon")]), Some(0));
+        assert_eq!(pe(&[("RSHMEM_PE", "2"), ("RSHMEM_NPES", "2")]), None);
+        assert_eq!(pe(&[("RSHMEM_PE", "x"), ("RSHMEM_NPES", "2")]), None);
+        assert_eq!(pe(&[("RSHMEM_PE", "1")]), None);
     }
 
     #[test]

@@ -42,7 +42,7 @@ mod setup;
 mod wire;
 
 pub use kvs::{find_kvs, pmix_library, KvsFound, LauncherKvs};
-pub use launch::{parse_launch_env, pe_list, LaunchEnv};
+pub use launch::{launcher_pe, parse_launch_env, pe_list, LaunchEnv};
 pub(crate) use ratelimit::WarnLimiter;
 pub(crate) use wire::poll;
 
@@ -57,7 +57,7 @@ pub(crate) fn resolve_addr(addr: &str) -> std::io::Result<Vec<std::net::SocketAd
     net::resolve(addr)
 }
 
-use crate::config::env;
+use crate::config::{env, Config, Vars};
 use crate::error::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::sync::{Mutex, PoisonError};
@@ -135,13 +135,12 @@ impl UniqueId {
 /// Listeners made by `get_unique_id` in this process, waiting for `from_unique_id` on PE 0.
 static UID_LISTENERS: Mutex<Vec<(SocketAddrV4, TcpListener)>> = Mutex::new(Vec::new());
 
-/// Makes a unique id: picks an interface (RSHMEM_BOOTSTRAP_IFNAME, else the default route's, else the
-/// first non-loopback one, else loopback), listens on a free port there, draws a random job key.
-/// Called by PE 0 of a program with its own launcher; PE 0 must then call `from_unique_id` in this
-/// same process, which uses the listener made here.
-pub fn get_unique_id() -> Result<UniqueId> {
-    let ifname = env::get(env::BOOTSTRAP_IFNAME).filter(|s| !s.trim().is_empty());
-    let (ip, ifname) = net::choose_ipv4(ifname.as_deref().map(str::trim), env::BOOTSTRAP_IFNAME)?;
+/// Makes a unique id: picks an interface (`cfg`'s RSHMEM_BOOTSTRAP_IFNAME, else the default route's,
+/// else the first non-loopback one, else loopback), listens on a free port there, draws a random job
+/// key. Called by PE 0 of a program with its own launcher; PE 0 must then call `from_unique_id` in
+/// this same process, which uses the listener made here.
+pub fn get_unique_id(cfg: &Config) -> Result<UniqueId> {
+    let (ip, ifname) = net::choose_ipv4(cfg.net.bootstrap_ifname.as_deref(), env::BOOTSTRAP_IFNAME)?;
     let listener = TcpListener::bind((ip, 0))
         .map_err(|e| Error::os(format!("rshmem bootstrap: cannot listen on {ip} (interface {ifname})"), e))?;
     let port = listener.local_addr().map_err(|e| Error::os("rshmem bootstrap: listener address", e))?.port();
@@ -283,9 +282,9 @@ pub fn bootstrap_choice(get: &dyn Fn(&str) -> Option<String>) -> BootstrapChoice
     }
 }
 
-/// `rshmrun --info`'s section on the bootstrap: the rules, and what this environment selects.
-pub fn bootstrap_info() -> String {
-    let c = bootstrap_choice(&env::get);
+/// `rshmrun --info`'s section on the bootstrap: the rules, and what the environment `vars` selects.
+pub fn bootstrap_info(vars: &Vars) -> String {
+    let c = bootstrap_choice(&|n: &str| vars.get(n));
     format!(
         "How the PEs of a job find each other (the bootstrap), in this order:\n\
          \x20 1. one PE: nothing to connect;\n\
@@ -342,17 +341,27 @@ impl std::fmt::Debug for Bootstrap {
 }
 
 impl Bootstrap {
-    /// PE number and count from rshmrun's variables, else Open MPI's, PMI's or Slurm's; the rendezvous
-    /// address from RSHMEM_BOOTSTRAP (needed whenever there is more than one PE). One PE and no
-    /// address: a single-PE bootstrap without sockets.
+    /// For a program that uses the bootstrap alone: reads this process's environment once and checks
+    /// every variable, as init does ([`Config::from_env`]; a bad value is an error naming it), then
+    /// [`Bootstrap::from_config`]. Init itself hands its own configuration to `from_config`.
     pub fn from_env() -> Result<Bootstrap> {
-        let le = parse_launch_env(env::get)?;
-        Self::from_launch_env(le)
+        let (cfg, _warnings) = Config::from_env()?;
+        Self::from_config(&cfg)
     }
 
-    /// Like `from_env`, from an already parsed launch environment.
-    pub fn from_launch_env(le: LaunchEnv) -> Result<Bootstrap> {
-        let me = net::host_identity();
+    /// The bootstrap of the launch environment in `cfg`'s variables: PE number and count from
+    /// rshmrun's variables, else Open MPI's, PMI's or Slurm's; the rendezvous address from
+    /// RSHMEM_BOOTSTRAP (needed whenever there is more than one PE). One PE and no address: a single-PE
+    /// bootstrap without sockets.
+    pub fn from_config(cfg: &Config) -> Result<Bootstrap> {
+        Self::from_launch_env(parse_launch_env(|n| cfg.vars.get(n))?, cfg)
+    }
+
+    /// Like [`Bootstrap::from_config`], from a launch environment already parsed (from `cfg.vars`, or
+    /// from variables of its own in tests). The placement, rendezvous, key, node and bootstrap timeout
+    /// are `le`'s; the wait limit (RSHMEM_WAIT_TIMEOUT) and the bootstrap interface are `cfg`'s.
+    pub fn from_launch_env(le: LaunchEnv, cfg: &Config) -> Result<Bootstrap> {
+        let me = net::host_identity(le.node_id);
         if le.npes == 1 {
             if let (0, Some(fd)) = (le.pe, le.bootstrap_fd) {
                 // Nobody will connect; take the listener over anyway, so that it is not inherited by
@@ -372,7 +381,7 @@ impl Bootstrap {
             match &le.launcher_kvs {
                 Ok(Some(found)) => {
                     let found = found.clone();
-                    return Self::through_launcher(le, &found);
+                    return Self::through_launcher(le, &found, cfg);
                 }
                 Err(e) => return Err(e.clone()),
                 Ok(None) => {}
@@ -390,11 +399,11 @@ impl Bootstrap {
         })?;
         net::check_addr_syntax(&addr)?;
         let key = le.job_key.ok_or_else(|| no_key_error(le.pe, le.npes, le.source))?;
-        let wait = env::wait_timeout()?;
+        let wait = cfg.wait_timeout;
         let listener = if le.pe == 0 {
             Some(match le.bootstrap_fd {
                 Some(fd) => net::handed_listener(fd)?,
-                None => net::bind(&addr)?,
+                None => net::bind(&addr, &me.hostname)?,
             })
         } else {
             None
@@ -409,23 +418,23 @@ impl Bootstrap {
     /// bootstrap interface), draws the key (unless RSHMEM_JOB_KEY is set) and publishes both; the
     /// others read them (their own variables win). Two fences: after the first every PE can read, after
     /// the second every PE has read, so that PE 0 can leave the store.
-    fn through_launcher(le: LaunchEnv, found: &KvsFound) -> Result<Bootstrap> {
+    fn through_launcher(le: LaunchEnv, found: &KvsFound, cfg: &Config) -> Result<Bootstrap> {
         let mut store = LauncherKvs::open(found, le.pe, le.npes, le.timeout)?;
         let via = store.name().to_string();
-        let wait = env::wait_timeout()?;
+        let wait = cfg.wait_timeout;
+        let me = net::host_identity(le.node_id);
         let (listener, addr, key) = if le.pe == 0 {
             let (listener, addr) = match &le.bootstrap {
                 Some(a) => {
                     net::check_addr_syntax(a)?;
                     let l = match le.bootstrap_fd {
                         Some(fd) => net::handed_listener(fd)?,
-                        None => net::bind(a)?,
+                        None => net::bind(a, &me.hostname)?,
                     };
                     (l, a.clone())
                 }
                 None => {
-                    let ifname = env::get(env::BOOTSTRAP_IFNAME).filter(|s| !s.trim().is_empty());
-                    let (ip, ifname) = net::choose_ipv4(ifname.as_deref().map(str::trim), env::BOOTSTRAP_IFNAME)?;
+                    let (ip, ifname) = net::choose_ipv4(cfg.net.bootstrap_ifname.as_deref(), env::BOOTSTRAP_IFNAME)?;
                     let l = TcpListener::bind((ip, 0))
                         .map_err(|e| Error::os(format!("rshmem bootstrap: cannot listen on {ip} (interface {ifname})"), e))?;
                     let port = l.local_addr().map_err(|e| Error::os("rshmem bootstrap: listener address", e))?.port();
@@ -460,22 +469,21 @@ impl Bootstrap {
         store.finish()?;
         crate::log::debug(format!("rshmem bootstrap: PE {} of {}: through {via}: PE 0 listens on {addr}", le.pe, le.npes));
         *LAUNCHER_ADDR.lock().unwrap_or_else(PoisonError::into_inner) = Some(addr.clone());
-        let me = net::host_identity();
         let setup =
             Setup { pe: le.pe, npes: le.npes, key, job: &le.job_id, timeout: le.timeout, wait, addr: &addr, me: &me };
         Self::connect(&setup, listener, (le.local_pe, le.local_npes), le.source)
     }
 
     /// Joins the job whose PE 0 made `id` with `get_unique_id`, as PE `pe` of `npes`. The node-local
-    /// numbering is computed from the PEs' host identities. RSHMEM_BOOTSTRAP_TIMEOUT applies.
-    pub fn from_unique_id(id: &UniqueId, pe: usize, npes: usize) -> Result<Bootstrap> {
+    /// numbering is computed from the PEs' host identities. `cfg`'s RSHMEM_BOOTSTRAP_TIMEOUT,
+    /// RSHMEM_WAIT_TIMEOUT and RSHMEM_NODE_ID apply.
+    pub fn from_unique_id(id: &UniqueId, pe: usize, npes: usize, cfg: &Config) -> Result<Bootstrap> {
         if npes == 0 || pe >= npes || npes > u32::MAX as usize {
             return Err(Error::new(format!("rshmem bootstrap: PE {pe} of {npes} PEs is not a valid placement")));
         }
         let (addr, key) = id.decode()?;
-        let timeout = launch::parse_timeout(&env::get)?;
-        let wait = env::wait_timeout()?;
-        let me = net::host_identity();
+        let (timeout, wait) = (cfg.bootstrap_timeout, cfg.wait_timeout);
+        let me = net::host_identity(cfg.node_id);
         let made_here = if pe == 0 {
             let mut l = UID_LISTENERS.lock().unwrap_or_else(PoisonError::into_inner);
             l.iter().position(|(a, _)| *a == addr).map(|i| l.swap_remove(i).1)
@@ -669,6 +677,11 @@ mod tests {
 
     fn assert_send_sync<T: Send + Sync>() {}
 
+    /// The configuration of an environment that sets nothing (every default).
+    fn defaults() -> Config {
+        Config::from_vars(Vars::default()).unwrap().0
+    }
+
     #[test]
     fn bootstrap_is_send_and_sync() {
         assert_send_sync::<Bootstrap>();
@@ -695,7 +708,7 @@ mod tests {
         let threads: Vec<_> = (0..npes)
             .map(|pe| {
                 let f = f.clone();
-                std::thread::spawn(move || f(pe, Bootstrap::from_unique_id(&id, pe, npes)))
+                std::thread::spawn(move || f(pe, Bootstrap::from_unique_id(&id, pe, npes, &defaults())))
             })
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).collect()
@@ -715,7 +728,7 @@ mod tests {
     #[test]
     fn single_pe_needs_no_sockets() {
         let le = parse_launch_env(|_| None).unwrap();
-        let b = Bootstrap::from_launch_env(le).unwrap();
+        let b = Bootstrap::from_launch_env(le, &defaults()).unwrap();
         assert_eq!((b.pe(), b.npes(), b.local_pe(), b.local_npes(), b.node_pes()), (0, 1, 0, 1, &[0usize][..]));
         assert_eq!(b.allgather("t", b"xy").unwrap(), vec![b"xy".to_vec()]);
         assert_eq!(b.broadcast("t", 0, b"z").unwrap(), b"z".to_vec());
@@ -749,8 +762,8 @@ mod tests {
         for round in 0..2u8 {
             let e1 = env_of(1, None);
             let leaf =
-                std::thread::spawn(move || Bootstrap::from_launch_env(e1).unwrap().broadcast("b", 0, b"").unwrap());
-            let b = Bootstrap::from_launch_env(env_of(0, Some(fd))).unwrap();
+                std::thread::spawn(move || Bootstrap::from_launch_env(e1, &defaults()).unwrap().broadcast("b", 0, b"").unwrap());
+            let b = Bootstrap::from_launch_env(env_of(0, Some(fd)), &defaults()).unwrap();
             assert_eq!(b.job_key(), [0x0f; 16]);
             assert_eq!(b.broadcast("b", 0, &[round]).unwrap(), vec![round]);
             assert_eq!(leaf.join().unwrap(), vec![round]);
@@ -765,7 +778,7 @@ mod tests {
             _ => None,
         })
         .unwrap();
-        let e = Bootstrap::from_launch_env(le).unwrap_err().to_string();
+        let e = Bootstrap::from_launch_env(le, &defaults()).unwrap_err().to_string();
         assert!(e.contains("RSHMEM_BOOTSTRAP is not set") && e.contains("Slurm"), "{e}");
     }
 
@@ -779,7 +792,7 @@ mod tests {
                 _ => None,
             })
             .unwrap();
-            let e = Bootstrap::from_launch_env(le).unwrap_err().to_string();
+            let e = Bootstrap::from_launch_env(le, &defaults()).unwrap_err().to_string();
             assert!(e.contains("RSHMEM_JOB_KEY is not set"), "{e}");
             assert!(e.contains("export RSHMEM_JOB_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')"), "{e}");
             assert!(e.contains("mpirun -x RSHMEM_JOB_KEY -x RSHMEM_BOOTSTRAP"), "{e}");
@@ -795,7 +808,7 @@ mod tests {
         job: &'static str,
         wait: Option<Duration>,
     ) -> Result<Bootstrap> {
-        let me = net::host_identity();
+        let me = net::host_identity(None);
         let s = Setup { pe, npes, key: [3; 16], job, wait, timeout: Duration::from_secs(10), addr: &addr, me: &me };
         Bootstrap::connect(&s, l, (None, None), "test")
     }
@@ -884,14 +897,14 @@ mod tests {
         let _silent = TcpStream::connect(addr).unwrap();
         let mut other = id;
         other.0[16] ^= 1;
-        let stranger = std::thread::spawn(move || Bootstrap::from_unique_id(&other, 1, 2).unwrap_err().to_string());
+        let stranger = std::thread::spawn(move || Bootstrap::from_unique_id(&other, 1, 2, &defaults()).unwrap_err().to_string());
         let pe0 = std::thread::spawn(move || {
-            let b = Bootstrap::from_unique_id(&id, 0, 2).unwrap();
+            let b = Bootstrap::from_unique_id(&id, 0, 2, &defaults()).unwrap();
             b.allgather("x", b"0").unwrap()
         });
         let e = stranger.join().unwrap();
         assert!(e.contains("did not prove that it knows the job key") && e.contains("wrong job key"), "{e}");
-        let pe1 = Bootstrap::from_unique_id(&id, 1, 2).unwrap();
+        let pe1 = Bootstrap::from_unique_id(&id, 1, 2, &defaults()).unwrap();
         assert_eq!(pe1.allgather("x", b"1").unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
         assert_eq!(pe0.join().unwrap(), vec![b"0".to_vec(), b"1".to_vec()]);
     }
@@ -921,7 +934,7 @@ mod tests {
             }
             hellos
         });
-        let me = net::host_identity();
+        let me = net::host_identity(None);
         let s = Setup { pe: 1, npes: 2, key: [3; 16], job: "", wait: None, timeout: Duration::from_millis(800), addr: &addr, me: &me };
         let t = Instant::now();
         let e = Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string();
@@ -935,9 +948,9 @@ mod tests {
     #[test]
     fn duplicate_pe_fails_everyone() {
         let id = local_id();
-        let pe0 = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 0, 3).unwrap_err().to_string());
-        let a = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 1, 3).unwrap_err().to_string());
-        let b = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 1, 3).unwrap_err().to_string());
+        let pe0 = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 0, 3, &defaults()).unwrap_err().to_string());
+        let a = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 1, 3, &defaults()).unwrap_err().to_string());
+        let b = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 1, 3, &defaults()).unwrap_err().to_string());
         for e in [pe0.join().unwrap(), a.join().unwrap(), b.join().unwrap()] {
             assert!(e.contains("two processes claim to be PE 1"), "{e}");
         }
@@ -946,8 +959,8 @@ mod tests {
     #[test]
     fn npes_disagreement_fails_everyone() {
         let id = local_id();
-        let pe0 = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 0, 3).unwrap_err().to_string());
-        let e = Bootstrap::from_unique_id(&id, 1, 2).unwrap_err().to_string();
+        let pe0 = std::thread::spawn(move || Bootstrap::from_unique_id(&id, 0, 3, &defaults()).unwrap_err().to_string());
+        let e = Bootstrap::from_unique_id(&id, 1, 2, &defaults()).unwrap_err().to_string();
         assert!(e.contains("was started with 2 PEs, but PE 0 with 3"), "{e}");
         assert_eq!(pe0.join().unwrap(), e);
     }
@@ -957,11 +970,11 @@ mod tests {
         // Only PE 0 and PE 2 of 4; a short deadline through the setup directly (no env changes).
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
-        let me = net::host_identity();
+        let me = net::host_identity(None);
         let t0 = Instant::now();
         let a2 = addr.clone();
         let leaf = std::thread::spawn(move || {
-            let me = net::host_identity();
+            let me = net::host_identity(None);
             let s = Setup { pe: 2, npes: 4, key: [0; 16], job: "", wait: None, timeout: Duration::from_millis(800), addr: &a2, me: &me };
             Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string()
         });
@@ -977,7 +990,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         drop(l);
-        let me = net::host_identity();
+        let me = net::host_identity(None);
         let s = Setup { pe: 1, npes: 2, key: [0; 16], job: "", wait: None, timeout: Duration::from_millis(300), addr: &addr, me: &me };
         let e = Bootstrap::connect(&s, None, (None, None), "test").unwrap_err().to_string();
         assert!(e.contains(&format!("could not reach PE 0 at {addr} within 0.3 s")), "{e}");
@@ -994,12 +1007,12 @@ mod tests {
         };
         let a1 = addr.clone();
         let leaf = std::thread::spawn(move || {
-            let me = net::host_identity();
+            let me = net::host_identity(None);
             let s = Setup { pe: 1, npes: 2, key: [0; 16], job: "", wait: None, timeout: Duration::from_secs(10), addr: &a1, me: &me };
             let b = Bootstrap::connect(&s, None, (Some(1), Some(2)), "test").unwrap();
             b.barrier("rshmem_init").unwrap_err().to_string()
         });
-        let me = net::host_identity();
+        let me = net::host_identity(None);
         let s = Setup { pe: 0, npes: 2, key: [0; 16], job: "", wait: None, timeout: Duration::from_secs(10), addr: &addr, me: &me };
         let e = Bootstrap::connect(&s, Some(l), (Some(0), Some(3)), "the launcher").unwrap_err().to_string();
         assert!(e.contains("node-local PE 0 of 3") && e.contains("node-local PE 0 of 2"), "{e}");

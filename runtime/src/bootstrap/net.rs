@@ -11,19 +11,19 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::sync::{Mutex, PoisonError};
 
 /// This node's identity: host name and kernel boot id (two containers or two boots of one name differ),
-/// and the simulated node of RSHMEM_NODE_ID when it is set (`rshmrun --nodes`): PEs with different
-/// node ids are then on different nodes although they share a host, exactly as on separate machines.
-pub(super) fn host_identity() -> HostId {
-    with_node(real_host_identity(), env::get(env::NODE_ID).as_deref())
+/// and the simulated node `node` (RSHMEM_NODE_ID, from the launch environment or init's configuration;
+/// None when unset) when it is set (`rshmrun --nodes`): PEs with different node ids are then on
+/// different nodes although they share a host, exactly as on separate machines.
+pub(super) fn host_identity(node: Option<usize>) -> HostId {
+    with_node(real_host_identity(), node)
 }
 
-/// `host` as simulated node `node` (the raw RSHMEM_NODE_ID, None when unset). The node goes into the
-/// host name, which every bootstrap message prints, so that "host gpu7/node1" names the node. A value
-/// that is not a non-negative integer is refused at init (env.rs and the launch environment); it is
-/// kept as it is here, so that two different values never make one node.
-pub(super) fn with_node(mut host: HostId, node: Option<&str>) -> HostId {
-    if let Some(node) = node.map(str::trim).filter(|n| !n.is_empty()) {
-        let node = node.parse::<usize>().map(|n| n.to_string()).unwrap_or_else(|_| node.to_string());
+/// `host` as simulated node `node` (None: the host's own identity). The node goes into the host name,
+/// which every bootstrap message prints, so that "host gpu7/node1" names the node. A value of
+/// RSHMEM_NODE_ID that is not a non-negative integer never gets here: init's check and the launch
+/// environment refuse it, naming the variable.
+pub(super) fn with_node(mut host: HostId, node: Option<usize>) -> HostId {
+    if let Some(node) = node {
         let suffix = format!("/node{node}");
         let keep = MAX_HOSTNAME.saturating_sub(suffix.len());
         host.hostname = format!("{}{}", super::wire::truncate(&host.hostname, keep), super::wire::truncate(&suffix, MAX_HOSTNAME));
@@ -79,8 +79,9 @@ pub(super) fn resolve(addr: &str) -> std::io::Result<Vec<SocketAddr>> {
 /// PE 0 listens on `addr` itself (no listener was handed down): on the address it names and on no
 /// other, never on all interfaces. A name that resolves to no address of this host is an error that
 /// says where PE 0 must run, or which of this host's addresses to name instead; a port in use is an
-/// error that says so (most likely another job chose the same port).
-pub(super) fn bind(addr: &str) -> Result<TcpListener> {
+/// error that says so (most likely another job chose the same port). `host`: this host's name as the
+/// bootstrap shows it (its identity's), for messages.
+pub(super) fn bind(addr: &str, host: &str) -> Result<TcpListener> {
     let addrs = resolve(addr).map_err(|e| Error::os(format!("rshmem bootstrap: cannot resolve {addr}"), e))?;
     let mut errors = Vec::new();
     for a in &addrs {
@@ -108,7 +109,7 @@ pub(super) fn bind(addr: &str) -> Result<TcpListener> {
             "rshmem bootstrap: {}={addr} names {}, which is not an address of this host ({}): PE 0 listens there, so PE 0 must run on that host; or name one of this host's addresses: {here}",
             env::BOOTSTRAP,
             names.join(", "),
-            host_identity().hostname,
+            host,
         )));
     }
     let (a, e) = errors.into_iter().next().expect("at least one address");
@@ -341,40 +342,39 @@ mod tests {
         // A port in use: the message says so and what to do.
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
-        let e = bind(&addr).unwrap_err().to_string();
+        let e = bind(&addr, "here").unwrap_err().to_string();
         assert!(e.contains("port in use — another job? choose another RSHMEM_BOOTSTRAP port"), "{e}");
         // An address of another host (TEST-NET-1, never local): no silent fallback to 0.0.0.0.
-        let e = bind("192.0.2.77:29500").unwrap_err().to_string();
-        assert!(e.contains("not an address of this host") && e.contains("PE 0 must run on that host"), "{e}");
+        let e = bind("192.0.2.77:29500", "here/node1").unwrap_err().to_string();
+        assert!(e.contains("not an address of this host (here/node1)") && e.contains("PE 0 must run on that host"), "{e}");
         assert!(e.contains("127.0.0.1 (lo"), "{e}");
         // The named address, and not all interfaces.
-        let l = bind("127.0.0.1:0").unwrap();
+        let l = bind("127.0.0.1:0", "here").unwrap();
         assert_eq!(l.local_addr().unwrap().ip(), std::net::IpAddr::from(Ipv4Addr::LOCALHOST));
     }
 
     #[test]
     fn host_identity_is_stable() {
-        let a = host_identity();
-        assert_eq!(a, host_identity());
+        let a = host_identity(None);
+        assert_eq!(a, host_identity(None));
         assert!(!a.hostname.is_empty());
+        assert_eq!(host_identity(Some(2)), host_identity(Some(2)));
     }
 
     /// RSHMEM_NODE_ID splits one host into nodes: same host, different node ids, different identities;
-    /// the same id, the same identity; unset or empty, the host's own.
+    /// the same id, the same identity; unset, the host's own.
     #[test]
     fn node_id_is_part_of_the_identity() {
         let host = real_host_identity();
         assert_eq!(with_node(host.clone(), None), host);
-        assert_eq!(with_node(host.clone(), Some(" ")), host);
-        let (n0, n1) = (with_node(host.clone(), Some("0")), with_node(host.clone(), Some("1")));
+        let (n0, n1) = (with_node(host.clone(), Some(0)), with_node(host.clone(), Some(1)));
         assert_ne!(n0, n1);
         assert_ne!(n0, host);
-        assert_eq!(n1, with_node(host.clone(), Some("01")), "the same number is the same node");
+        assert_eq!(n1, with_node(host.clone(), Some(1)), "the same number is the same node");
         assert!(n1.hostname.ends_with("/node1") && n1.boot_id == host.boot_id, "{n1:?}");
-        assert_ne!(with_node(host.clone(), Some("x")), with_node(host.clone(), Some("y")));
         // A host name at the wire's limit keeps the node suffix and stays within the limit.
         let long = HostId { hostname: "h".repeat(MAX_HOSTNAME), boot_id: host.boot_id.clone() };
-        let l = with_node(long, Some("7"));
+        let l = with_node(long, Some(7));
         assert!(l.hostname.len() <= MAX_HOSTNAME && l.hostname.ends_with("/node7"));
     }
 }

@@ -448,14 +448,6 @@ fn parse_secs(v: &str) -> Option<Option<std::time::Duration>> {
     }
 }
 
-/// Reads a variable of this process's environment now, as text (None when unset or empty), else its
-/// NVSHMEM alias (`ALIASES`). For the layers that still read a variable themselves; the runtime's
-/// layers get their settings from init's `config::Config` instead.
-pub fn get(name: &str) -> Option<String> {
-    let read = |n: &str| std::env::var(n).ok().filter(|s| !s.is_empty());
-    read(name).or_else(|| alias_of(name).and_then(read))
-}
-
 /// Parses a size with an optional k/m/g/t suffix (powers of 1024).
 pub fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
@@ -467,22 +459,6 @@ pub fn parse_size(text: &str) -> Option<u64> {
         _ => (t, 1),
     };
     num.trim().parse::<u64>().ok()?.checked_mul(mult)
-}
-
-/// Reads a duration in seconds (fractions allowed; 0 means "none"), naming the variable on error.
-fn get_secs(name: &str) -> Result<Option<std::time::Duration>> {
-    match get(name) {
-        None => Ok(None),
-        Some(v) => parse_secs(&v)
-            .ok_or_else(|| Error::new(format!("{name}={v:?} is not a number of seconds (examples: 30, 0.5; 0 = no limit)"))),
-    }
-}
-
-/// RSHMEM_WAIT_TIMEOUT as set now: how long any wait (device waits on the CPU backend, host barriers,
-/// collectives) may last before the PE fails naming what it waits for; None = wait forever. For the
-/// layers that still read it themselves; the runtime's layers use `config::Config::wait_timeout`.
-pub fn wait_timeout() -> Result<Option<std::time::Duration>> {
-    get_secs(WAIT_TIMEOUT)
 }
 
 #[cfg(test)]

@@ -103,11 +103,6 @@ impl NetEnv {
         let get = |n: &str| vars.get(n).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         NetEnv { bootstrap: get(env::BOOTSTRAP), bootstrap_ifname: get(env::BOOTSTRAP_IFNAME), proxy_ifname: get(env::PROXY_IFNAME) }
     }
-    /// The settings in this process's environment now. A transport gets them from its init's
-    /// [`Config::net`] instead.
-    pub fn current() -> NetEnv {
-        NetEnv::from_vars(&Vars::from_process())
-    }
 }
 
 /// The proxy transport's settings (`RSHMEM_PROXY_*`).
@@ -227,6 +222,9 @@ pub struct Config {
     pub wait_timeout: Option<Duration>,
     /// RSHMEM_BOOTSTRAP_TIMEOUT.
     pub bootstrap_timeout: Duration,
+    /// RSHMEM_NODE_ID: the simulated node `rshmrun --nodes` put this PE on (part of its host identity
+    /// at the bootstrap); None when unset, as under mpirun/srun.
+    pub node_id: Option<usize>,
     /// RSHMEM_STATUS_FD: the job status board rshmrun handed down, if any.
     pub status_fd: Option<i32>,
     /// RSHMEM_BOOTSTRAP, RSHMEM_BOOTSTRAP_IFNAME, RSHMEM_PROXY_IFNAME.
@@ -288,6 +286,7 @@ impl Config {
             trace: debug.as_deref() == Some("trace"),
             wait_timeout: typed(&vars, env::WAIT_TIMEOUT, env::parse_wait_secs)?,
             bootstrap_timeout: typed(&vars, env::BOOTSTRAP_TIMEOUT, env::parse_positive_secs)?,
+            node_id: optional(&vars, env::NODE_ID, |v| v.trim().parse::<usize>().map_err(|_| "expected a non-negative integer".to_string()))?,
             status_fd: optional(&vars, env::STATUS_FD, |v| v.trim().parse::<i32>().ok().filter(|&fd| fd >= 0).ok_or_else(|| "expected a file descriptor number".to_string()))?,
             net: NetEnv::from_vars(&vars),
             remote: typed(&vars, env::REMOTE_TRANSPORT, |v| parse_remote(Some(v)))?,
@@ -361,7 +360,7 @@ mod tests {
         assert_eq!(c.cumem_granule, 512 << 20);
         assert_eq!((c.log_level, c.trace), (LogLevel::Warn, false));
         assert_eq!(c.wait_timeout, None);
-        assert_eq!(c.bootstrap_timeout, Duration::from_secs(30));
+        assert_eq!((c.bootstrap_timeout, c.node_id, &c.net), (Duration::from_secs(30), None, &NetEnv::default()));
         assert_eq!(c.remote, Remote::Auto);
         assert_eq!(c.proxy, ProxyConfig { slots: 4096, lanes: None, ring: 4 << 20, lane_bytes: 16 << 10, thread_stage: 4096, group_fence_every: false, spin: None, stats: false, provider: ProxyProvider::Auto });
         assert_eq!((c.ibgda.qps_per_pe, c.ibgda.log_sq, c.ibgda.emulator, c.ibgda.ret_in_device), (2, 9, IbgdaEmulator::Full, false));
@@ -381,6 +380,9 @@ mod tests {
             ("RSHMEM_IB_HCA", "^mlx5_2"),
             ("RSHMEM_TEST_NIC_USABLE", "1, 3"),
             ("NVSHMEM_SYMMETRIC_SIZE", "96m"),
+            ("RSHMEM_BOOTSTRAP_TIMEOUT", "0.5"),
+            ("RSHMEM_NODE_ID", " 3 "),
+            ("RSHMEM_BOOTSTRAP_IFNAME", "lo"),
         ])
         .unwrap();
         assert_eq!((c.log_level, c.trace), (LogLevel::Debug, true));
@@ -391,6 +393,9 @@ mod tests {
         assert!(c.ib_hca.exclude && !c.ib_hca.allows_device("mlx5_2"));
         assert_eq!(c.hooks.nic_usable, Some(PeSet::List(vec![1, 3])));
         assert_eq!((c.symmetric_size, c.symmetric_size_var), (96 << 20, "NVSHMEM_SYMMETRIC_SIZE"));
+        // What the bootstrap receives (it reads no variable of its own).
+        assert_eq!((c.bootstrap_timeout, c.node_id), (Duration::from_millis(500), Some(3)));
+        assert_eq!(c.net.bootstrap_ifname.as_deref(), Some("lo"));
     }
 
     #[test]
@@ -403,6 +408,10 @@ mod tests {
             ("RSHMEM_PROXY_SPIN", "sometimes", "RSHMEM_PROXY_SPIN=\"sometimes\" is not valid"),
             ("RSHMEM_TEST_VERBS_USABLE", "x", "RSHMEM_TEST_VERBS_USABLE=\"x\" is not valid"),
             ("RSHMEM_TEST_NIC_USABLE", "", "RSHMEM_TEST_NIC_USABLE is set but empty"),
+            ("RSHMEM_NODE_ID", "node1", "RSHMEM_NODE_ID=\"node1\" is not valid: expected a non-negative integer"),
+            ("RSHMEM_NODE_ID", " ", "RSHMEM_NODE_ID is set but empty"),
+            ("RSHMEM_BOOTSTRAP_TIMEOUT", "0", "RSHMEM_BOOTSTRAP_TIMEOUT=\"0\" is not valid: expected a positive number of seconds"),
+            ("RSHMEM_BOOTSTRAP_IFNAME", "", "RSHMEM_BOOTSTRAP_IFNAME is set but empty"),
         ] {
             let e = config(&[(name, bad)]).expect_err(name).to_string();
             assert!(e.contains(want), "{name}={bad:?}: {e}");

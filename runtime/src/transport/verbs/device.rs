@@ -448,18 +448,8 @@ unsafe impl Send for Nic {}
 unsafe impl Sync for Nic {}
 
 impl Nic {
-    /// Opens the NIC named by `RSHMEM_IB_HCA` as the environment sets it now (see [`HcaList`]), else
-    /// the first device with an active port. The error names what was found and what to do ("no RDMA
-    /// device: install ..."). The transports use [`Nic::open_with`] and init's configuration instead.
-    pub fn open() -> Result<Arc<Nic>> {
-        let hca = match crate::config::env::get(crate::config::env::IB_HCA) {
-            Some(v) => crate::config::parse::parse_hca_list(&v).map_err(|e| Error::new(format!("{}={v:?}: {e}", crate::config::env::IB_HCA)))?,
-            None => HcaList::default(),
-        };
-        Nic::open_with(&hca)
-    }
-
-    /// Opens the first active port `hca` allows.
+    /// Opens the first active port `hca` allows (init's `RSHMEM_IB_HCA`, `config::Config::ib_hca`: every
+    /// device when unset). The error names what was found and what to do ("no RDMA device: install ...").
     pub fn open_with(hca: &HcaList) -> Result<Arc<Nic>> {
         let list = DeviceList::get()?;
         let mut found = Vec::new();

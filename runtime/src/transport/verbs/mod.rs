@@ -24,7 +24,7 @@
 //! # Using it
 //! IBGDA (every call with the GPU's CUDA context current):
 //! ```text
-//! let nic = Nic::open()?;                                   // RSHMEM_IB_HCA or the first active port
+//! let nic = Nic::open_with(&config.ib_hca)?;               // init's RSHMEM_IB_HCA, else the first active port
 //! let ibgda = IbgdaNic::new(nic.clone())?;                  // DevX + caps + shared SRQ/CQ/EQ
 //! let heap = nic.register_gpu(heap_base, heap_len)?;        // heap.lkey / heap.rkey for the key tables
 //! let mut qp = IbgdaQp::create(&ibgda, &IbgdaQpConfig::default())?;

@@ -82,6 +82,11 @@ const CRATES: &[Crate] = &[
             ("c abi", &["capi"]),
         ],
     },
+    Crate {
+        name: "rshmem-python",
+        src: "python/src",
+        layers: &[("errors", &["errors"]), ("types", &["dtype"]), ("memory", &["mem"]), ("heap", &["heap"]), ("operations", &["ops"]), ("module", &[""])],
+    },
     Crate { name: "rshmem-launcher", src: "launcher/src", layers: &[("parts", &["cli", "output", "signals", "netns", "pmi", "child", "selftest"]), ("job", &["job"]), ("main", &[""])] },
 ];
 

@@ -322,7 +322,10 @@ def array(shape: Union[int, Sequence[int]], dtype: Any = "float32"):
     offset on every PE), without a copy. CPU backend only (on GPUs the heap is device memory: use
     ``tensor``). Free it with ``free`` (collective) before finalize."""
     import numpy as np
-    exporter = _rshmem.alloc("rshmem.array", _shape(shape), _dtype_name(dtype), "cpu")
+    name = _dtype_name(dtype)
+    if name in ("bfloat16", "torch.bfloat16"):
+        raise TypeError("rshmem.array: NumPy has no bfloat16; make a bfloat16 tensor with rshmem.tensor")
+    exporter = _rshmem.alloc("rshmem.array", _shape(shape), name, "cpu")
     return np.from_dlpack(exporter)
 
 

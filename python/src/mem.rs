@@ -61,6 +61,13 @@ pub fn describe<'py>(call: &str, what: &str, obj: &Bound<'py, PyAny>, writable: 
     }
     match PyUntypedBuffer::get(obj) {
         Ok(buf) => buffer_mem(call, what, buf, writable),
+        // A 0-d NumPy array exports a buffer without a shape, which the buffer reader refuses: its
+        // one-element view has the same memory.
+        Err(_) if obj.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0) && obj.hasattr("reshape")? => {
+            let flat = obj.call_method1("reshape", (1,))?;
+            let buf = PyUntypedBuffer::get(&flat)?;
+            buffer_mem(call, what, buf, writable)
+        }
         Err(_) => match torch_tensor_type(py) {
             Some(t) if obj.is_instance(t)? => torch_mem(call, what, obj),
             _ => Err(PyTypeError::new_err(format!(

@@ -46,11 +46,11 @@ def cpu_only():
 
 def unique_id_finalize_works_here():
     """A known runtime bug: finalize of a runtime initialized from a unique id hangs in the proxy
-    transport's shutdown (two of four PEs keep serving a lane, transport/proxy/mod.rs shutdown) when
-    the job spans simulated nodes of several PEs each (one PE per node is fine). Until it is fixed such jobs report these tests as expected
-    failures, by name (tests/tests/python.rs counts them); RSHMEM_TEST_UID_ACROSS_NODES=1 runs them."""
-    shared = rshmem.Team.SHARED.n_pes()
-    if rshmem.n_pes() != shared and shared > 1 and os.environ.get("RSHMEM_TEST_UID_ACROSS_NODES") != "1":
+    transport's shutdown (a PE keeps serving a lane: transport/proxy/mod.rs, shutdown) when the job
+    spans simulated nodes (always with two PEs per node, now and then with one under load). Until it
+    is fixed such jobs report these tests as expected failures, by name (tests/tests/python.rs counts
+    them); RSHMEM_TEST_UID_ACROSS_NODES=1 runs them."""
+    if rshmem.n_pes() != rshmem.Team.SHARED.n_pes() and os.environ.get("RSHMEM_TEST_UID_ACROSS_NODES") != "1":
         pytest.xfail("finalize after init from a unique id hangs across nodes (proxy lane shutdown)")
 
 

@@ -317,10 +317,11 @@ def _shape(shape: Union[int, Iterable[int]]) -> list:
     return [int(d) for d in shape]
 
 
-def array(shape: Union[int, Sequence[int]], dtype: Any = "float32"):
+def array(shape: Union[int, Sequence[int]], dtype: Any = "float32", **_ignored: Any):
     """Collective: a zeroed NumPy array of ``shape`` and ``dtype`` on the symmetric heap (the same
     offset on every PE), without a copy. CPU backend only (on GPUs the heap is device memory: use
-    ``tensor``). Free it with ``free`` (collective) before finalize."""
+    ``tensor``). Free it with ``free`` (collective) before finalize. NVSHMEM4Py's other keyword
+    arguments (``release``, ``morder``, ``except_on_del``) are accepted and ignored."""
     import numpy as np
     name = _dtype_name(dtype)
     if name in ("bfloat16", "torch.bfloat16"):
@@ -329,11 +330,12 @@ def array(shape: Union[int, Sequence[int]], dtype: Any = "float32"):
     return np.from_dlpack(exporter)
 
 
-def tensor(shape: Union[int, Sequence[int]], dtype: Any = None, device: Any = None):
+def tensor(shape: Union[int, Sequence[int]], dtype: Any = None, device: Any = None, **_ignored: Any):
     """Collective: a zeroed torch tensor of ``shape`` and ``dtype`` (default torch.float32) on the
     symmetric heap, through DLPack without a copy: a CUDA tensor on the PE's GPU, or a CPU tensor on the
     CPU backend. ``device`` may name that device (``"cuda"``, ``"cuda:N"``, ``"cpu"``); default: the
-    heap's. Free it with ``free`` (collective) before finalize."""
+    heap's. Free it with ``free`` (collective) before finalize. NVSHMEM4Py's other keyword arguments
+    (``release``, ``morder``, ``except_on_del``) are accepted and ignored."""
     import torch
     if dtype is None:
         dtype = torch.float32

@@ -108,7 +108,7 @@ class _Session:
         return False
 
 
-_state = {"gpu": False, "ordinal": 0, "raw_stream": None}
+_state = {"gpu": False, "ordinal": 0, "raw_stream": None, "torch_bound": False}
 
 
 def init(uid: Union[UniqueId, str, bytes, None] = None, rank: Optional[int] = None,
@@ -152,11 +152,20 @@ def _after_init() -> None:
     gpu = _rshmem.backend() == "cuda"
     _state["gpu"] = gpu
     _state["raw_stream"] = None
+    _state["torch_bound"] = False
     if gpu:
         _state["ordinal"] = _rshmem.device_ordinal()
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_available():
+        if "torch" in sys.modules:
+            _bind_torch()
+
+
+def _bind_torch() -> None:
+    """Makes the PE's GPU torch's current device (once per init; on the CPU backend nothing)."""
+    if _state["gpu"] and not _state["torch_bound"]:
+        import torch
+        if torch.cuda.is_available():
             torch.cuda.set_device(_state["ordinal"])
+        _state["torch_bound"] = True
 
 
 def finalize() -> None:
@@ -337,6 +346,7 @@ def tensor(shape: Union[int, Sequence[int]], dtype: Any = None, device: Any = No
     heap's. Free it with ``free`` (collective) before finalize. NVSHMEM4Py's other keyword arguments
     (``release``, ``morder``, ``except_on_del``) are accepted and ignored."""
     import torch
+    _bind_torch()
     if dtype is None:
         dtype = torch.float32
     dev = None if device is None else str(device)

@@ -389,8 +389,8 @@ pub fn alloc(py: Python<'_>, call: &str, shape: Vec<i64>, dtype: &str, device: O
     initialized(call)?;
     let dt = DType::from_name(dtype)
         .ok_or_else(|| PyValueError::new_err(format!("{call}: dtype {dtype:?} is not one rshmem handles ({})", DType::names())))?;
-    let dev = heap_device(call, device)?;
     let count = element_count(call, &shape)?;
+    let dev = heap_device(call, device)?;
     let nbytes = count.checked_mul(dt.size()).ok_or_else(|| PyValueError::new_err(format!("{call}: shape {shape:?} overflows")))?;
     let addr = py.detach(|| rshmem::calloc(1, nbytes.max(1)).map(|p| p as usize)).map_err(|e| err(e.context(call)))?;
     let owner = Py::new(py, Allocation::new(addr, nbytes.max(1), Kind::Owned))?;

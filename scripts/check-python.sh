@@ -5,6 +5,7 @@
 #     into a fresh virtual environment, target/python-venv (which sees the system's NumPy and torch);
 #  2. runs the README's example, python/examples/ring.py, with that environment's python under rshmrun
 #     (-np 2, -np 3, --nodes 2 -np 4): every PE must report ok;
+#     and python/examples/torchrun_ring.py under torchrun (rshmem.init(process_group=...), gloo);
 #  3. checks that the wheel installed the type stubs (__init__.pyi, _rshmem.pyi, py.typed);
 #  4. builds the CUDA C++ extension example (python/examples/cuda/build.sh: nvcc against nvshmem.h,
 #     device-linked with librshmem_device.a; no GPU needed) and loads it with ctypes after
@@ -34,6 +35,17 @@ for launch in "-np 2" "-np 3" "--nodes 2 -np 4"; do
   [ "$oks" = "$np" ] || die "ring.py under rshmrun $launch: $oks of $np PEs reported ok:\n$out"
   log "ok: ring.py under rshmrun $launch"
 done
+
+if "$py" -c 'import torch' 2>/dev/null; then
+  out=$(RSHMEM_BACKEND=cpu timeout 300 "$py" -m torch.distributed.run --nproc-per-node 2 python/examples/torchrun_ring.py 2>&1) \
+    || die "torchrun --nproc-per-node 2 python/examples/torchrun_ring.py:\n$out"
+  [ "$(grep -c 'ring and all-reduce ok' <<<"$out")" = 2 ] || die "torchrun_ring.py: not every rank reported ok:\n$out"
+  log "ok: torchrun --nproc-per-node 2 with rshmem.init(process_group=...)"
+elif [ "${RSHMEM_TEST_NO_SKIP:-0}" != 0 ]; then
+  die "no torch in $py (scripts/setup.sh installs it): the torchrun example cannot run"
+else
+  log "SKIPPED the torchrun example: no torch in $py"
+fi
 
 for f in __init__.pyi _rshmem.pyi py.typed; do
   [ -f "$where/$f" ] || die "the installed package lacks $f"

@@ -6,7 +6,9 @@
 # on one GPU both PEs share it), then prints every `name: value` line of both and, per operation and
 # size, `overhead.OP.SIZE.issue_us` (Python's issue time minus Rust's: what Python adds per call) and
 # `ratio.OP.SIZE.GBps` (Python's bandwidth over Rust's). Needs the package installed
-# (scripts/install-python.sh) and the workspace built (cargo build --release).
+# (scripts/install-python.sh) and the workspace built (cargo build --release); RSHMRUN and
+# ONSTREAM_BENCH name the two binaries elsewhere (scripts/gpu-python.sh carries them), PYTHON the
+# interpreter.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 py=${PYTHON:-python3}
@@ -15,8 +17,8 @@ for a in "$@"; do
   if [ "$a" = --quick ]; then quick=(--quick); else launch+=("$a"); fi
 done
 [ ${#launch[@]} -gt 0 ] || launch=(-np 2)
-rshmrun=$root/target/release/rshmrun
-bench=$root/target/release/rshmem-onstream-bench
+rshmrun=${RSHMRUN:-$root/target/release/rshmrun}
+bench=${ONSTREAM_BENCH:-$root/target/release/rshmem-onstream-bench}
 [ -x "$rshmrun" ] && [ -x "$bench" ] || (cd "$root" && cargo build --release -q -p rshmem-launcher -p rshmem-examples --bin rshmrun --bin rshmem-onstream-bench)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -39,6 +41,8 @@ def read(path, prefix):
 rust, python = read(sys.argv[1], "rust."), read(sys.argv[2], "python.")
 for key in sorted(k for k in rust if k.endswith(".issue_us") and k in python):
     print(f"overhead.{key}: {python[key] - rust[key]:.3f}")
-for key in sorted(k for k in rust if k.endswith(".GBps") and k in python):
-    print(f"ratio.{key}: {python[key] / rust[key]:.3f}" if rust[key] else f"ratio.{key}: nan")
+# Bandwidth ratio from the per-call times (the GBps lines are rounded; the bytes are the same).
+for key in sorted(k for k in rust if k.endswith(".per_call_us") and k in python):
+    base = key[: -len(".per_call_us")]
+    print(f"ratio.{base}.GBps: {rust[key] / python[key]:.3f}" if python[key] else f"ratio.{base}.GBps: nan")
 PY

@@ -87,8 +87,7 @@ fn pytest(launch: &[&str], env: &[(&str, &str)], min_passed: usize, xfailed: usi
         let summary = t
             .lines()
             .filter_map(|l| l.strip_prefix(&prefix))
-            .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()) && l.contains(" in "))
-            .next_back()
+            .rfind(|l| l.starts_with(|c: char| c.is_ascii_digit()) && l.contains(" in "))
             .unwrap_or_else(|| panic!("PE {pe} printed no pytest summary:\n{t}"));
         let counts: Vec<(String, usize)> = summary[..summary.rfind(" in ").unwrap()]
             .split(", ")

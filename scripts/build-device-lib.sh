@@ -6,8 +6,8 @@
 #   rshmem_device_init.o  device/cuda/rshmem_device_init.cu (rshmemi_device_state in the constant bank,
 #                         rshmemi_bind_device_library)
 # Commands (NVCC: nvcc on PATH, else $CUDA_HOME/bin/nvcc, else the one scripts/install-cuda-tools.sh installs):
-#   nvcc -arch=sm_90 -rdc=true -maxrregcount=64 -c DEVICE.ptx -o rshmem_device_ptx.o
-#   nvcc -arch=sm_90 -rdc=true -O2 -DRSHMEMI_DEVICE_STATE_BYTES=N -c device/cuda/rshmem_device_init.cu -I device/include -o rshmem_device_init.o
+#   nvcc -arch=sm_90 -rdc=true -Xcompiler -fPIC -maxrregcount=64 -c DEVICE.ptx -o rshmem_device_ptx.o
+#   nvcc -arch=sm_90 -rdc=true -O2 -Xcompiler -fPIC -DRSHMEMI_DEVICE_STATE_BYTES=N -c device/cuda/rshmem_device_init.cu -I device/include -o rshmem_device_init.o
 #   (N: the size in the PTX's `.extern .const ... rshmemi_device_state[N]`)
 #   nvcc -lib rshmem_device_ptx.o rshmem_device_init.o -o OUTDIR/librshmem_device.a
 # -maxrregcount (RSHMEM_DEVICE_MAXRREG, default 64; 0 = no cap): the device functions are separately
@@ -43,8 +43,10 @@ maxrreg=${RSHMEM_DEVICE_MAXRREG:-64}
 case "$maxrreg" in '' | *[!0-9]*) die "RSHMEM_DEVICE_MAXRREG must be a number (0: no cap), not '$maxrreg'" ;; esac
 regcap=()
 [ "$maxrreg" -gt 0 ] && regcap=(-maxrregcount="$maxrreg")
-run "$nvcc" -arch="$arch" -rdc=true "${regcap[@]}" -c "$ptx" -o "$tmp/rshmem_device_ptx.o"
-run "$nvcc" -arch="$arch" -rdc=true -O2 -DRSHMEMI_DEVICE_STATE_BYTES="$state_bytes" -c "$root/device/cuda/rshmem_device_init.cu" -I "$root/device/include" \
+run "$nvcc" -arch="$arch" -rdc=true -Xcompiler -fPIC "${regcap[@]}" -c "$ptx" -o "$tmp/rshmem_device_ptx.o"
+# Position-independent host code: the archive links into executables and shared libraries alike (a
+# Python extension, python/examples/cuda).
+run "$nvcc" -arch="$arch" -rdc=true -O2 -Xcompiler -fPIC -DRSHMEMI_DEVICE_STATE_BYTES="$state_bytes" -c "$root/device/cuda/rshmem_device_init.cu" -I "$root/device/include" \
   -o "$tmp/rshmem_device_init.o"
 rm -f "$outdir/librshmem_device.a"
 run "$nvcc" -lib "$tmp/rshmem_device_ptx.o" "$tmp/rshmem_device_init.o" -o "$outdir/librshmem_device.a"

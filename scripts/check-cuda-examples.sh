@@ -21,8 +21,8 @@
 #        scripts/build-ptx.sh rshmem-device D/rshmem_device.ptx sm_90
 #        ptxas -arch=sm_90 -c D/rshmem_device.ptx -o D/rshmem_device.cubin
 #   2. device library archive (scripts/build-device-lib.sh D/rshmem_device.ptx D sm_90):
-#        nvcc -arch=sm_90 -rdc=true -maxrregcount=64 -c D/rshmem_device.ptx -o rshmem_device_ptx.o
-#        nvcc -arch=sm_90 -rdc=true -O2 -c device/cuda/rshmem_device_init.cu -I device/include -o rshmem_device_init.o
+#        nvcc -arch=sm_90 -rdc=true -Xcompiler -fPIC -maxrregcount=64 -c D/rshmem_device.ptx -o rshmem_device_ptx.o
+#        nvcc -arch=sm_90 -rdc=true -O2 -Xcompiler -fPIC -c device/cuda/rshmem_device_init.cu -I device/include -o rshmem_device_init.o
 #        nvcc -lib rshmem_device_ptx.o rshmem_device_init.o -o D/librshmem_device.a
 #   3. each program (examples/cuda/ring_shift.cu against rshmem.h; $SEED against nvshmem.h, unchanged;
 #      tests/cuda/nvshmem_api_coverage.cu against nvshmem.h/nvshmemx.h):

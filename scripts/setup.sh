@@ -4,8 +4,11 @@
 #  - CUDA compiler tools from PyPI into .tools/ (ptxas/nvcc/nvlink: CI assembles and device-links the
 #    device library and the CUDA C++ examples; no GPU needed);
 #  - Open MPI (the ring shift also runs under mpirun in the tests);
-#  - CMake (scripts/check-install.sh builds a CMake project against an installed prefix).
-# Each part is skipped when present; SETUP_SKIP_MPI=1 / SETUP_SKIP_CUDA=1 skip parts.
+#  - CMake (scripts/check-install.sh builds a CMake project against an installed prefix);
+#  - Python's packages for the Python package's tests (python/tests, run by tests/tests/python.rs):
+#    NumPy, pytest and PyTorch (the CPU-only runs use its CPU side; about a minute from PyPI).
+# Each part is skipped when present; SETUP_SKIP_MPI=1 / SETUP_SKIP_CUDA=1 / SETUP_SKIP_PYTHON=1 /
+# SETUP_SKIP_TORCH=1 skip parts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # The same commands the build script (build/ptxbuild) runs or asks for when these are missing.
@@ -43,5 +46,16 @@ if ! have_verbs_build; then pkgs+=(pkg-config libibverbs-dev librdmacm-dev libcl
 if [ ${#pkgs[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null) >&2 \
     || echo "setup: could not install ${pkgs[*]} (the MPI tests / the mlx5 golden-byte test will be skipped; the verbs feature will not build; scripts/check-install.sh will fail without cmake)" >&2
+fi
+# Python's packages (python3's pip; PyPI).
+if [ "${SETUP_SKIP_PYTHON:-0}" != 1 ] && command -v python3 >/dev/null 2>&1; then
+  want=(numpy pytest)
+  if [ "${SETUP_SKIP_TORCH:-0}" != 1 ]; then want+=(torch); fi
+  missing=()
+  for m in "${want[@]}"; do python3 -c "import $m" >/dev/null 2>&1 || missing+=("$m"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    python3 -m pip install -q --disable-pip-version-check --no-warn-script-location "${missing[@]}" >&2 \
+      || echo "setup: could not install ${missing[*]} with pip (the Python package's tests will be skipped)" >&2
+  fi
 fi
 echo "setup: ok" >&2

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of rshmem on this machine (CI runs exactly this through .ci/run):
-#  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI, CMake);
+#  1. installs what is missing (scripts/setup.sh: nightly rust-src, CUDA compiler tools, Open MPI, CMake,
+#     Python's NumPy, pytest and torch);
 #  2. builds the workspace (release; the device library and kernels are also compiled to PTX) and
 #     checks the workspace lints with clippy (every unsafe block says why it is sound), then the API
 #     docs (`cargo doc`, no warning; missing docs are errors in both library crates);
@@ -8,7 +9,11 @@
 #     under rshmrun and mpirun (CPU backend unless a GPU is present), on one node (tests/tests/suite.rs)
 #     and across two simulated nodes through the proxy transport, with --netns as root
 #     (tests/tests/suite_nodes.rs; the cases are defined once, in tests/tests/common/suite.rs), and teams
-#     and collectives on 1-4 PEs and two nodes, against a model (tests/tests/coll.rs);
+#     and collectives on 1-4 PEs and two nodes, against a model (tests/tests/coll.rs), and the Python
+#     package's pytest suite under rshmrun (tests/tests/python.rs: -np 2, -np 4, two nodes, torch tensors);
+#     then the Python package as a user installs it (scripts/check-python.sh: pip install ./python into a
+#     virtual environment, the README's example under rshmrun, the type stubs, the CUDA C++ extension
+#     example built and device-linked, the overhead benchmark's script);
 #  4. builds the runtime with its real-NIC path (the `verbs` feature: the IBGDA setup of a ConnectX
 #     NIC and host-posted RDMA for a future verbs proxy, rdma-core loaded at run time) and runs its unit tests and the
 #     layout check of its verbs/mlx5dv structs against the system's rdma-core headers;
@@ -53,6 +58,7 @@ cargo test --workspace --release --lib --bins --tests
 RSHMEM_BACKEND=cpu cargo test --workspace --release --doc
 cargo test --release -p rshmem --features verbs --lib
 cargo test --release -p rshmem --features verbs --test verbs_layout
+scripts/check-python.sh
 scripts/check-cuda-examples.sh
 scripts/check-sass.sh
 scripts/check-fresh-build.sh

@@ -85,6 +85,11 @@ const CRATES: &[Crate] = &[
             ("crate root", &[""]),
         ],
     },
+    Crate {
+        name: "rshmem-python",
+        src: "python/src",
+        layers: &[("errors", &["errors"]), ("types", &["dtype"]), ("memory", &["mem"]), ("heap", &["heap"]), ("operations", &["ops"]), ("module", &[""])],
+    },
     Crate { name: "rshmem-launcher", src: "launcher/src", layers: &[("parts", &["cli", "output", "signals", "netns", "pmi", "child", "selftest"]), ("job", &["job"]), ("main", &[""])] },
 ];
 

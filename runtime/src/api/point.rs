@@ -145,3 +145,26 @@ pub unsafe fn strided(call: &str, get: bool, dest: *mut u8, src: *const u8, dst:
     }
     rt.quiet()
 }
+
+/// A signal update: `op` ([`SIGNAL_SET`] or [`SIGNAL_ADD`]) of `value` on the u64 `sig` at `pe`, from
+/// the host and complete on return (`stream` None), or enqueued on `stream` (on the CPU backend, which
+/// has no streams, it runs at once). `call` names the caller in errors. The PE, the symmetric address,
+/// its alignment and the operator are checked.
+pub fn signal_op(call: &str, sig: *mut u64, value: u64, op: i32, pe: i32, stream: Option<Stream>) -> Result<()> {
+    let o = Op { what: what::SIGNAL_OP, code: op as u32, width: 8, pe, dest: sig as u64, value, ..Op::default() };
+    // SAFETY: a signal update names no local buffer (only the checked symmetric `sig`); a `Stream` is a
+    // live stream of this PE's context by `Stream::from_raw`'s contract.
+    unsafe { run(call, o, stream, false).map(|_| ()) }
+}
+
+/// Waits until this PE's `width`-byte (2, 4 or 8) integer `ivar`, read as `signed` or not, compares
+/// true with `cmp` (`CMP_EQ` .. `CMP_GE`) against `value`: from the host, returning when it does
+/// (`stream` None), or making the work enqueued later on `stream` wait for it (on the CPU backend, a
+/// wait on this thread either way). Bounded by `RSHMEM_WAIT_TIMEOUT` where that applies. `call` names
+/// the caller in errors; the address, its alignment, the width and the comparison are checked.
+pub fn wait_until(call: &str, ivar: *mut u8, width: u32, signed: bool, cmp: i32, value: u64, stream: Option<Stream>) -> Result<()> {
+    let o = Op { what: what::WAIT, code: cmp as u32, width, signed, dest: ivar as u64, value, n: 1, ..Op::default() };
+    // SAFETY: a wait on one variable names no local buffer (no status or value array: `aux` and `cond`
+    // are 0), only the checked symmetric `ivar`; the stream as in `signal_op`.
+    unsafe { run(call, o, stream, false).map(|_| ()) }
+}

@@ -19,7 +19,7 @@ echo "# $(date -u +%FT%TZ) $(nproc) CPUs; load average: $(cut -d' ' -f1-3 /proc/
 R=("$T/rshmrun" --nodes 2 -np 2 --timeout 300)
 export RSHMEM_BACKEND=cpu RSHMEM_REMOTE_TRANSPORT=proxy
 RSHMEM_PROXY_STATS=1 "${R[@]}" "$T/rshmem-bench" --cases rate --rate-grids 1,4,32 --rate-sizes 8,64,512,4k --rate-ops 200000 2>&1 | tee "$out/rate.txt" | grep -v '^\[pe [01]\] #'
-"${R[@]}" "$T/rshmem-bench" --cases bw --max-bytes 4m 2>&1 | tee "$out/bw.txt" | grep -E "put_bw.*bytes=(65536|262144|1048576|4194304) "
+"${R[@]}" "$T/rshmem-bench" --cases bw --max-bytes 4m 2>&1 | tee "$out/bw.txt" | grep -E "put_bw scope=thread bytes=(65536|131072|524288|2097152) "
 python3 - "$out" <<'PY'
 import re, sys, os
 d = sys.argv[1]

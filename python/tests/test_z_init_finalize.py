@@ -44,16 +44,6 @@ def cpu_only():
         pytest.skip("these tests use NumPy arrays over the heap (CPU backend)")
 
 
-def unique_id_finalize_works_here():
-    """A known runtime bug: finalize of a runtime initialized from a unique id hangs in the proxy
-    transport's shutdown (a PE keeps serving a lane: transport/proxy/mod.rs, shutdown) when the job
-    spans simulated nodes (always with two PEs per node, now and then with one under load). Until it
-    is fixed such jobs report these tests as expected failures, by name (tests/tests/python.rs counts
-    them); RSHMEM_TEST_UID_ACROSS_NODES=1 runs them."""
-    if rshmem.n_pes() != rshmem.Team.SHARED.n_pes() and os.environ.get("RSHMEM_TEST_UID_ACROSS_NODES") != "1":
-        pytest.xfail("finalize after init from a unique id hangs across nodes (proxy lane shutdown)")
-
-
 def test_use_after_finalize_raises_and_arrays_stay_usable():
     cpu_only()
     me, n = rshmem.my_pe(), rshmem.n_pes()
@@ -106,7 +96,6 @@ def test_use_after_finalize_raises_and_arrays_stay_usable():
 
 def test_init_from_a_unique_id():
     cpu_only()
-    unique_id_finalize_works_here()
     me, n = rshmem.my_pe(), rshmem.n_pes()
     # PE 0 makes the id; the running job carries it to the others, as MPI or any launcher would.
     uid = rshmem.get_unique_id() if me == 0 else None
@@ -133,7 +122,6 @@ def test_init_from_a_unique_id():
 
 def test_init_from_a_torch_distributed_gloo_group():
     cpu_only()
-    unique_id_finalize_works_here()
     torch = need_torch()
     import torch.distributed as dist
     me, n = rshmem.my_pe(), rshmem.n_pes()

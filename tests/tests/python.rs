@@ -124,12 +124,11 @@ fn pytest_four_pes() {
 }
 
 /// Two simulated nodes of two PEs: puts, gets, signals and collectives cross the proxy transport,
-/// peer views of the other node are None. Finalize after an init from a unique id hangs across nodes
-/// (a runtime bug in the proxy transport's shutdown, named by the suite), so the suite's two tests of
-/// that init (unique id, torch.distributed group) are expected failures there.
+/// peer views of the other node are None; init from a unique id and from a torch.distributed group,
+/// and finalize, across nodes.
 #[test]
 fn pytest_two_nodes() {
-    pytest(&["--nodes", "2", "-np", "4"], &[], MIN_NUMPY - 2, 2);
+    pytest(&["--nodes", "2", "-np", "4"], &[], MIN_NUMPY, 0);
 }
 
 /// The same tests on torch CPU tensors over the heap (bfloat16 included).

@@ -392,7 +392,7 @@ impl Streamed {
 /// Node 1's link is cut at the switch while the PEs wait with idle links, then while they stream
 /// puts and gets across it: the job ends within 25 s of the cut (TCP_USER_TIMEOUT is 10 s), with a
 /// message naming the network failure, a PE of the other node with its address, and the errno, not
-/// as a PE that exited or crashed.
+/// as a PE that exited or crashed (by the engine, or by a PE's own put or get that returned it).
 #[test]
 fn a_cut_link_is_named_as_one() {
     if !netns_allowed("a_cut_link_is_named_as_one (--netns)") {

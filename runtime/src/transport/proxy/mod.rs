@@ -317,8 +317,14 @@ impl Proxy {
         let limit = self.eng.set.wait_limit;
         // SAFETY: the ring is the engine's (alive with self); its counters are host memory here (the
         // platform posts itself otherwise, above).
-        let seq = unsafe { post_with(&ch, r, ring::deadline(limit)) }
-            .map_err(|s| Error::new(format!("{call}: proxy request to PE {}: no free slot in the request ring within {limit:?} ({s:?})", r.pe)))?;
+        let mut policy = ring::deadline(limit);
+        // A full ring whose engine failed waits no longer: the failure is this call's error.
+        let mut wait = |spins: u64| !(spins.is_multiple_of(64) && self.eng.failed().is_some()) && policy(spins);
+        // SAFETY: as above.
+        let seq = unsafe { post_with(&ch, r, &mut wait) }.map_err(|s| match self.eng.failed() {
+            Some(e) => e.context(call.to_string()),
+            None => Error::new(format!("{call}: proxy request to PE {}: no free slot in the request ring within {limit:?} ({s:?})", r.pe)),
+        })?;
         self.eng.wait_completed_host(call, seq)
     }
 }

@@ -1,7 +1,7 @@
-//! The proxy request channel: device threads post fixed-size requests into rings in host memory
-//! (pinned and mapped on CUDA, shared memory on the CPU backend); one CPU proxy thread per channel
-//! drains a ring (`rshmem::transport::proxy::ring`) and reports completion through a counter the
-//! posters wait on.
+//! The remote engine's request ring (a "channel" here: the ring and its counters): device threads post
+//! fixed-size requests into it in host memory (pinned and mapped on CUDA, shared memory on the CPU
+//! backend); the engine's one sender thread drains it (`rshmem::transport::proxy::ring`, `send`) and
+//! the engine reports completion through a counter the posters wait on.
 //!
 //! This file holds the ONE definition of a channel's layout (`RingHeader`, `Request`, the staging
 //! chunks, `ChannelCounters`), used by the device code here and by the host side, and the device-side

@@ -12,14 +12,14 @@
 //!   the WQEs as a ConnectX does, checks them by the PRM, and carries their remote halves over the proxy
 //!   transport's TCP connections (NIC frames of `super::wire`) to the target PE, whose engine answers
 //!   as the peer NIC's responder: it checks the rkey and the range against the target's registered
-//!   memory and applies the data with the platform's copies, and atomics through the target's inbound
-//!   queue (device threads of the target execute them, so they are atomic with its own atomics). The
+//!   memory, and the frames are applied in order by the same apply code as the proxy's own (the apply
+//!   kernel on GPUs, with native atomics, so they are atomic with the target's own atomics). The
 //!   answers become CQEs. The device code cannot tell the two NICs apart: only the addresses in the
 //!   table it reads differ.
 //!
 //! # What each PE sets up (collectively, at init)
-//! 1. The proxy engine (`super::proxy::Proxy`) with the NIC hooks: connections, receivers, the inbound
-//!    queue, and the proxy ring for host-initiated operations (`putmem` from the host, on-stream
+//! 1. The proxy engine (`super::proxy::Proxy`) with the NIC hooks: its lanes (connections, receive
+//!    rings, the apply code), and the request ring for host-initiated operations (`putmem` from the host, on-stream
 //!    calls), which IBGDA leaves to the proxy as NVSHMEM leaves them to its CPU transport.
 //! 2. Memory regions: the heap in key chunks of `1 << KEY_SHIFT` bytes (one lkey = rkey per chunk, as a
 //!    NIC registers a heap granule by granule), and the QPs' return slots (local writes only).

@@ -202,6 +202,14 @@ impl Sender {
                 self.queue(i, 1, |b| Frames::wait(b, epoch, others));
                 self.peers[pe as usize].epoch = epoch;
                 self.eng.count(|s| &s.fences, 1);
+            } else if p.used & bit != 0 {
+                // The same lane carried what the fence orders: a MARK there ends the open put (nothing
+                // after the fence merges into a frame before it) and makes the apply code order the
+                // lane's earlier stores before what follows (it fences at a MARK).
+                let epoch = p.epoch + 1;
+                self.queue(i, 1, |b| Frames::mark(b, epoch));
+                self.peers[pe as usize].epoch = epoch;
+                self.eng.count(|s| &s.fences, 1);
             }
             self.peers[pe as usize].used = bit;
             self.peers[pe as usize].fenced = false;

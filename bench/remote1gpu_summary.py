@@ -23,46 +23,9 @@ import sys
 D = sys.argv[1] if len(sys.argv) > 1 else "."
 
 
-def read(name):
-    try:
-        with open(os.path.join(D, name), errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
+from perflog import fmt, perf, pick, reader, results  # noqa: E402 (bench/ is on the path)
 
-
-def perf(text, job, sub=None):
-    out = {}
-    for m in re.finditer(r"&&&& PERF (\w+?)___(\w+?)___size__(\d+)___\w+ ([0-9.eE+-]+)", text):
-        if m.group(1) == job and (sub is None or m.group(2) == sub):
-            out[int(m.group(3))] = float(m.group(4))
-    return out
-
-
-def results(text):
-    rows = []
-    for line in text.splitlines():
-        i = line.find("RESULT ")
-        if i < 0:
-            continue
-        f = dict(kv.split("=", 1) for kv in line[i + 7:].split() if "=" in kv)
-        try:
-            f["value"] = float(f["value"])
-        except (KeyError, ValueError):
-            continue
-        rows.append(f)
-    return rows
-
-
-def pick(rows, **want):
-    for r in rows:
-        if all(str(r.get(k)) == str(v) for k, v in want.items()):
-            return r["value"]
-    return None
-
-
-def fmt(x, nd=4):
-    return "n/a" if x is None else f"{x:.{nd}g}"
+read = reader(D)
 
 
 lb = read("loopback.log")

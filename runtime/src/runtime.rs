@@ -763,6 +763,10 @@ impl Runtime {
     }
     /// Completes this PE's outstanding operations: the platform's device work, then every transport's.
     pub fn quiet(&self) -> Result<()> {
+        // A failed engine never completes what device work posted to it: its cause is the error.
+        if let Some(e) = self.transports.iter().find_map(|t| t.failure("rshmem_quiet")) {
+            return Err(e);
+        }
         self.backend.quiet()?;
         for t in &self.transports {
             t.quiet()?;

@@ -7,7 +7,7 @@ use crate::platform::backend::Backend;
 use crate::platform::services::Services;
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use rshmem_device::state::Channel;
 use std::ops::Range;
 use std::sync::Arc;
@@ -59,6 +59,13 @@ pub trait Transport: Send + Sync {
     /// Completes this PE's operations issued through this transport.
     fn quiet(&self) -> Result<()> {
         Ok(())
+    }
+    /// The transport's failure, if its engine failed, as host call `call`'s error: the runtime asks
+    /// before it waits for device work that could only complete through that engine, so the program
+    /// gets the cause instead of a wait that times out. Returning it tells the transport that the
+    /// program was told.
+    fn failure(&self, _call: &str) -> Option<Error> {
+        None
     }
     /// The device state's `route` value for PEs this transport reaches (`ROUTE_*`); the runtime uses
     /// ROUTE_P2P for the p2p transport.

@@ -123,6 +123,9 @@ pub(crate) struct Engine {
     pub(crate) stop: AtomicBool,
     fault: Mutex<Option<Error>>,
     fault_cv: Condvar,
+    /// A host call returned the failure to the program (`failure_for`): the program decides what
+    /// happens next, and the reaper leaves the process alone.
+    told: AtomicBool,
     nic: OnceLock<Arc<dyn Nic>>,
     /// The stage counters, when counting is on.
     pub(crate) stats: Option<Arc<Stats>>,
@@ -174,6 +177,7 @@ impl Engine {
             stop: AtomicBool::new(false),
             fault: Mutex::new(None),
             fault_cv: Condvar::new(),
+            told: AtomicBool::new(false),
             nic: OnceLock::new(),
             stats: set.stats.then(|| Arc::new(Stats::default())),
             rdma: OnceLock::new(),
@@ -329,9 +333,26 @@ impl Engine {
         self.fault.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The engine's failure as host call `call`'s error, if it failed; the program has then been told
+    /// (the reaper leaves the process to it).
+    pub(crate) fn failure_for(&self, call: &str) -> Option<Error> {
+        let e = self.failed()?;
+        self.told.store(true, Ordering::Release);
+        self.fault_cv.notify_all();
+        Some(e.context(call.to_string()))
+    }
+
+    /// How long the reaper waits, after the engine's threads stopped, for a host call to return the
+    /// failure to the program before it ends the PE itself.
+    pub(crate) const TELL_GRACE: Duration = Duration::from_secs(2);
+
     /// The reaper: waits for a failure (or the engine's end), then, once the engine's threads stop
-    /// (`joined`, at most a second), reports it and ends the PE. The one place a failure of the engine
-    /// ends the process: a kernel that waits on the engine could never see an error.
+    /// (`joined`, at most a second), waits up to `TELL_GRACE` for a host call to return the failure to
+    /// the program (`failure_for`). A program that was told decides what happens next: its calls that
+    /// need the engine keep failing with the cause, and finalize ends what is left. One that was not
+    /// told (its threads wait in kernels, which cannot see an error) is ended here, naming the cause:
+    /// the one place a failure of the engine ends the process, and never before the engine's threads
+    /// stopped.
     pub(crate) fn reap(&self, joined: impl FnOnce(Duration)) {
         let e = {
             let mut f = self.fault.lock().unwrap_or_else(|p| p.into_inner());
@@ -346,7 +367,18 @@ impl Engine {
             }
         };
         joined(Duration::from_secs(1));
+        let start = std::time::Instant::now();
+        let mut f = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        while !self.told.load(Ordering::Acquire) && !self.closing.load(Ordering::Acquire) {
+            let Some(left) = Self::TELL_GRACE.checked_sub(start.elapsed()) else { break };
+            f = self.fault_cv.wait_timeout(f, left.min(Duration::from_millis(50))).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        drop(f);
         if self.closing.load(Ordering::Acquire) {
+            return;
+        }
+        if self.told.load(Ordering::Acquire) {
+            log::warn(format!("proxy: {e} (returned to the program; this PE's remote operations fail from here on)"));
             return;
         }
         // The log's error path prefixes the PE ("rshmem error [PE n]: proxy: ...").
@@ -369,8 +401,8 @@ impl Engine {
             if self.completion.completed() >= seq {
                 return Ok(());
             }
-            if let Some(e) = self.failed() {
-                return Err(e.context(call.to_string()));
+            if let Some(e) = self.failure_for(call) {
+                return Err(e);
             }
             spins += 1;
             if !policy(spins) {

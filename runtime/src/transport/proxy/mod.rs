@@ -301,15 +301,15 @@ impl Proxy {
 
     /// Posts `r` from a host thread and waits for its completion.
     fn post_and_wait(&self, call: &str, r: &Request) -> Result<()> {
-        if let Some(e) = self.eng.failed() {
-            return Err(e.context(call.to_string()));
+        if let Some(e) = self.eng.failure_for(call) {
+            return Err(e);
         }
         // On GPUs the request is posted by a GPU thread (see `Services::post_request`), which also
         // waits for its completion.
         // SAFETY: the caller checked the request; its buffers stay valid until this returns.
         if unsafe { self.eng.services.post_request(r, None) }.map_err(|e| e.context(format!("{call}: proxy request to PE {}", r.pe)))? {
-            return match self.eng.failed() {
-                Some(e) => Err(e.context(call.to_string())),
+            return match self.eng.failure_for(call) {
+                Some(e) => Err(e),
                 None => Ok(()),
             };
         }
@@ -321,8 +321,8 @@ impl Proxy {
         // A full ring whose engine failed waits no longer: the failure is this call's error.
         let mut wait = |spins: u64| !(spins.is_multiple_of(64) && self.eng.failed().is_some()) && policy(spins);
         // SAFETY: as above.
-        let seq = unsafe { post_with(&ch, r, &mut wait) }.map_err(|s| match self.eng.failed() {
-            Some(e) => e.context(call.to_string()),
+        let seq = unsafe { post_with(&ch, r, &mut wait) }.map_err(|s| match self.eng.failure_for(call) {
+            Some(e) => e,
             None => Error::new(format!("{call}: proxy request to PE {}: no free slot in the request ring within {limit:?} ({s:?})", r.pe)),
         })?;
         self.eng.wait_completed_host(call, seq)
@@ -381,6 +381,9 @@ impl Transport for Proxy {
             at += n;
         }
         Ok(())
+    }
+    fn failure(&self, call: &str) -> Option<Error> {
+        self.eng.failure_for(call)
     }
     fn quiet(&self) -> Result<()> {
         // SAFETY: the counters are the engine's device memory (alive with it), read as a whole word.

@@ -242,7 +242,7 @@ impl Lane {
             std::thread::spawn(move || {
                 std::thread::sleep(GONE_GRACE);
                 if !eng.closing.load(Ordering::Acquire) {
-                    eng.fault(Error::new(format!("{msg} {GONE_GRACE:?} ago; ending this PE so that nothing waits on it")));
+                    eng.fault(Error::new(format!("{msg} {GONE_GRACE:?} ago; nothing sent to it can complete")));
                 }
             });
             return Ok(());

@@ -477,26 +477,41 @@ fn plain_put(r: &Request) -> bool {
 /// earlier puts in the run to exactly its bytes; a run where two puts overlap without naming the same
 /// bytes keeps its order.
 fn merge_order(run: &mut [Entry]) {
-    let key = |e: &Entry| (e.req.pe, e.req.offset, e.req.len);
-    let mut idx: Vec<(u32, u64, u64, usize)> = run.iter().enumerate().map(|(i, e)| { let (p, o, l) = key(e); (p, o, l, i) }).collect();
+    // Already in order (each put after the previous one's end, or on a later PE): nothing to do, in
+    // one pass and without allocating (a block's own stream, one block).
+    if run.windows(2).all(|w| (w[0].req.pe, w[0].req.offset.saturating_add(w[0].req.len)) <= (w[1].req.pe, w[1].req.offset)) {
+        return;
+    }
+    let mut idx: Vec<(u32, u64, u64, u32)> = run.iter().enumerate().map(|(i, e)| (e.req.pe, e.req.offset, e.req.len, i as u32)).collect();
     idx.sort_unstable();
     let mut layer = vec![0u32; run.len()];
+    let mut layers = 1usize;
     for w in 1..idx.len() {
         let (a, b) = (idx[w - 1], idx[w]);
         if (a.0, a.1, a.2) == (b.0, b.1, b.2) {
-            layer[b.3] = layer[a.3] + 1;
-        } else if a.0 == b.0 && a.1 + a.2 > b.1 {
+            layer[b.3 as usize] = layer[a.3 as usize] + 1;
+            layers = layers.max(layer[b.3 as usize] as usize + 1);
+        } else if a.0 == b.0 && a.1.saturating_add(a.2) > b.1 {
             // Overlapping, different bytes: keep the ring's order.
             return;
         }
     }
     // (Distinct ranges sorted by start do not overlap once neighbours do not: a longer earlier range
     // would overlap its neighbour.) Ties (same bytes, same layer) cannot occur.
-    let mut order: Vec<(u32, u32, u64, usize)> = idx.iter().map(|&(p, o, _, i)| (layer[i], p, o, i)).collect();
-    order.sort_unstable();
+    // The order is (layer, PE, address): `idx` is sorted by PE and address, so a stable pass that
+    // buckets it by layer gives it without a second sort.
+    let mut at = vec![0usize; layers + 1];
+    for &l in &layer {
+        at[l as usize + 1] += 1;
+    }
+    for l in 1..=layers {
+        at[l] += at[l - 1];
+    }
     let copy: Vec<Entry> = run.to_vec();
-    for (k, &(_, _, _, i)) in order.iter().enumerate() {
-        run[k] = copy[i];
+    for &(_, _, _, i) in &idx {
+        let l = layer[i as usize] as usize;
+        run[at[l]] = copy[i as usize];
+        at[l] += 1;
     }
 }
 

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 const KEY: &str = "8899aabbccddeeff0011223344556677";
 const PROBE_VAR: &str = "ENGINE_FAILURE_PROBE";
+/// Set in a child: after the error, PE 0 launches a kernel that posts to the failed engine.
+const STRANDED_VAR: &str = "ENGINE_FAILURE_STRANDED";
 
 fn pe() -> Result<String, String> {
     let e2s = |e: rshmem::Error| e.to_string();
@@ -44,6 +46,21 @@ fn pe() -> Result<String, String> {
     if !err.contains("PE 1") {
         return Err(format!("the error does not name PE 1: {err}"));
     }
+    if std::env::var_os(STRANDED_VAR).is_some() {
+        // A kernel that puts to the failed engine can never complete: the PE must end, naming why,
+        // instead of waiting forever.
+        println!("PE 0 launches a kernel that puts to PE 1");
+        let dst = slot.as_ptr();
+        let dst = dst as usize;
+        rshmem::cpu::launch(1, 1, || {
+            // SAFETY: `dst` is the symmetric slot (alive until finalize); PE 1 is a valid PE number.
+            unsafe {
+                rshmem_device::p(dst as *mut u64, 9u64, 1);
+                rshmem_device::quiet();
+            }
+        });
+        return Err("the kernel that put to the failed engine returned".into());
+    }
     // Still alive a while later (no helper thread ended the process), and later calls fail by name too.
     std::thread::sleep(Duration::from_secs(4));
     let again = slot.put_to(1, 7).and_then(|()| rshmem::quiet());
@@ -64,8 +81,8 @@ fn probe() {
     }
 }
 
-#[test]
-fn an_engine_failure_is_returned_to_the_program_not_an_exit() {
+/// PE 0 and PE 1 as above; `stranded`: PE 0's kernel posts after the failure.
+fn job(stranded: bool) -> Vec<Outcome> {
     let port = free_port();
     let procs = (0..2)
         .map(|pe| {
@@ -81,11 +98,19 @@ fn an_engine_failure_is_returned_to_the_program_not_an_exit() {
                 .env("RSHMEM_REMOTE_TRANSPORT", "proxy")
                 .env("RSHMEM_BACKEND", "cpu")
                 .env("RSHMEM_SYMMETRIC_SIZE", "16m")
-                .env("RSHMEM_WAIT_TIMEOUT", "20");
+                .env("RSHMEM_WAIT_TIMEOUT", "60");
+            if stranded {
+                cmd.env(STRANDED_VAR, "1");
+            }
             start(pe, cmd)
         })
         .collect();
-    let outs = wait_all(procs, Duration::from_secs(90));
+    wait_all(procs, Duration::from_secs(90))
+}
+
+#[test]
+fn an_engine_failure_is_returned_to_the_program_not_an_exit() {
+    let outs = job(false);
     let (pe0, pe1) = (&outs[0], &outs[1]);
     assert!(pe1.out.contains("PE 1 leaves"), "PE 1 did not get to leave: {}", pe1.out);
     assert_eq!(pe0.code, Some(0), "PE 0 was ended instead of being told (exit {:?}): {}", pe0.code, pe0.out);
@@ -94,4 +119,16 @@ fn an_engine_failure_is_returned_to_the_program_not_an_exit() {
     let took = pe0.out.split("finalize after ").nth(1).and_then(|s| s.split(':').next()).unwrap_or("?");
     assert!(pe0.elapsed < Duration::from_secs(60), "PE 0 took {:?} (finalize {took}): {}", pe0.elapsed, pe0.out);
     println!("{}", pe0.out);
+}
+
+/// After the program was told, a kernel that posts to the failed engine is stranded: the PE ends
+/// (exit 1) naming why within the engine's limit (10 s), long before RSHMEM_WAIT_TIMEOUT (60 s here).
+#[test]
+fn a_kernel_stranded_on_a_failed_engine_ends_the_pe_naming_it() {
+    let outs = job(true);
+    let pe0 = &outs[0];
+    assert!(pe0.out.contains("the error reached the program") && pe0.out.contains("launches a kernel"), "{}", pe0.out);
+    assert_eq!(pe0.code, Some(1), "PE 0 did not end with 1: {}", pe0.out);
+    assert!(pe0.out.contains("can never complete: ending this PE") && !pe0.out.contains("kernel that put to the failed engine returned"), "{}", pe0.out);
+    assert!(pe0.elapsed < Duration::from_secs(45), "PE 0 took {:?}: {}", pe0.elapsed, pe0.out);
 }

@@ -126,6 +126,9 @@ pub(crate) struct Engine {
     /// A host call returned the failure to the program (`failure_for`): the program decides what
     /// happens next, and the reaper leaves the process alone.
     told: AtomicBool,
+    /// The highest sequence number a host call posted and then gave up on (the engine failed): such
+    /// requests stay in the ring with nobody waiting for them (`watch_stranded`).
+    pub(crate) host_gave_up: AtomicU64,
     nic: OnceLock<Arc<dyn Nic>>,
     /// The stage counters, when counting is on.
     pub(crate) stats: Option<Arc<Stats>>,
@@ -178,6 +181,7 @@ impl Engine {
             fault: Mutex::new(None),
             fault_cv: Condvar::new(),
             told: AtomicBool::new(false),
+            host_gave_up: AtomicU64::new(0),
             nic: OnceLock::new(),
             stats: set.stats.then(|| Arc::new(Stats::default())),
             rdma: OnceLock::new(),
@@ -379,11 +383,44 @@ impl Engine {
         }
         if self.told.load(Ordering::Acquire) {
             log::warn(format!("proxy: {e} (returned to the program; this PE's remote operations fail from here on)"));
-            return;
+            if !self.watch_stranded() {
+                return;
+            }
+            log::error(format!(
+                "proxy: {e}; requests that device code posted to the failed engine waited {:?} and can never complete: ending this PE",
+                Self::STRANDED_LIMIT
+            ));
+            std::process::exit(1)
         }
         // The log's error path prefixes the PE ("rshmem error [PE n]: proxy: ...").
         log::error(format!("proxy: {e}"));
         std::process::exit(1)
+    }
+
+    /// How long requests may wait in the ring of a failed engine, after the program was told, before
+    /// the reaper ends the PE: a kernel that posted them waits for a completion that cannot come.
+    pub(crate) const STRANDED_LIMIT: Duration = Duration::from_secs(10);
+
+    /// After the program was told of the failure: watches the request ring until finalize. Returns
+    /// true if requests stayed in it, never to be drained (device code posted to the failed engine,
+    /// and a kernel waits on them), for `STRANDED_LIMIT`; false once finalize begins. Host calls never
+    /// post to a failed engine (they return the failure first).
+    fn watch_stranded(&self) -> bool {
+        let mut since: Option<std::time::Instant> = None;
+        let mut f = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        while !self.closing.load(Ordering::Acquire) {
+            // SAFETY: the counters are this engine's device memory (alive with it), read as a whole word.
+            let head = unsafe { self.services.load_u64(self.counters.addr + rshmem_device::remote::proxy::HEAD_OFF as u64) }.unwrap_or(0);
+            if head > self.drained.load(Ordering::Acquire).max(self.host_gave_up.load(Ordering::Acquire)) {
+                if since.get_or_insert_with(std::time::Instant::now).elapsed() >= Self::STRANDED_LIMIT {
+                    return true;
+                }
+            } else {
+                since = None;
+            }
+            f = self.fault_cv.wait_timeout(f, Duration::from_millis(100)).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        false
     }
 
     /// Wakes the reaper (finalize).

@@ -325,7 +325,12 @@ impl Proxy {
             Some(e) => e,
             None => Error::new(format!("{call}: proxy request to PE {}: no free slot in the request ring within {limit:?} ({s:?})", r.pe)),
         })?;
-        self.eng.wait_completed_host(call, seq)
+        self.eng.wait_completed_host(call, seq).inspect_err(|_| {
+            // Every ticket of this request (a staged one takes several) lies below the head now.
+            // SAFETY: the counters are the engine's device memory (alive with it), read as a whole word.
+            let head = unsafe { self.eng.services.load_u64(self.eng.counters.addr + HEAD_OFF as u64) }.unwrap_or(seq);
+            self.eng.host_gave_up.fetch_max(head.max(seq), Ordering::AcqRel);
+        })
     }
 }
 

@@ -7,8 +7,9 @@
 #                                          rshmem-onstream-bench and the CUDA C++ extension example
 #                                          (python/examples/cuda, built with the PyPI CUDA tools).
 #   bash scripts/gpu-python.sh run         (there, from the repository root, with carry-python/ carried)
-#                                          installs the wheels into a virtual environment beside the
-#                                          image's torch, then runs, each step bounded and logged:
+#                                          installs the wheel beside the image's torch and NumPy (the
+#                                          python3 that imports both; the package on PYTHONPATH), then
+#                                          runs, each step bounded and logged:
 #     pytest_1pe        the pytest suite on CUDA tensors, 1 PE           (rshmrun -np 1)
 #     pytest_2pe        the same, 2 PEs on the GPU(s)                    (rshmrun -np 2)
 #     pytest_2nodes     the same across two simulated nodes              (rshmrun --nodes 2 -np 2)
@@ -56,12 +57,19 @@ run() {
   note "machine: $(uname -n); $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | tr -s ' ' | paste -sd ';' -)"
   note "command: bash scripts/gpu-python.sh run (STEPS=${STEPS:-all})"
   [ -d "$carry" ] || { note "error: no carry-python/ (run scripts/gpu-python.sh prepare here and carry it)"; return 1; }
-  local venv=/tmp/rshmem-venv
-  rm -rf "$venv"
-  python3 -m venv --system-site-packages "$venv" >>"$log" 2>&1
-  "$venv/bin/python" -m pip install -q --no-index --find-links "$carry/wheels" rshmem >>"$log" 2>&1
-  "$venv/bin/python" -c 'import pytest' 2>/dev/null || "$venv/bin/python" -m pip install -q --no-index --find-links "$carry/wheels" pytest >>"$log" 2>&1
-  local py=$venv/bin/python
+  # The image's Python with torch and NumPy (KINDS.md: /opt/torch/.venv, Python 3.12); a virtual
+  # environment made from another python3 would see neither. The package goes into a directory of its
+  # own on PYTHONPATH (no dependencies installed: the image has them).
+  local py="" c
+  for c in /opt/torch/.venv/bin/python3 "$(command -v python3)"; do
+    if [ -x "$c" ] && "$c" -c 'import torch, numpy' >/dev/null 2>&1; then py=$c; break; fi
+  done
+  [ -n "$py" ] || py=$(command -v python3)
+  local site=/tmp/rshmem-site
+  rm -rf "$site"
+  "$py" -m pip install -q --disable-pip-version-check --no-deps --no-index --target "$site" "$carry"/wheels/rshmem-*.whl >>"$log" 2>&1
+  PYTHONPATH=$site "$py" -c 'import pytest' 2>/dev/null || "$py" -m pip install -q --disable-pip-version-check --no-index --find-links "$carry/wheels" --target "$site" pytest >>"$log" 2>&1
+  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
   note "python: $("$py" -c 'import sys, rshmem, torch; print(sys.version.split()[0], "rshmem", rshmem.__file__, "torch", torch.__version__, "gpus", torch.cuda.device_count())' 2>&1 | tail -1)"
   # RSHMEM_BACKEND=cpu makes a dry run of the steps on a machine without a GPU.
   export RSHMEM_BACKEND=${RSHMEM_BACKEND:-cuda} RSHMEM_WAIT_TIMEOUT=120 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

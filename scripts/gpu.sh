@@ -147,6 +147,9 @@ remote1gpu() {
   # 1023 MiB + the 1 MiB internal area in 2 MiB granules: the same heap on a GPU PE and a CPU PE.
   export RSHMEM_SYMMETRIC_SIZE=${RSHMEM_SYMMETRIC_SIZE:-1023m} RSHMEM_CUMEM_GRANULE=${RSHMEM_CUMEM_GRANULE:-2m}
   { echo "commit: $(cat "$c/COMMIT" 2>/dev/null)"; nvidia-smi -L; nproc; } >>"$OUT/run.log" 2>&1
+  # The clients find the MPS server through these: exported here, in this shell (mps_start runs in a
+  # command substitution, whose exports do not come back).
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   local mps; mps=$(mps_start)
   echo "mps: $mps" | tee -a "$OUT/run.log"
   # Both nodes on GPU 0 (gpu-node-card.sh: node id modulo the GPUs); without MPS node 1 on the CPU.

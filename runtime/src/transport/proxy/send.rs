@@ -60,6 +60,7 @@ struct Sender {
     local_requests: Vec<u64>,
     /// Per lane: the next tag of a GET or fetch.
     tags: Vec<u64>,
+    /// The heap every PE reserves (`Target::reserved`): requests outside it are refused here.
     heap_size: u64,
     /// The batch being issued (kept to reuse its memory).
     batch: Vec<Entry>,
@@ -83,7 +84,7 @@ pub(crate) fn run(eng: Arc<Engine>) {
         local: (0..n).map(|_| Out::new()).collect(),
         local_requests: vec![0; n],
         tags: vec![1; n],
-        heap_size: eng.target.backed().max(1),
+        heap_size: eng.target.reserved().max(1),
         batch: Vec::with_capacity(ring::MAX_BATCH),
         eng,
     };

@@ -141,6 +141,14 @@ impl Target {
         self.platform.backed() as u64
     }
 
+    /// Bytes of the heap every PE reserves (the symmetric size and the internal area): the bound of
+    /// a request's range at the sender. A GPU heap is backed only as far as allocations reached, and
+    /// grows (collectively) later, so the sender must not bound requests by what was backed when it
+    /// started; the target checks each frame against its backed bytes on receipt.
+    pub(crate) fn reserved(&self) -> u64 {
+        self.platform.heap_size() as u64
+    }
+
     /// Whether the lanes' threads apply their frames themselves (the CPU backend).
     pub(crate) fn host_applies(&self) -> bool {
         self.kernel.is_none()

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 const HEAP: usize = 1 << 20;
 
-/// A heap of our own as the platform.
-struct Heap(Box<[u64]>);
+/// A heap of our own as the platform, backed up to its second field (a GPU heap grows; the CPU
+/// backend's is backed whole).
+struct Heap(Box<[u64]>, usize);
 
 impl Backend for Heap {
     fn name(&self) -> &'static str {
@@ -40,6 +41,9 @@ impl Backend for Heap {
     }
     fn heap_size(&self) -> usize {
         HEAP
+    }
+    fn backed(&self) -> usize {
+        self.1
     }
     fn peer_base(&self, _pe: usize) -> usize {
         0
@@ -70,11 +74,16 @@ impl Backend for Heap {
 /// PE 0's engine with one lane to PE 1 (rings of `ring` bytes), its thread running, and PE 1's end of
 /// the connection.
 fn lane_pair(ring: u64) -> (Arc<Engine>, Arc<Heap>, TcpStream, std::thread::JoinHandle<()>) {
+    lane_pair_backed(ring, HEAP)
+}
+
+/// `lane_pair` with PE 0's heap backed only up to `backed` bytes.
+fn lane_pair_backed(ring: u64, backed: usize) -> (Arc<Engine>, Arc<Heap>, TcpStream, std::thread::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (mine, _) = l.accept().unwrap();
     mine.set_nonblocking(true).unwrap();
-    let heap = Arc::new(Heap(vec![0u64; HEAP / 8].into_boxed_slice()));
+    let heap = Arc::new(Heap(vec![0u64; HEAP / 8].into_boxed_slice(), backed));
     let services: Arc<dyn Services> = Arc::new(CpuServices);
     let mem = services.host_shared(Lane::mem_bytes(ring, ring)).unwrap();
     let bounce = services.host_shared(wire::MAX_PAYLOAD as usize).unwrap();
@@ -327,4 +336,46 @@ fn garbage_fails_the_lane_naming_the_peer_and_writes_nothing() {
         assert!(heap_bytes(&heap) == &model[..], "case {case}: the heap differs from the {puts} valid puts");
         let _ = wants;
     }
+}
+
+/// The sender bounds a request by the heap every PE reserves, not by what its own heap had backed
+/// when the sender started: on GPUs the heap starts with one granule backed and grows as allocations
+/// reach further, so a put to a later allocation on another node lies past that first granule. (The
+/// sender once took the backed size at start and failed every such put: "4 bytes at heap offset
+/// 0x20100100 are outside the 2097152-byte heap", seen on an H100.)
+#[test]
+fn the_sender_takes_puts_past_what_was_backed_when_it_started() {
+    use rshmem_device::remote::proxy::{op, post_with, Request};
+    let (eng, _heap, mut peer, _lane) = lane_pair_backed(1 << 20, HEAP / 4);
+    let e = eng.clone();
+    let sender = std::thread::spawn(move || crate::transport::proxy::send::run(e));
+    let ch = eng.host_channel();
+    let value = 0x5eed_u64;
+    let offset = (3 * HEAP / 4) as u64;
+    let r = Request { op: op::PUT, pe: 1, offset, len: 8, src: &value as *const u64 as u64, ..Request::default() };
+    // SAFETY: the engine's ring (alive with `eng`); the source lives until the frame was read below.
+    let seq = unsafe { post_with(&ch, &r, &mut |_| true) }.expect("posting the put");
+    assert!(seq >= 1);
+    // PE 1's end receives the PUT frame, with the value in it; the engine did not fail.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let until = Instant::now() + Duration::from_secs(10);
+    while !got.windows(8).any(|w| w == value.to_le_bytes()) {
+        assert!(eng.failed().is_none(), "the engine failed: {:?}", eng.failed());
+        assert!(Instant::now() < until, "no frame with the put's value reached PE 1 in 10 s ({} bytes)", got.len());
+        match peer.read(&mut buf) {
+            Ok(0) => panic!("PE 0 closed the connection: {:?}", eng.failed()),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("reading PE 1's end: {e}"),
+        }
+    }
+    assert!(eng.failed().is_none(), "the engine failed: {:?}", eng.failed());
+    eng.closing.store(true, Ordering::Release);
+    eng.abort.store(true, Ordering::Release);
+    eng.stop.store(true, Ordering::Release);
+    for l in &eng.lanes {
+        l.wake();
+    }
+    let _ = sender.join();
 }

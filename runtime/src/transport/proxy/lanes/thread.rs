@@ -20,10 +20,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 impl Lane {
-    /// Sends what is queued without waiting, if no other thread is sending now; wakes the lane's
-    /// thread for what is left. For the sender at the end of a burst.
+    /// Sends what is queued without waiting, if no other thread is sending now and it is at most
+    /// `INLINE_SEND_BYTES`; wakes the lane's thread for what is left (or for all of a larger queue, so
+    /// that lanes send in parallel). For the sender at the end of a burst.
     pub(crate) fn kick(&self, eng: &Engine) -> Result<()> {
         if let Ok(mut out) = self.out.try_lock() {
+            if out.holds_more_than(super::INLINE_SEND_BYTES) {
+                drop(out);
+                self.wake.signal();
+                return Ok(());
+            }
             let done = self.flush(eng, &mut out)?;
             drop(out);
             if done {

@@ -86,19 +86,8 @@ fn job(stranded: bool) -> Vec<Outcome> {
     let port = free_port();
     let procs = (0..2)
         .map(|pe| {
-            let mut cmd = probe_command();
-            cmd.env(PROBE_VAR, "1")
-                .env("OMPI_COMM_WORLD_RANK", pe.to_string())
-                .env("OMPI_COMM_WORLD_SIZE", "2")
-                .env("OMPI_MCA_ess_base_jobid", "4343")
-                .env("RSHMEM_BOOTSTRAP", format!("127.0.0.1:{port}"))
-                .env("RSHMEM_BOOTSTRAP_TIMEOUT", "20")
-                .env("RSHMEM_JOB_KEY", KEY)
-                .env("RSHMEM_NODE_ID", pe.to_string())
-                .env("RSHMEM_REMOTE_TRANSPORT", "proxy")
-                .env("RSHMEM_BACKEND", "cpu")
-                .env("RSHMEM_SYMMETRIC_SIZE", "16m")
-                .env("RSHMEM_WAIT_TIMEOUT", "60");
+            let mut cmd = node_pe_command(pe, 2, port, KEY, "4343", PROBE_VAR);
+            cmd.env("RSHMEM_WAIT_TIMEOUT", "60");
             if stranded {
                 cmd.env(STRANDED_VAR, "1");
             }

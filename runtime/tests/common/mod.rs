@@ -1,4 +1,4 @@
-//! Process plumbing shared by the multi-process tests of this crate (bootstrap.rs, auth.rs, environment.rs): each PE is
+//! Process plumbing shared by the multi-process tests of this crate (bootstrap.rs, auth.rs, environment.rs, engine_failure.rs): each PE is
 //! this test binary re-run with `--exact probe`, its output in a temporary file.
 #![allow(dead_code)]
 
@@ -44,6 +44,26 @@ pub fn probe_command() -> Command {
         }
     }
     cmd.args(["--exact", "probe", "--nocapture", "--test-threads=1", "-q"]);
+    cmd
+}
+
+/// The probe as PE `pe` of a job of `n` PEs started without rshmrun (Open MPI's variables,
+/// RSHMEM_BOOTSTRAP on `port`, RSHMEM_JOB_KEY `key`, job id `job`), each PE on its own simulated node
+/// (RSHMEM_NODE_ID = pe), through the proxy transport on the CPU backend with a 16 MiB heap; `probe`
+/// is the variable that makes the child run one PE.
+pub fn node_pe_command(pe: usize, n: usize, port: u16, key: &str, job: &str, probe: &str) -> Command {
+    let mut cmd = probe_command();
+    cmd.env(probe, "1")
+        .env("OMPI_COMM_WORLD_RANK", pe.to_string())
+        .env("OMPI_COMM_WORLD_SIZE", n.to_string())
+        .env("OMPI_MCA_ess_base_jobid", job)
+        .env("RSHMEM_BOOTSTRAP", format!("127.0.0.1:{port}"))
+        .env("RSHMEM_BOOTSTRAP_TIMEOUT", "20")
+        .env("RSHMEM_JOB_KEY", key)
+        .env("RSHMEM_NODE_ID", pe.to_string())
+        .env("RSHMEM_REMOTE_TRANSPORT", "proxy")
+        .env("RSHMEM_BACKEND", "cpu")
+        .env("RSHMEM_SYMMETRIC_SIZE", "16m");
     cmd
 }
 

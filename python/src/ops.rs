@@ -243,13 +243,20 @@ fn collective(py: Python<'_>, call: &str, gpu: bool, what: u32, team: i32, d: Me
     r.map_err(|e| err(e.context(call)))
 }
 
+/// A collective's operands: whether the job runs on GPUs, then `dst` (symmetric, writable) and `src`
+/// (symmetric), of one element type.
+fn coll_operands<'py>(call: &str, dst: &Bound<'py, PyAny>, src: &Bound<'py, PyAny>) -> PyResult<(bool, Mem<'py>, Mem<'py>)> {
+    let gpu = on_gpu(call)?;
+    let (d, s) = (symmetric(call, "dst", dst, true)?, symmetric(call, "src", src, false)?);
+    same_type(call, &d, &s, "dst", "src")?;
+    Ok((gpu, d, s))
+}
+
 /// `src` on member `root` of `team` into `dst` on every member.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn broadcast(py: Python<'_>, call: &str, team: i32, dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, root: i32, stream: usize) -> PyResult<()> {
-    let gpu = on_gpu(call)?;
-    let (d, s) = (symmetric(call, "dst", dst, true)?, symmetric(call, "src", src, false)?);
-    same_type(call, &d, &s, "dst", "src")?;
+    let (gpu, d, s) = coll_operands(call, dst, src)?;
     same_count(call, &d, &s, "dst", "src")?;
     let n = s.nbytes;
     collective(py, call, gpu, host_op::BROADCAST, team, d, s, n, root as i64 as u64, 0, stream)
@@ -258,10 +265,8 @@ pub fn broadcast(py: Python<'_>, call: &str, team: i32, dst: &Bound<'_, PyAny>, 
 /// Every member's `src`, in member order, into `dst` (team size x `src` values).
 #[pyfunction]
 pub fn fcollect(py: Python<'_>, call: &str, team: i32, dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: usize) -> PyResult<()> {
-    let gpu = on_gpu(call)?;
+    let (gpu, d, s) = coll_operands(call, dst, src)?;
     let size = team_size(call, team)?;
-    let (d, s) = (symmetric(call, "dst", dst, true)?, symmetric(call, "src", src, false)?);
-    same_type(call, &d, &s, "dst", "src")?;
     if d.count != size * s.count {
         return Err(PyValueError::new_err(format!(
             "{call}: dst has {} values; the team's {size} members' src of {} values need {}",
@@ -277,10 +282,8 @@ pub fn fcollect(py: Python<'_>, call: &str, team: i32, dst: &Bound<'_, PyAny>, s
 /// Block i of `src` to member i's `dst`, at block `my index` (`src` and `dst` of team size x block).
 #[pyfunction]
 pub fn alltoall(py: Python<'_>, call: &str, team: i32, dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, stream: usize) -> PyResult<()> {
-    let gpu = on_gpu(call)?;
+    let (gpu, d, s) = coll_operands(call, dst, src)?;
     let size = team_size(call, team)?;
-    let (d, s) = (symmetric(call, "dst", dst, true)?, symmetric(call, "src", src, false)?);
-    same_type(call, &d, &s, "dst", "src")?;
     same_count(call, &d, &s, "dst", "src")?;
     if s.count % size != 0 {
         return Err(PyValueError::new_err(format!("{call}: src has {} values, not a multiple of the team's {size} members", s.count)));
@@ -294,11 +297,9 @@ pub fn alltoall(py: Python<'_>, call: &str, team: i32, dst: &Bound<'_, PyAny>, s
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn reduce(py: Python<'_>, call: &str, team: i32, dst: &Bound<'_, PyAny>, src: &Bound<'_, PyAny>, op: &str, scatter: bool, stream: usize) -> PyResult<()> {
-    let gpu = on_gpu(call)?;
+    let (gpu, d, s) = coll_operands(call, dst, src)?;
     let code = reduce_op(call, op)?;
     let size = team_size(call, team)?;
-    let (d, s) = (symmetric(call, "dst", dst, true)?, symmetric(call, "src", src, false)?);
-    same_type(call, &d, &s, "dst", "src")?;
     if scatter && s.count != size * d.count {
         return Err(PyValueError::new_err(format!(
             "{call}: src has {} values; the team's {size} members' blocks of dst's {} values need {}",

@@ -332,8 +332,12 @@ impl Engine {
         }
     }
 
-    /// The engine's failure, if it failed.
+    /// The engine's failure, if it failed. Host waits ask in every round: the lock is taken only once
+    /// `abort` is set (a fault sets it, under the lock, after recording itself).
     pub(crate) fn failed(&self) -> Option<Error> {
+        if !self.abort.load(Ordering::Acquire) {
+            return None;
+        }
         self.fault.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 

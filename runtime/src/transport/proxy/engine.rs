@@ -413,8 +413,7 @@ impl Engine {
         let mut since: Option<std::time::Instant> = None;
         let mut f = self.fault.lock().unwrap_or_else(|p| p.into_inner());
         while !self.closing.load(Ordering::Acquire) {
-            // SAFETY: the counters are this engine's device memory (alive with it), read as a whole word.
-            let head = unsafe { self.services.load_u64(self.counters.addr + rshmem_device::remote::proxy::HEAD_OFF as u64) }.unwrap_or(0);
+            let head = self.head().unwrap_or(0);
             if head > self.drained.load(Ordering::Acquire).max(self.host_gave_up.load(Ordering::Acquire)) {
                 if since.get_or_insert_with(std::time::Instant::now).elapsed() >= Self::STRANDED_LIMIT {
                     return true;
@@ -425,6 +424,12 @@ impl Engine {
             f = self.fault_cv.wait_timeout(f, Duration::from_millis(100)).unwrap_or_else(|p| p.into_inner()).0;
         }
         false
+    }
+
+    /// The ring's `head`: the tickets posters have taken so far.
+    pub(crate) fn head(&self) -> Result<u64> {
+        // SAFETY: the counters are this engine's device memory (alive with it), read as a whole word.
+        unsafe { self.services.load_u64(self.counters.addr + rshmem_device::remote::proxy::HEAD_OFF as u64) }
     }
 
     /// Wakes the reaper (finalize).

@@ -58,7 +58,7 @@ use crate::transport::proxy::ring::{Channel, Request};
 use crate::transport::proxy::target::Target;
 use crate::transport::proxy::tcp::Endpoint;
 use crate::transport::wire::{self, AmoOp};
-use rshmem_device::remote::proxy::{amo, op, post_with, DEFAULT_CHUNK, HEAD_OFF};
+use rshmem_device::remote::proxy::{amo, op, post_with, DEFAULT_CHUNK};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -327,8 +327,7 @@ impl Proxy {
         })?;
         self.eng.wait_completed_host(call, seq).inspect_err(|_| {
             // Every ticket of this request (a staged one takes several) lies below the head now.
-            // SAFETY: the counters are the engine's device memory (alive with it), read as a whole word.
-            let head = unsafe { self.eng.services.load_u64(self.eng.counters.addr + HEAD_OFF as u64) }.unwrap_or(seq);
+            let head = self.eng.head().unwrap_or(seq);
             self.eng.host_gave_up.fetch_max(head.max(seq), Ordering::AcqRel);
         })
     }
@@ -391,8 +390,7 @@ impl Transport for Proxy {
         self.eng.failure_for(call)
     }
     fn quiet(&self) -> Result<()> {
-        // SAFETY: the counters are the engine's device memory (alive with it), read as a whole word.
-        let head = unsafe { self.eng.services.load_u64(self.eng.counters.addr + HEAD_OFF as u64)? };
+        let head = self.eng.head()?;
         if head == 0 {
             return Ok(());
         }

@@ -35,6 +35,8 @@ const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
 const MAX_CLIENTS: usize = 256;
 /// The size word of a refusal (wrong key); "no such segment" is size 0 without a descriptor.
 const REFUSED: u64 = u64::MAX;
+/// How long a client waits for the server's reply to one request.
+const REPLY_DEADLINE: Duration = Duration::from_secs(20);
 
 /// This PE's fd server: the descriptors it offers and the thread that hands them to same-node peers
 /// (stopped on drop).
@@ -172,12 +174,13 @@ impl FdServer {
                 my_uid()
             )));
         }
-        s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+        let deadline = Instant::now() + REPLY_DEADLINE;
+        s.set_write_timeout(Some(REPLY_DEADLINE)).ok();
         let mut req = [0u8; REQUEST];
         req[..16].copy_from_slice(&self.key);
         req[16..].copy_from_slice(&id.to_le_bytes());
         s.write_all(&req).map_err(|e| Error::os(format!("fd request to PE {pe}"), e))?;
-        let (size, fd) = recv_fd(&s).map_err(|e| e.context(format!("segment {id} from PE {pe}")))?;
+        let (size, fd) = recv_fd(&s, deadline).map_err(|e| e.context(format!("segment {id} from PE {pe}")))?;
         match fd {
             Some(fd) => Ok((fd, size)),
             None if size == REFUSED => Err(Error::new(format!(
@@ -350,12 +353,25 @@ fn send_fd(s: &UnixStream, size: u64, fd: Option<RawFd>) -> std::io::Result<()> 
             std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut i32, fd);
         }
     }
-    // SAFETY: msg points at live buffers for the duration of the call.
-    let n = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+    loop {
+        // SAFETY: msg points at live buffers for the duration of the call.
+        let n = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        // A signal caught by a handler (the program's, or a library's such as torch's) without
+        // SA_RESTART interrupts the call before anything was sent: send again.
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
-fn recv_fd(s: &UnixStream) -> Result<(u64, Option<OwnedFd>)> {
+/// Receives the server's reply: an 8-byte size and at most one descriptor. Waits at most until
+/// `deadline`; a call interrupted by a signal (a handler without SA_RESTART, which torch and Python
+/// programs install) is made again with the time that is left, not reported as a failure.
+fn recv_fd(s: &UnixStream, deadline: Instant) -> Result<(u64, Option<OwnedFd>)> {
     let mut data = [0u8; 8];
     let mut iov = libc::iovec { iov_base: data.as_mut_ptr() as *mut libc::c_void, iov_len: data.len() };
     let mut cbuf = [0u64; 8];
@@ -365,11 +381,25 @@ fn recv_fd(s: &UnixStream) -> Result<(u64, Option<OwnedFd>)> {
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = std::mem::size_of_val(&cbuf);
-    // SAFETY: buffers outlive the call; MSG_CMSG_CLOEXEC makes received fds close-on-exec.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(Error::os("receiving a descriptor", std::io::Error::last_os_error()));
-    }
+    let late = || Error::new("the fd server sent no reply in time (is that PE stuck?)");
+    let n = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        s.set_read_timeout(Some(left)).map_err(|e| Error::os("setting the fd reply's timeout", e))?;
+        // SAFETY: buffers outlive the call; MSG_CMSG_CLOEXEC makes received fds close-on-exec.
+        let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => return Err(late()),
+            _ => return Err(Error::os("receiving a descriptor", e)),
+        }
+    };
     if n as usize != data.len() {
         return Err(Error::new("short reply from the fd server (peer exited?)"));
     }
@@ -433,5 +463,56 @@ mod tests {
         let e = FdServer::start(job, key, 4).err().unwrap().to_string();
         assert!(e.contains(&format!("uid {} (pid {}", my_uid(), std::process::id())), "{e}");
         assert!(e.contains(&String::from_utf8_lossy(first.name()).into_owned()) && e.contains("derived from the job key"), "{e}");
+    }
+
+    extern "C" fn ignore(_: libc::c_int) {}
+
+    /// A signal whose handler was installed without SA_RESTART (Python's and torch's are) interrupts
+    /// the wait for the server's reply: the descriptor must still arrive, and a silent server must
+    /// still end the wait at its deadline. Before the retry, the first signal failed rshmem_init with
+    /// "receiving a descriptor: Interrupted system call".
+    #[test]
+    fn a_signal_during_the_wait_for_a_descriptor_is_not_a_failure() {
+        // SAFETY: installs a handler that does nothing for SIGUSR2 (no test relies on its default
+        // action); sa_flags 0 leaves SA_RESTART off on purpose; the zeroed sigaction is filled in
+        // before use, a valid value.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = ignore as usize;
+            sa.sa_flags = 0;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+        }
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let memfd = memfd("rshmem-test-eintr", 4096).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
+            let got = recv_fd(&ours, Instant::now() + Duration::from_secs(10));
+            let silent = recv_fd(&ours, Instant::now() + Duration::from_millis(300));
+            (got.map(|(size, fd)| (size, fd.is_some())), silent.map(|_| ()))
+        });
+        let thread = rx.recv().unwrap() as libc::pthread_t;
+        let poke = || {
+            // SAFETY: the waiter thread is alive: it is joined only after the last signal.
+            unsafe { libc::pthread_kill(thread, libc::SIGUSR2) };
+        };
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(10));
+            poke();
+        }
+        send_fd(&theirs, 4096, Some(memfd.as_raw_fd())).unwrap();
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(20));
+            if waiter.is_finished() {
+                break;
+            }
+            poke();
+        }
+        let (got, silent) = waiter.join().unwrap();
+        assert_eq!(got.map_err(|e| e.to_string()), Ok((4096, true)));
+        let e = silent.err().expect("a server that never answers must end the wait").to_string();
+        assert!(e.contains("no reply in time"), "{e}");
     }
 }

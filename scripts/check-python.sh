@@ -39,7 +39,7 @@ done
 if "$py" -c 'import torch' 2>/dev/null; then
   out=$(RSHMEM_BACKEND=cpu timeout 300 "$py" -m torch.distributed.run --nproc-per-node 2 python/examples/torchrun_ring.py 2>&1) \
     || die "torchrun --nproc-per-node 2 python/examples/torchrun_ring.py:\n$out"
-  [ "$(grep -c 'ring and all-reduce ok' <<<"$out")" = 2 ] || die "torchrun_ring.py: not every rank reported ok:\n$out"
+  [ "$(grep -o 'ring and all-reduce ok' <<<"$out" | wc -l)" = 2 ] || die "torchrun_ring.py: not every rank reported ok:\n$out"
   log "ok: torchrun --nproc-per-node 2 with rshmem.init(process_group=...)"
 elif [ "${RSHMEM_TEST_NO_SKIP:-0}" != 0 ]; then
   die "no torch in $py (scripts/setup.sh installs it): the torchrun example cannot run"

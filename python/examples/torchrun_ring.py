@@ -33,8 +33,11 @@ with rshmem.init(process_group=dist.group.WORLD):
         ref = ref.cpu()
     dist.all_reduce(ref)
     ok = bool((box == (me - 1) % n).all()) and bool((total.cpu() == ref.cpu()).all())
-    print(f"rank {me} of {n} on {box.device}: ring and all-reduce {'ok' if ok else 'WRONG'} "
-          f"(rshmem sum {total[0].item()}, torch {ref[0].item()})")
+    # One write per line: torchrun's ranks share the terminal, and print's separate write of the
+    # newline lets another rank's line land in the middle.
+    sys.stdout.write(f"rank {me} of {n} on {box.device}: ring and all-reduce {'ok' if ok else 'WRONG'} "
+                     f"(rshmem sum {total[0].item()}, torch {ref[0].item()})\n")
+    sys.stdout.flush()
     rshmem.free(total)
     rshmem.free(box)
 dist.destroy_process_group()

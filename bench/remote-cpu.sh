@@ -16,7 +16,10 @@ T=target/release
 out=$(mktemp -d)
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs; load average: $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD)"
 "$T/rshmem-loopback" --streams 1,4,8 --bytes 512m | tee "$out/loopback.txt"
-R=("$T/rshmrun" --nodes 2 -np 2 --timeout 300)
+# Each PE on CPUs of its own (--bind-to core): unbound, the scheduler put both PEs' busy threads on one
+# CPU at times and a case swung between 0.4 and 1.0 M puts/s from run to run (2026-12-07-cpu.md).
+# BIND=none measures unbound.
+R=("$T/rshmrun" --nodes 2 -np 2 --timeout 300 --bind-to "${BIND:-core}")
 export RSHMEM_BACKEND=cpu RSHMEM_REMOTE_TRANSPORT=proxy
 RSHMEM_PROXY_STATS=1 "${R[@]}" "$T/rshmem-bench" --cases rate --rate-grids 1,4,32 --rate-sizes 8,64,512,4k --rate-ops 200000 2>&1 | tee "$out/rate.txt" | grep -v '^\[pe [01]\] #'
 "${R[@]}" "$T/rshmem-bench" --cases bw --max-bytes 4m 2>&1 | tee "$out/bw.txt" | grep -E "put_bw scope=thread bytes=(65536|131072|524288|2097152) "

@@ -16,6 +16,8 @@ pub struct ChildSetup {
     pub nofile: Option<libc::rlimit>,
     /// With `--netns`: the network namespace of the PE's node.
     pub netns: Option<RawFd>,
+    /// With `--bind-to core`: the PE's CPUs.
+    pub cpus: Option<libc::cpu_set_t>,
 }
 
 impl ChildSetup {
@@ -43,6 +45,13 @@ impl ChildSetup {
             // SAFETY: `fd` is a descriptor rshmrun holds open, inherited by this child. Clearing FD_CLOEXEC
             // changes only this child's descriptor table, not rshmrun's.
             if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == -1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if let Some(set) = &self.cpus {
+            // SAFETY: `set` is a live cpu_set_t of the size passed, which the kernel only reads; pid 0
+            // is this (single-threaded, forked) child, and exec keeps the mask.
+            if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
                 return Err(io::Error::last_os_error());
             }
         }

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use rshmem::config::env;
 
-const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose\n       rshmrun --selftest";
+const USAGE: &str = "rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] [--bind-to core] PROGRAM [ARGS]...\n       rshmrun --info\n       rshmrun --diagnose\n       rshmrun --selftest";
 
 /// The most PEs an rshmem job can have: the size of the per-PE tables in the device state.
 pub const MAX_PES: usize = rshmem_device::state::MAX_PES;
@@ -69,6 +69,14 @@ pub struct Cli {
     /// most 4096 keys and 1 MiB per PE.
     #[arg(long)]
     pub pmi: bool,
+
+    /// Bind each PE to CPUs of its own: `core` splits the CPUs rshmrun may use (its affinity mask) into
+    /// equal contiguous shares in PE order, the first PEs getting one more when they do not divide
+    /// evenly; when PEs outnumber CPUs, PE i gets CPU i mod the count alone. `none` (the default): the
+    /// PEs inherit rshmrun's CPUs. Every thread a PE starts (its blocks on the CPU backend, its proxy
+    /// threads) stays in its share; with --nodes, the simulated nodes' PEs share this host's CPUs.
+    #[arg(long = "bind-to", value_name = "WHAT", value_enum, default_value = "none")]
+    pub bind_to: crate::bind::BindTo,
 
     /// Print the environment variables rshmem reads and those rshmrun sets, then exit.
     #[arg(long, exclusive = true)]

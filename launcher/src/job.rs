@@ -67,6 +67,8 @@ pub struct JobSpec {
     /// Set `CUDA_DEVICE_MAX_CONNECTIONS` (`crate::cli::CUDA_CONNECTIONS`) in each PE's environment:
     /// rshmrun's own environment does not set it.
     pub cuda_connections: bool,
+    /// `--bind-to`.
+    pub bind_to: crate::bind::BindTo,
 }
 
 /// Where PE `pe` of `np` runs when they are split into `nodes` nodes of contiguous PEs (the first
@@ -168,6 +170,23 @@ pub fn run(spec: &JobSpec) -> i32 {
         }
     };
 
+    let cpus = match spec.bind_to {
+        crate::bind::BindTo::None => Vec::new(),
+        crate::bind::BindTo::Core => match crate::bind::allowed_cpus() {
+            Ok(allowed) => {
+                let shares = crate::bind::shares(&allowed, spec.np as usize);
+                rshmem::log::debug(format!(
+                    "rshmrun: --bind-to core: {}",
+                    shares.iter().enumerate().map(|(pe, s)| format!("PE {pe} on CPUs {}", crate::bind::list(s))).collect::<Vec<_>>().join(", ")
+                ));
+                shares.iter().map(|s| crate::bind::cpu_set(s)).collect()
+            }
+            Err(e) => {
+                say(format!("--bind-to core: cannot read the CPUs rshmrun may use (sched_getaffinity): {e}; nothing was started"));
+                return 1;
+            }
+        },
+    };
     let mut pmi = if spec.pmi {
         match crate::pmi::Server::start(spec.np as usize, signals::wake) {
             Ok(s) => Some(s),
@@ -189,6 +208,7 @@ pub fn run(spec: &JobSpec) -> i32 {
         nodes: spec.nodes,
         ns_fds: net.as_ref().map(|n| n.nodes.iter().map(|node| node.ns_fd()).collect()).unwrap_or_default(),
         pmi_fds: pmi.as_ref().map(|p| (0..spec.np as usize).filter_map(|pe| p.child_fd(pe)).collect()).unwrap_or_default(),
+        cpus,
     };
     let mut job = Job { deadline: spec.timeout.map(|t| (t, started + t)), board, pmi: pmi.as_ref().map(|p| p.watch()), ..Job::default() };
     for pe in 0..spec.np {
@@ -323,6 +343,8 @@ struct Launch<'a> {
     ns_fds: Vec<RawFd>,
     /// With `--pmi`: PE k's end of its PMI socket pair.
     pmi_fds: Vec<RawFd>,
+    /// With `--bind-to core`: PE k's CPUs.
+    cpus: Vec<libc::cpu_set_t>,
 }
 
 /// Starts PE `pe` and hands its stdout and stderr to the forwarder. On failure returns the message and the
@@ -373,9 +395,10 @@ fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> 
         keep_fds: [listen_fd, launch.status_fd, pmi_fd],
         nofile: launch.restore_nofile,
         netns: launch.ns_fds.get(node as usize).copied(),
+        cpus: launch.cpus.get(pe as usize).copied(),
     };
     // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe system
-    // calls (setns, prctl, getppid, fcntl, setrlimit) on values copied into it; it allocates nothing and
+    // calls (setns, prctl, getppid, fcntl, setrlimit, sched_setaffinity) on values copied into it; it allocates nothing and
     // takes no locks.
     unsafe { cmd.pre_exec(move || setup.run()) };
 

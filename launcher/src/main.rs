@@ -1,11 +1,12 @@
 //! rshmrun: starts an rshmem job of N PEs on this host and watches it.
 //!
-//! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] PROGRAM [ARGS...]` and
+//! `rshmrun -np N [--nodes K [--netns]] [--timeout SECS] [--no-tag] [--no-pe-limit] [--pmi] [--bind-to core] PROGRAM [ARGS...]` and
 //! `rshmrun --info`; `rshmrun --selftest` (every remote operation over each usable transport, between
 //! two simulated nodes, one line per check); `rshmrun --diagnose` (the checks for GPU-initiated RDMA and the network, see
 //! `rshmem::probe::diagnose`); `rshmrun --help`
 //! describes the environment each PE gets and what happens when a PE fails.
 
+mod bind;
 mod child;
 mod cli;
 mod job;
@@ -57,6 +58,7 @@ fn main() {
         nodes: cli.nodes,
         netns: cli.netns,
         pmi: cli.pmi,
+        bind_to: cli.bind_to,
         cuda_connections: vars.raw(cli::CUDA_CONNECTIONS.0).is_none(),
     };
     let code = job::run(&spec);

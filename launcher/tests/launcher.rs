@@ -259,6 +259,59 @@ fn np_spellings_and_argument_pass_through() {
     }
 }
 
+/// A CPU list as /proc prints it ("0-3,8") as CPU numbers.
+fn cpu_list(text: &str) -> Vec<usize> {
+    text.trim()
+        .split(',')
+        .flat_map(|r| match r.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![r.parse().unwrap()],
+        })
+        .collect()
+}
+
+/// Each PE's CPUs, as every PE and a thread it started read them from /proc (`[pe N] N LIST LIST`).
+fn pe_cpus(args: &[&str]) -> Vec<Vec<usize>> {
+    let mut a = args.to_vec();
+    // The PE's own mask, and that of a child it starts (what its threads and helpers inherit).
+    a.extend(["sh", "-c", "echo $RSHMEM_PE $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(sh -c 'grep Cpus_allowed_list /proc/self/status' | cut -f2)"]);
+    let f = run(&a);
+    assert!(f.status.success(), "{args:?}: {}", f.stderr);
+    let mut by_pe: Vec<(usize, Vec<usize>)> = f
+        .stdout
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(w.len(), 5, "{l}");
+            assert_eq!(w[3], w[4], "a PE's child left its CPUs: {l}");
+            (w[2].parse().unwrap(), cpu_list(w[3]))
+        })
+        .collect();
+    by_pe.sort();
+    by_pe.into_iter().map(|(_, c)| c).collect()
+}
+
+/// `--bind-to core` gives every PE its own equal share of rshmrun's CPUs, in PE order, and every CPU to
+/// one PE; more PEs than CPUs get one CPU each, round robin; without it every PE has all of them.
+#[test]
+fn bind_to_core_gives_each_pe_its_own_cpus() {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let mine = cpu_list(status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap());
+    let n = mine.len();
+    assert_eq!(pe_cpus(&["-np", "2"]), vec![mine.clone(), mine.clone()]);
+    if n < 2 {
+        // One CPU: nothing to split (CI's machine has two).
+        return;
+    }
+    let two = pe_cpus(&["-np", "2", "--bind-to", "core"]);
+    assert_eq!(two, vec![mine[..n.div_ceil(2)].to_vec(), mine[n.div_ceil(2)..].to_vec()]);
+    let more = pe_cpus(&["-np", &(n + 1).to_string(), "--bind-to", "core", "--nodes", "2"]);
+    let expect: Vec<Vec<usize>> = (0..=n).map(|i| vec![mine[i % n]]).collect();
+    assert_eq!(more, expect);
+    let f = run(&["-np", "2", "--bind-to", "socket", "true"]);
+    assert!(!f.status.success() && f.stderr.contains("socket") && f.stderr.contains("core"), "{}", f.stderr);
+}
+
 /// Finds the inode of a listening TCP socket on 127.0.0.1:`port` in /proc/net/tcp.
 fn listening_inode(port: u16) -> Option<String> {
     let table = fs::read_to_string("/proc/net/tcp").ok()?;

@@ -370,7 +370,8 @@ fn send_fd(s: &UnixStream, size: u64, fd: Option<RawFd>) -> std::io::Result<()> 
 
 /// Receives the server's reply: an 8-byte size and at most one descriptor. Waits at most until
 /// `deadline`; a call interrupted by a signal (a handler without SA_RESTART, which torch and Python
-/// programs install) is made again with the time that is left, not reported as a failure.
+/// programs install; or the process stopped and resumed, which ends any timed socket wait with EINTR)
+/// is made again with the time that is left, not reported as a failure.
 fn recv_fd(s: &UnixStream, deadline: Instant) -> Result<(u64, Option<OwnedFd>)> {
     let mut data = [0u8; 8];
     let mut iov = libc::iovec { iov_base: data.as_mut_ptr() as *mut libc::c_void, iov_len: data.len() };

@@ -184,7 +184,11 @@ fn read_answers(s: &mut TcpStream, wants: &mut std::collections::VecDeque<(u64, 
     while acked < want_acks || !wants.iter().all(|w| matches!(w.1, Want::Nothing)) {
         assert!(start.elapsed() < Duration::from_secs(30), "answers stopped: {acked} of {want_acks} acknowledged");
         let mut b = [0u8; 65536];
-        let n = s.read(&mut b).expect("read answers");
+        let n = match s.read(&mut b) {
+            // A timed wait interrupted (the process stopped and resumed): read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.expect("read answers"),
+        };
         assert!(n > 0, "PE 0 closed");
         buf.extend_from_slice(&b[..n]);
         loop {
@@ -366,7 +370,7 @@ fn the_sender_takes_puts_past_what_was_backed_when_it_started() {
         match peer.read(&mut buf) {
             Ok(0) => panic!("PE 0 closed the connection: {:?}", eng.failed()),
             Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
             Err(e) => panic!("reading PE 1's end: {e}"),
         }
     }

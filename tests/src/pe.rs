@@ -365,6 +365,19 @@ fn barrier_test(c: &Ctx) {
 /// `reinit_stale` then finalizes once more and asks the device library for a peer address of a buffer of
 /// the finalized heap: that must stop the PE naming the call, never hand out an address of the unmapped
 /// heap.
+/// The names of this process's threads, the main thread aside, that the runtime starts (`rshmem-`,
+/// not the CPU backend's kernel threads `rshmem-b<block>t<thread>`, which a launch joins).
+fn runtime_threads() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    let main = std::process::id().to_string();
+    dir.filter_map(|t| t.ok())
+        .filter(|t| t.file_name().to_str() != Some(main.as_str()))
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| n.starts_with("rshmem-") && !(n.starts_with("rshmem-b") && n[8..].starts_with(|c: char| c.is_ascii_digit())))
+        .collect()
+}
+
 fn reinit(c: &Ctx, stale: bool) {
     let mut kept = std::ptr::null_mut();
     // Live bytes right after each finalize, when the runtime is fully stopped (its threads joined):
@@ -374,6 +387,12 @@ fn reinit(c: &Ctx, stale: bool) {
         if cycle > 0 {
             ck(rshmem::finalize());
             live.push(LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed));
+            // Every thread the runtime started has ended when finalize returns (a detached one still
+            // holds what it references: the proxy's reaper kept the engine's lane rings alive).
+            let left = runtime_threads();
+            if !left.is_empty() {
+                die(format!("reinit cycle {cycle}: threads of the runtime still run after finalize returned: {left:?}"));
+            }
             if rshmem::my_pe() != -1 || rshmem::n_pes() != 0 {
                 die(format!("reinit cycle {cycle}: after finalize my_pe {} n_pes {}", rshmem::my_pe(), rshmem::n_pes()));
             }

@@ -434,6 +434,9 @@ impl Engine {
 
     /// Wakes the reaper (finalize).
     pub(crate) fn end_reaper(&self) {
+        // Under the reaper's lock: between its look at `closing` and its wait it holds the lock, so
+        // it cannot miss this wake-up (and sleep out its timeout while finalize joins it).
+        let _f = self.fault.lock().unwrap_or_else(|p| p.into_inner());
         self.fault_cv.notify_all();
     }
 

@@ -88,6 +88,9 @@ pub struct Proxy {
     /// `remote[pe]`: the proxy reaches PE `pe` (it is on another node).
     remote: Vec<bool>,
     threads: Mutex<Vec<(String, JoinHandle<()>)>>,
+    /// The reaper thread (`Engine::reap`), joined at shutdown: it holds the engine, whose memory (the
+    /// lanes' rings) must be gone when finalize returns.
+    reaper: Mutex<Option<JoinHandle<()>>>,
     /// Pinned memory for host gets on GPUs (None on the CPU backend), one get at a time.
     get_bounce: Option<Mutex<HostShared>>,
     /// The verbs provider's shared state (heap keys), for heap growth.
@@ -272,17 +275,18 @@ impl Proxy {
             eng.set.slots,
             provider.name()
         ));
-        let p = Proxy {
+        let mut p = Proxy {
             eng,
             remote,
             threads: Mutex::new(threads),
+            reaper: Mutex::new(None),
             get_bounce,
             #[cfg(feature = "verbs")]
             verbs,
         };
         let reaper = p.eng.clone();
         let lanes_of: Vec<Arc<Lane>> = p.eng.lanes.clone();
-        std::thread::Builder::new()
+        let reaper = std::thread::Builder::new()
             .name("rshmem-proxy-reaper".into())
             .spawn(move || {
                 reaper.reap(|limit| {
@@ -294,6 +298,7 @@ impl Proxy {
                 })
             })
             .map_err(|e| Error::os("proxy: starting the reaper thread", e))?;
+        *p.reaper.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(reaper);
         *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.eng.host_channel());
         *LISTEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(listen);
         Ok(p)
@@ -419,6 +424,10 @@ impl Transport for Proxy {
             l.wake();
         }
         for (_, h) in rest {
+            let _ = h.join();
+        }
+        if let Some(h) = self.reaper.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // It sees `closing` at once (end_reaper woke it under its lock) and returns.
             let _ = h.join();
         }
         let stopped = self.eng.target.stop(Duration::from_secs(2));

@@ -242,15 +242,18 @@ impl Lane {
         let msg = format!("{} closed the connection without finalizing (it exited or crashed)", self.who());
         if self.idle() && eng.nic_outstanding(self.peer) == 0 {
             // Nothing was owed either way: most often a PE that reported an error and exited. This
-            // PE may be about to report its own; it ends only if it still runs after the grace.
-            let eng = eng.clone();
+            // PE may be about to report its own; it ends only if it still runs after the grace. The
+            // grace passes on this thread, which finalize joins (ending the wait at once): no thread
+            // of the engine outlives finalize.
             log::debug(format!("proxy: {msg}"));
-            std::thread::spawn(move || {
-                std::thread::sleep(GONE_GRACE);
-                if !eng.closing.load(Ordering::Acquire) {
-                    eng.fault(Error::new(format!("{msg} {GONE_GRACE:?} ago; nothing sent to it can complete")));
+            let start = Instant::now();
+            while start.elapsed() < GONE_GRACE {
+                if eng.closing.load(Ordering::Acquire) || eng.abort.load(Ordering::Acquire) {
+                    return Ok(());
                 }
-            });
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            eng.fault(Error::new(format!("{msg} {GONE_GRACE:?} ago; nothing sent to it can complete")));
             return Ok(());
         }
         Err(Error::new(format!("{msg}; {}", self.in_flight())))

@@ -15,7 +15,11 @@
 #     (`rshmem = "=VERSION"`), is built: its kernel crate's PTX and rshmem's device library PTX are
 #     compiled from the unpacked sources; then it runs under `rshmrun -np 2` on the CPU backend.
 #   scripts/check-package.sh            (CI: scripts/test.sh runs it)
-# Environment: TEMPLATE_TARGET_DIR as for scripts/check-template.sh (default target/consumer-check).
+# Environment: PACKAGE_TARGET_DIR, the target directory of the build from the packages (default
+# target/consumer-check-package). Not check-template's: rshmem's library has no hash in its file name
+# (it is also a cdylib and a staticlib), so a build from the packages overwrote the template's
+# target/consumer-check/release/deps/librshmem.rlib, and the next check-template, whose rshmem was
+# still fresh, linked the packaged one (two rshmem-device crates: mismatched DevPtr types).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "check-package: FAILED: $*" >&2; exit 1; }
@@ -104,7 +108,7 @@ open(p, "w").write(s)
 PY
 cp "$root/Cargo.lock" "$app/Cargo.lock"
 (cd "$root" && cargo build --release -q -p rshmem-launcher) || die "cargo build -p rshmem-launcher"
-target=${TEMPLATE_TARGET_DIR:-$root/target/consumer-check}
+target=${PACKAGE_TARGET_DIR:-$root/target/consumer-check-package}
 mkdir -p "$target"
 log "building $app against the unpacked packages (target directory $target)"
 (cd "$app" && CARGO_TARGET_DIR=$target cargo build --release) >"$tmp/build.log" 2>&1 || {

@@ -32,7 +32,8 @@
 #     crate, its metadata and contents, then the template built from the unpacked packages), each run
 #     under rshmrun -np 2; and installs rshmem into a prefix (scripts/install.sh) and builds the CMake
 #     project examples/cmake (NVSHMEM code, find_package(rshmem), device-linked) against it
-#     (scripts/check-install.sh). The template's builds share target/consumer-check.
+#     (scripts/check-install.sh). The template's builds keep their own target directories (target/consumer-check,
+#     target/consumer-check-package).
 # Nothing is skipped: RSHMEM_TEST_NO_SKIP=1 makes every test that cannot run here (no root for network
 # namespaces or another user, no mpirun, no rdma-core headers, no C compiler) fail, saying why, instead
 # of passing without testing (rshmem_test_support::skip; plain `cargo test` prints one line per skip).

@@ -74,6 +74,15 @@ enum Part {
     Src { ptr: *const u8, len: usize, ticket: u64 },
 }
 
+impl Part {
+    /// Its bytes.
+    fn len(&self) -> usize {
+        match *self {
+            Part::Own { len, .. } | Part::Ext { len, .. } | Part::Copy { len, .. } | Part::Reply { len, .. } | Part::Src { len, .. } => len,
+        }
+    }
+}
+
 /// A PUT whose head is queued and whose payload may still grow (the next put to the bytes after it,
 /// from any thread, joins it): patched in place until something else is queued or the queue is sent.
 struct OpenPut {
@@ -118,9 +127,7 @@ impl Out {
     pub(crate) fn holds_more_than(&self, limit: usize) -> bool {
         let mut n = self.open.as_ref().map_or(0, |o| o.len as usize);
         for p in &self.parts {
-            n += match *p {
-                Part::Own { len, .. } | Part::Ext { len, .. } | Part::Copy { len, .. } | Part::Reply { len, .. } | Part::Src { len, .. } => len,
-            };
+            n += p.len();
             if n > limit {
                 return true;
             }
@@ -473,9 +480,7 @@ impl Lane {
     /// no bytes never waits for a send that cannot carry it).
     fn advance(&self, out: &mut Out, mut n: usize) {
         while let Some(front) = out.parts.front() {
-            let len = match *front {
-                Part::Own { len, .. } | Part::Ext { len, .. } | Part::Copy { len, .. } | Part::Reply { len, .. } | Part::Src { len, .. } => len,
-            };
+            let len = front.len();
             let left = len - out.first_sent;
             if n < left {
                 if n == 0 {

@@ -87,10 +87,9 @@ pub struct Proxy {
     eng: Arc<Engine>,
     /// `remote[pe]`: the proxy reaches PE `pe` (it is on another node).
     remote: Vec<bool>,
+    /// The engine's threads (sender, lanes, reaper), all joined at shutdown: they hold the engine,
+    /// whose memory (the lanes' rings) must be gone when finalize returns.
     threads: Mutex<Vec<(String, JoinHandle<()>)>>,
-    /// The reaper thread (`Engine::reap`), joined at shutdown: it holds the engine, whose memory (the
-    /// lanes' rings) must be gone when finalize returns.
-    reaper: Mutex<Option<JoinHandle<()>>>,
     /// Pinned memory for host gets on GPUs (None on the CPU backend), one get at a time.
     get_bounce: Option<Mutex<HostShared>>,
     /// The verbs provider's shared state (heap keys), for heap growth.
@@ -279,7 +278,6 @@ impl Proxy {
             eng,
             remote,
             threads: Mutex::new(threads),
-            reaper: Mutex::new(None),
             get_bounce,
             #[cfg(feature = "verbs")]
             verbs,
@@ -298,7 +296,7 @@ impl Proxy {
                 })
             })
             .map_err(|e| Error::os("proxy: starting the reaper thread", e))?;
-        *p.reaper.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(reaper);
+        p.threads.get_mut().unwrap_or_else(|e| e.into_inner()).push(("rshmem-proxy-reaper".into(), reaper));
         *HOST_CHANNEL.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.eng.host_channel());
         *LISTEN.lock().unwrap_or_else(|e| e.into_inner()) = Some(listen);
         Ok(p)
@@ -423,11 +421,8 @@ impl Transport for Proxy {
         for l in &self.eng.lanes {
             l.wake();
         }
+        // The lanes, then the reaper (it sees `closing` at once: end_reaper woke it under its lock).
         for (_, h) in rest {
-            let _ = h.join();
-        }
-        if let Some(h) = self.reaper.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            // It sees `closing` at once (end_reaper woke it under its lock) and returns.
             let _ = h.join();
         }
         let stopped = self.eng.target.stop(Duration::from_secs(2));

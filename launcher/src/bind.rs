@@ -39,16 +39,11 @@ pub fn shares(allowed: &[usize], n: usize) -> Vec<Vec<usize>> {
     if n >= allowed.len() {
         return (0..n).map(|i| vec![allowed[i % allowed.len()]]).collect();
     }
-    let (base, extra) = (allowed.len() / n, allowed.len() % n);
-    let mut at = 0;
-    (0..n)
-        .map(|i| {
-            let k = base + usize::from(i < extra);
-            let s = allowed[at..at + k].to_vec();
-            at += k;
-            s
-        })
-        .collect()
+    let mut s = vec![Vec::new(); n];
+    for (i, &c) in allowed.iter().enumerate() {
+        s[crate::split::block_of(i as u32, allowed.len() as u32, n as u32).0 as usize].push(c);
+    }
+    s
 }
 
 /// The kernel's form of a set of CPUs (each below CPU_SETSIZE).

@@ -71,19 +71,6 @@ pub struct JobSpec {
     pub bind_to: crate::bind::BindTo,
 }
 
-/// Where PE `pe` of `np` runs when they are split into `nodes` nodes of contiguous PEs (the first
-/// `np % nodes` nodes get one PE more): (node, node-local PE, PEs on that node).
-pub fn node_of(pe: u32, np: u32, nodes: u32) -> (u32, u32, u32) {
-    debug_assert!(nodes >= 1 && nodes <= np && pe < np);
-    let (base, extra) = (np / nodes, np % nodes);
-    let big = extra * (base + 1); // PEs on the nodes with one more
-    if pe < big {
-        (pe / (base + 1), pe % (base + 1), base + 1)
-    } else {
-        (extra + (pe - big) / base, (pe - big) % base, base)
-    }
-}
-
 /// Runs the job to its end and returns rshmrun's exit status.
 pub fn run(spec: &JobSpec) -> i32 {
     let started = Instant::now();
@@ -351,7 +338,7 @@ struct Launch<'a> {
 /// exit status rshmrun should end with (127: not found, 126: not executable, 1: anything else).
 fn start_pe(launch: &Launch, pe: u32, job: &mut Job, output: &mut Forwarder) -> Result<(), (String, i32)> {
     let spec = launch.spec;
-    let (node, local_pe, local_npes) = node_of(pe, spec.np, launch.nodes.unwrap_or(1));
+    let (node, local_pe, local_npes) = crate::split::block_of(pe, spec.np, launch.nodes.unwrap_or(1));
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env(env::PE, pe.to_string())
@@ -1018,29 +1005,6 @@ mod tests {
         assert!(k.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         assert_ne!(k, job_key().unwrap());
     }
-
-    #[test]
-    fn node_split() {
-        // 4 PEs on 3 nodes: 0-1, 2, 3.
-        let l: Vec<_> = (0..4).map(|pe| node_of(pe, 4, 3)).collect();
-        assert_eq!(l, [(0, 0, 2), (0, 1, 2), (1, 0, 1), (2, 0, 1)]);
-        assert_eq!((0..4).map(|pe| node_of(pe, 4, 2)).collect::<Vec<_>>(), [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]);
-        assert_eq!(node_of(3, 4, 1), (0, 3, 4));
-        // Every split: contiguous blocks, sizes differ by at most one, larger first, all PEs covered once.
-        for np in 1..40u32 {
-            for nodes in 1..=np {
-                let l: Vec<_> = (0..np).map(|pe| node_of(pe, np, nodes)).collect();
-                let mut next = (0, 0);
-                for &(node, local, size) in &l {
-                    assert_eq!((node, local), next, "np {np} nodes {nodes}: {l:?}");
-                    assert!(size == np / nodes + u32::from(node < np % nodes), "np {np} nodes {nodes}: {l:?}");
-                    next = if local + 1 == size { (node + 1, 0) } else { (node, local + 1) };
-                }
-                assert_eq!(next, (nodes, 0), "np {np} nodes {nodes}: {l:?}");
-            }
-        }
-    }
-
 
     #[test]
     fn exit_codes() {

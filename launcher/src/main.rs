@@ -15,6 +15,7 @@ mod output;
 mod pmi;
 mod selftest;
 mod signals;
+mod split;
 
 use std::io::Write;
 use std::time::Duration;

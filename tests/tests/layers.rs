@@ -90,7 +90,7 @@ const CRATES: &[Crate] = &[
         src: "python/src",
         layers: &[("errors", &["errors"]), ("types", &["dtype"]), ("memory", &["mem"]), ("heap", &["heap"]), ("operations", &["ops"]), ("module", &[""])],
     },
-    Crate { name: "rshmem-launcher", src: "launcher/src", layers: &[("parts", &["cli", "output", "signals", "netns", "pmi", "child", "selftest", "bind"]), ("job", &["job"]), ("main", &[""])] },
+    Crate { name: "rshmem-launcher", src: "launcher/src", layers: &[("parts", &["cli", "output", "signals", "netns", "pmi", "child", "selftest", "bind", "split"]), ("job", &["job"]), ("main", &[""])] },
 ];
 
 // ------------------------------------------------------------------------------------------- reading
